@@ -1,0 +1,706 @@
+/* cmd_cluster.c - the CLI's cluster commands: `strata status`, `strata
+ * plan`, `strata generate` (talk to a coordinator) and `strata keygen`.
+ *
+ * Each command opens a REQ socket to the coordinator given by
+ * --coordinator ADDR or the STRATA_COORDINATOR environment variable,
+ * with the cluster key of --cluster-key FILE when the cluster has one
+ * (the coordinator refuses unauthenticated frames), and exchanges control
+ * messages (docs/cluster.md). REQ resends are off: a resent frame would be
+ * a replay under a key. The envelope's sender id is random per process.
+ *
+ * `strata generate` submits a request, then long-polls for tokens and
+ * prints their text as it arrives (the coordinator's detokenizer never
+ * splits a UTF-8 character); with --ids it prints one line "ids: a,b,c"
+ * at the end instead. The prompt text is echoed first, as `strata run`
+ * does, and the same EOS rule applies (EOS ends generation and is part of
+ * the ids). --logits-out writes each step's logits row as little-endian
+ * f32, the format of `strata run --logits-out`. */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <sodium.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "common/clock.h"
+#include "common/envelope.h"
+#include "common/msg.h"
+
+#define CL_MAX_FRAME ((size_t)64 << 20)
+#define CL_MAX_STOP 16
+
+typedef struct cl_conn {
+    nng_socket s;
+    bool open;
+    st_env env;
+    bool env_open;
+    int timeout_ms;
+} cl_conn;
+
+/* Flags every cluster command takes. */
+typedef struct cl_common {
+    const char *addr;
+    const char *key;
+    int64_t timeout_ms;
+    bool json;
+} cl_common;
+
+/* cl_common_flag - parses argv[*i] if it is a common flag: 1 if it was, 0
+ * if not, -1 on a bad value. */
+static int cl_common_flag(int argc, char **argv, int *i, cl_common *c, bool json_ok)
+{
+    const char *f = argv[*i], *v;
+    if (strcmp(f, "--coordinator") == 0) {
+        if (!(c->addr = cli_need_value(argc, argv, i)))
+            return -1;
+    } else if (strcmp(f, "--cluster-key") == 0) {
+        if (!(c->key = cli_need_value(argc, argv, i)))
+            return -1;
+    } else if (strcmp(f, "--timeout-ms") == 0) {
+        if (!(v = cli_need_value(argc, argv, i)) ||
+            cli_parse_i64(f, v, 1, 24ll * 3600 * 1000, &c->timeout_ms))
+            return -1;
+    } else if (json_ok && strcmp(f, "--json") == 0) {
+        c->json = true;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static void cl_close(cl_conn *c)
+{
+    if (c->open)
+        nng_close(c->s);
+    if (c->env_open)
+        st_env_fini(&c->env);
+    c->open = c->env_open = false;
+}
+
+/* cl_open - connects to the coordinator (printing the error). */
+static int cl_open(cl_conn *c, const cl_common *o, const char *cmd)
+{
+    memset(c, 0, sizeof *c);
+    const char *addr = o->addr ? o->addr : getenv("STRATA_COORDINATOR");
+    if (addr == NULL || addr[0] == '\0') {
+        fprintf(stderr, "strata: %s: no coordinator: give --coordinator ADDR or set "
+                        "STRATA_COORDINATOR\n", cmd);
+        return 2;
+    }
+    uint8_t key[ST_KEY_BYTES];
+    st_err e;
+    if (o->key && (e = st_key_load(o->key, key))) {
+        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
+        return 1;
+    }
+    if (sodium_init() < 0) {
+        fprintf(stderr, "strata: %s: libsodium failed to start\n", cmd);
+        return 1;
+    }
+    uint64_t sender;
+    randombytes_buf(&sender, sizeof sender);
+    e = st_env_init(&c->env, o->key ? key : NULL, sender);
+    sodium_memzero(key, sizeof key);
+    if (e != ST_OK) {
+        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
+        return 1;
+    }
+    c->env_open = true;
+    int rv = nng_req0_open(&c->s);
+    if (rv != 0) {
+        fprintf(stderr, "strata: %s: %s\n", cmd, nng_strerror(rv));
+        cl_close(c);
+        return 1;
+    }
+    c->open = true;
+    nng_socket_set_ms(c->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    nng_socket_set_size(c->s, NNG_OPT_RECVMAXSZ, CL_MAX_FRAME);
+    nng_dialer d;
+    if ((rv = nng_dialer_create(&d, c->s, addr)) == 0) {
+        if (strncmp(addr, "tcp://", 6) == 0)
+            nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
+        rv = nng_dialer_start(d, 0);
+    }
+    if (rv != 0) {
+        fprintf(stderr, "strata: %s: cannot reach the coordinator at %s: %s\n", cmd, addr,
+                nng_strerror(rv));
+        cl_close(c);
+        return 1;
+    }
+    c->timeout_ms = o->timeout_ms > 0 ? (int)o->timeout_ms : 10000;
+    return 0;
+}
+
+/* cl_call - one request/reply; prints the error and returns nonzero on
+ * failure (an Error reply included). */
+static int cl_call(cl_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg **reply,
+                   const char *cmd)
+{
+    st_err e = st_msg_call(c->s, &c->env, m, timeout_ms, reply);
+    if (e != ST_OK) {
+        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- JSON and table helpers ---- */
+
+static void cl_json_u64(cJSON *o, const char *k, uint64_t v)
+{
+    char b[24];
+    snprintf(b, sizeof b, "%" PRIu64, v); /* exact: ids exceed a double's 53 bits */
+    cJSON_AddRawToObject(o, k, b);
+}
+
+static void cl_hex(const uint8_t *p, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", p[i]);
+    out[2 * n] = '\0';
+}
+
+static const char *cl_bytes(uint64_t b, char *buf, size_t cap)
+{
+    if (b >= (1ull << 30))
+        snprintf(buf, cap, "%.2f GiB", (double)b / (1ull << 30));
+    else if (b >= (1ull << 20))
+        snprintf(buf, cap, "%.1f MiB", (double)b / (1ull << 20));
+    else if (b >= 1024)
+        snprintf(buf, cap, "%.1f KiB", (double)b / 1024);
+    else
+        snprintf(buf, cap, "%" PRIu64 " B", b);
+    return buf;
+}
+
+static cJSON *cl_plan_json(const Strata__Plan *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    char hex[65];
+    cl_json_u64(o, "epoch", p->epoch);
+    cl_hex(p->plan_hash.data, p->plan_hash.len > 32 ? 32 : p->plan_hash.len, hex);
+    cJSON_AddStringToObject(o, "plan_hash", hex);
+    cl_hex(p->model_id.data, p->model_id.len > 32 ? 32 : p->model_id.len, hex);
+    cJSON_AddStringToObject(o, "model_id", hex);
+    cJSON_AddBoolToObject(o, "zstd", p->zstd);
+    cJSON_AddStringToObject(o, "result_addr", p->result_addr ? p->result_addr : "");
+    cJSON_AddNumberToObject(o, "n_layer", p->n_layer);
+    cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
+    cJSON_AddNumberToObject(o, "n_ctx", p->n_ctx);
+    cJSON_AddNumberToObject(o, "max_sessions", p->max_sessions);
+    cl_json_u64(o, "incarnation", p->incarnation);
+    cJSON *st = cJSON_AddArrayToObject(o, "stages");
+    for (size_t i = 0; i < p->n_stages; i++) {
+        const Strata__Stage *s = p->stages[i];
+        cJSON *so = cJSON_CreateObject();
+        cJSON_AddNumberToObject(so, "index", s->index);
+        cJSON_AddNumberToObject(so, "first", s->first);
+        cJSON_AddNumberToObject(so, "last", s->last);
+        cJSON *ids = cJSON_AddArrayToObject(so, "worker_ids");
+        for (size_t k = 0; k < s->n_worker_ids; k++) {
+            char b[24];
+            snprintf(b, sizeof b, "%" PRIu64, s->worker_ids[k]);
+            cJSON_AddItemToArray(ids, cJSON_CreateRaw(b));
+        }
+        cJSON *ad = cJSON_AddArrayToObject(so, "data_addrs");
+        for (size_t k = 0; k < s->n_data_addrs; k++)
+            cJSON_AddItemToArray(ad, cJSON_CreateString(s->data_addrs[k]));
+        cJSON_AddStringToObject(so, "in_dtype", s->in_dtype ? s->in_dtype : "");
+        cJSON_AddItemToArray(st, so);
+    }
+    return o;
+}
+
+static void cl_plan_print(const Strata__Plan *p)
+{
+    char hash[65], mid[65];
+    cl_hex(p->plan_hash.data, p->plan_hash.len > 32 ? 32 : p->plan_hash.len, hash);
+    cl_hex(p->model_id.data, p->model_id.len > 32 ? 32 : p->model_id.len, mid);
+    const char *wire = p->n_stages > 0 && p->stages[0]->in_dtype ? p->stages[0]->in_dtype : "?";
+    printf("epoch %" PRIu64 "  hash %.16s...  model %.16s...\n", p->epoch, hash, mid);
+    printf("wire %s%s, %u layers, %u tokens per batch, context %u, %u sessions, results at %s\n",
+           wire, p->zstd ? "+zstd" : "", p->n_layer, p->max_tokens, p->n_ctx, p->max_sessions,
+           p->result_addr ? p->result_addr : "");
+    for (size_t i = 0; i < p->n_stages; i++) {
+        const Strata__Stage *s = p->stages[i];
+        printf("stage %u: layers [%u, %u)  worker %" PRIu64 "  %s\n", s->index, s->first, s->last,
+               s->n_worker_ids ? s->worker_ids[0] : 0,
+               s->n_data_addrs ? s->data_addrs[0] : "");
+    }
+}
+
+static cJSON *cl_counters_json(const Strata__Counters *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    Strata__Counters z = STRATA__COUNTERS__INIT;
+    if (c == NULL)
+        c = &z;
+    cl_json_u64(o, "refused_epoch", c->refused_epoch);
+    cl_json_u64(o, "auth_failed", c->auth_failed);
+    cl_json_u64(o, "f16_clamps", c->f16_clamps);
+    cl_json_u64(o, "bad_packets", c->bad_packets);
+    cl_json_u64(o, "steps", c->steps);
+    return o;
+}
+
+static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
+{
+    cJSON *o = cJSON_CreateObject();
+    cl_json_u64(o, "id", w->id);
+    cJSON_AddStringToObject(o, "name", w->name ? w->name : "");
+    cJSON_AddStringToObject(o, "state", w->state ? w->state : "");
+    cJSON_AddNumberToObject(o, "stage", w->stage);
+    cJSON_AddNumberToObject(o, "first", w->first);
+    cJSON_AddNumberToObject(o, "last", w->last_layer);
+    cJSON_AddNumberToObject(o, "since_heartbeat_s", w->since_heartbeat_s);
+    if (w->cap) {
+        cJSON_AddNumberToObject(o, "cores", w->cap->cores);
+        cJSON_AddNumberToObject(o, "threads", w->cap->threads);
+        cl_json_u64(o, "memory_budget", w->cap->memory_budget);
+        cJSON_AddStringToObject(o, "data_addr", w->cap->data_addr ? w->cap->data_addr : "");
+        cJSON_AddStringToObject(o, "ctl_addr", w->cap->ctl_addr ? w->cap->ctl_addr : "");
+        cJSON_AddBoolToObject(o, "spare", w->cap->spare);
+    }
+    const Strata__Heartbeat *h = w->last;
+    if (h) {
+        cl_json_u64(o, "epoch", h->epoch);
+        cJSON_AddNumberToObject(o, "load", h->load);
+        cl_json_u64(o, "rss_bytes", h->rss_bytes);
+        cl_json_u64(o, "kv_bytes", h->kv_bytes);
+        cl_json_u64(o, "weight_bytes", h->weight_bytes);
+        cJSON_AddNumberToObject(o, "in_flight", h->in_flight);
+        cJSON_AddNumberToObject(o, "sessions", h->sessions);
+        cJSON *ls = cJSON_AddArrayToObject(o, "layers");
+        for (size_t i = 0; i < h->n_layers; i++) {
+            cJSON *l = cJSON_CreateObject();
+            cJSON_AddNumberToObject(l, "layer", h->layers[i]->layer);
+            cJSON_AddNumberToObject(l, "ema_ms", h->layers[i]->ema_ms);
+            cJSON_AddNumberToObject(l, "p99_ms", h->layers[i]->p99_ms);
+            cJSON_AddNumberToObject(l, "samples", h->layers[i]->samples);
+            cJSON_AddItemToArray(ls, l);
+        }
+        cJSON_AddItemToObject(o, "counters", cl_counters_json(h->counters));
+    }
+    return o;
+}
+
+/* cl_serving - whether the cluster serves: a committed plan whose every
+ * stage worker is in state "serving". */
+static bool cl_serving(const Strata__StatusReply *s)
+{
+    if (s->plan == NULL || s->plan->n_stages == 0)
+        return false;
+    for (size_t i = 0; i < s->plan->n_stages; i++) {
+        const Strata__Stage *st = s->plan->stages[i];
+        bool ok = false;
+        for (size_t k = 0; k < s->n_workers && !ok; k++)
+            ok = st->n_worker_ids > 0 && s->workers[k]->id == st->worker_ids[0] &&
+                 s->workers[k]->state && strcmp(s->workers[k]->state, "serving") == 0;
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+static void cl_status_print(const Strata__StatusReply *s)
+{
+    const Strata__Counters *c = s->counters;
+    printf("model %s  epoch %" PRIu64 " (%s)  incarnation %" PRIu64 "  sessions %u  requests %u\n",
+           s->model ? s->model : "", s->epoch, cl_serving(s) ? "serving" : "not serving",
+           s->incarnation, s->sessions, s->requests);
+    printf("%-20s %-14s %-9s %5s %-10s %10s %10s %8s\n", "worker", "name", "state", "stage",
+           "layers", "rss", "kv", "hb age");
+    for (size_t i = 0; i < s->n_workers; i++) {
+        const Strata__WorkerStatus *w = s->workers[i];
+        const Strata__Heartbeat *h = w->last;
+        char layers[32] = "-", rss[24] = "-", kv[24] = "-";
+        if (w->stage >= 0)
+            snprintf(layers, sizeof layers, "[%u,%u)", w->first, w->last_layer);
+        if (h) {
+            cl_bytes(h->rss_bytes, rss, sizeof rss);
+            cl_bytes(h->kv_bytes, kv, sizeof kv);
+        }
+        printf("%-20" PRIu64 " %-14.14s %-9s %5d %-10s %10s %10s %7.1fs\n", w->id,
+               w->name ? w->name : "", w->state ? w->state : "", w->stage, layers, rss, kv,
+               w->since_heartbeat_s);
+        if (h && h->n_layers > 0) {
+            printf("    latency ms (ema/p99):");
+            for (size_t k = 0; k < h->n_layers; k++)
+                printf(" L%u %.3f/%.3f", h->layers[k]->layer, h->layers[k]->ema_ms,
+                       h->layers[k]->p99_ms);
+            printf("\n");
+        }
+    }
+    if (c)
+        printf("counters: refused epochs %" PRIu64 ", failed authentications %" PRIu64
+               ", f16 clamps %" PRIu64 ", bad packets %" PRIu64 ", steps %" PRIu64 "\n",
+               c->refused_epoch, c->auth_failed, c->f16_clamps, c->bad_packets, c->steps);
+}
+
+static int cl_print_json(cJSON *o)
+{
+    char *txt = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (txt == NULL) {
+        fprintf(stderr, "strata: out of memory printing JSON\n");
+        return 1;
+    }
+    printf("%s\n", txt);
+    free(txt);
+    return 0;
+}
+
+/* cl_admin - status or plan: one request, one printed reply. */
+static int cl_admin(int argc, char **argv, bool status)
+{
+    const char *cmd = status ? "status" : "plan";
+    cl_common o = {0};
+    for (int i = 1; i < argc; i++) {
+        int r = cl_common_flag(argc, argv, &i, &o, true);
+        if (r < 0)
+            return 2;
+        if (r == 0) {
+            fprintf(stderr, "strata: %s: unknown argument '%s'\n", cmd, argv[i]);
+            return 2;
+        }
+    }
+    cl_conn c;
+    int rc = cl_open(&c, &o, cmd);
+    if (rc != 0)
+        return rc;
+    Strata__Msg m = STRATA__MSG__INIT;
+    Strata__StatusRequest sq = STRATA__STATUS_REQUEST__INIT;
+    Strata__PlanRequest pq = STRATA__PLAN_REQUEST__INIT;
+    if (status) {
+        m.body_case = STRATA__MSG__BODY_STATUS_REQ;
+        m.status_req = &sq;
+    } else {
+        m.body_case = STRATA__MSG__BODY_PLAN_REQ;
+        m.plan_req = &pq;
+    }
+    Strata__Msg *r = NULL;
+    if (cl_call(&c, &m, c.timeout_ms, &r, cmd)) {
+        cl_close(&c);
+        return 1;
+    }
+    rc = 0;
+    if (status && r->body_case == STRATA__MSG__BODY_STATUS) {
+        const Strata__StatusReply *s = r->status;
+        if (o.json) {
+            cJSON *j = cJSON_CreateObject();
+            cJSON_AddStringToObject(j, "model", s->model ? s->model : "");
+            cl_json_u64(j, "incarnation", s->incarnation);
+            cl_json_u64(j, "epoch", s->epoch);
+            cJSON_AddNumberToObject(j, "sessions", s->sessions);
+            cJSON_AddNumberToObject(j, "requests", s->requests);
+            cJSON_AddItemToObject(j, "counters", cl_counters_json(s->counters));
+            cJSON *ws = cJSON_AddArrayToObject(j, "workers");
+            for (size_t i = 0; i < s->n_workers; i++)
+                cJSON_AddItemToArray(ws, cl_worker_json(s->workers[i]));
+            cJSON_AddBoolToObject(j, "serving", cl_serving(s));
+            if (s->plan)
+                cJSON_AddItemToObject(j, "plan", cl_plan_json(s->plan));
+            else
+                cJSON_AddNullToObject(j, "plan");
+            rc = cl_print_json(j);
+        } else {
+            cl_status_print(s);
+        }
+    } else if (!status && r->body_case == STRATA__MSG__BODY_PLAN) {
+        if (o.json)
+            rc = cl_print_json(cl_plan_json(r->plan));
+        else
+            cl_plan_print(r->plan);
+    } else {
+        fprintf(stderr, "strata: %s: unexpected %s reply\n", cmd, st_msg_case_name(r));
+        rc = 1;
+    }
+    st_msg_free(r);
+    cl_close(&c);
+    return rc;
+}
+
+int st_cmd_status(int argc, char **argv) { return cl_admin(argc, argv, true); }
+
+int st_cmd_plan(int argc, char **argv) { return cl_admin(argc, argv, false); }
+
+/* ---- generate ---- */
+
+typedef struct gen_opts {
+    cl_common c;
+    const char *prompt;
+    int32_t *ids;
+    size_t n_ids;
+    int64_t n;
+    st_sampler_params sp;
+    bool ids_only;
+    const char *stop[CL_MAX_STOP];
+    size_t n_stop;
+    const char *logits_out;
+    uint64_t session;
+} gen_opts;
+
+static void gen_usage(void)
+{
+    fprintf(stderr,
+            "usage: strata generate (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
+            "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ids]\n"
+            "       [--stop STR]... [--logits-out FILE] [--session ID] [--timeout-ms N]\n"
+            "       [--coordinator ADDR] [--cluster-key FILE]\n");
+}
+
+static int gen_parse(int argc, char **argv, gen_opts *o)
+{
+    o->sp = st_sampler_params_default();
+    o->n = 64;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v;
+        int r = cli_parse_sampling(argc, argv, &i, &o->sp);
+        if (r == 0)
+            r = cl_common_flag(argc, argv, &i, &o->c, false);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
+        if (strcmp(f, "--prompt") == 0) {
+            if (!(o->prompt = cli_need_value(argc, argv, &i)))
+                return 2;
+        } else if (strcmp(f, "--prompt-ids") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_ids(f, v, &o->ids, &o->n_ids))
+                return 2;
+        } else if (strcmp(f, "-n") == 0 || strcmp(f, "--n-predict") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 0, 1 << 24, &o->n))
+                return 2;
+        } else if (strcmp(f, "--ids") == 0) {
+            o->ids_only = true;
+        } else if (strcmp(f, "--stop") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)))
+                return 2;
+            if (o->n_stop == CL_MAX_STOP) {
+                fprintf(stderr, "strata: generate: at most %d --stop strings\n", CL_MAX_STOP);
+                return 2;
+            }
+            o->stop[o->n_stop++] = v;
+        } else if (strcmp(f, "--logits-out") == 0) {
+            if (!(o->logits_out = cli_need_value(argc, argv, &i)))
+                return 2;
+        } else if (strcmp(f, "--session") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_u64(f, v, &o->session))
+                return 2;
+        } else {
+            fprintf(stderr, "strata: generate: unknown argument '%s'\n", f);
+            gen_usage();
+            return 2;
+        }
+    }
+    if ((o->prompt == NULL) == (o->ids == NULL)) {
+        fprintf(stderr, "strata: generate: exactly one of --prompt, --prompt-ids is required\n");
+        gen_usage();
+        return 2;
+    }
+    return 0;
+}
+
+static void gen_write(const void *b, size_t n)
+{
+    if (n) {
+        fwrite(b, 1, n, stdout);
+        fflush(stdout);
+    }
+}
+
+/* gen_cancel - best effort: tells the coordinator to stop the request. */
+static void gen_cancel(cl_conn *c, uint64_t id)
+{
+    Strata__CancelRequest cr = STRATA__CANCEL_REQUEST__INIT;
+    cr.request_id = id;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_CANCEL;
+    m.cancel = &cr;
+    Strata__Msg *r = NULL;
+    if (st_msg_call(c->s, &c->env, &m, 2000, &r) == ST_OK)
+        st_msg_free(r);
+}
+
+/* gen_stream - polls request id until it is done, printing as it goes;
+ * appends the ids to *all (capacity cap). */
+static int gen_stream(cl_conn *c, const gen_opts *o, uint64_t id, FILE *lf, int32_t *all,
+                      size_t cap, size_t *n_all, uint64_t deadline_ns, char *fin, size_t fin_cap)
+{
+    for (;;) {
+        uint64_t now = st_now_ns();
+        if (deadline_ns && now >= deadline_ns) {
+            gen_cancel(c, id);
+            fprintf(stderr, "strata: generate: timed out after %lld ms (request cancelled)\n",
+                    (long long)o->c.timeout_ms);
+            return 1;
+        }
+        uint32_t wait = 10000;
+        if (deadline_ns && (deadline_ns - now) / 1000000 < wait)
+            wait = (uint32_t)((deadline_ns - now) / 1000000) + 1;
+        Strata__PollRequest pq = STRATA__POLL_REQUEST__INIT;
+        pq.request_id = id;
+        pq.after = (uint32_t)*n_all;
+        pq.wait_ms = wait;
+        Strata__Msg m = STRATA__MSG__INIT;
+        m.body_case = STRATA__MSG__BODY_POLL;
+        m.poll = &pq;
+        Strata__Msg *r = NULL;
+        if (cl_call(c, &m, (int)wait + 15000, &r, "generate"))
+            return 1;
+        if (r->body_case != STRATA__MSG__BODY_POLL_REPLY) {
+            fprintf(stderr, "strata: generate: unexpected %s reply\n", st_msg_case_name(r));
+            st_msg_free(r);
+            return 1;
+        }
+        const Strata__PollReply *p = r->poll_reply;
+        if (*n_all + p->n_ids > cap) {
+            fprintf(stderr, "strata: generate: the coordinator sent %zu ids; %zu were asked for\n",
+                    *n_all + p->n_ids, cap);
+            st_msg_free(r);
+            return 1;
+        }
+        memcpy(all + *n_all, p->ids, p->n_ids * sizeof *all);
+        *n_all += p->n_ids;
+        if (!o->ids_only)
+            gen_write(p->text.data, p->text.len);
+        if (lf && p->n_logits &&
+            fwrite(p->logits, sizeof(float), p->n_logits, lf) != p->n_logits) {
+            perror(o->logits_out);
+            st_msg_free(r);
+            return 1;
+        }
+        if (lf && p->n_ids && p->n_logits != (size_t)p->n_ids * p->n_vocab) {
+            fprintf(stderr, "strata: generate: %zu logits for %zu ids of %u\n", p->n_logits,
+                    p->n_ids, p->n_vocab);
+            st_msg_free(r);
+            return 1;
+        }
+        if (p->done) {
+            int rc = 0;
+            snprintf(fin, fin_cap, "%s", p->finish_reason ? p->finish_reason : "");
+            if (strcmp(fin, "error") == 0 || strcmp(fin, "cancelled") == 0) {
+                if (!o->ids_only)
+                    printf("\n");
+                fflush(stdout);
+                fprintf(stderr, "strata: generate: %s: %s\n", fin,
+                        p->error && p->error->message ? p->error->message : "");
+                rc = 1;
+            }
+            st_msg_free(r);
+            return rc;
+        }
+        st_msg_free(r);
+    }
+}
+
+int st_cmd_generate(int argc, char **argv)
+{
+    gen_opts o;
+    memset(&o, 0, sizeof o);
+    int rc = gen_parse(argc, argv, &o);
+    if (rc != 0) {
+        free(o.ids);
+        return rc;
+    }
+    cl_conn c;
+    if ((rc = cl_open(&c, &o.c, "generate")) != 0) {
+        free(o.ids);
+        return rc;
+    }
+    FILE *lf = NULL;
+    int32_t *all = NULL;
+    rc = 1;
+    if (o.logits_out && (lf = fopen(o.logits_out, "wb")) == NULL) {
+        perror(o.logits_out);
+        goto out;
+    }
+    Strata__Sampling sp = STRATA__SAMPLING__INIT;
+    sp.temp = o.sp.temp;
+    sp.top_k = o.sp.top_k;
+    sp.top_p = o.sp.top_p;
+    sp.min_p = o.sp.min_p;
+    sp.repeat_penalty = o.sp.repeat_penalty;
+    sp.repeat_last_n = o.sp.repeat_last_n;
+    sp.seed = o.sp.seed;
+    Strata__GenerateRequest g = STRATA__GENERATE_REQUEST__INIT;
+    g.prompt = (char *)(o.prompt ? o.prompt : "");
+    g.n_prompt_ids = o.n_ids;
+    g.prompt_ids = o.ids;
+    g.max_tokens = (uint32_t)o.n;
+    g.sampling = &sp;
+    g.has_sampling = true;
+    g.n_stop = o.n_stop;
+    g.stop = (char **)o.stop;
+    g.session_id = o.session;
+    g.want_logits = o.logits_out != NULL;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_GENERATE;
+    m.generate = &g;
+    uint64_t t0 = st_now_ns();
+    uint64_t deadline = o.c.timeout_ms > 0 ? t0 + (uint64_t)o.c.timeout_ms * 1000000u : 0;
+    Strata__Msg *r = NULL;
+    if (cl_call(&c, &m, c.timeout_ms, &r, "generate"))
+        goto out;
+    if (r->body_case != STRATA__MSG__BODY_GENERATE_REPLY) {
+        fprintf(stderr, "strata: generate: unexpected %s reply\n", st_msg_case_name(r));
+        st_msg_free(r);
+        goto out;
+    }
+    uint64_t id = r->generate_reply->request_id;
+    uint32_t n_prompt = r->generate_reply->n_prompt;
+    st_msg_free(r);
+    if ((all = malloc(((size_t)o.n + 1) * sizeof *all)) == NULL) {
+        fprintf(stderr, "strata: generate: out of memory\n");
+        gen_cancel(&c, id);
+        goto out;
+    }
+    if (!o.ids_only && o.prompt)
+        gen_write(o.prompt, strlen(o.prompt));
+    size_t n_all = 0;
+    char fin[32] = "";
+    rc = gen_stream(&c, &o, id, lf, all, (size_t)o.n, &n_all, deadline, fin, sizeof fin);
+    double dt = (double)(st_now_ns() - t0) * 1e-9;
+    if (o.ids_only) {
+        printf("ids: ");
+        for (size_t i = 0; i < n_all; i++)
+            printf("%s%d", i ? "," : "", all[i]);
+        printf("\n");
+    } else if (rc == 0) {
+        printf("\n");
+    }
+    fflush(stdout);
+    fprintf(stderr, "prompt: %u tokens; generation: %zu tokens in %.3f s (%.2f tok/s); finish: %s\n",
+            n_prompt, n_all, dt, dt > 0 ? (double)n_all / dt : 0.0, fin[0] ? fin : "none");
+out:
+    if (lf && fclose(lf) != 0 && rc == 0) {
+        perror(o.logits_out);
+        rc = 1;
+    }
+    free(all);
+    free(o.ids);
+    cl_close(&c);
+    return rc;
+}
+
+/* ---- keygen ---- */
+
+int st_cmd_keygen(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: strata keygen FILE\n");
+        return 2;
+    }
+    st_err e = st_key_generate(argv[1]);
+    if (e != ST_OK) {
+        fprintf(stderr, "strata: keygen: %s\n", st_errmsg(e));
+        return 1;
+    }
+    fprintf(stderr, "wrote a %d-byte cluster key to %s (mode 0600)\n", ST_KEY_BYTES, argv[1]);
+    return 0;
+}

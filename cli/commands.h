@@ -1,0 +1,25 @@
+/* commands.h - the subcommands of the `strata` CLI. Each takes the
+ * arguments after its name (argv[0] is the subcommand's name) and returns
+ * the process exit status (0 success, 1 runtime error, 2 usage error);
+ * each prints its own one-line error message. Only main() calls exit(). */
+#ifndef ST_CLI_COMMANDS_H
+#define ST_CLI_COMMANDS_H
+
+int st_cmd_run(int argc, char **argv);        /* cmd_run.c */
+int st_cmd_tokenize(int argc, char **argv);   /* cmd_text.c */
+int st_cmd_detokenize(int argc, char **argv); /* cmd_text.c */
+int st_cmd_convert(int argc, char **argv);    /* cmd_convert.c */
+int st_cmd_bench(int argc, char **argv);      /* cmd_bench.c: dispatches to: */
+int st_bench_run(int argc, char **argv);        /* bench_run in cmd_bench.c */
+int st_bench_kernels(int argc, char **argv);    /* bench_kernels.c */
+int st_bench_wire_codec(int argc, char **argv); /* bench_wire_codec.c */
+int st_bench_wire(int argc, char **argv);       /* bench_wire.c */
+
+/* cluster commands (cmd_cluster.c); they talk to a coordinator given by
+ * --coordinator ADDR or the STRATA_COORDINATOR environment variable */
+int st_cmd_status(int argc, char **argv);
+int st_cmd_plan(int argc, char **argv);
+int st_cmd_generate(int argc, char **argv);
+int st_cmd_keygen(int argc, char **argv);
+
+#endif

@@ -1,0 +1,50 @@
+/* main.c - the `strata` command line: dispatches to one subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "common/log.h"
+
+typedef struct cli_cmd {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *usage;
+} cli_cmd;
+
+static const cli_cmd cli_cmds[] = {
+    {"run", st_cmd_run, "run MODEL (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [sampling flags]"},
+    {"tokenize", st_cmd_tokenize, "tokenize MODEL TEXT"},
+    {"detokenize", st_cmd_detokenize, "detokenize MODEL a,b,c"},
+    {"convert", st_cmd_convert, "convert (llama2c IN.bin OUT.gguf | synth OUT.gguf ...)"},
+    {"bench", st_cmd_bench, "bench (run MODEL | kernels | wire-codec | wire MODEL) ..."},
+    {"status", st_cmd_status, "status [--json] [--coordinator ADDR]"},
+    {"plan", st_cmd_plan, "plan [--json] [--coordinator ADDR]"},
+    {"generate", st_cmd_generate,
+     "generate (--prompt TEXT | --prompt-ids ...) [-n N] [sampling flags] [--ids]"},
+    {"keygen", st_cmd_keygen, "keygen FILE"},
+};
+
+static void cli_usage(FILE *f)
+{
+    fprintf(f, "usage: strata COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof cli_cmds / sizeof cli_cmds[0]; i++)
+        fprintf(f, "  strata %s\n", cli_cmds[i].usage);
+}
+
+int main(int argc, char **argv)
+{
+    st_log_init(NULL);
+    if (argc < 2) {
+        cli_usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        cli_usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof cli_cmds / sizeof cli_cmds[0]; i++)
+        if (strcmp(argv[1], cli_cmds[i].name) == 0)
+            return cli_cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "strata: unknown command '%s' (try strata --help)\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,51 @@
+/* msg.h - control messages (protobuf Msg) in envelopes over NNG.
+ *
+ * Ownership, stated once: st_msg_send() takes the nng_msg on success and
+ * leaves nothing to free on failure (it frees what it allocated); a
+ * Strata__Msg returned through an out-parameter belongs to the caller, who
+ * frees it with st_msg_free(). Every received message is checked (envelope,
+ * MAC and replay when keyed, protobuf well-formedness, a body set in the
+ * oneof) before any field is used. */
+#ifndef ST_MSG_H
+#define ST_MSG_H
+
+#include <nng/nng.h>
+#include <stdint.h>
+
+#include "common/envelope.h"
+#include "common/err.h"
+#include "strata.pb-c.h"
+
+/* st_msg_pack - m serialised inside an envelope of kind into *out. */
+st_err st_msg_pack(st_env *env, st_env_kind kind, const Strata__Msg *m, nng_msg **out);
+
+/* st_msg_unpack - checks msg's envelope (kind must be `kind`) and unpacks
+ * its Msg; msg stays the caller's. ST_EFORMAT for a malformed protobuf or
+ * an empty oneof, ST_EAUTH for a MAC or replay failure. */
+st_err st_msg_unpack(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **out,
+                     uint64_t *sender);
+
+/* st_msg_free - frees an unpacked Msg; NULL is a no-op. */
+void st_msg_free(Strata__Msg *m);
+
+/* st_msg_send - packs m and sends it on s (blocking, honouring the
+ * socket's send timeout). */
+st_err st_msg_send(nng_socket s, st_env *env, st_env_kind kind, const Strata__Msg *m);
+
+/* st_msg_recv - receives one message on s and unpacks it (st_msg_unpack). */
+st_err st_msg_recv(nng_socket s, st_env *env, st_env_kind kind, Strata__Msg **out,
+                   uint64_t *sender);
+
+/* st_msg_call - a request/reply round trip on a REQ socket: sends m, waits
+ * up to timeout_ms for the reply. An Error reply is returned as its code
+ * with its message as detail (and *reply is NULL). */
+st_err st_msg_call(nng_socket req, st_env *env, const Strata__Msg *m, int timeout_ms,
+                   Strata__Msg **reply);
+
+/* st_msg_error - fills m (and e) as an Error reply of code with message. */
+void st_msg_error(Strata__Msg *m, Strata__Error *e, st_err code, const char *message);
+
+/* st_msg_case_name - the name of m's body case, for logs. */
+const char *st_msg_case_name(const Strata__Msg *m);
+
+#endif

@@ -1,0 +1,203 @@
+/* wire.h - activation packets: the versioned binary format of the hidden
+ * states that cross a stage boundary (docs/wire-format.md, byte by byte).
+ *
+ * A packet is a fixed 128-byte little-endian header, one 16-byte
+ * descriptor per row (session id, first position, token count), then the
+ * payload: the hidden states of every token of every row, in row order, as
+ * f32, bf16, f16 or per-token i8 (a f32 scale, then the token's int8
+ * values), optionally one zstd frame (with 16-bit payloads optionally split
+ * per token into a high-byte plane and a low-byte plane). An integrity tag
+ * covers the whole packet: CRC-32C, or with a cluster key a keyed BLAKE2b
+ * MAC; the decoder checks it before it trusts any field beyond the framing.
+ *
+ * Threads: an st_wire_ctx (zstd contexts, scratch) belongs to one thread at
+ * a time; everything else is stateless. Errors name the field at fault in
+ * st_errdetail(). */
+#ifndef ST_WIRE_H
+#define ST_WIRE_H
+
+#include <nng/nng.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+#define ST_WIRE_MAGIC 0x50415453u /* bytes "STAP" */
+#define ST_WIRE_VERSION 1u
+#define ST_WIRE_HDR_SIZE 128u     /* fixed header of version 1 */
+#define ST_WIRE_ROW_SIZE 16u      /* one row descriptor */
+#define ST_WIRE_PLAN_HASH_SIZE 32u
+#define ST_WIRE_TAG_SIZE 16u      /* CRC-32C (4 bytes + 12 zero) or MAC */
+#define ST_WIRE_KEY_SIZE 32u      /* cluster key for the MAC */
+#define ST_WIRE_MAX_ROWS 4096u
+#define ST_WIRE_MAX_HIDDEN (1u << 20)
+#define ST_WIRE_ZSTD_DEFAULT_LEVEL 1
+#define ST_WIRE_ZSTD_WINDOW_LOG 17 /* frames may not need a larger window */
+
+/* Byte offsets of the version-1 header fields (docs/wire-format.md). */
+enum {
+    ST_WIRE_OFF_MAGIC = 0,     /* u32 */
+    ST_WIRE_OFF_VERSION = 4,   /* u16 */
+    ST_WIRE_OFF_HDR_LEN = 6,   /* u16 */
+    ST_WIRE_OFF_FLAGS = 8,     /* u32 */
+    ST_WIRE_OFF_DTYPE = 12,    /* u8 */
+    ST_WIRE_OFF_RSV0 = 13,     /* u8, zero */
+    ST_WIRE_OFF_STAGE = 14,    /* u16 */
+    ST_WIRE_OFF_EPOCH = 16,    /* u64 */
+    ST_WIRE_OFF_BATCH = 24,    /* u64 */
+    ST_WIRE_OFF_SEQ = 32,      /* u64 */
+    ST_WIRE_OFF_PLAN = 40,     /* 32 bytes */
+    ST_WIRE_OFF_N_ROWS = 72,   /* u32 */
+    ST_WIRE_OFF_HIDDEN = 76,   /* u32 */
+    ST_WIRE_OFF_N_TOKENS = 80, /* u32 */
+    ST_WIRE_OFF_RSV1 = 84,     /* u32, zero */
+    ST_WIRE_OFF_RAW_LEN = 88,  /* u64 */
+    ST_WIRE_OFF_WIRE_LEN = 96, /* u64 */
+    ST_WIRE_OFF_TAG = 104,     /* 16 bytes */
+    ST_WIRE_OFF_RSV2 = 120,    /* 8 bytes, zero */
+};
+
+/* Header flags. Bits not in ST_WIRE_F_KNOWN are rejected. */
+#define ST_WIRE_F_ZSTD 0x1u   /* payload is one zstd frame */
+#define ST_WIRE_F_PLANES 0x2u /* 16-bit payload split in byte planes (needs ZSTD) */
+#define ST_WIRE_F_MAC 0x4u    /* tag is a keyed BLAKE2b MAC, not a CRC-32C */
+#define ST_WIRE_F_KNOWN 0x7u
+
+/* Payload dtypes (their wire codes). */
+typedef enum st_wire_dtype {
+    ST_WIRE_F32 = 0,
+    ST_WIRE_BF16 = 1,
+    ST_WIRE_F16 = 2,
+    ST_WIRE_I8 = 3,
+    ST_WIRE_DT_COUNT
+} st_wire_dtype;
+
+/* The header fields. Encoding reads epoch, batch_id, seq, plan_hash, stage,
+ * n_rows and hidden; the rest comes from the rows and the options.
+ * Decoding and peeking fill every field. */
+typedef struct st_wire_hdr {
+    uint16_t version;
+    uint32_t flags;
+    st_wire_dtype dtype;
+    uint16_t stage;    /* index of the stage the packet is sent to */
+    uint64_t epoch;
+    uint64_t batch_id;
+    uint64_t seq;      /* per-sender sequence number (replay window: cluster) */
+    uint8_t plan_hash[ST_WIRE_PLAN_HASH_SIZE];
+    uint32_t n_rows;
+    uint32_t hidden;
+    uint32_t n_tokens; /* sum of the rows' token counts */
+    uint64_t raw_len;  /* payload bytes before zstd */
+    uint64_t wire_len; /* payload bytes as sent */
+} st_wire_hdr;
+
+/* One row: n_tokens tokens of one session at positions [pos0, pos0+n). */
+typedef struct st_wire_row {
+    uint64_t session_id;
+    uint32_t pos0;
+    uint32_t n_tokens;
+} st_wire_row;
+
+/* Encoding options. */
+typedef struct st_wire_opts {
+    st_wire_dtype dtype;
+    int zstd_level;       /* 0: no zstd; else a zstd level (ST_WIRE_ZSTD_DEFAULT_LEVEL) */
+    bool plane_split;     /* with zstd and bf16/f16 only */
+    const uint8_t *key;   /* ST_WIRE_KEY_SIZE bytes: MAC; NULL: CRC-32C */
+} st_wire_opts;
+
+/* What a receiver expects; every field is required (non-zero). */
+typedef struct st_wire_expect {
+    uint64_t epoch;
+    const uint8_t *plan_hash; /* ST_WIRE_PLAN_HASH_SIZE bytes */
+    uint16_t stage;
+    uint32_t hidden;
+    uint32_t max_tokens;      /* most tokens one packet may carry */
+    uint32_t dtype_mask;      /* bit (1 << dtype) per accepted dtype; 0: any */
+    const uint8_t *key;       /* cluster key, or NULL: CRC-32C packets only */
+} st_wire_expect;
+
+/* Encoder statistics of one packet. */
+typedef struct st_wire_stats {
+    uint64_t packet_bytes; /* header + rows + payload as sent */
+    uint64_t raw_bytes;    /* payload before zstd */
+    uint64_t wire_bytes;   /* payload as sent */
+    uint64_t n_clamped;    /* f16 values beyond +-65504, clamped */
+} st_wire_stats;
+
+typedef struct st_wire_ctx st_wire_ctx;
+
+/* st_wire_ctx_new - a codec context (zstd contexts created on first use,
+ * scratch grown on demand) using the fastest conversions this CPU runs, or
+ * the scalar references when force_ref is nonzero. Initialises libsodium. */
+st_err st_wire_ctx_new(int force_ref, st_wire_ctx **out);
+
+/* st_wire_ctx_free - frees ctx (NULL is fine). */
+void st_wire_ctx_free(st_wire_ctx *ctx);
+
+/* st_wire_ctx_convert_name - the conversion variant ctx uses ("avx2", "ref"). */
+const char *st_wire_ctx_convert_name(const st_wire_ctx *ctx);
+
+/* st_wire_dtype_name - "f32", "bf16", "f16", "i8" (or "?" if out of range). */
+const char *st_wire_dtype_name(st_wire_dtype d);
+
+/* st_wire_dtype_from_name - parses a dtype name; ST_ETYPE if unknown. */
+st_err st_wire_dtype_from_name(const char *name, st_wire_dtype *out);
+
+/* st_wire_encode_size - an upper bound of the packet's size (exact without
+ * zstd) after validating h, rows and o as st_wire_encode_buf does. */
+st_err st_wire_encode_size(const st_wire_hdr *h, const st_wire_row *rows, const st_wire_opts *o,
+                           size_t *out);
+
+/* st_wire_encode_buf - encodes a packet into buf (cap bytes, at least
+ * st_wire_encode_size's bound) and sets *len. hidden holds n_tokens rows of
+ * h->hidden floats in row order. A NaN or Inf (or a value bf16 would round
+ * to Inf) is ST_ERANGE naming row, session, token and index; nothing then
+ * is meant to be sent. stats may be NULL. */
+st_err st_wire_encode_buf(const st_wire_hdr *h, const st_wire_row *rows, const float *hidden,
+                          const st_wire_opts *o, st_wire_ctx *ctx, void *buf, size_t cap,
+                          size_t *len, st_wire_stats *stats);
+
+/* st_wire_encode - as st_wire_encode_buf, straight into the body of a new
+ * nng_msg (*out; the caller owns it). stats may be NULL. */
+st_err st_wire_encode(const st_wire_hdr *h, const st_wire_row *rows, const float *hidden,
+                      const st_wire_opts *o, st_wire_ctx *ctx, nng_msg **out,
+                      st_wire_stats *stats);
+
+/* st_wire_peek - parses and checks the fixed header only (framing, known
+ * version and flags, reserved bytes, dtype, sizes, and, when exp is not
+ * NULL, epoch / plan hash / stage / hidden / token limit / dtype / MAC
+ * presence) and fills *h. It does NOT check the integrity tag, so its
+ * verdict may be used to drop a packet cheaply, never to act on it. */
+st_err st_wire_peek(const void *buf, size_t len, const st_wire_expect *exp, st_wire_hdr *h);
+
+/* st_wire_decode - checks the framing, then the CRC or MAC over the whole
+ * packet, then every field against exp, the rows (at most rows_cap) and the
+ * sizes, and only then decodes the payload into hidden_out (room for
+ * hidden_cap_floats floats; n_tokens * hidden are written). Errors:
+ * ST_ETRUNC short packet; ST_EFORMAT bad magic, header length, flags,
+ * reserved bytes or inconsistent lengths; ST_EVERSION unknown version;
+ * ST_ECHECKSUM bad CRC; ST_EAUTH bad or missing MAC; ST_EEPOCH epoch or
+ * plan hash differs (both epochs named); ST_EPROTO wrong stage; ST_ESHAPE
+ * hidden size differs; ST_ETYPE dtype unknown or not accepted; ST_ERANGE
+ * counts out of range or caller buffers too small; ST_EOVERFLOW sizes
+ * overflow; ST_EZSTD a corrupt zstd frame. */
+st_err st_wire_decode(st_wire_ctx *ctx, const void *buf, size_t len, const st_wire_expect *exp,
+                      st_wire_hdr *h, st_wire_row *rows, size_t rows_cap, float *hidden_out,
+                      size_t hidden_cap_floats);
+
+/* st_wire_seal - recomputes the integrity tag of the packet in buf[0, len):
+ * a MAC with key (setting ST_WIRE_F_MAC) or a CRC-32C without (clearing
+ * it). For tests and tools that build packets by hand; needs only a
+ * readable version-1 header (ST_ETRUNC / ST_EFORMAT otherwise). */
+st_err st_wire_seal(void *buf, size_t len, const uint8_t *key);
+
+/* st_wire_negotiate - the dtype of a boundary whose sides accept a[0..na)
+ * and b[0..nb) (each in its preference order): the highest-precision dtype
+ * both accept, in the order f32 > f16 > bf16 > i8, with i8 only when
+ * allow_i8. ST_ETYPE for an unknown entry or when no dtype is common. */
+st_err st_wire_negotiate(const st_wire_dtype *a, size_t na, const st_wire_dtype *b, size_t nb,
+                         bool allow_i8, st_wire_dtype *out);
+
+#endif

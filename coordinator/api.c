@@ -1,0 +1,455 @@
+/* api.c - the requests that arrive on the coordinator's control (REP)
+ * socket: from workers (Join, Heartbeat, Leave, StaleReport) and from
+ * clients and admins (Generate, Poll, Cancel, Status, Plan).
+ *
+ * Every request gets exactly one reply, because a REP context stays busy
+ * until it answers: an Error for a frame that fails authentication (which
+ * changes nothing and is counted, INV-5), for malformed protobuf, for an
+ * unexpected message, and for each validation failure (INV-3). Replies go
+ * out through the REP slot the request came in on.
+ *
+ * Long polls: a Poll that finds no new token parks its slot (up to
+ * wait_ms, at most 10 s) instead of answering; after every turn of the
+ * event loop the parked polls whose request moved on, ended or timed out
+ * are answered. At most three quarters of the slots may be parked, so
+ * heartbeats and other requests always find a free slot; beyond that a
+ * Poll is answered at once, possibly empty. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/msg.h"
+#include "coordinator/coord_impl.h"
+
+#define API "api"
+
+/* api_send - packs r and answers slot (an Error reply if r cannot be packed). */
+static void api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
+{
+    nng_msg *out;
+    st_err e = st_msg_pack(&c->env_rep, ST_ENV_CONTROL, r, &out);
+    if (e != ST_OK) {
+        Strata__Msg em;
+        Strata__Error er;
+        char text[256];
+        snprintf(text, sizeof text, "reply not packed: %s", st_errmsg(e));
+        st_msg_error(&em, &er, e, text);
+        if (st_msg_pack(&c->env_rep, ST_ENV_CONTROL, &em, &out) != ST_OK) {
+            st_log(ST_LOG_ERROR, API, "cannot answer control slot %u", slot);
+            return; /* the slot stays busy; nothing else can be done */
+        }
+    }
+    st_net_reply(c->net, slot, out);
+}
+
+void st_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message)
+{
+    Strata__Msg m;
+    Strata__Error er;
+    st_msg_error(&m, &er, code, message);
+    api_send(c, slot, &m);
+}
+
+/* api_error - answers with code and the current error detail. */
+static void api_error(st_coord *c, uint32_t slot, st_err code)
+{
+    char text[512];
+    snprintf(text, sizeof text, "%s", st_errdetail()[0] ? st_errdetail() : st_strerror(code));
+    st_api_reply_error(c, slot, code, text);
+}
+
+static void api_ack(st_coord *c, uint32_t slot)
+{
+    Strata__Ack ack = STRATA__ACK__INIT;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_ACK;
+    m.ack = &ack;
+    api_send(c, slot, &m);
+}
+
+/* ---- workers ---- */
+
+/* api_join - takes m on success (the member keeps it). */
+static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m)
+{
+    st_err e = st_join_validate(m->join, c->mi.model_id, c->cfg.wire);
+    if (e != ST_OK) {
+        st_log(ST_LOG_WARN, API, "join refused: %s", st_errmsg(e));
+        api_error(c, slot, e);
+        return false;
+    }
+    const Strata__Capability *cap = m->join->cap;
+    st_peer *rpc;
+    if ((e = st_peer_open_req(cap->ctl_addr, COORD_MAX_FRAME, &rpc))) {
+        api_error(c, slot, e);
+        return false;
+    }
+    st_member *w;
+    uint64_t replaced;
+    if ((e = st_members_add(&c->ms, m, coord_now(), &w, &replaced))) {
+        st_peer_close(rpc);
+        api_error(c, slot, e);
+        return false;
+    }
+    w->rpc = rpc;
+    uint64_t id = w->id;
+    st_log(ST_LOG_INFO, API, "worker %llu '%s' joined: data %s, control %s, budget %llu MiB, %u "
+           "threads%s", (unsigned long long)id, cap->name ? cap->name : "", cap->data_addr,
+           cap->ctl_addr, (unsigned long long)(cap->memory_budget >> 20), cap->threads,
+           cap->spare ? ", spare" : "");
+    Strata__JoinReply jr = STRATA__JOIN_REPLY__INIT;
+    jr.worker_id = id;
+    jr.incarnation = c->start_ms;
+    jr.heartbeat_ms = c->cfg.heartbeat_ms;
+    Strata__Msg r = STRATA__MSG__INIT;
+    r.body_case = STRATA__MSG__BODY_JOIN_REPLY;
+    r.join_reply = &jr;
+    api_send(c, slot, &r);
+    if (replaced)
+        coord_member_gone(c, replaced, ST_MEMBER_LEFT, "replaced by a new join from its address");
+    return true; /* it is placed after its first heartbeat */
+}
+
+static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
+{
+    char text[300];
+    snprintf(text, sizeof text, "worker %llu refused batch %llu: packet epoch %llu, its epoch "
+             "%llu%s%s", (unsigned long long)s->worker_id, (unsigned long long)s->batch_id,
+             (unsigned long long)s->packet_epoch, (unsigned long long)s->current_epoch,
+             s->detail && s->detail[0] ? ": " : "", s->detail ? s->detail : "");
+    st_log(ST_LOG_WARN, API, "%s", text);
+    api_ack(c, slot);
+    if (st_sched_fail(c->sched, s->batch_id, ST_EEPOCH, text, true, coord_now()) != ST_OK)
+        c->stale_results++;
+    if (c->has_plan && s->current_epoch != c->plan.epoch)
+        coord_replan(c, true, "a worker serves another epoch");
+}
+
+/* ---- clients ---- */
+
+static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateRequest *g)
+{
+    st_gen_req q;
+    memset(&q, 0, sizeof q);
+    q.sp = st_sampler_params_default();
+    if (g->has_sampling) {
+        const Strata__Sampling *s = g->sampling;
+        if (s == NULL) {
+            st_api_reply_error(c, slot, ST_EINVAL, "has_sampling is set but sampling is absent");
+            return;
+        }
+        q.sp.temp = s->temp;
+        q.sp.top_k = s->top_k;
+        q.sp.top_p = s->top_p;
+        q.sp.min_p = s->min_p;
+        q.sp.repeat_penalty = s->repeat_penalty;
+        q.sp.repeat_last_n = s->repeat_last_n;
+        q.sp.seed = s->seed;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    st_err e = ST_OK;
+    if (g->n_prompt_ids > 0) {
+        q.prompt = g->prompt_ids;
+        q.n_prompt = g->n_prompt_ids;
+    } else if (c->tok == NULL) {
+        st_api_reply_error(c, slot, ST_EINVAL, "the model has no tokenizer: send prompt_ids");
+        return;
+    } else {
+        size_t len = g->prompt ? strlen(g->prompt) : 0;
+        if (len > (size_t)c->n_ctx * (c->max_piece ? c->max_piece : 1)) {
+            char text[160];
+            snprintf(text, sizeof text, "the prompt text of %zu bytes cannot fit the context of "
+                     "%u tokens", len, c->n_ctx);
+            st_api_reply_error(c, slot, ST_EINVAL, text);
+            return;
+        }
+        if ((e = st_tok_encode(c->tok, g->prompt ? g->prompt : "", len, st_tok_add_bos(c->tok),
+                               &ids, &n))) {
+            api_error(c, slot, e);
+            return;
+        }
+        q.prompt = ids;
+        q.n_prompt = n;
+    }
+    q.max_tokens = g->max_tokens;
+    q.stop = (const char *const *)g->stop;
+    q.n_stop = g->n_stop;
+    q.want_logits = g->want_logits;
+    q.client_session = g->session_id;
+    uint64_t id;
+    e = st_sched_submit(c->sched, &q, coord_now(), &id);
+    size_t n_prompt = q.n_prompt;
+    free(ids);
+    if (e != ST_OK) {
+        api_error(c, slot, e);
+        return;
+    }
+    Strata__GenerateReply gr = STRATA__GENERATE_REPLY__INIT;
+    gr.request_id = id;
+    gr.n_prompt = (uint32_t)n_prompt;
+    Strata__Msg r = STRATA__MSG__INIT;
+    r.body_case = STRATA__MSG__BODY_GENERATE_REPLY;
+    r.generate_reply = &gr;
+    api_send(c, slot, &r);
+}
+
+/* api_poll_reply - answers a Poll of request req_id for the ids after
+ * `after`. */
+static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t after)
+{
+    st_req_view v;
+    st_err e = st_sched_view(c->sched, req_id, &v);
+    if (e != ST_OK) {
+        api_error(c, slot, e);
+        return;
+    }
+    if (after > v.n_ids) {
+        char text[128];
+        snprintf(text, sizeof text, "after = %u is beyond the %u ids of request %llu", after,
+                 v.n_ids, (unsigned long long)req_id);
+        st_api_reply_error(c, slot, ST_EINVAL, text);
+        return;
+    }
+    uint32_t n = v.n_ids - after;
+    if (v.want_logits && n > 0) {
+        size_t per = (size_t)v.n_vocab * sizeof(float);
+        size_t most = COORD_LOGITS_PER_REPLY / per;
+        if (most < 1)
+            most = 1;
+        if (n > most)
+            n = (uint32_t)most;
+    }
+    bool partial = after + n < v.n_ids;
+    bool done = v.done && !partial;
+    size_t t0 = v.text_off[after];
+    size_t t1 = partial ? v.text_off[after + n] : (v.done ? v.text_len : v.text_off[v.n_ids]);
+    Strata__PollReply pr = STRATA__POLL_REPLY__INIT;
+    Strata__Error er = STRATA__ERROR__INIT;
+    pr.n_ids = n;
+    pr.ids = (int32_t *)(v.ids + after);
+    pr.text.data = (uint8_t *)(v.text + t0);
+    pr.text.len = t1 - t0;
+    pr.done = done;
+    pr.finish_reason = (char *)(done ? v.finish : "");
+    if (done && v.err != ST_OK) {
+        er.code = (uint32_t)v.err;
+        er.message = (char *)v.err_msg;
+        pr.error = &er;
+    }
+    if (v.want_logits && n > 0) {
+        pr.n_logits = (size_t)n * v.n_vocab;
+        pr.logits = (float *)(v.logits + (size_t)after * v.n_vocab);
+    }
+    pr.n_vocab = v.n_vocab;
+    Strata__Msg r = STRATA__MSG__INIT;
+    r.body_case = STRATA__MSG__BODY_POLL_REPLY;
+    r.poll_reply = &pr;
+    api_send(c, slot, &r);
+}
+
+static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p)
+{
+    st_req_view v;
+    st_err e = st_sched_view(c->sched, p->request_id, &v);
+    if (e != ST_OK) {
+        api_error(c, slot, e);
+        return;
+    }
+    uint32_t wait = p->wait_ms < COORD_MAX_WAIT_MS ? p->wait_ms : COORD_MAX_WAIT_MS;
+    if (v.done || v.n_ids > p->after || p->after > v.n_ids || wait == 0 ||
+        c->n_parks >= c->max_parks || c->stopping) {
+        api_poll_reply(c, slot, p->request_id, p->after);
+        return;
+    }
+    c->parks[c->n_parks++] = (coord_park){.slot = slot, .req_id = p->request_id,
+                                          .after = p->after,
+                                          .deadline_ns = coord_now() + (uint64_t)wait * 1000000u};
+}
+
+void st_api_parks(st_coord *c, uint64_t now_ns, bool all)
+{
+    for (size_t i = 0; i < c->n_parks;) {
+        coord_park *p = &c->parks[i];
+        st_req_view v;
+        bool ready = all || now_ns >= p->deadline_ns ||
+                     st_sched_view(c->sched, p->req_id, &v) != ST_OK || v.done ||
+                     v.n_ids > p->after;
+        if (!ready) {
+            i++;
+            continue;
+        }
+        coord_park q = *p;
+        c->parks[i] = c->parks[--c->n_parks];
+        api_poll_reply(c, q.slot, q.req_id, q.after);
+    }
+}
+
+/* ---- admin ---- */
+
+static const char *api_state(const st_coord *c, const st_member *m)
+{
+    if (m->life == ST_MEMBER_LOST)
+        return "lost";
+    if (m->life == ST_MEMBER_LEFT)
+        return "left";
+    if (m->excluded_until > coord_now())
+        return "excluded";
+    bool in_plan = c->has_plan && st_plan_stage_of(&c->plan, m->id) >= 0;
+    if (in_plan && !c->plan_broken)
+        return "serving";
+    if (c->round.phase != ST_ROUND_IDLE && st_plan_stage_of(&c->round.plan, m->id) >= 0)
+        return "preparing";
+    return c->has_plan && !c->plan_broken && !in_plan ? "spare" : "joined";
+}
+
+static void api_status(st_coord *c, uint32_t slot)
+{
+    size_t n = c->ms.n;
+    Strata__WorkerStatus *ws = calloc(n ? n : 1, sizeof *ws);
+    Strata__WorkerStatus **wp = calloc(n ? n : 1, sizeof *wp);
+    Strata__Plan *pb = NULL;
+    if (!ws || !wp || (c->has_plan && st_plan_to_pb(&c->plan, false, &pb) != ST_OK)) {
+        st_api_reply_error(c, slot, ST_ENOMEM, "status");
+        goto out;
+    }
+    uint64_t now = coord_now();
+    for (size_t i = 0; i < n; i++) {
+        const st_member *m = &c->ms.v[i];
+        Strata__WorkerStatus *w = &ws[i];
+        strata__worker_status__init(w);
+        w->id = m->id;
+        w->name = m->join->join->cap->name ? m->join->join->cap->name : (char *)"";
+        w->cap = m->join->join->cap;
+        w->last = m->hb ? m->hb->heartbeat : NULL;
+        w->state = (char *)api_state(c, m);
+        int st = c->has_plan ? st_plan_stage_of(&c->plan, m->id) : -1;
+        w->stage = st;
+        if (st >= 0) {
+            w->first = c->plan.stages[st].first;
+            w->last_layer = c->plan.stages[st].last;
+        }
+        w->since_heartbeat_s = (double)(now - m->last_hb_ns) * 1e-9;
+        wp[i] = w;
+    }
+    Strata__Counters cn = STRATA__COUNTERS__INIT;
+    cn.refused_epoch = c->refused_epoch;
+    cn.auth_failed = c->env_rep.auth_failed + c->env_rpc.auth_failed + c->env_res.auth_failed;
+    cn.bad_packets = c->bad_msgs;
+    cn.steps = c->steps;
+    st_members_counters(&c->ms, &cn);
+    Strata__StatusReply sr = STRATA__STATUS_REPLY__INIT;
+    sr.epoch = c->has_plan ? c->plan.epoch : 0;
+    sr.plan = pb;
+    sr.n_workers = n;
+    sr.workers = wp;
+    sr.counters = &cn;
+    sr.sessions = (uint32_t)st_sched_n_sessions(c->sched);
+    sr.requests = (uint32_t)st_sched_n_requests(c->sched);
+    sr.model = c->mi.name[0] ? c->mi.name : (char *)c->cfg.model_path;
+    sr.incarnation = c->start_ms;
+    Strata__Msg r = STRATA__MSG__INIT;
+    r.body_case = STRATA__MSG__BODY_STATUS;
+    r.status = &sr;
+    api_send(c, slot, &r);
+out:
+    st_plan_pb_free(pb);
+    free(ws);
+    free(wp);
+}
+
+static void api_plan(st_coord *c, uint32_t slot)
+{
+    if (!c->has_plan) {
+        char text[400];
+        snprintf(text, sizeof text, "no plan committed yet: %s",
+                 c->plan_error[0] ? c->plan_error : "a plan is being prepared");
+        st_api_reply_error(c, slot, ST_ENOENT, text);
+        return;
+    }
+    Strata__Plan *pb;
+    if (st_plan_to_pb(&c->plan, false, &pb) != ST_OK) {
+        st_api_reply_error(c, slot, ST_ENOMEM, "plan");
+        return;
+    }
+    Strata__Msg r = STRATA__MSG__INIT;
+    r.body_case = STRATA__MSG__BODY_PLAN;
+    r.plan = pb;
+    api_send(c, slot, &r);
+    st_plan_pb_free(pb);
+}
+
+void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
+{
+    Strata__Msg *m;
+    st_err e = st_msg_unpack(&c->env_rep, ST_ENV_CONTROL, msg, &m, NULL);
+    nng_msg_free(msg);
+    if (e != ST_OK) {
+        if (e != ST_EAUTH)
+            c->bad_msgs++;
+        st_log(ST_LOG_WARN, API, "control message dropped: %s", st_errmsg(e));
+        api_error(c, slot, e == ST_EAUTH ? ST_EAUTH : e);
+        return;
+    }
+    switch (m->body_case) {
+    case STRATA__MSG__BODY_JOIN:
+        if (api_join(c, slot, m))
+            return; /* the member owns m now */
+        break;
+    case STRATA__MSG__BODY_HEARTBEAT: {
+        bool first = false;
+        if ((e = st_members_heartbeat(&c->ms, m, coord_now(), &first)) == ST_OK) {
+            api_ack(c, slot);
+            if (first) /* it knows its id now: it can be placed */
+                coord_replan(c, false, "a worker joined");
+            return; /* the member owns m now */
+        }
+        api_error(c, slot, e);
+        break;
+    }
+    case STRATA__MSG__BODY_LEAVE: {
+        st_member *w = st_members_find(&c->ms, m->leave->worker_id);
+        char why[200];
+        snprintf(why, sizeof why, "left: %s", m->leave->reason ? m->leave->reason : "");
+        api_ack(c, slot);
+        if (w && w->life == ST_MEMBER_ALIVE)
+            coord_member_gone(c, w->id, ST_MEMBER_LEFT, why);
+        break;
+    }
+    case STRATA__MSG__BODY_STALE:
+        api_stale(c, slot, m->stale);
+        break;
+    case STRATA__MSG__BODY_GENERATE:
+        if (c->stopping)
+            st_api_reply_error(c, slot, ST_ECLOSED, "the coordinator is shutting down");
+        else
+            api_generate(c, slot, m->generate);
+        break;
+    case STRATA__MSG__BODY_POLL:
+        api_poll(c, slot, m->poll);
+        break;
+    case STRATA__MSG__BODY_CANCEL:
+        if ((e = st_sched_cancel(c->sched, m->cancel->request_id, coord_now())) == ST_OK)
+            api_ack(c, slot);
+        else
+            api_error(c, slot, e);
+        break;
+    case STRATA__MSG__BODY_STATUS_REQ:
+        api_status(c, slot);
+        break;
+    case STRATA__MSG__BODY_PLAN_REQ:
+        api_plan(c, slot);
+        break;
+    default: {
+        char text[128];
+        snprintf(text, sizeof text, "unexpected %s on the coordinator's control socket",
+                 st_msg_case_name(m));
+        c->bad_msgs++;
+        st_api_reply_error(c, slot, ST_EPROTO, text);
+        break;
+    }
+    }
+    st_msg_free(m);
+}

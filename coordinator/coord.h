@@ -1,0 +1,56 @@
+/* coord.h - the coordinator process: configuration, start-up, the event
+ * loop and shutdown. main.c parses flags into an st_coord_cfg and calls
+ * these; everything else is internal (coord_impl.h). */
+#ifndef ST_COORD_COORD_H
+#define ST_COORD_COORD_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/wire.h"
+
+typedef struct st_coord_cfg {
+    const char *model_path;
+    const char *listen;            /* control address (default tcp://127.0.0.1:0) */
+    const char *results;           /* results address, NULL: same host, port 0 */
+    const char *advertise;         /* host put into result_addr, NULL: the bound one */
+    const char *key_path;          /* cluster key file, NULL: open cluster */
+    uint32_t min_workers;          /* no first plan before this many joined */
+    st_wire_dtype wire;            /* boundary dtype of every stage */
+    bool zstd;
+    uint32_t heartbeat_ms;
+    uint32_t heartbeat_timeout_ms;
+    uint32_t step_timeout_ms;
+    uint32_t prepare_timeout_ms;
+    uint32_t queue_timeout_ms;
+    uint32_t chunk;                /* prefill ids per row */
+    uint32_t max_tokens;           /* ids per batch (Plan.max_tokens) */
+    uint32_t n_ctx;                /* 0: the model's context_length */
+    uint32_t max_sessions;         /* KV slots per worker */
+    uint32_t max_requests;
+    uint32_t slots;                /* REP contexts */
+    const uint32_t *split;         /* fixed layer counts per worker, or NULL */
+    size_t n_split;
+} st_coord_cfg;
+
+/* st_coord_cfg_default - the documented defaults (model_path NULL). */
+st_coord_cfg st_coord_cfg_default(void);
+
+typedef struct st_coord st_coord;
+
+/* st_coord_open - loads the model's metadata and tokenizer, the cluster
+ * key, binds the control and results sockets and prints their addresses
+ * ("listening on ...", "results on ...") on stdout. */
+st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out);
+
+/* st_coord_run - the event loop; returns when *stop becomes nonzero. */
+void st_coord_run(st_coord *c, volatile sig_atomic_t *stop);
+
+/* st_coord_close - ends every request with a clear reason, answers parked
+ * polls, closes every socket and frees everything; NULL is a no-op. */
+void st_coord_close(st_coord *c);
+
+#endif

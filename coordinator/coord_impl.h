@@ -1,0 +1,83 @@
+/* coord_impl.h - the coordinator's state, shared by coord.c (loop, plans,
+ * steps, results) and api.c (the control socket's requests). Only the
+ * main thread touches any of it. */
+#ifndef ST_COORD_IMPL_H
+#define ST_COORD_IMPL_H
+
+#include "common/envelope.h"
+#include "common/gguf.h"
+#include "common/tokenizer.h"
+#include "coordinator/coord.h"
+#include "coordinator/membership.h"
+#include "coordinator/minfo.h"
+#include "coordinator/net.h"
+#include "coordinator/placement.h"
+#include "coordinator/plan.h"
+#include "coordinator/queue.h"
+#include "coordinator/scheduler.h"
+
+#define COORD_MAX_FRAME ((size_t)64 << 20)
+#define COORD_MAX_WAIT_MS 10000u
+#define COORD_LOGITS_PER_REPLY ((size_t)8 << 20)
+#define COORD_KEEP_GONE_NS (60ull * 1000000000ull)
+
+/* A long poll waiting for tokens; it holds its REP slot until answered. */
+typedef struct coord_park {
+    uint32_t slot;
+    uint64_t req_id;
+    uint32_t after;
+    uint64_t deadline_ns;
+} coord_park;
+
+struct st_coord {
+    st_coord_cfg cfg;
+    uint32_t *split;            /* owned copy of cfg.split */
+    uint64_t start_ms;          /* wall clock at start: incarnation */
+    st_gguf *gguf;
+    st_minfo mi;
+    st_tokenizer *tok;          /* NULL when the model has no usable tokenizer */
+    size_t max_piece;           /* longest piece: bounds a prompt text's bytes */
+    int32_t eos;
+    uint32_t n_ctx;
+    bool keyed;
+    uint8_t key[ST_KEY_BYTES];
+    /* one envelope state per socket kind, so reordering between sockets
+     * never looks like a replay to a peer's (or our) replay window */
+    st_env env_rep, env_rpc, env_step, env_res;
+    bool env_ready;
+    st_cq q;
+    bool q_ready;
+    st_net *net;
+    st_members ms;
+    st_sched *sched;
+    st_plan plan;               /* the committed plan */
+    bool has_plan;
+    bool plan_broken;           /* a stage worker was lost or a commit half-failed */
+    st_round round;
+    uint64_t next_epoch;
+    bool replan_wanted, replan_force;
+    char plan_error[320];
+    st_peer *push;              /* to stage 0 of the committed plan */
+    coord_park *parks;
+    size_t n_parks, max_parks;
+    /* the coordinator's own counters */
+    uint64_t bad_msgs;
+    uint64_t stale_results;     /* results or reports for batches not in flight */
+    uint64_t refused_epoch;     /* results of another epoch */
+    uint64_t steps;
+    uint64_t ops_out;           /* outgoing operations not yet ended */
+    bool stopping;
+};
+
+/* coord.c */
+void coord_replan(st_coord *c, bool force, const char *why);
+void coord_member_gone(st_coord *c, uint64_t id, st_member_life life, const char *why);
+bool coord_serving(const st_coord *c);
+uint64_t coord_now(void);
+
+/* api.c */
+void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg);
+void st_api_parks(st_coord *c, uint64_t now_ns, bool all);
+void st_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message);
+
+#endif

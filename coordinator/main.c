@@ -1,0 +1,202 @@
+/* main.c - `strata-coordinator`: flags, signals, and the event loop.
+ *
+ * The process prints the addresses it bound ("listening on tcp://...",
+ * "results on tcp://...") as its first lines on stdout, then serves until
+ * SIGINT or SIGTERM: requests in flight are ended with a clear reason,
+ * parked polls answered, sockets closed, exit status 0. A start-up error
+ * (bad flag, unreadable model, key file readable by others, address in
+ * use) is one line on stderr and exit status 1 (2 for usage errors). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "coordinator/coord.h"
+
+#define MAX_SPLIT 256
+
+static volatile sig_atomic_t main_stop;
+
+static void main_on_signal(int sig)
+{
+    (void)sig;
+    main_stop = 1;
+}
+
+static void main_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: strata-coordinator --model PATH [--listen ADDR] [--min-workers N]\n"
+            "       [--cluster-key FILE] [--wire f32|bf16|f16|i8] [--zstd]\n"
+            "       [--heartbeat-ms N] [--heartbeat-timeout-ms N] [--step-timeout-ms N]\n"
+            "       [--prepare-timeout-ms N] [--queue-timeout-ms N] [--chunk N]\n"
+            "       [--max-tokens N] [--ctx N] [--max-sessions N] [--max-requests N]\n"
+            "       [--split N1,N2,...] [--results ADDR] [--advertise HOST]\n"
+            "       [--log error|warn|info|debug]\n");
+}
+
+/* main_u32 - a decimal in [lo, hi] into *out; 0 on success. */
+static int main_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 || v < lo || v > hi) {
+        fprintf(stderr, "strata-coordinator: %s: '%s' is not an integer in [%u, %u]\n", flag, s,
+                lo, hi);
+        return 1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int main_split(const char *s, uint32_t *v, size_t *n)
+{
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(p, &end, 10);
+        if (end == p || *p == '-' || errno != 0 || x > (1u << 20) ||
+            (*end != ',' && *end != '\0') || *n == MAX_SPLIT) {
+            fprintf(stderr, "strata-coordinator: --split: '%s' is not a list of layer counts "
+                            "like 3,3 (at most %d)\n", s, MAX_SPLIT);
+            return 1;
+        }
+        v[(*n)++] = (uint32_t)x;
+        if (*end == '\0')
+            return 0;
+        p = end + 1;
+    }
+}
+
+static const char *main_value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "strata-coordinator: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, bool *max_set)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = NULL;
+        int bad = 0;
+        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
+            main_usage(stdout);
+            return -1;
+        }
+        if (strcmp(f, "--zstd") == 0) {
+            c->zstd = true;
+            continue;
+        }
+        if (f[0] != '-' || (v = main_value(argc, argv, &i)) == NULL) {
+            if (f[0] != '-')
+                fprintf(stderr, "strata-coordinator: unexpected argument '%s'\n", f);
+            return 2;
+        }
+        if (strcmp(f, "--model") == 0) {
+            c->model_path = v;
+        } else if (strcmp(f, "--listen") == 0) {
+            c->listen = v;
+        } else if (strcmp(f, "--results") == 0) {
+            c->results = v;
+        } else if (strcmp(f, "--advertise") == 0) {
+            c->advertise = v;
+        } else if (strcmp(f, "--cluster-key") == 0) {
+            c->key_path = v;
+        } else if (strcmp(f, "--log") == 0) {
+            st_log_init(v);
+        } else if (strcmp(f, "--wire") == 0) {
+            if (st_wire_dtype_from_name(v, &c->wire) != ST_OK) {
+                fprintf(stderr, "strata-coordinator: --wire: '%s' is not f32, bf16, f16 or i8\n",
+                        v);
+                return 2;
+            }
+        } else if (strcmp(f, "--min-workers") == 0) {
+            bad = main_u32(f, v, 1, 256, &c->min_workers);
+        } else if (strcmp(f, "--heartbeat-ms") == 0) {
+            bad = main_u32(f, v, 10, 600000, &c->heartbeat_ms);
+        } else if (strcmp(f, "--heartbeat-timeout-ms") == 0) {
+            bad = main_u32(f, v, 20, 3600000, &c->heartbeat_timeout_ms);
+        } else if (strcmp(f, "--step-timeout-ms") == 0) {
+            bad = main_u32(f, v, 10, 3600000, &c->step_timeout_ms);
+        } else if (strcmp(f, "--prepare-timeout-ms") == 0) {
+            bad = main_u32(f, v, 100, 3600000, &c->prepare_timeout_ms);
+        } else if (strcmp(f, "--queue-timeout-ms") == 0) {
+            bad = main_u32(f, v, 100, 3600000, &c->queue_timeout_ms);
+        } else if (strcmp(f, "--chunk") == 0) {
+            bad = main_u32(f, v, 1, 4096, &c->chunk);
+        } else if (strcmp(f, "--max-tokens") == 0) {
+            bad = main_u32(f, v, 1, 4096, &c->max_tokens);
+            *max_set = true;
+        } else if (strcmp(f, "--ctx") == 0) {
+            bad = main_u32(f, v, 2, 1u << 24, &c->n_ctx);
+        } else if (strcmp(f, "--max-sessions") == 0) {
+            bad = main_u32(f, v, 1, 4096, &c->max_sessions);
+        } else if (strcmp(f, "--max-requests") == 0) {
+            bad = main_u32(f, v, 1, 65536, &c->max_requests);
+        } else if (strcmp(f, "--split") == 0) {
+            bad = main_split(v, split, &c->n_split);
+            c->split = split;
+        } else {
+            fprintf(stderr, "strata-coordinator: unknown flag '%s'\n", f);
+            main_usage(stderr);
+            return 2;
+        }
+        if (bad)
+            return 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    st_log_init(NULL);
+    st_coord_cfg cfg = st_coord_cfg_default();
+    uint32_t split[MAX_SPLIT];
+    bool max_set = false;
+    int rc = main_parse(argc, argv, &cfg, split, &max_set);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    if (cfg.model_path == NULL) {
+        fprintf(stderr, "strata-coordinator: --model PATH is required\n");
+        main_usage(stderr);
+        return 2;
+    }
+    if (!max_set && cfg.max_tokens < cfg.chunk)
+        cfg.max_tokens = cfg.chunk;
+    if (cfg.max_tokens < cfg.chunk) {
+        fprintf(stderr, "strata-coordinator: --max-tokens %u is below --chunk %u\n",
+                cfg.max_tokens, cfg.chunk);
+        return 2;
+    }
+    if (cfg.heartbeat_timeout_ms <= cfg.heartbeat_ms) {
+        fprintf(stderr, "strata-coordinator: --heartbeat-timeout-ms %u must exceed "
+                        "--heartbeat-ms %u\n", cfg.heartbeat_timeout_ms, cfg.heartbeat_ms);
+        return 2;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = main_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    st_coord *c;
+    st_err e = st_coord_open(&cfg, &c);
+    if (e != ST_OK) {
+        fprintf(stderr, "strata-coordinator: %s\n", st_errmsg(e));
+        return 1;
+    }
+    st_coord_run(c, &main_stop);
+    st_log(ST_LOG_INFO, "coordinator", "shutting down");
+    st_coord_close(c);
+    return 0;
+}

@@ -1,0 +1,118 @@
+/* membership.h - the workers the coordinator knows: join validation,
+ * heartbeats, loss by timeout, leave. Each member keeps the Join it sent
+ * (its capability) and its last Heartbeat as unpacked protobuf messages,
+ * so Status can show them without copying field by field.
+ *
+ * The table is bounded (ST_MEMBERS_MAX): lost and departed members are
+ * kept for a while so `strata status` can show them, then dropped, their
+ * last counters folded into a retired sum so cluster totals never go
+ * backwards. */
+#ifndef ST_COORD_MEMBERSHIP_H
+#define ST_COORD_MEMBERSHIP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/wire.h"
+#include "strata.pb-c.h"
+
+#define ST_MEMBERS_MAX 256
+#define ST_PROTOCOL_VERSION 1u
+
+typedef enum st_member_life {
+    ST_MEMBER_ALIVE = 0,
+    ST_MEMBER_LOST,     /* no heartbeat within the timeout */
+    ST_MEMBER_LEFT,     /* sent Leave, or replaced by a rejoin from its address */
+} st_member_life;
+
+typedef struct st_member {
+    uint64_t id;
+    uint64_t order;          /* join order (placement follows it) */
+    st_member_life life;
+    bool heard;              /* a heartbeat came after the join: it knows its id */
+    uint64_t excluded_until; /* refused or failed a plan: not placed before this (ns) */
+    uint32_t n_excluded;     /* exclusions so far (each doubles the next one's length) */
+    char why[256];           /* reason of exclusion or loss */
+    uint64_t joined_ns;
+    uint64_t last_hb_ns;
+    uint64_t gone_ns;        /* when it was lost or left */
+    Strata__Msg *join;       /* owned: the Join it sent (join->join->cap is valid) */
+    Strata__Msg *hb;         /* owned: its last Heartbeat, or NULL */
+    void *rpc;               /* the coordinator's REQ peer for it (opaque here) */
+} st_member;
+
+typedef struct st_members {
+    st_member *v;            /* [ST_MEMBERS_MAX] */
+    size_t n;
+    uint64_t next_id;        /* ids are (incarnation base) + counter */
+    uint64_t next_order;
+    Strata__Counters retired;/* counters of members dropped from the table */
+} st_members;
+
+/* st_join_validate - checks a Join against docs/cluster.md: protocol
+ * version (ST_EVERSION "protocol N; coordinator speaks 1"), capability
+ * present, cores and threads 1..4096, memory budget 1 MiB..1 PiB, name at
+ * most 255 bytes, data and control addresses of 1..255 bytes with a
+ * tcp://, ipc:// or inproc:// scheme, speeds finite and positive with a
+ * dtype name, throttle 0 or finite and positive, model id of 32 bytes
+ * equal to model_id, and, when it lists wire dtypes, one of them `wire`
+ * (ST_EINVAL or ST_EPROTO naming the field). */
+st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wire_dtype wire);
+
+/* st_members_init - an empty table whose ids count up from id_base. */
+st_err st_members_init(st_members *ms, uint64_t id_base);
+
+/* st_members_fini - frees every member's messages (not their rpc). */
+void st_members_fini(st_members *ms);
+
+/* st_members_add - adds a member for join (a validated Msg with a join
+ * body, taken on success). A live member with the same control address is
+ * marked LEFT first ("replaced"); its id is returned in *replaced (0 if
+ * none) so the caller can close its peer and replan. ST_EBUSY when the
+ * table is full of live members. */
+st_err st_members_add(st_members *ms, Strata__Msg *join, uint64_t now_ns, st_member **out,
+                      uint64_t *replaced);
+
+/* st_members_find - the member with id (any life), or NULL. */
+st_member *st_members_find(st_members *ms, uint64_t id);
+
+/* st_members_heartbeat - records hb (a Msg with a heartbeat body, taken on
+ * success) for its worker and sets *first when it is the member's first
+ * heartbeat; ST_ENOENT if the id is unknown or not alive (the worker must
+ * join again). */
+st_err st_members_heartbeat(st_members *ms, Strata__Msg *hb, uint64_t now_ns, bool *first);
+
+/* st_member_placeable - alive, heard from since its join (so a Prepare
+ * cannot overtake the JoinReply), and not excluded at now_ns. */
+bool st_member_placeable(const st_member *m, uint64_t now_ns);
+
+/* st_member_exclude - keeps m out of plans for 15 s, doubling with each
+ * exclusion up to 5 minutes (a refusal may be transient; one that is not
+ * costs a failed Prepare now and then, never a stuck cluster). */
+void st_member_exclude(st_member *m, const char *why, uint64_t now_ns);
+
+/* st_members_mark - sets a member's life (LOST or LEFT) with a reason. */
+void st_members_mark(st_member *m, st_member_life life, const char *why, uint64_t now_ns);
+
+/* st_members_expire - marks LOST every live member silent for timeout_ns
+ * and writes their ids to lost (up to cap); returns how many. */
+size_t st_members_expire(st_members *ms, uint64_t now_ns, uint64_t timeout_ns, uint64_t *lost,
+                         size_t cap);
+
+/* st_members_gc - drops members gone for longer than keep_ns (their rpc
+ * must already be closed by the caller), folding their counters into
+ * retired. */
+void st_members_gc(st_members *ms, uint64_t now_ns, uint64_t keep_ns);
+
+/* st_members_counters - adds the counters of every member's last
+ * heartbeat and the retired ones to *sum. */
+void st_members_counters(const st_members *ms, Strata__Counters *sum);
+
+/* st_member_speed - the member's speed for weight dtype (bytes/s, divided
+ * by its throttle): the matching DtypeSpeed, else the mean of those it
+ * announced, else 1e9. */
+double st_member_speed(const st_member *m, const char *dtype);
+
+#endif

@@ -1,0 +1,355 @@
+/* net.c - the coordinator's sockets and asynchronous operations (see
+ * net.h for the design). Callbacks here only post events or re-arm their
+ * own aio; they never read coordinator state. */
+#include "coordinator/net.h"
+
+#include <nng/protocol/pipeline0/pull.h>
+#include <nng/protocol/pipeline0/push.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+
+#define NET_REPLY_TIMEOUT_MS 5000
+
+enum { NET_RECV = 0, NET_SEND = 1 };
+
+typedef struct net_slot {
+    st_net *net;
+    uint32_t idx;
+    nng_ctx ctx;
+    nng_aio *aio;
+    int phase; /* written by the main thread before a send, by the callback after */
+} net_slot;
+
+struct st_net {
+    st_cq *q;
+    nng_socket ctl;
+    nng_socket res;
+    bool ctl_open, res_open;
+    net_slot *slots;
+    uint32_t n_slots;
+    nng_aio *res_aio;
+    char ctl_addr[ST_NET_ADDR_MAX];
+    char res_addr[ST_NET_ADDR_MAX];
+};
+
+struct st_peer {
+    nng_socket s;
+    bool req;
+    char url[ST_NET_ADDR_MAX];
+};
+
+struct st_net_op {
+    st_cq *q;
+    nng_aio *aio;
+    nng_ctx ctx;
+    bool has_ctx;
+    int phase;
+    uint64_t deadline_ns;
+    st_op_tag tag;
+};
+
+static bool net_is_tcp(const char *url) { return strncmp(url, "tcp://", 6) == 0; }
+
+/* net_listen - starts a listener on url (TCP_NODELAY on TCP) and writes the
+ * address it bound to bound: for TCP the host of url and the real port. */
+static st_err net_listen(nng_socket s, const char *url, char *bound, size_t cap)
+{
+    nng_listener l;
+    int rv = nng_listener_create(&l, s, url);
+    if (rv != 0)
+        return st_err_nng(rv, url);
+    if (net_is_tcp(url) && (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0)
+        return st_err_nng(rv, "TCP_NODELAY");
+    if ((rv = nng_listener_start(l, 0)) != 0)
+        return st_err_nng(rv, url);
+    if (!net_is_tcp(url)) {
+        if ((size_t)snprintf(bound, cap, "%s", url) >= cap)
+            return st_errorf(ST_ERANGE, "address '%s' is too long", url);
+        return ST_OK;
+    }
+    int port = 0;
+    if ((rv = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port)) != 0)
+        return st_err_nng(rv, "bound port");
+    const char *hp = url + 6;
+    const char *colon = strrchr(hp, ':');
+    int hlen = colon ? (int)(colon - hp) : (int)strlen(hp);
+    if ((size_t)snprintf(bound, cap, "tcp://%.*s:%d", hlen, hp, port) >= cap)
+        return st_errorf(ST_ERANGE, "address '%s' is too long", url);
+    return ST_OK;
+}
+
+static void net_post(st_cq *q, st_cq_kind kind, int rv, uint32_t slot, nng_msg *msg, void *op)
+{
+    st_cq_event ev = {.kind = kind, .rv = rv, .slot = slot, .msg = msg, .op = op};
+    st_cq_push(q, &ev);
+}
+
+static void net_slot_cb(void *arg)
+{
+    net_slot *s = arg;
+    int rv = nng_aio_result(s->aio);
+    if (s->phase == NET_SEND) {
+        if (rv != 0)
+            nng_msg_free(nng_aio_get_msg(s->aio));
+        s->phase = NET_RECV;
+        nng_ctx_recv(s->ctx, s->aio);
+        return;
+    }
+    if (rv == 0) {
+        net_post(s->net->q, ST_CQ_CTL, 0, s->idx, nng_aio_get_msg(s->aio), NULL);
+        return;
+    }
+    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+        return;
+    nng_ctx_recv(s->ctx, s->aio); /* a transient receive error: keep serving */
+}
+
+static void net_res_cb(void *arg)
+{
+    st_net *n = arg;
+    int rv = nng_aio_result(n->res_aio);
+    if (rv == 0) {
+        net_post(n->q, ST_CQ_RESULT, 0, 0, nng_aio_get_msg(n->res_aio), NULL);
+        return;
+    }
+    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+        return;
+    nng_recv_aio(n->res, n->res_aio);
+}
+
+static st_err net_results_url(const char *listen_url, char *out, size_t cap)
+{
+    if (net_is_tcp(listen_url)) {
+        const char *hp = listen_url + 6;
+        const char *colon = strrchr(hp, ':');
+        int hlen = colon ? (int)(colon - hp) : (int)strlen(hp);
+        if ((size_t)snprintf(out, cap, "tcp://%.*s:0", hlen, hp) >= cap)
+            return st_errorf(ST_ERANGE, "address '%s' is too long", listen_url);
+    } else if ((size_t)snprintf(out, cap, "%s.results", listen_url) >= cap) {
+        return st_errorf(ST_ERANGE, "address '%s' is too long", listen_url);
+    }
+    return ST_OK;
+}
+
+st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, uint32_t n_slots,
+                   size_t max_frame, st_net **out)
+{
+    *out = NULL;
+    if (n_slots < 1 || n_slots > ST_NET_MAX_SLOTS)
+        return st_errorf(ST_EINVAL, "control contexts %u not in 1..%u", n_slots,
+                         ST_NET_MAX_SLOTS);
+    st_net *n = calloc(1, sizeof *n);
+    if (n == NULL || (n->slots = calloc(n_slots, sizeof *n->slots)) == NULL) {
+        free(n);
+        return st_errorf(ST_ENOMEM, "network state");
+    }
+    n->q = q;
+    st_err e = ST_OK;
+    int rv;
+    char rurl[ST_NET_ADDR_MAX];
+    if ((rv = nng_rep0_open(&n->ctl)) != 0) {
+        e = st_err_nng(rv, "rep socket");
+        goto fail;
+    }
+    n->ctl_open = true;
+    nng_socket_set_size(n->ctl, NNG_OPT_RECVMAXSZ, max_frame);
+    if ((e = net_listen(n->ctl, listen_url, n->ctl_addr, sizeof n->ctl_addr)))
+        goto fail;
+    if ((rv = nng_pull0_open(&n->res)) != 0) {
+        e = st_err_nng(rv, "pull socket");
+        goto fail;
+    }
+    n->res_open = true;
+    nng_socket_set_size(n->res, NNG_OPT_RECVMAXSZ, max_frame);
+    if (results_url == NULL) {
+        if ((e = net_results_url(n->ctl_addr, rurl, sizeof rurl)))
+            goto fail;
+        results_url = rurl;
+    }
+    if ((e = net_listen(n->res, results_url, n->res_addr, sizeof n->res_addr)))
+        goto fail;
+    for (uint32_t i = 0; i < n_slots; i++) {
+        net_slot *s = &n->slots[i];
+        s->net = n;
+        s->idx = i;
+        if ((rv = nng_ctx_open(&s->ctx, n->ctl)) != 0 ||
+            (rv = nng_aio_alloc(&s->aio, net_slot_cb, s)) != 0) {
+            e = st_err_nng(rv, "control context");
+            goto fail;
+        }
+        n->n_slots = i + 1;
+    }
+    if ((rv = nng_aio_alloc(&n->res_aio, net_res_cb, n)) != 0) {
+        e = st_err_nng(rv, "results aio");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < n->n_slots; i++)
+        nng_ctx_recv(n->slots[i].ctx, n->slots[i].aio);
+    nng_recv_aio(n->res, n->res_aio);
+    *out = n;
+    return ST_OK;
+fail:
+    st_net_close(n);
+    return e;
+}
+
+void st_net_close(st_net *n)
+{
+    if (n == NULL)
+        return;
+    if (n->ctl_open)
+        nng_close(n->ctl);
+    if (n->res_open)
+        nng_close(n->res);
+    for (uint32_t i = 0; i < n->n_slots; i++)
+        if (n->slots[i].aio)
+            nng_aio_free(n->slots[i].aio);
+    if (n->res_aio)
+        nng_aio_free(n->res_aio);
+    free(n->slots);
+    free(n);
+}
+
+const char *st_net_ctl_addr(const st_net *n) { return n->ctl_addr; }
+const char *st_net_results_addr(const st_net *n) { return n->res_addr; }
+uint32_t st_net_n_slots(const st_net *n) { return n->n_slots; }
+
+void st_net_reply(st_net *n, uint32_t slot, nng_msg *msg)
+{
+    net_slot *s = &n->slots[slot];
+    s->phase = NET_SEND;
+    nng_aio_set_msg(s->aio, msg);
+    nng_aio_set_timeout(s->aio, NET_REPLY_TIMEOUT_MS);
+    nng_ctx_send(s->ctx, s->aio);
+}
+
+void st_net_results_rearm(st_net *n) { nng_recv_aio(n->res, n->res_aio); }
+
+static st_err net_peer_open(bool req, const char *url, size_t max_frame, st_peer **out)
+{
+    *out = NULL;
+    st_peer *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return st_errorf(ST_ENOMEM, "peer");
+    if ((size_t)snprintf(p->url, sizeof p->url, "%s", url) >= sizeof p->url) {
+        free(p);
+        return st_errorf(ST_ERANGE, "peer address '%.40s...' is too long", url);
+    }
+    p->req = req;
+    int rv = req ? nng_req0_open(&p->s) : nng_push0_open(&p->s);
+    if (rv != 0) {
+        free(p);
+        return st_err_nng(rv, req ? "req socket" : "push socket");
+    }
+    st_err e = ST_OK;
+    nng_dialer d;
+    if (req && ((rv = nng_socket_set_ms(p->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE)) ||
+                (rv = nng_socket_set_size(p->s, NNG_OPT_RECVMAXSZ, max_frame)))) {
+        e = st_err_nng(rv, "req options");
+    } else if ((rv = nng_dialer_create(&d, p->s, url)) != 0) {
+        e = st_err_nng(rv, url);
+    } else if (net_is_tcp(url) && (rv = nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true))) {
+        e = st_err_nng(rv, "TCP_NODELAY");
+    } else if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
+        e = st_err_nng(rv, url);
+    }
+    if (e != ST_OK) {
+        nng_close(p->s);
+        free(p);
+        return e;
+    }
+    *out = p;
+    return ST_OK;
+}
+
+st_err st_peer_open_req(const char *url, size_t max_frame, st_peer **out)
+{
+    return net_peer_open(true, url, max_frame, out);
+}
+
+st_err st_peer_open_push(const char *url, st_peer **out)
+{
+    return net_peer_open(false, url, 0, out);
+}
+
+void st_peer_close(st_peer *p)
+{
+    if (p == NULL)
+        return;
+    nng_close(p->s);
+    free(p);
+}
+
+const char *st_peer_url(const st_peer *p) { return p->url; }
+
+static void net_op_cb(void *arg)
+{
+    st_net_op *op = arg;
+    int rv = nng_aio_result(op->aio);
+    if (op->phase == NET_SEND) {
+        if (rv != 0) {
+            nng_msg_free(nng_aio_get_msg(op->aio));
+            nng_aio_set_msg(op->aio, NULL);
+            net_post(op->q, ST_CQ_OP_DONE, rv, 0, NULL, op);
+            return;
+        }
+        if (!op->has_ctx) {
+            net_post(op->q, ST_CQ_OP_DONE, 0, 0, NULL, op);
+            return;
+        }
+        op->phase = NET_RECV;
+        uint64_t now = st_now_ns();
+        int64_t left = op->deadline_ns > now ? (int64_t)((op->deadline_ns - now) / 1000000) : 0;
+        nng_aio_set_timeout(op->aio, left > 0 ? (nng_duration)left : 1);
+        nng_ctx_recv(op->ctx, op->aio);
+        return;
+    }
+    net_post(op->q, ST_CQ_OP_DONE, rv, 0, rv == 0 ? nng_aio_get_msg(op->aio) : NULL, op);
+}
+
+st_err st_peer_start(st_peer *p, st_cq *q, nng_msg *msg, int timeout_ms, const st_op_tag *tag)
+{
+    st_net_op *op = calloc(1, sizeof *op);
+    if (op == NULL) {
+        nng_msg_free(msg);
+        return st_errorf(ST_ENOMEM, "operation");
+    }
+    op->q = q;
+    op->tag = *tag;
+    op->phase = NET_SEND;
+    op->deadline_ns = st_now_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 1) * 1000000u;
+    int rv = nng_aio_alloc(&op->aio, net_op_cb, op);
+    if (rv == 0 && p->req) {
+        rv = nng_ctx_open(&op->ctx, p->s);
+        op->has_ctx = rv == 0;
+    }
+    if (rv != 0) {
+        if (op->aio)
+            nng_aio_free(op->aio);
+        free(op);
+        nng_msg_free(msg);
+        return st_err_nng(rv, "operation");
+    }
+    nng_aio_set_msg(op->aio, msg);
+    nng_aio_set_timeout(op->aio, timeout_ms > 0 ? timeout_ms : 1);
+    if (op->has_ctx)
+        nng_ctx_send(op->ctx, op->aio);
+    else
+        nng_send_aio(p->s, op->aio);
+    return ST_OK;
+}
+
+void st_net_op_finish(st_net_op *op, st_op_tag *tag)
+{
+    *tag = op->tag;
+    nng_aio_free(op->aio);
+    if (op->has_ctx)
+        nng_ctx_close(op->ctx);
+    free(op);
+}

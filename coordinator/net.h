@@ -1,0 +1,102 @@
+/* net.h - the coordinator's NNG plumbing: every socket it owns, and every
+ * asynchronous operation on them, turned into events on one st_cq.
+ *
+ * - control: a REP socket listening on --listen, served by a pool of
+ *   nng_ctx slots. A slot receives one request, posts ST_CQ_CTL and then
+ *   waits until the main thread answers through st_net_reply (at once, or
+ *   later for a parked long poll); the send's completion re-arms the
+ *   slot's receive inside the callback (that touches only the slot).
+ * - results: a PULL socket; one receive at a time, re-armed by the main
+ *   thread after it consumed the ST_CQ_RESULT event.
+ * - peers: per worker a REQ socket dialing its control address (RPC:
+ *   Prepare, Commit, EndSessions), and one PUSH socket dialing stage 0's
+ *   data address (STEP frames). Each outgoing message is an st_net_op with
+ *   its own context and aio, so several can be outstanding; its end
+ *   (reply, error or timeout) posts ST_CQ_OP_DONE.
+ *
+ * Every TCP endpoint gets TCP_NODELAY; REQ resends are disabled (a resent
+ * frame would be refused as a replay under a cluster key). */
+#ifndef ST_COORD_NET_H
+#define ST_COORD_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "coordinator/queue.h"
+
+#define ST_NET_ADDR_MAX 256
+#define ST_NET_MAX_SLOTS 1024
+
+typedef struct st_net st_net;
+typedef struct st_peer st_peer;
+typedef struct st_net_op st_net_op;
+
+/* What an outgoing operation was for; returned with its completion. */
+typedef enum st_op_what {
+    ST_OP_PREPARE = 1,
+    ST_OP_COMMIT = 2,
+    ST_OP_END_SESSIONS = 3,
+    ST_OP_STEP = 4,
+} st_op_what;
+
+typedef struct st_op_tag {
+    st_op_what what;
+    uint64_t worker_id;
+    uint64_t epoch;
+    uint64_t batch_id;
+} st_op_tag;
+
+/* st_net_open - opens the control REP socket on listen_url with n_slots
+ * contexts (1..ST_NET_MAX_SLOTS) and the results PULL socket on
+ * results_url (NULL: derived from listen_url, port 0 on the same host),
+ * each accepting frames up to max_frame bytes, and starts receiving.
+ * Events go to q, which must outlive the st_net. */
+st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, uint32_t n_slots,
+                   size_t max_frame, st_net **out);
+
+/* st_net_close - closes every socket, stops and frees every aio (waiting
+ * for running callbacks); NULL is a no-op. Pending events stay in q. */
+void st_net_close(st_net *n);
+
+/* st_net_ctl_addr - the bound control address ("tcp://HOST:PORT"). */
+const char *st_net_ctl_addr(const st_net *n);
+
+/* st_net_results_addr - the bound results address. */
+const char *st_net_results_addr(const st_net *n);
+
+/* st_net_n_slots - the number of REP contexts. */
+uint32_t st_net_n_slots(const st_net *n);
+
+/* st_net_reply - sends msg (taken) as the answer of slot's pending
+ * request; the slot then receives again. */
+void st_net_reply(st_net *n, uint32_t slot, nng_msg *msg);
+
+/* st_net_results_rearm - starts the next receive on the results socket. */
+void st_net_results_rearm(st_net *n);
+
+/* st_peer_open_req - a REQ socket dialing url in the background (a peer
+ * that is not up yet is retried by NNG). */
+st_err st_peer_open_req(const char *url, size_t max_frame, st_peer **out);
+
+/* st_peer_open_push - a PUSH socket dialing url in the background. */
+st_err st_peer_open_push(const char *url, st_peer **out);
+
+/* st_peer_close - closes the socket: outstanding operations end with
+ * NNG_ECLOSED events. NULL is a no-op. */
+void st_peer_close(st_peer *p);
+
+/* st_peer_url - the address the peer dials. */
+const char *st_peer_url(const st_peer *p);
+
+/* st_peer_start - sends msg (taken, also on failure) on p: on a REQ peer
+ * the reply is awaited too; timeout_ms bounds the whole exchange. The end
+ * is posted to q as ST_CQ_OP_DONE carrying the op, whose tag is a copy of
+ * *tag. */
+st_err st_peer_start(st_peer *p, st_cq *q, nng_msg *msg, int timeout_ms, const st_op_tag *tag);
+
+/* st_net_op_finish - reads an ended op's tag and frees the op (call once,
+ * on the main thread, after its ST_CQ_OP_DONE event). */
+void st_net_op_finish(st_net_op *op, st_op_tag *tag);
+
+#endif

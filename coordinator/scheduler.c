@@ -1,0 +1,813 @@
+/* scheduler.c - requests, sessions and batches (see scheduler.h).
+ *
+ * State lives in three tables with fixed bounds (INV-6): session slots
+ * (max_sessions, the KV slots every worker keeps), requests (at most
+ * max_requests queued or running, plus as many finished ones kept for a
+ * short TTL so that a client's last Poll can read them), and batches in
+ * flight (max_in_flight). Lookups are linear scans: the tables are small,
+ * and a scan has no hidden state to get wrong.
+ *
+ * A session and its running request point at each other. A session in a
+ * batch in flight is never freed or reused; a request that ends while its
+ * session is in flight (a cancel) detaches when the batch comes back. A
+ * fresh session (client session id 0) is ended with its request, a client
+ * session stays idle for the next turn until its TTL or until its slot is
+ * needed (least recently used first). Ended session ids are collected for
+ * the coordinator to send EndSessions.
+ *
+ * Text: each request has its own streaming detokenizer, started at the
+ * start of the text and fed the prompt (whose text is dropped), so the
+ * generated text continues exactly as `strata run` prints it. text_off[i]
+ * is where token i's text starts; the flush of a pending partial character
+ * at the end belongs to no token and is delivered with `done`. */
+#include "coordinator/scheduler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum rq_state { RQ_QUEUED = 0, RQ_RUNNING, RQ_DONE } rq_state;
+
+typedef struct sched_sess sched_sess;
+
+typedef struct sched_req {
+    uint64_t id;
+    rq_state state;
+    sched_sess *sess;
+    int32_t *prompt;
+    uint32_t n_prompt;
+    uint64_t client_session;
+    uint32_t max_tokens;
+    st_sampler_params sp;
+    char **stop;
+    uint32_t n_stop;
+    size_t max_stop_len;
+    bool want_logits;
+    int32_t *ids;       /* [max_tokens] */
+    uint32_t n_ids;
+    uint32_t *text_off; /* [max_tokens + 1] */
+    char *text;
+    size_t text_len, text_cap;
+    float *logits;      /* [n_ids][n_vocab] */
+    st_detok dt;
+    const char *finish;
+    st_err err;
+    char err_msg[256];
+    uint64_t created_ns, progress_ns, done_ns;
+    uint32_t retries;   /* failures since the last good step */
+} sched_req;
+
+struct sched_sess {
+    bool used;
+    uint64_t id;        /* the session id the workers see */
+    uint64_t client_id; /* 0: fresh */
+    int32_t *hist;      /* [n_ctx] */
+    uint32_t n_hist;
+    uint32_t n_cached;
+    uint64_t rng[4];
+    sched_req *req;
+    uint64_t in_flight; /* batch id, 0 if none */
+    uint64_t last_used_ns;
+};
+
+typedef struct sched_batch {
+    bool used;
+    st_sched_batch b;
+} sched_batch;
+
+struct st_sched {
+    st_sched_cfg cfg;
+    sched_sess *sess;     /* [max_sessions] */
+    sched_req **req;      /* requests in arrival order */
+    size_t n_req, cap_req;
+    sched_batch *batches; /* [max_in_flight] */
+    uint64_t next_req, next_sess, next_batch;
+    uint64_t *ended;      /* ring of ended session ids */
+    size_t n_ended, cap_ended;
+    char *dbuf;           /* detokenizer output scratch */
+    size_t dcap;
+};
+
+st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
+{
+    *out = NULL;
+    if (cfg->n_ctx < 2 || cfg->chunk == 0 || cfg->max_batch_tokens == 0 ||
+        cfg->max_sessions == 0 || cfg->max_requests == 0 || cfg->max_in_flight == 0 ||
+        cfg->n_vocab == 0)
+        return st_errorf(ST_EINVAL, "scheduler: n_ctx %u, chunk %u, max_batch_tokens %u, "
+                         "max_sessions %u, max_requests %u, max_in_flight %u, n_vocab %u: each "
+                         "must be positive (n_ctx >= 2)", cfg->n_ctx, cfg->chunk,
+                         cfg->max_batch_tokens, cfg->max_sessions, cfg->max_requests,
+                         cfg->max_in_flight, cfg->n_vocab);
+    st_sched *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return st_errorf(ST_ENOMEM, "scheduler");
+    s->cfg = *cfg;
+    s->cap_req = 2 * (size_t)cfg->max_requests;
+    s->cap_ended = 4 * (size_t)cfg->max_sessions;
+    s->dcap = cfg->tok ? st_detok_bound(cfg->tok) : 0;
+    s->sess = calloc(cfg->max_sessions, sizeof *s->sess);
+    s->req = calloc(s->cap_req, sizeof *s->req);
+    s->batches = calloc(cfg->max_in_flight, sizeof *s->batches);
+    s->ended = calloc(s->cap_ended, sizeof *s->ended);
+    s->dbuf = malloc(s->dcap ? s->dcap : 1);
+    if (!s->sess || !s->req || !s->batches || !s->ended || !s->dbuf) {
+        st_sched_free(s);
+        return st_errorf(ST_ENOMEM, "scheduler tables");
+    }
+    for (uint32_t i = 0; i < cfg->max_in_flight; i++) {
+        s->batches[i].b.rows = calloc(cfg->max_sessions, sizeof *s->batches[i].b.rows);
+        if (s->batches[i].b.rows == NULL) {
+            st_sched_free(s);
+            return st_errorf(ST_ENOMEM, "scheduler batches");
+        }
+    }
+    s->next_req = s->next_sess = s->next_batch = cfg->id_base;
+    *out = s;
+    return ST_OK;
+}
+
+static void sched_req_free(sched_req *r)
+{
+    if (r == NULL)
+        return;
+    for (uint32_t i = 0; i < r->n_stop; i++)
+        free(r->stop[i]);
+    free(r->stop);
+    free(r->prompt);
+    free(r->ids);
+    free(r->text_off);
+    free(r->text);
+    free(r->logits);
+    free(r);
+}
+
+void st_sched_free(st_sched *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->n_req; i++)
+        sched_req_free(s->req[i]);
+    if (s->sess)
+        for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
+            free(s->sess[i].hist);
+    if (s->batches)
+        for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
+            free(s->batches[i].b.rows);
+    free(s->sess);
+    free(s->req);
+    free(s->batches);
+    free(s->ended);
+    free(s->dbuf);
+    free(s);
+}
+
+/* ---- requests ---- */
+
+static sched_req *sched_find(const st_sched *s, uint64_t id)
+{
+    for (size_t i = 0; i < s->n_req; i++)
+        if (s->req[i]->id == id)
+            return s->req[i];
+    return NULL;
+}
+
+static size_t sched_live(const st_sched *s)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_req; i++)
+        n += s->req[i]->state != RQ_DONE;
+    return n;
+}
+
+/* sched_drop - frees request i (finished, or never started). */
+static void sched_drop(st_sched *s, size_t i)
+{
+    sched_req *r = s->req[i];
+    if (r->sess)
+        r->sess->req = NULL;
+    sched_req_free(r);
+    memmove(&s->req[i], &s->req[i + 1], (s->n_req - i - 1) * sizeof *s->req);
+    s->n_req--;
+}
+
+static st_err sched_text_put(sched_req *r, const char *b, size_t n)
+{
+    if (n == 0)
+        return ST_OK;
+    if (r->text_len + n > r->text_cap) {
+        size_t cap = r->text_cap ? r->text_cap : 256;
+        while (cap < r->text_len + n)
+            cap *= 2;
+        char *t = realloc(r->text, cap);
+        if (t == NULL)
+            return st_errorf(ST_ENOMEM, "text of request %llu", (unsigned long long)r->id);
+        r->text = t;
+        r->text_cap = cap;
+    }
+    memcpy(r->text + r->text_len, b, n);
+    r->text_len += n;
+    return ST_OK;
+}
+
+/* sched_finish - ends r with reason (and an error for "error" and
+ * "cancelled"); flushes its detokenizer. */
+static void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err,
+                         const char *msg, uint64_t now)
+{
+    if (r->state == RQ_DONE)
+        return;
+    r->state = RQ_DONE;
+    r->finish = reason;
+    r->err = err;
+    snprintf(r->err_msg, sizeof r->err_msg, "%s", msg ? msg : "");
+    r->done_ns = now;
+    if (s->cfg.tok) {
+        size_t nw = 0;
+        if (st_detok_flush(&r->dt, s->dbuf, s->dcap, &nw) == ST_OK)
+            sched_text_put(r, s->dbuf, nw);
+    }
+}
+
+static st_err sched_validate(const st_sched *s, const st_gen_req *g)
+{
+    const st_sched_cfg *c = &s->cfg;
+    if (g->n_prompt == 0)
+        return st_errorf(ST_EINVAL, "the prompt is empty");
+    for (size_t i = 0; i < g->n_prompt; i++)
+        if (g->prompt[i] < 0 || (uint32_t)g->prompt[i] >= c->n_vocab)
+            return st_errorf(ST_ERANGE, "prompt_ids[%zu] = %d is outside the vocabulary of %u",
+                             i, g->prompt[i], c->n_vocab);
+    if (g->max_tokens == 0)
+        return st_errorf(ST_EINVAL, "max_tokens is 0; it must be in 1..%u (the context)",
+                         c->n_ctx);
+    if (g->max_tokens > c->n_ctx)
+        return st_errorf(ST_EINVAL, "max_tokens %u exceeds the context of %u", g->max_tokens,
+                         c->n_ctx);
+    if (g->n_prompt >= c->n_ctx)
+        return st_errorf(ST_EINVAL, "the prompt of %zu tokens does not fit the context of %u",
+                         g->n_prompt, c->n_ctx);
+    st_err e = st_sampler_params_validate(&g->sp);
+    if (e != ST_OK)
+        return e;
+    if (g->n_stop > ST_SCHED_MAX_STOP)
+        return st_errorf(ST_EINVAL, "%zu stop strings; at most %d", g->n_stop, ST_SCHED_MAX_STOP);
+    for (size_t i = 0; i < g->n_stop; i++) {
+        size_t n = g->stop[i] ? strlen(g->stop[i]) : 0;
+        if (n == 0 || n > ST_SCHED_MAX_STOP_LEN)
+            return st_errorf(ST_EINVAL, "stop[%zu] has %zu bytes; it must have 1..%d", i, n,
+                             ST_SCHED_MAX_STOP_LEN);
+    }
+    if (g->want_logits &&
+        (uint64_t)g->max_tokens * c->n_vocab * sizeof(float) > ST_SCHED_MAX_LOGITS_BYTES)
+        return st_errorf(ST_EINVAL, "want_logits with max_tokens %u and %u ids needs %llu bytes; "
+                         "at most %llu", g->max_tokens, c->n_vocab,
+                         (unsigned long long)g->max_tokens * c->n_vocab * sizeof(float),
+                         (unsigned long long)ST_SCHED_MAX_LOGITS_BYTES);
+    if (sched_live(s) >= c->max_requests)
+        return st_errorf(ST_EBUSY, "%u requests are in progress (the limit); try later",
+                         c->max_requests);
+    if (g->client_session != 0)
+        for (size_t i = 0; i < s->n_req; i++)
+            if (s->req[i]->state != RQ_DONE && s->req[i]->client_session == g->client_session)
+                return st_errorf(ST_EBUSY, "session %llu is busy with request %llu",
+                                 (unsigned long long)g->client_session,
+                                 (unsigned long long)s->req[i]->id);
+    return ST_OK;
+}
+
+st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64_t *req_id)
+{
+    st_err e = sched_validate(s, g);
+    if (e != ST_OK)
+        return e;
+    if (s->n_req == s->cap_req) { /* the oldest finished request makes room */
+        size_t i = 0;
+        while (i < s->n_req && s->req[i]->state != RQ_DONE)
+            i++;
+        if (i == s->n_req)
+            return st_errorf(ST_EBUSY, "request table full");
+        sched_drop(s, i);
+    }
+    sched_req *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return st_errorf(ST_ENOMEM, "request");
+    r->prompt = malloc(g->n_prompt * sizeof *r->prompt);
+    r->ids = malloc(g->max_tokens * sizeof *r->ids);
+    r->text_off = calloc((size_t)g->max_tokens + 1, sizeof *r->text_off);
+    r->stop = calloc(g->n_stop ? g->n_stop : 1, sizeof *r->stop);
+    if (!r->prompt || !r->ids || !r->text_off || !r->stop) {
+        sched_req_free(r);
+        return st_errorf(ST_ENOMEM, "request");
+    }
+    for (size_t i = 0; i < g->n_stop; i++) {
+        if ((r->stop[i] = strdup(g->stop[i])) == NULL) {
+            sched_req_free(r);
+            return st_errorf(ST_ENOMEM, "request");
+        }
+        r->n_stop++;
+        size_t n = strlen(g->stop[i]);
+        if (n > r->max_stop_len)
+            r->max_stop_len = n;
+    }
+    memcpy(r->prompt, g->prompt, g->n_prompt * sizeof *r->prompt);
+    r->n_prompt = (uint32_t)g->n_prompt;
+    r->id = ++s->next_req;
+    r->state = RQ_QUEUED;
+    r->client_session = g->client_session;
+    r->max_tokens = g->max_tokens;
+    r->sp = g->sp;
+    r->want_logits = g->want_logits;
+    r->finish = "";
+    r->created_ns = r->progress_ns = now_ns;
+    s->req[s->n_req++] = r;
+    *req_id = r->id;
+    return ST_OK;
+}
+
+/* ---- sessions ---- */
+
+static sched_sess *sched_sess_by_id(st_sched *s, uint64_t id)
+{
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
+        if (s->sess[i].used && s->sess[i].id == id)
+            return &s->sess[i];
+    return NULL;
+}
+
+static void sched_end_session(st_sched *s, sched_sess *ss)
+{
+    if (s->n_ended == s->cap_ended) { /* nobody drained: forget the oldest (workers evict LRU) */
+        memmove(s->ended, s->ended + 1, (s->cap_ended - 1) * sizeof *s->ended);
+        s->n_ended--;
+    }
+    s->ended[s->n_ended++] = ss->id;
+    ss->used = false;
+    ss->req = NULL;
+    ss->n_hist = ss->n_cached = 0;
+    ss->client_id = 0;
+}
+
+/* sched_settle - after a session left a batch or its request ended:
+ * detaches a finished request, ends a fresh session, idles a client one. */
+static void sched_settle(st_sched *s, sched_sess *ss, uint64_t now)
+{
+    if (!ss->used || ss->in_flight)
+        return;
+    if (ss->req && ss->req->state == RQ_DONE) {
+        ss->req->sess = NULL;
+        ss->req = NULL;
+    }
+    if (ss->req == NULL) {
+        if (ss->client_id == 0)
+            sched_end_session(s, ss);
+        else
+            ss->last_used_ns = now;
+    }
+}
+
+/* sched_start - binds queued request r to session ss: the prompt joins
+ * the history, the RNG is seeded, the detokenizer consumes the prompt. */
+static void sched_start(st_sched *s, sched_req *r, sched_sess *ss, uint64_t now)
+{
+    bool at_start = ss->n_hist == 0;
+    memcpy(ss->hist + ss->n_hist, r->prompt, r->n_prompt * sizeof *r->prompt);
+    ss->n_hist += r->n_prompt;
+    st_rng rng;
+    st_rng_seed(&rng, r->sp.seed);
+    memcpy(ss->rng, rng.s, sizeof ss->rng);
+    ss->req = r;
+    r->sess = ss;
+    r->state = RQ_RUNNING;
+    r->progress_ns = now;
+    if (s->cfg.tok) {
+        st_detok_init(&r->dt, s->cfg.tok, at_start);
+        for (uint32_t i = 0; i < r->n_prompt; i++) {
+            size_t nw;
+            st_detok_push(&r->dt, r->prompt[i], s->dbuf, s->dcap, &nw);
+        }
+    }
+}
+
+/* sched_admit - gives queued requests (in arrival order) a session. */
+static void sched_admit(st_sched *s, uint64_t now)
+{
+    for (size_t i = 0; i < s->n_req; i++) {
+        sched_req *r = s->req[i];
+        if (r->state != RQ_QUEUED)
+            continue;
+        sched_sess *ss = NULL, *lru = NULL;
+        for (uint32_t k = 0; k < s->cfg.max_sessions && ss == NULL; k++) {
+            sched_sess *c = &s->sess[k];
+            if (c->used && r->client_session != 0 && c->client_id == r->client_session)
+                ss = c;
+        }
+        if (ss != NULL && (ss->in_flight || ss->req)) /* the previous turn is still out */
+            continue;
+        if (ss != NULL && ss->n_hist + r->n_prompt >= s->cfg.n_ctx) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "session %llu holds %u tokens; %u more do not fit the "
+                     "context of %u", (unsigned long long)r->client_session, ss->n_hist,
+                     r->n_prompt, s->cfg.n_ctx);
+            sched_finish(s, r, "error", ST_EINVAL, msg, now);
+            continue;
+        }
+        for (uint32_t k = 0; k < s->cfg.max_sessions && ss == NULL; k++) {
+            sched_sess *c = &s->sess[k];
+            if (!c->used) {
+                ss = c;
+            } else if (c->req == NULL && !c->in_flight &&
+                       (lru == NULL || c->last_used_ns < lru->last_used_ns)) {
+                lru = c;
+            }
+        }
+        if (ss == NULL && lru != NULL) {
+            sched_end_session(s, lru);
+            ss = lru;
+        }
+        if (ss == NULL)
+            return; /* every slot busy: later requests wait too (FIFO) */
+        if (!ss->used) {
+            if (ss->hist == NULL && (ss->hist = malloc(s->cfg.n_ctx * sizeof *ss->hist)) == NULL) {
+                sched_finish(s, r, "error", ST_ENOMEM, "out of memory for a session", now);
+                continue;
+            }
+            ss->used = true;
+            ss->id = ++s->next_sess;
+            ss->client_id = r->client_session;
+            ss->n_hist = ss->n_cached = 0;
+            ss->in_flight = 0;
+        }
+        sched_start(s, r, ss, now);
+    }
+}
+
+/* ---- batches ---- */
+
+static sched_batch *sched_batch_by_id(st_sched *s, uint64_t id)
+{
+    for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
+        if (s->batches[i].used && s->batches[i].b.id == id)
+            return &s->batches[i];
+    return NULL;
+}
+
+static void sched_add_row(st_sched_batch *b, sched_sess *ss, uint32_t n)
+{
+    st_sched_row *row = &b->rows[b->n_rows++];
+    sched_req *r = ss->req;
+    row->session_id = ss->id;
+    row->pos = ss->n_cached;
+    row->n_tok = n;
+    row->tokens = ss->hist + ss->n_cached;
+    row->sample = ss->n_cached + n == ss->n_hist;
+    row->want_logits = row->sample && r->want_logits;
+    row->sp = r->sp;
+    memcpy(row->rng, ss->rng, sizeof row->rng);
+    row->hist = NULL;
+    row->n_hist = 0;
+    if (row->sample && r->sp.repeat_penalty != 1.0f && r->sp.repeat_last_n > 0) {
+        uint32_t k = (uint32_t)r->sp.repeat_last_n < ss->n_hist ? (uint32_t)r->sp.repeat_last_n
+                                                                 : ss->n_hist;
+        row->hist = ss->hist + ss->n_hist - k;
+        row->n_hist = k;
+    }
+    b->n_tokens += n;
+    ss->in_flight = b->id;
+}
+
+static int sched_cmp_req(const void *a, const void *b)
+{
+    const sched_sess *x = *(sched_sess *const *)a, *y = *(sched_sess *const *)b;
+    return x->req->id < y->req->id ? -1 : x->req->id > y->req->id;
+}
+
+st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sched_batch **out)
+{
+    *out = NULL;
+    sched_batch *slot = NULL;
+    for (uint32_t i = 0; i < s->cfg.max_in_flight && slot == NULL; i++)
+        if (!s->batches[i].used)
+            slot = &s->batches[i];
+    if (slot == NULL)
+        return ST_OK;
+    sched_admit(s, now_ns);
+    st_sched_batch *b = &slot->b;
+    b->n_rows = 0;
+    b->n_tokens = 0;
+    b->id = s->next_batch + 1;
+    uint32_t budget = s->cfg.max_batch_tokens;
+    sched_sess *pre[s->cfg.max_sessions];
+    size_t n_pre = 0;
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) { /* decode rows first */
+        sched_sess *ss = &s->sess[i];
+        if (!ss->used || ss->in_flight || ss->req == NULL || ss->req->state != RQ_RUNNING)
+            continue;
+        uint32_t left = ss->n_hist - ss->n_cached;
+        if (left == 1 && budget > 0) {
+            sched_add_row(b, ss, 1);
+            budget--;
+        } else if (left > 1) {
+            pre[n_pre++] = ss;
+        }
+    }
+    qsort(pre, n_pre, sizeof *pre, sched_cmp_req);
+    for (size_t i = 0; i < n_pre && budget > 0; i++) { /* then prefill chunks, oldest first */
+        uint32_t left = pre[i]->n_hist - pre[i]->n_cached;
+        uint32_t n = left < s->cfg.chunk ? left : s->cfg.chunk;
+        if (n > budget)
+            n = budget;
+        sched_add_row(b, pre[i], n);
+        budget -= n;
+    }
+    if (b->n_rows == 0)
+        return ST_OK;
+    s->next_batch = b->id;
+    b->epoch = epoch;
+    b->sent_ns = now_ns;
+    b->deadline_ns = now_ns + s->cfg.step_timeout_ns;
+    slot->used = true;
+    *out = b;
+    return ST_OK;
+}
+
+/* sched_release - takes every session of b out of flight and frees b. */
+static void sched_release(st_sched *s, sched_batch *sb, uint64_t now)
+{
+    for (uint32_t i = 0; i < sb->b.n_rows; i++) {
+        sched_sess *ss = sched_sess_by_id(s, sb->b.rows[i].session_id);
+        if (ss && ss->in_flight == sb->b.id) {
+            ss->in_flight = 0;
+            sched_settle(s, ss, now);
+        }
+    }
+    sb->used = false;
+}
+
+st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *msg, bool retry,
+                     uint64_t now_ns)
+{
+    sched_batch *sb = sched_batch_by_id(s, batch_id);
+    if (sb == NULL)
+        return st_errorf(ST_ENOENT, "batch %llu is not in flight", (unsigned long long)batch_id);
+    for (uint32_t i = 0; i < sb->b.n_rows; i++) {
+        sched_sess *ss = sched_sess_by_id(s, sb->b.rows[i].session_id);
+        if (ss == NULL || ss->req == NULL || ss->req->state != RQ_RUNNING)
+            continue;
+        if (retry && ss->req->retries < 1) {
+            ss->req->retries++;
+            ss->n_cached = 0;
+        } else {
+            sched_finish(s, ss->req, "error", code, msg, now_ns);
+        }
+    }
+    sched_release(s, sb, now_ns);
+    return ST_OK;
+}
+
+void st_sched_fail_all_in_flight(st_sched *s, st_err code, const char *msg, bool retry,
+                                 uint64_t now_ns)
+{
+    for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
+        if (s->batches[i].used)
+            st_sched_fail(s, s->batches[i].b.id, code, msg, retry, now_ns);
+}
+
+/* sched_check - whether results match batch b's sample rows; sets the
+ * detail on mismatch. */
+static st_err sched_check(const st_sched *s, const st_sched_batch *b,
+                          const st_sched_result_row *rows, size_t n_rows)
+{
+    for (uint32_t i = 0; i < b->n_rows; i++) {
+        const st_sched_row *row = &b->rows[i];
+        if (!row->sample)
+            continue;
+        const st_sched_result_row *rr = NULL;
+        for (size_t k = 0; k < n_rows && rr == NULL; k++)
+            if (rows[k].session_id == row->session_id)
+                rr = &rows[k];
+        if (rr == NULL)
+            return st_errorf(ST_EPROTO, "result of batch %llu lacks session %llu",
+                             (unsigned long long)b->id, (unsigned long long)row->session_id);
+        if (rr->token < 0 || (uint32_t)rr->token >= s->cfg.n_vocab)
+            return st_errorf(ST_EPROTO, "result of batch %llu: token %d of session %llu is "
+                             "outside the vocabulary of %u", (unsigned long long)b->id,
+                             rr->token, (unsigned long long)row->session_id, s->cfg.n_vocab);
+        if (rr->n_rng != 4)
+            return st_errorf(ST_EPROTO, "result of batch %llu: session %llu's RNG state has %zu "
+                             "words, not 4", (unsigned long long)b->id,
+                             (unsigned long long)row->session_id, rr->n_rng);
+        if (row->want_logits && rr->n_logits != s->cfg.n_vocab)
+            return st_errorf(ST_EPROTO, "result of batch %llu: session %llu has %zu logits, not "
+                             "%u", (unsigned long long)b->id, (unsigned long long)row->session_id,
+                             rr->n_logits, s->cfg.n_vocab);
+    }
+    return ST_OK;
+}
+
+/* sched_append - appends sampled id tok to r (history, ids, text, logits)
+ * and ends r on EOS, stop string, token limit or a full context. */
+static void sched_append(st_sched *s, sched_req *r, sched_sess *ss,
+                         const st_sched_result_row *rr, uint64_t now)
+{
+    int32_t tok = rr->token;
+    ss->hist[ss->n_hist++] = tok;
+    memcpy(ss->rng, rr->rng, sizeof ss->rng);
+    if (r->want_logits) {
+        float *l = realloc(r->logits, ((size_t)r->n_ids + 1) * s->cfg.n_vocab * sizeof *l);
+        if (l == NULL) {
+            sched_finish(s, r, "error", ST_ENOMEM, "out of memory for logits", now);
+            return;
+        }
+        r->logits = l;
+        memcpy(l + (size_t)r->n_ids * s->cfg.n_vocab, rr->logits, s->cfg.n_vocab * sizeof *l);
+    }
+    r->ids[r->n_ids++] = tok;
+    size_t before = r->text_len;
+    if (s->cfg.tok) {
+        size_t nw = 0;
+        if (st_detok_push(&r->dt, tok, s->dbuf, s->dcap, &nw) == ST_OK &&
+            sched_text_put(r, s->dbuf, nw) != ST_OK) {
+            sched_finish(s, r, "error", ST_ENOMEM, "out of memory for text", now);
+            return;
+        }
+    }
+    r->text_off[r->n_ids] = (uint32_t)r->text_len;
+    r->progress_ns = now;
+    r->retries = 0;
+    if (tok == s->cfg.eos_id) {
+        sched_finish(s, r, "eos", ST_OK, NULL, now);
+        return;
+    }
+    if (r->n_stop > 0 && r->text_len > before) {
+        size_t from = before > r->max_stop_len - 1 ? before - (r->max_stop_len - 1) : 0;
+        for (uint32_t i = 0; i < r->n_stop; i++)
+            if (memmem(r->text + from, r->text_len - from, r->stop[i], strlen(r->stop[i]))) {
+                sched_finish(s, r, "stop", ST_OK, NULL, now);
+                return;
+            }
+    }
+    if (r->n_ids == r->max_tokens || ss->n_hist >= s->cfg.n_ctx)
+        sched_finish(s, r, "length", ST_OK, NULL, now);
+}
+
+st_err st_sched_complete(st_sched *s, uint64_t batch_id, uint64_t epoch,
+                         const st_sched_result_row *rows, size_t n_rows, uint64_t now_ns)
+{
+    sched_batch *sb = sched_batch_by_id(s, batch_id);
+    if (sb == NULL)
+        return st_errorf(ST_ENOENT, "result of batch %llu, which is not in flight",
+                         (unsigned long long)batch_id);
+    st_err e = ST_OK;
+    if (epoch != sb->b.epoch)
+        e = st_errorf(ST_EEPOCH, "result of batch %llu has epoch %llu; it was sent in epoch %llu",
+                      (unsigned long long)batch_id, (unsigned long long)epoch,
+                      (unsigned long long)sb->b.epoch);
+    else
+        e = sched_check(s, &sb->b, rows, n_rows);
+    if (e != ST_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", st_errdetail());
+        st_sched_fail(s, batch_id, e, msg, true, now_ns);
+        return st_errorf(e, "%s", msg);
+    }
+    for (uint32_t i = 0; i < sb->b.n_rows; i++) {
+        const st_sched_row *row = &sb->b.rows[i];
+        sched_sess *ss = sched_sess_by_id(s, row->session_id);
+        if (ss == NULL)
+            continue;
+        ss->n_cached = row->pos + row->n_tok;
+        if (!row->sample || ss->req == NULL || ss->req->state != RQ_RUNNING)
+            continue;
+        for (size_t k = 0; k < n_rows; k++)
+            if (rows[k].session_id == row->session_id) {
+                sched_append(s, ss->req, ss, &rows[k], now_ns);
+                break;
+            }
+    }
+    sched_release(s, sb, now_ns);
+    return ST_OK;
+}
+
+void st_sched_forget_kv(st_sched *s)
+{
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
+        s->sess[i].n_cached = 0;
+}
+
+void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
+{
+    char msg[256];
+    const st_sched_cfg *c = &s->cfg;
+    for (uint32_t i = 0; i < c->max_in_flight; i++) {
+        st_sched_batch *b = &s->batches[i].b;
+        if (s->batches[i].used && now_ns >= b->deadline_ns) {
+            snprintf(msg, sizeof msg, "step deadline missed: batch %llu (epoch %llu) got no "
+                     "result within %llu ms", (unsigned long long)b->id,
+                     (unsigned long long)b->epoch,
+                     (unsigned long long)(c->step_timeout_ns / 1000000));
+            st_sched_fail(s, b->id, ST_ETIMEOUT, msg, false, now_ns);
+        }
+    }
+    for (size_t i = 0; i < s->n_req; i++) {
+        sched_req *r = s->req[i];
+        bool stalled = now_ns - r->progress_ns >= c->queue_timeout_ns;
+        if (r->state == RQ_QUEUED && stalled) {
+            snprintf(msg, sizeof msg, "waited %llu ms for %s", (unsigned long long)(c->queue_timeout_ns / 1000000),
+                     stall ? stall : "a free session slot");
+            sched_finish(s, r, "error", ST_EBUSY, msg, now_ns);
+        } else if (r->state == RQ_RUNNING && stalled && stall && !r->sess->in_flight) {
+            snprintf(msg, sizeof msg, "no progress for %llu ms: %s",
+                     (unsigned long long)(c->queue_timeout_ns / 1000000), stall);
+            sched_finish(s, r, "error", ST_EBUSY, msg, now_ns);
+            sched_settle(s, r->sess, now_ns);
+        }
+    }
+    for (size_t i = 0; i < s->n_req;) {
+        sched_req *r = s->req[i];
+        if (r->state == RQ_DONE && now_ns - r->done_ns >= c->finished_ttl_ns &&
+            (r->sess == NULL || !r->sess->in_flight))
+            sched_drop(s, i);
+        else
+            i++;
+    }
+    for (uint32_t i = 0; i < c->max_sessions; i++) {
+        sched_sess *ss = &s->sess[i];
+        if (ss->used && ss->req == NULL && !ss->in_flight &&
+            now_ns - ss->last_used_ns >= c->idle_session_ttl_ns)
+            sched_end_session(s, ss);
+    }
+}
+
+st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns)
+{
+    sched_req *r = sched_find(s, req_id);
+    if (r == NULL)
+        return st_errorf(ST_ENOENT, "request %llu is unknown or expired",
+                         (unsigned long long)req_id);
+    if (r->state == RQ_DONE)
+        return ST_OK;
+    sched_finish(s, r, "cancelled", ST_ECANCELED, "cancelled by the client", now_ns);
+    if (r->sess)
+        sched_settle(s, r->sess, now_ns);
+    return ST_OK;
+}
+
+void st_sched_shutdown(st_sched *s, const char *msg, uint64_t now_ns)
+{
+    for (size_t i = 0; i < s->n_req; i++)
+        sched_finish(s, s->req[i], "error", ST_ECANCELED, msg, now_ns);
+    for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
+        if (s->batches[i].used)
+            sched_release(s, &s->batches[i], now_ns);
+}
+
+st_err st_sched_view(const st_sched *s, uint64_t req_id, st_req_view *v)
+{
+    const sched_req *r = sched_find(s, req_id);
+    if (r == NULL)
+        return st_errorf(ST_ENOENT, "request %llu is unknown or expired",
+                         (unsigned long long)req_id);
+    v->id = r->id;
+    v->done = r->state == RQ_DONE;
+    v->finish = r->finish;
+    v->err = r->err;
+    v->err_msg = r->err_msg;
+    v->n_prompt = r->n_prompt;
+    v->n_ids = r->n_ids;
+    v->ids = r->ids;
+    v->text = r->text ? r->text : "";
+    v->text_off = r->text_off;
+    v->text_len = r->text_len;
+    v->logits = r->logits;
+    v->want_logits = r->want_logits;
+    v->n_vocab = s->cfg.n_vocab;
+    return ST_OK;
+}
+
+size_t st_sched_take_ended(st_sched *s, uint64_t *ids, size_t cap)
+{
+    size_t n = s->n_ended < cap ? s->n_ended : cap;
+    memcpy(ids, s->ended, n * sizeof *ids);
+    memmove(s->ended, s->ended + n, (s->n_ended - n) * sizeof *s->ended);
+    s->n_ended -= n;
+    return n;
+}
+
+size_t st_sched_in_flight(const st_sched *s)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
+        n += s->batches[i].used;
+    return n;
+}
+
+size_t st_sched_n_requests(const st_sched *s) { return sched_live(s); }
+
+size_t st_sched_n_sessions(const st_sched *s)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
+        n += s->sess[i].used;
+    return n;
+}

@@ -1,0 +1,196 @@
+/* scheduler.h - the step scheduler: requests, sessions with their token
+ * history, batch formation, results, deadlines. Pure logic: no sockets,
+ * no threads, time passed in by the caller, so every rule is unit-tested.
+ *
+ * A request (a prompt, a token limit, sampling parameters, stop strings)
+ * runs in a session: the session's history is prompt + generated ids, and
+ * n_cached counts the leading positions the workers' KV holds. A step
+ * feeds each chosen session history[n_cached, n_cached + n) and, when that
+ * reaches the end of the history, asks the last stage to sample the next
+ * id. Forgetting the KV (after a plan switch, or to retry a failed batch)
+ * is n_cached = 0: the next steps re-feed the history from position 0, so
+ * no token is lost or repeated.
+ *
+ * Batches: decode rows (sessions with exactly one unfed id) first, then
+ * prefill chunks of at most `chunk` ids in request order, up to
+ * max_batch_tokens ids; a session is in at most one batch in flight, and
+ * up to max_in_flight batches can be in flight (1 today; pipelining later
+ * only raises the number). */
+#ifndef ST_COORD_SCHEDULER_H
+#define ST_COORD_SCHEDULER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/sampling.h"
+#include "common/tokenizer.h"
+
+#define ST_SCHED_MAX_STOP 16       /* stop strings per request */
+#define ST_SCHED_MAX_STOP_LEN 256  /* bytes per stop string */
+#define ST_SCHED_MAX_LOGITS_BYTES ((uint64_t)256 << 20) /* per request */
+
+typedef struct st_sched_cfg {
+    uint32_t n_ctx;            /* KV positions per session */
+    uint32_t chunk;            /* prefill ids per row */
+    uint32_t max_batch_tokens; /* ids per batch */
+    uint32_t max_sessions;     /* sessions alive at once (KV slots per worker) */
+    uint32_t max_requests;     /* queued + running requests */
+    uint32_t max_in_flight;    /* batches in flight */
+    uint32_t n_vocab;
+    int32_t eos_id;
+    uint64_t step_timeout_ns;     /* a batch without result this long fails */
+    uint64_t queue_timeout_ns;    /* a stalled request (no slot, no plan) fails after this */
+    uint64_t finished_ttl_ns;     /* finished requests stay readable this long */
+    uint64_t idle_session_ttl_ns; /* idle client sessions are ended after this */
+    uint64_t id_base;             /* request, session and batch ids count up from here */
+    const st_tokenizer *tok;      /* text and stop strings; NULL: ids only */
+} st_sched_cfg;
+
+/* A generation request as submitted. Everything is copied. */
+typedef struct st_gen_req {
+    const int32_t *prompt;
+    size_t n_prompt;
+    uint32_t max_tokens;
+    st_sampler_params sp;
+    const char *const *stop;
+    size_t n_stop;
+    bool want_logits;
+    uint64_t client_session; /* 0: a fresh session ended with the request */
+} st_gen_req;
+
+/* One row of a batch. Pointers stay valid while the batch is in flight. */
+typedef struct st_sched_row {
+    uint64_t session_id;
+    uint32_t pos;            /* position of tokens[0] */
+    uint32_t n_tok;
+    const int32_t *tokens;
+    bool sample;             /* the row reaches the end of the history */
+    bool want_logits;
+    st_sampler_params sp;
+    uint64_t rng[4];
+    const int32_t *hist;     /* last repeat_last_n ids (penalty on and sample only) */
+    uint32_t n_hist;
+} st_sched_row;
+
+typedef struct st_sched_batch {
+    uint64_t id;
+    uint64_t epoch;
+    uint64_t sent_ns;
+    uint64_t deadline_ns;
+    uint32_t n_rows;
+    uint32_t n_tokens;
+    st_sched_row *rows;
+} st_sched_batch;
+
+/* One sampled row of a step result. */
+typedef struct st_sched_result_row {
+    uint64_t session_id;
+    int32_t token;
+    const uint64_t *rng;
+    size_t n_rng;
+    const float *logits;
+    size_t n_logits;
+} st_sched_result_row;
+
+/* What Poll reads of a request. Pointers are valid until the next call
+ * that changes the scheduler. */
+typedef struct st_req_view {
+    uint64_t id;
+    bool done;
+    const char *finish;  /* "length", "eos", "stop", "error", "cancelled"; "" while running */
+    st_err err;
+    const char *err_msg;
+    uint32_t n_prompt;
+    uint32_t n_ids;
+    const int32_t *ids;
+    const char *text;        /* generated text, complete UTF-8 characters only */
+    const uint32_t *text_off;/* [n_ids + 1]: text of ids[i] is [text_off[i], text_off[i+1]) */
+    size_t text_len;         /* >= text_off[n_ids]; the rest is the flush at the end */
+    const float *logits;     /* [n_ids][n_vocab] when want_logits */
+    bool want_logits;
+    uint32_t n_vocab;
+} st_req_view;
+
+typedef struct st_sched st_sched;
+
+/* st_sched_new - a scheduler for cfg (ST_EINVAL names a zero or
+ * inconsistent setting). */
+st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out);
+
+/* st_sched_free - frees everything; NULL is a no-op. */
+void st_sched_free(st_sched *s);
+
+/* st_sched_submit - validates and queues a request: ST_ERANGE for a
+ * prompt id outside the vocabulary (naming its index and value); ST_EINVAL
+ * (naming the field) for an empty prompt, max_tokens 0 or beyond the
+ * context, a prompt that does not fit the context, invalid
+ * sampling parameters, too many or bad stop strings, logits too large;
+ * ST_EBUSY when max_requests are in progress or the client session is
+ * busy. */
+st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64_t *req_id);
+
+/* st_sched_form - admits queued requests into free session slots and forms
+ * the next batch for epoch; *out is NULL when there is nothing to run or
+ * max_in_flight batches are in flight. The batch stays owned by the
+ * scheduler until st_sched_complete or st_sched_fail. */
+st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sched_batch **out);
+
+/* st_sched_complete - applies a batch's result: advances every row's
+ * cached length, appends sampled ids (text, logits), updates RNG states,
+ * ends requests on EOS, length, context or stop string. ST_ENOENT for an
+ * unknown batch (already failed or never sent: drop it); ST_EEPOCH for
+ * another epoch and ST_EPROTO for rows that do not match the batch (a
+ * missing sample row, an id outside the vocabulary, an RNG state that is
+ * not 4 words, logits of the wrong size): the batch is then failed with
+ * one retry, as st_sched_fail. */
+st_err st_sched_complete(st_sched *s, uint64_t batch_id, uint64_t epoch,
+                         const st_sched_result_row *rows, size_t n_rows, uint64_t now_ns);
+
+/* st_sched_fail - a batch failed with code and msg. With retry, each of
+ * its requests that has not failed since its last good step is kept and
+ * its session re-fed from position 0; otherwise the request ends with the
+ * error. ST_ENOENT for an unknown batch. */
+st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *msg, bool retry,
+                     uint64_t now_ns);
+
+/* st_sched_fail_all_in_flight - st_sched_fail for every batch in flight. */
+void st_sched_fail_all_in_flight(st_sched *s, st_err code, const char *msg, bool retry,
+                                 uint64_t now_ns);
+
+/* st_sched_forget_kv - every session's cached length becomes 0 (after a
+ * plan switch: the workers' KV is not trusted any more). */
+void st_sched_forget_kv(st_sched *s);
+
+/* st_sched_tick - deadlines: batches past their step deadline fail with
+ * ST_ETIMEOUT ("step deadline missed", no retry); queued requests waiting
+ * longer than queue_timeout fail with ST_EBUSY; when stall is not NULL
+ * (nothing can be served: no plan), running requests without progress for
+ * queue_timeout fail with ST_EBUSY naming stall; finished requests older
+ * than their TTL and idle client sessions past theirs are freed. */
+void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall);
+
+/* st_sched_cancel - ends a request as "cancelled" (ST_ENOENT if unknown;
+ * a finished request is left as it is). */
+st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns);
+
+/* st_sched_shutdown - ends every queued or running request with
+ * ST_ECANCELED and msg, and every batch in flight. */
+void st_sched_shutdown(st_sched *s, const char *msg, uint64_t now_ns);
+
+/* st_sched_view - the state of a request (ST_ENOENT if unknown or
+ * expired). */
+st_err st_sched_view(const st_sched *s, uint64_t req_id, st_req_view *v);
+
+/* st_sched_take_ended - moves up to cap ids of sessions that ended (their
+ * KV can be freed on the workers) into ids; returns how many. */
+size_t st_sched_take_ended(st_sched *s, uint64_t *ids, size_t cap);
+
+/* Counts for status: batches in flight, live (queued + running) requests,
+ * sessions holding a KV slot. */
+size_t st_sched_in_flight(const st_sched *s);
+size_t st_sched_n_requests(const st_sched *s);
+size_t st_sched_n_sessions(const st_sched *s);
+
+#endif

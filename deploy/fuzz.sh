@@ -1,0 +1,92 @@
+#!/bin/sh
+# fuzz.sh - builds the libFuzzer targets in build-fuzz (clang, -Dfuzz=true)
+# and runs each target named on the command line for a bounded time,
+# failing as soon as one finds a crash, a leak or a timeout.
+# Usage: deploy/fuzz.sh [SECONDS] TARGET...    (SECONDS defaults to 60)
+#   e.g. deploy/fuzz.sh 60 fuzz_gguf fuzz_wire
+# Environment: STRATA_SHARED (default ../shared) for the seed corpus.
+# Seeds: fuzz_gguf gets 64 KiB and 4 KiB prefixes of every shared .gguf plus
+# a few tiny crafted files; any target also gets fuzz/seeds/TARGET/* if that
+# folder exists. Crash inputs land in build-fuzz/artifacts/TARGET/.
+set -eu
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+SHARED="${STRATA_SHARED:-$ROOT/../shared}"
+
+SECONDS_PER=60
+case "${1:-}" in
+    ''|*[!0-9]*) ;;
+    *) SECONDS_PER=$1; shift ;;
+esac
+if [ $# -eq 0 ]; then
+    echo "usage: deploy/fuzz.sh [SECONDS] TARGET..." >&2
+    exit 2
+fi
+
+if [ ! -f build-fuzz/build.ninja ]; then
+    CC=clang meson setup build-fuzz -Dfuzz=true -Dtests=false -Db_lundef=false \
+        --buildtype=debugoptimized
+fi
+for t in "$@"; do
+    ninja -C build-fuzz "fuzz/$t"
+done
+
+# seeds_gguf DIR - writes the GGUF seed corpus into DIR.
+seeds_gguf() {
+    dir=$1
+    for f in "$SHARED"/models/*.gguf; do
+        [ -f "$f" ] || continue
+        b=$(basename "$f" .gguf)
+        head -c 65536 "$f" > "$dir/$b.64k"
+        head -c 4096 "$f" > "$dir/$b.4k"
+    done
+    # a whole valid file: one pair (general.architecture = "llama"), one F32
+    # tensor "t" of 8 elements at offset 0, data aligned to 32
+    {
+        printf 'GGUF\003\000\000\000'
+        printf '\001\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000'
+        printf '\024\000\000\000\000\000\000\000general.architecture'
+        printf '\010\000\000\000\005\000\000\000\000\000\000\000llama'
+        printf '\001\000\000\000\000\000\000\000t\001\000\000\000'
+        printf '\010\000\000\000\000\000\000\000\000\000\000\000'
+        printf '\000\000\000\000\000\000\000\000'
+        head -c 26 /dev/zero
+        head -c 32 /dev/zero | tr '\000' '\077'
+    } > "$dir/tiny-valid.gguf"
+    # an empty file with no pairs and no tensors
+    printf 'GGUF\003\000\000\000' > "$dir/empty.gguf"
+    head -c 16 /dev/zero >> "$dir/empty.gguf"
+    # an array of strings and an array of u32
+    {
+        printf 'GGUF\003\000\000\000\000\000\000\000\000\000\000\000'
+        printf '\002\000\000\000\000\000\000\000'
+        printf '\001\000\000\000\000\000\000\000a\011\000\000\000\010\000\000\000'
+        printf '\002\000\000\000\000\000\000\000\001\000\000\000\000\000\000\000x'
+        printf '\000\000\000\000\000\000\000\000'
+        printf '\001\000\000\000\000\000\000\000b\011\000\000\000\004\000\000\000'
+        printf '\002\000\000\000\000\000\000\000\007\000\000\000\011\000\000\000'
+    } > "$dir/arrays.gguf"
+}
+
+status=0
+for t in "$@"; do
+    corpus="build-fuzz/corpus/$t"
+    art="build-fuzz/artifacts/$t"
+    mkdir -p "$corpus" "$art"
+    case "$t" in
+        fuzz_gguf) seeds_gguf "$corpus" ;;
+    esac
+    if [ -d "fuzz/seeds/$t" ]; then
+        cp -r "fuzz/seeds/$t/." "$corpus/"
+    fi
+    echo "=== $t: ${SECONDS_PER} s"
+    if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+         "build-fuzz/fuzz/$t" -max_total_time="$SECONDS_PER" -timeout=10 \
+            -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 \
+            -artifact_prefix="$art/" "$corpus"; then
+        echo "fuzz.sh: $t FAILED; inputs in $art/" >&2
+        status=1
+    fi
+done
+exit $status

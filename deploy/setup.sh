@@ -1,0 +1,31 @@
+#!/bin/sh
+# setup.sh - installs Strata's build and test dependencies on Debian 12
+# with apt (when they are missing) and builds the release tree in build/.
+# Usage: deploy/setup.sh [--no-build]
+set -eu
+cd "$(dirname "$0")/.."
+
+PKGS="meson ninja-build pkg-config cmake gcc libnng-dev libprotobuf-c-dev protobuf-c-compiler
+libsodium-dev libzstd-dev libhwloc-dev check libcjson-dev clang libclang-rt-14-dev
+python3 iproute2"
+
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "setup: installing:$missing"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $missing
+fi
+
+if [ "${1:-}" = "--no-build" ]; then
+    exit 0
+fi
+if [ ! -d build ]; then
+    meson setup build --buildtype=release
+fi
+ninja -C build
+echo "setup: built build/cli/strata"

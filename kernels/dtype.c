@@ -1,0 +1,62 @@
+/* dtype.c - the static table of Strata's dtypes.
+ *
+ * One row per st_dtype: its name, block geometry, the dtype activations are
+ * converted to before a product with it, and its ggml/GGUF type number.
+ * Row sizes are computed only here, and never by truncating division: a
+ * length that is not a whole number of blocks is an error (ST_K_ESHAPE). */
+#include "kernels/kernels.h"
+
+#include <string.h>
+
+static const st_dtype_info dtype_table[ST_DT_COUNT] = {
+    [ST_DT_F32] = {"f32", 1, 4, ST_DT_F32, 0},
+    [ST_DT_F16] = {"f16", 1, 2, ST_DT_F16, 1},
+    [ST_DT_BF16] = {"bf16", 1, 2, ST_DT_BF16, 30},
+    [ST_DT_Q8_0] = {"q8_0", ST_QK, sizeof(st_block_q8_0), ST_DT_Q8_0, 8},
+    [ST_DT_Q4_0] = {"q4_0", ST_QK, sizeof(st_block_q4_0), ST_DT_Q8_0, 2},
+};
+
+const st_dtype_info *st_dtype_info_of(st_dtype t)
+{
+    if ((int)t < 0 || t >= ST_DT_COUNT)
+        return NULL;
+    return &dtype_table[t];
+}
+
+int st_dtype_from_ggml(uint32_t ggml_type, st_dtype *out)
+{
+    for (int t = 0; t < ST_DT_COUNT; t++) {
+        if (dtype_table[t].ggml_type == ggml_type) {
+            *out = (st_dtype)t;
+            return ST_K_OK;
+        }
+    }
+    return ST_K_ETYPE;
+}
+
+int st_dtype_from_name(const char *name, st_dtype *out)
+{
+    if (name == NULL)
+        return ST_K_ETYPE;
+    for (int t = 0; t < ST_DT_COUNT; t++) {
+        if (strcmp(dtype_table[t].name, name) == 0) {
+            *out = (st_dtype)t;
+            return ST_K_OK;
+        }
+    }
+    return ST_K_ETYPE;
+}
+
+int st_row_size(st_dtype t, int64_t n, size_t *out)
+{
+    const st_dtype_info *info = st_dtype_info_of(t);
+    if (info == NULL)
+        return ST_K_ETYPE;
+    if (n < 0 || n % info->blck != 0)
+        return ST_K_ESHAPE;
+    uint64_t nblocks = (uint64_t)(n / info->blck);
+    if (nblocks > SIZE_MAX / info->blck_bytes)
+        return ST_K_ESHAPE;
+    *out = (size_t)nblocks * info->blck_bytes;
+    return ST_K_OK;
+}

@@ -1,0 +1,155 @@
+/* kernels.h - the math of Strata: dtypes, block layouts, and the operations
+ * of a llama forward pass, as one table of function pointers per variant.
+ *
+ * Design. Every operation has a scalar reference (variant "ref"); SIMD
+ * variants ("avx2", ...) fill the same table and are tested against it with
+ * per-dtype error bounds. st_kernels_select() picks the best variant the CPU
+ * and the OS support once at start-up; st_kernels_get(ST_KVAR_REF) forces
+ * the reference. Kernels never allocate, never lock and never use
+ * thread-local state: callers give scratch memory and split work by output
+ * rows ([i0, i1) of mul_mat), never along a reduction, so every output
+ * element has one accumulation order whatever the batch size, the row's
+ * place in the batch or the thread count (batch invariance, INV-7).
+ *
+ * Weights are immutable; a matrix W of dtype t with n columns is stored as
+ * rows of st_row_size(t, n) bytes (ggml's layout: ne0 = n is contiguous).
+ * Before a product, activation rows are converted to the weight's
+ * "activation dtype" (st_dtype_info.act): f32 for F32, f16 for F16, bf16
+ * for BF16, Q8_0 blocks for Q8_0 and Q4_0 (as llama.cpp's CPU backend).
+ *
+ * This layer depends on nothing else of Strata; it reports errors as
+ * ST_K_* codes that callers map to st_err. */
+#ifndef ST_KERNELS_H
+#define ST_KERNELS_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum st_dtype {
+    ST_DT_F32 = 0,
+    ST_DT_F16 = 1,
+    ST_DT_BF16 = 2,
+    ST_DT_Q8_0 = 3,
+    ST_DT_Q4_0 = 4,
+    ST_DT_COUNT
+} st_dtype;
+
+/* Status codes of the kernel layer (0 = success). */
+enum {
+    ST_K_OK = 0,
+    ST_K_ESHAPE = 1, /* a length is not a multiple of the dtype's block */
+    ST_K_ETYPE = 2,  /* dtype out of range or not supported by the op */
+};
+
+#define ST_QK 32 /* elements per Q8_0 / Q4_0 block */
+
+/* Q8_0 block: x[i] = d * qs[i], d an IEEE half. */
+typedef struct st_block_q8_0 {
+    uint16_t d;
+    int8_t qs[ST_QK];
+} st_block_q8_0;
+static_assert(sizeof(st_block_q8_0) == 34, "q8_0 block is 34 bytes");
+
+/* Q4_0 block: x[i] = d * (q[i] - 8); qs[j] holds q[j] in its low nibble and
+ * q[j + 16] in its high nibble (ggml's layout). */
+typedef struct st_block_q4_0 {
+    uint16_t d;
+    uint8_t qs[ST_QK / 2];
+} st_block_q4_0;
+static_assert(sizeof(st_block_q4_0) == 18, "q4_0 block is 18 bytes");
+
+typedef struct st_dtype_info {
+    const char *name;   /* "f32", "f16", "bf16", "q8_0", "q4_0" */
+    int64_t blck;       /* elements per block (1 for float types) */
+    size_t blck_bytes;  /* bytes per block */
+    st_dtype act;       /* dtype activations take in products with it */
+    uint32_t ggml_type; /* the GGUF/ggml type number */
+} st_dtype_info;
+
+/* st_dtype_info_of - static description of t (NULL if t is out of range). */
+const st_dtype_info *st_dtype_info_of(st_dtype t);
+
+/* st_dtype_from_ggml - maps a ggml type number; returns ST_K_ETYPE if we
+ * do not support it. */
+int st_dtype_from_ggml(uint32_t ggml_type, st_dtype *out);
+
+/* st_dtype_from_name - parses "f32" ... "q4_0"; returns ST_K_ETYPE if unknown. */
+int st_dtype_from_name(const char *name, st_dtype *out);
+
+/* st_row_size - bytes of n elements of t; sets *out. ST_K_ESHAPE if n is not
+ * a multiple of the block size (never truncates). */
+int st_row_size(st_dtype t, int64_t n, size_t *out);
+
+typedef enum st_kvariant {
+    ST_KVAR_REF = 0,
+    ST_KVAR_AVX2 = 1,    /* AVX2 + FMA + F16C */
+    ST_KVAR_AVX512 = 2,  /* AVX-512 F/BW/VL (+VNNI, BF16 where present) */
+    ST_KVAR_COUNT
+} st_kvariant;
+
+typedef struct st_kernel_ops {
+    const char *name;
+    st_kvariant variant;
+
+    /* to_float[t](src, dst, n) - dequantizes n elements of t (n a multiple
+     * of the block size; callers check with st_row_size). */
+    void (*to_float[ST_DT_COUNT])(const void *src, float *dst, int64_t n);
+
+    /* from_float[t](src, dst, n) - converts n f32 values to t: rounding to
+     * nearest even for f16/bf16, ggml's reference quantizers for Q8_0 and
+     * Q4_0 (d = absmax / 127, resp. d = max / -8), so converted files are
+     * byte-identical to llama.cpp's. */
+    void (*from_float[ST_DT_COUNT])(const float *src, void *dst, int64_t n);
+
+    /* mul_mat[t] - y[j * y_stride + i] = dot(row i of W, row j of X) for
+     * i in [i0, i1), j in [0, nx). W: dtype t, rows of w_stride bytes, n
+     * columns. X: nx rows already converted to st_dtype_info_of(t)->act,
+     * rows of x_stride bytes. Every y element is computed in the same
+     * order whatever nx, j, i0 and i1 are. */
+    void (*mul_mat[ST_DT_COUNT])(int64_t n, const void *w, size_t w_stride, int64_t i0,
+                                 int64_t i1, const void *x, size_t x_stride, int64_t nx,
+                                 float *y, int64_t y_stride);
+
+    /* rmsnorm - y = x * (1 / sqrt(mean(x^2) + eps)) * w; the sum of squares
+     * is accumulated sequentially in double (llama.cpp's order). y may be x. */
+    void (*rmsnorm)(const float *x, const float *w, float *y, int64_t n, float eps);
+
+    /* rope - rotates one token's heads in place, llama's "normal" pairing
+     * (x[2i], x[2i+1]) over the first n_rot dims of each head:
+     * theta_i = pos * base^(-2i / n_rot). x: [n_head, head_dim]. */
+    void (*rope)(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
+                 float base);
+
+    /* softmax - in place, max-subtracted; sum accumulated in double. */
+    void (*softmax)(float *x, int64_t n);
+
+    /* silu_mul - g[i] = silu(g[i]) * u[i], silu(x) = x / (1 + exp(-x)). */
+    void (*silu_mul)(float *g, const float *u, int64_t n);
+
+    /* add - y[i] += x[i]. */
+    void (*add)(float *y, const float *x, int64_t n);
+
+    /* attn_head - one query head of one token against its KV head:
+     * out[d] = sum_t softmax_t(scale * dot(q, k_t)) * v_t[d], t in [0, n_kv).
+     * q: [head_dim]; k, v: n_kv rows of head_dim floats, rows kv_stride
+     * floats apart; scores: scratch of n_kv floats; out: [head_dim]. */
+    void (*attn_head)(const float *q, const float *k, const float *v, int64_t kv_stride,
+                      int64_t n_kv, int64_t head_dim, float scale, float *scores, float *out);
+
+    /* argmax - index of the largest value (first one on ties). */
+    int64_t (*argmax)(const float *x, int64_t n);
+} st_kernel_ops;
+
+/* st_kernels_get - the table of variant v, or NULL if v is not compiled in
+ * or not supported by this CPU and OS (cpuid and xgetbv). */
+const st_kernel_ops *st_kernels_get(st_kvariant v);
+
+/* st_kernels_select - the fastest supported variant, or the reference when
+ * force_ref is nonzero or the environment sets STRATA_KERNELS=ref. */
+const st_kernel_ops *st_kernels_select(int force_ref);
+
+/* st_kernels_ref - the scalar reference table (never NULL). */
+const st_kernel_ops *st_kernels_ref(void);
+
+#endif

@@ -1,0 +1,547 @@
+/* kernels_avx2.c - the AVX2 + FMA + F16C variant of the kernels: its table,
+ * the conversions and the row operations (the products are in
+ * kernels_avx2_q.c and kernels_avx2_f.c).
+ *
+ * Design. Conversions are bit-identical to the reference (the tests demand
+ * it, and converted files must match llama.cpp's byte for byte): the same
+ * float operations in the same order, done 8 lanes at a time, and the
+ * reference's own scalar code for tails and for blocks holding a NaN,
+ * whose handling in the reference depends on element order. Rounding of
+ * Q8_0 is round-half-away-from-zero like roundf: truncate, then step away
+ * from zero when the exact remainder is at least one half.
+ * Row operations follow the reference's formulas with vector arithmetic:
+ * rope computes each pair's cos/sin once per token (the reference
+ * recomputes the same values for every head) and rotates with the same
+ * multiplications; rmsnorm and softmax keep their double sums (in 4 lanes);
+ * softmax and silu use a vector expf (Cephes' polynomial, about 1 ulp),
+ * within the tests' 2e-6 / 1e-6 relative bounds. argmax stays scalar (its
+ * tie and NaN rules are order-defined, and it runs once per token). */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "kernels/fp16.h"
+#include "kernels/kernels_avx2_int.h"
+#include "kernels/variants.h"
+
+/* ---- vector helpers ---- */
+
+/* a2_exp - e^x for 8 lanes: +Inf above 88.72, 0 below -87.33, NaN kept. */
+static inline __m256 a2_exp(__m256 x)
+{
+    const __m256 hi = _mm256_set1_ps(88.72283935546875f);
+    const __m256 lo = _mm256_set1_ps(-87.33654022216797f);
+    const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    const __m256 fn = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(fn, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* 2^n: n in [-126, 128]; split as 2^(n/2) * 2^(n - n/2) so n = 128 stays finite */
+    const __m256i n = _mm256_cvtps_epi32(fn);
+    const __m256i n1 = _mm256_srai_epi32(n, 1);
+    const __m256i n2 = _mm256_sub_epi32(n, n1);
+    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+    e = _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), e);
+    return _mm256_blendv_ps(e, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+static inline float a2_hsum(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline double a2_hsum_pd(__m256d v)
+{
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+    return _mm_cvtsd_f64(s);
+}
+
+static inline int a2_has_nan(const float *x, int64_t n)
+{
+    __m256 m = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        m = _mm256_or_ps(m, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    int nan = _mm256_movemask_ps(m) != 0;
+    for (; i < n; i++)
+        nan |= x[i] != x[i];
+    return nan;
+}
+
+/* ---- conversions to float ---- */
+
+static void a2_f32_to_float(const void *src, float *dst, int64_t n)
+{
+    memmove(dst, src, (size_t)n * sizeof(float));
+}
+
+static void a2_f16_to_float(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *s = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128((const __m128i *)(s + i));
+        __m256 f = _mm256_cvtph_ps(h);
+        const __m256i h32 = _mm256_cvtepu16_epi32(h);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x7fff)),
+                                               _mm256_set1_epi32(0x7c00));
+        if (!_mm256_testz_si256(nan, nan)) { /* the reference keeps a NaN's payload as is */
+            const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x8000)), 16);
+            const __m256i man = _mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x3ff)), 13);
+            const __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, man), _mm256_set1_epi32(0x7f800000));
+            f = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan));
+        }
+        _mm256_storeu_ps(dst + i, f);
+    }
+    for (; i < n; i++)
+        dst[i] = st_f16_to_f32(s[i]);
+}
+
+static void a2_bf16_to_float(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *s = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(s + i)));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+    }
+    for (; i < n; i++)
+        dst[i] = st_bf16_to_f32(s[i]);
+}
+
+static void a2_q8_0_to_float(const void *src, float *dst, int64_t n)
+{
+    const st_block_q8_0 *b = src;
+    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
+        const __m256 d = _mm256_set1_ps(st_f16_to_f32(b[ib].d));
+        for (int j = 0; j < ST_QK; j += 8) {
+            int64_t q;
+            memcpy(&q, b[ib].qs + j, 8);
+            const __m256i v = _mm256_cvtepi8_epi32(_mm_cvtsi64_si128(q));
+            _mm256_storeu_ps(dst + ib * ST_QK + j, _mm256_mul_ps(_mm256_cvtepi32_ps(v), d));
+        }
+    }
+}
+
+static void a2_q4_0_to_float(const void *src, float *dst, int64_t n)
+{
+    const st_block_q4_0 *b = src;
+    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
+        const __m256 d = _mm256_set1_ps(st_f16_to_f32(b[ib].d));
+        const __m128i v = _mm_loadu_si128((const __m128i *)b[ib].qs);
+        const __m128i m = _mm_set1_epi8(0x0f);
+        const __m128i lo = _mm_sub_epi8(_mm_and_si128(v, m), _mm_set1_epi8(8));
+        const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_set1_epi8(8));
+        const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+        for (int k = 0; k < 4; k++) {
+            const __m256i q = _mm256_cvtepi8_epi32(parts[k]);
+            _mm256_storeu_ps(dst + ib * ST_QK + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+    }
+}
+
+/* ---- conversions from float ---- */
+
+static void a2_f32_from_float(const float *src, void *dst, int64_t n)
+{
+    memmove(dst, src, (size_t)n * sizeof(float));
+}
+
+static void a2_f16_from_float(const float *src, void *dst, int64_t n)
+{
+    uint16_t *d = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(d + i), h);
+    }
+    for (; i < n; i++)
+        d[i] = st_f32_to_f16(src[i]);
+}
+
+static void a2_bf16_from_float(const float *src, void *dst, int64_t n)
+{
+    uint16_t *d = dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)(src + i));
+        const __m256i hi16 = _mm256_srli_epi32(x, 16);
+        const __m256i absx = _mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff));
+        const __m256i nan = _mm256_cmpgt_epi32(absx, _mm256_set1_epi32(0x7f800000));
+        const __m256i tiny = _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7f800000)),
+                                                _mm256_setzero_si256());
+        const __m256i rnd = _mm256_add_epi32(
+            x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi16, _mm256_set1_epi32(1))));
+        __m256i r = _mm256_srli_epi32(rnd, 16);
+        r = _mm256_blendv_epi8(r, _mm256_and_si256(hi16, _mm256_set1_epi32(0x8000)), tiny);
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(hi16, _mm256_set1_epi32(0x40)), nan);
+        const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        _mm_storeu_si128((__m128i *)(d + i), p);
+    }
+    for (; i < n; i++)
+        d[i] = st_f32_to_bf16(src[i]);
+}
+
+/* The reference's scalar quantizers (kernels_ref.c), for blocks with NaN. */
+static int8_t a2_round_q8(float v)
+{
+    if (!(v == v))
+        return 0;
+    float r = roundf(v);
+    if (r > 127.0f)
+        return 127;
+    if (r < -127.0f)
+        return -127;
+    return (int8_t)r;
+}
+
+static void a2_q8_0_block_scalar(const float *x, st_block_q8_0 *b)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < ST_QK; j++) {
+        const float a = fabsf(x[j]);
+        amax = amax > a ? amax : a;
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b->d = st_f32_to_f16(d);
+    for (int j = 0; j < ST_QK; j++)
+        b->qs[j] = a2_round_q8(x[j] * id);
+}
+
+static uint8_t a2_nibble_q4(float v)
+{
+    const float t = v + 8.5f;
+    if (!(t >= 0.0f))
+        return 0;
+    if (t >= 15.0f)
+        return 15;
+    return (uint8_t)(int)t;
+}
+
+static void a2_q4_0_block_scalar(const float *x, st_block_q4_0 *b)
+{
+    float amax = 0.0f;
+    float max = 0.0f;
+    for (int j = 0; j < ST_QK; j++) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b->d = st_f32_to_f16(d);
+    for (int j = 0; j < ST_QK / 2; j++) {
+        const uint8_t lo = a2_nibble_q4(x[j] * id);
+        const uint8_t hi = a2_nibble_q4(x[j + ST_QK / 2] * id);
+        b->qs[j] = (uint8_t)(lo | (hi << 4));
+    }
+}
+
+/* a2_block_amax - max |x| of 32 floats (no NaN among them). */
+static inline float a2_block_amax(const __m256 v[4])
+{
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_and_ps(v[0], abs), _mm256_and_ps(v[1], abs)),
+                             _mm256_max_ps(_mm256_and_ps(v[2], abs), _mm256_and_ps(v[3], abs)));
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static void a2_q8_0_from_float(const float *src, void *dst, int64_t n)
+{
+    st_block_q8_0 *b = dst;
+    const __m256 sign = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    const __m256 half = _mm256_set1_ps(0.5f);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
+        const float *x = src + ib * ST_QK;
+        if (a2_has_nan(x, ST_QK)) {
+            a2_q8_0_block_scalar(x, &b[ib]);
+            continue;
+        }
+        __m256 v[4];
+        for (int k = 0; k < 4; k++)
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+        const float amax = a2_block_amax(v);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[ib].d = st_f32_to_f16(d);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256 s = _mm256_mul_ps(v[k], _mm256_set1_ps(id));
+            const __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(s, t));
+            const __m256 step = _mm256_or_ps(_mm256_and_ps(s, sign), one);
+            __m256 r = _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), step));
+            r = _mm256_and_ps(r, _mm256_cmp_ps(s, s, _CMP_ORD_Q)); /* inf * 0: NaN -> 0 */
+            r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+            q[k] = _mm256_cvttps_epi32(r);
+        }
+        const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+        const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+        const __m256i p = _mm256_packs_epi16(p01, p23);
+        const __m256i o = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)b[ib].qs, o);
+    }
+}
+
+static void a2_q4_0_from_float(const float *src, void *dst, int64_t n)
+{
+    st_block_q4_0 *b = dst;
+    const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
+        const float *x = src + ib * ST_QK;
+        if (a2_has_nan(x, ST_QK)) {
+            a2_q4_0_block_scalar(x, &b[ib]);
+            continue;
+        }
+        __m256 v[4];
+        for (int k = 0; k < 4; k++)
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+        const float amax = a2_block_amax(v);
+        float max = 0.0f;
+        if (amax > 0.0f) { /* the first element of largest magnitude, as the reference scans */
+            const __m256 a = _mm256_set1_ps(amax);
+            uint32_t mask = 0;
+            for (int k = 0; k < 4; k++)
+                mask |= (uint32_t)_mm256_movemask_ps(
+                            _mm256_cmp_ps(_mm256_and_ps(v[k], abs), a, _CMP_EQ_OQ))
+                        << (8 * k);
+            max = x[__builtin_ctz(mask)];
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[ib].d = st_f32_to_f16(d);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256 t = _mm256_add_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)), _mm256_set1_ps(8.5f));
+            __m256 r = _mm256_min_ps(t, _mm256_set1_ps(15.0f));
+            r = _mm256_and_ps(r, _mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_GE_OQ));
+            q[k] = _mm256_cvttps_epi32(r);
+        }
+        const __m256i lo = _mm256_or_si256(q[0], _mm256_slli_epi32(q[2], 4)); /* elements 0..7 */
+        const __m256i hi = _mm256_or_si256(q[1], _mm256_slli_epi32(q[3], 4)); /* 8..15 */
+        const __m128i w0 = _mm_packs_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+        const __m128i w1 = _mm_packs_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
+        _mm_storeu_si128((__m128i *)b[ib].qs, _mm_packus_epi16(w0, w1));
+    }
+}
+
+/* ---- row and element-wise operations ---- */
+
+static void a2_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps)
+{
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        const __m256 sq = _mm256_mul_ps(v, v);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+    }
+    double sum = a2_hsum_pd(_mm256_add_pd(s0, s1));
+    for (; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    const __m256 sv = _mm256_set1_ps(scale);
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), sv);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(v, _mm256_loadu_ps(w + i)));
+    }
+    for (; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+#define A2_ROPE_PAIRS 64 /* pairs whose cos/sin are tabulated at once */
+
+static void a2_rope(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
+                    float base)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const int64_t n_pairs = n_rot / 2;
+    float theta = (float)pos;
+    /* cc = (c0, c0, c1, c1, ...), ss = (-s0, s0, -s1, s1, ...) */
+    float cc[2 * A2_ROPE_PAIRS], ss[2 * A2_ROPE_PAIRS];
+    for (int64_t p0 = 0; p0 < n_pairs; p0 += A2_ROPE_PAIRS) {
+        const int64_t np = n_pairs - p0 < A2_ROPE_PAIRS ? n_pairs - p0 : A2_ROPE_PAIRS;
+        for (int64_t p = 0; p < np; p++) {
+            const float c = cosf(theta), s = sinf(theta);
+            cc[2 * p] = c;
+            cc[2 * p + 1] = c;
+            ss[2 * p] = -s;
+            ss[2 * p + 1] = s;
+            theta *= theta_scale;
+        }
+        for (int64_t h = 0; h < n_head; h++) {
+            float *xh = x + h * head_dim + 2 * p0;
+            int64_t k = 0;
+            for (; k + 8 <= 2 * np; k += 8) {
+                const __m256 v = _mm256_loadu_ps(xh + k);
+                const __m256 sw = _mm256_permute_ps(v, 0xb1); /* (x1, x0, x3, x2, ...) */
+                const __m256 r = _mm256_add_ps(_mm256_mul_ps(v, _mm256_loadu_ps(cc + k)),
+                                               _mm256_mul_ps(sw, _mm256_loadu_ps(ss + k)));
+                _mm256_storeu_ps(xh + k, r);
+            }
+            for (; k < 2 * np; k += 2) {
+                const float c = cc[k], s = ss[k + 1];
+                const float x0 = xh[k], x1 = xh[k + 1];
+                xh[k] = x0 * c - x1 * s;
+                xh[k + 1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+static void a2_softmax(float *x, int64_t n)
+{
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    const __m256 mv = _mm256_set1_ps(max);
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = a2_exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+        _mm256_storeu_ps(x + i, e);
+    }
+    double sum = a2_hsum_pd(_mm256_add_pd(s0, s1));
+    for (; i < n; i++) {
+        const float e = expf(x[i] - max);
+        sum += (double)e;
+        x[i] = e;
+    }
+    const float inv = (float)(1.0 / sum);
+    const __m256 iv = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
+    for (; i < n; i++)
+        x[i] *= inv;
+}
+
+static void a2_silu_mul(float *g, const float *u, int64_t n)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 neg = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(g + i);
+        const __m256 e = a2_exp(_mm256_xor_ps(v, neg));
+        const __m256 s = _mm256_div_ps(v, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void a2_add(float *y, const float *x, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++)
+        y[i] += x[i];
+}
+
+static inline float a2_dot(const float *a, const float *b, int64_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + k), _mm256_loadu_ps(b + k), acc);
+    float s = a2_hsum(acc);
+    for (; k < n; k++)
+        s += a[k] * b[k];
+    return s;
+}
+
+static void a2_attn_head(const float *q, const float *k, const float *v, int64_t kv_stride,
+                         int64_t n_kv, int64_t head_dim, float scale, float *scores, float *out)
+{
+    for (int64_t t = 0; t < n_kv; t++)
+        scores[t] = a2_dot(q, k + t * kv_stride, head_dim) * scale;
+    a2_softmax(scores, n_kv);
+    int64_t d = 0;
+    for (; d + 32 <= head_dim; d += 32) {
+        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+        for (int64_t t = 0; t < n_kv; t++) {
+            const __m256 p = _mm256_set1_ps(scores[t]);
+            const float *vt = v + t * kv_stride + d;
+            o0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vt), o0);
+            o1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vt + 8), o1);
+            o2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vt + 16), o2);
+            o3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(vt + 24), o3);
+        }
+        _mm256_storeu_ps(out + d, o0);
+        _mm256_storeu_ps(out + d + 8, o1);
+        _mm256_storeu_ps(out + d + 16, o2);
+        _mm256_storeu_ps(out + d + 24, o3);
+    }
+    for (; d + 8 <= head_dim; d += 8) {
+        __m256 o = _mm256_setzero_ps();
+        for (int64_t t = 0; t < n_kv; t++)
+            o = _mm256_fmadd_ps(_mm256_set1_ps(scores[t]), _mm256_loadu_ps(v + t * kv_stride + d), o);
+        _mm256_storeu_ps(out + d, o);
+    }
+    for (; d < head_dim; d++) {
+        float o = 0.0f;
+        for (int64_t t = 0; t < n_kv; t++)
+            o += scores[t] * v[t * kv_stride + d];
+        out[d] = o;
+    }
+}
+
+static int64_t a2_argmax(const float *x, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++) {
+        if (x[i] > x[best])
+            best = i;
+    }
+    return best;
+}
+
+static const st_kernel_ops a2_ops = {
+    .name = "avx2",
+    .variant = ST_KVAR_AVX2,
+    .to_float = {[ST_DT_F32] = a2_f32_to_float, [ST_DT_F16] = a2_f16_to_float,
+                 [ST_DT_BF16] = a2_bf16_to_float, [ST_DT_Q8_0] = a2_q8_0_to_float,
+                 [ST_DT_Q4_0] = a2_q4_0_to_float},
+    .from_float = {[ST_DT_F32] = a2_f32_from_float, [ST_DT_F16] = a2_f16_from_float,
+                   [ST_DT_BF16] = a2_bf16_from_float, [ST_DT_Q8_0] = a2_q8_0_from_float,
+                   [ST_DT_Q4_0] = a2_q4_0_from_float},
+    .mul_mat = {[ST_DT_F32] = avx2_mul_mat_f32, [ST_DT_F16] = avx2_mul_mat_f16,
+                [ST_DT_BF16] = avx2_mul_mat_bf16, [ST_DT_Q8_0] = avx2_mul_mat_q8_0,
+                [ST_DT_Q4_0] = avx2_mul_mat_q4_0},
+    .rmsnorm = a2_rmsnorm,
+    .rope = a2_rope,
+    .softmax = a2_softmax,
+    .silu_mul = a2_silu_mul,
+    .add = a2_add,
+    .attn_head = a2_attn_head,
+    .argmax = a2_argmax,
+};
+
+const st_kernel_ops *st_kernels_avx2_table(void) { return &a2_ops; }

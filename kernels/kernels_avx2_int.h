@@ -1,0 +1,30 @@
+/* kernels_avx2_int.h - private interface between the files of the AVX2
+ * variant (kernels_avx2.c: table, conversions, row ops; kernels_avx2_q.c:
+ * Q8_0 / Q4_0 products; kernels_avx2_f.c: F32 / F16 / BF16 products).
+ * Compiled only with -mavx2 -mfma -mf16c; not part of the public API. */
+#ifndef ST_KERNELS_AVX2_INT_H
+#define ST_KERNELS_AVX2_INT_H
+
+#include "kernels/kernels.h"
+
+/* avx2_mul_mat_q8_0 / avx2_mul_mat_q4_0 - the mul_mat contract of
+ * kernels.h for Q8_0 (resp. Q4_0) weights and Q8_0 activations, with
+ * results bit-identical to the reference: exact integer block sums, then
+ * sum = sum + (float)sumi * (d_w * d_x) block after block in float. */
+void avx2_mul_mat_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* avx2_mul_mat_f32 / _f16 / _bf16 - the mul_mat contract for float
+ * weights (activations in the same dtype). Each output element has one
+ * fixed order: an 8-lane f32 accumulator fed by FMA over k in steps of 8,
+ * reduced by avx2_hsum's tree, then the n % 8 tail added sequentially. */
+void avx2_mul_mat_f32(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_f16(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_bf16(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+#endif

@@ -1,0 +1,439 @@
+/* kernels_avx2_q.c - Q8_0 and Q4_0 matrix products, AVX2.
+ *
+ * Design. The reference defines each output element as: for every block,
+ * the exact integer sum sumi of the 32 products, then
+ * sum = sum + (float)sumi * (d_w * d_x) in float, block after block. Every
+ * path here computes exactly that: integer sums are exact whatever the
+ * order of their terms, and the float steps are the same three operations
+ * (no FMA) in the same block order. So the results are bit-identical to the
+ * reference, and therefore independent of the batch, of the row's place in
+ * it and of the [i0, i1) split (INV-7) by construction, whichever path a
+ * call takes. Three paths:
+ *  - row1: one weight row, one activation row (tails of the others);
+ *  - rows8 (decode, nx < Q_MIN_NX_PANEL): 8 weight rows against one
+ *    activation row; each row's block gives 8 int32 lanes (maddubs with the
+ *    sign trick for Q8_0, unsigned nibbles for Q4_0), the 8 rows' lanes are
+ *    reduced with hadd into one vector whose lane r is row r's sumi, and the
+ *    float accumulator has lane r = output row r;
+ *  - panel (prefill): 8 weight rows are transposed once into a stack panel
+ *    in which each 32-byte vector holds 4 consecutive bytes of each of the
+ *    8 rows; then every activation row (4 at a time) broadcasts its 4 bytes
+ *    and one maddubs + madd adds 4 products to each row's lane. The panel
+ *    is reused by all activation rows, so the transposition is amortized;
+ *    lanes are again output rows, so no horizontal sum is needed.
+ * Q8_0 uses the sign trick (maddubs(|w|, sign(x, w))): exact for all
+ * weights in [-128, 127] since activations are in [-127, 127]. Q4_0 keeps
+ * the nibbles unsigned (0..15) and starts each block's integer sum at
+ * -8 * sum(x), which is again the exact sum of (q - 8) * x.
+ * Q4_0 products of unsigned nibbles are at most 2 * 15 * 128 per 16-bit
+ * pair, so 8 of them add up in 16 bits without overflow: the panel path
+ * sums a block's 8 chunks in int16 and widens once per block, and the
+ * decode path pairs rows with a 16-bit hadd before widening. Block sums of
+ * the activations (for the -8 offset) are computed once per call and
+ * k-panel, not once per weight row.
+ * Panels live on the stack (about 34 KiB); nothing is allocated. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels_avx2_int.h"
+
+#define Q_PANEL_BLOCKS 64 /* blocks per k-panel of the panel path */
+#define Q_XGROUP 64       /* activation rows whose block sums are kept at once */
+#define Q_MIN_NX_PANEL 4  /* activation rows from which the panel path pays */
+#define Q_DECODE_BLOCKS 1024 /* blocks whose activation sums the decode path keeps */
+
+typedef struct q_panel {
+    __m256i w[Q_PANEL_BLOCKS * 8]; /* [block][chunk]: 4 bytes of each of 8 rows */
+    __m256i a[Q_PANEL_BLOCKS * 8]; /* Q8_0: |w| of the same bytes */
+    __m256 d[Q_PANEL_BLOCKS];      /* d_w of the 8 rows */
+} q_panel;
+
+static inline float q_h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+static inline int32_t q_hsum_i32(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x55));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* q_reduce8 - lane r of the result = sum of the 8 lanes of p[r]. */
+static inline __m256i q_reduce8(const __m256i p[8])
+{
+    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
+    const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
+    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
+    const __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
+    const __m256i a = _mm256_hadd_epi32(h01, h23); /* rows 0-3: low half sums | high half */
+    const __m256i b = _mm256_hadd_epi32(h45, h67); /* rows 4-7 */
+    const __m256i lo = _mm256_permute2x128_si256(a, b, 0x20);
+    const __m256i hi = _mm256_permute2x128_si256(a, b, 0x31);
+    return _mm256_add_epi32(lo, hi);
+}
+
+/* q_transpose8 - out[c] = dword c of r[0], ..., dword c of r[7]. */
+static inline void q_transpose8(const __m256i r[8], __m256i out[8])
+{
+    const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]);
+    const __m256i t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]);
+    const __m256i t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]);
+    const __m256i t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+    const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]);
+    const __m256i t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2); /* dword 0 | dword 4, rows 0-3 */
+    const __m256i u1 = _mm256_unpackhi_epi64(t0, t2); /* 1 | 5 */
+    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3); /* 2 | 6 */
+    const __m256i u3 = _mm256_unpackhi_epi64(t1, t3); /* 3 | 7 */
+    const __m256i u4 = _mm256_unpacklo_epi64(t4, t6);
+    const __m256i u5 = _mm256_unpackhi_epi64(t4, t6);
+    const __m256i u6 = _mm256_unpacklo_epi64(t5, t7);
+    const __m256i u7 = _mm256_unpackhi_epi64(t5, t7);
+    out[0] = _mm256_permute2x128_si256(u0, u4, 0x20);
+    out[4] = _mm256_permute2x128_si256(u0, u4, 0x31);
+    out[1] = _mm256_permute2x128_si256(u1, u5, 0x20);
+    out[5] = _mm256_permute2x128_si256(u1, u5, 0x31);
+    out[2] = _mm256_permute2x128_si256(u2, u6, 0x20);
+    out[6] = _mm256_permute2x128_si256(u2, u6, 0x31);
+    out[3] = _mm256_permute2x128_si256(u3, u7, 0x20);
+    out[7] = _mm256_permute2x128_si256(u3, u7, 0x31);
+}
+
+/* q4_unpack - the 32 nibbles of a Q4_0 block as bytes 0..15, in element
+ * order (low nibbles are elements 0..15, high nibbles 16..31). */
+static inline __m256i q4_unpack(const uint8_t *qs)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0f));
+}
+
+/* q8_lanes - 8 int32 lanes summing to the exact dot of two Q8_0 blocks. */
+static inline __m256i q8_lanes(const int8_t *wq, __m256i x)
+{
+    const __m256i w = _mm256_loadu_si256((const __m256i *)wq);
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* q4_lanes - 8 int32 lanes summing to sum(q * x), q the unsigned nibbles. */
+static inline __m256i q4_lanes(const uint8_t *qs, __m256i x)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(q4_unpack(qs), x), _mm256_set1_epi16(1));
+}
+
+/* q_sum_x - the exact sum of the 32 activations of a Q8_0 block. */
+static inline int32_t q_sum_x(__m256i x)
+{
+    const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), x);
+    return q_hsum_i32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+}
+
+/* ---- row1: one output element ---- */
+
+static float q8_row1(int64_t nb, const st_block_q8_0 *w, const st_block_q8_0 *x)
+{
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        const int32_t sumi = q_hsum_i32(q8_lanes(w[b].qs, xv));
+        sum += (float)sumi * (q_h2f(w[b].d) * q_h2f(x[b].d));
+    }
+    return sum;
+}
+
+static float q4_row1(int64_t nb, const st_block_q4_0 *w, const st_block_q8_0 *x)
+{
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        const int32_t sumi = q_hsum_i32(q4_lanes(w[b].qs, xv)) - 8 * q_sum_x(xv);
+        sum += (float)sumi * (q_h2f(w[b].d) * q_h2f(x[b].d));
+    }
+    return sum;
+}
+
+/* ---- rows8: 8 weight rows, one activation row ---- */
+
+/* q_dw8 - the f16 scales of 8 rows' blocks at byte offset off, as f32. */
+static inline __m256 q_dw8(const uint8_t *w, size_t ws, size_t off)
+{
+    __m128i l[8];
+    for (int r = 0; r < 8; r++)
+        l[r] = _mm_loadu_si128((const __m128i *)(w + (size_t)r * ws + off));
+    const __m128i a = _mm_unpacklo_epi16(l[0], l[1]);
+    const __m128i b = _mm_unpacklo_epi16(l[2], l[3]);
+    const __m128i c = _mm_unpacklo_epi16(l[4], l[5]);
+    const __m128i d = _mm_unpacklo_epi16(l[6], l[7]);
+    const __m128i ab = _mm_unpacklo_epi32(a, b);
+    const __m128i cd = _mm_unpacklo_epi32(c, d);
+    return _mm256_cvtph_ps(_mm_unpacklo_epi64(ab, cd));
+}
+
+static void q8_rows8(int64_t nb, const uint8_t *w, size_t ws, const st_block_q8_0 *x, float *y)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        const size_t off = (size_t)b * sizeof(st_block_q8_0);
+        __m256i p[8];
+        for (int r = 0; r < 8; r++)
+            p[r] = q8_lanes((const int8_t *)(w + (size_t)r * ws + off + 2), xv);
+        const __m256i s = q_reduce8(p);
+        const __m256 d = _mm256_mul_ps(q_dw8(w, ws, off), _mm256_set1_ps(q_h2f(x[b].d)));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(s), d));
+    }
+    _mm256_storeu_ps(y, acc);
+}
+
+/* q4_rows8 - continues (or, when first, starts) y[0..8) over blocks
+ * [b0, b0 + nbp) of 8 rows; sx[bb] = sum of activation block b0 + bb. */
+static void q4_rows8(int64_t b0, int64_t nbp, const uint8_t *w, size_t ws,
+                     const st_block_q8_0 *x, const int32_t *sx, float *y, int first)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
+    __m256 acc = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y);
+    for (int64_t bb = 0; bb < nbp; bb++) {
+        const int64_t b = b0 + bb;
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
+        const size_t off = (size_t)b * sizeof(st_block_q4_0);
+        __m256i m[8];
+        for (int r = 0; r < 8; r++) {
+            const __m256i v = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128((const __m128i *)(w + (size_t)r * ws + off + 2)));
+            const __m256i q = _mm256_and_si256(_mm256_srlv_epi64(v, shift), m4);
+            m[r] = _mm256_maddubs_epi16(q, xv); /* |pair| <= 3840: pairs of rows fit int16 */
+        }
+        /* rows (2k, 2k+1) -> int32 lanes [2k: 4 sums, 2k+1: 4 sums] per 128-bit half */
+        const __m256i v01 = _mm256_madd_epi16(_mm256_hadd_epi16(m[0], m[1]), ones);
+        const __m256i v23 = _mm256_madd_epi16(_mm256_hadd_epi16(m[2], m[3]), ones);
+        const __m256i v45 = _mm256_madd_epi16(_mm256_hadd_epi16(m[4], m[5]), ones);
+        const __m256i v67 = _mm256_madd_epi16(_mm256_hadd_epi16(m[6], m[7]), ones);
+        const __m256i a = _mm256_hadd_epi32(v01, v23); /* rows 0-3, per half */
+        const __m256i c = _mm256_hadd_epi32(v45, v67); /* rows 4-7 */
+        const __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
+                                           _mm256_permute2x128_si256(a, c, 0x31));
+        const __m256i si = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * sx[bb]));
+        const __m256 d = _mm256_mul_ps(q_dw8(w, ws, off), _mm256_set1_ps(q_h2f(x[b].d)));
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(si), d));
+    }
+    _mm256_storeu_ps(y, acc);
+}
+
+/* ---- panel path ---- */
+
+/* q8_panel_build - transposes blocks [b0, b0 + nbp) of 8 rows. */
+static void q8_panel_build(q_panel *P, const uint8_t *w, size_t ws, int64_t b0, int64_t nbp)
+{
+    for (int64_t bb = 0; bb < nbp; bb++) {
+        const size_t off = (size_t)(b0 + bb) * sizeof(st_block_q8_0);
+        __m256i r[8];
+        for (int k = 0; k < 8; k++)
+            r[k] = _mm256_loadu_si256((const __m256i *)(w + (size_t)k * ws + off + 2));
+        q_transpose8(r, &P->w[bb * 8]);
+        for (int c = 0; c < 8; c++)
+            P->a[bb * 8 + c] = _mm256_sign_epi8(P->w[bb * 8 + c], P->w[bb * 8 + c]);
+        P->d[bb] = q_dw8(w, ws, off);
+    }
+}
+
+static void q4_panel_build(q_panel *P, const uint8_t *w, size_t ws, int64_t b0, int64_t nbp)
+{
+    for (int64_t bb = 0; bb < nbp; bb++) {
+        const size_t off = (size_t)(b0 + bb) * sizeof(st_block_q4_0);
+        __m256i r[8];
+        for (int k = 0; k < 8; k++)
+            r[k] = q4_unpack(w + (size_t)k * ws + off + 2);
+        q_transpose8(r, &P->w[bb * 8]);
+        P->d[bb] = q_dw8(w, ws, off);
+    }
+}
+
+static inline int32_t q_load32(const int8_t *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* q_panel_rows - C (1..4) activation rows against the panel's 8 weight
+ * rows: y_j[0..8) continues (or, when first, starts) the block sums.
+ * xr[j] points at the panel's first block of row j; for Q4_0, sx[j][bb]
+ * is the exact sum of the activations of that block. */
+static inline __attribute__((always_inline)) void
+q_panel_rows(const q_panel *P, int64_t nbp, int q4, int C, const st_block_q8_0 *const *xr,
+             const int32_t *const *sx, float *const *yr, int first)
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    for (int j = 0; j < C; j++)
+        acc[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(yr[j]);
+    for (int64_t bb = 0; bb < nbp; bb++) {
+        __m256i s[4], h[4];
+        for (int j = 0; j < C; j++)
+            s[j] = _mm256_setzero_si256();
+        /* not unrolled: unrolled, GCC reassociates the chunk sums into a
+         * tree whose partial sums spill out of the 16 registers */
+#pragma GCC unroll 1
+        for (int c = 0; c < 8; c++) {
+            const __m256i wv = P->w[bb * 8 + c];
+            if (q4) {
+                for (int j = 0; j < C; j++) {
+                    const __m256i xb = _mm256_set1_epi32(q_load32(xr[j][bb].qs + 4 * c));
+                    const __m256i p = _mm256_maddubs_epi16(wv, xb);
+                    h[j] = c == 0 ? p : _mm256_add_epi16(h[j], p);
+                }
+            } else {
+                const __m256i av = P->a[bb * 8 + c];
+                for (int j = 0; j < C; j++) {
+                    const __m256i xb = _mm256_set1_epi32(q_load32(xr[j][bb].qs + 4 * c));
+                    const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(xb, wv));
+                    s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(p, ones));
+                }
+            }
+        }
+        if (q4) /* 8 chunks of pairs <= 3840 each fit int16; widen once */
+            for (int j = 0; j < C; j++)
+                s[j] = _mm256_sub_epi32(_mm256_madd_epi16(h[j], ones),
+                                        _mm256_set1_epi32(8 * sx[j][bb]));
+        for (int j = 0; j < C; j++) {
+            const __m256 d = _mm256_mul_ps(P->d[bb], _mm256_set1_ps(q_h2f(xr[j][bb].d)));
+            acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_cvtepi32_ps(s[j]), d));
+        }
+    }
+    for (int j = 0; j < C; j++)
+        _mm256_storeu_ps(yr[j], acc[j]);
+}
+
+static void q_panel_x(const q_panel *P, int64_t nbp, int q4, int C, const st_block_q8_0 *const *xr,
+                      const int32_t *const *sx, float *const *yr, int first)
+{
+    switch (C) {
+    case 4:
+        if (q4)
+            q_panel_rows(P, nbp, 1, 4, xr, sx, yr, first);
+        else
+            q_panel_rows(P, nbp, 0, 4, xr, sx, yr, first);
+        break;
+    case 3:
+        if (q4)
+            q_panel_rows(P, nbp, 1, 3, xr, sx, yr, first);
+        else
+            q_panel_rows(P, nbp, 0, 3, xr, sx, yr, first);
+        break;
+    case 2:
+        if (q4)
+            q_panel_rows(P, nbp, 1, 2, xr, sx, yr, first);
+        else
+            q_panel_rows(P, nbp, 0, 2, xr, sx, yr, first);
+        break;
+    default:
+        if (q4)
+            q_panel_rows(P, nbp, 1, 1, xr, sx, yr, first);
+        else
+            q_panel_rows(P, nbp, 0, 1, xr, sx, yr, first);
+        break;
+    }
+}
+
+/* q_mul_mat_panel - rows [i0, i0 + 8 * ng) by the panel path. */
+static void q_mul_mat_panel(int q4, int64_t n, const uint8_t *w, size_t w_stride, int64_t i0,
+                            int64_t ng, const uint8_t *x, size_t x_stride, int64_t nx, float *y,
+                            int64_t y_stride)
+{
+    q_panel P;
+    int32_t sums[Q_XGROUP][Q_PANEL_BLOCKS];
+    const int64_t nb = n / ST_QK;
+    for (int64_t j0 = 0; j0 < nx; j0 += Q_XGROUP) {
+        const int64_t nxg = nx - j0 < Q_XGROUP ? nx - j0 : Q_XGROUP;
+        for (int64_t b0 = 0; b0 < nb; b0 += Q_PANEL_BLOCKS) {
+            const int64_t nbp = nb - b0 < Q_PANEL_BLOCKS ? nb - b0 : Q_PANEL_BLOCKS;
+            if (q4) {
+                for (int64_t j = 0; j < nxg; j++) {
+                    const st_block_q8_0 *xb = (const st_block_q8_0 *)(x + (size_t)(j0 + j) * x_stride);
+                    for (int64_t bb = 0; bb < nbp; bb++)
+                        sums[j][bb] = q_sum_x(_mm256_loadu_si256((const __m256i *)xb[b0 + bb].qs));
+                }
+            }
+            for (int64_t g = 0; g < ng; g++) {
+                const int64_t i = i0 + 8 * g;
+                const uint8_t *wg = w + (size_t)i * w_stride;
+                if (q4)
+                    q4_panel_build(&P, wg, w_stride, b0, nbp);
+                else
+                    q8_panel_build(&P, wg, w_stride, b0, nbp);
+                for (int64_t j = 0; j < nxg; j += 4) {
+                    const int C = nxg - j < 4 ? (int)(nxg - j) : 4;
+                    const st_block_q8_0 *xr[4];
+                    const int32_t *sx[4];
+                    float *yr[4];
+                    for (int c = 0; c < C; c++) {
+                        xr[c] = (const st_block_q8_0 *)(x + (size_t)(j0 + j + c) * x_stride) + b0;
+                        sx[c] = sums[j + c];
+                        yr[c] = y + (j0 + j + c) * y_stride + i;
+                    }
+                    q_panel_x(&P, nbp, q4, C, xr, sx, yr, b0 == 0);
+                }
+            }
+        }
+    }
+}
+
+/* q_mul_mat - dispatch shared by Q8_0 (q4 = 0) and Q4_0 (q4 = 1). */
+static void q_mul_mat(int q4, int64_t n, const void *wv, size_t w_stride, int64_t i0, int64_t i1,
+                      const void *xv, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    const uint8_t *w = wv;
+    const uint8_t *x = xv;
+    const int64_t nb = n / ST_QK;
+    const int64_t ng = (i1 - i0) / 8;
+    if (ng > 0) {
+        if (nx >= Q_MIN_NX_PANEL) {
+            q_mul_mat_panel(q4, n, w, w_stride, i0, ng, x, x_stride, nx, y, y_stride);
+        } else {
+            for (int64_t j = 0; j < nx; j++) {
+                const st_block_q8_0 *xr = (const st_block_q8_0 *)(x + (size_t)j * x_stride);
+                float *yr = y + j * y_stride;
+                if (!q4) {
+                    for (int64_t g = 0; g < ng; g++)
+                        q8_rows8(nb, w + (size_t)(i0 + 8 * g) * w_stride, w_stride, xr,
+                                 yr + i0 + 8 * g);
+                    continue;
+                }
+                int32_t sx[Q_DECODE_BLOCKS];
+                for (int64_t b0 = 0; b0 < nb; b0 += Q_DECODE_BLOCKS) {
+                    const int64_t nbp = nb - b0 < Q_DECODE_BLOCKS ? nb - b0 : Q_DECODE_BLOCKS;
+                    for (int64_t bb = 0; bb < nbp; bb++)
+                        sx[bb] = q_sum_x(_mm256_loadu_si256((const __m256i *)xr[b0 + bb].qs));
+                    for (int64_t g = 0; g < ng; g++)
+                        q4_rows8(b0, nbp, w + (size_t)(i0 + 8 * g) * w_stride, w_stride, xr, sx,
+                                 yr + i0 + 8 * g, b0 == 0);
+                }
+            }
+        }
+    }
+    for (int64_t i = i0 + 8 * ng; i < i1; i++) {
+        for (int64_t j = 0; j < nx; j++) {
+            const st_block_q8_0 *xr = (const st_block_q8_0 *)(x + (size_t)j * x_stride);
+            const uint8_t *wr = w + (size_t)i * w_stride;
+            y[j * y_stride + i] = q4 ? q4_row1(nb, (const st_block_q4_0 *)wr, xr)
+                                     : q8_row1(nb, (const st_block_q8_0 *)wr, xr);
+        }
+    }
+}
+
+void avx2_mul_mat_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    q_mul_mat(0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+void avx2_mul_mat_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    q_mul_mat(1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}

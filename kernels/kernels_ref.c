@@ -1,0 +1,380 @@
+/* kernels_ref.c - the scalar reference variant of every kernel.
+ *
+ * Design. This file defines what each operation computes, down to the
+ * order of its floating-point operations; SIMD variants are measured against
+ * it. The numerics follow llama.cpp's CPU backend, whose outputs are the
+ * project's golden references:
+ * - conversions: f16/bf16 by fp16.h (round to nearest even); Q8_0 and Q4_0
+ *   by the same arithmetic as ggml's reference quantizers, so a converted
+ *   file is byte-identical to one written by llama.cpp's quantizer;
+ * - products: one dot product per output element, in a fixed order: f32
+ *   accumulates sequentially in float; f16 and bf16 multiply the widened
+ *   values in float and accumulate in double; Q8_0 and Q4_0 (activations in
+ *   Q8_0 blocks) take an exact integer sum per block and add
+ *   sumi * (d_w * d_x) to a float accumulator, block after block;
+ * - rmsnorm sums squares in double, softmax sums exponentials in double,
+ *   rope iterates theta by multiplication in float, as ggml does.
+ * Because each output element of mul_mat depends only on its own weight row
+ * and activation row, the result cannot depend on the batch size, the row's
+ * place in the batch or the [i0, i1) split (batch invariance, INV-7).
+ * Nothing here allocates, locks or keeps state. */
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "kernels/fp16.h"
+
+/* ---- conversions to float ---- */
+
+static void ref_f32_to_float(const void *src, float *dst, int64_t n)
+{
+    memmove(dst, src, (size_t)n * sizeof(float));
+}
+
+static void ref_f16_to_float(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *s = src;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = st_f16_to_f32(s[i]);
+}
+
+static void ref_bf16_to_float(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *s = src;
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = st_bf16_to_f32(s[i]);
+}
+
+static void ref_q8_0_to_float(const void *src, float *dst, int64_t n)
+{
+    const st_block_q8_0 *b = src;
+    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
+        const float d = st_f16_to_f32(b[ib].d);
+        for (int j = 0; j < ST_QK; j++)
+            dst[ib * ST_QK + j] = (float)b[ib].qs[j] * d;
+    }
+}
+
+static void ref_q4_0_to_float(const void *src, float *dst, int64_t n)
+{
+    const st_block_q4_0 *b = src;
+    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
+        const float d = st_f16_to_f32(b[ib].d);
+        for (int j = 0; j < ST_QK / 2; j++) {
+            const int lo = (b[ib].qs[j] & 0x0f) - 8;
+            const int hi = (b[ib].qs[j] >> 4) - 8;
+            dst[ib * ST_QK + j] = (float)lo * d;
+            dst[ib * ST_QK + j + ST_QK / 2] = (float)hi * d;
+        }
+    }
+}
+
+/* ---- conversions from float ---- */
+
+static void ref_f32_from_float(const float *src, void *dst, int64_t n)
+{
+    memmove(dst, src, (size_t)n * sizeof(float));
+}
+
+static void ref_f16_from_float(const float *src, void *dst, int64_t n)
+{
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = st_f32_to_f16(src[i]);
+}
+
+static void ref_bf16_from_float(const float *src, void *dst, int64_t n)
+{
+    uint16_t *d = dst;
+    for (int64_t i = 0; i < n; i++)
+        d[i] = st_f32_to_bf16(src[i]);
+}
+
+/* ref_round_q8 - roundf(v) as an int8 in [-127, 127]. For finite inputs of
+ * a well-formed block this is exactly ggml's (int8_t)roundf(v); NaN (only
+ * from NaN inputs) becomes 0 and out-of-range values (only from a
+ * subnormal scale) saturate, where ggml's cast would be undefined. */
+static int8_t ref_round_q8(float v)
+{
+    if (!(v == v))
+        return 0;
+    float r = roundf(v);
+    if (r > 127.0f)
+        return 127;
+    if (r < -127.0f)
+        return -127;
+    return (int8_t)r;
+}
+
+static void ref_q8_0_from_float(const float *src, void *dst, int64_t n)
+{
+    st_block_q8_0 *b = dst;
+    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
+        const float *x = src + ib * ST_QK;
+        float amax = 0.0f;
+        for (int j = 0; j < ST_QK; j++) {
+            const float a = fabsf(x[j]);
+            amax = amax > a ? amax : a;
+        }
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[ib].d = st_f32_to_f16(d);
+        for (int j = 0; j < ST_QK; j++)
+            b[ib].qs[j] = ref_round_q8(x[j] * id);
+    }
+}
+
+/* ref_nibble_q4 - ggml's MIN(15, (int8_t)(v + 8.5f)) for v in [-8, 8],
+ * with NaN mapped to 0 and the range clamped instead of undefined. */
+static uint8_t ref_nibble_q4(float v)
+{
+    const float t = v + 8.5f;
+    if (!(t >= 0.0f))
+        return 0;
+    if (t >= 15.0f)
+        return 15;
+    return (uint8_t)(int)t;
+}
+
+static void ref_q4_0_from_float(const float *src, void *dst, int64_t n)
+{
+    st_block_q4_0 *b = dst;
+    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
+        const float *x = src + ib * ST_QK;
+        float amax = 0.0f;
+        float max = 0.0f;
+        for (int j = 0; j < ST_QK; j++) {
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        }
+        const float d = max / -8.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b[ib].d = st_f32_to_f16(d);
+        for (int j = 0; j < ST_QK / 2; j++) {
+            const uint8_t lo = ref_nibble_q4(x[j] * id);
+            const uint8_t hi = ref_nibble_q4(x[j + ST_QK / 2] * id);
+            b[ib].qs[j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
+}
+
+/* ---- dot products: one output element each ---- */
+
+static float ref_dot_f32(int64_t n, const void *wv, const void *xv)
+{
+    const float *w = wv;
+    const float *x = xv;
+    float sum = 0.0f;
+    for (int64_t k = 0; k < n; k++)
+        sum += w[k] * x[k];
+    return sum;
+}
+
+static float ref_dot_f16(int64_t n, const void *wv, const void *xv)
+{
+    const uint16_t *w = wv;
+    const uint16_t *x = xv;
+    double sum = 0.0;
+    for (int64_t k = 0; k < n; k++)
+        sum += (double)(st_f16_to_f32(w[k]) * st_f16_to_f32(x[k]));
+    return (float)sum;
+}
+
+static float ref_dot_bf16(int64_t n, const void *wv, const void *xv)
+{
+    const uint16_t *w = wv;
+    const uint16_t *x = xv;
+    double sum = 0.0;
+    for (int64_t k = 0; k < n; k++)
+        sum += (double)(st_bf16_to_f32(w[k]) * st_bf16_to_f32(x[k]));
+    return (float)sum;
+}
+
+static float ref_dot_q8_0(int64_t n, const void *wv, const void *xv)
+{
+    const st_block_q8_0 *w = wv;
+    const st_block_q8_0 *x = xv;
+    float sum = 0.0f;
+    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < ST_QK; j++)
+            sumi += (int32_t)w[ib].qs[j] * (int32_t)x[ib].qs[j];
+        sum += (float)sumi * (st_f16_to_f32(w[ib].d) * st_f16_to_f32(x[ib].d));
+    }
+    return sum;
+}
+
+static float ref_dot_q4_0(int64_t n, const void *wv, const void *xv)
+{
+    const st_block_q4_0 *w = wv;
+    const st_block_q8_0 *x = xv;
+    float sum = 0.0f;
+    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
+        int32_t sumi = 0;
+        for (int j = 0; j < ST_QK / 2; j++) {
+            const int32_t lo = (w[ib].qs[j] & 0x0f) - 8;
+            const int32_t hi = (w[ib].qs[j] >> 4) - 8;
+            sumi += lo * (int32_t)x[ib].qs[j] + hi * (int32_t)x[ib].qs[j + ST_QK / 2];
+        }
+        sum += (float)sumi * (st_f16_to_f32(w[ib].d) * st_f16_to_f32(x[ib].d));
+    }
+    return sum;
+}
+
+typedef float (*ref_dot_fn)(int64_t n, const void *w, const void *x);
+
+/* ref_mul_mat - applies dot to every (weight row i, activation row j). */
+static void ref_mul_mat(ref_dot_fn dot, int64_t n, const void *w, size_t w_stride, int64_t i0,
+                        int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
+                        int64_t y_stride)
+{
+    const unsigned char *wb = w;
+    const unsigned char *xb = x;
+    for (int64_t i = i0; i < i1; i++) {
+        const void *wrow = wb + (size_t)i * w_stride;
+        for (int64_t j = 0; j < nx; j++)
+            y[j * y_stride + i] = dot(n, wrow, xb + (size_t)j * x_stride);
+    }
+}
+
+static void ref_mul_mat_f32(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    ref_mul_mat(ref_dot_f32, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+static void ref_mul_mat_f16(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    ref_mul_mat(ref_dot_f16, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+static void ref_mul_mat_bf16(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                             const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    ref_mul_mat(ref_dot_bf16, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+static void ref_mul_mat_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                             const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    ref_mul_mat(ref_dot_q8_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+static void ref_mul_mat_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                             const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    ref_mul_mat(ref_dot_q4_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+/* ---- element-wise and row operations ---- */
+
+static void ref_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (x[i] * scale) * w[i];
+}
+
+static void ref_rope(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
+                     float base)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    for (int64_t h = 0; h < n_head; h++) {
+        float *xh = x + h * head_dim;
+        float theta = (float)pos;
+        for (int64_t i = 0; i + 1 < n_rot; i += 2) {
+            const float c = cosf(theta);
+            const float s = sinf(theta);
+            const float x0 = xh[i];
+            const float x1 = xh[i + 1];
+            xh[i] = x0 * c - x1 * s;
+            xh[i + 1] = x0 * s + x1 * c;
+            theta *= theta_scale;
+        }
+    }
+}
+
+static void ref_softmax(float *x, int64_t n)
+{
+    float max = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float e = expf(x[i] - max);
+        sum += (double)e;
+        x[i] = e;
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= inv;
+}
+
+static void ref_silu_mul(float *g, const float *u, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void ref_add(float *y, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] += x[i];
+}
+
+static void ref_attn_head(const float *q, const float *k, const float *v, int64_t kv_stride,
+                          int64_t n_kv, int64_t head_dim, float scale, float *scores, float *out)
+{
+    for (int64_t t = 0; t < n_kv; t++)
+        scores[t] = ref_dot_f32(head_dim, q, k + t * kv_stride) * scale;
+    ref_softmax(scores, n_kv);
+    for (int64_t d = 0; d < head_dim; d++)
+        out[d] = 0.0f;
+    for (int64_t t = 0; t < n_kv; t++) {
+        const float p = scores[t];
+        const float *vt = v + t * kv_stride;
+        for (int64_t d = 0; d < head_dim; d++)
+            out[d] += p * vt[d];
+    }
+}
+
+static int64_t ref_argmax(const float *x, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++) {
+        if (x[i] > x[best])
+            best = i;
+    }
+    return best;
+}
+
+static const st_kernel_ops ref_ops = {
+    .name = "ref",
+    .variant = ST_KVAR_REF,
+    .to_float = {[ST_DT_F32] = ref_f32_to_float, [ST_DT_F16] = ref_f16_to_float,
+                 [ST_DT_BF16] = ref_bf16_to_float, [ST_DT_Q8_0] = ref_q8_0_to_float,
+                 [ST_DT_Q4_0] = ref_q4_0_to_float},
+    .from_float = {[ST_DT_F32] = ref_f32_from_float, [ST_DT_F16] = ref_f16_from_float,
+                   [ST_DT_BF16] = ref_bf16_from_float, [ST_DT_Q8_0] = ref_q8_0_from_float,
+                   [ST_DT_Q4_0] = ref_q4_0_from_float},
+    .mul_mat = {[ST_DT_F32] = ref_mul_mat_f32, [ST_DT_F16] = ref_mul_mat_f16,
+                [ST_DT_BF16] = ref_mul_mat_bf16, [ST_DT_Q8_0] = ref_mul_mat_q8_0,
+                [ST_DT_Q4_0] = ref_mul_mat_q4_0},
+    .rmsnorm = ref_rmsnorm,
+    .rope = ref_rope,
+    .softmax = ref_softmax,
+    .silu_mul = ref_silu_mul,
+    .add = ref_add,
+    .attn_head = ref_attn_head,
+    .argmax = ref_argmax,
+};
+
+const st_kernel_ops *st_kernels_ref(void) { return &ref_ops; }

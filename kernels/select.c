@@ -1,0 +1,86 @@
+/* select.c - choosing a kernel variant at run time.
+ *
+ * Design. A SIMD variant is usable only when the CPU implements its
+ * instructions (cpuid) AND the OS saves the wider registers on context
+ * switches (OSXSAVE set and XCR0, read with xgetbv, enabling the XMM and
+ * YMM state), AND the build contains its table. st_kernels_get answers that
+ * question for one variant, freshly each call (no cached global state);
+ * st_kernels_select takes the fastest usable one unless the caller or the
+ * environment (STRATA_KERNELS=ref, read only here) asks for the reference.
+ * This layer has no logger: the caller logs the chosen table's name. */
+#include "kernels/kernels.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/variants.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+
+/* sel_xcr0 - the OS-enabled state components (XCR0); 0 without OSXSAVE. */
+static uint64_t sel_xcr0(void)
+{
+    unsigned int a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    if (!(c & bit_OSXSAVE))
+        return 0;
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* sel_cpu_has_avx2 - AVX + AVX2 + FMA + F16C in cpuid and XMM|YMM state
+ * enabled by the OS. */
+static int sel_cpu_has_avx2(void)
+{
+    unsigned int a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    const unsigned int need1 = bit_AVX | bit_FMA | bit_F16C | bit_OSXSAVE;
+    if ((c & need1) != need1)
+        return 0;
+    if (__get_cpuid_max(0, NULL) < 7)
+        return 0;
+    __cpuid_count(7, 0, a, b, c, d);
+    if (!(b & bit_AVX2))
+        return 0;
+    const uint64_t xmm_ymm = 0x6;
+    return (sel_xcr0() & xmm_ymm) == xmm_ymm;
+}
+#endif
+
+const st_kernel_ops *st_kernels_get(st_kvariant v)
+{
+    switch (v) {
+    case ST_KVAR_REF:
+        return st_kernels_ref();
+    case ST_KVAR_AVX2:
+#if defined(__x86_64__)
+        if (sel_cpu_has_avx2())
+            return st_kernels_avx2_table();
+#endif
+        return NULL;
+    case ST_KVAR_AVX512: /* no AVX-512 table yet */
+    case ST_KVAR_COUNT:
+        return NULL;
+    }
+    return NULL;
+}
+
+const st_kernel_ops *st_kernels_select(int force_ref)
+{
+    if (force_ref)
+        return st_kernels_ref();
+    const char *env = getenv("STRATA_KERNELS");
+    if (env != NULL && strcmp(env, "ref") == 0)
+        return st_kernels_ref();
+    const st_kvariant order[] = {ST_KVAR_AVX512, ST_KVAR_AVX2};
+    for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+        const st_kernel_ops *ops = st_kernels_get(order[k]);
+        if (ops != NULL)
+            return ops;
+    }
+    return st_kernels_ref();
+}

@@ -1,0 +1,375 @@
+#!/usr/bin/env python3
+"""cluster.py - integration tests of a Strata cluster: real coordinator and
+worker processes on loopback (port 0, addresses read from their stdout),
+driven by the `strata` CLI and the `inject` tool.
+
+Usage: cluster.py BUILD_DIR CASE      (CASE: see CASES at the bottom)
+Every process is started in its own process group and killed at the end,
+also on failure. Prints 'N passed, N failed' as its last line."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "build"
+SHARED = os.environ.get("STRATA_SHARED", os.path.join(os.path.dirname(__file__), "../../../shared"))
+STRATA = os.path.join(BUILD, "cli", "strata")
+COORD = os.path.join(BUILD, "coordinator", "strata-coordinator")
+WORKER = os.path.join(BUILD, "worker", "strata-worker")
+INJECT = os.path.join(BUILD, "tests", "cluster", "inject")
+TIMEOUT = 60
+
+
+def model(name):
+    return os.path.join(SHARED, "models", name)
+
+
+def golden_cases():
+    with open(os.path.join(SHARED, "golden", "generation.json")) as f:
+        return json.load(f)["cases"]
+
+
+class Proc:
+    """A child process whose stdout and stderr go to files in tmp."""
+
+    def __init__(self, tmp, name, argv, env=None):
+        self.name = name
+        self.out_path = os.path.join(tmp, name + ".out")
+        self.err_path = os.path.join(tmp, name + ".err")
+        self.out = open(self.out_path, "w")
+        self.err = open(self.err_path, "w")
+        e = dict(os.environ)
+        e.update(env or {})
+        self.p = subprocess.Popen(argv, stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL,
+                                  start_new_session=True, env=e)
+
+    def wait_line(self, pattern, timeout=TIMEOUT):
+        """The first match of regex pattern in stdout, waiting for it."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with open(self.out_path) as f:
+                m = re.search(pattern, f.read())
+            if m:
+                return m
+            if self.p.poll() is not None:
+                raise AssertionError("%s exited (%s) before printing %r; stderr:\n%s"
+                                     % (self.name, self.p.returncode, pattern, self.stderr()))
+            time.sleep(0.05)
+        raise AssertionError("%s did not print %r in %ss" % (self.name, pattern, timeout))
+
+    def stderr(self):
+        with open(self.err_path) as f:
+            return f.read()
+
+    def stdout(self):
+        with open(self.out_path) as f:
+            return f.read()
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def stop(self, timeout=10):
+        """SIGTERM, then wait; returns the exit status (SIGKILL after timeout)."""
+        self.kill(signal.SIGTERM)
+        try:
+            return self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.p.wait()
+            raise AssertionError("%s did not stop within %ss of SIGTERM" % (self.name, timeout))
+
+
+class Cluster:
+    """A coordinator and workers; use as a context manager."""
+
+    def __init__(self, model_path, coord_args=(), key=None):
+        self.tmp = tempfile.mkdtemp(prefix="strata-test-%d-" % os.getpid())
+        self.model = model_path
+        self.key = key
+        self.procs = []
+        self.workers = []
+        args = [COORD, "--model", model_path, "--listen", "tcp://127.0.0.1:0",
+                "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "1500"] + list(coord_args)
+        if key:
+            args += ["--cluster-key", key]
+        self.coord = self.spawn("coordinator", args)
+        self.addr = self.coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
+
+    def spawn(self, name, argv, env=None):
+        p = Proc(self.tmp, name, argv, env)
+        self.procs.append(p)
+        return p
+
+    def add_worker(self, *extra, key=None, model_path=None):
+        name = "worker%d" % len(self.workers)
+        args = [WORKER, "--coordinator", self.addr, "--model", model_path or self.model,
+                "--listen", "tcp://127.0.0.1:0", "--threads", "1", "--name", name,
+                "--heartbeat-ms", "200"] + list(extra)
+        k = key or self.key
+        if k:
+            args += ["--cluster-key", k]
+        w = self.spawn(name, args)
+        w.data_addr = w.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
+        self.workers.append(w)
+        return w
+
+    def cli(self, *args, check=True, timeout=TIMEOUT):
+        argv = [STRATA] + list(args) + ["--coordinator", self.addr]
+        if self.key:
+            argv += ["--cluster-key", self.key]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise AssertionError("strata %s failed (%d): %s%s" % (" ".join(args), r.returncode,
+                                                                r.stdout, r.stderr))
+        return r
+
+    def status(self):
+        return json.loads(self.cli("status", "--json").stdout)
+
+    def wait_serving(self, n_workers, min_epoch=0, timeout=TIMEOUT):
+        """Waits until a committed plan covers the model with n_workers
+        serving workers and an epoch above min_epoch; returns the status."""
+        deadline = time.time() + timeout
+        st = None
+        while time.time() < deadline:
+            st = self.status()
+            serving = [w for w in st["workers"] if w["state"] == "serving"]
+            if st["epoch"] > min_epoch and len(serving) == n_workers and st.get("serving"):
+                return st
+            time.sleep(0.1)
+        raise AssertionError("cluster not serving with %d workers (epoch > %d) in %ss: %s"
+                             % (n_workers, min_epoch, timeout, json.dumps(st)[:2000]))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in reversed(self.procs):
+            p.kill()
+        for p in self.procs:
+            try:
+                p.p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        if exc[0] is not None:
+            for p in self.procs:
+                sys.stderr.write("---- %s stderr (tail) ----\n%s\n" % (p.name, p.stderr()[-3000:]))
+        return False
+
+
+def run_ids(model_path, prompt_ids, n, logits_out):
+    r = subprocess.run([STRATA, "run", model_path, "--prompt-ids", ",".join(map(str, prompt_ids)),
+                        "-n", str(n), "--temp", "0", "--ids", "--threads", "1",
+                        "--logits-out", logits_out], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return parse_ids(r.stdout)
+
+
+def parse_ids(out):
+    m = re.search(r"^ids: ([0-9,]*)$", out, re.M)
+    assert m, "no ids line in %r" % out
+    return [int(x) for x in m.group(1).split(",") if x]
+
+
+# ---------------------------------------------------------------- cases
+
+def check_generate_exact(c, case, tmp):
+    """Greedy ids of a golden case through the cluster equal the golden ids,
+    and the cluster's logits equal `strata run`'s bit for bit (INV-1)."""
+    ids_in = ",".join(map(str, case["prompt_ids"]))
+    lc = os.path.join(tmp, "cluster.logits")
+    lr = os.path.join(tmp, "run.logits")
+    r = c.cli("generate", "--prompt-ids", ids_in, "-n", str(case["n"]), "--temp", "0", "--ids",
+              "--logits-out", lc)
+    got = parse_ids(r.stdout)
+    assert got == case["expected_ids"], "cluster ids %s != golden %s" % (got, case["expected_ids"])
+    ref = run_ids(c.model, case["prompt_ids"], case["n"], lr)
+    assert ref == got, "strata run ids differ from the cluster's"
+    with open(lc, "rb") as a, open(lr, "rb") as b:
+        la, lb = a.read(), b.read()
+    assert len(la) == len(lb) == 4 * case["n"] * case["n_vocab"], (len(la), len(lb))
+    assert la == lb, "cluster logits differ from strata run's"
+
+
+def case_inv1():
+    """INV-1 with the f32 wire: 1, 2 and 3 workers, uneven splits."""
+    configs = {"synth-s-f32.gguf": [[6], [2, 4], [1, 3, 2]],
+               "stories260K.gguf": [[5], [1, 4], [2, 2, 1]]}
+    cases = golden_cases()
+    for name, splits in configs.items():
+        for split in splits:
+            with Cluster(model(name), ["--wire", "f32", "--split", ",".join(map(str, split)),
+                                       "--min-workers", str(len(split))]) as c:
+                for _ in split:
+                    c.add_worker()
+                st = c.wait_serving(len(split))
+                layers = [s["last"] - s["first"] for s in st["plan"]["stages"]]
+                assert layers == split, "plan layers %s != split %s" % (layers, split)
+                for case in cases:
+                    if case["model"] == name:
+                        check_generate_exact(c, case, c.tmp)
+                print("inv1: %s split %s: golden ids and bit-exact logits" % (name, split))
+
+
+def case_membership():
+    """A late join makes epoch + 1; kill -9 is detected within the heartbeat
+    timeout and the remaining workers get a new plan; generation goes on."""
+    case = [x for x in golden_cases() if x["model"] == "synth-s-f32.gguf"][0]
+    with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32"]) as c:
+        c.add_worker()
+        e1 = c.wait_serving(1)["epoch"]
+        check_generate_exact(c, case, c.tmp)
+        c.add_worker()
+        e2 = c.wait_serving(2, min_epoch=e1)["epoch"]
+        assert e2 > e1
+        check_generate_exact(c, case, c.tmp)
+        t0 = time.time()
+        c.workers[0].kill(signal.SIGKILL)
+        st = c.wait_serving(1, min_epoch=e2, timeout=15)
+        dt = time.time() - t0
+        lost = [w for w in st["workers"] if w["state"] == "lost"]
+        assert dt < 1.5 + 5.0, "new plan %.1fs after the kill" % dt
+        print("membership: epochs %d -> %d -> %d; kill detected and replanned in %.2fs (%d lost)"
+              % (e1, e2, st["epoch"], dt, len(lost)))
+        check_generate_exact(c, case, c.tmp)
+
+
+def case_stale_epoch():
+    """INV-2: a packet of an older epoch is refused, counted, and reported
+    with both epochs; serving goes on."""
+    case = [x for x in golden_cases() if x["model"] == "synth-s-f32.gguf"][0]
+    with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32", "--min-workers", "2"]) as c:
+        c.add_worker()
+        c.add_worker()
+        st = c.wait_serving(2)
+        epoch = st["epoch"]
+        stale = epoch - 1
+        r = subprocess.run([INJECT, "step", c.workers[1].data_addr, str(stale)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            st = c.status()
+            if st["counters"]["refused_epoch"] >= 1:
+                break
+            time.sleep(0.2)
+        assert st["counters"]["refused_epoch"] >= 1, st["counters"]
+        log = c.coord.stderr() + c.workers[1].stderr()
+        assert str(stale) in log and str(epoch) in log, "no log line names both epochs"
+        print("stale: epoch %d refused while serving %d (refused_epoch=%d)"
+              % (stale, epoch, st["counters"]["refused_epoch"]))
+        check_generate_exact(c, case, c.tmp)
+
+
+def case_cluster_key():
+    """INV-5: with a cluster key, a worker with another key cannot join, a
+    forged packet is dropped and counted, a readable key file is refused."""
+    case = [x for x in golden_cases() if x["model"] == "synth-s-f32.gguf"][0]
+    tmp = tempfile.mkdtemp(prefix="strata-key-%d-" % os.getpid())
+    k1, k2 = os.path.join(tmp, "k1"), os.path.join(tmp, "k2")
+    for k in (k1, k2):
+        r = subprocess.run([STRATA, "keygen", k], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert os.stat(k).st_mode & 0o777 == 0o600
+    loose = os.path.join(tmp, "loose")
+    with open(k1, "rb") as a, open(loose, "wb") as b:
+        b.write(a.read())
+    os.chmod(loose, 0o644)
+    r = subprocess.run([COORD, "--model", model("synth-s-f32.gguf"), "--cluster-key", loose],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "loose" in r.stderr, "a group-readable key was accepted"
+    with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32"], key=k1) as c:
+        good = c.add_worker()
+        c.add_worker(key=k2)
+        time.sleep(2.0)
+        st = c.wait_serving(1)
+        names = [w["name"] for w in st["workers"]]
+        assert names == ["worker0"], "members: %s" % names
+        assert st["counters"]["auth_failed"] >= 1, st["counters"]
+        for args in ([good.data_addr, str(st["epoch"]), "--key", k2],
+                     [good.data_addr, str(st["epoch"]), "--key", k1, "--bad-mac"],
+                     [good.data_addr, str(st["epoch"])]):
+            r = subprocess.run([INJECT, "step"] + args, capture_output=True, text=True, timeout=30)
+            assert r.returncode == 0, r.stderr
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            w = [x for x in c.status()["workers"] if x["name"] == "worker0"][0]
+            if w["counters"]["auth_failed"] >= 3:
+                break
+            time.sleep(0.2)
+        assert w["counters"]["auth_failed"] >= 3, w["counters"]
+        print("key: wrong-key worker kept out; 3 forged packets dropped and counted")
+        check_generate_exact(c, case, c.tmp)
+
+
+def case_bad_input():
+    """INV-3: malformed and absurd requests get error replies; the
+    processes keep serving."""
+    case = [x for x in golden_cases() if x["model"] == "synth-s-f32.gguf"][0]
+    expect = {"garbage": "EFORMAT", "empty-body": "EFORMAT", "join-version": "EVERSION",
+              "join-absurd": "EINVAL", "join-bad-model": "", "gen-nan": "EINVAL",
+              "gen-zero": "", "gen-huge": "", "gen-bad-id": "ERANGE",
+              "heartbeat-unknown": "ENOENT"}
+    codes = {"EFORMAT": 5, "EVERSION": 6, "EINVAL": 1, "ERANGE": 8, "ENOENT": 4}
+    with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32"]) as c:
+        c.add_worker()
+        c.wait_serving(1)
+        for what, code in expect.items():
+            r = subprocess.run([INJECT, "req", c.addr, what], capture_output=True, text=True,
+                               timeout=30)
+            assert r.returncode == 0, (what, r.stdout, r.stderr)
+            m = re.search(r"reply: error (\d+)", r.stdout)
+            assert m, "%s: no error reply: %s" % (what, r.stdout)
+            if code:
+                assert int(m.group(1)) == codes[code], "%s: %s" % (what, r.stdout.strip())
+            print("bad input %-18s -> %s" % (what, r.stdout.strip()))
+        r = subprocess.run([INJECT, "step", c.workers[0].data_addr, "0"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0
+        for p in c.procs:
+            assert p.p.poll() is None, "%s died" % p.name
+        check_generate_exact(c, case, c.tmp)
+
+
+def case_shutdown():
+    """SIGTERM ends every process cleanly (exit 0), workers leave."""
+    with Cluster(model("synth-s-q8_0.gguf"), []) as c:
+        c.add_worker()
+        c.add_worker()
+        c.wait_serving(2)
+        c.cli("generate", "--prompt-ids", "1,2,3", "-n", "8", "--ids")
+        rc = c.workers[1].stop()
+        assert rc == 0, "worker exit %s" % rc
+        st = c.wait_serving(1)
+        assert c.workers[0].stop() == 0
+        assert c.coord.stop() == 0
+        print("shutdown: clean exits; after a leave the remaining worker served epoch %d"
+              % st["epoch"])
+
+
+CASES = {"inv1": case_inv1, "membership": case_membership, "stale": case_stale_epoch,
+         "key": case_cluster_key, "bad_input": case_bad_input, "shutdown": case_shutdown}
+
+if __name__ == "__main__":
+    names = sys.argv[2:] or list(CASES)
+    passed = failed = 0
+    for n in names:
+        try:
+            CASES[n]()
+            passed += 1
+            print("ok: %s" % n)
+        except Exception as e:  # report and go on with the next case
+            failed += 1
+            print("FAIL: %s: %s" % (n, e))
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)

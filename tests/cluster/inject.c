@@ -1,0 +1,251 @@
+/* inject.c - a test tool that sends hand-made messages to a running
+ * coordinator or worker, to check that bad or hostile input gets an error
+ * reply (or is dropped and counted) and changes nothing.
+ *
+ *   inject req ADDR CASE [--key FILE]   control request to a REP socket;
+ *       prints "reply: error CODE NAME: MESSAGE" or "reply: CASE_NAME".
+ *       CASE: garbage | empty-body | join-version | join-absurd |
+ *             join-bad-model | gen-nan | gen-zero | gen-huge | gen-bad-id |
+ *             heartbeat-unknown | status
+ *   inject step ADDR EPOCH [--key FILE] [--bad-mac]
+ *       pushes one STEP frame with the given epoch to a worker's data
+ *       socket (nothing is expected back on this socket). */
+#include <nng/nng.h>
+#include <nng/protocol/pipeline0/push.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <nng/supplemental/util/platform.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/envelope.h"
+#include "common/msg.h"
+
+static int inj_usage(void)
+{
+    fprintf(stderr, "usage: inject req ADDR CASE [--key FILE] | inject step ADDR EPOCH "
+                    "[--key FILE] [--bad-mac]\n");
+    return 2;
+}
+
+static int inj_send_raw(nng_socket s, const uint8_t *buf, size_t len)
+{
+    int rv = nng_send(s, (void *)buf, len, 0);
+    if (rv != 0) {
+        fprintf(stderr, "inject: send: %s\n", nng_strerror(rv));
+        return 1;
+    }
+    return 0;
+}
+
+static int inj_print_reply(nng_socket s, st_env *env)
+{
+    Strata__Msg *r = NULL;
+    st_err e = st_msg_recv(s, env, ST_ENV_CONTROL, &r, NULL);
+    if (e != ST_OK) {
+        printf("reply: none (%s)\n", st_errmsg(e));
+        return 1;
+    }
+    if (r->body_case == STRATA__MSG__BODY_ERROR)
+        printf("reply: error %u %s: %s\n", r->error->code, st_strerror((st_err)r->error->code),
+               r->error->message);
+    else
+        printf("reply: %s\n", st_msg_case_name(r));
+    st_msg_free(r);
+    return 0;
+}
+
+static int inj_req(const char *addr, const char *what, st_env *env)
+{
+    nng_socket s;
+    int rv = nng_req0_open(&s);
+    if (rv == 0)
+        rv = nng_dial(s, addr, NULL, 0);
+    if (rv != 0) {
+        fprintf(stderr, "inject: %s: %s\n", addr, nng_strerror(rv));
+        return 1;
+    }
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 10000);
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 10000);
+    Strata__Msg m = STRATA__MSG__INIT;
+    Strata__Join join = STRATA__JOIN__INIT;
+    Strata__Capability cap = STRATA__CAPABILITY__INIT;
+    Strata__GenerateRequest gen = STRATA__GENERATE_REQUEST__INIT;
+    Strata__Sampling smp = STRATA__SAMPLING__INIT;
+    Strata__Heartbeat hb = STRATA__HEARTBEAT__INIT;
+    Strata__StatusRequest sr = STRATA__STATUS_REQUEST__INIT;
+    int32_t ids[2] = {1, 5};
+    uint8_t model_id[32] = {0};
+    int rc = 0;
+    if (strcmp(what, "garbage") == 0 || strcmp(what, "empty-body") == 0) {
+        /* a valid envelope around bytes that are not a protobuf Msg */
+        uint8_t body[64];
+        size_t blen = strcmp(what, "garbage") == 0 ? sizeof body : 0;
+        for (size_t i = 0; i < blen; i++)
+            body[i] = (uint8_t)(0xff - i * 7);
+        size_t n = st_env_size(env, blen);
+        uint8_t *buf = malloc(n);
+        memcpy(buf + ST_ENV_HDR, body, blen);
+        st_env_seal(env, ST_ENV_CONTROL, buf, blen);
+        rc = inj_send_raw(s, buf, n);
+        free(buf);
+        if (rc == 0)
+            rc = inj_print_reply(s, env);
+        nng_close(s);
+        return rc;
+    }
+    cap.name = "inject";
+    cap.cores = 2;
+    cap.threads = 2;
+    cap.memory_budget = 1ull << 30;
+    cap.data_addr = "tcp://127.0.0.1:1";
+    cap.ctl_addr = "tcp://127.0.0.1:2";
+    cap.model_id.data = model_id;
+    cap.model_id.len = 32;
+    join.protocol = STRATA__VERSION__PROTOCOL;
+    join.cap = &cap;
+    gen.prompt_ids = ids;
+    gen.n_prompt_ids = 2;
+    gen.max_tokens = 4;
+    gen.sampling = &smp;
+    gen.has_sampling = 1;
+    smp.top_p = 1.0f;
+    smp.repeat_penalty = 1.0f;
+    if (strcmp(what, "join-version") == 0) {
+        join.protocol = 99;
+        m.body_case = STRATA__MSG__BODY_JOIN;
+        m.join = &join;
+    } else if (strcmp(what, "join-absurd") == 0) {
+        cap.cores = 1000000;
+        cap.memory_budget = ~0ull;
+        m.body_case = STRATA__MSG__BODY_JOIN;
+        m.join = &join;
+    } else if (strcmp(what, "join-bad-model") == 0) {
+        m.body_case = STRATA__MSG__BODY_JOIN;
+        m.join = &join;
+    } else if (strncmp(what, "gen-", 4) == 0) {
+        m.body_case = STRATA__MSG__BODY_GENERATE;
+        m.generate = &gen;
+        if (strcmp(what, "gen-nan") == 0)
+            smp.temp = NAN;
+        else if (strcmp(what, "gen-zero") == 0)
+            gen.max_tokens = 0;
+        else if (strcmp(what, "gen-huge") == 0)
+            gen.max_tokens = 4000000000u;
+        else if (strcmp(what, "gen-bad-id") == 0)
+            ids[1] = 1 << 30;
+        else if (strcmp(what, "gen-ok") != 0)
+            rc = 2;
+    } else if (strcmp(what, "heartbeat-unknown") == 0) {
+        hb.worker_id = 987654321;
+        m.body_case = STRATA__MSG__BODY_HEARTBEAT;
+        m.heartbeat = &hb;
+    } else if (strcmp(what, "status") == 0) {
+        m.body_case = STRATA__MSG__BODY_STATUS_REQ;
+        m.status_req = &sr;
+    } else {
+        rc = 2;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "inject: unknown case '%s'\n", what);
+        nng_close(s);
+        return rc;
+    }
+    st_err e = st_msg_send(s, env, ST_ENV_CONTROL, &m);
+    if (e != ST_OK) {
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+        nng_close(s);
+        return 1;
+    }
+    rc = inj_print_reply(s, env);
+    nng_close(s);
+    return rc;
+}
+
+static int inj_step(const char *addr, uint64_t epoch, st_env *env, int bad_mac)
+{
+    nng_socket s;
+    int rv = nng_push0_open(&s);
+    if (rv == 0)
+        rv = nng_dial(s, addr, NULL, 0);
+    if (rv != 0) {
+        fprintf(stderr, "inject: %s: %s\n", addr, nng_strerror(rv));
+        return 1;
+    }
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 5000);
+    Strata__StepMeta meta = STRATA__STEP_META__INIT;
+    Strata__StepRow row = STRATA__STEP_ROW__INIT;
+    Strata__StepRow *rows[1] = {&row};
+    int32_t tok = 1;
+    uint8_t hash[32] = {0};
+    meta.epoch = epoch;
+    meta.plan_hash.data = hash;
+    meta.plan_hash.len = 32;
+    meta.batch_id = 424242;
+    meta.n_rows = 1;
+    meta.rows = rows;
+    row.session_id = 77;
+    row.n_tok = 1;
+    row.tokens = &tok;
+    row.n_tokens = 1;
+    size_t ml = strata__step_meta__get_packed_size(&meta);
+    size_t body = 4 + ml;
+    size_t n = st_env_size(env, body);
+    uint8_t *buf = calloc(1, n);
+    uint8_t *p = buf + ST_ENV_HDR;
+    p[0] = (uint8_t)ml;
+    p[1] = (uint8_t)(ml >> 8);
+    p[2] = (uint8_t)(ml >> 16);
+    p[3] = (uint8_t)(ml >> 24);
+    strata__step_meta__pack(&meta, p + 4);
+    st_env_seal(env, ST_ENV_STEP, buf, body);
+    if (bad_mac)
+        buf[n - 1] ^= 0x5a;
+    int rc = inj_send_raw(s, buf, n);
+    free(buf);
+    nng_msleep(200); /* let the message leave before the socket closes */
+    nng_close(s);
+    if (rc == 0)
+        printf("sent: step epoch %llu\n", (unsigned long long)epoch);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4)
+        return inj_usage();
+    const char *keyfile = NULL;
+    uint64_t epoch = 0;
+    int bad_mac = 0;
+    for (int i = 4; i < argc; i++) {
+        if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
+            keyfile = argv[++i];
+        else if (strcmp(argv[i], "--bad-mac") == 0)
+            bad_mac = 1;
+        else
+            return inj_usage();
+    }
+    uint8_t key[ST_KEY_BYTES];
+    if (keyfile) {
+        st_err e = st_key_load(keyfile, key);
+        if (e != ST_OK) {
+            fprintf(stderr, "inject: %s\n", st_errmsg(e));
+            return 1;
+        }
+    }
+    st_env env;
+    if (st_env_init(&env, keyfile ? key : NULL, 0xdead0000u + (uint64_t)rand()) != ST_OK)
+        return 1;
+    int rc;
+    if (strcmp(argv[1], "req") == 0) {
+        rc = inj_req(argv[2], argv[3], &env);
+    } else if (strcmp(argv[1], "step") == 0) {
+        epoch = strtoull(argv[3], NULL, 10);
+        rc = inj_step(argv[2], epoch, &env, bad_mac);
+    } else {
+        rc = inj_usage();
+    }
+    st_env_fini(&env);
+    return rc;
+}

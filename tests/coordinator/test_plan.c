@@ -1,0 +1,334 @@
+/* test_plan.c - plans (coordinator/plan.c) and join validation
+ * (coordinator/membership.c): epochs that never go backwards, the plan
+ * hash (deterministic, covering every field but itself, recomputable by a
+ * worker from the packed Plan it received), the two-phase round, and the
+ * Join checks of docs/cluster.md. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/membership.h"
+#include "coordinator/plan.h"
+
+static void mkplan(st_plan *p, uint64_t epoch)
+{
+    memset(p, 0, sizeof *p);
+    p->epoch = epoch;
+    p->n_stages = 2;
+    p->stages = calloc(2, sizeof *p->stages);
+    p->stages[0] = (st_plan_stage){.first = 0, .last = 3, .worker_id = 11};
+    strcpy(p->stages[0].data_addr, "tcp://127.0.0.1:4001");
+    p->stages[1] = (st_plan_stage){.first = 3, .last = 6, .worker_id = 12};
+    strcpy(p->stages[1].data_addr, "tcp://127.0.0.1:4002");
+    memset(p->model_id, 0xab, 32);
+    strcpy(p->wire, "f32");
+    strcpy(p->result_addr, "tcp://127.0.0.1:5000");
+    p->n_layer = 6;
+    p->max_tokens = 256;
+    p->n_ctx = 512;
+    p->max_sessions = 8;
+    p->incarnation = 1700000000000ull;
+}
+
+START_TEST(epochs_grow_across_restarts)
+{
+    uint64_t t = 1700000000000ull;
+    uint64_t e1 = st_epoch_first(t);
+    ck_assert_uint_eq(e1, (t << 16) | 1);
+    /* a restart one millisecond later starts above 65535 plans of the first */
+    ck_assert_uint_gt(st_epoch_first(t + 1), e1 + 65534);
+    ck_assert_uint_gt(st_epoch_first(t + 1000), st_epoch_first(t + 999));
+}
+END_TEST
+
+START_TEST(hash_is_deterministic_and_covers_fields)
+{
+    st_plan a, b;
+    mkplan(&a, 42);
+    mkplan(&b, 42);
+    ck_assert_int_eq(st_plan_seal(&a), ST_OK);
+    ck_assert_int_eq(st_plan_seal(&b), ST_OK);
+    ck_assert_int_eq(memcmp(a.hash, b.hash, 32), 0);
+    uint8_t ref[32];
+    memcpy(ref, a.hash, 32);
+    /* every field changes the hash */
+    for (int f = 0; f < 9; f++) {
+        st_plan c;
+        mkplan(&c, 42);
+        switch (f) {
+        case 0: c.epoch = 43; break;
+        case 1: c.stages[1].first = 4; c.stages[0].last = 4; break;
+        case 2: c.stages[1].worker_id = 13; break;
+        case 3: strcpy(c.stages[0].data_addr, "tcp://127.0.0.1:4003"); break;
+        case 4: c.model_id[5] ^= 1; break;
+        case 5: strcpy(c.wire, "f16"); break;
+        case 6: c.zstd = true; break;
+        case 7: strcpy(c.result_addr, "tcp://127.0.0.1:5001"); break;
+        case 8: c.max_sessions = 9; break;
+        }
+        ck_assert_int_eq(st_plan_seal(&c), ST_OK);
+        ck_assert_msg(memcmp(c.hash, ref, 32) != 0, "field %d does not change the hash", f);
+        st_plan_free(&c);
+    }
+    st_plan_free(&a);
+    st_plan_free(&b);
+}
+END_TEST
+
+START_TEST(worker_can_recompute_hash)
+{
+    st_plan p;
+    mkplan(&p, 7);
+    ck_assert_int_eq(st_plan_seal(&p), ST_OK);
+    Strata__Plan *pb;
+    ck_assert_int_eq(st_plan_to_pb(&p, false, &pb), ST_OK);
+    ck_assert_uint_eq(pb->plan_hash.len, 32);
+    size_t len = strata__plan__get_packed_size(pb);
+    uint8_t *buf = malloc(len);
+    strata__plan__pack(pb, buf);
+    Strata__Plan *rx = strata__plan__unpack(NULL, len, buf);
+    ck_assert_ptr_nonnull(rx);
+    uint8_t h[32];
+    ck_assert_int_eq(st_plan_hash_pb(rx, h), ST_OK); /* ignores the hash field it carries */
+    ck_assert_int_eq(memcmp(h, p.hash, 32), 0);
+    ck_assert_int_eq(memcmp(rx->plan_hash.data, p.hash, 32), 0);
+    ck_assert_uint_eq(rx->n_stages, 2);
+    ck_assert_uint_eq(rx->stages[1]->first, 3);
+    ck_assert_uint_eq(rx->stages[1]->worker_ids[0], 12);
+    ck_assert_str_eq(rx->stages[1]->data_addrs[0], "tcp://127.0.0.1:4002");
+    ck_assert_str_eq(rx->stages[1]->in_dtype, "f32");
+    ck_assert_uint_eq(rx->incarnation, p.incarnation);
+    strata__plan__free_unpacked(rx, NULL);
+    free(buf);
+    st_plan_pb_free(pb);
+    st_plan_free(&p);
+}
+END_TEST
+
+START_TEST(layout_and_copy)
+{
+    st_plan a, b, c;
+    mkplan(&a, 1);
+    mkplan(&b, 2);
+    ck_assert(st_plan_same_layout(&a, &b)); /* epochs aside */
+    ck_assert_int_eq(st_plan_copy(&c, &a), ST_OK);
+    ck_assert(c.stages != a.stages);
+    ck_assert(st_plan_same_layout(&a, &c));
+    c.stages[0].worker_id = 99;
+    ck_assert(!st_plan_same_layout(&a, &c));
+    ck_assert_int_eq(st_plan_stage_of(&a, 12), 1);
+    ck_assert_int_eq(st_plan_stage_of(&a, 99), -1);
+    st_plan_free(&a);
+    st_plan_free(&b);
+    st_plan_free(&c);
+    ck_assert_ptr_null(c.stages);
+}
+END_TEST
+
+START_TEST(two_phase_round)
+{
+    st_plan p;
+    mkplan(&p, 100);
+    st_round r;
+    memset(&r, 0, sizeof r);
+    uint64_t spare = 13;
+    ck_assert_int_eq(st_round_begin(&r, &p, &spare, 1, 5), ST_OK);
+    ck_assert_ptr_null(p.stages); /* moved */
+    ck_assert_int_eq(r.phase, ST_ROUND_PREPARING);
+    ck_assert_int_eq(st_round_on_ready(&r, 11, 99, 0), ST_EEPOCH);
+    ck_assert_int_eq(st_round_on_ready(&r, 13, 100, 0), ST_ENOENT); /* the spare has no stage */
+    ck_assert_int_eq(st_round_on_ready(&r, 11, 100, 1000), ST_OK);
+    ck_assert_int_eq(r.phase, ST_ROUND_PREPARING);
+    ck_assert_int_eq(st_round_on_ready(&r, 12, 100, 2000), ST_OK);
+    ck_assert_int_eq(r.phase, ST_ROUND_READY);
+    st_round_start_commit(&r);
+    ck_assert_int_eq(r.phase, ST_ROUND_COMMITTING);
+    ck_assert(!st_round_on_ack(&r, 11, true));
+    ck_assert(!st_round_on_ack(&r, 13, false)); /* a failing spare does not block... */
+    ck_assert(st_round_on_ack(&r, 12, true));  /* ...the stage workers decide */
+    st_plan got;
+    st_round_take(&r, &got);
+    ck_assert_int_eq(r.phase, ST_ROUND_IDLE);
+    ck_assert_uint_eq(got.epoch, 100);
+    st_plan_free(&got);
+
+    /* a stage worker failing the commit never completes the round */
+    mkplan(&p, 101);
+    ck_assert_int_eq(st_round_begin(&r, &p, NULL, 0, 5), ST_OK);
+    st_round_on_ready(&r, 11, 101, 0);
+    st_round_on_ready(&r, 12, 101, 0);
+    st_round_start_commit(&r);
+    ck_assert(!st_round_on_ack(&r, 11, false));
+    ck_assert(!st_round_on_ack(&r, 12, true));
+    st_round_abort(&r);
+    ck_assert_int_eq(r.phase, ST_ROUND_IDLE);
+}
+END_TEST
+
+/* ---- join validation ---- */
+
+typedef struct join_fx {
+    Strata__Join j;
+    Strata__Capability c;
+    Strata__DtypeSpeed s;
+    Strata__DtypeSpeed *sp[1];
+    uint8_t id[32];
+    char *wd[2];
+} join_fx;
+
+static void mkjoin(join_fx *f)
+{
+    strata__join__init(&f->j);
+    strata__capability__init(&f->c);
+    strata__dtype_speed__init(&f->s);
+    f->j.protocol = 1;
+    f->j.cap = &f->c;
+    f->c.name = "w";
+    f->c.cores = 2;
+    f->c.threads = 2;
+    f->c.memory_budget = 1ull << 30;
+    f->c.data_addr = "tcp://127.0.0.1:4001";
+    f->c.ctl_addr = "tcp://127.0.0.1:4002";
+    memset(f->id, 7, 32);
+    f->c.model_id.data = f->id;
+    f->c.model_id.len = 32;
+    f->s.dtype = "f32";
+    f->s.bytes_per_s = 1e10;
+    f->sp[0] = &f->s;
+    f->c.speeds = f->sp;
+    f->c.n_speeds = 1;
+    f->wd[0] = "f16";
+    f->wd[1] = "f32";
+    f->c.wire_dtypes = f->wd;
+    f->c.n_wire_dtypes = 2;
+}
+
+START_TEST(join_checks)
+{
+    uint8_t mid[32];
+    memset(mid, 7, 32);
+    join_fx f;
+    mkjoin(&f);
+    ck_assert_int_eq(st_join_validate(&f.j, mid, ST_WIRE_F32), ST_OK);
+    f.j.protocol = 2;
+    ck_assert_int_eq(st_join_validate(&f.j, mid, ST_WIRE_F32), ST_EVERSION);
+    ck_assert_str_eq(st_errdetail(), "protocol 2; coordinator speaks 1");
+    struct {
+        int field;
+        const char *needle;
+    } cases[] = {{0, "cores"}, {1, "threads"}, {2, "memory_budget"}, {3, "memory_budget"},
+                 {4, "data_addr"}, {5, "ctl_addr"}, {6, "speeds[0]"}, {7, "speeds[0]"},
+                 {8, "model_id"}, {9, "model id"}, {10, "wire dtype"}, {11, "throttle"},
+                 {12, "capability"}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mkjoin(&f);
+        uint8_t other[32];
+        memset(other, 8, 32);
+        switch (cases[k].field) {
+        case 0: f.c.cores = 0; break;
+        case 1: f.c.threads = 100000; break;
+        case 2: f.c.memory_budget = 1000; break;
+        case 3: f.c.memory_budget = UINT64_MAX; break;
+        case 4: f.c.data_addr = "http://x"; break;
+        case 5: f.c.ctl_addr = ""; break;
+        case 6: f.s.bytes_per_s = NAN; break;
+        case 7: f.s.bytes_per_s = -5; break;
+        case 8: f.c.model_id.len = 31; break;
+        case 9: f.c.model_id.data = other; break;
+        case 10: f.c.n_wire_dtypes = 1; break; /* f16 only; the cluster uses f32 */
+        case 11: f.c.throttle = INFINITY; break;
+        case 12: f.j.cap = NULL; break;
+        }
+        st_err e = st_join_validate(&f.j, mid, ST_WIRE_F32);
+        ck_assert_msg(e == ST_EINVAL || e == ST_EPROTO, "case %d: %d", cases[k].field, e);
+        ck_assert_msg(strstr(st_errdetail(), cases[k].needle) != NULL, "case %d: %s",
+                      cases[k].field, st_errdetail());
+    }
+}
+END_TEST
+
+START_TEST(members_lifecycle)
+{
+    st_members ms;
+    ck_assert_int_eq(st_members_init(&ms, 1000), ST_OK);
+    join_fx f;
+    mkjoin(&f);
+    /* a Msg that owns its Join: pack and unpack the fixture */
+    Strata__Msg tmp = STRATA__MSG__INIT;
+    tmp.body_case = STRATA__MSG__BODY_JOIN;
+    tmp.join = &f.j;
+    size_t len = strata__msg__get_packed_size(&tmp);
+    uint8_t *buf = malloc(len);
+    strata__msg__pack(&tmp, buf);
+    Strata__Msg *m = strata__msg__unpack(NULL, len, buf);
+    Strata__Msg *m2 = strata__msg__unpack(NULL, len, buf);
+    free(buf);
+    st_member *w;
+    uint64_t rep;
+    ck_assert_int_eq(st_members_add(&ms, m, 0, &w, &rep), ST_OK);
+    ck_assert_uint_eq(w->id, 1001);
+    ck_assert_uint_eq(rep, 0);
+    ck_assert(st_member_speed(w, "f32") == 1e10);
+    ck_assert(st_member_speed(w, "q8_0") == 1e10); /* the mean of what it announced */
+    /* a second join from the same control address replaces the first */
+    ck_assert_int_eq(st_members_add(&ms, m2, 10, &w, &rep), ST_OK);
+    ck_assert_uint_eq(rep, 1001);
+    ck_assert_uint_eq(w->id, 1002);
+    ck_assert_int_eq(st_members_find(&ms, 1001)->life, ST_MEMBER_LEFT);
+    /* heartbeats: known ids are recorded, unknown ones must rejoin */
+    Strata__Heartbeat hb = STRATA__HEARTBEAT__INIT;
+    hb.worker_id = 1002;
+    hb.rss_bytes = 77;
+    tmp.body_case = STRATA__MSG__BODY_HEARTBEAT;
+    tmp.heartbeat = &hb;
+    len = strata__msg__get_packed_size(&tmp);
+    buf = malloc(len);
+    strata__msg__pack(&tmp, buf);
+    Strata__Msg *h = strata__msg__unpack(NULL, len, buf);
+    bool first = false;
+    ck_assert(!st_member_placeable(st_members_find(&ms, 1002), 10)); /* not heard yet */
+    ck_assert_int_eq(st_members_heartbeat(&ms, h, 10, &first), ST_OK);
+    ck_assert(first);
+    ck_assert(st_member_placeable(st_members_find(&ms, 1002), 10));
+    ck_assert_uint_eq(st_members_find(&ms, 1002)->hb->heartbeat->rss_bytes, 77);
+    st_member_exclude(st_members_find(&ms, 1002), "refused", 10);
+    ck_assert(!st_member_placeable(st_members_find(&ms, 1002), 10 + 14999999999ull));
+    ck_assert(st_member_placeable(st_members_find(&ms, 1002), 10 + 15000000000ull));
+    st_member_exclude(st_members_find(&ms, 1002), "refused again", 10);
+    ck_assert(!st_member_placeable(st_members_find(&ms, 1002), 10 + 15000000000ull)); /* 30 s */
+    hb.worker_id = 1001; /* replaced: no longer a member */
+    strata__msg__pack(&tmp, buf);
+    h = strata__msg__unpack(NULL, len, buf);
+    ck_assert_int_eq(st_members_heartbeat(&ms, h, 10, &first), ST_ENOENT);
+    strata__msg__free_unpacked(h, NULL);
+    free(buf);
+    uint64_t lost[4];
+    ck_assert_uint_eq(st_members_expire(&ms, 1000, 5000, lost, 4), 0);
+    ck_assert_uint_eq(st_members_expire(&ms, 10 + 5001, 5000, lost, 4), 1);
+    ck_assert_uint_eq(lost[0], 1002);
+    ck_assert_int_eq(st_members_find(&ms, 1002)->life, ST_MEMBER_LOST);
+    st_members_gc(&ms, 10 + 5001 + 100, 50);
+    ck_assert_uint_eq(ms.n, 0);
+    st_members_fini(&ms);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("plan");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, epochs_grow_across_restarts);
+    tcase_add_test(tc, hash_is_deterministic_and_covers_fields);
+    tcase_add_test(tc, worker_can_recompute_hash);
+    tcase_add_test(tc, layout_and_copy);
+    tcase_add_test(tc, two_phase_round);
+    tcase_add_test(tc, join_checks);
+    tcase_add_test(tc, members_lifecycle);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,730 @@
+/* test_scheduler.c - the step scheduler (coordinator/scheduler.c), as pure
+ * logic against a fake pipeline.
+ *
+ * The fake keeps, per session id, the ids at each KV position, refuses a
+ * row that would leave a gap (as the stage engine does), and "samples" the
+ * next id as a hash of the whole context, so the id depends on every
+ * position being right. Generation through the scheduler is compared with
+ * generation under faults (a plan switch forgetting the KV, a failed batch
+ * retried): the ids must be identical, nothing lost or repeated (INV-4 at
+ * the scheduler's level). Also: batch formation (decode rows first,
+ * prefill chunks, the token budget), validation errors, EOS / length /
+ * stop string / context rules, UTF-8-safe streamed text, RNG state and
+ * penalty history in rows, deadlines, queueing and expiry. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coordinator/scheduler.h"
+
+#define V 64
+#define MS 1000000ull
+
+/* ---- the fake pipeline ---- */
+
+typedef struct fake {
+    uint64_t sid[32];
+    int32_t kv[32][512];
+    uint32_t len[32];
+    int n;
+    int32_t eos_after; /* sample EOS once a context is this long (0: never) */
+    int32_t forced;    /* >= 0: every sample is this id */
+} fake;
+
+static int32_t fake_next(const int32_t *ctx, uint32_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < n; i++)
+        h = (h ^ (uint64_t)ctx[i]) * 1099511628211ull;
+    return (int32_t)(3 + h % (V - 3)); /* never BOS/EOS/UNK */
+}
+
+static void rng_step(const uint64_t in[4], uint64_t out[4])
+{
+    for (int i = 0; i < 4; i++)
+        out[i] = in[i] * 6364136223846793005ull + 1442695040888963407ull;
+}
+
+/* fake_run - runs batch b; fills res (and rng storage) for sampled rows. */
+static size_t fake_run(fake *f, const st_sched_batch *b, st_sched_result_row *res,
+                       uint64_t (*rng)[4])
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < b->n_rows; i++) {
+        const st_sched_row *r = &b->rows[i];
+        int k = 0;
+        while (k < f->n && f->sid[k] != r->session_id)
+            k++;
+        if (k == f->n) {
+            ck_assert_int_lt(f->n, 32);
+            f->sid[f->n] = r->session_id;
+            f->len[f->n++] = 0;
+        }
+        ck_assert_msg(r->pos <= f->len[k], "row of session %llu at %u leaves a gap after %u",
+                      (unsigned long long)r->session_id, r->pos, f->len[k]);
+        ck_assert_uint_ge(r->n_tok, 1);
+        memcpy(f->kv[k] + r->pos, r->tokens, r->n_tok * sizeof(int32_t));
+        f->len[k] = r->pos + r->n_tok;
+        if (!r->sample)
+            continue;
+        int32_t t = fake_next(f->kv[k], f->len[k]);
+        if (f->forced >= 0)
+            t = f->forced;
+        if (f->eos_after && f->len[k] >= (uint32_t)f->eos_after)
+            t = 2;
+        rng_step(r->rng, rng[n]);
+        res[n] = (st_sched_result_row){.session_id = r->session_id, .token = t, .rng = rng[n],
+                                       .n_rng = 4};
+        n++;
+    }
+    return n;
+}
+
+static st_sched_cfg cfg_default(void)
+{
+    return (st_sched_cfg){.n_ctx = 256, .chunk = 16, .max_batch_tokens = 40, .max_sessions = 4,
+                          .max_requests = 8, .max_in_flight = 1, .n_vocab = V, .eos_id = 2,
+                          .step_timeout_ns = 1000 * MS, .queue_timeout_ns = 5000 * MS,
+                          .finished_ttl_ns = 10000 * MS, .idle_session_ttl_ns = 60000 * MS,
+                          .id_base = 1000};
+}
+
+static st_gen_req req_of(const int32_t *p, size_t n, uint32_t max)
+{
+    st_gen_req g;
+    memset(&g, 0, sizeof g);
+    g.prompt = p;
+    g.n_prompt = n;
+    g.max_tokens = max;
+    g.sp = st_sampler_params_default();
+    g.sp.temp = 0;
+    return g;
+}
+
+/* drive - runs steps until nothing is left to do (or max_steps); calls
+ * fault(step) before each step when given. Returns the steps run. */
+static int drive(st_sched *s, fake *f, uint64_t *now, int max_steps,
+                 void (*fault)(st_sched *, int, const st_sched_batch *, void *), void *arg)
+{
+    st_sched_result_row res[64];
+    uint64_t rng[64][4];
+    int steps = 0;
+    for (; steps < max_steps; steps++) {
+        const st_sched_batch *b;
+        ck_assert_int_eq(st_sched_form(s, 7, *now, &b), ST_OK);
+        if (b == NULL)
+            break;
+        ck_assert_uint_le(b->n_tokens, 40);
+        *now += MS;
+        if (fault) {
+            uint64_t id = b->id;
+            fault(s, steps, b, arg);
+            if (st_sched_in_flight(s) == 0)
+                continue; /* the fault took the batch */
+            ck_assert_uint_eq(b->id, id);
+        }
+        size_t n = fake_run(f, b, res, rng);
+        ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, *now), ST_OK);
+    }
+    return steps;
+}
+
+static st_req_view view(st_sched *s, uint64_t id)
+{
+    st_req_view v;
+    ck_assert_int_eq(st_sched_view(s, id, &v), ST_OK);
+    return v;
+}
+
+/* reference - the ids generated for prompt with no fault. */
+static void reference(const int32_t *p, size_t n, uint32_t max, int32_t *out, uint32_t *n_out)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    st_gen_req g = req_of(p, n, max);
+    uint64_t id, now = 0;
+    ck_assert_int_eq(st_sched_submit(s, &g, now, &id), ST_OK);
+    fake f = {.forced = -1};
+    drive(s, &f, &now, 10000, NULL, NULL);
+    st_req_view v = view(s, id);
+    ck_assert(v.done);
+    memcpy(out, v.ids, v.n_ids * sizeof *out);
+    *n_out = v.n_ids;
+    st_sched_free(s);
+}
+
+/* ---- tests ---- */
+
+START_TEST(validation)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[3] = {1, 5, 9};
+    uint64_t id;
+    st_gen_req g = req_of(p, 0, 10);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_EINVAL);
+    ck_assert_str_eq(st_errdetail(), "the prompt is empty");
+    int32_t bad[2] = {1, V};
+    g = req_of(bad, 2, 10);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_ERANGE);
+    ck_assert_msg(strstr(st_errdetail(), "prompt_ids[1] = 64 is outside the vocabulary of 64"),
+                  "%s", st_errdetail());
+    g = req_of(p, 3, 0);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_EINVAL);
+    ck_assert_msg(strstr(st_errdetail(), "max_tokens is 0"), "%s", st_errdetail());
+    g = req_of(p, 3, 257);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_EINVAL);
+    ck_assert_msg(strstr(st_errdetail(), "exceeds the context of 256"), "%s", st_errdetail());
+    int32_t *longp = calloc(256, sizeof *longp);
+    g = req_of(longp, 256, 10);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_EINVAL);
+    ck_assert_msg(strstr(st_errdetail(), "does not fit the context"), "%s", st_errdetail());
+    free(longp);
+    g = req_of(p, 3, 10);
+    g.sp.temp = NAN;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_EINVAL);
+    ck_assert_msg(strstr(st_errdetail(), "temp"), "%s", st_errdetail());
+    g.sp.temp = -1;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_EINVAL);
+    g = req_of(p, 3, 10);
+    const char *stops[1] = {""};
+    g.stop = stops;
+    g.n_stop = 1;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_EINVAL);
+    ck_assert_msg(strstr(st_errdetail(), "stop[0]"), "%s", st_errdetail());
+    /* the request table bound */
+    g = req_of(p, 3, 10);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_OK);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_EBUSY);
+    ck_assert_uint_eq(st_sched_n_requests(s), 8);
+    st_sched_free(s);
+}
+END_TEST
+
+START_TEST(prefill_chunks_then_decode)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[37];
+    for (int i = 0; i < 37; i++)
+        p[i] = 3 + i;
+    st_gen_req g = req_of(p, 37, 5);
+    uint64_t id;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_OK);
+    fake f = {.forced = -1};
+    st_sched_result_row res[8];
+    uint64_t rng[8][4];
+    uint32_t want_pos[] = {0, 16, 32, 37, 38, 39, 40};
+    uint32_t want_n[] = {16, 16, 5, 1, 1, 1, 1};
+    for (int step = 0; step < 7; step++) {
+        const st_sched_batch *b;
+        ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_uint_eq(b->n_rows, 1);
+        ck_assert_uint_eq(b->rows[0].pos, want_pos[step]);
+        ck_assert_uint_eq(b->rows[0].n_tok, want_n[step]);
+        ck_assert(b->rows[0].sample == (step >= 2));
+        /* one batch in flight: nothing more to form */
+        const st_sched_batch *b2;
+        ck_assert_int_eq(st_sched_form(s, 7, 0, &b2), ST_OK);
+        ck_assert_ptr_null(b2);
+        size_t n = fake_run(&f, b, res, rng);
+        ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, 0), ST_OK);
+    }
+    st_req_view v = view(s, id);
+    ck_assert(v.done);
+    ck_assert_str_eq(v.finish, "length");
+    ck_assert_uint_eq(v.n_ids, 5);
+    /* the ended session is reported for EndSessions */
+    uint64_t ended[4];
+    ck_assert_uint_eq(st_sched_take_ended(s, ended, 4), 1);
+    ck_assert_uint_eq(st_sched_n_sessions(s), 0);
+    st_sched_free(s);
+}
+END_TEST
+
+START_TEST(decode_rows_first_and_budget)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t a[2] = {1, 3};
+    int32_t big[100];
+    for (int i = 0; i < 100; i++)
+        big[i] = 3 + i % 50;
+    uint64_t ida, idb, idc;
+    st_gen_req g = req_of(a, 2, 50);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &ida), ST_OK);
+    fake f = {.forced = -1};
+    st_sched_result_row res[8];
+    uint64_t rng[8][4];
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK); /* A's prompt */
+    size_t n = fake_run(&f, b, res, rng);
+    ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, 0), ST_OK);
+    g = req_of(big, 100, 5);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &idb), ST_OK);
+    g = req_of(big, 30, 5);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &idc), ST_OK);
+    /* A decodes every step while B's long prompt and C's are prefilled */
+    int a_rows = 0;
+    for (int step = 0; step < 6; step++) {
+        ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_uint_le(b->n_tokens, 40);
+        ck_assert_uint_eq(b->rows[0].n_tok, 1); /* the decode row comes first */
+        a_rows++;
+        for (uint32_t i = 1; i < b->n_rows; i++)
+            ck_assert_uint_le(b->rows[i].n_tok, 16);
+        if (step == 0) {
+            ck_assert_uint_eq(b->n_rows, 3); /* A, then B's chunk, then C's chunk */
+            ck_assert_uint_eq(b->rows[1].n_tok, 16);
+            ck_assert_uint_eq(b->rows[2].n_tok, 16);
+            ck_assert_uint_eq(b->n_tokens, 33);
+        }
+        n = fake_run(&f, b, res, rng);
+        ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, 0), ST_OK);
+    }
+    ck_assert_int_eq(a_rows, 6);
+    ck_assert_uint_eq(view(s, ida).n_ids, 7);
+    st_sched_free(s);
+}
+END_TEST
+
+START_TEST(eos_included_and_rng_history)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[4] = {1, 7, 8, 9};
+    st_gen_req g = req_of(p, 4, 100);
+    g.sp.seed = 1234;
+    g.sp.repeat_penalty = 1.1f;
+    g.sp.repeat_last_n = 3;
+    uint64_t id;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_OK);
+    fake f = {.forced = -1, .eos_after = 8};
+    st_sched_result_row res[4];
+    uint64_t rng[4][4], prev[4];
+    st_rng r0;
+    st_rng_seed(&r0, 1234);
+    memcpy(prev, r0.s, sizeof prev);
+    int32_t hist[16];
+    memcpy(hist, p, sizeof p);
+    uint32_t nh = 4;
+    for (int step = 0;; step++) {
+        const st_sched_batch *b;
+        ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
+        if (b == NULL)
+            break;
+        ck_assert_int_eq(memcmp(b->rows[0].rng, prev, sizeof prev), 0); /* RNG state travels */
+        ck_assert_uint_eq(b->rows[0].n_hist, 3);
+        ck_assert_int_eq(memcmp(b->rows[0].hist, hist + nh - 3, 3 * sizeof(int32_t)), 0);
+        size_t n = fake_run(&f, b, res, rng);
+        memcpy(prev, rng[0], sizeof prev);
+        hist[nh++] = res[0].token;
+        ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, 0), ST_OK);
+        ck_assert_int_lt(step, 20);
+    }
+    st_req_view v = view(s, id);
+    ck_assert(v.done);
+    ck_assert_str_eq(v.finish, "eos");
+    ck_assert_uint_eq(v.n_ids, 5); /* contexts of 4..8: the 5th sample is EOS */
+    ck_assert_int_eq(v.ids[4], 2); /* EOS is part of the ids, as in strata run */
+    st_sched_free(s);
+}
+END_TEST
+
+static void fault_fail(st_sched *s, int step, const st_sched_batch *b, void *arg)
+{
+    int *count = arg;
+    if (step == 4 || step == 11) {
+        ck_assert_int_eq(st_sched_fail(s, b->id, ST_EEPOCH, "stale", true, 0), ST_OK);
+        (*count)++;
+    }
+}
+
+/* forgetting the KV (a plan switch) re-feeds the history from position 0:
+ * the ids equal the uninterrupted run's */
+START_TEST(replan_loses_nothing)
+{
+    int32_t p[21];
+    for (int i = 0; i < 21; i++)
+        p[i] = 3 + (i * 7) % 60;
+    int32_t ref[64];
+    uint32_t nref;
+    reference(p, 21, 30, ref, &nref);
+    ck_assert_uint_eq(nref, 30);
+
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    st_gen_req g = req_of(p, 21, 30);
+    uint64_t id, now = 0;
+    ck_assert_int_eq(st_sched_submit(s, &g, now, &id), ST_OK);
+    fake f = {.forced = -1};
+    /* forget between steps: run 5 steps, forget, run the rest */
+    st_sched_result_row res[8];
+    uint64_t rng[8][4];
+    bool saw_refeed = false;
+    for (int step = 0; step < 200; step++) {
+        if (step == 5 || step == 12)
+            st_sched_forget_kv(s);
+        const st_sched_batch *b;
+        ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
+        if (b == NULL)
+            break;
+        if (step == 5 || step == 12) {
+            ck_assert_uint_eq(b->rows[0].pos, 0);
+            saw_refeed = true;
+        }
+        size_t n = fake_run(&f, b, res, rng);
+        ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, now), ST_OK);
+    }
+    ck_assert(saw_refeed);
+    st_req_view v = view(s, id);
+    ck_assert(v.done);
+    ck_assert_uint_eq(v.n_ids, nref);
+    ck_assert_int_eq(memcmp(v.ids, ref, nref * sizeof *ref), 0);
+    st_sched_free(s);
+}
+END_TEST
+
+/* a failed batch is retried once (from position 0) and the output is the
+ * same; a second failure in a row ends the request with the error */
+START_TEST(failed_batch_retried_once)
+{
+    int32_t p[9] = {1, 4, 5, 6, 7, 8, 9, 10, 11};
+    int32_t ref[64];
+    uint32_t nref;
+    reference(p, 9, 20, ref, &nref);
+
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    st_gen_req g = req_of(p, 9, 20);
+    uint64_t id, now = 0;
+    ck_assert_int_eq(st_sched_submit(s, &g, now, &id), ST_OK);
+    fake f = {.forced = -1};
+    int fails = 0;
+    drive(s, &f, &now, 1000, fault_fail, &fails);
+    ck_assert_int_eq(fails, 2);
+    st_req_view v = view(s, id);
+    ck_assert(v.done);
+    ck_assert_str_eq(v.finish, "length");
+    ck_assert_uint_eq(v.n_ids, nref);
+    ck_assert_int_eq(memcmp(v.ids, ref, nref * sizeof *ref), 0);
+
+    /* two failures in a row: the error reaches the client */
+    ck_assert_int_eq(st_sched_submit(s, &g, now, &id), ST_OK);
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
+    ck_assert_int_eq(st_sched_fail(s, b->id, ST_EPROTO, "bad packet", true, now), ST_OK);
+    ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(st_sched_fail(s, b->id, ST_EPROTO, "bad packet again", true, now), ST_OK);
+    v = view(s, id);
+    ck_assert(v.done);
+    ck_assert_str_eq(v.finish, "error");
+    ck_assert_int_eq(v.err, ST_EPROTO);
+    ck_assert_str_eq(v.err_msg, "bad packet again");
+    ck_assert_int_eq(st_sched_fail(s, b->id, ST_EPROTO, "x", true, now), ST_ENOENT);
+    st_sched_free(s);
+}
+END_TEST
+
+START_TEST(bad_results_fail_the_batch)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[2] = {1, 3};
+    st_gen_req g = req_of(p, 2, 4);
+    uint64_t id;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_OK);
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
+    uint64_t rng[4] = {1, 2, 3, 4};
+    st_sched_result_row r = {.session_id = b->rows[0].session_id, .token = V, .rng = rng, .n_rng = 4};
+    ck_assert_int_eq(st_sched_complete(s, b->id + 1, 7, &r, 1, 0), ST_ENOENT);
+    ck_assert_int_eq(st_sched_complete(s, b->id, 7, &r, 1, 0), ST_EPROTO); /* id out of range */
+    ck_assert_msg(strstr(st_errdetail(), "outside the vocabulary"), "%s", st_errdetail());
+    ck_assert_uint_eq(st_sched_in_flight(s), 0);
+    ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK); /* the retry */
+    r.session_id = b->rows[0].session_id;
+    r.token = 5;
+    ck_assert_int_eq(st_sched_complete(s, b->id, 8, &r, 1, 0), ST_EEPOCH);
+    st_req_view v = view(s, id);
+    ck_assert(v.done); /* second failure in a row */
+    ck_assert_int_eq(v.err, ST_EEPOCH);
+    st_sched_free(s);
+}
+END_TEST
+
+START_TEST(step_deadline)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[2] = {1, 3};
+    st_gen_req g = req_of(p, 2, 4);
+    uint64_t id;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_OK);
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
+    st_sched_tick(s, 999 * MS, NULL);
+    ck_assert(!view(s, id).done);
+    st_sched_tick(s, 1000 * MS, NULL);
+    st_req_view v = view(s, id);
+    ck_assert(v.done);
+    ck_assert_str_eq(v.finish, "error");
+    ck_assert_int_eq(v.err, ST_ETIMEOUT);
+    ck_assert_msg(strstr(v.err_msg, "step deadline missed"), "%s", v.err_msg);
+    ck_assert_uint_eq(st_sched_in_flight(s), 0);
+    /* finished requests expire after their TTL */
+    st_sched_tick(s, 1000 * MS + 10000 * MS, NULL);
+    ck_assert_int_eq(st_sched_view(s, id, &v), ST_ENOENT);
+    st_sched_free(s);
+}
+END_TEST
+
+START_TEST(queue_and_stall)
+{
+    st_sched_cfg c = cfg_default();
+    c.max_sessions = 1;
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[2] = {1, 3};
+    st_gen_req g = req_of(p, 2, 3);
+    uint64_t a, b2, c3;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &a), ST_OK);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &b2), ST_OK);
+    fake f = {.forced = -1};
+    uint64_t now = 0;
+    /* only one slot: B starts after A */
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
+    ck_assert_uint_eq(b->n_rows, 1);
+    st_sched_result_row res[4];
+    uint64_t rng[4][4];
+    size_t n = fake_run(&f, b, res, rng);
+    ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, now), ST_OK);
+    drive(s, &f, &now, 100, NULL, NULL);
+    ck_assert(view(s, a).done);
+    ck_assert(view(s, b2).done);
+    ck_assert_str_eq(view(s, b2).finish, "length");
+    /* no plan (stall): a waiting request fails after the queue timeout */
+    ck_assert_int_eq(st_sched_submit(s, &g, now, &c3), ST_OK);
+    st_sched_tick(s, now + 4999 * MS, "a committed plan (waiting for workers)");
+    ck_assert(!view(s, c3).done);
+    st_sched_tick(s, now + 5000 * MS, "a committed plan (waiting for workers)");
+    st_req_view v = view(s, c3);
+    ck_assert(v.done);
+    ck_assert_int_eq(v.err, ST_EBUSY);
+    ck_assert_msg(strstr(v.err_msg, "waiting for workers"), "%s", v.err_msg);
+    st_sched_free(s);
+}
+END_TEST
+
+START_TEST(cancel_in_flight)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[2] = {1, 3};
+    st_gen_req g = req_of(p, 2, 10);
+    uint64_t id;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_OK);
+    fake f = {.forced = -1};
+    st_sched_result_row res[4];
+    uint64_t rng[4][4];
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
+    ck_assert_int_eq(st_sched_cancel(s, id, 0), ST_OK);
+    uint64_t ended[4];
+    ck_assert_uint_eq(st_sched_take_ended(s, ended, 4), 0); /* still in flight */
+    size_t n = fake_run(&f, b, res, rng);
+    ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, 0), ST_OK);
+    st_req_view v = view(s, id);
+    ck_assert_str_eq(v.finish, "cancelled");
+    ck_assert_uint_eq(v.n_ids, 0); /* the late token is not delivered */
+    ck_assert_uint_eq(st_sched_take_ended(s, ended, 4), 1);
+    ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(st_sched_cancel(s, 424242, 0), ST_ENOENT);
+    st_sched_free(s);
+}
+END_TEST
+
+START_TEST(client_session_reuses_kv)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[5] = {1, 3, 4, 5, 6};
+    st_gen_req g = req_of(p, 5, 3);
+    g.client_session = 77;
+    uint64_t a, b2, x;
+    uint64_t now = 0;
+    ck_assert_int_eq(st_sched_submit(s, &g, now, &a), ST_OK);
+    ck_assert_int_eq(st_sched_submit(s, &g, now, &x), ST_EBUSY); /* session busy */
+    fake f = {.forced = -1};
+    drive(s, &f, &now, 100, NULL, NULL);
+    ck_assert(view(s, a).done);
+    uint64_t ended[4];
+    ck_assert_uint_eq(st_sched_take_ended(s, ended, 4), 0); /* kept for the next turn */
+    int32_t q[2] = {7, 8};
+    g = req_of(q, 2, 3);
+    g.client_session = 77;
+    ck_assert_int_eq(st_sched_submit(s, &g, now, &b2), ST_OK);
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
+    /* history: 5 prompt + 3 generated; 7 cached (the last sample was never fed) */
+    ck_assert_uint_eq(b->rows[0].pos, 7);
+    ck_assert_uint_eq(b->rows[0].n_tok, 3);
+    ck_assert_int_eq(b->rows[0].tokens[1], 7);
+    ck_assert_int_eq(b->rows[0].tokens[2], 8);
+    st_sched_free(s);
+}
+END_TEST
+
+/* text: a tokenizer with byte tokens; a 3-byte character split over three
+ * ids appears only when complete; stop strings end generation */
+START_TEST(text_and_stop)
+{
+    const char *pieces[V];
+    char buf[V][16];
+    int32_t types[V];
+    for (int i = 0; i < V; i++) {
+        types[i] = 1;
+        pieces[i] = buf[i];
+        snprintf(buf[i], sizeof buf[i], "w%d", i);
+    }
+    pieces[0] = "<unk>", types[0] = 2;
+    pieces[1] = "<s>", types[1] = 3;
+    pieces[2] = "</s>", types[2] = 3;
+    pieces[3] = "\xe2\x96\x81hello";
+    pieces[4] = "<0xE2>", types[4] = 6;
+    pieces[5] = "<0x82>", types[5] = 6;
+    pieces[6] = "<0xAC>", types[6] = 6;
+    pieces[7] = "\xe2\x96\x81world";
+    pieces[8] = "!";
+    st_tok_config tc = st_tok_config_default();
+    st_tokenizer *tok;
+    ck_assert_int_eq(st_tok_from_pieces(pieces, NULL, NULL, types, V, &tc, &tok), ST_OK);
+    st_sched_cfg c = cfg_default();
+    c.tok = tok;
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[2] = {1, 3};
+    st_gen_req g = req_of(p, 2, 10);
+    const char *stops[1] = {"d!"};
+    g.stop = stops;
+    g.n_stop = 1;
+    uint64_t id;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_OK);
+    int32_t script[] = {4, 5, 6, 7, 8, 3, 3};
+    fake f = {.forced = -1};
+    st_sched_result_row res[4];
+    uint64_t rng[4][4];
+    for (int step = 0; step < 7; step++) {
+        const st_sched_batch *b;
+        ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
+        if (b == NULL)
+            break;
+        f.forced = script[step];
+        size_t n = fake_run(&f, b, res, rng);
+        ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, 0), ST_OK);
+        st_req_view v = view(s, id);
+        if (step < 2) /* the euro sign is not complete yet */
+            ck_assert_uint_eq(v.text_len, 0);
+    }
+    st_req_view v = view(s, id);
+    ck_assert(v.done);
+    ck_assert_str_eq(v.finish, "stop");
+    ck_assert_uint_eq(v.n_ids, 5); /* the id completing the stop string is the last */
+    ck_assert_uint_eq(v.text_len, strlen("\xe2\x82\xac world!"));
+    ck_assert_int_eq(memcmp(v.text, "\xe2\x82\xac world!", v.text_len), 0);
+    ck_assert_uint_eq(v.text_off[0], 0);
+    ck_assert_uint_eq(v.text_off[2], 0);
+    ck_assert_uint_eq(v.text_off[3], 3);
+    ck_assert_uint_eq(v.text_off[4], 9);
+    ck_assert_uint_eq(v.text_off[5], 10);
+    st_sched_free(s);
+    st_tok_free(tok);
+}
+END_TEST
+
+START_TEST(context_full_ends_with_length)
+{
+    st_sched_cfg c = cfg_default();
+    c.n_ctx = 12;
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[8] = {1, 3, 4, 5, 6, 7, 8, 9};
+    st_gen_req g = req_of(p, 8, 12);
+    uint64_t id, now = 0;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_OK);
+    fake f = {.forced = -1};
+    drive(s, &f, &now, 100, NULL, NULL);
+    st_req_view v = view(s, id);
+    ck_assert_str_eq(v.finish, "length");
+    ck_assert_uint_eq(v.n_ids, 4); /* as strata run: stops when the history fills the context */
+    st_sched_free(s);
+}
+END_TEST
+
+START_TEST(shutdown_ends_everything)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[2] = {1, 3};
+    st_gen_req g = req_of(p, 2, 10);
+    uint64_t a, b2;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &a), ST_OK);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &b2), ST_OK);
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
+    st_sched_shutdown(s, "the coordinator is shutting down", 0);
+    ck_assert_uint_eq(st_sched_in_flight(s), 0);
+    ck_assert_uint_eq(st_sched_n_requests(s), 0);
+    st_req_view v = view(s, b2);
+    ck_assert(v.done);
+    ck_assert_int_eq(v.err, ST_ECANCELED);
+    ck_assert_str_eq(v.err_msg, "the coordinator is shutting down");
+    st_sched_free(s);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("scheduler");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, validation);
+    tcase_add_test(tc, prefill_chunks_then_decode);
+    tcase_add_test(tc, decode_rows_first_and_budget);
+    tcase_add_test(tc, eos_included_and_rng_history);
+    tcase_add_test(tc, replan_loses_nothing);
+    tcase_add_test(tc, failed_batch_retried_once);
+    tcase_add_test(tc, bad_results_fail_the_batch);
+    tcase_add_test(tc, step_deadline);
+    tcase_add_test(tc, queue_and_stall);
+    tcase_add_test(tc, cancel_in_flight);
+    tcase_add_test(tc, client_session_reuses_kv);
+    tcase_add_test(tc, text_and_stop);
+    tcase_add_test(tc, context_full_ends_with_length);
+    tcase_add_test(tc, shutdown_ends_everything);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,251 @@
+/* test_engine.c - properties of the stage engine that the cluster rests on:
+ *  - split equivalence: a stage [a, b) loaded alone and fed the hidden
+ *    states the full model has before layer a gives, bit for bit, the
+ *    hidden states (or logits) the full model has after layer b - 1;
+ *  - batch invariance (INV-7): a prompt's logits are bit-identical alone or
+ *    inside a batch with other prompts, at any place in it, with any
+ *    prefill chunking and with 1 or 2 threads;
+ *  - resident bytes follow the stage's share of the model;
+ *  - bad batches get errors, not crashes. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/engine/golden.h"
+#include "tests/engine/runner.h"
+
+static const char *const eng_models[] = {"synth-s-f32.gguf", "synth-s-f16.gguf",
+                                         "synth-s-q8_0.gguf", "synth-s-q4_0.gguf",
+                                         "stories260K.gguf"};
+#define ENG_N_MODELS 5
+
+static const int32_t eng_prompt[] = {1, 325, 422, 307, 404, 289, 386, 271, 368, 465, 350, 447};
+#define ENG_N_PROMPT 12
+
+/* hook state: the hidden states after every layer, [n_layer][n_tok][n_embd] */
+typedef struct eng_capture {
+    float *h;
+    int64_t n_tok, n_embd;
+} eng_capture;
+
+static void eng_hook(void *arg, int64_t layer, float *hidden, int64_t n_tok, int64_t n_embd)
+{
+    eng_capture *c = arg;
+    memcpy(c->h + (size_t)layer * (size_t)(n_tok * n_embd), hidden,
+           (size_t)(n_tok * n_embd) * sizeof(float));
+}
+
+static const st_kernel_ops *eng_ops(int variant)
+{
+    return variant == 0 ? st_kernels_ref() : st_kernels_select(0);
+}
+
+static void eng_split(const char *model, const st_kernel_ops *ops)
+{
+    char path[512];
+    golden_path(path, sizeof path, "models", model);
+    test_runner full;
+    ck_assert_int_eq(runner_open(&full, path, 0, -1, 2, ops, 64, 64), 0);
+    const st_hparams *hp = st_model_hparams(full.m);
+    int64_t L = hp->n_layer, E = hp->n_embd, T = ENG_N_PROMPT;
+    eng_capture cap = {malloc((size_t)(L * T * E) * sizeof(float)), T, E};
+    st_stage_set_hook(full.ctx, eng_hook, &cap);
+    st_batch_row row = {.kv = full.kv, .pos = 0, .n_tok = T, .tokens = eng_prompt,
+                        .all_logits = true};
+    float *full_logits = malloc((size_t)(T * hp->n_vocab) * sizeof(float));
+    ck_assert_int_eq(st_stage_forward(full.ctx, &row, 1, NULL, ST_OUT_LOGITS, full_logits,
+                                      (size_t)(T * hp->n_vocab)),
+                     ST_OK);
+    /* every split point pair a < b */
+    int checked = 0;
+    for (int64_t a = 0; a < L; a++) {
+        for (int64_t b = a + 1; b <= L; b++) {
+            test_runner st;
+            ck_assert_int_eq(runner_open(&st, path, a, b, 1, ops, 64, 64), 0);
+            ck_assert(st_model_has_embd(st.m) == (a == 0));
+            ck_assert(st_model_has_head(st.m) == (b == L));
+            const float *in = a == 0 ? NULL : cap.h + (size_t)((a - 1) * T * E);
+            st_batch_row r = {.kv = st.kv, .pos = 0, .n_tok = T, .tokens = eng_prompt,
+                              .all_logits = true};
+            if (b < L) {
+                float *out = malloc((size_t)(T * E) * sizeof(float));
+                ck_assert_int_eq(st_stage_forward(st.ctx, &r, 1, in, ST_OUT_HIDDEN, out,
+                                                  (size_t)(T * E)),
+                                 ST_OK);
+                ck_assert_msg(memcmp(out, cap.h + (size_t)((b - 1) * T * E),
+                                     (size_t)(T * E) * sizeof(float)) == 0,
+                              "%s: stage [%lld, %lld) hidden differs", model, (long long)a,
+                              (long long)b);
+                free(out);
+            } else {
+                float *out = malloc((size_t)(T * hp->n_vocab) * sizeof(float));
+                ck_assert_int_eq(st_stage_forward(st.ctx, &r, 1, in, ST_OUT_LOGITS, out,
+                                                  (size_t)(T * hp->n_vocab)),
+                                 ST_OK);
+                ck_assert_msg(memcmp(out, full_logits, (size_t)(T * hp->n_vocab) * sizeof(float)) ==
+                                  0,
+                              "%s: stage [%lld, L) logits differ", model, (long long)a);
+                free(out);
+            }
+            /* a stage touches only its share of the weights */
+            ck_assert(st_model_resident(st.m) <= st_model_resident(full.m));
+            if (a > 0 && b < L)
+                ck_assert(st_model_weight_bytes(st.m) < st_model_weight_bytes(full.m));
+            runner_close(&st);
+            checked++;
+        }
+    }
+    ck_assert_int_eq(checked, L * (L + 1) / 2);
+    free(full_logits);
+    free(cap.h);
+    runner_close(&full);
+}
+
+START_TEST(test_split_equivalence)
+{
+    eng_split(eng_models[_i % ENG_N_MODELS], eng_ops(_i / ENG_N_MODELS));
+}
+END_TEST
+
+/* eng_alone - all logits of prompt p (n tokens) run alone: 1 thread, one chunk. */
+static float *eng_alone(const char *path, const st_kernel_ops *ops, const int32_t *p, int64_t n)
+{
+    test_runner r;
+    ck_assert_int_eq(runner_open(&r, path, 0, -1, 1, ops, 64, 64), 0);
+    size_t V = (size_t)r.n_vocab;
+    float *out = malloc((size_t)n * V * sizeof(float));
+    st_batch_row row = {.kv = r.kv, .pos = 0, .n_tok = n, .tokens = p, .all_logits = true};
+    ck_assert_int_eq(st_stage_forward(r.ctx, &row, 1, NULL, ST_OUT_LOGITS, out, (size_t)n * V),
+                     ST_OK);
+    runner_close(&r);
+    return out;
+}
+
+static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, int threads,
+                                 int64_t chunk)
+{
+    char path[512];
+    golden_path(path, sizeof path, "models", model);
+    /* three sessions with different prompts and lengths */
+    static const int32_t p0[] = {1, 325, 422, 307, 404, 289, 386, 271, 368, 465, 350};
+    static const int32_t p1[] = {1, 99, 17, 300, 5};
+    static const int32_t p2[] = {1, 450, 451, 452, 453, 454, 455, 456, 457, 458, 459, 460, 461,
+                                 462, 463, 464, 465, 466};
+    const int32_t *ps[3] = {p0, p1, p2};
+    int64_t ns[3] = {11, 5, 18};
+    float *alone[3];
+    for (int s = 0; s < 3; s++)
+        alone[s] = eng_alone(path, ops, ps[s], ns[s]);
+
+    st_model *m;
+    st_pool *pool;
+    st_stage_ctx *ctx;
+    ck_assert_int_eq(st_model_open(path, 0, -1, &m), ST_OK);
+    ck_assert_int_eq(st_pool_open(threads, 0, &pool), ST_OK);
+    ck_assert_int_eq(st_stage_ctx_open(m, 64, pool, ops, &ctx), ST_OK);
+    size_t V = (size_t)st_model_hparams(m)->n_vocab;
+    st_kv *kv[3];
+    for (int s = 0; s < 3; s++)
+        ck_assert_int_eq(st_stage_kv_alloc(ctx, 64, &kv[s]), ST_OK);
+    float *out = malloc(64 * V * sizeof(float));
+    int64_t done[3] = {0, 0, 0};
+    /* each step: rows in rotating order, each row a chunk of its prompt */
+    for (int step = 0; done[0] < ns[0] || done[1] < ns[1] || done[2] < ns[2]; step++) {
+        st_batch_row rows[3];
+        int who[3], nr = 0;
+        for (int k = 0; k < 3; k++) {
+            int s = (k + step) % 3;
+            if (done[s] >= ns[s])
+                continue;
+            int64_t c = chunk + (s == 1 ? 0 : step % 2); /* uneven chunks per session */
+            if (c > ns[s] - done[s])
+                c = ns[s] - done[s];
+            rows[nr] = (st_batch_row){.kv = kv[s], .pos = done[s], .n_tok = c,
+                                      .tokens = ps[s] + done[s], .all_logits = true};
+            who[nr++] = s;
+        }
+        ck_assert_int_eq(st_stage_forward(ctx, rows, (size_t)nr, NULL, ST_OUT_LOGITS, out, 64 * V),
+                         ST_OK);
+        size_t off = 0;
+        for (int k = 0; k < nr; k++) {
+            int s = who[k];
+            for (int64_t j = 0; j < rows[k].n_tok; j++, off++)
+                ck_assert_msg(memcmp(out + off * V, alone[s] + (size_t)(done[s] + j) * V,
+                                     V * sizeof(float)) == 0,
+                              "%s: session %d token %lld differs in a batch (threads %d, "
+                              "chunk %lld)",
+                              model, s, (long long)(done[s] + j), threads, (long long)chunk);
+            done[s] += rows[k].n_tok;
+        }
+    }
+    free(out);
+    for (int s = 0; s < 3; s++) {
+        st_kv_free(kv[s]);
+        free(alone[s]);
+    }
+    st_stage_ctx_close(ctx);
+    st_pool_close(pool);
+    st_model_close(m);
+}
+
+START_TEST(test_batch_invariance)
+{
+    const char *model = eng_models[_i % ENG_N_MODELS];
+    const st_kernel_ops *ops = eng_ops(_i / ENG_N_MODELS);
+    eng_batch_invariance(model, ops, 1, 1);
+    eng_batch_invariance(model, ops, 2, 3);
+    eng_batch_invariance(model, ops, 2, 7);
+}
+END_TEST
+
+START_TEST(test_bad_batches)
+{
+    char path[512];
+    golden_path(path, sizeof path, "models", "synth-s-q8_0.gguf");
+    test_runner r;
+    ck_assert_int_eq(runner_open(&r, path, 0, -1, 1, st_kernels_ref(), 8, 16), 0);
+    size_t V = (size_t)r.n_vocab;
+    float *out = malloc(16 * V * sizeof(float));
+    int32_t ids[20] = {1, 2, 3};
+    st_batch_row row = {.kv = r.kv, .pos = 0, .n_tok = 3, .tokens = ids};
+    ck_assert_int_eq(st_stage_forward(r.ctx, &row, 0, NULL, ST_OUT_LOGITS, out, V), ST_EINVAL);
+    row.n_tok = 9; /* over max_tokens */
+    ck_assert_int_eq(st_stage_forward(r.ctx, &row, 1, NULL, ST_OUT_LOGITS, out, 16 * V), ST_ERANGE);
+    row.n_tok = 3;
+    ids[1] = 512; /* outside the vocabulary */
+    ck_assert_int_eq(st_stage_forward(r.ctx, &row, 1, NULL, ST_OUT_LOGITS, out, V), ST_ERANGE);
+    ids[1] = -1;
+    ck_assert_int_eq(st_stage_forward(r.ctx, &row, 1, NULL, ST_OUT_LOGITS, out, V), ST_ERANGE);
+    ids[1] = 2;
+    row.pos = 2; /* a gap: nothing is filled yet */
+    ck_assert_int_eq(st_stage_forward(r.ctx, &row, 1, NULL, ST_OUT_LOGITS, out, V), ST_ERANGE);
+    row.pos = 0;
+    ck_assert_int_eq(st_stage_forward(r.ctx, &row, 1, NULL, ST_OUT_LOGITS, out, V - 1), ST_ERANGE);
+    st_batch_row two[2] = {row, row}; /* one session twice */
+    ck_assert_int_eq(st_stage_forward(r.ctx, two, 2, NULL, ST_OUT_LOGITS, out, 2 * V), ST_EINVAL);
+    ck_assert_int_eq(st_stage_forward(r.ctx, &row, 1, NULL, ST_OUT_LOGITS, out, V), ST_OK);
+    ck_assert_int_eq(r.kv->n_filled, 3);
+    row.pos = 15; /* past the cache's end */
+    row.n_tok = 2;
+    ck_assert_int_eq(st_stage_forward(r.ctx, &row, 1, NULL, ST_OUT_LOGITS, out, V), ST_ERANGE);
+    free(out);
+    runner_close(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("engine");
+    TCase *tc = tcase_create("engine");
+    tcase_set_timeout(tc, 600);
+    tcase_add_loop_test(tc, test_split_equivalence, 0, 2 * ENG_N_MODELS);
+    tcase_add_loop_test(tc, test_batch_invariance, 0, 2 * ENG_N_MODELS);
+    tcase_add_test(tc, test_bad_batches);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf == 0 ? 0 : 1;
+}

@@ -1,0 +1,147 @@
+/* test_golden.c - every case of golden/generation.json, teacher-forced,
+ * with the reference kernels and with the kernels chosen at start-up,
+ * within the tolerances of golden/README.md. Prints, per case and kernel
+ * variant, the smallest per-step cosine and the largest |logit diff|. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/gguf.h"
+#include "tests/engine/golden.h"
+#include "tests/engine/runner.h"
+
+static golden_case *g_cases;
+static size_t g_n;
+
+typedef struct golden_metrics {
+    double min_cos, max_abs;
+    int argmax_fail; /* steps failing the argmax rule */
+    int steps;
+} golden_metrics;
+
+static st_dtype golden_model_dtype(const char *path)
+{
+    st_gguf *g;
+    ck_assert_int_eq(st_gguf_open(path, &g), ST_OK);
+    const st_gguf_tensor *t = st_gguf_find_tensor(g, "blk.0.attn_q.weight");
+    ck_assert_ptr_nonnull(t);
+    st_dtype d = t->dtype;
+    st_gguf_close(g);
+    return d;
+}
+
+static int64_t golden_argmax(const float *x, int64_t n)
+{
+    int64_t b = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[b])
+            b = i;
+    return b;
+}
+
+static void golden_compare(const float *ref, const float *got, int64_t n, double margin_frac,
+                           golden_metrics *gm)
+{
+    double dot = 0, na = 0, nb = 0, mx = 0, scale = 0;
+    for (int64_t i = 0; i < n; i++) {
+        dot += (double)ref[i] * got[i];
+        na += (double)ref[i] * ref[i];
+        nb += (double)got[i] * got[i];
+        double d = fabs((double)ref[i] - got[i]);
+        if (d > mx)
+            mx = d;
+        if (fabs(ref[i]) > scale)
+            scale = fabs(ref[i]);
+    }
+    double cosv = dot / (sqrt(na) * sqrt(nb));
+    if (cosv < gm->min_cos)
+        gm->min_cos = cosv;
+    if (mx > gm->max_abs)
+        gm->max_abs = mx;
+    int64_t a = golden_argmax(ref, n);
+    double second = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        if (i != a && ref[i] > second)
+            second = ref[i];
+    double margin = ref[a] - second;
+    if (margin > margin_frac * scale && golden_argmax(got, n) != a)
+        gm->argmax_fail++;
+    gm->steps++;
+}
+
+static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int threads,
+                            int64_t chunk)
+{
+    char path[512];
+    golden_path(path, sizeof path, "models", gc->model);
+    st_dtype dt = golden_model_dtype(path);
+    float *ref = golden_read_logits(gc);
+    ck_assert_msg(ref != NULL, "cannot read %s", gc->logits_file);
+    test_runner r;
+    ck_assert_int_eq(runner_open(&r, path, 0, -1, threads, ops, 64,
+                                 (int64_t)(gc->n_prompt + gc->n)), 0);
+    ck_assert_int_eq(r.n_vocab, gc->n_vocab);
+    golden_metrics gm = {.min_cos = 1.0};
+    /* F32: every argmax (margin 0) and max |diff| <= 1e-3; F16: cos >= 0.9999,
+     * argmax where the margin > 1% of scale; Q8_0/Q4_0: 0.998 and 2%. */
+    double margin_frac = dt == ST_DT_F32 ? 0.0 : dt == ST_DT_F16 ? 0.01 : 0.02;
+    double min_cos = dt == ST_DT_F32 ? 0.0 : dt == ST_DT_F16 ? 0.9999 : 0.998;
+    ck_assert_int_eq(runner_eval(&r, gc->prompt, (int64_t)gc->n_prompt, 0, chunk), 0);
+    for (size_t i = 0; i < gc->n; i++) {
+        golden_compare(ref + i * (size_t)gc->n_vocab, r.logits, gc->n_vocab, margin_frac, &gm);
+        if (i + 1 < gc->n)
+            ck_assert_int_eq(runner_eval(&r, &gc->expected[i], 1, (int64_t)(gc->n_prompt + i), 1),
+                             0);
+    }
+    printf("golden: %-22s %-28s kernels=%-5s threads=%d chunk=%lld: min_cos=%.7f "
+           "max_abs=%.3g argmax_fail=%d/%d\n",
+           gc->model, gc->logits_file, ops->name, threads, (long long)chunk, gm.min_cos,
+           gm.max_abs, gm.argmax_fail, gm.steps);
+    fflush(stdout);
+    ck_assert_msg(gm.argmax_fail == 0, "%s: %d steps with a different argmax", gc->logits_file,
+                  gm.argmax_fail);
+    if (dt == ST_DT_F32)
+        ck_assert_msg(gm.max_abs <= 1e-3, "%s: max |diff| %g > 1e-3", gc->logits_file,
+                      gm.max_abs);
+    else
+        ck_assert_msg(gm.min_cos >= min_cos, "%s: min cosine %.6f < %.6f", gc->logits_file,
+                      gm.min_cos, min_cos);
+    runner_close(&r);
+    free(ref);
+}
+
+START_TEST(test_golden_ref)
+{
+    golden_run_case(&g_cases[_i], st_kernels_ref(), 1, 64);
+}
+END_TEST
+
+START_TEST(test_golden_default)
+{
+    /* the variant picked at start-up, 2 threads, prompt in chunks of 5 */
+    golden_run_case(&g_cases[_i], st_kernels_select(0), 2, 5);
+}
+END_TEST
+
+int main(void)
+{
+    g_n = golden_load(&g_cases);
+    if (g_n == 0) {
+        fprintf(stderr, "test_golden: cannot read golden/generation.json (STRATA_SHARED)\n");
+        return 1;
+    }
+    Suite *s = suite_create("golden");
+    TCase *tc = tcase_create("golden");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_golden_ref, 0, (int)g_n);
+    tcase_add_loop_test(tc, test_golden_default, 0, (int)g_n);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    golden_free(g_cases, g_n);
+    return nf == 0 ? 0 : 1;
+}

@@ -1,0 +1,232 @@
+/* test_model.c - model-level validation of GGUF files: each missing key or
+ * tensor, each shape that contradicts the hyperparameters, an unsupported
+ * architecture and a wrongly typed norm gets its specific error naming the
+ * culprit. Crafted files are stories260K.gguf rewritten in memory with one
+ * change. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/gguf.h"
+#include "common/gguf_write.h"
+#include "tests/engine/golden.h"
+#include "worker/model.h"
+
+typedef struct edit {
+    const char *drop_key;     /* omit this pair */
+    const char *set_key;      /* replace this u32 pair's value */
+    uint32_t set_val;
+    const char *arch;         /* replace general.architecture */
+    const char *drop_tensor;  /* omit this tensor */
+    const char *f16_tensor;   /* store this f32 tensor as f16 */
+} edit;
+
+static st_gguf *g_src;
+
+static void copy_kv(st_gguf_writer *w, const st_gguf_kv *kv, const edit *ed)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%.*s", (int)kv->key.len, kv->key.data);
+    if (ed->drop_key && strcmp(key, ed->drop_key) == 0)
+        return;
+    if (strcmp(key, "general.alignment") == 0)
+        return; /* the writer's default alignment is the same */
+    st_err e = ST_OK;
+    switch (kv->type) {
+    case ST_GGUF_UINT32:
+        e = st_gguf_writer_add_u32(w, key, ed->set_key && strcmp(key, ed->set_key) == 0
+                                               ? ed->set_val
+                                               : (uint32_t)kv->v.u64);
+        break;
+    case ST_GGUF_INT32:
+        e = st_gguf_writer_add_i32(w, key, (int32_t)kv->v.i64);
+        break;
+    case ST_GGUF_FLOAT32:
+        e = st_gguf_writer_add_f32(w, key, (float)kv->v.f64);
+        break;
+    case ST_GGUF_BOOL:
+        e = st_gguf_writer_add_bool(w, key, kv->v.u64 != 0);
+        break;
+    case ST_GGUF_STRING:
+        if (ed->arch && strcmp(key, "general.architecture") == 0)
+            e = st_gguf_writer_add_str(w, key, ed->arch);
+        else
+            e = st_gguf_writer_add_strn(w, key, kv->v.str.data, kv->v.str.len);
+        break;
+    case ST_GGUF_ARRAY:
+        if (kv->arr_type == ST_GGUF_STRING) {
+            const char **s = malloc(kv->arr_n * sizeof *s);
+            size_t *l = malloc(kv->arr_n * sizeof *l);
+            for (uint64_t i = 0; i < kv->arr_n; i++) {
+                s[i] = kv->arr_strs[i].data;
+                l[i] = kv->arr_strs[i].len;
+            }
+            e = st_gguf_writer_add_arr_str(w, key, s, l, kv->arr_n);
+            free(s);
+            free(l);
+        } else {
+            e = st_gguf_writer_add_arr(w, key, kv->arr_type, kv->arr_data, kv->arr_n);
+        }
+        break;
+    default:
+        ck_abort_msg("unexpected kv type %d for %s", kv->type, key);
+    }
+    ck_assert_int_eq(e, ST_OK);
+}
+
+/* craft - a copy of the source with one edit; returns the open file. */
+static st_gguf *craft(const edit *ed, uint8_t **buf)
+{
+    st_gguf_writer *w;
+    ck_assert_int_eq(st_gguf_writer_new(&w), ST_OK);
+    for (uint64_t i = 0; i < st_gguf_n_kv(g_src); i++)
+        copy_kv(w, st_gguf_kv_at(g_src, i), ed);
+    uint16_t *half = NULL;
+    for (uint64_t i = 0; i < st_gguf_n_tensors(g_src); i++) {
+        const st_gguf_tensor *t = st_gguf_tensor_at(g_src, i);
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.data);
+        if (ed->drop_tensor && strcmp(name, ed->drop_tensor) == 0)
+            continue;
+        if (ed->f16_tensor && strcmp(name, ed->f16_tensor) == 0) {
+            size_t n = t->nbytes / 4;
+            half = malloc(n * 2);
+            st_kernels_ref()->from_float[ST_DT_F16](t->data, half, (int64_t)n);
+            ck_assert_int_eq(st_gguf_writer_add_tensor(w, name, ST_DT_F16, t->n_dims, t->ne,
+                                                       half, n * 2),
+                             ST_OK);
+            continue;
+        }
+        ck_assert_int_eq(
+            st_gguf_writer_add_tensor(w, name, t->dtype, t->n_dims, t->ne, t->data, t->nbytes),
+            ST_OK);
+    }
+    size_t len;
+    ck_assert_int_eq(st_gguf_writer_to_mem(w, buf, &len), ST_OK);
+    st_gguf_writer_free(w);
+    free(half);
+    st_gguf *g;
+    ck_assert_int_eq(st_gguf_open_mem(*buf, len, &g), ST_OK);
+    return g;
+}
+
+static void expect(const edit *ed, st_err code, const char *needle)
+{
+    uint8_t *buf;
+    st_gguf *g = craft(ed, &buf);
+    st_model *m = NULL;
+    st_err e = st_model_open_gguf(g, 0, -1, &m);
+    ck_assert_msg(e == code, "expected %s, got %s", st_strerror(code), st_errmsg(e));
+    ck_assert_msg(strstr(st_errdetail(), needle) != NULL, "detail '%s' does not name '%s'",
+                  st_errdetail(), needle);
+    ck_assert_ptr_null(m);
+    st_gguf_close(g);
+    free(buf);
+}
+
+static void setup(void)
+{
+    char p[512];
+    ck_assert_int_eq(st_gguf_open(golden_path(p, sizeof p, "models", "stories260K.gguf"), &g_src),
+                     ST_OK);
+}
+
+static void teardown(void) { st_gguf_close(g_src); }
+
+START_TEST(test_unchanged_copy_loads)
+{
+    edit ed = {0};
+    uint8_t *buf;
+    st_gguf *g = craft(&ed, &buf);
+    st_model *m;
+    ck_assert_int_eq(st_model_open_gguf(g, 0, -1, &m), ST_OK);
+    ck_assert_int_eq(st_model_hparams(m)->n_layer, 5);
+    ck_assert_int_eq(st_model_hparams(m)->n_head_kv, 4);
+    ck_assert(st_model_has_head(m) && st_model_has_embd(m));
+    st_model_close(m);
+    st_gguf_close(g);
+    free(buf);
+}
+END_TEST
+
+START_TEST(test_missing_keys)
+{
+    edit a = {.drop_key = "llama.block_count"};
+    expect(&a, ST_EMISSING, "llama.block_count");
+    edit b = {.drop_key = "llama.embedding_length"};
+    expect(&b, ST_EMISSING, "llama.embedding_length");
+    edit c = {.drop_key = "llama.attention.layer_norm_rms_epsilon"};
+    expect(&c, ST_EMISSING, "layer_norm_rms_epsilon");
+    edit d = {.drop_key = "general.architecture"};
+    expect(&d, ST_EMISSING, "general.architecture");
+}
+END_TEST
+
+START_TEST(test_missing_tensors)
+{
+    edit a = {.drop_tensor = "blk.2.ffn_up.weight"};
+    expect(&a, ST_EMISSING, "blk.2.ffn_up.weight");
+    edit b = {.drop_tensor = "output_norm.weight"};
+    expect(&b, ST_EMISSING, "output_norm.weight");
+    edit c = {.drop_tensor = "token_embd.weight"};
+    expect(&c, ST_EMISSING, "token_embd.weight");
+}
+END_TEST
+
+START_TEST(test_shapes_contradict_hparams)
+{
+    edit a = {.set_key = "llama.attention.head_count_kv", .set_val = 8};
+    expect(&a, ST_ESHAPE, "blk.0.attn_k.weight");
+    edit b = {.set_key = "llama.feed_forward_length", .set_val = 170};
+    expect(&b, ST_ESHAPE, "blk.0.ffn_gate.weight");
+    edit c = {.set_key = "llama.attention.head_count", .set_val = 7};
+    expect(&c, ST_ESHAPE, "head_count");
+    edit d = {.set_key = "llama.rope.dimension_count", .set_val = 9};
+    expect(&d, ST_ESHAPE, "dimension_count");
+    edit e = {.set_key = "llama.vocab_size", .set_val = 600};
+    expect(&e, ST_ESHAPE, "token_embd.weight");
+    edit f = {.set_key = "llama.block_count", .set_val = 6};
+    expect(&f, ST_EMISSING, "blk.5.");
+}
+END_TEST
+
+START_TEST(test_architecture_and_types)
+{
+    edit a = {.arch = "gpt2"};
+    expect(&a, ST_ETYPE, "gpt2");
+    edit b = {.f16_tensor = "blk.1.attn_norm.weight"};
+    expect(&b, ST_ETYPE, "blk.1.attn_norm.weight");
+}
+END_TEST
+
+START_TEST(test_layer_range)
+{
+    st_model *m = NULL;
+    ck_assert_int_eq(st_model_open_gguf(g_src, 3, 2, &m), ST_ERANGE);
+    ck_assert_int_eq(st_model_open_gguf(g_src, 0, 6, &m), ST_ERANGE);
+    ck_assert_int_eq(st_model_open_gguf(g_src, -1, 2, &m), ST_ERANGE);
+    ck_assert_int_eq(st_model_open_gguf(g_src, 1, 3, &m), ST_OK);
+    ck_assert(!st_model_has_embd(m) && !st_model_has_head(m));
+    st_model_close(m);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("model");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_unchanged_copy_loads);
+    tcase_add_test(tc, test_missing_keys);
+    tcase_add_test(tc, test_missing_tensors);
+    tcase_add_test(tc, test_shapes_contradict_hparams);
+    tcase_add_test(tc, test_architecture_and_types);
+    tcase_add_test(tc, test_layer_range);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf == 0 ? 0 : 1;
+}

@@ -1,0 +1,768 @@
+/* test_kernels.c - unit tests of kernels/: dtypes, conversions and every op.
+ *
+ * Every op test runs over each variant st_kernels_get returns (the
+ * reference, and SIMD tables once they exist), against a double-precision
+ * oracle with a per-dtype bound, so a new variant is checked without new
+ * test code. Conversions must be bit-exact across variants, and the Q8_0 /
+ * Q4_0 / F16 converters must reproduce the shared synth-s files (written by
+ * llama.cpp's tools from the same values as synth-s-f32.gguf) byte for byte;
+ * a minimal GGUF reader (tk_gguf.c) finds the tensors. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/fp16.h"
+#include "kernels/kernels.h"
+#include "tests/kernels/tk_gguf.h"
+
+/* ---- deterministic random numbers ---- */
+
+typedef struct tk_rng {
+    uint64_t s;
+} tk_rng;
+
+static uint64_t tk_next(tk_rng *r)
+{
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* tk_unif - uniform in [-1, 1). */
+static float tk_unif(tk_rng *r) { return (float)((double)(tk_next(r) >> 11) * 0x1p-52 - 1.0); }
+
+static void tk_fill(tk_rng *r, float *x, int64_t n, float scale)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = tk_unif(r) * scale;
+}
+
+static void *tk_alloc(size_t n)
+{
+    void *p = calloc(1, n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+static int tk_is_nan(float f) { return f != f; }
+
+/* ---- dtype table ---- */
+
+START_TEST(test_dtype_table)
+{
+    static const struct {
+        st_dtype t;
+        const char *name;
+        uint32_t ggml;
+        int64_t blck;
+        size_t bytes;
+        st_dtype act;
+    } want[] = {
+        {ST_DT_F32, "f32", 0, 1, 4, ST_DT_F32},     {ST_DT_F16, "f16", 1, 1, 2, ST_DT_F16},
+        {ST_DT_BF16, "bf16", 30, 1, 2, ST_DT_BF16}, {ST_DT_Q8_0, "q8_0", 8, 32, 34, ST_DT_Q8_0},
+        {ST_DT_Q4_0, "q4_0", 2, 32, 18, ST_DT_Q8_0},
+    };
+    for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+        const st_dtype_info *info = st_dtype_info_of(want[k].t);
+        ck_assert_ptr_nonnull(info);
+        ck_assert_str_eq(info->name, want[k].name);
+        ck_assert_uint_eq(info->ggml_type, want[k].ggml);
+        ck_assert_int_eq(info->blck, want[k].blck);
+        ck_assert_uint_eq(info->blck_bytes, want[k].bytes);
+        ck_assert_int_eq(info->act, want[k].act);
+        st_dtype t = ST_DT_COUNT;
+        ck_assert_int_eq(st_dtype_from_ggml(want[k].ggml, &t), ST_K_OK);
+        ck_assert_int_eq(t, want[k].t);
+        t = ST_DT_COUNT;
+        ck_assert_int_eq(st_dtype_from_name(want[k].name, &t), ST_K_OK);
+        ck_assert_int_eq(t, want[k].t);
+    }
+    st_dtype t;
+    ck_assert_ptr_null(st_dtype_info_of(ST_DT_COUNT));
+    ck_assert_int_eq(st_dtype_from_ggml(12, &t), ST_K_ETYPE); /* q4_K: unsupported */
+    ck_assert_int_eq(st_dtype_from_name("q4_K", &t), ST_K_ETYPE);
+    ck_assert_int_eq(st_dtype_from_name("F32", &t), ST_K_ETYPE);
+}
+END_TEST
+
+START_TEST(test_row_size)
+{
+    size_t sz = 0;
+    ck_assert_int_eq(st_row_size(ST_DT_F32, 3, &sz), ST_K_OK);
+    ck_assert_uint_eq(sz, 12);
+    ck_assert_int_eq(st_row_size(ST_DT_BF16, 7, &sz), ST_K_OK);
+    ck_assert_uint_eq(sz, 14);
+    ck_assert_int_eq(st_row_size(ST_DT_Q8_0, 256, &sz), ST_K_OK);
+    ck_assert_uint_eq(sz, 8 * 34);
+    ck_assert_int_eq(st_row_size(ST_DT_Q4_0, 256, &sz), ST_K_OK);
+    ck_assert_uint_eq(sz, 8 * 18);
+    ck_assert_int_eq(st_row_size(ST_DT_Q4_0, 0, &sz), ST_K_OK);
+    ck_assert_uint_eq(sz, 0);
+    sz = 777;
+    const int64_t bad[] = {1, 31, 33, 48, 255, -32, -1};
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        ck_assert_int_eq(st_row_size(ST_DT_Q8_0, bad[k], &sz), ST_K_ESHAPE);
+        ck_assert_int_eq(st_row_size(ST_DT_Q4_0, bad[k], &sz), ST_K_ESHAPE);
+    }
+    ck_assert_uint_eq(sz, 777); /* untouched on error */
+    ck_assert_int_eq(st_row_size(ST_DT_F32, -1, &sz), ST_K_ESHAPE);
+    ck_assert_int_eq(st_row_size(ST_DT_COUNT, 32, &sz), ST_K_ETYPE);
+    ck_assert_int_eq(st_row_size(ST_DT_F32, INT64_MAX, &sz), ST_K_ESHAPE); /* overflow */
+}
+END_TEST
+
+/* ---- variant selection ---- */
+
+START_TEST(test_select)
+{
+    const st_kernel_ops *ref = st_kernels_ref();
+    ck_assert_ptr_nonnull(ref);
+    ck_assert_str_eq(ref->name, "ref");
+    ck_assert_ptr_eq(st_kernels_get(ST_KVAR_REF), ref);
+    ck_assert_ptr_null(st_kernels_get(ST_KVAR_COUNT));
+    ck_assert_ptr_eq(st_kernels_select(1), ref);
+    const st_kernel_ops *best = st_kernels_select(0);
+    ck_assert_ptr_nonnull(best);
+    ck_assert_ptr_eq(st_kernels_get(best->variant), best);
+    ck_assert_int_eq(setenv("STRATA_KERNELS", "ref", 1), 0);
+    ck_assert_ptr_eq(st_kernels_select(0), ref);
+    unsetenv("STRATA_KERNELS");
+    for (int v = 0; v < ST_KVAR_COUNT; v++) {
+        const st_kernel_ops *ops = st_kernels_get((st_kvariant)v);
+        if (ops == NULL)
+            continue;
+        ck_assert_int_eq(ops->variant, v);
+        for (int t = 0; t < ST_DT_COUNT; t++) {
+            ck_assert_ptr_nonnull(ops->to_float[t]);
+            ck_assert_ptr_nonnull(ops->from_float[t]);
+            ck_assert_ptr_nonnull(ops->mul_mat[t]);
+        }
+        ck_assert(ops->rmsnorm && ops->rope && ops->softmax && ops->silu_mul && ops->add &&
+                  ops->attn_head && ops->argmax);
+    }
+}
+END_TEST
+
+/* ---- f16 / bf16 conversions (each variant) ---- */
+
+static uint16_t tk_to_f16(const st_kernel_ops *ops, float f)
+{
+    uint16_t h;
+    ops->from_float[ST_DT_F16](&f, &h, 1);
+    return h;
+}
+
+static uint16_t tk_to_bf16(const st_kernel_ops *ops, float f)
+{
+    uint16_t h;
+    ops->from_float[ST_DT_BF16](&f, &h, 1);
+    return h;
+}
+
+START_TEST(test_f16_convert)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    static const struct {
+        float f;
+        uint16_t h;
+    } cases[] = {
+        {0.0f, 0x0000},          {-0.0f, 0x8000},          {1.0f, 0x3c00},
+        {-2.0f, 0xc000},         {65504.0f, 0x7bff},       {65519.99f, 0x7bff},
+        {65520.0f, 0x7c00},      {1e9f, 0x7c00},           {-1e9f, 0xfc00},
+        {0x1p-14f, 0x0400},      {0x1p-24f, 0x0001},       {0x1p-25f, 0x0000},
+        {0x1.8p-25f, 0x0001},    {0x1.8p-24f, 0x0002},     {0x1p-26f, 0x0000},
+        {1.0f + 0x1p-11f, 0x3c00}, /* tie -> even */       {1.0f + 0x3p-11f, 0x3c02},
+        {1.0f + 0x1.01p-11f, 0x3c01},                      {0.1f, 0x2e66},
+        {-0x1p-24f, 0x8001},     {INFINITY, 0x7c00},       {-INFINITY, 0xfc00},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+        ck_assert_msg(tk_to_f16(ops, cases[k].f) == cases[k].h, "%s: f16(%a) = 0x%04x, want 0x%04x",
+                      ops->name, (double)cases[k].f, tk_to_f16(ops, cases[k].f), cases[k].h);
+    ck_assert_uint_eq(tk_to_f16(ops, NAN) & 0x7c00u, 0x7c00u);
+    ck_assert_uint_ne(tk_to_f16(ops, NAN) & 0x3ffu, 0);
+    /* every half widens exactly and narrows back to itself (NaN stays NaN) */
+    uint16_t *h = tk_alloc(65536 * 2), *h2 = tk_alloc(65536 * 2);
+    float *f = tk_alloc(65536 * sizeof(float));
+    for (uint32_t i = 0; i < 65536; i++)
+        h[i] = (uint16_t)i;
+    ops->to_float[ST_DT_F16](h, f, 65536);
+    ops->from_float[ST_DT_F16](f, h2, 65536);
+    for (uint32_t i = 0; i < 65536; i++) {
+        const int nan = (i & 0x7c00u) == 0x7c00u && (i & 0x3ffu) != 0;
+        ck_assert_msg(f[i] == st_f16_to_f32(h[i]) || (nan && tk_is_nan(f[i])), "widen 0x%04x", i);
+        if (nan)
+            ck_assert_msg(tk_is_nan(f[i]) && (h2[i] & 0x7c00u) == 0x7c00u && (h2[i] & 0x3ffu),
+                          "nan 0x%04x", i);
+        else
+            ck_assert_msg(h2[i] == i, "%s: 0x%04x -> %a -> 0x%04x", ops->name, i, (double)f[i],
+                          h2[i]);
+    }
+    free(h);
+    free(h2);
+    free(f);
+}
+END_TEST
+
+START_TEST(test_bf16_convert)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    static const struct {
+        float f;
+        uint16_t h;
+    } cases[] = {
+        {1.0f, 0x3f80},          {-2.0f, 0xc000},          {1.0f + 0x1p-8f, 0x3f80},
+        {1.0f + 0x3p-8f, 0x3f82}, {1.0f + 0x1.02p-8f, 0x3f81}, {0x1p-127f, 0x0000},
+        {-0x1p-130f, 0x8000},    {0x1p-126f, 0x0080},      {3.0e38f, 0x7f62},
+        {FLT_MAX, 0x7f80}, {INFINITY, 0x7f80},     {-INFINITY, 0xff80},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
+        ck_assert_msg(tk_to_bf16(ops, cases[k].f) == cases[k].h,
+                      "%s: bf16(%a) = 0x%04x, want 0x%04x", ops->name, (double)cases[k].f,
+                      tk_to_bf16(ops, cases[k].f), cases[k].h);
+    const uint16_t hn = tk_to_bf16(ops, st_bits_f32(0x7f800001u)); /* signalling NaN */
+    ck_assert_msg((hn & 0x7f80u) == 0x7f80u && (hn & 0x7fu) != 0, "nan -> 0x%04x", hn);
+    uint16_t *h = tk_alloc(65536 * 2), *h2 = tk_alloc(65536 * 2);
+    float *f = tk_alloc(65536 * sizeof(float));
+    for (uint32_t i = 0; i < 65536; i++)
+        h[i] = (uint16_t)i;
+    ops->to_float[ST_DT_BF16](h, f, 65536);
+    ops->from_float[ST_DT_BF16](f, h2, 65536);
+    for (uint32_t i = 0; i < 65536; i++) {
+        ck_assert_uint_eq(st_f32_bits(f[i]), i << 16);
+        const int nan = (i & 0x7f80u) == 0x7f80u && (i & 0x7fu) != 0;
+        const int sub = (i & 0x7f80u) == 0 && (i & 0x7fu) != 0;
+        if (nan)
+            ck_assert_msg((h2[i] & 0x7f80u) == 0x7f80u && (h2[i] & 0x7fu), "nan 0x%04x", i);
+        else if (sub)
+            ck_assert_msg(h2[i] == (i & 0x8000u), "subnormal 0x%04x not flushed: 0x%04x", i, h2[i]);
+        else
+            ck_assert_msg(h2[i] == i, "%s: 0x%04x -> 0x%04x", ops->name, i, h2[i]);
+    }
+    free(h);
+    free(h2);
+    free(f);
+}
+END_TEST
+
+/* ---- Q8_0 / Q4_0 quantization ---- */
+
+START_TEST(test_quant_error_bounds)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    const int64_t n = 32 * 64;
+    tk_rng r = {7};
+    float *x = tk_alloc(n * sizeof(float)), *y = tk_alloc(n * sizeof(float));
+    void *q = tk_alloc(n * 2);
+    for (int64_t i = 0; i < n; i++) /* blocks of very different scales */
+        x[i] = tk_unif(&r) * ldexpf(1.0f, (int)(i / 32) % 20 - 10);
+    for (int64_t j = 0; j < 32; j++) /* one all-zero block */
+        x[5 * 32 + j] = 0.0f;
+    const st_dtype qt[] = {ST_DT_Q8_0, ST_DT_Q4_0};
+    for (int k = 0; k < 2; k++) {
+        ops->from_float[qt[k]](x, q, n);
+        ops->to_float[qt[k]](q, y, n);
+        for (int64_t ib = 0; ib < n / 32; ib++) {
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++)
+                amax = fmaxf(amax, fabsf(x[ib * 32 + j]));
+            /* step = amax/127 (resp. amax/8); the clamp at q = 15 in Q4_0 costs one step */
+            const double step = qt[k] == ST_DT_Q8_0 ? amax / 127.0 : amax / 8.0;
+            /* plus |q| times the f16 rounding of d (absolute 2^-25 when subnormal) */
+            const double bound = (qt[k] == ST_DT_Q8_0 ? 0.5 : 1.0) * step * (1.0 + 0x1p-9) +
+                                 130.0 * (step * 0x1p-11 + 0x1p-25);
+            for (int j = 0; j < 32; j++) {
+                const double e = fabs((double)x[ib * 32 + j] - (double)y[ib * 32 + j]);
+                ck_assert_msg(e <= bound, "%s %s block %ld: |%a - %a| > %g", ops->name,
+                              st_dtype_info_of(qt[k])->name, (long)ib, (double)x[ib * 32 + j],
+                              (double)y[ib * 32 + j], bound);
+            }
+        }
+        for (int j = 0; j < 32; j++)
+            ck_assert(y[5 * 32 + j] == 0.0f);
+    }
+    /* exact layouts: Q8_0 d = 1 (amax 127), Q4_0 d = -1 (max -8): integers survive */
+    float v[32];
+    for (int j = 0; j < 32; j++)
+        v[j] = (float)(j * 8 - 127) * (j == 0 ? 1.0f : 1.0f);
+    st_block_q8_0 b8;
+    ops->from_float[ST_DT_Q8_0](v, &b8, 32);
+    ck_assert_uint_eq(b8.d, 0x3c00);
+    for (int j = 0; j < 32; j++)
+        ck_assert_int_eq(b8.qs[j], j * 8 - 127);
+    for (int j = 0; j < 32; j++)
+        v[j] = (float)((j % 16) - 8) * (j < 16 ? 1.0f : -1.0f) * (j == 16 ? 0.0f : 1.0f);
+    v[0] = -8.0f;
+    st_block_q4_0 b4;
+    ops->from_float[ST_DT_Q4_0](v, &b4, 32);
+    ck_assert_uint_eq(b4.d, 0x3c00); /* d = -8 / -8 = 1 */
+    for (int j = 0; j < 16; j++) {
+        ck_assert_int_eq(b4.qs[j] & 0xf, (int)v[j] + 8);
+        const int hi = (int)v[j + 16] + 8;
+        ck_assert_int_eq(b4.qs[j] >> 4, hi > 15 ? 15 : hi); /* +8 clamps to 15 */
+    }
+    free(x);
+    free(y);
+    free(q);
+}
+END_TEST
+
+/* tk_check_file_bytes - converts every f32 tensor of synth-s-f32.gguf that
+ * `file` stores as dtype t, row by row, and compares the bytes. */
+static void tk_check_file_bytes(const st_kernel_ops *ops, const char *file, st_dtype t)
+{
+    tk_gguf gf, gq;
+    tk_gguf_load(&gf, "synth-s-f32.gguf");
+    tk_gguf_load(&gq, file);
+    const uint32_t want = st_dtype_info_of(t)->ggml_type;
+    int compared = 0;
+    int64_t bad_rows = 0, rows_total = 0;
+    for (uint64_t i = 0; i < gq.nt; i++) {
+        const tk_tensor *q = &gq.t[i];
+        if (q->type != want)
+            continue;
+        const tk_tensor *f = tk_gguf_find(&gf, q->name);
+        ck_assert_msg(f != NULL && f->type == 0 && f->nelem == q->nelem && f->ne0 == q->ne0,
+                      "%s: no matching f32 tensor", q->name);
+        size_t rs;
+        ck_assert_int_eq(st_row_size(t, q->ne0, &rs), ST_K_OK);
+        unsigned char *row = tk_alloc(rs);
+        const int64_t nrows = q->nelem / q->ne0;
+        ck_assert(gf.data + f->off + (size_t)q->nelem * 4 <= gf.buf + gf.len);
+        ck_assert(gq.data + q->off + (size_t)nrows * rs <= gq.buf + gq.len);
+        for (int64_t r = 0; r < nrows; r++) {
+            float *src = tk_alloc((size_t)q->ne0 * 4); /* aligned copy */
+            memcpy(src, gf.data + f->off + (size_t)(r * q->ne0) * 4, (size_t)q->ne0 * 4);
+            ops->from_float[t](src, row, q->ne0);
+            if (memcmp(row, gq.data + q->off + (size_t)r * rs, rs) != 0)
+                bad_rows++;
+            free(src);
+        }
+        rows_total += nrows;
+        free(row);
+        compared++;
+    }
+    ck_assert_msg(compared > 0, "%s: no %s tensor", file, st_dtype_info_of(t)->name);
+    ck_assert_msg(bad_rows == 0, "%s %s: %ld of %ld rows differ from llama.cpp's bytes", ops->name,
+                  file, (long)bad_rows, (long)rows_total);
+    free(gf.buf);
+    free(gf.t);
+    free(gq.buf);
+    free(gq.t);
+}
+
+START_TEST(test_quant_matches_llama_cpp)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    tk_check_file_bytes(ops, "synth-s-q8_0.gguf", ST_DT_Q8_0);
+    tk_check_file_bytes(ops, "synth-s-q4_0.gguf", ST_DT_Q4_0);
+    tk_check_file_bytes(ops, "synth-s-f16.gguf", ST_DT_F16);
+}
+END_TEST
+
+/* ---- mul_mat ---- */
+
+typedef struct tk_mm {
+    st_dtype t, act;
+    int64_t n, rows, nx;
+    size_t w_stride, x_stride;
+    unsigned char *w, *x; /* in t, resp. act */
+    float *wf, *xf;       /* dequantized (exact values the kernel sees) */
+} tk_mm;
+
+static void tk_mm_init(tk_mm *m, const st_kernel_ops *ops, st_dtype t, int64_t n, int64_t rows,
+                       int64_t nx, uint64_t seed)
+{
+    tk_rng r = {seed};
+    m->t = t;
+    m->act = st_dtype_info_of(t)->act;
+    m->n = n;
+    m->rows = rows;
+    m->nx = nx;
+    ck_assert_int_eq(st_row_size(t, n, &m->w_stride), ST_K_OK);
+    ck_assert_int_eq(st_row_size(m->act, n, &m->x_stride), ST_K_OK);
+    m->w = tk_alloc(m->w_stride * rows);
+    m->x = tk_alloc(m->x_stride * nx);
+    m->wf = tk_alloc(sizeof(float) * n * rows);
+    m->xf = tk_alloc(sizeof(float) * n * nx);
+    float *tmp = tk_alloc(sizeof(float) * n);
+    for (int64_t i = 0; i < rows; i++) {
+        tk_fill(&r, tmp, n, 0.1f);
+        ops->from_float[t](tmp, m->w + i * m->w_stride, n);
+        ops->to_float[t](m->w + i * m->w_stride, m->wf + i * n, n);
+    }
+    for (int64_t j = 0; j < nx; j++) {
+        tk_fill(&r, tmp, n, 2.0f);
+        ops->from_float[m->act](tmp, m->x + j * m->x_stride, n);
+        ops->to_float[m->act](m->x + j * m->x_stride, m->xf + j * n, n);
+    }
+    free(tmp);
+}
+
+static void tk_mm_free(tk_mm *m)
+{
+    free(m->w);
+    free(m->x);
+    free(m->wf);
+    free(m->xf);
+}
+
+/* tk_mm_bound - allowed |y - exact| given sum_k |w_k x_k|: the reference's
+ * own order is tight (f16/bf16: exact products summed in double, so one
+ * final rounding; Q8_0/Q4_0: one rounding per block); other variants may
+ * accumulate in float. */
+static double tk_mm_bound(const st_kernel_ops *ops, st_dtype t, int64_t n, double sumabs,
+                          double exact)
+{
+    if (ops->variant == ST_KVAR_REF && (t == ST_DT_F16 || t == ST_DT_BF16))
+        return 0x1p-24 * fabs(exact) + (double)n * 0x1p-52 * sumabs + 1e-30; /* one rounding */
+    const double u = 0x1p-24;
+    double c;
+    if (ops->variant != ST_KVAR_REF)
+        c = 2.0 * (double)n * u;
+    else if (t == ST_DT_F32)
+        c = 1.01 * (double)n * u;
+    else
+        c = 2.0 * ((double)(n / 32) + 1.0) * u;
+    return c * sumabs + 1e-30;
+}
+
+START_TEST(test_mul_mat_accuracy)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    const int64_t ns[] = {32, 256, 768};
+    for (int t = 0; t < ST_DT_COUNT; t++) {
+        for (size_t k = 0; k < 3; k++) {
+            tk_mm m;
+            const int64_t n = ns[k], rows = 13, nx = 3;
+            tk_mm_init(&m, ops, (st_dtype)t, n, rows, nx, 100 + (uint64_t)t * 10 + k);
+            float *y = tk_alloc(sizeof(float) * rows * nx);
+            ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, y, rows);
+            for (int64_t j = 0; j < nx; j++) {
+                for (int64_t i = 0; i < rows; i++) {
+                    double s = 0.0, sa = 0.0;
+                    for (int64_t c = 0; c < n; c++) {
+                        const double p = (double)m.wf[i * n + c] * (double)m.xf[j * n + c];
+                        s += p;
+                        sa += fabs(p);
+                    }
+                    const double e = fabs((double)y[j * rows + i] - s);
+                    ck_assert_msg(e <= tk_mm_bound(ops, (st_dtype)t, n, sa, s),
+                                  "%s %s n=%ld y[%ld][%ld]=%.9g exact %.9g (err %g, sumabs %g)",
+                                  ops->name, st_dtype_info_of((st_dtype)t)->name, (long)n,
+                                  (long)j, (long)i, (double)y[j * rows + i], s, e, sa);
+                }
+            }
+            free(y);
+            tk_mm_free(&m);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_mul_mat_batch_invariance)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    for (int t = 0; t < ST_DT_COUNT; t++) {
+        tk_mm m;
+        const int64_t n = 256, rows = 37, nx = 5, ys = rows + 3;
+        tk_mm_init(&m, ops, (st_dtype)t, n, rows, nx, 900 + (uint64_t)t);
+        float *full = tk_alloc(sizeof(float) * ys * nx);
+        float *one = tk_alloc(sizeof(float) * rows);
+        float *perm = tk_alloc(sizeof(float) * ys * nx);
+        float *split = tk_alloc(sizeof(float) * ys * nx);
+        unsigned char *xp = tk_alloc(m.x_stride * nx);
+        ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, full, ys);
+        /* each row alone (nx = 1) */
+        for (int64_t j = 0; j < nx; j++) {
+            ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x + j * m.x_stride, m.x_stride, 1, one,
+                            rows);
+            ck_assert_msg(memcmp(one, full + j * ys, sizeof(float) * rows) == 0,
+                          "%s %s: row %ld differs alone vs in batch", ops->name,
+                          st_dtype_info_of((st_dtype)t)->name, (long)j);
+        }
+        /* rows rotated to other places in the batch */
+        for (int64_t j = 0; j < nx; j++)
+            memcpy(xp + ((j + 2) % nx) * m.x_stride, m.x + j * m.x_stride, m.x_stride);
+        ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, xp, m.x_stride, nx, perm, ys);
+        for (int64_t j = 0; j < nx; j++)
+            ck_assert(memcmp(perm + ((j + 2) % nx) * ys, full + j * ys, sizeof(float) * rows) == 0);
+        /* output rows split in uneven ranges */
+        const int64_t cuts[] = {0, 1, 8, 9, 30, rows};
+        for (size_t c = 0; c + 1 < sizeof(cuts) / sizeof(cuts[0]); c++)
+            ops->mul_mat[t](n, m.w, m.w_stride, cuts[c], cuts[c + 1], m.x, m.x_stride, nx, split,
+                            ys);
+        for (int64_t j = 0; j < nx; j++)
+            ck_assert(memcmp(split + j * ys, full + j * ys, sizeof(float) * rows) == 0);
+        free(full);
+        free(one);
+        free(perm);
+        free(split);
+        free(xp);
+        tk_mm_free(&m);
+    }
+}
+END_TEST
+
+/* ---- row and element-wise ops ---- */
+
+START_TEST(test_rmsnorm)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    tk_rng r = {42};
+    const int64_t n = 256;
+    float x[256], w[256], y[256];
+    tk_fill(&r, x, n, 3.0f);
+    for (int64_t i = 0; i < n; i++)
+        w[i] = 1.0f + 0.2f * tk_unif(&r);
+    const float eps = 1e-5f;
+    ops->rmsnorm(x, w, y, n, eps);
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        ss += (double)x[i] * x[i];
+    const double scale = 1.0 / sqrt(ss / n + (double)eps);
+    for (int64_t i = 0; i < n; i++) {
+        const double want = (double)x[i] * scale * w[i];
+        ck_assert_msg(fabs(y[i] - want) <= 2e-6 * fabs(want) + 1e-12, "%s y[%ld]=%.9g want %.9g",
+                      ops->name, (long)i, (double)y[i], want);
+    }
+    ops->rmsnorm(x, w, x, n, eps); /* in place */
+    ck_assert(memcmp(x, y, sizeof y) == 0);
+}
+END_TEST
+
+START_TEST(test_rope)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    const int64_t n_head = 3, head_dim = 64;
+    const int64_t n_rots[] = {64, 32};
+    const int64_t poss[] = {0, 3, 300};
+    tk_rng r = {5};
+    for (size_t a = 0; a < 2; a++) {
+        for (size_t b = 0; b < 3; b++) {
+            const int64_t n_rot = n_rots[a], pos = poss[b];
+            float x[3 * 64], x0[3 * 64];
+            tk_fill(&r, x0, n_head * head_dim, 1.0f);
+            memcpy(x, x0, sizeof x);
+            ops->rope(x, n_head, head_dim, n_rot, pos, 10000.0f);
+            /* float theta iteration: relative error grows ~ one ulp per pair */
+            const double tol = (double)pos * (double)(n_rot / 2 + 4) * 0x1p-23 + 1e-6;
+            for (int64_t h = 0; h < n_head; h++) {
+                for (int64_t i = 0; i < head_dim; i += 2) {
+                    const float *s = x0 + h * head_dim + i;
+                    const float *d = x + h * head_dim + i;
+                    if (i >= n_rot) {
+                        ck_assert(d[0] == s[0] && d[1] == s[1]);
+                        continue;
+                    }
+                    const double th = (double)pos * pow(10000.0, -(double)i / (double)n_rot);
+                    const double w0 = s[0] * cos(th) - s[1] * sin(th);
+                    const double w1 = s[0] * sin(th) + s[1] * cos(th);
+                    const double m = fabs(s[0]) + fabs(s[1]);
+                    ck_assert_msg(fabs(d[0] - w0) <= tol * m && fabs(d[1] - w1) <= tol * m,
+                                  "%s rope pos %ld dim %ld: (%g, %g) want (%g, %g)", ops->name,
+                                  (long)pos, (long)i, (double)d[0], (double)d[1], w0, w1);
+                    if (pos == 0)
+                        ck_assert(d[0] == s[0] && d[1] == s[1]);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
+static void tk_softmax_exact(const float *x, double *p, int64_t n)
+{
+    double mx = -INFINITY, s = 0.0;
+    for (int64_t i = 0; i < n; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    for (int64_t i = 0; i < n; i++)
+        s += (p[i] = exp((double)x[i] - mx));
+    for (int64_t i = 0; i < n; i++)
+        p[i] /= s;
+}
+
+START_TEST(test_softmax_silu_add)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    tk_rng r = {9};
+    const int64_t n = 300;
+    float x[300], g[300], u[300], y[300];
+    double p[300];
+    tk_fill(&r, x, n, 8.0f);
+    tk_softmax_exact(x, p, n);
+    ops->softmax(x, n);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(fabs(x[i] - p[i]) <= 2e-6 * p[i] + 1e-12, "%s softmax[%ld]=%g want %g",
+                      ops->name, (long)i, (double)x[i], p[i]);
+    float one = 3.0f;
+    ops->softmax(&one, 1);
+    ck_assert(one == 1.0f);
+    tk_fill(&r, g, n, 10.0f);
+    tk_fill(&r, u, n, 2.0f);
+    memcpy(y, g, sizeof y);
+    ops->silu_mul(y, u, n);
+    for (int64_t i = 0; i < n; i++) {
+        const double want = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+        ck_assert_msg(fabs(y[i] - want) <= 1e-6 * fabs(want) + 1e-30, "%s silu_mul[%ld]", ops->name,
+                      (long)i);
+    }
+    memcpy(y, g, sizeof y);
+    ops->add(y, u, n);
+    for (int64_t i = 0; i < n; i++)
+        ck_assert(y[i] == g[i] + u[i]);
+}
+END_TEST
+
+START_TEST(test_attn_head)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    tk_rng r = {11};
+    const int64_t head_dim = 32, stride = 64, n_kvs[] = {1, 7, 100};
+    float q[32], out[32], kbuf[100 * 64], vbuf[100 * 64], scores[100], sc[100];
+    double p[100];
+    for (size_t c = 0; c < 3; c++) {
+        const int64_t n_kv = n_kvs[c];
+        const float scale = 1.0f / sqrtf((float)head_dim);
+        tk_fill(&r, q, head_dim, 2.0f);
+        tk_fill(&r, kbuf, n_kv * stride, 2.0f);
+        tk_fill(&r, vbuf, n_kv * stride, 1.0f);
+        ops->attn_head(q, kbuf, vbuf, stride, n_kv, head_dim, scale, scores, out);
+        for (int64_t t = 0; t < n_kv; t++) {
+            double s = 0.0;
+            for (int64_t d = 0; d < head_dim; d++)
+                s += (double)q[d] * kbuf[t * stride + d];
+            sc[t] = (float)(s * scale);
+        }
+        tk_softmax_exact(sc, p, n_kv);
+        for (int64_t d = 0; d < head_dim; d++) {
+            double want = 0.0, sa = 0.0;
+            for (int64_t t = 0; t < n_kv; t++) {
+                want += p[t] * vbuf[t * stride + d];
+                sa += p[t] * fabs(vbuf[t * stride + d]);
+            }
+            ck_assert_msg(fabs(out[d] - want) <= 2e-5 * sa + 1e-9,
+                          "%s attn n_kv %ld out[%ld]=%g want %g", ops->name, (long)n_kv,
+                          (long)d, (double)out[d], want);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_argmax)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    const float a[] = {1.0f, 3.0f, 3.0f, 2.0f};
+    ck_assert_int_eq(ops->argmax(a, 4), 1);
+    const float b[] = {-5.0f, -5.0f, -5.0f};
+    ck_assert_int_eq(ops->argmax(b, 3), 0);
+    const float c[] = {-1.0f, -0.5f, -7.0f, -0.5f};
+    ck_assert_int_eq(ops->argmax(c, 4), 1);
+    float d[1000];
+    tk_rng r = {3};
+    tk_fill(&r, d, 1000, 1.0f);
+    d[999] = 2.0f;
+    d[617] = 2.0f;
+    ck_assert_int_eq(ops->argmax(d, 1000), 617);
+    ck_assert_int_eq(ops->argmax(d, 1), 0);
+}
+END_TEST
+
+/* ---- variants against the reference ---- */
+
+START_TEST(test_variant_conversions_match_ref)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    const st_kernel_ops *ref = st_kernels_ref();
+    if (ops == NULL || ops == ref)
+        return;
+    const int64_t n = 32 * 40;
+    tk_rng r = {77};
+    float *x = tk_alloc(n * 4), *a = tk_alloc(n * 4), *b = tk_alloc(n * 4);
+    unsigned char *qa = tk_alloc(n * 4), *qb = tk_alloc(n * 4);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = tk_unif(&r) * ldexpf(1.0f, (int)(i % 61) - 30);
+    for (int t = 0; t < ST_DT_COUNT; t++) {
+        size_t rs;
+        ck_assert_int_eq(st_row_size((st_dtype)t, n, &rs), ST_K_OK);
+        ref->from_float[t](x, qa, n);
+        ops->from_float[t](x, qb, n);
+        ck_assert_msg(memcmp(qa, qb, rs) == 0, "%s from_float %s differs from ref", ops->name,
+                      st_dtype_info_of((st_dtype)t)->name);
+        ref->to_float[t](qa, a, n);
+        ops->to_float[t](qa, b, n);
+        ck_assert_msg(memcmp(a, b, (size_t)n * 4) == 0, "%s to_float %s differs from ref",
+                      ops->name, st_dtype_info_of((st_dtype)t)->name);
+    }
+    free(x);
+    free(a);
+    free(b);
+    free(qa);
+    free(qb);
+}
+END_TEST
+
+static Suite *kernels_suite(void)
+{
+    Suite *s = suite_create("kernels");
+    TCase *tc = tcase_create("dtype");
+    tcase_add_test(tc, test_dtype_table);
+    tcase_add_test(tc, test_row_size);
+    tcase_add_test(tc, test_select);
+    suite_add_tcase(s, tc);
+    /* every op test runs once per variant index; absent variants return early */
+    tc = tcase_create("ops");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_f16_convert, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_bf16_convert, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_quant_error_bounds, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_quant_matches_llama_cpp, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_mul_mat_accuracy, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_mul_mat_batch_invariance, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_rmsnorm, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_rope, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_softmax_silu_add, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_attn_head, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_argmax, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_variant_conversions_match_ref, 0, ST_KVAR_COUNT);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    for (int v = 0; v < ST_KVAR_COUNT; v++) {
+        const st_kernel_ops *ops = st_kernels_get((st_kvariant)v);
+        printf("variant %d: %s\n", v, ops ? ops->name : "(not available)");
+    }
+    SRunner *sr = srunner_create(kernels_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

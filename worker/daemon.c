@@ -1,0 +1,796 @@
+/* daemon.c - the worker daemon: assembly, the control thread, and the
+ * requests it makes to the coordinator (see daemon.h, docs/worker.md).
+ *
+ * Design. Two long-lived threads split the worker by what they wait for.
+ * The data thread (dataplane.c) waits for STEP frames and computes. The
+ * control thread waits for everything else: replies to its requests to the
+ * coordinator (Join, Heartbeat, StaleReport, Leave on one REQ socket),
+ * requests from the coordinator on its REP socket (dm_plan.c), the end of a
+ * stage being loaded, stale reports queued by the data thread, the next
+ * heartbeat or join attempt, and the stop request. All of those are events
+ * on one condition variable: the REQ and REP sockets are driven with NNG
+ * aios whose callbacks only set a flag and signal, so the thread is never
+ * blocked inside a round trip (a heartbeat to a slow coordinator does not
+ * delay a Commit reply, and a Prepare's loading does not delay
+ * heartbeats). It sleeps on the condition variable until the earliest
+ * deadline; it never spins.
+ *
+ * Membership: join with back-off (0.25 s doubling to 5 s) until a
+ * JoinReply; heartbeat every heartbeat_ms (the JoinReply's value wins);
+ * an ST_ENOENT answer to a heartbeat (the coordinator restarted and does
+ * not know us) or DM_HB_FAILS_REJOIN failed heartbeats in a row send the
+ * worker back to joining. The stage being served is kept meanwhile: the
+ * rejoined coordinator's next plan replaces it.
+ *
+ * Envelope identities: every st_env belongs to one thread; this process
+ * picks a random sender id at start-up and uses id, id + 1, id + 2 for its
+ * requests, its data frames and its replies, so each stream of sequence
+ * numbers is monotonic on its own whatever replay table receives it. */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/msg.h"
+#include "worker/dm_internal.h"
+
+/* ---- small utilities ---- */
+
+st_err st_parse_bytes(const char *s, uint64_t *out)
+{
+    if (s == NULL || !isdigit((unsigned char)s[0]))
+        return st_errorf(ST_EINVAL, "'%s' is not a byte count", s ? s : "");
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    if (*end != '\0') {
+        const char *u = "kmgt";
+        const char *p = strchr(u, tolower((unsigned char)*end));
+        if (p == NULL || end[1] != '\0')
+            return st_errorf(ST_EINVAL, "'%s' is not a byte count (suffixes: k, M, G, T)", s);
+        shift = 10u * (unsigned)(p - u + 1);
+    }
+    if (errno == ERANGE || (shift > 0 && v > (UINT64_MAX >> shift)))
+        return st_errorf(ST_EINVAL, "byte count '%s' overflows", s);
+    *out = (uint64_t)v << shift;
+    return ST_OK;
+}
+
+st_err st_mem_available(uint64_t *out)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f == NULL)
+        return st_err_errno(errno, "/proc/meminfo");
+    char line[256];
+    unsigned long long kb = 0;
+    bool found = false;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            found = true;
+            break;
+        }
+    fclose(f);
+    if (!found)
+        return st_errorf(ST_EMISSING, "/proc/meminfo has no MemAvailable line");
+    *out = (uint64_t)kb * 1024u;
+    return ST_OK;
+}
+
+uint64_t st_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return 0;
+    unsigned long long size = 0, res = 0;
+    int n = fscanf(f, "%llu %llu", &size, &res);
+    fclose(f);
+    long ps = sysconf(_SC_PAGESIZE);
+    return n == 2 && ps > 0 ? (uint64_t)res * (uint64_t)ps : 0;
+}
+
+static void dm_signal(st_daemon *d, bool *flag)
+{
+    pthread_mutex_lock(&d->sh.mu);
+    *flag = true;
+    pthread_cond_broadcast(&d->sh.cv);
+    pthread_mutex_unlock(&d->sh.mu);
+}
+
+static void dm_req_cb(void *arg)
+{
+    st_daemon *d = arg;
+    dm_signal(d, &d->sh.ev_req);
+}
+
+static void dm_rep_cb(void *arg)
+{
+    st_daemon *d = arg;
+    dm_signal(d, &d->sh.ev_rep);
+}
+
+/* ---- requests to the coordinator ---- */
+
+static void dm_request(st_daemon *d, dm_req_kind kind, const Strata__Msg *m, int timeout_ms)
+{
+    nng_msg *out;
+    st_err e = st_msg_pack(&d->env_req, ST_ENV_CONTROL, m, &out);
+    if (e != ST_OK) {
+        st_log(ST_LOG_ERROR, "control", "cannot pack %s: %s", st_msg_case_name(m), st_errmsg(e));
+        if (kind == DM_REQ_LEAVE)
+            d->leave_done = true;
+        return;
+    }
+    d->req_kind = kind;
+    d->req_receiving = false;
+    d->req_cancelled = false;
+    d->req_timeout_ms = timeout_ms;
+    nng_aio_set_msg(d->req_aio, out);
+    nng_aio_set_timeout(d->req_aio, timeout_ms);
+    nng_send_aio(d->req, d->req_aio);
+}
+
+static void dm_send_join(st_daemon *d)
+{
+    static const char *const wire[] = {"f32", "f16", "bf16", "i8"};
+    char *kernels[ST_KVAR_COUNT], *dtypes[ST_DT_COUNT];
+    Strata__DtypeSpeed sp[ST_DT_COUNT], *spp[ST_DT_COUNT];
+    size_t nk = 0, nd = 0;
+    for (int v = ST_KVAR_COUNT - 1; v >= 0; v--) {
+        const st_kernel_ops *k = st_kernels_get((st_kvariant)v);
+        if (k != NULL && (!d->cfg.force_ref || v == ST_KVAR_REF))
+            kernels[nk++] = (char *)k->name;
+    }
+    for (int t = 0; t < ST_DT_COUNT; t++) {
+        if (d->ops->mul_mat[t] == NULL || !(d->meas.bytes_per_s[t] > 0))
+            continue;
+        strata__dtype_speed__init(&sp[nd]);
+        sp[nd].dtype = (char *)st_dtype_info_of((st_dtype)t)->name;
+        sp[nd].bytes_per_s = d->meas.bytes_per_s[t];
+        dtypes[nd] = sp[nd].dtype;
+        spp[nd] = &sp[nd];
+        nd++;
+    }
+    Strata__Capability cap = STRATA__CAPABILITY__INIT;
+    cap.name = d->name;
+    cap.cores = d->topo.cores;
+    cap.threads = (uint32_t)st_pool_size(d->pool);
+    cap.l3_bytes = d->topo.l3_bytes;
+    cap.memory_budget = d->memory;
+    cap.n_kernels = nk;
+    cap.kernels = kernels;
+    cap.n_dtypes = nd;
+    cap.dtypes = dtypes;
+    cap.n_speeds = nd;
+    cap.speeds = spp;
+    cap.data_addr = d->data_addr;
+    cap.ctl_addr = d->ctl_addr;
+    cap.model_id.data = d->model_id;
+    cap.model_id.len = 32;
+    cap.n_wire_dtypes = 4;
+    cap.wire_dtypes = (char **)wire;
+    cap.throttle = d->throttle;
+    cap.spare = d->cfg.spare;
+    Strata__Join j = STRATA__JOIN__INIT;
+    j.protocol = STRATA__VERSION__PROTOCOL;
+    j.cap = &cap;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_JOIN;
+    m.join = &j;
+    st_log(ST_LOG_DEBUG, "control", "joining %s", d->cfg.coordinator);
+    dm_request(d, DM_REQ_JOIN, &m, DM_JOIN_TIMEOUT_MS);
+}
+
+/* dm_read_throttle - re-reads --throttle-file (a number >= 1). */
+static void dm_read_throttle(st_daemon *d)
+{
+    if (d->cfg.throttle_file == NULL)
+        return;
+    FILE *f = fopen(d->cfg.throttle_file, "r");
+    if (f == NULL)
+        return; /* absent: keep the current value */
+    double v = 0;
+    int n = fscanf(f, "%lf", &v);
+    fclose(f);
+    if (n != 1 || !(v >= 1.0 && v <= 1000.0)) {
+        st_log(ST_LOG_WARN, "control", "%s: not a throttle factor in [1, 1000]; keeping %g",
+               d->cfg.throttle_file, d->throttle);
+        return;
+    }
+    if (v != d->throttle) {
+        st_log(ST_LOG_INFO, "control", "throttle %g -> %g", d->throttle, v);
+        d->throttle = v;
+        pthread_mutex_lock(&d->sh.mu);
+        d->sh.throttle = v;
+        pthread_mutex_unlock(&d->sh.mu);
+    }
+}
+
+static void dm_send_heartbeat(st_daemon *d)
+{
+    dm_read_throttle(d);
+    Strata__Heartbeat hb = STRATA__HEARTBEAT__INIT;
+    Strata__Counters c = STRATA__COUNTERS__INIT;
+    Strata__LayerLatency *ll = NULL, **llp = NULL;
+    uint64_t busy;
+    pthread_mutex_lock(&d->sh.mu);
+    st_worker_shared *sh = &d->sh;
+    size_t nl = (size_t)sh->lat.n_layers;
+    if (nl > 0) {
+        ll = calloc(nl, sizeof *ll);
+        llp = calloc(nl, sizeof *llp);
+    }
+    for (size_t i = 0; ll != NULL && llp != NULL && i < nl; i++) {
+        st_lat_stat s;
+        st_latency_stat(&sh->lat, sh->lat.first + (int64_t)i, &s);
+        strata__layer_latency__init(&ll[i]);
+        ll[i].layer = (uint32_t)s.layer;
+        ll[i].ema_ms = s.ema_ms;
+        ll[i].p99_ms = s.p99_ms;
+        ll[i].samples = s.samples > UINT32_MAX ? UINT32_MAX : (uint32_t)s.samples;
+        llp[i] = &ll[i];
+        hb.n_layers = i + 1;
+    }
+    c.refused_epoch = sh->c.refused_epoch;
+    c.auth_failed = sh->c.auth_failed;
+    c.f16_clamps = sh->c.f16_clamps;
+    c.bad_packets = sh->c.bad_packets;
+    c.steps = sh->c.steps;
+    busy = sh->busy_ns;
+    hb.epoch = sh->serving_epoch;
+    hb.in_flight = sh->in_flight;
+    hb.sessions = sh->sessions;
+    hb.kv_bytes = sh->kv_bytes;
+    hb.weight_bytes = sh->weight_bytes;
+    pthread_mutex_unlock(&d->sh.mu);
+    c.auth_failed += d->env_req.auth_failed + d->env_rep.auth_failed;
+    c.bad_packets += d->ctl_bad;
+    double now = st_now_s();
+    double dt = now - d->last_hb_s;
+    double load = dt > 0 ? (double)(busy - d->last_busy_ns) / 1e9 / dt : 0.0;
+    d->last_hb_s = now;
+    d->last_busy_ns = busy;
+    hb.worker_id = d->worker_id;
+    hb.load = load < 0 ? 0 : load > 1 ? 1 : load;
+    hb.rss_bytes = st_rss_bytes();
+    hb.layers = llp;
+    hb.counters = &c;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_HEARTBEAT;
+    m.heartbeat = &hb;
+    int to = (int)(2 * d->hb_ms);
+    dm_request(d, DM_REQ_HEARTBEAT, &m, to < 500 ? 500 : to > 5000 ? 5000 : to);
+    free(ll);
+    free(llp);
+}
+
+/* dm_send_stale - sends the oldest queued stale report; false if none. */
+static bool dm_send_stale(st_daemon *d)
+{
+    st_dp_stale x;
+    pthread_mutex_lock(&d->sh.mu);
+    bool have = d->sh.stale_n > 0;
+    if (have) {
+        x = d->sh.stale[d->sh.stale_head];
+        d->sh.stale_head = (d->sh.stale_head + 1) % ST_DP_STALE_CAP;
+        d->sh.stale_n--;
+    }
+    pthread_mutex_unlock(&d->sh.mu);
+    if (!have)
+        return false;
+    Strata__StaleReport r = STRATA__STALE_REPORT__INIT;
+    r.worker_id = d->worker_id;
+    r.batch_id = x.batch_id;
+    r.packet_epoch = x.packet_epoch;
+    r.current_epoch = x.current_epoch;
+    r.detail = x.detail;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_STALE;
+    m.stale = &r;
+    dm_request(d, DM_REQ_STALE, &m, DM_CALL_TIMEOUT_MS);
+    return true;
+}
+
+static void dm_send_leave(st_daemon *d)
+{
+    Strata__Leave l = STRATA__LEAVE__INIT;
+    l.worker_id = d->worker_id;
+    l.reason = "shutdown";
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_LEAVE;
+    m.leave = &l;
+    dm_request(d, DM_REQ_LEAVE, &m, DM_LEAVE_TIMEOUT_MS);
+}
+
+static void dm_rejoin(st_daemon *d, double when)
+{
+    d->joined = false;
+    d->next_join = when;
+    d->backoff = DM_BACKOFF_MIN_S;
+}
+
+static void dm_req_failed(st_daemon *d, dm_req_kind kind, st_err e)
+{
+    double now = st_now_s();
+    const char *msg = st_errmsg(e);
+    if (kind == DM_REQ_JOIN) {
+        st_log(ST_LOG_WARN, "control", "join via %s failed: %s; retrying in %.2f s",
+               d->cfg.coordinator, msg, d->backoff);
+        d->next_join = now + d->backoff;
+        d->backoff = d->backoff * 2 > DM_BACKOFF_MAX_S ? DM_BACKOFF_MAX_S : d->backoff * 2;
+    } else if (kind == DM_REQ_HEARTBEAT) {
+        d->hb_fails++;
+        st_log(ST_LOG_WARN, "control", "heartbeat failed (%d in a row): %s", d->hb_fails, msg);
+        if (d->hb_fails >= DM_HB_FAILS_REJOIN && !d->stopping) {
+            st_log(ST_LOG_WARN, "control", "coordinator unreachable; joining again");
+            dm_rejoin(d, now);
+        }
+    } else if (kind == DM_REQ_STALE) {
+        st_log(ST_LOG_WARN, "control", "stale report not delivered: %s", msg);
+    } else if (kind == DM_REQ_LEAVE) {
+        st_log(ST_LOG_INFO, "control", "leave not acknowledged: %s", msg);
+        d->leave_done = true;
+    }
+}
+
+static void dm_on_reply(st_daemon *d, dm_req_kind kind, const Strata__Msg *r)
+{
+    double now = st_now_s();
+    if (r->body_case == STRATA__MSG__BODY_ERROR) {
+        const Strata__Error *er = r->error;
+        st_err code = er->code > 0 && er->code < ST_ERR_COUNT ? (st_err)er->code : ST_EPROTO;
+        const char *text = er->message ? er->message : "";
+        if (kind == DM_REQ_JOIN) {
+            st_log(ST_LOG_ERROR, "control", "join refused by %s: %s: %s; retrying in %.0f s",
+                   d->cfg.coordinator, st_strerror(code), text, DM_BACKOFF_MAX_S);
+            d->next_join = now + DM_BACKOFF_MAX_S;
+        } else if (kind == DM_REQ_HEARTBEAT && code == ST_ENOENT) {
+            st_log(ST_LOG_INFO, "control", "the coordinator does not know worker %llu; joining "
+                   "again", (unsigned long long)d->worker_id);
+            if (!d->stopping)
+                dm_rejoin(d, now);
+        } else {
+            st_log(ST_LOG_WARN, "control", "%s answered with %s: %s",
+                   kind == DM_REQ_HEARTBEAT ? "heartbeat" : kind == DM_REQ_STALE ? "stale report"
+                                                                                  : "leave",
+                   st_strerror(code), text);
+        }
+        if (kind == DM_REQ_LEAVE)
+            d->leave_done = true;
+        return;
+    }
+    if (kind == DM_REQ_JOIN) {
+        if (r->body_case != STRATA__MSG__BODY_JOIN_REPLY || r->join_reply->worker_id == 0) {
+            st_errorf(ST_EPROTO, "join answered with %s", st_msg_case_name(r));
+            dm_req_failed(d, kind, ST_EPROTO);
+            return;
+        }
+        const Strata__JoinReply *jr = r->join_reply;
+        if (d->incarnation != 0 && jr->incarnation != d->incarnation)
+            st_log(ST_LOG_INFO, "control", "coordinator incarnation %llu -> %llu (restarted)",
+                   (unsigned long long)d->incarnation, (unsigned long long)jr->incarnation);
+        d->worker_id = jr->worker_id;
+        d->incarnation = jr->incarnation;
+        if (jr->heartbeat_ms >= 10 && jr->heartbeat_ms <= 600000)
+            d->hb_ms = jr->heartbeat_ms;
+        d->joined = true;
+        d->hb_fails = 0;
+        d->backoff = DM_BACKOFF_MIN_S;
+        d->next_hb = now;
+        pthread_mutex_lock(&d->sh.mu);
+        d->sh.worker_id = d->worker_id;
+        pthread_mutex_unlock(&d->sh.mu);
+        st_log(ST_LOG_INFO, "control", "joined %s as worker %llu (incarnation %llu, heartbeat "
+               "%u ms)", d->cfg.coordinator, (unsigned long long)d->worker_id,
+               (unsigned long long)d->incarnation, d->hb_ms);
+    } else if (kind == DM_REQ_HEARTBEAT) {
+        d->hb_fails = 0;
+    } else if (kind == DM_REQ_LEAVE) {
+        d->leave_done = true;
+    }
+}
+
+static void dm_on_req(st_daemon *d)
+{
+    dm_req_kind kind = d->req_kind;
+    if (kind == DM_REQ_NONE)
+        return;
+    int rv = nng_aio_result(d->req_aio);
+    if (!d->req_receiving) {
+        if (rv != 0) {
+            nng_msg_free(nng_aio_get_msg(d->req_aio));
+            nng_aio_set_msg(d->req_aio, NULL);
+            d->req_kind = DM_REQ_NONE;
+            dm_req_failed(d, kind, st_err_nng(rv, "send"));
+            return;
+        }
+        nng_aio_set_msg(d->req_aio, NULL); /* the socket owns the request now */
+        d->req_receiving = true;
+        nng_aio_set_timeout(d->req_aio, d->req_timeout_ms);
+        nng_recv_aio(d->req, d->req_aio);
+        return;
+    }
+    d->req_kind = DM_REQ_NONE;
+    if (rv != 0) {
+        dm_req_failed(d, kind, st_err_nng(rv, "reply"));
+        return;
+    }
+    nng_msg *msg = nng_aio_get_msg(d->req_aio);
+    nng_aio_set_msg(d->req_aio, NULL);
+    Strata__Msg *r = NULL;
+    st_err e = st_msg_unpack(&d->env_req, ST_ENV_CONTROL, msg, &r, NULL);
+    nng_msg_free(msg);
+    if (e != ST_OK) {
+        dm_req_failed(d, kind, e);
+        return;
+    }
+    dm_on_reply(d, kind, r);
+    st_msg_free(r);
+}
+
+/* dm_wake_at - when the loop must act without an event (under sh.mu). */
+static double dm_wake_at(const st_daemon *d, double now)
+{
+    if (d->req_kind != DM_REQ_NONE)
+        return now + 3600; /* the aio's completion wakes us */
+    if (d->stopping) /* send Leave, or wait for the loader's event */
+        return (d->joined && !d->leave_done) || !d->loading ? now : now + 3600;
+    if (!d->joined)
+        return d->next_join;
+    if (d->sh.stale_n > 0)
+        return now;
+    return d->next_hb;
+}
+
+/* dm_act - starts the next request if none is in flight; true when the
+ * thread may end (stopping, Leave done or not joined, nothing pending). */
+static bool dm_act(st_daemon *d)
+{
+    if (d->req_kind != DM_REQ_NONE)
+        return false;
+    double now = st_now_s();
+    if (d->stopping) {
+        if (d->joined && !d->leave_done) {
+            dm_send_leave(d);
+            return false;
+        }
+        return !d->loading;
+    }
+    if (!d->joined) {
+        if (now >= d->next_join)
+            dm_send_join(d);
+        return false;
+    }
+    if (dm_send_stale(d))
+        return false;
+    if (now >= d->next_hb) {
+        d->next_hb = now + d->hb_ms / 1000.0;
+        dm_send_heartbeat(d);
+    }
+    return false;
+}
+
+static void *dm_main(void *arg)
+{
+    st_daemon *d = arg;
+    nng_recv_aio(d->rep, d->rep_aio);
+    d->next_join = st_now_s();
+    d->last_hb_s = st_now_s();
+    for (;;) {
+        pthread_mutex_lock(&d->sh.mu);
+        st_worker_shared *sh = &d->sh;
+        for (;;) {
+            if (sh->ev_rep || sh->ev_req || sh->ev_loader || sh->ev_stop || sh->ev_stale)
+                break;
+            double now = st_now_s(), wake = dm_wake_at(d, now);
+            if (wake <= now)
+                break;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            double dt = wake - now;
+            ts.tv_sec += (time_t)dt;
+            ts.tv_nsec += (long)((dt - (double)(time_t)dt) * 1e9);
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&sh->cv, &sh->mu, &ts);
+        }
+        bool rep = sh->ev_rep, req = sh->ev_req, ld = sh->ev_loader;
+        if (sh->ev_stop)
+            d->stopping = true;
+        sh->ev_rep = sh->ev_req = sh->ev_loader = sh->ev_stale = sh->ev_stop = false;
+        pthread_mutex_unlock(&d->sh.mu);
+        if (rep)
+            dm_on_rep(d);
+        if (req)
+            dm_on_req(d);
+        if (ld)
+            dm_on_loader(d);
+        if (d->stopping && d->req_kind != DM_REQ_NONE && d->req_kind != DM_REQ_LEAVE &&
+            !d->req_cancelled) {
+            d->req_cancelled = true;
+            nng_aio_cancel(d->req_aio); /* completes with NNG_ECANCELED: an event */
+        }
+        if (dm_act(d))
+            break;
+    }
+    return NULL;
+}
+
+
+/* ---- assembly ---- */
+
+static char *dm_strdup(const char *s) { return s != NULL ? strdup(s) : NULL; }
+
+/* dm_split_tcp - host and port of tcp://HOST:PORT (HOST may be [v6]). */
+static st_err dm_split_tcp(const char *flag, const char *url, char *host, size_t cap, long *port)
+{
+    const char *h = url + 6, *c = strrchr(url, ':');
+    if (strncmp(url, "tcp://", 6) != 0 || c == NULL || c < h || (size_t)(c - h) >= cap)
+        return st_errorf(ST_EINVAL, "%s '%s': a tcp://HOST:PORT address is required", flag, url);
+    char *end;
+    errno = 0;
+    *port = strtol(c + 1, &end, 10);
+    if (c[1] == '\0' || *end != '\0' || errno != 0 || *port < 0 || *port > 65535)
+        return st_errorf(ST_EINVAL, "%s '%s': the port is not a number in 0..65535", flag, url);
+    memcpy(host, h, (size_t)(c - h));
+    host[c - h] = '\0';
+    return ST_OK;
+}
+
+/* dm_listen_rep - the control REP on tcp://host:0; *port gets the port. */
+static st_err dm_listen_rep(st_daemon *d, const char host[200], int *port)
+{
+    int rv;
+    if ((rv = nng_rep0_open(&d->rep)) != 0)
+        return st_err_nng(rv, "control socket");
+    d->rep_open = true;
+    nng_socket_set_ms(d->rep, NNG_OPT_SENDTIMEO, DM_REPLY_TIMEOUT_MS);
+    nng_socket_set_size(d->rep, NNG_OPT_RECVMAXSZ, ST_ENV_HDR + ST_ENV_MAX_BODY + ST_ENV_MAC);
+    char url[ST_DP_ADDR_MAX];
+    snprintf(url, sizeof url, "tcp://%s:0", host);
+    nng_listener l;
+    if ((rv = nng_listener_create(&l, d->rep, url)) != 0 ||
+        (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0 ||
+        (rv = nng_listener_start(l, 0)) != 0 ||
+        (rv = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, port)) != 0)
+        return st_errorf(ST_ENNG, "control listener on %s: %s", url, nng_strerror(rv));
+    return ST_OK;
+}
+
+/* dm_dial_req - the REQ to the coordinator: no resend (a resent frame
+ * would be a replay under a key), TCP_NODELAY, non-blocking dial so a
+ * coordinator that is not up yet is retried by NNG. */
+static st_err dm_dial_req(st_daemon *d)
+{
+    int rv;
+    if ((rv = nng_req0_open(&d->req)) != 0)
+        return st_err_nng(rv, "coordinator socket");
+    d->req_open = true;
+    nng_socket_set_ms(d->req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    nng_socket_set_size(d->req, NNG_OPT_RECVMAXSZ, ST_ENV_HDR + ST_ENV_MAX_BODY + ST_ENV_MAC);
+    nng_dialer dl;
+    if ((rv = nng_dialer_create(&dl, d->req, d->cfg.coordinator)) != 0)
+        return st_errorf(ST_ENNG, "--coordinator %s: %s", d->cfg.coordinator, nng_strerror(rv));
+    nng_dialer_set_bool(dl, NNG_OPT_TCP_NODELAY, true); /* fails harmlessly off TCP */
+    nng_dialer_set_ms(dl, NNG_OPT_RECONNMINT, 100);
+    nng_dialer_set_ms(dl, NNG_OPT_RECONNMAXT, 2000);
+    if ((rv = nng_dialer_start(dl, NNG_FLAG_NONBLOCK)) != 0)
+        return st_errorf(ST_ENNG, "--coordinator %s: %s", d->cfg.coordinator, nng_strerror(rv));
+    if ((rv = nng_aio_alloc(&d->req_aio, dm_req_cb, d)) != 0 ||
+        (rv = nng_aio_alloc(&d->rep_aio, dm_rep_cb, d)) != 0)
+        return st_err_nng(rv, "aio");
+    return ST_OK;
+}
+
+/* dm_pool - opens the pool and measures; the pool pins its calling thread
+ * (this one) to a core: that binding is remembered for the data thread,
+ * which drives the pool, and this thread's own binding is restored so the
+ * control thread it starts is not confined to that core. */
+static st_err dm_pool(st_daemon *d)
+{
+    cpu_set_t orig;
+    bool have = pthread_getaffinity_np(pthread_self(), sizeof orig, &orig) == 0;
+    st_err e = st_pool_open(d->cfg.threads, 1, &d->pool);
+    if (e != ST_OK)
+        return e;
+    if (have && pthread_getaffinity_np(pthread_self(), sizeof d->pool0_cpus, &d->pool0_cpus) == 0)
+        d->pool0_pinned = !CPU_EQUAL(&orig, &d->pool0_cpus);
+    e = st_measure_speeds(d->pool, d->ops, ST_MEASURE_BUF_DEFAULT, 1.5, &d->meas);
+    if (have)
+        pthread_setaffinity_np(pthread_self(), sizeof orig, &orig);
+    if (e != ST_OK)
+        return e;
+    st_measure_topology(&d->topo);
+    for (int t = 0; t < ST_DT_COUNT; t++)
+        st_log(ST_LOG_INFO, "measure", "%-5s %8.2f GB/s (%d runs)",
+               st_dtype_info_of((st_dtype)t)->name, d->meas.bytes_per_s[t] / 1e9, d->meas.reps[t]);
+    st_log(ST_LOG_INFO, "measure", "%.2f s; %u cores, L3 %llu bytes, kernels %s, %d threads",
+           d->meas.seconds, d->topo.cores, (unsigned long long)d->topo.l3_bytes, d->ops->name,
+           st_pool_size(d->pool));
+    return ST_OK;
+}
+
+st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
+{
+    *out = NULL;
+    st_daemon *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return st_errorf(ST_ENOMEM, "daemon");
+    d->cfg = *cfg;
+    d->cfg.coordinator = d->s_coord = dm_strdup(cfg->coordinator);
+    d->cfg.model = d->s_model = dm_strdup(cfg->model);
+    d->cfg.listen = d->s_listen = dm_strdup(cfg->listen ? cfg->listen : "tcp://0.0.0.0:0");
+    d->cfg.advertise = d->s_adv = dm_strdup(cfg->advertise);
+    d->cfg.throttle_file = d->s_tfile = dm_strdup(cfg->throttle_file);
+    d->cfg.name = NULL;
+    d->throttle = cfg->throttle;
+    d->hb_ms = cfg->heartbeat_ms;
+    d->backoff = DM_BACKOFF_MIN_S;
+    st_err e;
+    char host[200]; /* tcp:// + host + :port always fits a URL buffer */
+    long lport;
+    if (!dm_addr_ok(d->cfg.coordinator)) {
+        e = st_errorf(ST_EINVAL, "--coordinator '%s' is not a tcp://, ipc:// or inproc:// URL",
+                      cfg->coordinator ? cfg->coordinator : "");
+        goto fail;
+    }
+    if (d->cfg.model == NULL) {
+        e = st_errorf(ST_EINVAL, "--model PATH is required (or STRATA_MODEL)");
+        goto fail;
+    }
+    if (d->cfg.advertise != NULL && (!dm_addr_ok(d->cfg.advertise) ||
+                                     strncmp(d->cfg.advertise, "tcp://", 6) != 0)) {
+        e = st_errorf(ST_EINVAL, "--advertise '%s' is not a tcp://HOST:PORT URL",
+                      d->cfg.advertise);
+        goto fail;
+    }
+    if ((e = dm_split_tcp("--listen", d->cfg.listen, host, sizeof host, &lport)))
+        goto fail;
+    if (cfg->name != NULL) {
+        snprintf(d->name, sizeof d->name, "%s", cfg->name);
+    } else {
+        char hn[64] = "worker";
+        gethostname(hn, sizeof hn - 1);
+        snprintf(d->name, sizeof d->name, "%s-%ld", hn, (long)getpid());
+    }
+    if (cfg->key_file != NULL) {
+        if ((e = st_key_load(cfg->key_file, d->key)))
+            goto fail;
+        d->keyed = true;
+    }
+    if ((e = st_worker_shared_init(&d->sh)))
+        goto fail;
+    d->sh_ok = true;
+    d->sh.throttle = d->throttle;
+    if ((e = st_gguf_open(d->cfg.model, &d->g)) || (e = st_hparams_from_gguf(d->g, &d->hp)) ||
+        (e = st_gguf_model_id(d->g, d->model_id)))
+        goto fail;
+    d->memory = cfg->memory;
+    if (d->memory == 0 && (e = st_mem_available(&d->memory)))
+        goto fail;
+    d->ops = st_kernels_select(cfg->force_ref);
+    if (sodium_init() < 0) {
+        e = st_err_sodium("sodium_init");
+        goto fail;
+    }
+    randombytes_buf(&d->sender, sizeof d->sender);
+    d->sender = (d->sender & ~(uint64_t)3) | 4; /* + 0, 1, 2 stay distinct and nonzero */
+    const uint8_t *key = d->keyed ? d->key : NULL;
+    if ((e = st_env_init(&d->env_req, key, d->sender)) ||
+        (e = st_env_init(&d->env_rep, key, d->sender + 2)))
+        goto fail;
+    /* listeners first, so NNG's threads are not confined by the pool's pinning */
+    int dport = 0, cport = 0;
+    st_dp_cfg dc = {.listen = d->cfg.listen, .key = key, .sender = d->sender + 1,
+                    .force_ref = cfg->force_ref, .name = d->name};
+    if ((e = st_dp_open(&dc, &d->sh, &d->dp, &dport)) || (e = dm_listen_rep(d, host, &cport)))
+        goto fail;
+    printf("listening on tcp://%s:%d\ncontrol on tcp://%s:%d\n", host, dport, host, cport);
+    fflush(stdout);
+    const char *ahost = host;
+    if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "*") == 0)
+        ahost = "127.0.0.1";
+    else if (strcmp(host, "[::]") == 0)
+        ahost = "[::1]";
+    if (d->cfg.advertise != NULL) {
+        long ap;
+        if ((e = dm_split_tcp("--advertise", d->cfg.advertise, host, sizeof host, &ap)))
+            goto fail;
+        ahost = host;
+        snprintf(d->data_addr, sizeof d->data_addr, "%s", d->cfg.advertise);
+    } else {
+        snprintf(d->data_addr, sizeof d->data_addr, "tcp://%s:%d", ahost, dport);
+    }
+    snprintf(d->ctl_addr, sizeof d->ctl_addr, "tcp://%s:%d", ahost, cport);
+    if ((e = dm_pool(d)) || (e = dm_dial_req(d)))
+        goto fail;
+    st_log(ST_LOG_INFO, "worker", "%s: data %s, control %s, budget %llu bytes, model %s "
+           "(%lld layers)", d->name, d->data_addr, d->ctl_addr, (unsigned long long)d->memory,
+           d->cfg.model, (long long)d->hp.n_layer);
+    *out = d;
+    return ST_OK;
+fail:
+    st_daemon_close(d);
+    return e;
+}
+
+st_err st_daemon_start(st_daemon *d)
+{
+    st_err e = st_dp_start(d->dp, d->pool0_pinned ? &d->pool0_cpus : NULL);
+    if (e != ST_OK)
+        return e;
+    if (pthread_create(&d->ctl, NULL, dm_main, d) != 0) {
+        st_dp_stop(d->dp);
+        return st_errorf(ST_EINTERNAL, "cannot start the control thread");
+    }
+    d->ctl_started = true;
+    return ST_OK;
+}
+
+void st_daemon_shutdown(st_daemon *d)
+{
+    if (d == NULL || d->shut)
+        return;
+    d->shut = true;
+    st_dp_stop(d->dp); /* the batch being computed is finished first */
+    if (d->ctl_started) {
+        dm_signal(d, &d->sh.ev_stop);
+        pthread_join(d->ctl, NULL);
+        d->ctl_started = false;
+    }
+}
+
+static void dm_aio_free(nng_aio *a)
+{
+    if (a == NULL)
+        return;
+    nng_aio_stop(a);
+    nng_msg *m = nng_aio_get_msg(a); /* a completion nobody consumed */
+    if (m != NULL)
+        nng_msg_free(m);
+    nng_aio_free(a);
+}
+
+void st_daemon_close(st_daemon *d)
+{
+    if (d == NULL)
+        return;
+    st_daemon_shutdown(d);
+    if (d->loading) { /* only when the control thread never ran to its end */
+        pthread_join(d->ld_th, NULL);
+        st_dp_stage_free(d->ld_out);
+    }
+    if (d->req_open)
+        nng_close(d->req);
+    if (d->rep_open)
+        nng_close(d->rep);
+    dm_aio_free(d->req_aio);
+    dm_aio_free(d->rep_aio);
+    st_dp_close(d->dp);
+    st_dp_stage_free(d->pending);
+    st_env_fini(&d->env_req);
+    st_env_fini(&d->env_rep);
+    if (d->sh_ok)
+        st_worker_shared_fini(&d->sh);
+    st_pool_close(d->pool);
+    st_gguf_close(d->g);
+    sodium_memzero(d->key, sizeof d->key);
+    free(d->s_coord);
+    free(d->s_model);
+    free(d->s_listen);
+    free(d->s_adv);
+    free(d->s_tfile);
+    free(d);
+}

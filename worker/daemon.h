@@ -1,0 +1,64 @@
+/* daemon.h - the worker daemon `strata-worker`: its control side (join,
+ * heartbeats, the control server for Prepare / Commit / EndSessions, plan
+ * state) and the assembly of the whole process (docs/worker.md).
+ *
+ * Life cycle, driven by main(): st_daemon_open() loads the model's
+ * metadata (no weights), the cluster key, the kernels and the thread pool,
+ * binds the data and control listeners (printing `listening on ...` and
+ * `control on ...`), and measures the machine; st_daemon_start() starts
+ * the control thread and the data thread; st_daemon_shutdown() lets the
+ * data thread finish its batch, sends Leave and joins both threads;
+ * st_daemon_close() frees. No function here exits the process. */
+#ifndef ST_WORKER_DAEMON_H
+#define ST_WORKER_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+typedef struct st_worker_cfg {
+    const char *coordinator;   /* tcp://HOST:PORT of the coordinator's control REP */
+    const char *model;         /* GGUF path */
+    const char *listen;        /* data PULL: tcp://HOST:PORT (port 0: any) */
+    const char *advertise;     /* data address announced; NULL: derived from listen */
+    const char *name;          /* NULL: HOSTNAME-PID */
+    const char *key_file;      /* cluster key; NULL: open cluster */
+    const char *throttle_file; /* re-read every heartbeat; NULL: none */
+    uint64_t memory;           /* budget in bytes; 0: MemAvailable */
+    int threads;               /* pool threads; 0: the cores */
+    uint32_t heartbeat_ms;     /* until the JoinReply says otherwise */
+    double throttle;           /* >= 1; test-only slow-down */
+    bool spare;                /* join as a spare */
+    bool force_ref;            /* scalar reference kernels */
+} st_worker_cfg;
+
+typedef struct st_daemon st_daemon;
+
+/* st_daemon_open - everything before the threads (see the file comment).
+ * Errors name the flag or file at fault. */
+st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out);
+
+/* st_daemon_start - starts the data and control threads. */
+st_err st_daemon_start(st_daemon *d);
+
+/* st_daemon_shutdown - the data thread finishes the batch it computes and
+ * stops; the control thread sends Leave (if joined; 1 s at most) and
+ * stops. Idempotent. */
+void st_daemon_shutdown(st_daemon *d);
+
+/* st_daemon_close - shuts down if needed, closes the sockets, frees;
+ * NULL is a no-op. */
+void st_daemon_close(st_daemon *d);
+
+/* st_parse_bytes - "123", "64k", "512M", "2G", "1T" (binary multiples)
+ * into bytes; ST_EINVAL for anything else or an overflow. */
+st_err st_parse_bytes(const char *s, uint64_t *out);
+
+/* st_mem_available - MemAvailable of /proc/meminfo in bytes. */
+st_err st_mem_available(uint64_t *out);
+
+/* st_rss_bytes - the resident set of this process (/proc/self/statm). */
+uint64_t st_rss_bytes(void);
+
+#endif

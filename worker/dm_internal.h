@@ -1,0 +1,104 @@
+/* dm_internal.h - internals shared by daemon.c (assembly, the control
+ * thread's loop, requests to the coordinator) and dm_plan.c (the control
+ * server: Prepare, Commit, EndSessions). Not for use outside the daemon. */
+#ifndef ST_WORKER_DM_INTERNAL_H
+#define ST_WORKER_DM_INTERNAL_H
+
+#include <nng/nng.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include "common/envelope.h"
+#include "common/gguf.h"
+#include "worker/daemon.h"
+#include "worker/dataplane.h"
+#include "worker/measure.h"
+
+#define DM_JOIN_TIMEOUT_MS 3000
+#define DM_CALL_TIMEOUT_MS 2000
+#define DM_LEAVE_TIMEOUT_MS 1000
+#define DM_REPLY_TIMEOUT_MS 1000
+#define DM_BACKOFF_MIN_S 0.25
+#define DM_BACKOFF_MAX_S 5.0
+#define DM_HB_FAILS_REJOIN 3
+
+typedef enum dm_req_kind {
+    DM_REQ_NONE = 0,
+    DM_REQ_JOIN,
+    DM_REQ_HEARTBEAT,
+    DM_REQ_STALE,
+    DM_REQ_LEAVE,
+} dm_req_kind;
+
+struct st_daemon {
+    st_worker_cfg cfg;      /* strings point to the copies below */
+    char *s_coord, *s_model, *s_listen, *s_adv, *s_tfile;
+    char name[128];
+    uint8_t key[ST_KEY_BYTES];
+    bool keyed;
+    st_gguf *g;             /* the model file's metadata (no weights touched) */
+    st_hparams hp;
+    uint8_t model_id[32];
+    st_pool *pool;
+    const st_kernel_ops *ops;
+    cpu_set_t pool0_cpus;   /* where the pool pinned its thread 0 */
+    bool pool0_pinned;
+    st_measure meas;
+    st_topology topo;
+    uint64_t memory;
+    char data_addr[ST_DP_ADDR_MAX], ctl_addr[ST_DP_ADDR_MAX]; /* advertised */
+    uint64_t sender;        /* envelope sender ids: +0 requests, +1 data, +2 replies */
+    nng_socket req, rep;
+    bool req_open, rep_open;
+    nng_aio *req_aio, *rep_aio;
+    st_env env_req, env_rep;
+    st_worker_shared sh;
+    bool sh_ok;
+    st_dataplane *dp;
+    pthread_t ctl;
+    bool ctl_started;
+    bool shut;
+
+    /* ---- owned by the control thread ---- */
+    bool joined;
+    uint64_t worker_id, incarnation;
+    uint32_t hb_ms;
+    double next_join, backoff, next_hb, last_hb_s;
+    uint64_t last_busy_ns;
+    int hb_fails;
+    dm_req_kind req_kind;   /* the request in flight on req_aio */
+    bool req_receiving;     /* its send is done, the reply is awaited */
+    int req_timeout_ms;
+    bool req_cancelled;
+    bool stopping, leave_done;
+    uint64_t ctl_bad;       /* malformed control messages */
+    double throttle;
+    /* plans */
+    bool have_cur;
+    uint64_t cur_epoch;
+    uint8_t cur_hash[32];
+    st_dp_stage *pending;   /* prepared, not committed */
+    /* the loader of a Prepare; its reply waits until it is done */
+    bool loading;
+    pthread_t ld_th;
+    st_dp_plan ld_plan;
+    st_dp_stage *ld_out;
+    st_err ld_err;
+    char ld_msg[512];
+    bool rep_waiting;
+};
+
+/* dm_on_rep - handles a completed receive on the control REP (dm_plan.c). */
+void dm_on_rep(st_daemon *d);
+
+/* dm_on_loader - replies to the Prepare whose loading ended (dm_plan.c). */
+void dm_on_loader(st_daemon *d);
+
+/* dm_stage_bytes - weight bytes of layers [first, last) with the
+ * embedding and head they imply, from the tensor table (dm_plan.c). */
+uint64_t dm_stage_bytes(const st_daemon *d, int64_t first, int64_t last);
+
+/* dm_addr_ok - a tcp://, ipc:// or inproc:// URL of 1..255 printable bytes. */
+bool dm_addr_ok(const char *s);
+
+#endif

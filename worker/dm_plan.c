@@ -1,0 +1,486 @@
+/* dm_plan.c - the worker's control server: Prepare, Commit, EndSessions
+ * from the coordinator (docs/cluster.md, "Plans (two phases)").
+ *
+ * Design. A Prepare is checked whole before anything is loaded (INV-3):
+ * epoch newer than the current one, a 32-byte plan hash, the model id
+ * equal to this worker's file (else Refuse naming both ids), layer ranges
+ * contiguous over [0, n_layer), addresses well-formed, limits sane, this
+ * worker at most once, boundary dtypes known, and the stage's weights plus
+ * a full KV reserve (max_sessions x n_ctx) within the memory budget (else
+ * Refuse with the numbers). The stage is then loaded on a loader thread so
+ * the control thread keeps heart-beating and the data thread keeps serving
+ * the old epoch; the Prepare's reply (Ready with the resident bytes, or
+ * Refuse with the loader's error) goes out when the loader ends. The REP
+ * socket receives nothing else meanwhile: its next receive is armed only
+ * after the reply, which is how REP serialises requests anyway.
+ *
+ * Commit publishes the prepared stage to the data thread. A Commit of an
+ * epoch this worker did not prepare, newer than its current one, means it
+ * is not in that plan: it becomes a spare. Older epochs, or a hash that
+ * differs from the prepared plan's, get ST_EEPOCH errors.
+ *
+ * The plan hash is recomputed (BLAKE2b-256 of the Plan packed with an empty
+ * hash) and a mismatch is logged but tolerated: the hash only has to be
+ * the same in the coordinator's and the workers' packets, which it is. */
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/msg.h"
+#include "worker/dm_internal.h"
+#include "worker/kv.h"
+
+bool dm_addr_ok(const char *s)
+{
+    if (s == NULL)
+        return false;
+    size_t n = strlen(s);
+    if (n < 1 || n > 255)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+            return false;
+    return strncmp(s, "tcp://", 6) == 0 || strncmp(s, "ipc://", 6) == 0 ||
+           strncmp(s, "inproc://", 9) == 0;
+}
+
+uint64_t dm_stage_bytes(const st_daemon *d, int64_t first, int64_t last)
+{
+    bool head = last == d->hp.n_layer;
+    bool tied = st_gguf_find_tensor(d->g, "output.weight") == NULL;
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < st_gguf_n_tensors(d->g); i++) {
+        const st_gguf_tensor *t = st_gguf_tensor_at(d->g, i);
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 95 ? t->name.len : 95),
+                 t->name.data);
+        long long l;
+        int used = 0;
+        if (sscanf(name, "blk.%lld.%n", &l, &used) == 1 && used > 0) {
+            if (l >= first && l < last)
+                sum += t->nbytes;
+        } else if (strcmp(name, "token_embd.weight") == 0) {
+            if (first == 0 || (head && tied))
+                sum += t->nbytes;
+        } else if (strcmp(name, "output_norm.weight") == 0 || strcmp(name, "output.weight") == 0) {
+            if (head)
+                sum += t->nbytes;
+        }
+    }
+    return sum;
+}
+
+static void dm_hex8(const uint8_t *p, size_t n, char out[17])
+{
+    out[0] = '\0';
+    for (size_t i = 0; i < 8 && i < n; i++)
+        snprintf(out + 2 * i, 3, "%02x", p[i]);
+}
+
+/* dm_why - writes a refusal reason; returns ST_EINVAL. */
+static st_err dm_why(char *reason, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static st_err dm_why(char *reason, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, cap, fmt, ap);
+    va_end(ap);
+    return ST_EINVAL;
+}
+
+static void dm_check_hash(const Strata__Plan *p)
+{
+    Strata__Plan c = *p;
+    c.plan_hash.len = 0;
+    c.plan_hash.data = NULL;
+    size_t n = strata__plan__get_packed_size(&c);
+    uint8_t *buf = malloc(n ? n : 1), h[32];
+    if (buf == NULL)
+        return;
+    strata__plan__pack(&c, buf);
+    crypto_generichash(h, sizeof h, buf, n, NULL, 0);
+    free(buf);
+    if (sodium_memcmp(h, p->plan_hash.data, 32) != 0) {
+        char a[17], b[17];
+        dm_hex8(p->plan_hash.data, p->plan_hash.len, a);
+        dm_hex8(h, 32, b);
+        st_log(ST_LOG_WARN, "control", "plan of epoch %llu: hash %s.. is not BLAKE2b-256 of the "
+               "plan (%s..); accepted as the plan's name", (unsigned long long)p->epoch, a, b);
+    }
+}
+
+/* dm_plan_check - validates plan (see the file comment) and extracts this
+ * worker's part into *o (index -1 when it is not in the plan). */
+static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_plan *o,
+                            char *why, size_t cap)
+{
+    memset(o, 0, sizeof *o);
+    if (p == NULL)
+        return dm_why(why, cap, "Prepare carries no plan");
+    unsigned long long ep = (unsigned long long)p->epoch;
+    if (p->epoch == 0)
+        return dm_why(why, cap, "plan epoch 0 is invalid");
+    if (d->have_cur && p->epoch <= d->cur_epoch)
+        return dm_why(why, cap, "plan epoch %llu is not newer than the current epoch %llu", ep,
+                      (unsigned long long)d->cur_epoch);
+    if (p->plan_hash.len != 32)
+        return dm_why(why, cap, "plan hash has %zu bytes; 32 expected", p->plan_hash.len);
+    if (p->model_id.len != 32 || memcmp(p->model_id.data, d->model_id, 32) != 0) {
+        char a[17], b[17];
+        dm_hex8(p->model_id.data, p->model_id.len, a);
+        dm_hex8(d->model_id, 32, b);
+        return dm_why(why, cap, "plan model id %s.. (%zu bytes) differs from this worker's model "
+                      "%s.. (%s)", a, p->model_id.len, b, d->cfg.model);
+    }
+    if ((int64_t)p->n_layer != d->hp.n_layer)
+        return dm_why(why, cap, "plan has %u layers; the model has %lld", p->n_layer,
+                      (long long)d->hp.n_layer);
+    if (p->n_stages < 1 || (int64_t)p->n_stages > d->hp.n_layer || p->n_stages > 65535)
+        return dm_why(why, cap, "plan has %zu stages for %lld layers", p->n_stages,
+                      (long long)d->hp.n_layer);
+    if (p->max_tokens < 1 || p->max_tokens > ST_DP_MAX_TOKENS)
+        return dm_why(why, cap, "plan max_tokens %u is outside 1..%u", p->max_tokens,
+                      ST_DP_MAX_TOKENS);
+    if (p->n_ctx < 1 || (int64_t)p->n_ctx > d->hp.n_ctx_train)
+        return dm_why(why, cap, "plan n_ctx %u is outside 1..%lld (the model's context)",
+                      p->n_ctx, (long long)d->hp.n_ctx_train);
+    if (p->max_sessions < 1 || p->max_sessions > 65536)
+        return dm_why(why, cap, "plan max_sessions %u is outside 1..65536", p->max_sessions);
+    if (!dm_addr_ok(p->result_addr))
+        return dm_why(why, cap, "plan result_addr is not a tcp://, ipc:// or inproc:// URL");
+    int32_t me = -1;
+    size_t rep = 0;
+    uint32_t prev = 0;
+    for (size_t i = 0; i < p->n_stages; i++) {
+        const Strata__Stage *s = p->stages[i];
+        if (s->index != i || s->first != prev || s->last <= s->first || s->last > p->n_layer)
+            return dm_why(why, cap, "stage %zu (index %u, layers [%u, %u)) does not continue "
+                          "the layer ranges at %u", i, s->index, s->first, s->last, prev);
+        prev = s->last;
+        if (s->n_worker_ids < 1 || s->n_data_addrs != s->n_worker_ids)
+            return dm_why(why, cap, "stage %zu has %zu workers and %zu addresses", i,
+                          s->n_worker_ids, s->n_data_addrs);
+        for (size_t j = 0; j < s->n_data_addrs; j++)
+            if (!dm_addr_ok(s->data_addrs[j]))
+                return dm_why(why, cap, "stage %zu: data address %zu is not a valid URL", i, j);
+        st_wire_dtype dt;
+        if (i > 0 && (s->in_dtype == NULL || st_wire_dtype_from_name(s->in_dtype, &dt) != ST_OK))
+            return dm_why(why, cap, "stage %zu: unknown boundary dtype '%.16s'", i,
+                          s->in_dtype ? s->in_dtype : "");
+        for (size_t j = 0; j < s->n_worker_ids; j++) {
+            if (s->worker_ids[j] != d->worker_id)
+                continue;
+            if (me >= 0)
+                return dm_why(why, cap, "worker %llu appears twice in the plan",
+                              (unsigned long long)d->worker_id);
+            me = (int32_t)i;
+            rep = j;
+        }
+    }
+    if (prev != p->n_layer)
+        return dm_why(why, cap, "the stages cover layers [0, %u) of %u", prev, p->n_layer);
+    o->epoch = p->epoch;
+    memcpy(o->plan_hash, p->plan_hash.data, 32);
+    o->index = me;
+    o->n_stages = (uint32_t)p->n_stages;
+    o->zstd = p->zstd;
+    o->max_tokens = p->max_tokens;
+    o->n_ctx = p->n_ctx;
+    o->max_sessions = p->max_sessions;
+    snprintf(o->result_addr, sizeof o->result_addr, "%s", p->result_addr);
+    if (me < 0)
+        return ST_OK;
+    const Strata__Stage *s = p->stages[me];
+    o->first = s->first;
+    o->last = s->last;
+    o->in_dtype = ST_WIRE_F32;
+    if (me > 0)
+        st_wire_dtype_from_name(s->in_dtype, &o->in_dtype);
+    if ((size_t)me + 1 < p->n_stages) {
+        const Strata__Stage *nx = p->stages[me + 1];
+        snprintf(o->next_addr, sizeof o->next_addr, "%s", nx->data_addrs[rep % nx->n_data_addrs]);
+        st_wire_dtype_from_name(nx->in_dtype, &o->out_dtype);
+    }
+    return ST_OK;
+}
+
+/* ---- replies ---- */
+
+static void dm_reply(st_daemon *d, const Strata__Msg *m)
+{
+    st_err e = st_msg_send(d->rep, &d->env_rep, ST_ENV_CONTROL, m);
+    if (e != ST_OK)
+        st_log(ST_LOG_WARN, "control", "reply (%s) not sent: %s", st_msg_case_name(m),
+               st_errmsg(e));
+}
+
+static void dm_reply_error(st_daemon *d, st_err code, const char *msg)
+{
+    Strata__Msg m;
+    Strata__Error er;
+    st_msg_error(&m, &er, code, msg);
+    dm_reply(d, &m);
+}
+
+static void dm_reply_ack(st_daemon *d)
+{
+    Strata__Ack a = STRATA__ACK__INIT;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_ACK;
+    m.ack = &a;
+    dm_reply(d, &m);
+}
+
+static void dm_refuse(st_daemon *d, uint64_t epoch, const char *reason)
+{
+    st_log(ST_LOG_WARN, "control", "refusing plan of epoch %llu: %s", (unsigned long long)epoch,
+           reason);
+    Strata__Refuse r = STRATA__REFUSE__INIT;
+    r.worker_id = d->worker_id;
+    r.epoch = epoch;
+    r.reason = (char *)reason;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_REFUSE;
+    m.refuse = &r;
+    dm_reply(d, &m);
+}
+
+static void dm_ready(st_daemon *d, uint64_t epoch, uint64_t resident)
+{
+    Strata__Ready r = STRATA__READY__INIT;
+    r.worker_id = d->worker_id;
+    r.epoch = epoch;
+    r.resident_bytes = resident;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_READY;
+    m.ready = &r;
+    dm_reply(d, &m);
+}
+
+/* ---- Prepare ---- */
+
+static void *dm_loader(void *arg)
+{
+    st_daemon *d = arg;
+    d->ld_out = NULL;
+    d->ld_err = st_dp_stage_load(d->cfg.model, &d->ld_plan, d->pool, d->ops, &d->ld_out);
+    if (d->ld_err != ST_OK)
+        snprintf(d->ld_msg, sizeof d->ld_msg, "loading stage %d (layers [%lld, %lld)): %s",
+                 d->ld_plan.index, (long long)d->ld_plan.first, (long long)d->ld_plan.last,
+                 st_errmsg(d->ld_err));
+    pthread_mutex_lock(&d->sh.mu);
+    d->sh.ev_loader = true;
+    pthread_cond_broadcast(&d->sh.cv);
+    pthread_mutex_unlock(&d->sh.mu);
+    return NULL;
+}
+
+static void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
+{
+    char why[600];
+    st_dp_plan plan;
+    uint64_t epoch = pr->plan != NULL ? pr->plan->epoch : 0;
+    if (d->worker_id == 0) {
+        dm_refuse(d, epoch, "this worker has not joined yet");
+        return;
+    }
+    if (dm_plan_check(d, pr->plan, &plan, why, sizeof why) != ST_OK) {
+        dm_refuse(d, epoch, why);
+        return;
+    }
+    dm_check_hash(pr->plan);
+    st_dp_stage_free(d->pending); /* a prepared plan that was never committed */
+    d->pending = NULL;
+    if (plan.index < 0) {
+        st_dp_stage *s;
+        if (st_dp_stage_spare(&plan, &s) != ST_OK) {
+            dm_refuse(d, epoch, "out of memory");
+            return;
+        }
+        d->pending = s;
+        st_log(ST_LOG_INFO, "control", "prepared epoch %llu: not in the plan (spare)",
+               (unsigned long long)epoch);
+        dm_ready(d, epoch, 0);
+        return;
+    }
+    uint64_t w = dm_stage_bytes(d, plan.first, plan.last);
+    uint64_t per = st_kv_bytes(plan.last - plan.first, plan.n_ctx, d->hp.kv_dim);
+    uint64_t kv = per * plan.max_sessions;
+    if (per == 0 || kv / plan.max_sessions != per || w + kv < w || w + kv > d->memory) {
+        snprintf(why, sizeof why, "stage %d (layers [%lld, %lld)) needs %llu bytes of weights + "
+                 "%llu bytes of KV (%u sessions x %u positions) = %llu bytes; the memory budget "
+                 "is %llu bytes", plan.index, (long long)plan.first, (long long)plan.last,
+                 (unsigned long long)w, (unsigned long long)kv, plan.max_sessions, plan.n_ctx,
+                 (unsigned long long)(w + kv), (unsigned long long)d->memory);
+        dm_refuse(d, epoch, why);
+        return;
+    }
+    d->ld_plan = plan;
+    if (pthread_create(&d->ld_th, NULL, dm_loader, d) != 0) {
+        dm_refuse(d, epoch, "cannot start the loader thread");
+        return;
+    }
+    d->loading = true;
+    d->rep_waiting = true;
+    st_log(ST_LOG_INFO, "control", "preparing epoch %llu: stage %d of %u, layers [%lld, %lld)",
+           (unsigned long long)epoch, plan.index, plan.n_stages, (long long)plan.first,
+           (long long)plan.last);
+}
+
+void dm_on_loader(st_daemon *d)
+{
+    if (!d->loading)
+        return;
+    pthread_join(d->ld_th, NULL);
+    d->loading = false;
+    if (d->ld_err == ST_OK) {
+        d->pending = d->ld_out;
+        d->ld_out = NULL;
+        size_t res = st_dp_stage_resident(d->pending);
+        st_log(ST_LOG_INFO, "control", "ready for epoch %llu: %zu bytes of weights resident",
+               (unsigned long long)d->ld_plan.epoch, res);
+        dm_ready(d, d->ld_plan.epoch, res);
+    } else {
+        dm_refuse(d, d->ld_plan.epoch, d->ld_msg);
+    }
+    d->rep_waiting = false;
+    nng_recv_aio(d->rep, d->rep_aio);
+}
+
+/* ---- Commit ---- */
+
+static void dm_publish(st_daemon *d, st_dp_stage *s)
+{
+    pthread_mutex_lock(&d->sh.mu);
+    st_dp_stage *old = d->sh.have_next ? d->sh.next : NULL;
+    d->sh.next = s;
+    d->sh.have_next = true;
+    pthread_mutex_unlock(&d->sh.mu);
+    st_dp_stage_free(old); /* committed but never taken: superseded */
+    d->have_cur = true;
+    d->cur_epoch = s->plan.epoch;
+    memcpy(d->cur_hash, s->plan.plan_hash, 32);
+}
+
+static void dm_commit(st_daemon *d, const Strata__Commit *c)
+{
+    char msg[256], a[17], b[17];
+    unsigned long long ep = (unsigned long long)c->epoch;
+    if (c->plan_hash.len != 32) {
+        snprintf(msg, sizeof msg, "commit of epoch %llu: plan hash of %zu bytes", ep,
+                 c->plan_hash.len);
+        dm_reply_error(d, ST_EINVAL, msg);
+        return;
+    }
+    dm_hex8(c->plan_hash.data, 32, a);
+    if (d->pending != NULL && d->pending->plan.epoch == c->epoch) {
+        if (memcmp(c->plan_hash.data, d->pending->plan.plan_hash, 32) != 0) {
+            dm_hex8(d->pending->plan.plan_hash, 32, b);
+            snprintf(msg, sizeof msg, "commit of epoch %llu with plan hash %s..; the prepared "
+                     "plan's is %s..", ep, a, b);
+            dm_reply_error(d, ST_EEPOCH, msg);
+            return;
+        }
+        st_dp_stage *s = d->pending;
+        d->pending = NULL;
+        dm_publish(d, s);
+        st_log(ST_LOG_INFO, "control", "committed epoch %llu", ep);
+        dm_reply_ack(d);
+        return;
+    }
+    if (d->have_cur && c->epoch == d->cur_epoch) {
+        if (memcmp(c->plan_hash.data, d->cur_hash, 32) == 0) {
+            dm_reply_ack(d); /* a repeated commit */
+        } else {
+            dm_hex8(d->cur_hash, 32, b);
+            snprintf(msg, sizeof msg, "commit of epoch %llu with plan hash %s..; the current "
+                     "plan's is %s..", ep, a, b);
+            dm_reply_error(d, ST_EEPOCH, msg);
+        }
+        return;
+    }
+    if (d->have_cur && c->epoch < d->cur_epoch) {
+        snprintf(msg, sizeof msg, "commit of epoch %llu is older than the current epoch %llu", ep,
+                 (unsigned long long)d->cur_epoch);
+        dm_reply_error(d, ST_EEPOCH, msg);
+        return;
+    }
+    /* an epoch this worker did not prepare: it is not in that plan */
+    st_dp_plan sp;
+    memset(&sp, 0, sizeof sp);
+    sp.epoch = c->epoch;
+    sp.index = -1;
+    memcpy(sp.plan_hash, c->plan_hash.data, 32);
+    st_dp_stage *s;
+    if (st_dp_stage_spare(&sp, &s) != ST_OK) {
+        dm_reply_error(d, ST_ENOMEM, "out of memory");
+        return;
+    }
+    if (d->pending != NULL && d->pending->plan.epoch < c->epoch) {
+        st_dp_stage_free(d->pending);
+        d->pending = NULL;
+    }
+    dm_publish(d, s);
+    st_log(ST_LOG_INFO, "control", "epoch %llu committed without this worker: spare", ep);
+    dm_reply_ack(d);
+}
+
+static void dm_end_sessions(st_daemon *d, const Strata__EndSessions *es)
+{
+    pthread_mutex_lock(&d->sh.mu);
+    for (size_t i = 0; i < es->n_session_ids; i++) {
+        if (d->sh.n_end < ST_DP_END_CAP)
+            d->sh.end_ids[d->sh.n_end++] = es->session_ids[i];
+        else
+            d->sh.end_dropped++; /* LRU eviction still bounds the caches */
+    }
+    pthread_mutex_unlock(&d->sh.mu);
+    dm_reply_ack(d);
+}
+
+void dm_on_rep(st_daemon *d)
+{
+    int rv = nng_aio_result(d->rep_aio);
+    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+        return; /* shutting down */
+    if (rv != 0) {
+        st_log(ST_LOG_WARN, "control", "control receive: %s", nng_strerror(rv));
+        nng_recv_aio(d->rep, d->rep_aio);
+        return;
+    }
+    nng_msg *msg = nng_aio_get_msg(d->rep_aio);
+    nng_aio_set_msg(d->rep_aio, NULL);
+    Strata__Msg *m = NULL;
+    st_err e = st_msg_unpack(&d->env_rep, ST_ENV_CONTROL, msg, &m, NULL);
+    nng_msg_free(msg);
+    if (e == ST_EAUTH) { /* dropped unanswered and counted (INV-5) */
+        st_log(ST_LOG_WARN, "control", "control message dropped: %s", st_errmsg(e));
+    } else if (e != ST_OK) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", st_errmsg(e));
+        d->ctl_bad++;
+        st_log(ST_LOG_WARN, "control", "bad control message: %s", why);
+        dm_reply_error(d, e, why);
+    } else if (d->stopping) {
+        dm_reply_error(d, ST_ECLOSED, "the worker is shutting down");
+    } else if (m->body_case == STRATA__MSG__BODY_PREPARE) {
+        dm_prepare(d, m->prepare);
+    } else if (m->body_case == STRATA__MSG__BODY_COMMIT) {
+        dm_commit(d, m->commit);
+    } else if (m->body_case == STRATA__MSG__BODY_END_SESSIONS) {
+        dm_end_sessions(d, m->end_sessions);
+    } else {
+        char why[160];
+        snprintf(why, sizeof why, "unexpected %s on a worker's control socket",
+                 st_msg_case_name(m));
+        d->ctl_bad++;
+        dm_reply_error(d, ST_EPROTO, why);
+    }
+    st_msg_free(m);
+    if (!d->rep_waiting)
+        nng_recv_aio(d->rep, d->rep_aio);
+}

@@ -1,0 +1,48 @@
+/* dp_internal.h - internals shared by dataplane.c (stages, sockets, the
+ * hand-off and the thread) and dp_step.c (one batch). Not for use outside
+ * the data plane. */
+#ifndef ST_WORKER_DP_INTERNAL_H
+#define ST_WORKER_DP_INTERNAL_H
+
+#include "worker/dataplane.h"
+#include "worker/sessions.h"
+
+struct st_dataplane {
+    st_worker_shared *sh;
+    char name[64];
+    bool open;                     /* sockets opened */
+    nng_socket pull, push_next, push_res;
+    nng_dialer d_next, d_res;
+    bool has_next, has_res;        /* dialers exist */
+    char next_addr[ST_DP_ADDR_MAX], res_addr[ST_DP_ADDR_MAX];
+    st_env rx;                     /* opens frames from the PULL */
+    st_env tx;                     /* seals frames for both PUSHes */
+    st_wire_ctx *wire;
+    st_dp_stage *cur;              /* the stage served; NULL before the first commit */
+    st_sessions ses;
+    uint64_t *end_ids;             /* [ST_DP_END_CAP] copy of the shared list */
+    uint64_t tick;                 /* batch counter, the sessions' pin */
+    uint64_t wire_seq;             /* sequence number of outgoing packets */
+    uint64_t worker_id;            /* copied from the shared state per batch */
+    double throttle;               /* copied from the shared state per batch */
+    uint64_t lap_ns;               /* layer hook: end of the previous layer */
+    double debt_ns;                /* throttle: sleep overshoot still to take back */
+    double warn_at;                /* rate limit of warnings about bad input */
+    uint64_t warn_quiet;           /* warnings suppressed since */
+    pthread_t th;
+    bool started;
+};
+
+/* dp_frame - checks and runs one received frame (dp_step.c). */
+void dp_frame(st_dataplane *dp, nng_msg *msg);
+
+/* dp_hook - the stage's layer hook: per-layer time and throttle. */
+void dp_hook(void *arg, int64_t layer, float *hidden, int64_t n_tok, int64_t n_embd);
+
+/* dp_swap - makes n the served stage (sessions, dialers, latency). */
+void dp_swap(st_dataplane *dp, st_dp_stage *n);
+
+/* dp_publish_sessions - publishes the session count and KV bytes. */
+void dp_publish_sessions(st_dataplane *dp);
+
+#endif

@@ -1,0 +1,271 @@
+/* model.c - binding a stage's tensors from a GGUF file (see model.h).
+ *
+ * The file is the source of truth: nothing is copied or converted at load,
+ * the weights are views into the read-only mapping. Validation is complete
+ * before the engine sees a pointer: every tensor the stage needs must
+ * exist, have a supported type, and have exactly the shape the
+ * hyperparameters imply; norms must be f32. A missing key or tensor is
+ * ST_EMISSING, a contradicting shape ST_ESHAPE, each naming the culprit. */
+#include "worker/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct st_model {
+    st_gguf *owned;       /* the file, if we opened it */
+    const st_gguf *g;
+    st_hparams hp;
+    int64_t first, last;
+    bool has_embd, has_head;
+    st_weight tok_embd;   /* [n_vocab rows of n_embd] */
+    const float *out_norm;
+    st_weight output;     /* n_embd -> n_vocab */
+    st_layer *layers;     /* [last - first] */
+    size_t resident;
+    size_t weight_bytes;
+    uint8_t id[32];
+};
+
+static st_err model_get_i64(const st_gguf *g, const char *key, int64_t *out, bool required,
+                            int64_t dflt)
+{
+    uint64_t v;
+    st_err e = st_gguf_get_u64(g, key, &v);
+    if (e == ST_EMISSING && !required) {
+        *out = dflt;
+        st_errclear();
+        return ST_OK;
+    }
+    if (e != ST_OK)
+        return e;
+    if (v == 0 || v > (1ull << 31))
+        return st_errorf(ST_ERANGE, "key '%s' = %llu is out of range 1..2^31", key,
+                         (unsigned long long)v);
+    *out = (int64_t)v;
+    return ST_OK;
+}
+
+st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
+{
+    memset(hp, 0, sizeof *hp);
+    st_gguf_str arch;
+    st_err e = st_gguf_get_str(g, "general.architecture", &arch);
+    if (e != ST_OK)
+        return e;
+    if (!st_gguf_str_eq(arch, "llama"))
+        return st_errorf(ST_ETYPE, "general.architecture is '%.*s'; only 'llama' is supported",
+                         (int)(arch.len > 64 ? 64 : arch.len), arch.data);
+    if ((e = model_get_i64(g, "llama.embedding_length", &hp->n_embd, true, 0)) ||
+        (e = model_get_i64(g, "llama.block_count", &hp->n_layer, true, 0)) ||
+        (e = model_get_i64(g, "llama.attention.head_count", &hp->n_head, true, 0)) ||
+        (e = model_get_i64(g, "llama.feed_forward_length", &hp->n_ff, true, 0)) ||
+        (e = model_get_i64(g, "llama.attention.head_count_kv", &hp->n_head_kv, false,
+                           hp->n_head)) ||
+        (e = model_get_i64(g, "llama.context_length", &hp->n_ctx_train, false, 2048)))
+        return e;
+    if (hp->n_embd % hp->n_head != 0)
+        return st_errorf(ST_ESHAPE, "embedding_length %lld is not a multiple of head_count %lld",
+                         (long long)hp->n_embd, (long long)hp->n_head);
+    if (hp->n_head % hp->n_head_kv != 0)
+        return st_errorf(ST_ESHAPE, "head_count %lld is not a multiple of head_count_kv %lld",
+                         (long long)hp->n_head, (long long)hp->n_head_kv);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    hp->kv_dim = hp->n_head_kv * hp->head_dim;
+    if ((e = model_get_i64(g, "llama.rope.dimension_count", &hp->n_rot, false, hp->head_dim)))
+        return e;
+    if (hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0)
+        return st_errorf(ST_ESHAPE, "rope.dimension_count %lld must be even and <= head dim %lld",
+                         (long long)hp->n_rot, (long long)hp->head_dim);
+    hp->rope_base = 10000.0f;
+    e = st_gguf_get_f32(g, "llama.rope.freq_base", &hp->rope_base);
+    if (e == ST_EMISSING)
+        st_errclear();
+    else if (e != ST_OK)
+        return e;
+    if ((e = st_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps)))
+        return e;
+    if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f))
+        return st_errorf(ST_ERANGE, "layer_norm_rms_epsilon %g is not in (0, 1)",
+                         (double)hp->rms_eps);
+    if (!(hp->rope_base > 0.0f && isfinite(hp->rope_base)))
+        return st_errorf(ST_ERANGE, "rope.freq_base %g is not positive and finite",
+                         (double)hp->rope_base);
+    /* vocab: from the key if present, else from the embedding's shape */
+    const st_gguf_tensor *te = st_gguf_find_tensor(g, "token_embd.weight");
+    if (te == NULL)
+        return st_errorf(ST_EMISSING, "tensor 'token_embd.weight' is missing");
+    if ((e = model_get_i64(g, "llama.vocab_size", &hp->n_vocab, false, te->ne[1])))
+        return e;
+    return ST_OK;
+}
+
+/* model_tensor - finds name and checks its dims equal (ne0, ne1). */
+static st_err model_tensor(st_model *m, const char *name, int64_t ne0, int64_t ne1,
+                           const st_gguf_tensor **out)
+{
+    const st_gguf_tensor *t = st_gguf_find_tensor(m->g, name);
+    if (t == NULL)
+        return st_errorf(ST_EMISSING, "tensor '%s' is missing", name);
+    int64_t want_dims = ne1 > 1 ? 2 : 1;
+    bool ok = t->ne[0] == ne0 && t->ne[1] == ne1 && t->ne[2] == 1 && t->ne[3] == 1 &&
+              (int64_t)t->n_dims <= 2 && ((int64_t)t->n_dims == want_dims || ne1 == 1);
+    if (!ok)
+        return st_errorf(ST_ESHAPE,
+                         "tensor '%s' has shape [%lld, %lld, %lld, %lld]; the hyperparameters "
+                         "imply [%lld, %lld]",
+                         name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                         (long long)t->ne[3], (long long)ne0, (long long)ne1);
+    m->resident += st_gguf_touch(m->g, t);
+    m->weight_bytes += t->nbytes;
+    *out = t;
+    return ST_OK;
+}
+
+static st_err model_norm(st_model *m, const char *name, const float **out)
+{
+    const st_gguf_tensor *t = NULL;
+    st_err e = model_tensor(m, name, m->hp.n_embd, 1, &t);
+    if (e != ST_OK)
+        return e;
+    if (t->dtype != ST_DT_F32)
+        return st_errorf(ST_ETYPE, "norm tensor '%s' has type %s; f32 is required", name,
+                         st_dtype_info_of(t->dtype)->name);
+    *out = t->data;
+    return ST_OK;
+}
+
+static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t n_out,
+                           st_weight *w)
+{
+    const st_gguf_tensor *t = NULL;
+    st_err e = model_tensor(m, name, n_in, n_out, &t);
+    if (e != ST_OK)
+        return e;
+    size_t rb;
+    if (st_row_size(t->dtype, n_in, &rb) != ST_K_OK)
+        return st_errorf(ST_ESHAPE, "tensor '%s': row of %lld is not a multiple of the %s block",
+                         name, (long long)n_in, st_dtype_info_of(t->dtype)->name);
+    w->data = t->data;
+    w->dtype = t->dtype;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = rb;
+    return ST_OK;
+}
+
+static st_err model_bind_layer(st_model *m, int64_t l, st_layer *L)
+{
+    const st_hparams *hp = &m->hp;
+    char n[9][96];
+    static const char *const suffix[9] = {"attn_norm", "attn_q", "attn_k", "attn_v",
+                                          "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
+                                          "ffn_down"};
+    for (int i = 0; i < 9; i++)
+        snprintf(n[i], sizeof n[i], "blk.%lld.%s.weight", (long long)l, suffix[i]);
+    st_err e;
+    if ((e = model_norm(m, n[0], &L->attn_norm)) ||
+        (e = model_weight(m, n[1], hp->n_embd, hp->n_embd, &L->wq)) ||
+        (e = model_weight(m, n[2], hp->n_embd, hp->kv_dim, &L->wk)) ||
+        (e = model_weight(m, n[3], hp->n_embd, hp->kv_dim, &L->wv)) ||
+        (e = model_weight(m, n[4], hp->n_embd, hp->n_embd,
+                          &L->wo)) ||
+        (e = model_norm(m, n[5], &L->ffn_norm)) ||
+        (e = model_weight(m, n[6], hp->n_embd, hp->n_ff, &L->w_gate)) ||
+        (e = model_weight(m, n[7], hp->n_embd, hp->n_ff, &L->w_up)) ||
+        (e = model_weight(m, n[8], hp->n_ff, hp->n_embd, &L->w_down)))
+        return e;
+    return ST_OK;
+}
+
+st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_model **out)
+{
+    *out = NULL;
+    st_model *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return st_errorf(ST_ENOMEM, "model");
+    m->g = g;
+    st_err e = st_hparams_from_gguf(g, &m->hp);
+    if (e != ST_OK)
+        goto fail;
+    if (last < 0)
+        last = m->hp.n_layer;
+    if (first < 0 || first >= last || last > m->hp.n_layer) {
+        e = st_errorf(ST_ERANGE, "layer range [%lld, %lld) is not inside [0, %lld)",
+                      (long long)first, (long long)last, (long long)m->hp.n_layer);
+        goto fail;
+    }
+    m->first = first;
+    m->last = last;
+    m->has_embd = first == 0;
+    m->has_head = last == m->hp.n_layer;
+    if ((e = st_gguf_model_id(g, m->id)))
+        goto fail;
+    m->layers = calloc((size_t)(last - first), sizeof *m->layers);
+    if (m->layers == NULL) {
+        e = st_errorf(ST_ENOMEM, "layers");
+        goto fail;
+    }
+    if (m->has_embd &&
+        (e = model_weight(m, "token_embd.weight", m->hp.n_embd, m->hp.n_vocab, &m->tok_embd)))
+        goto fail;
+    for (int64_t l = first; l < last; l++)
+        if ((e = model_bind_layer(m, l, &m->layers[l - first])))
+            goto fail;
+    if (m->has_head) {
+        if ((e = model_norm(m, "output_norm.weight", &m->out_norm)))
+            goto fail;
+        const char *head = st_gguf_find_tensor(g, "output.weight") ? "output.weight"
+                                                                    : "token_embd.weight";
+        if (m->has_embd && head[0] == 't') {
+            m->output = m->tok_embd; /* tied, already touched */
+        } else if ((e = model_weight(m, head, m->hp.n_embd, m->hp.n_vocab, &m->output))) {
+            goto fail;
+        }
+    }
+    *out = m;
+    return ST_OK;
+fail:
+    st_model_close(m);
+    return e;
+}
+
+st_err st_model_open(const char *path, int64_t first, int64_t last, st_model **out)
+{
+    *out = NULL;
+    st_gguf *g;
+    st_err e = st_gguf_open(path, &g);
+    if (e != ST_OK)
+        return e;
+    e = st_model_open_gguf(g, first, last, out);
+    if (e != ST_OK) {
+        st_gguf_close(g);
+        return e;
+    }
+    (*out)->owned = g;
+    return ST_OK;
+}
+
+void st_model_close(st_model *m)
+{
+    if (m == NULL)
+        return;
+    free(m->layers);
+    st_gguf_close(m->owned);
+    free(m);
+}
+
+const st_hparams *st_model_hparams(const st_model *m) { return &m->hp; }
+const st_gguf *st_model_gguf(const st_model *m) { return m->g; }
+int64_t st_model_first(const st_model *m) { return m->first; }
+int64_t st_model_last(const st_model *m) { return m->last; }
+bool st_model_has_embd(const st_model *m) { return m->has_embd; }
+bool st_model_has_head(const st_model *m) { return m->has_head; }
+const st_layer *st_model_layer(const st_model *m, int64_t l) { return &m->layers[l - m->first]; }
+const st_weight *st_model_tok_embd(const st_model *m) { return m->has_embd ? &m->tok_embd : NULL; }
+const float *st_model_output_norm(const st_model *m) { return m->has_head ? m->out_norm : NULL; }
+const st_weight *st_model_output(const st_model *m) { return m->has_head ? &m->output : NULL; }
+size_t st_model_resident(const st_model *m) { return m->resident; }
+const uint8_t *st_model_id(const st_model *m) { return m->id; }
+size_t st_model_weight_bytes(const st_model *m) { return m->weight_bytes; }

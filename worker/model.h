@@ -1,0 +1,95 @@
+/* model.h - a llama-family model, or the part of it that one stage needs.
+ *
+ * st_model_open() maps a GGUF file, reads and checks the hyperparameters,
+ * and binds the tensors of the layer range [first, last): the token
+ * embedding too when first == 0, the output norm and head (or the tied
+ * embedding when the file has no output.weight) when last == n_layer.
+ * Only those tensors are touched, so the process's resident memory follows
+ * its share of the model; st_model_resident() reports the bytes touched.
+ * Every tensor's type and shape is checked against the hyperparameters
+ * before use. Weights are immutable after open. */
+#ifndef ST_MODEL_H
+#define ST_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/gguf.h"
+#include "kernels/kernels.h"
+
+typedef struct st_hparams {
+    int64_t n_embd;      /* model width */
+    int64_t n_layer;     /* blocks */
+    int64_t n_head;      /* query heads */
+    int64_t n_head_kv;   /* key/value heads (GQA when < n_head) */
+    int64_t head_dim;    /* n_embd / n_head */
+    int64_t kv_dim;      /* n_head_kv * head_dim */
+    int64_t n_ff;        /* FFN width */
+    int64_t n_vocab;     /* vocabulary */
+    int64_t n_ctx_train; /* context the model was trained for */
+    int64_t n_rot;       /* rotated dims per head (rope.dimension_count) */
+    float rope_base;     /* rope.freq_base */
+    float rms_eps;       /* attention.layer_norm_rms_epsilon */
+} st_hparams;
+
+/* A weight matrix mapping n_in inputs to n_out outputs: n_out rows of
+ * row_bytes bytes, each n_in elements of dtype (GGUF ne0 = n_in). */
+typedef struct st_weight {
+    const void *data;
+    st_dtype dtype;
+    int64_t n_in;
+    int64_t n_out;
+    size_t row_bytes;
+} st_weight;
+
+typedef struct st_layer {
+    const float *attn_norm; /* [n_embd] */
+    st_weight wq;           /* n_embd -> n_embd */
+    st_weight wk;           /* n_embd -> kv_dim */
+    st_weight wv;           /* n_embd -> kv_dim */
+    st_weight wo;           /* n_embd -> n_embd */
+    const float *ffn_norm;  /* [n_embd] */
+    st_weight w_gate;       /* n_embd -> n_ff */
+    st_weight w_up;         /* n_embd -> n_ff */
+    st_weight w_down;       /* n_ff -> n_embd */
+} st_layer;
+
+typedef struct st_model st_model;
+
+/* st_hparams_from_gguf - reads the llama hyperparameters of g and checks
+ * them (architecture "llama", required keys present, heads dividing the
+ * width, KV heads dividing heads, rotated dims even and within a head,
+ * positive finite epsilon and base). */
+st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp);
+
+/* st_model_open - maps path and binds the tensors of layers [first, last)
+ * (see the file comment). last < 0 means n_layer. */
+st_err st_model_open(const char *path, int64_t first, int64_t last, st_model **out);
+
+/* st_model_open_gguf - the same over an open file; the model borrows g,
+ * which must outlive it. */
+st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_model **out);
+
+/* st_model_close - frees; closes the file if st_model_open opened it. */
+void st_model_close(st_model *m);
+
+const st_hparams *st_model_hparams(const st_model *m);
+const st_gguf *st_model_gguf(const st_model *m);
+int64_t st_model_first(const st_model *m);
+int64_t st_model_last(const st_model *m);
+bool st_model_has_embd(const st_model *m);
+bool st_model_has_head(const st_model *m);
+/* st_model_layer - the weights of absolute layer l (first <= l < last). */
+const st_layer *st_model_layer(const st_model *m, int64_t l);
+const st_weight *st_model_tok_embd(const st_model *m); /* NULL unless has_embd */
+const float *st_model_output_norm(const st_model *m);  /* NULL unless has_head */
+const st_weight *st_model_output(const st_model *m);   /* NULL unless has_head */
+/* st_model_resident - bytes of weights this stage touched at open. */
+size_t st_model_resident(const st_model *m);
+/* st_model_id - the model id (BLAKE2b of metadata and tensor table). */
+const uint8_t *st_model_id(const st_model *m);
+/* st_model_weight_bytes - bytes of the weights bound by this stage. */
+size_t st_model_weight_bytes(const st_model *m);
+
+#endif

@@ -1,0 +1,213 @@
+/* worker_main.c - `strata-worker`: flags, signals, and the daemon's life
+ * cycle (docs/worker.md).
+ *
+ * Signals: SIGINT and SIGTERM are blocked in every thread before any is
+ * created (NNG's, the pool's, the daemon's), and main() waits for them
+ * with sigwait(), so no handler runs in an arbitrary thread and shutdown
+ * is ordinary code: the data thread finishes its batch, the control thread
+ * sends Leave, the sockets are closed, and main returns 0. SIGPIPE is
+ * ignored. This is the only file that ends the process. */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "worker/daemon.h"
+
+static void wm_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: strata-worker --coordinator ADDR [--model PATH] [--listen ADDR]\n"
+            "       [--advertise ADDR] [--memory BYTES] [--threads N] [--name NAME]\n"
+            "       [--cluster-key FILE] [--heartbeat-ms N] [--throttle F]\n"
+            "       [--throttle-file PATH] [--spare] [--kernels ref|auto] [--log LEVEL]\n"
+            "\n"
+            "  --coordinator ADDR  the coordinator's control address, tcp://HOST:PORT\n"
+            "                      (default: $STRATA_COORDINATOR)\n"
+            "  --model PATH        the GGUF model (default: $STRATA_MODEL); only the\n"
+            "                      tensors of the stage the plan gives are loaded\n"
+            "  --listen ADDR       data-plane listen address (default tcp://0.0.0.0:0);\n"
+            "                      the control socket listens on the same host, port 0\n"
+            "  --advertise ADDR    data address announced to the coordinator (default: the\n"
+            "                      bound address, with 127.0.0.1 for 0.0.0.0)\n"
+            "  --memory BYTES      memory budget for weights + KV, suffixes k M G T\n"
+            "                      (default: MemAvailable)\n"
+            "  --threads N         compute threads (default: the cores)\n"
+            "  --name NAME         name shown by `strata status` (default: HOST-PID)\n"
+            "  --cluster-key FILE  32-byte key (mode 0600); authenticates every frame\n"
+            "  --heartbeat-ms N    heartbeat interval until the coordinator sets one\n"
+            "                      (default 1000)\n"
+            "  --throttle F        test only: look F times slower (F >= 1, default 1)\n"
+            "  --throttle-file P   test only: read F from P at every heartbeat\n"
+            "  --spare             join without wanting a stage\n"
+            "  --kernels ref|auto  scalar reference kernels, or the best (default auto)\n"
+            "  --log LEVEL         error, warn, info (default) or debug; or $STRATA_LOG\n"
+            "\n"
+            "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
+            "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n");
+}
+
+/* wm_value - the value after flag argv[*i], or NULL with a message. */
+static const char *wm_value(int argc, char **argv, int *i)
+{
+    if (*i + 1 >= argc || argv[*i + 1][0] == '\0') {
+        fprintf(stderr, "strata-worker: %s needs a value\n", argv[*i]);
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+static int wm_long(const char *flag, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (*end != '\0' || errno != 0 || v < lo || v > hi) {
+        fprintf(stderr, "strata-worker: %s '%s': an integer in %ld..%ld is required\n", flag, s,
+                lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* wm_parse - 0 to run, 1 after --help, 2 on a bad flag (message printed). */
+static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_level)
+{
+    memset(c, 0, sizeof *c);
+    c->coordinator = getenv("STRATA_COORDINATOR");
+    c->model = getenv("STRATA_MODEL");
+    c->listen = "tcp://0.0.0.0:0";
+    c->heartbeat_ms = 1000;
+    c->throttle = 1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v = NULL;
+        long n;
+        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+            wm_usage(stdout);
+            return 1;
+        }
+        if (strcmp(f, "--spare") == 0) {
+            c->spare = true;
+            continue;
+        }
+        static const char *const valued[] = {
+            "--coordinator", "--model", "--listen", "--advertise", "--memory", "--threads",
+            "--name", "--cluster-key", "--heartbeat-ms", "--throttle", "--throttle-file",
+            "--kernels", "--log", NULL};
+        bool known = false;
+        for (int k = 0; valued[k] != NULL; k++)
+            known = known || strcmp(f, valued[k]) == 0;
+        if (!known) {
+            fprintf(stderr, "strata-worker: unknown argument '%s' (see --help)\n", f);
+            return 2;
+        }
+        if ((v = wm_value(argc, argv, &i)) == NULL)
+            return 2;
+        if (strcmp(f, "--coordinator") == 0) {
+            c->coordinator = v;
+        } else if (strcmp(f, "--model") == 0) {
+            c->model = v;
+        } else if (strcmp(f, "--listen") == 0) {
+            c->listen = v;
+        } else if (strcmp(f, "--advertise") == 0) {
+            c->advertise = v;
+        } else if (strcmp(f, "--name") == 0) {
+            if (strlen(v) > 100) {
+                fprintf(stderr, "strata-worker: --name is longer than 100 bytes\n");
+                return 2;
+            }
+            c->name = v;
+        } else if (strcmp(f, "--cluster-key") == 0) {
+            c->key_file = v;
+        } else if (strcmp(f, "--throttle-file") == 0) {
+            c->throttle_file = v;
+        } else if (strcmp(f, "--log") == 0) {
+            if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug")) {
+                fprintf(stderr, "strata-worker: --log '%s': error, warn, info or debug\n", v);
+                return 2;
+            }
+            *log_level = v;
+        } else if (strcmp(f, "--kernels") == 0) {
+            if (strcmp(v, "ref") != 0 && strcmp(v, "auto") != 0) {
+                fprintf(stderr, "strata-worker: --kernels '%s': ref or auto\n", v);
+                return 2;
+            }
+            c->force_ref = strcmp(v, "ref") == 0;
+        } else if (strcmp(f, "--memory") == 0) {
+            st_err e = st_parse_bytes(v, &c->memory);
+            if (e == ST_OK && (c->memory < (1u << 20) || c->memory > (1ull << 50)))
+                e = st_errorf(ST_EINVAL, "%s is outside 1 MiB..1 PiB", v);
+            if (e != ST_OK) {
+                fprintf(stderr, "strata-worker: --memory: %s\n", st_errdetail());
+                return 2;
+            }
+        } else if (strcmp(f, "--threads") == 0) {
+            if (wm_long(f, v, 1, 1024, &n))
+                return 2;
+            c->threads = (int)n;
+        } else if (strcmp(f, "--heartbeat-ms") == 0) {
+            if (wm_long(f, v, 10, 600000, &n))
+                return 2;
+            c->heartbeat_ms = (uint32_t)n;
+        } else if (strcmp(f, "--throttle") == 0) {
+            char *end;
+            errno = 0;
+            double t = strtod(v, &end);
+            if (*end != '\0' || errno != 0 || !isfinite(t) || t < 1.0 || t > 1000.0) {
+                fprintf(stderr, "strata-worker: --throttle '%s': a number in [1, 1000]\n", v);
+                return 2;
+            }
+            c->throttle = t;
+        }
+    }
+    if (c->coordinator == NULL || c->coordinator[0] == '\0') {
+        fprintf(stderr, "strata-worker: --coordinator ADDR is required (see --help)\n");
+        return 2;
+    }
+    if (c->model == NULL || c->model[0] == '\0') {
+        fprintf(stderr, "strata-worker: --model PATH is required (see --help)\n");
+        return 2;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    st_worker_cfg cfg;
+    const char *level = NULL;
+    int r = wm_parse(argc, argv, &cfg, &level);
+    if (r != 0)
+        return r == 1 ? 0 : 2;
+    st_log_init(level != NULL ? level : getenv("STRATA_LOG") != NULL ? NULL : "info");
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* inherited by every thread */
+    signal(SIGPIPE, SIG_IGN);
+
+    st_daemon *d;
+    st_err e = st_daemon_open(&cfg, &d);
+    if (e != ST_OK) {
+        fprintf(stderr, "strata-worker: %s\n", st_errmsg(e));
+        return 1;
+    }
+    if ((e = st_daemon_start(d)) != ST_OK) {
+        fprintf(stderr, "strata-worker: %s\n", st_errmsg(e));
+        st_daemon_close(d);
+        return 1;
+    }
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0) {
+    }
+    st_log(ST_LOG_INFO, "worker", "%s: finishing the current batch and leaving", strsignal(sig));
+    st_daemon_shutdown(d);
+    st_daemon_close(d);
+    return 0;
+}
