@@ -7,7 +7,9 @@
  * boundary between two layers (all L-1 of them), and reports per dtype:
  * top-1 agreement with f32, whether the argmax agrees on every step whose
  * f32 top-1/top-2 margin exceeds 1% of the row's max |logit|, the mean
- * overlap of the top-5 sets and the max logit error. With --gate the exit
+ * overlap of the top-5 sets, the max logit error, and the zstd (level 1)
+ * compression ratio of those real hidden states (with byte planes for the
+ * 16-bit dtypes). With --gate the exit
  * status is 1 when a listed dtype misses its gate: f16 and bf16 need the
  * margin rule on every step and a mean top-5 overlap >= 4.8; i8 needs top-1
  * agreement >= 90%. */
@@ -28,6 +30,7 @@ typedef struct bw_hook {
     uint8_t *buf;
     size_t cap;
     uint64_t clamps;
+    uint64_t raw_bytes, zstd_bytes, plane_bytes; /* compressibility of real activations */
     st_err err;
 } bw_hook;
 
@@ -45,7 +48,7 @@ static void bw_layer_hook(void *arg, int64_t layer, float *hidden, int64_t n_tok
     st_wire_opts o = {.dtype = h->dtype};
     st_wire_stats stats = {0};
     size_t len = 0;
-    st_err e = st_wire_encode_buf(&hdr, &row, hidden, &o, h->wctx, h->buf, h->cap, &len, &stats);
+    st_err e = st_wire_encode_buf(&hdr, &row, hidden, &o, h->wctx, h->buf, h->cap / 2, &len, &stats);
     if (e == ST_OK) {
         st_wire_expect exp = {.epoch = 1, .plan_hash = plan, .stage = 1,
                               .hidden = (uint32_t)n_embd, .max_tokens = (uint32_t)n_tok};
@@ -55,6 +58,23 @@ static void bw_layer_hook(void *arg, int64_t layer, float *hidden, int64_t n_tok
                            (size_t)(n_tok * n_embd));
     }
     h->clamps += stats.n_clamped;
+    /* the same hidden states with zstd (level 1), and byte planes for 16-bit
+     * payloads: the compression ratio on real activations */
+    for (int planes = 0; e == ST_OK && planes < 2; planes++) {
+        if (planes && h->dtype != ST_WIRE_F16 && h->dtype != ST_WIRE_BF16)
+            break;
+        st_wire_opts oz = {.dtype = h->dtype, .zstd_level = 1, .plane_split = planes != 0};
+        st_wire_stats sz = {0};
+        size_t zl = 0;
+        e = st_wire_encode_buf(&hdr, &row, hidden, &oz, h->wctx, h->buf + h->cap / 2, h->cap / 2,
+                               &zl, &sz);
+        if (planes) {
+            h->plane_bytes += sz.wire_bytes;
+        } else {
+            h->raw_bytes += sz.raw_bytes;
+            h->zstd_bytes += sz.wire_bytes;
+        }
+    }
     h->err = e;
 }
 
@@ -177,13 +197,15 @@ int st_bench_wire(int argc, char **argv)
            "%lld boundaries\n",
            model, (long long)hp->n_layer, (long long)hp->n_embd, (long long)n, n_prompt,
            (long long)(hp->n_layer - 1));
-    printf("%-5s %8s %14s %11s %12s %8s %s\n", "wire", "top1%", "margin-argmax", "top5-mean",
-           "max-logit-err", "clamps", "gate");
+    printf("%-5s %8s %14s %11s %12s %8s %7s %7s %s\n", "wire", "top1%", "margin-argmax",
+           "top5-mean", "max-logit-err", "clamps", "zstd", "planes", "gate");
     int failed = 0;
     bw_hook hk = {.n_layer = hp->n_layer, .cap = 0};
     if (e == ST_OK)
         e = st_wire_ctx_new(0, &hk.wctx);
-    hk.cap = 4096 + 64 + (size_t)128 * (size_t)hp->n_embd * 8; /* generous: f32 + header */
+    /* two halves, each room for a 128-token f32 packet with its header and
+     * zstd's worst-case expansion */
+    hk.cap = 2 * (65536 + (size_t)128 * (size_t)hp->n_embd * 6);
     hk.buf = malloc(hk.cap);
     const char *p = wires;
     while (e == ST_OK && *p) {
@@ -195,6 +217,7 @@ int st_bench_wire(int argc, char **argv)
             break;
         hk.err = ST_OK;
         hk.clamps = 0;
+        hk.raw_bytes = hk.zstd_bytes = hk.plane_bytes = 0;
         st_stage_set_hook(l.ctx, bw_layer_hook, &hk);
         bw_stats s = {0};
         e = cli_local_eval(&l, path, (int64_t)n_prompt, 0);
@@ -218,9 +241,13 @@ int st_bench_wire(int argc, char **argv)
             verdict = (s.margin_fail == 0 && top5 >= 4.8) ? "pass (margin argmax, top5 >= 4.8)"
                                                          : "FAIL (margin argmax or top5 < 4.8)";
         failed |= verdict[0] == 'F';
-        printf("%-5s %7.1f%% %7d/%-6d %11.3f %12.4g %8llu %s\n", name, top1,
+        char pr[16] = "-";
+        if (hk.plane_bytes)
+            snprintf(pr, sizeof pr, "%.3f", (double)hk.raw_bytes / (double)hk.plane_bytes);
+        printf("%-5s %7.1f%% %7d/%-6d %11.3f %12.4g %8llu %7.3f %7s %s\n", name, top1,
                s.margin_steps - s.margin_fail, s.margin_steps, top5, s.max_err,
-               (unsigned long long)hk.clamps, verdict);
+               (unsigned long long)hk.clamps, (double)hk.raw_bytes / (double)hk.zstd_bytes, pr,
+               verdict);
     }
     if (e != ST_OK) {
         fprintf(stderr, "strata: bench wire: %s\n", st_errmsg(e));

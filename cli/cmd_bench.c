@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -69,6 +71,33 @@ static void br_bandwidth(st_pool *pool, br_bw *b, int nruns, double *out, int *n
         st_pool_run(pool, br_bw_job, b);
         out[(*n_out)++] = (double)(b->n * 8) / (st_now_s() - t) / 1e9;
     }
+}
+
+/* ---- load from other processes ---- */
+
+/* br_cpu_busy - seconds of non-idle CPU time of the whole machine (all
+ * CPUs, from /proc/stat) and of this process; returns -1 if unknown. */
+static int br_cpu_busy(double *machine, double *self)
+{
+    FILE *f = fopen("/proc/stat", "r");
+    if (f == NULL)
+        return -1;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                   &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (n < 5 || hz <= 0)
+        return -1;
+    /* user nice system idle iowait irq softirq steal: busy = all but idle, iowait */
+    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    *machine = (double)busy / (double)hz;
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0)
+        return -1;
+    *self = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+            (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+    return 0;
 }
 
 /* ---- bench run ---- */
@@ -231,6 +260,9 @@ int st_bench_run(int argc, char **argv)
         fprintf(stderr, "strata: bench run: %s\n", st_errmsg(e));
         goto out;
     }
+    double m0 = 0, s0 = 0, m1 = 0, s1 = 0;
+    const int load_ok = br_cpu_busy(&m0, &s0) == 0;
+    const double w0 = st_now_s();
     for (int64_t r = 0; r < o.repeat; r++) {
         double a, b;
         if ((e = br_round(&l, prompt, o.prompt, o.gen, &a, &b)) != ST_OK) {
@@ -242,6 +274,8 @@ int st_bench_run(int argc, char **argv)
         st_log(ST_LOG_DEBUG, "bench", "round %lld: prompt %.2f tok/s, decode %.2f tok/s",
                (long long)r, tp[r], td[r]);
     }
+    const double wall = st_now_s() - w0;
+    const int load_ok2 = load_ok && br_cpu_busy(&m1, &s1) == 0;
     br_bandwidth(l.pool, &bw, 3, bws, &n_bw);
 
     double bmed, bmin, bmax, pmed, pmin, pmax, dmed, dmin, dmax;
@@ -251,6 +285,13 @@ int st_bench_run(int argc, char **argv)
     const double ceiling = bmed * 1e9 / bpt; /* tok/s if decode streamed at bmed */
     printf("bandwidth: %.2f GB/s read, %d threads (median of %d; min %.2f, max %.2f)\n", bmed,
            st_pool_size(l.pool), n_bw, bmin, bmax);
+    if (load_ok2) {
+        const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        const double other = ((m1 - m0) - (s1 - s0)) / (wall * (double)(ncpu > 0 ? ncpu : 1));
+        printf("machine: other processes used %.0f%% of %ld CPUs during the timed rounds%s\n",
+               100.0 * (other > 0 ? other : 0), ncpu,
+               other > 0.05 ? " (figures disturbed)" : "");
+    }
     printf("prompt: %.2f tok/s (min %.2f, max %.2f) %lld tokens, median of %lld\n", pmed, pmin,
            pmax, (long long)o.prompt, (long long)o.repeat);
     printf("decode: %.2f tok/s (min %.2f, max %.2f) %lld tokens, median of %lld; "

@@ -107,7 +107,8 @@ typedef struct st_wire_opts {
     const uint8_t *key;   /* ST_WIRE_KEY_SIZE bytes: MAC; NULL: CRC-32C */
 } st_wire_opts;
 
-/* What a receiver expects; every field is required (non-zero). */
+/* What a receiver expects. plan_hash, hidden and max_tokens are required;
+ * epoch and stage are compared as given (0 included). */
 typedef struct st_wire_expect {
     uint64_t epoch;
     const uint8_t *plan_hash; /* ST_WIRE_PLAN_HASH_SIZE bytes */

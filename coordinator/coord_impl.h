@@ -70,10 +70,26 @@ struct st_coord {
 };
 
 /* coord.c */
-void coord_replan(st_coord *c, bool force, const char *why);
-void coord_member_gone(st_coord *c, uint64_t id, st_member_life life, const char *why);
 bool coord_serving(const st_coord *c);
 uint64_t coord_now(void);
+
+/* replan.c */
+/* coord_replan - makes a new plan from the placeable workers and starts
+ * its round (or remembers the wish while a round is in progress). force:
+ * switch even to a plan with the serving plan's layout. */
+void coord_replan(st_coord *c, bool force, const char *why);
+/* coord_member_gone - worker id was lost or left: closes its peer, breaks
+ * the serving plan if it had a stage, ends a round it was in, replans. */
+void coord_member_gone(st_coord *c, uint64_t id, st_member_life life, const char *why);
+/* coord_rpc - sends m to worker id's control socket as an op tagged tag. */
+st_err coord_rpc(st_coord *c, uint64_t id, const Strata__Msg *m, int timeout_ms,
+                 const st_op_tag *tag);
+/* coord_commit_all - sends Commit of the ready round to every live worker. */
+void coord_commit_all(st_coord *c);
+/* coord_on_prepare_reply / coord_on_commit_reply - an ended Prepare or
+ * Commit op (rv: its NNG result; reply: the answer, or NULL). */
+void coord_on_prepare_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply);
+void coord_on_commit_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply);
 
 /* api.c */
 void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg);

@@ -1,4 +1,5 @@
-/* scheduler.c - requests, sessions and batches (see scheduler.h).
+/* scheduler.c - sessions, admission, batches, results and deadlines (see
+ * scheduler.h; the requests themselves are in sched_req.c).
  *
  * State lives in three tables with fixed bounds (INV-6): session slots
  * (max_sessions, the KV slots every worker keeps), requests (at most
@@ -15,78 +16,17 @@
  * needed (least recently used first). Ended session ids are collected for
  * the coordinator to send EndSessions.
  *
- * Text: each request has its own streaming detokenizer, started at the
- * start of the text and fed the prompt (whose text is dropped), so the
- * generated text continues exactly as `strata run` prints it. text_off[i]
- * is where token i's text starts; the flush of a pending partial character
- * at the end belongs to no token and is delivered with `done`. */
-#include "coordinator/scheduler.h"
+ * Text (sched_req.c): each request has its own streaming detokenizer,
+ * started at the start of the text and fed the prompt (whose text is
+ * dropped), so the generated text continues exactly as `strata run`
+ * prints it. text_off[i] is where token i's text starts; the flush of a
+ * pending partial character at the end belongs to no token and is
+ * delivered with `done`. */
+#include "coordinator/sched_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef enum rq_state { RQ_QUEUED = 0, RQ_RUNNING, RQ_DONE } rq_state;
-
-typedef struct sched_sess sched_sess;
-
-typedef struct sched_req {
-    uint64_t id;
-    rq_state state;
-    sched_sess *sess;
-    int32_t *prompt;
-    uint32_t n_prompt;
-    uint64_t client_session;
-    uint32_t max_tokens;
-    st_sampler_params sp;
-    char **stop;
-    uint32_t n_stop;
-    size_t max_stop_len;
-    bool want_logits;
-    int32_t *ids;       /* [max_tokens] */
-    uint32_t n_ids;
-    uint32_t *text_off; /* [max_tokens + 1] */
-    char *text;
-    size_t text_len, text_cap;
-    float *logits;      /* [n_ids][n_vocab] */
-    st_detok dt;
-    const char *finish;
-    st_err err;
-    char err_msg[256];
-    uint64_t created_ns, progress_ns, done_ns;
-    uint32_t retries;   /* failures since the last good step */
-} sched_req;
-
-struct sched_sess {
-    bool used;
-    uint64_t id;        /* the session id the workers see */
-    uint64_t client_id; /* 0: fresh */
-    int32_t *hist;      /* [n_ctx] */
-    uint32_t n_hist;
-    uint32_t n_cached;
-    uint64_t rng[4];
-    sched_req *req;
-    uint64_t in_flight; /* batch id, 0 if none */
-    uint64_t last_used_ns;
-};
-
-typedef struct sched_batch {
-    bool used;
-    st_sched_batch b;
-} sched_batch;
-
-struct st_sched {
-    st_sched_cfg cfg;
-    sched_sess *sess;     /* [max_sessions] */
-    sched_req **req;      /* requests in arrival order */
-    size_t n_req, cap_req;
-    sched_batch *batches; /* [max_in_flight] */
-    uint64_t next_req, next_sess, next_batch;
-    uint64_t *ended;      /* ring of ended session ids */
-    size_t n_ended, cap_ended;
-    char *dbuf;           /* detokenizer output scratch */
-    size_t dcap;
-};
 
 st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
 {
@@ -127,21 +67,6 @@ st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
     return ST_OK;
 }
 
-static void sched_req_free(sched_req *r)
-{
-    if (r == NULL)
-        return;
-    for (uint32_t i = 0; i < r->n_stop; i++)
-        free(r->stop[i]);
-    free(r->stop);
-    free(r->prompt);
-    free(r->ids);
-    free(r->text_off);
-    free(r->text);
-    free(r->logits);
-    free(r);
-}
-
 void st_sched_free(st_sched *s)
 {
     if (s == NULL)
@@ -162,169 +87,6 @@ void st_sched_free(st_sched *s)
     free(s);
 }
 
-/* ---- requests ---- */
-
-static sched_req *sched_find(const st_sched *s, uint64_t id)
-{
-    for (size_t i = 0; i < s->n_req; i++)
-        if (s->req[i]->id == id)
-            return s->req[i];
-    return NULL;
-}
-
-static size_t sched_live(const st_sched *s)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < s->n_req; i++)
-        n += s->req[i]->state != RQ_DONE;
-    return n;
-}
-
-/* sched_drop - frees request i (finished, or never started). */
-static void sched_drop(st_sched *s, size_t i)
-{
-    sched_req *r = s->req[i];
-    if (r->sess)
-        r->sess->req = NULL;
-    sched_req_free(r);
-    memmove(&s->req[i], &s->req[i + 1], (s->n_req - i - 1) * sizeof *s->req);
-    s->n_req--;
-}
-
-static st_err sched_text_put(sched_req *r, const char *b, size_t n)
-{
-    if (n == 0)
-        return ST_OK;
-    if (r->text_len + n > r->text_cap) {
-        size_t cap = r->text_cap ? r->text_cap : 256;
-        while (cap < r->text_len + n)
-            cap *= 2;
-        char *t = realloc(r->text, cap);
-        if (t == NULL)
-            return st_errorf(ST_ENOMEM, "text of request %llu", (unsigned long long)r->id);
-        r->text = t;
-        r->text_cap = cap;
-    }
-    memcpy(r->text + r->text_len, b, n);
-    r->text_len += n;
-    return ST_OK;
-}
-
-/* sched_finish - ends r with reason (and an error for "error" and
- * "cancelled"); flushes its detokenizer. */
-static void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err,
-                         const char *msg, uint64_t now)
-{
-    if (r->state == RQ_DONE)
-        return;
-    r->state = RQ_DONE;
-    r->finish = reason;
-    r->err = err;
-    snprintf(r->err_msg, sizeof r->err_msg, "%s", msg ? msg : "");
-    r->done_ns = now;
-    if (s->cfg.tok) {
-        size_t nw = 0;
-        if (st_detok_flush(&r->dt, s->dbuf, s->dcap, &nw) == ST_OK)
-            sched_text_put(r, s->dbuf, nw);
-    }
-}
-
-static st_err sched_validate(const st_sched *s, const st_gen_req *g)
-{
-    const st_sched_cfg *c = &s->cfg;
-    if (g->n_prompt == 0)
-        return st_errorf(ST_EINVAL, "the prompt is empty");
-    for (size_t i = 0; i < g->n_prompt; i++)
-        if (g->prompt[i] < 0 || (uint32_t)g->prompt[i] >= c->n_vocab)
-            return st_errorf(ST_ERANGE, "prompt_ids[%zu] = %d is outside the vocabulary of %u",
-                             i, g->prompt[i], c->n_vocab);
-    if (g->max_tokens == 0)
-        return st_errorf(ST_EINVAL, "max_tokens is 0; it must be in 1..%u (the context)",
-                         c->n_ctx);
-    if (g->max_tokens > c->n_ctx)
-        return st_errorf(ST_EINVAL, "max_tokens %u exceeds the context of %u", g->max_tokens,
-                         c->n_ctx);
-    if (g->n_prompt >= c->n_ctx)
-        return st_errorf(ST_EINVAL, "the prompt of %zu tokens does not fit the context of %u",
-                         g->n_prompt, c->n_ctx);
-    st_err e = st_sampler_params_validate(&g->sp);
-    if (e != ST_OK)
-        return e;
-    if (g->n_stop > ST_SCHED_MAX_STOP)
-        return st_errorf(ST_EINVAL, "%zu stop strings; at most %d", g->n_stop, ST_SCHED_MAX_STOP);
-    for (size_t i = 0; i < g->n_stop; i++) {
-        size_t n = g->stop[i] ? strlen(g->stop[i]) : 0;
-        if (n == 0 || n > ST_SCHED_MAX_STOP_LEN)
-            return st_errorf(ST_EINVAL, "stop[%zu] has %zu bytes; it must have 1..%d", i, n,
-                             ST_SCHED_MAX_STOP_LEN);
-    }
-    if (g->want_logits &&
-        (uint64_t)g->max_tokens * c->n_vocab * sizeof(float) > ST_SCHED_MAX_LOGITS_BYTES)
-        return st_errorf(ST_EINVAL, "want_logits with max_tokens %u and %u ids needs %llu bytes; "
-                         "at most %llu", g->max_tokens, c->n_vocab,
-                         (unsigned long long)g->max_tokens * c->n_vocab * sizeof(float),
-                         (unsigned long long)ST_SCHED_MAX_LOGITS_BYTES);
-    if (sched_live(s) >= c->max_requests)
-        return st_errorf(ST_EBUSY, "%u requests are in progress (the limit); try later",
-                         c->max_requests);
-    if (g->client_session != 0)
-        for (size_t i = 0; i < s->n_req; i++)
-            if (s->req[i]->state != RQ_DONE && s->req[i]->client_session == g->client_session)
-                return st_errorf(ST_EBUSY, "session %llu is busy with request %llu",
-                                 (unsigned long long)g->client_session,
-                                 (unsigned long long)s->req[i]->id);
-    return ST_OK;
-}
-
-st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64_t *req_id)
-{
-    st_err e = sched_validate(s, g);
-    if (e != ST_OK)
-        return e;
-    if (s->n_req == s->cap_req) { /* the oldest finished request makes room */
-        size_t i = 0;
-        while (i < s->n_req && s->req[i]->state != RQ_DONE)
-            i++;
-        if (i == s->n_req)
-            return st_errorf(ST_EBUSY, "request table full");
-        sched_drop(s, i);
-    }
-    sched_req *r = calloc(1, sizeof *r);
-    if (r == NULL)
-        return st_errorf(ST_ENOMEM, "request");
-    r->prompt = malloc(g->n_prompt * sizeof *r->prompt);
-    r->ids = malloc(g->max_tokens * sizeof *r->ids);
-    r->text_off = calloc((size_t)g->max_tokens + 1, sizeof *r->text_off);
-    r->stop = calloc(g->n_stop ? g->n_stop : 1, sizeof *r->stop);
-    if (!r->prompt || !r->ids || !r->text_off || !r->stop) {
-        sched_req_free(r);
-        return st_errorf(ST_ENOMEM, "request");
-    }
-    for (size_t i = 0; i < g->n_stop; i++) {
-        if ((r->stop[i] = strdup(g->stop[i])) == NULL) {
-            sched_req_free(r);
-            return st_errorf(ST_ENOMEM, "request");
-        }
-        r->n_stop++;
-        size_t n = strlen(g->stop[i]);
-        if (n > r->max_stop_len)
-            r->max_stop_len = n;
-    }
-    memcpy(r->prompt, g->prompt, g->n_prompt * sizeof *r->prompt);
-    r->n_prompt = (uint32_t)g->n_prompt;
-    r->id = ++s->next_req;
-    r->state = RQ_QUEUED;
-    r->client_session = g->client_session;
-    r->max_tokens = g->max_tokens;
-    r->sp = g->sp;
-    r->want_logits = g->want_logits;
-    r->finish = "";
-    r->created_ns = r->progress_ns = now_ns;
-    s->req[s->n_req++] = r;
-    *req_id = r->id;
-    return ST_OK;
-}
-
 /* ---- sessions ---- */
 
 static sched_sess *sched_sess_by_id(st_sched *s, uint64_t id)
@@ -335,7 +97,7 @@ static sched_sess *sched_sess_by_id(st_sched *s, uint64_t id)
     return NULL;
 }
 
-static void sched_end_session(st_sched *s, sched_sess *ss)
+void sched_end_session(st_sched *s, sched_sess *ss)
 {
     if (s->n_ended == s->cap_ended) { /* nobody drained: forget the oldest (workers evict LRU) */
         memmove(s->ended, s->ended + 1, (s->cap_ended - 1) * sizeof *s->ended);
@@ -350,7 +112,7 @@ static void sched_end_session(st_sched *s, sched_sess *ss)
 
 /* sched_settle - after a session left a batch or its request ended:
  * detaches a finished request, ends a fresh session, idles a client one. */
-static void sched_settle(st_sched *s, sched_sess *ss, uint64_t now)
+void sched_settle(st_sched *s, sched_sess *ss, uint64_t now)
 {
     if (!ss->used || ss->in_flight)
         return;
@@ -605,52 +367,6 @@ static st_err sched_check(const st_sched *s, const st_sched_batch *b,
     return ST_OK;
 }
 
-/* sched_append - appends sampled id tok to r (history, ids, text, logits)
- * and ends r on EOS, stop string, token limit or a full context. */
-static void sched_append(st_sched *s, sched_req *r, sched_sess *ss,
-                         const st_sched_result_row *rr, uint64_t now)
-{
-    int32_t tok = rr->token;
-    ss->hist[ss->n_hist++] = tok;
-    memcpy(ss->rng, rr->rng, sizeof ss->rng);
-    if (r->want_logits) {
-        float *l = realloc(r->logits, ((size_t)r->n_ids + 1) * s->cfg.n_vocab * sizeof *l);
-        if (l == NULL) {
-            sched_finish(s, r, "error", ST_ENOMEM, "out of memory for logits", now);
-            return;
-        }
-        r->logits = l;
-        memcpy(l + (size_t)r->n_ids * s->cfg.n_vocab, rr->logits, s->cfg.n_vocab * sizeof *l);
-    }
-    r->ids[r->n_ids++] = tok;
-    size_t before = r->text_len;
-    if (s->cfg.tok) {
-        size_t nw = 0;
-        if (st_detok_push(&r->dt, tok, s->dbuf, s->dcap, &nw) == ST_OK &&
-            sched_text_put(r, s->dbuf, nw) != ST_OK) {
-            sched_finish(s, r, "error", ST_ENOMEM, "out of memory for text", now);
-            return;
-        }
-    }
-    r->text_off[r->n_ids] = (uint32_t)r->text_len;
-    r->progress_ns = now;
-    r->retries = 0;
-    if (tok == s->cfg.eos_id) {
-        sched_finish(s, r, "eos", ST_OK, NULL, now);
-        return;
-    }
-    if (r->n_stop > 0 && r->text_len > before) {
-        size_t from = before > r->max_stop_len - 1 ? before - (r->max_stop_len - 1) : 0;
-        for (uint32_t i = 0; i < r->n_stop; i++)
-            if (memmem(r->text + from, r->text_len - from, r->stop[i], strlen(r->stop[i]))) {
-                sched_finish(s, r, "stop", ST_OK, NULL, now);
-                return;
-            }
-    }
-    if (r->n_ids == r->max_tokens || ss->n_hist >= s->cfg.n_ctx)
-        sched_finish(s, r, "length", ST_OK, NULL, now);
-}
-
 st_err st_sched_complete(st_sched *s, uint64_t batch_id, uint64_t epoch,
                          const st_sched_result_row *rows, size_t n_rows, uint64_t now_ns)
 {
@@ -739,20 +455,6 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
     }
 }
 
-st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns)
-{
-    sched_req *r = sched_find(s, req_id);
-    if (r == NULL)
-        return st_errorf(ST_ENOENT, "request %llu is unknown or expired",
-                         (unsigned long long)req_id);
-    if (r->state == RQ_DONE)
-        return ST_OK;
-    sched_finish(s, r, "cancelled", ST_ECANCELED, "cancelled by the client", now_ns);
-    if (r->sess)
-        sched_settle(s, r->sess, now_ns);
-    return ST_OK;
-}
-
 void st_sched_shutdown(st_sched *s, const char *msg, uint64_t now_ns)
 {
     for (size_t i = 0; i < s->n_req; i++)
@@ -760,29 +462,6 @@ void st_sched_shutdown(st_sched *s, const char *msg, uint64_t now_ns)
     for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
         if (s->batches[i].used)
             sched_release(s, &s->batches[i], now_ns);
-}
-
-st_err st_sched_view(const st_sched *s, uint64_t req_id, st_req_view *v)
-{
-    const sched_req *r = sched_find(s, req_id);
-    if (r == NULL)
-        return st_errorf(ST_ENOENT, "request %llu is unknown or expired",
-                         (unsigned long long)req_id);
-    v->id = r->id;
-    v->done = r->state == RQ_DONE;
-    v->finish = r->finish;
-    v->err = r->err;
-    v->err_msg = r->err_msg;
-    v->n_prompt = r->n_prompt;
-    v->n_ids = r->n_ids;
-    v->ids = r->ids;
-    v->text = r->text ? r->text : "";
-    v->text_off = r->text_off;
-    v->text_len = r->text_len;
-    v->logits = r->logits;
-    v->want_logits = r->want_logits;
-    v->n_vocab = s->cfg.n_vocab;
-    return ST_OK;
 }
 
 size_t st_sched_take_ended(st_sched *s, uint64_t *ids, size_t cap)
@@ -802,7 +481,6 @@ size_t st_sched_in_flight(const st_sched *s)
     return n;
 }
 
-size_t st_sched_n_requests(const st_sched *s) { return sched_live(s); }
 
 size_t st_sched_n_sessions(const st_sched *s)
 {

@@ -7,10 +7,12 @@
  * fixed tree, then the n % 8 remaining products added one by one (multiply,
  * then add). The paths only differ in how many elements they compute at
  * once: a tile of R weight rows by C activation rows keeps R * C
- * accumulators in registers and loads each weight vector once for C rows
- * and each activation vector once for R rows. Decode (few activation rows)
- * uses 8 x 1 tiles; prefill 4 x 3. So results do not depend on the batch,
- * the row's place in it or the [i0, i1) split (INV-7).
+ * accumulators in registers and loads (and widens) each weight vector once
+ * for C rows and each activation vector once for R rows. Decode (few
+ * activation rows) uses 8 x 1 tiles; prefill 4 x 3, which runs near the
+ * FMA peak (widening on the fly was measured faster than widening panels
+ * to f32 first). So results do not depend on the batch, the row's place in
+ * it or the [i0, i1) split (INV-7).
  * Accuracy: about n/8 sequential roundings per lane, within the bound the
  * tests give SIMD variants (2 n u sum|w x|). */
 #include <immintrin.h>
@@ -18,6 +20,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kernels_avx2_int.h"
+
 
 /* f_load8 - 8 elements of a t row from element k, widened to f32. */
 static inline __attribute__((always_inline)) __m256 f_load8(st_dtype t, const void *p, int64_t k)

@@ -265,6 +265,11 @@ static void dm_send_heartbeat(st_daemon *d)
     hb.rss_bytes = st_rss_bytes();
     hb.layers = llp;
     hb.counters = &c;
+    st_log(ST_LOG_DEBUG, "control", "heartbeat: epoch %llu load %.2f rss %llu kv %llu sessions %u "
+           "steps %llu refused %llu auth %llu bad %llu", (unsigned long long)hb.epoch, hb.load,
+           (unsigned long long)hb.rss_bytes, (unsigned long long)hb.kv_bytes, hb.sessions,
+           (unsigned long long)c.steps, (unsigned long long)c.refused_epoch,
+           (unsigned long long)c.auth_failed, (unsigned long long)c.bad_packets);
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_HEARTBEAT;
     m.heartbeat = &hb;
@@ -607,7 +612,7 @@ static st_err dm_pool(st_daemon *d)
         return e;
     if (have && pthread_getaffinity_np(pthread_self(), sizeof d->pool0_cpus, &d->pool0_cpus) == 0)
         d->pool0_pinned = !CPU_EQUAL(&orig, &d->pool0_cpus);
-    e = st_measure_speeds(d->pool, d->ops, ST_MEASURE_BUF_DEFAULT, 1.5, &d->meas);
+    e = st_measure_speeds(d->pool, d->ops, ST_MEASURE_BUF_DEFAULT, 0.6, &d->meas);
     if (have)
         pthread_setaffinity_np(pthread_self(), sizeof orig, &orig);
     if (e != ST_OK)

@@ -310,8 +310,9 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
                 old->plan.n_ctx == np->n_ctx;
     if (!keep)
         st_sessions_clear(&dp->ses);
-    if (n->model != NULL && st_sessions_resize(&dp->ses, np->max_sessions) != ST_OK) {
-        st_log(ST_LOG_WARN, "data", "%s", st_errmsg(ST_ENOMEM));
+    st_err e;
+    if (n->model != NULL && (e = st_sessions_resize(&dp->ses, np->max_sessions)) != ST_OK) {
+        st_log(ST_LOG_WARN, "data", "sessions kept at %u slots: %s", dp->ses.cap, st_errmsg(e));
         st_sessions_clear(&dp->ses);
     }
     dp_redial(dp->push_next, &dp->d_next, &dp->has_next, dp->next_addr, np->next_addr);

@@ -291,11 +291,18 @@ def case_cluster_key():
     with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32"], key=k1) as c:
         good = c.add_worker()
         c.add_worker(key=k2)
-        time.sleep(2.0)
-        st = c.wait_serving(1)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            st = c.wait_serving(1)
+            if st["counters"]["auth_failed"] >= 1:
+                break
+            time.sleep(0.2)
         names = [w["name"] for w in st["workers"]]
         assert names == ["worker0"], "members: %s" % names
         assert st["counters"]["auth_failed"] >= 1, st["counters"]
+        time.sleep(1.0)  # the wrong-key worker keeps retrying; it must stay out
+        st = c.wait_serving(1)
+        assert [w["name"] for w in st["workers"]] == ["worker0"], st["workers"]
         for args in ([good.data_addr, str(st["epoch"]), "--key", k2],
                      [good.data_addr, str(st["epoch"]), "--key", k1, "--bad-mac"],
                      [good.data_addr, str(st["epoch"])]):

@@ -1,0 +1,86 @@
+/* sched_impl.h - the scheduler's internal state, shared by scheduler.c
+ * (sessions, admission, batches, results, deadlines) and sched_req.c
+ * (requests: validation, text and stop strings, views, cancel). Nothing
+ * outside those two files includes it. */
+#ifndef ST_COORD_SCHED_IMPL_H
+#define ST_COORD_SCHED_IMPL_H
+
+#include "coordinator/scheduler.h"
+
+typedef enum rq_state { RQ_QUEUED = 0, RQ_RUNNING, RQ_DONE } rq_state;
+
+typedef struct sched_sess sched_sess;
+
+typedef struct sched_req {
+    uint64_t id;
+    rq_state state;
+    sched_sess *sess;
+    int32_t *prompt;
+    uint32_t n_prompt;
+    uint64_t client_session;
+    uint32_t max_tokens;
+    st_sampler_params sp;
+    char **stop;
+    uint32_t n_stop;
+    size_t max_stop_len;
+    bool want_logits;
+    int32_t *ids;       /* [max_tokens] */
+    uint32_t n_ids;
+    uint32_t *text_off; /* [max_tokens + 1] */
+    char *text;
+    size_t text_len, text_cap;
+    float *logits;      /* [n_ids][n_vocab] */
+    st_detok dt;
+    const char *finish;
+    st_err err;
+    char err_msg[256];
+    uint64_t created_ns, progress_ns, done_ns;
+    uint32_t retries;   /* failures since the last good step */
+} sched_req;
+
+struct sched_sess {
+    bool used;
+    uint64_t id;        /* the session id the workers see */
+    uint64_t client_id; /* 0: fresh */
+    int32_t *hist;      /* [n_ctx] */
+    uint32_t n_hist;
+    uint32_t n_cached;
+    uint64_t rng[4];
+    sched_req *req;
+    uint64_t in_flight; /* batch id, 0 if none */
+    uint64_t last_used_ns;
+};
+
+typedef struct sched_batch {
+    bool used;
+    st_sched_batch b;
+} sched_batch;
+
+struct st_sched {
+    st_sched_cfg cfg;
+    sched_sess *sess;     /* [max_sessions] */
+    sched_req **req;      /* requests in arrival order */
+    size_t n_req, cap_req;
+    sched_batch *batches; /* [max_in_flight] */
+    uint64_t next_req, next_sess, next_batch;
+    uint64_t *ended;      /* ring of ended session ids */
+    size_t n_ended, cap_ended;
+    char *dbuf;           /* detokenizer output scratch */
+    size_t dcap;
+};
+
+/* sched_req.c */
+void sched_req_free(sched_req *r);
+sched_req *sched_find(const st_sched *s, uint64_t id);
+size_t sched_live(const st_sched *s);
+void sched_drop(st_sched *s, size_t i);
+void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err, const char *msg,
+                  uint64_t now);
+void sched_append(st_sched *s, sched_req *r, sched_sess *ss, const st_sched_result_row *rr,
+                  uint64_t now);
+
+/* scheduler.c */
+void sched_settle(st_sched *s, sched_sess *ss, uint64_t now);
+void sched_end_session(st_sched *s, sched_sess *ss);
+
+#endif
