@@ -70,7 +70,10 @@ struct st_coord {
 };
 
 /* coord.c */
+/* coord_serving - a committed, unbroken plan and no switch waiting to
+ * commit: batches may be sent. */
 bool coord_serving(const st_coord *c);
+/* coord_now - the monotonic clock in ns. */
 uint64_t coord_now(void);
 
 /* replan.c */
@@ -92,8 +95,13 @@ void coord_on_prepare_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *re
 void coord_on_commit_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply);
 
 /* api.c */
+/* st_api_handle - handles one request (msg, freed here) of control slot
+ * `slot` and answers it, now or (a parked Poll) later. */
 void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg);
+/* st_api_parks - answers the parked polls whose request moved on, ended or
+ * whose wait is over (all: every one, at shutdown). */
 void st_api_parks(st_coord *c, uint64_t now_ns, bool all);
+/* st_api_reply_error - answers slot with Error{code, message}. */
 void st_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message);
 
 #endif

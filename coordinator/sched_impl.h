@@ -70,17 +70,27 @@ struct st_sched {
 };
 
 /* sched_req.c */
+/* sched_req_free - frees a request and everything it owns; NULL: no-op. */
 void sched_req_free(sched_req *r);
+/* sched_find - the request with id, or NULL. */
 sched_req *sched_find(const st_sched *s, uint64_t id);
+/* sched_live - queued + running requests. */
 size_t sched_live(const st_sched *s);
+/* sched_drop - frees request i of the table (detaching its session). */
 void sched_drop(st_sched *s, size_t i);
+/* sched_finish - ends r once with reason (and err, msg); flushes its text. */
 void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err, const char *msg,
                   uint64_t now);
+/* sched_append - appends a sampled id to r and its session; ends r on EOS,
+ * a stop string, its limit or a full context. */
 void sched_append(st_sched *s, sched_req *r, sched_sess *ss, const st_sched_result_row *rr,
                   uint64_t now);
 
 /* scheduler.c */
+/* sched_settle - after ss left a batch or its request ended: detaches a
+ * finished request, ends a fresh session, idles a client one. */
 void sched_settle(st_sched *s, sched_sess *ss, uint64_t now);
+/* sched_end_session - frees ss's slot and records its id for EndSessions. */
 void sched_end_session(st_sched *s, sched_sess *ss);
 
 #endif

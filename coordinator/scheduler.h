@@ -187,10 +187,13 @@ st_err st_sched_view(const st_sched *s, uint64_t req_id, st_req_view *v);
  * KV can be freed on the workers) into ids; returns how many. */
 size_t st_sched_take_ended(st_sched *s, uint64_t *ids, size_t cap);
 
-/* Counts for status: batches in flight, live (queued + running) requests,
- * sessions holding a KV slot. */
+/* st_sched_in_flight - batches in flight. */
 size_t st_sched_in_flight(const st_sched *s);
+
+/* st_sched_n_requests - live (queued + running) requests. */
 size_t st_sched_n_requests(const st_sched *s);
+
+/* st_sched_n_sessions - sessions holding a KV slot. */
 size_t st_sched_n_sessions(const st_sched *s);
 
 #endif
