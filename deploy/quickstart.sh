@@ -1,21 +1,63 @@
 #!/bin/sh
-# quickstart.sh - sets Strata up (deploy/setup.sh) and generates text.
+# quickstart.sh - sets Strata up (deploy/setup.sh), starts a local cluster
+# (a coordinator and two workers on loopback, each given a port by the
+# kernel), generates text through it, and stops the cluster again.
 # With no MODEL, a small synthetic llama is written to build/demo.gguf
 # first (its weights are random, so its text is too).
 # Usage: deploy/quickstart.sh [MODEL.gguf] [PROMPT]
 set -eu
 cd "$(dirname "$0")/.."
 deploy/setup.sh
-STRATA=build/cli/strata
+B=build
 MODEL="${1:-}"
 PROMPT="${2:-Once upon a time}"
 if [ -z "$MODEL" ]; then
-    MODEL=build/demo.gguf
+    MODEL=$B/demo.gguf
     if [ ! -f "$MODEL" ]; then
         echo "quickstart: no model given; writing a synthetic one to $MODEL"
-        $STRATA convert synth "$MODEL" --dim 256 --layers 4 --heads 8 --kv-heads 2 \
+        $B/cli/strata convert synth "$MODEL" --dim 256 --layers 4 --heads 8 --kv-heads 2 \
             --ffn 768 --vocab 2048 --type q8_0 --seed 1
     fi
 fi
-echo "quickstart: strata run $MODEL --prompt \"$PROMPT\" -n 48"
-$STRATA run "$MODEL" --prompt "$PROMPT" -n 48 --temp 0.8 --seed 42
+
+RUN=$(mktemp -d /tmp/strata-quickstart.XXXXXX)
+PIDS=""
+cleanup() {
+    for p in $PIDS; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$RUN"
+}
+trap cleanup EXIT INT TERM
+
+# wait_addr FILE PATTERN - the first tcp:// address after PATTERN in FILE
+wait_addr() {
+    i=0
+    while [ $i -lt 300 ]; do
+        a=$(sed -n "s|^$2 \(tcp://[^ ]*\).*|\1|p" "$1" 2>/dev/null | head -n 1)
+        if [ -n "$a" ]; then echo "$a"; return 0; fi
+        i=$((i + 1)); sleep 0.1
+    done
+    echo "quickstart: no '$2' line in $1" >&2; cat "$1" "$1.err" >&2 || true; return 1
+}
+
+$B/coordinator/strata-coordinator --model "$MODEL" --listen tcp://127.0.0.1:0 --min-workers 2 \
+    >"$RUN/coord" 2>"$RUN/coord.err" &
+PIDS="$PIDS $!"
+COORD=$(wait_addr "$RUN/coord" "listening on")
+echo "quickstart: coordinator at $COORD"
+for w in 1 2; do
+    $B/worker/strata-worker --coordinator "$COORD" --model "$MODEL" --listen tcp://127.0.0.1:0 \
+        --threads 1 --name "worker$w" >"$RUN/w$w" 2>"$RUN/w$w.err" &
+    PIDS="$PIDS $!"
+    echo "quickstart: worker$w data plane at $(wait_addr "$RUN/w$w" "listening on")"
+done
+i=0
+until $B/cli/strata status --json --coordinator "$COORD" 2>/dev/null | grep -Eq '"serving":[[:space:]]*true'; do
+    i=$((i + 1))
+    if [ $i -gt 300 ]; then echo "quickstart: the cluster did not start serving" >&2; exit 1; fi
+    sleep 0.1
+done
+$B/cli/strata status --coordinator "$COORD"
+echo "quickstart: strata generate --prompt \"$PROMPT\" -n 48"
+$B/cli/strata generate --coordinator "$COORD" --prompt "$PROMPT" -n 48 --temp 0.8 --seed 42
+echo "quickstart: stopping the cluster"
