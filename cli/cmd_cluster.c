@@ -248,6 +248,33 @@ static cJSON *cl_counters_json(const Strata__Counters *c)
     return o;
 }
 
+static cJSON *cl_sched_json(const Strata__SchedStatus *q)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "running", q->running);
+    cJSON_AddNumberToObject(o, "queued", q->queued);
+    cJSON_AddNumberToObject(o, "sessions", q->sessions);
+    cJSON_AddNumberToObject(o, "idle_sessions", q->idle_sessions);
+    cJSON_AddNumberToObject(o, "max_sessions", q->max_sessions);
+    cJSON_AddNumberToObject(o, "in_flight", q->in_flight);
+    cJSON_AddNumberToObject(o, "depth", q->depth);
+    cJSON_AddNumberToObject(o, "peak_in_flight", q->peak_in_flight);
+    cl_json_u64(o, "batches", q->batches);
+    cl_json_u64(o, "rows", q->rows);
+    cl_json_u64(o, "tokens", q->tokens);
+    cl_json_u64(o, "busy_refused", q->busy_refused);
+    cl_json_u64(o, "queue_expired", q->queue_expired);
+    cl_json_u64(o, "client_gone", q->client_gone);
+    cl_json_u64(o, "reused_tokens", q->reused_tokens);
+    cl_json_u64(o, "sessions_evicted", q->sessions_evicted);
+    cl_json_u64(o, "sessions_expired", q->sessions_expired);
+    cl_json_u64(o, "kv_session_bytes", q->kv_session_bytes);
+    cl_json_u64(o, "kv_bytes", q->kv_bytes);
+    cJSON_AddNumberToObject(o, "chunk", q->chunk);
+    cJSON_AddNumberToObject(o, "max_batch_tokens", q->max_batch_tokens);
+    return o;
+}
+
 static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
 {
     cJSON *o = cJSON_CreateObject();
@@ -336,6 +363,21 @@ static void cl_status_print(const Strata__StatusReply *s)
             printf("\n");
         }
     }
+    const Strata__SchedStatus *q = s->sched;
+    if (q) {
+        char kvs[24], kvw[24];
+        cl_bytes(q->kv_session_bytes, kvs, sizeof kvs);
+        cl_bytes(q->kv_bytes, kvw, sizeof kvw);
+        printf("sessions: %u of %u (%u idle), %s KV each, %s KV on workers; requests: %u "
+               "running, %u queued\n", q->sessions, q->max_sessions, q->idle_sessions, kvs, kvw,
+               q->running, q->queued);
+        printf("batches: %" PRIu64 " (%" PRIu64 " rows, %" PRIu64 " tokens), %u in flight of %u "
+               "(peak %u); refused busy %" PRIu64 ", queue expired %" PRIu64 ", clients gone %"
+               PRIu64 ", prompt ids reused %" PRIu64 ", sessions evicted %" PRIu64
+               ", expired %" PRIu64 "\n", q->batches, q->rows, q->tokens, q->in_flight, q->depth,
+               q->peak_in_flight, q->busy_refused, q->queue_expired, q->client_gone,
+               q->reused_tokens, q->sessions_evicted, q->sessions_expired);
+    }
     if (c)
         printf("counters: refused epochs %" PRIu64 ", failed authentications %" PRIu64
                ", f16 clamps %" PRIu64 ", bad packets %" PRIu64 ", steps %" PRIu64 "\n",
@@ -399,6 +441,8 @@ static int cl_admin(int argc, char **argv, bool status)
             cJSON_AddNumberToObject(j, "sessions", s->sessions);
             cJSON_AddNumberToObject(j, "requests", s->requests);
             cJSON_AddItemToObject(j, "counters", cl_counters_json(s->counters));
+            if (s->sched)
+                cJSON_AddItemToObject(j, "sched", cl_sched_json(s->sched));
             cJSON *ws = cJSON_AddArrayToObject(j, "workers");
             for (size_t i = 0; i < s->n_workers; i++)
                 cJSON_AddItemToArray(ws, cl_worker_json(s->workers[i]));
@@ -427,8 +471,6 @@ static int cl_admin(int argc, char **argv, bool status)
 
 int st_cmd_status(int argc, char **argv) { return cl_admin(argc, argv, true); }
 
-int st_cmd_plan(int argc, char **argv) { return cl_admin(argc, argv, false); }
-
 /* ---- generate ---- */
 
 typedef struct gen_opts {
@@ -443,7 +485,14 @@ typedef struct gen_opts {
     size_t n_stop;
     const char *logits_out;
     uint64_t session;
+    int64_t max_queue_ms;
 } gen_opts;
+
+/* What the last poll said about scheduling (the summary line). */
+typedef struct gen_sched {
+    uint32_t steps, missed, reused;
+    uint64_t submit_ns, start_ns;
+} gen_sched;
 
 static void gen_usage(void)
 {
@@ -451,6 +500,7 @@ static void gen_usage(void)
             "usage: strata generate (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
             "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ids]\n"
             "       [--stop STR]... [--logits-out FILE] [--session ID] [--timeout-ms N]\n"
+            "       [--max-queue-ms N]\n"
             "       [--coordinator ADDR] [--cluster-key FILE]\n");
 }
 
@@ -492,6 +542,10 @@ static int gen_parse(int argc, char **argv, gen_opts *o)
         } else if (strcmp(f, "--session") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_u64(f, v, &o->session))
                 return 2;
+        } else if (strcmp(f, "--max-queue-ms") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)) ||
+                cli_parse_i64(f, v, 1, 3600000, &o->max_queue_ms))
+                return 2;
         } else {
             fprintf(stderr, "strata: generate: unknown argument '%s'\n", f);
             gen_usage();
@@ -530,7 +584,8 @@ static void gen_cancel(cl_conn *c, uint64_t id)
 /* gen_stream - polls request id until it is done, printing as it goes;
  * appends the ids to *all (capacity cap). */
 static int gen_stream(cl_conn *c, const gen_opts *o, uint64_t id, FILE *lf, int32_t *all,
-                      size_t cap, size_t *n_all, uint64_t deadline_ns, char *fin, size_t fin_cap)
+                      size_t cap, size_t *n_all, uint64_t deadline_ns, char *fin, size_t fin_cap,
+                      gen_sched *gs)
 {
     for (;;) {
         uint64_t now = st_now_ns();
@@ -559,6 +614,8 @@ static int gen_stream(cl_conn *c, const gen_opts *o, uint64_t id, FILE *lf, int3
             return 1;
         }
         const Strata__PollReply *p = r->poll_reply;
+        *gs = (gen_sched){.steps = p->steps, .missed = p->missed_steps, .reused = p->reused,
+                          .submit_ns = p->submit_ns, .start_ns = p->start_ns};
         if (*n_all + p->n_ids > cap) {
             fprintf(stderr, "strata: generate: the coordinator sent %zu ids; %zu were asked for\n",
                     *n_all + p->n_ids, cap);
@@ -639,6 +696,7 @@ int st_cmd_generate(int argc, char **argv)
     g.stop = (char **)o.stop;
     g.session_id = o.session;
     g.want_logits = o.logits_out != NULL;
+    g.max_queue_ms = (uint32_t)o.max_queue_ms;
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_GENERATE;
     m.generate = &g;
@@ -664,7 +722,8 @@ int st_cmd_generate(int argc, char **argv)
         gen_write(o.prompt, strlen(o.prompt));
     size_t n_all = 0;
     char fin[32] = "";
-    rc = gen_stream(&c, &o, id, lf, all, (size_t)o.n, &n_all, deadline, fin, sizeof fin);
+    gen_sched gs = {0};
+    rc = gen_stream(&c, &o, id, lf, all, (size_t)o.n, &n_all, deadline, fin, sizeof fin, &gs);
     double dt = (double)(st_now_ns() - t0) * 1e-9;
     if (o.ids_only) {
         printf("ids: ");
@@ -675,8 +734,12 @@ int st_cmd_generate(int argc, char **argv)
         printf("\n");
     }
     fflush(stdout);
-    fprintf(stderr, "prompt: %u tokens; generation: %zu tokens in %.3f s (%.2f tok/s); finish: %s\n",
-            n_prompt, n_all, dt, dt > 0 ? (double)n_all / dt : 0.0, fin[0] ? fin : "none");
+    fprintf(stderr, "prompt: %u tokens (%u reused from the session); generation: %zu tokens in "
+            "%.3f s (%.2f tok/s); finish: %s; queued %.3f s, %u steps, %u missed\n",
+            n_prompt, gs.reused, n_all, dt, dt > 0 ? (double)n_all / dt : 0.0,
+            fin[0] ? fin : "none",
+            gs.start_ns > gs.submit_ns ? (double)(gs.start_ns - gs.submit_ns) * 1e-9 : 0.0,
+            gs.steps, gs.missed);
 out:
     if (lf && fclose(lf) != 0 && rc == 0) {
         perror(o.logits_out);

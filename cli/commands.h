@@ -18,8 +18,12 @@ int st_bench_wire(int argc, char **argv);       /* bench_wire.c */
 /* cluster commands (cmd_cluster.c); they talk to a coordinator given by
  * --coordinator ADDR or the STRATA_COORDINATOR environment variable */
 int st_cmd_status(int argc, char **argv);
-int st_cmd_plan(int argc, char **argv);
 int st_cmd_generate(int argc, char **argv);
 int st_cmd_keygen(int argc, char **argv);
+
+/* placement commands (cmd_plan.c), same --coordinator rule */
+int st_cmd_plan(int argc, char **argv);   /* the serving plan, or --dry-run */
+int st_cmd_replan(int argc, char **argv);
+int st_cmd_drain(int argc, char **argv);
 
 #endif

@@ -18,7 +18,11 @@ static const cli_cmd cli_cmds[] = {
     {"convert", st_cmd_convert, "convert (llama2c IN.bin OUT.gguf | synth OUT.gguf ...)"},
     {"bench", st_cmd_bench, "bench (run MODEL | kernels | wire-codec | wire MODEL) ..."},
     {"status", st_cmd_status, "status [--json] [--coordinator ADDR]"},
-    {"plan", st_cmd_plan, "plan [--json] [--coordinator ADDR]"},
+    {"plan", st_cmd_plan,
+     "plan [--json] | plan --dry-run [--objective latency|throughput] [--replicas]\n"
+     "              [--workers FILE.json [--model PATH]] [--json]"},
+    {"replan", st_cmd_replan, "replan [--force] [--objective latency|throughput] [--json]"},
+    {"drain", st_cmd_drain, "drain WORKER [--no-wait] [--timeout-ms N]"},
     {"generate", st_cmd_generate,
      "generate (--prompt TEXT | --prompt-ids ...) [-n N] [sampling flags] [--ids]"},
     {"keygen", st_cmd_keygen, "keygen FILE"},

@@ -179,6 +179,7 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
     q.n_stop = g->n_stop;
     q.want_logits = g->want_logits;
     q.client_session = g->session_id;
+    q.max_queue_ns = (uint64_t)g->max_queue_ms * 1000000u;
     uint64_t id;
     e = st_sched_submit(c->sched, &q, coord_now(), &id);
     size_t n_prompt = q.n_prompt;
@@ -244,6 +245,13 @@ static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t
         pr.logits = (float *)(v.logits + (size_t)after * v.n_vocab);
     }
     pr.n_vocab = v.n_vocab;
+    pr.n_times_ns = n;
+    pr.times_ns = (uint64_t *)(v.times + after);
+    pr.steps = v.steps;
+    pr.missed_steps = v.missed;
+    pr.reused = v.reused;
+    pr.submit_ns = v.submit_ns;
+    pr.start_ns = v.start_ns;
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_POLL_REPLY;
     r.poll_reply = &pr;
@@ -258,6 +266,7 @@ static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p)
         api_error(c, slot, e);
         return;
     }
+    st_sched_touch(c->sched, p->request_id, coord_now()); /* the client is there */
     uint32_t wait = p->wait_ms < COORD_MAX_WAIT_MS ? p->wait_ms : COORD_MAX_WAIT_MS;
     if (v.done || v.n_ids > p->after || p->after > v.n_ids || wait == 0 ||
         c->n_parks >= c->max_parks || c->stopping) {
@@ -278,6 +287,7 @@ void st_api_parks(st_coord *c, uint64_t now_ns, bool all)
                      st_sched_view(c->sched, p->req_id, &v) != ST_OK || v.done ||
                      v.n_ids > p->after;
         if (!ready) {
+            st_sched_touch(c->sched, p->req_id, now_ns); /* a parked poll is a live client */
             i++;
             continue;
         }
@@ -297,9 +307,13 @@ static const char *api_state(const st_coord *c, const st_member *m)
         return "left";
     if (m->excluded_until > coord_now())
         return "excluded";
+    if (m->drained)
+        return "drained";
     bool in_plan = c->has_plan && st_plan_stage_of(&c->plan, m->id) >= 0;
     if (in_plan && !c->plan_broken)
-        return "serving";
+        return "serving"; /* also while draining: its stage serves until the switch */
+    if (m->draining)
+        return "draining";
     if (c->round.phase != ST_ROUND_IDLE && st_plan_stage_of(&c->round.plan, m->id) >= 0)
         return "preparing";
     return c->has_plan && !c->plan_broken && !in_plan ? "spare" : "joined";
@@ -340,7 +354,34 @@ static void api_status(st_coord *c, uint32_t slot)
     cn.bad_packets = c->bad_msgs;
     cn.steps = c->steps;
     st_members_counters(&c->ms, &cn);
+    st_sched_stats ss;
+    st_sched_get_stats(c->sched, &ss);
+    Strata__SchedStatus sch = STRATA__SCHED_STATUS__INIT;
+    sch.running = ss.running;
+    sch.queued = ss.queued;
+    sch.sessions = ss.sessions;
+    sch.idle_sessions = ss.idle_sessions;
+    sch.max_sessions = ss.cap_sessions;
+    sch.in_flight = ss.in_flight;
+    sch.depth = ss.depth;
+    sch.peak_in_flight = ss.peak_in_flight;
+    sch.batches = ss.batches;
+    sch.rows = ss.rows;
+    sch.tokens = ss.tokens;
+    sch.busy_refused = ss.busy_refused;
+    sch.queue_expired = ss.queue_expired;
+    sch.client_gone = ss.client_gone;
+    sch.reused_tokens = ss.reused_tokens;
+    sch.sessions_evicted = ss.sessions_evicted;
+    sch.sessions_expired = ss.sessions_expired;
+    sch.kv_session_bytes = c->mi.kv_bytes_per_token_layer * c->mi.n_layer * c->n_ctx;
+    for (size_t i = 0; i < n; i++)
+        if (ws[i].last && c->ms.v[i].life == ST_MEMBER_ALIVE)
+            sch.kv_bytes += ws[i].last->kv_bytes;
+    sch.chunk = ss.chunk;
+    sch.max_batch_tokens = ss.max_batch_tokens;
     Strata__StatusReply sr = STRATA__STATUS_REPLY__INIT;
+    sr.sched = &sch;
     sr.epoch = c->has_plan ? c->plan.epoch : 0;
     sr.plan = pb;
     sr.n_workers = n;
@@ -404,6 +445,8 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
             api_ack(c, slot);
             if (first) /* it knows its id now: it can be placed */
                 coord_replan(c, false, "a worker joined");
+            else
+                coord_on_heartbeat(c); /* a sustained imbalance replans (replan.c) */
             return; /* the member owns m now */
         }
         api_error(c, slot, e);
@@ -441,6 +484,15 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         break;
     case STRATA__MSG__BODY_PLAN_REQ:
         api_plan(c, slot);
+        break;
+    case STRATA__MSG__BODY_PLAN_DRY_RUN: /* placement: admin_plan.c */
+        coord_api_dry_run(c, slot, m->plan_dry_run);
+        break;
+    case STRATA__MSG__BODY_REPLAN:
+        coord_api_replan(c, slot, m->replan);
+        break;
+    case STRATA__MSG__BODY_DRAIN:
+        coord_api_drain(c, slot, m->drain);
         break;
     default: {
         char text[128];

@@ -48,6 +48,9 @@ st_coord_cfg st_coord_cfg_default(void)
     c.max_tokens = 256;
     c.max_sessions = 8;
     c.max_requests = 256;
+    c.client_timeout_ms = 30000;
+    c.session_ttl_ms = 600000;
+    c.pipeline_depth = 0;
     c.slots = 64;
     return c;
 }
@@ -142,13 +145,14 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
         .max_batch_tokens = cfg->max_tokens,
         .max_sessions = cfg->max_sessions,
         .max_requests = cfg->max_requests,
-        .max_in_flight = 1,
+        .max_in_flight = COORD_MAX_DEPTH,
         .n_vocab = c->mi.n_vocab,
         .eos_id = c->eos,
         .step_timeout_ns = (uint64_t)cfg->step_timeout_ms * 1000000u,
         .queue_timeout_ns = (uint64_t)cfg->queue_timeout_ms * 1000000u,
         .finished_ttl_ns = 60ull * 1000000000u,
-        .idle_session_ttl_ns = 600ull * 1000000000u,
+        .idle_session_ttl_ns = (uint64_t)cfg->session_ttl_ms * 1000000u,
+        .client_timeout_ns = (uint64_t)cfg->client_timeout_ms * 1000000u,
         .id_base = c->start_ms << 20,
         .tok = c->tok,
     };
@@ -420,6 +424,8 @@ static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
     meta.n_rows = b->n_rows;
     meta.rows = rp;
     meta.sent_ns = b->sent_ns;
+    meta.n_end_sessions = b->n_end;
+    meta.end_sessions = (uint64_t *)b->end_ids;
     size_t len = strata__step_meta__get_packed_size(&meta);
     size_t body = 4 + len;
     int rv = nng_msg_alloc(&msg, st_env_size(&c->env_step, body));
@@ -466,11 +472,34 @@ static void coord_end_sessions(st_coord *c)
     }
 }
 
+/* coord_limits - gives the scheduler the serving plan's limits once per
+ * epoch: its KV slots (max_sessions), tokens per batch, and the pipeline
+ * depth (--pipeline-depth, else one batch in flight per stage). */
+static void coord_limits(st_coord *c)
+{
+    if (c->limits_epoch == c->plan.epoch)
+        return;
+    uint32_t depth = c->cfg.pipeline_depth ? c->cfg.pipeline_depth : c->plan.n_stages;
+    if (depth > COORD_MAX_DEPTH)
+        depth = COORD_MAX_DEPTH;
+    st_err e = st_sched_set_limits(c->sched, c->plan.max_sessions, c->plan.max_tokens,
+                                   depth ? depth : 1);
+    if (e != ST_OK)
+        st_log(ST_LOG_ERROR, CO, "epoch %llu: %s", (unsigned long long)c->plan.epoch,
+               st_errmsg(e));
+    else
+        st_log(ST_LOG_INFO, CO, "epoch %llu: %u sessions, %u tokens per batch, %u batches in "
+               "flight", (unsigned long long)c->plan.epoch, c->plan.max_sessions,
+               c->plan.max_tokens, depth);
+    c->limits_epoch = c->plan.epoch;
+}
+
 static void coord_pump(st_coord *c, uint64_t now)
 {
     if (c->round.phase == ST_ROUND_READY && st_sched_in_flight(c->sched) == 0)
         coord_commit_all(c);
     if (coord_serving(c) && c->push) {
+        coord_limits(c);
         for (;;) {
             const st_sched_batch *b;
             st_err e = st_sched_form(c->sched, c->plan.epoch, now, &b);

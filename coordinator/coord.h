@@ -31,9 +31,19 @@ typedef struct st_coord_cfg {
     uint32_t n_ctx;                /* 0: the model's context_length */
     uint32_t max_sessions;         /* KV slots per worker */
     uint32_t max_requests;
+    uint32_t client_timeout_ms;    /* a request not polled this long is cancelled (0: never) */
+    uint32_t session_ttl_ms;       /* idle client sessions end after this */
+    uint32_t pipeline_depth;       /* batches in flight; 0: the plan's stage count */
     uint32_t slots;                /* REP contexts */
     const uint32_t *split;         /* fixed layer counts per worker, or NULL */
     size_t n_split;
+    /* placement (docs/placement.md); zero values mean the defaults */
+    const char *objective;         /* "latency" or "throughput" (NULL: throughput) */
+    double replan_margin;          /* hysteresis, fraction of step time (if margin_set) */
+    bool replan_margin_set;        /* false: 0.10 */
+    uint32_t imbalance_ms;         /* sustained imbalance before a replan (0: 5000) */
+    bool no_imbalance;             /* never replan on heartbeats */
+    uint32_t min_samples;          /* per-layer samples before a measurement counts (0: 20) */
 } st_coord_cfg;
 
 /* st_coord_cfg_default - the documented defaults (model_path NULL). */

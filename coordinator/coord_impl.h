@@ -14,12 +14,14 @@
 #include "coordinator/placement.h"
 #include "coordinator/plan.h"
 #include "coordinator/queue.h"
+#include "coordinator/replan.h"
 #include "coordinator/scheduler.h"
 
 #define COORD_MAX_FRAME ((size_t)64 << 20)
 #define COORD_MAX_WAIT_MS 10000u
 #define COORD_LOGITS_PER_REPLY ((size_t)8 << 20)
 #define COORD_KEEP_GONE_NS (60ull * 1000000000ull)
+#define COORD_MAX_DEPTH 16u         /* batches in flight at most (pipeline depth) */
 
 /* A long poll waiting for tokens; it holds its REP slot until answered. */
 typedef struct coord_park {
@@ -58,6 +60,7 @@ struct st_coord {
     bool replan_wanted, replan_force;
     char plan_error[320];
     st_peer *push;              /* to stage 0 of the committed plan */
+    uint64_t limits_epoch;      /* epoch whose limits the scheduler has */
     coord_park *parks;
     size_t n_parks, max_parks;
     /* the coordinator's own counters */
@@ -67,6 +70,7 @@ struct st_coord {
     uint64_t steps;
     uint64_t ops_out;           /* outgoing operations not yet ended */
     bool stopping;
+    coord_pl pl;                /* placement: objective, hysteresis, imbalance (replan.h) */
 };
 
 /* coord.c */

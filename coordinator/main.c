@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "coordinator/coord.h"
+#include "coordinator/placement.h"
 
 #define MAX_SPLIT 256
 
@@ -33,7 +34,10 @@ static void main_usage(FILE *f)
             "       [--heartbeat-ms N] [--heartbeat-timeout-ms N] [--step-timeout-ms N]\n"
             "       [--prepare-timeout-ms N] [--queue-timeout-ms N] [--chunk N]\n"
             "       [--max-tokens N] [--ctx N] [--max-sessions N] [--max-requests N]\n"
+            "       [--client-timeout-ms N] [--session-ttl-ms N] [--pipeline-depth N]\n"
             "       [--split N1,N2,...] [--results ADDR] [--advertise HOST]\n"
+            "       [--objective latency|throughput] [--replan-margin F] [--imbalance-ms N]\n"
+            "       [--no-imbalance] [--min-samples N]\n"
             "       [--log error|warn|info|debug]\n");
 }
 
@@ -95,6 +99,10 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
             c->zstd = true;
             continue;
         }
+        if (strcmp(f, "--no-imbalance") == 0) {
+            c->no_imbalance = true;
+            continue;
+        }
         if (f[0] != '-' || (v = main_value(argc, argv, &i)) == NULL) {
             if (f[0] != '-')
                 fprintf(stderr, "strata-coordinator: unexpected argument '%s'\n", f);
@@ -141,6 +149,40 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
             bad = main_u32(f, v, 1, 4096, &c->max_sessions);
         } else if (strcmp(f, "--max-requests") == 0) {
             bad = main_u32(f, v, 1, 65536, &c->max_requests);
+        } else if (strcmp(f, "--client-timeout-ms") == 0) {
+            bad = main_u32(f, v, 0, 3600000, &c->client_timeout_ms);
+            if (!bad && c->client_timeout_ms != 0 && c->client_timeout_ms < 1000) {
+                fprintf(stderr, "strata-coordinator: --client-timeout-ms: use 0 (never) or at "
+                                "least 1000\n");
+                bad = 1;
+            }
+        } else if (strcmp(f, "--session-ttl-ms") == 0) {
+            bad = main_u32(f, v, 100, 86400000, &c->session_ttl_ms);
+        } else if (strcmp(f, "--pipeline-depth") == 0) {
+            bad = main_u32(f, v, 0, 16, &c->pipeline_depth);
+        } else if (strcmp(f, "--objective") == 0) {
+            st_place_objective ob;
+            if (st_place_objective_from_name(v, &ob) != ST_OK) {
+                fprintf(stderr, "strata-coordinator: --objective: '%s' is not latency or "
+                                "throughput\n", v);
+                return 2;
+            }
+            c->objective = v;
+        } else if (strcmp(f, "--replan-margin") == 0) {
+            char *end;
+            errno = 0;
+            double m = strtod(v, &end);
+            if (*v == '\0' || *end != '\0' || errno != 0 || !(m >= 0 && m < 1)) {
+                fprintf(stderr, "strata-coordinator: --replan-margin: '%s' is not a fraction in "
+                                "[0, 1)\n", v);
+                return 2;
+            }
+            c->replan_margin = m;
+            c->replan_margin_set = true;
+        } else if (strcmp(f, "--imbalance-ms") == 0) {
+            bad = main_u32(f, v, 100, 3600000, &c->imbalance_ms);
+        } else if (strcmp(f, "--min-samples") == 0) {
+            bad = main_u32(f, v, 1, 100000, &c->min_samples);
         } else if (strcmp(f, "--split") == 0) {
             bad = main_split(v, split, &c->n_split);
             c->split = split;

@@ -7,6 +7,8 @@
  * coordinator; nothing here runs on its own. */
 #include "coordinator/membership.h"
 
+#include "coordinator/placement.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,7 +188,8 @@ st_err st_members_heartbeat(st_members *ms, Strata__Msg *hb, uint64_t now_ns, bo
 
 bool st_member_placeable(const st_member *m, uint64_t now_ns)
 {
-    return m->life == ST_MEMBER_ALIVE && m->heard && now_ns >= m->excluded_until;
+    return m->life == ST_MEMBER_ALIVE && m->heard && now_ns >= m->excluded_until &&
+           !m->draining && !m->drained;
 }
 
 void st_member_exclude(st_member *m, const char *why, uint64_t now_ns)
@@ -258,4 +261,40 @@ double st_member_speed(const st_member *m, const char *dtype)
     if (c->throttle > 0)
         s /= c->throttle;
     return s;
+}
+
+bool st_member_measured(const st_member *m, uint64_t epoch, uint32_t first, uint32_t last,
+                        const uint64_t *layer_bytes, uint32_t n_layer, uint64_t head_bytes,
+                        uint32_t min_samples, double *spb)
+{
+    if (m->hb == NULL || m->hb->heartbeat->epoch != epoch)
+        return false;
+    const Strata__Heartbeat *h = m->hb->heartbeat;
+    size_t n = h->n_layers;
+    if (n == 0 || n > ST_PLACE_MAX_LAYERS)
+        return false;
+    uint32_t *layer = malloc(n * sizeof *layer), *samples = malloc(n * sizeof *samples);
+    double *ema = malloc(n * sizeof *ema);
+    bool ok = false;
+    if (layer && samples && ema) {
+        for (size_t i = 0; i < n; i++) {
+            layer[i] = h->layers[i]->layer;
+            samples[i] = h->layers[i]->samples;
+            ema[i] = h->layers[i]->ema_ms;
+        }
+        st_place_model pm = {.n_layer = n_layer, .layer_bytes = layer_bytes,
+                             .head_bytes = head_bytes};
+        ok = st_place_measure(&pm, first, last, layer, ema, samples, n, min_samples, spb);
+    }
+    free(layer);
+    free(samples);
+    free(ema);
+    return ok;
+}
+
+void st_member_rtt_sample(st_member *m, double ms)
+{
+    if (!(ms >= 0) || !isfinite(ms))
+        return;
+    m->rtt_ms = m->rtt_ms > 0 ? 0.7 * m->rtt_ms + 0.3 * ms : ms;
 }

@@ -41,6 +41,14 @@ typedef struct st_member {
     Strata__Msg *join;       /* owned: the Join it sent (join->join->cap is valid) */
     Strata__Msg *hb;         /* owned: its last Heartbeat, or NULL */
     void *rpc;               /* the coordinator's REQ peer for it (opaque here) */
+    /* placement (docs/placement.md) */
+    bool draining;           /* `strata drain`: no new plan places it */
+    bool drained;            /* a committed plan without it serves: it may stop */
+    uint64_t drain_epoch;    /* that plan's epoch */
+    uint64_t rpc_sent_ns;    /* when its last Commit was sent (0: none outstanding) */
+    double rtt_ms;           /* control round trip (Commit -> Ack), EMA; 0: not measured */
+    double meas_spb;         /* last measured time per byte of weights (s/B); 0: none */
+    uint64_t meas_ns;        /* when meas_spb was taken */
 } st_member;
 
 typedef struct st_members {
@@ -85,7 +93,8 @@ st_member *st_members_find(st_members *ms, uint64_t id);
 st_err st_members_heartbeat(st_members *ms, Strata__Msg *hb, uint64_t now_ns, bool *first);
 
 /* st_member_placeable - alive, heard from since its join (so a Prepare
- * cannot overtake the JoinReply), and not excluded at now_ns. */
+ * cannot overtake the JoinReply), not excluded at now_ns, and not
+ * draining or drained. */
 bool st_member_placeable(const st_member *m, uint64_t now_ns);
 
 /* st_member_exclude - keeps m out of plans for 15 s, doubling with each
@@ -114,5 +123,17 @@ void st_members_counters(const st_members *ms, Strata__Counters *sum);
  * by its throttle): the matching DtypeSpeed, else the mean of those it
  * announced, else 1e9. */
 double st_member_speed(const st_member *m, const char *dtype);
+
+/* st_member_measured - the member's measured time per byte (s/B) from its
+ * last heartbeat, if that heartbeat serves `epoch` and reports every layer
+ * of [first, last) with at least min_samples samples
+ * (st_place_measure over layer_bytes[n_layer] and head_bytes). */
+bool st_member_measured(const st_member *m, uint64_t epoch, uint32_t first, uint32_t last,
+                        const uint64_t *layer_bytes, uint32_t n_layer, uint64_t head_bytes,
+                        uint32_t min_samples, double *spb);
+
+/* st_member_rtt_sample - folds one control round trip of ms milliseconds
+ * into m->rtt_ms (EMA, alpha 0.3; the first sample sets it). */
+void st_member_rtt_sample(st_member *m, double ms);
 
 #endif

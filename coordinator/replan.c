@@ -1,18 +1,42 @@
-/* replan.c - plans and membership changes: choosing a plan
- * (coord_replan), the two-phase switch (Prepare to every stage worker,
- * Commit to every live worker once all are ready and no batch is in
- * flight), the replies, exclusions, and what losing a worker does.
+/* replan.c - plans and membership changes: when to replan and which plan
+ * (coord_replan, with the heterogeneous planner of placement.h), the
+ * two-phase switch (Prepare to every stage worker, Commit to every live
+ * worker once all are ready and no batch is in flight), the replies,
+ * exclusions, drains, and what losing a worker does.
+ *
+ * Triggers: a worker's first heartbeat (a join), a lost, left, replaced
+ * or excluded worker, an exclusion ending, a drain, a StaleReport from a
+ * worker on another epoch, an admin `strata replan`, and a sustained
+ * imbalance: after heartbeats (at most once per heartbeat interval) the
+ * serving plan is evaluated against the best plan under the current
+ * estimates; when the best one is better by the margin in every check for
+ * --imbalance-ms (and at least three checks), a replan follows.
+ *
+ * Hysteresis: a plan that still serves (all its workers placeable) is kept
+ * unless the planner's best is better by the margin (default 10% of the
+ * step time); forced replans (an admin --force, an exclusion, a worker on
+ * another epoch, a drain) skip that test. A plan identical to the serving
+ * one is never switched to unless forced.
+ *
+ * Estimates (docs/placement.md): a worker's time per byte of weights is
+ * its measured per-layer latency over its stage's bytes once every layer
+ * has --min-samples samples in the serving epoch; the last measurement is
+ * remembered for 5 minutes after it loses its stage (so a slow worker
+ * taken out is not put back on its announced speed at the next check);
+ * else its announced speed, scaled by the median measured / announced
+ * ratio. Links: a hop a -> b costs (rtt_a + rtt_b) / 4, rtt being the
+ * coordinator's Commit round trip to each worker (0.2 ms before one is
+ * timed), and act_bytes / 1 GB/s (bandwidth is not measured).
  *
  * Rounds never overlap: a replan asked for while a round is in progress
  * is remembered and made when the round ends (committed or abandoned).
- * A plan identical to the serving one (same stages, workers, addresses
- * and settings) is not switched to, unless forced (a worker reported
- * another epoch): joining a spare costs nothing. A Refuse, an error reply
- * or a timeout excludes that worker for a while (membership.h) and plans
- * again with epoch + 1. A half-done commit or a lost stage worker marks
- * the serving plan broken: batches pause until the next commit, and the
- * batches in flight fail with one retry each, so their requests continue
- * from their token history on the next plan. */
+ * A Refuse, an error reply or a timeout excludes that worker for a while
+ * (membership.h) and plans again with epoch + 1. A half-done commit or a
+ * lost stage worker marks the serving plan broken: batches pause until the
+ * next commit, and the batches in flight fail with one retry each, so
+ * their requests continue from their token history on the next plan.
+ * Replicated plans are never committed: the data plane sends a batch to
+ * one worker per stage (the planner makes them only for dry runs). */
 #include "coordinator/coord_impl.h"
 
 #include <stdio.h>
@@ -104,6 +128,9 @@ void coord_commit_all(st_coord *c)
     for (size_t i = 0; i < c->round.n_peers; i++) {
         st_op_tag tag = {.what = ST_OP_COMMIT, .worker_id = c->round.peers[i].worker_id,
                          .epoch = cm.epoch};
+        st_member *w = st_members_find(&c->ms, tag.worker_id);
+        if (w)
+            w->rpc_sent_ns = coord_now(); /* its round trip measures the link */
         if (coord_rpc(c, tag.worker_id, &m, 10000, &tag) != ST_OK) {
             bool in_plan = c->round.peers[i].in_plan;
             st_round_on_ack(&c->round, tag.worker_id, false);
@@ -141,64 +168,216 @@ static void coord_committed(st_coord *c)
                                 c->plan.stages[i].first, c->plan.stages[i].last,
                                 (unsigned long long)c->plan.stages[i].worker_id);
     st_log(ST_LOG_INFO, CO, "epoch %llu committed: %s", (unsigned long long)c->plan.epoch, desc);
+    for (size_t i = 0; i < c->ms.n; i++) {
+        st_member *m = &c->ms.v[i];
+        if (m->draining && !m->drained && st_plan_stage_of(&c->plan, m->id) < 0) {
+            m->drained = true; /* the commit waited for every batch in flight to end */
+            m->drain_epoch = c->plan.epoch;
+            st_log(ST_LOG_INFO, CO, "worker %llu drained: epoch %llu does not use it and no step "
+                   "in flight does; it may stop", (unsigned long long)m->id,
+                   (unsigned long long)c->plan.epoch);
+        }
+    }
+    memset(&c->pl.imb, 0, sizeof c->pl.imb);
     if (c->replan_wanted)
         coord_replan(c, c->replan_force, "deferred");
 }
 
+/* ---- the planner's inputs ---- */
+
+void coord_pl_setup(st_coord *c)
+{
+    coord_pl *p = &c->pl;
+    if (p->init)
+        return;
+    p->init = true;
+    p->objective = ST_PLACE_THROUGHPUT;
+    if (c->cfg.objective && st_place_objective_from_name(c->cfg.objective, &p->objective))
+        st_log(ST_LOG_WARN, CO, "objective '%s' unknown: throughput", c->cfg.objective);
+    p->margin = c->cfg.replan_margin_set ? c->cfg.replan_margin : ST_PLACE_MARGIN_DEFAULT;
+    uint32_t ims = c->cfg.imbalance_ms ? c->cfg.imbalance_ms : COORD_PL_DEFAULT_IMBALANCE_MS;
+    p->imbalance_ns = c->cfg.no_imbalance ? 0 : (uint64_t)ims * 1000000u;
+    p->min_samples = c->cfg.min_samples ? c->cfg.min_samples : COORD_PL_DEFAULT_MIN_SAMPLES;
+    p->calibration = 1;
+}
+
+static double coord_wire_bytes(st_wire_dtype d, uint32_t hidden)
+{
+    switch (d) {
+    case ST_WIRE_F32:
+        return 4.0 * hidden;
+    case ST_WIRE_BF16:
+    case ST_WIRE_F16:
+        return 2.0 * hidden;
+    default:
+        return (double)hidden + 4; /* i8 values and one f32 scale per token */
+    }
+}
+
+void coord_pl_view_free(coord_pl_view *v)
+{
+    if (v == NULL)
+        return;
+    free(v->lat);
+    free(v->bw);
+    free(v);
+}
+
+st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool replicas,
+                           coord_pl_view **out)
+{
+    coord_pl_setup(c);
+    *out = NULL;
+    coord_pl_view *v = calloc(1, sizeof *v);
+    st_place_speed *sp = calloc(ST_MEMBERS_MAX, sizeof *sp);
+    double *spb = calloc(ST_MEMBERS_MAX, sizeof *spb), *rtt = calloc(ST_MEMBERS_MAX, sizeof *rtt);
+    if (!v || !sp || !spb || !rtt) {
+        free(v);
+        free(sp);
+        free(spb);
+        free(rtt);
+        return st_errorf(ST_ENOMEM, "planner inputs");
+    }
+    uint64_t now = coord_now();
+    bool serving = c->has_plan && !c->plan_broken;
+    for (size_t i = 0; i < c->ms.n; i++) {
+        st_member *m = &c->ms.v[i];
+        if (!st_member_placeable(m, now))
+            continue;
+        size_t k = v->n++;
+        const Strata__Capability *cap = m->join->join->cap;
+        st_place_worker *w = &v->w[k];
+        *w = (st_place_worker){.id = m->id, .mem_budget = cap->memory_budget,
+                               .spare = cap->spare};
+        int st = serving ? st_plan_stage_of(&c->plan, m->id) : -1;
+        if (st >= 0) {
+            w->has_stage = true;
+            w->cur_first = c->plan.stages[st].first;
+            w->cur_last = c->plan.stages[st].last;
+        }
+        sp[k].cap_spb = 1.0 / st_member_speed(m, c->mi.dtype);
+        double meas;
+        v->source[k] = "announced";
+        if (st >= 0 && st_member_measured(m, c->plan.epoch, w->cur_first, w->cur_last,
+                                          c->mi.layer_bytes, c->mi.n_layer, c->mi.head_bytes,
+                                          c->pl.min_samples, &meas)) {
+            m->meas_spb = meas;
+            m->meas_ns = now;
+            v->source[k] = "measured";
+        } else if (m->meas_spb > 0 && now - m->meas_ns < COORD_PL_REMEMBER_NS) {
+            v->source[k] = "remembered";
+        }
+        if (m->meas_spb > 0 && now - m->meas_ns < COORD_PL_REMEMBER_NS)
+            sp[k].meas_spb = m->meas_spb;
+        rtt[k] = m->rtt_ms > 0 ? m->rtt_ms : COORD_PL_DEFAULT_RTT_MS;
+    }
+    size_t n = v->n;
+    st_place_calibrate(sp, n, spb, &v->calibration);
+    c->pl.calibration = v->calibration;
+    for (size_t k = 0; k < n; k++)
+        v->w[k].spb = spb[k];
+    v->lat = malloc((n ? n * n : 1) * sizeof *v->lat);
+    v->bw = malloc((n ? n * n : 1) * sizeof *v->bw);
+    free(sp);
+    free(spb);
+    if (!v->lat || !v->bw) {
+        free(rtt);
+        coord_pl_view_free(v);
+        return st_errorf(ST_ENOMEM, "planner links");
+    }
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++) {
+            v->lat[a * n + b] = (rtt[a] + rtt[b]) / 4 * 1e-3;
+            v->bw[a * n + b] = COORD_PL_BANDWIDTH;
+        }
+    free(rtt);
+    v->m = (st_place_model){.n_layer = c->mi.n_layer, .layer_bytes = c->mi.layer_bytes,
+                            .embd_bytes = c->mi.embd_bytes, .head_bytes = c->mi.head_bytes,
+                            .kv_bytes_per_token_layer = c->mi.kv_bytes_per_token_layer};
+    v->o = st_place_opts_default();
+    v->o.objective = objective;
+    v->o.kv_tokens = (uint64_t)c->n_ctx * c->cfg.max_sessions;
+    v->o.act_bytes = coord_wire_bytes(c->cfg.wire, c->mi.n_embd);
+    v->o.lat_s = v->lat;
+    v->o.bw = v->bw;
+    v->o.replicas = replicas;
+    v->o.margin = c->pl.margin;
+    v->o.split = c->cfg.split;
+    v->o.n_split = c->cfg.n_split;
+    *out = v;
+    return ST_OK;
+}
+
+/* ---- replanning ---- */
+
+/* coord_pl_note - records what a replan decided; logs it when it changed. */
+static void coord_pl_note(st_coord *c, st_log_level lvl, const char *text)
+{
+    if (strcmp(c->pl.decision, text) != 0)
+        st_log(lvl, CO, "%s", text);
+    snprintf(c->pl.decision, sizeof c->pl.decision, "%s", text);
+}
+
 void coord_replan(st_coord *c, bool force, const char *why)
 {
+    coord_pl_setup(c);
+    c->pl.started = false;
+    c->pl.last_err = ST_OK;
     if (c->stopping)
         return;
     if (c->round.phase != ST_ROUND_IDLE) {
         c->replan_wanted = true;
         c->replan_force = c->replan_force || force;
+        snprintf(c->pl.decision, sizeof c->pl.decision, "deferred until epoch %llu is switched "
+                 "to (%s)", (unsigned long long)c->round.plan.epoch, why);
         return;
     }
     force = force || c->replan_force;
     c->replan_wanted = c->replan_force = false;
-    size_t n = 0;
-    st_place_worker pw[ST_MEMBERS_MAX];
-    uint64_t ids[ST_MEMBERS_MAX];
-    uint64_t now = coord_now();
-    for (size_t i = 0; i < c->ms.n; i++) {
-        st_member *m = &c->ms.v[i];
-        if (!st_member_placeable(m, now))
-            continue;
-        const Strata__Capability *cap = m->join->join->cap;
-        pw[n] = (st_place_worker){.id = m->id, .mem_budget = cap->memory_budget,
-                                  .speed = st_member_speed(m, c->mi.dtype), .spare = cap->spare};
-        ids[n++] = m->id;
+    char text[400];
+    coord_pl_view *v = NULL;
+    st_place_result *r = malloc(sizeof *r);
+    st_err e = r ? coord_pl_view_build(c, c->pl.objective, false, &v)
+                 : st_errorf(ST_ENOMEM, "planner result");
+    if (e == ST_OK && !c->has_plan && v->n < c->cfg.min_workers) {
+        snprintf(c->plan_error, sizeof c->plan_error, "waiting for workers: %zu of %u joined",
+                 v->n, c->cfg.min_workers);
+        snprintf(c->pl.decision, sizeof c->pl.decision, "%s", c->plan_error);
+        goto out;
     }
-    if (!c->has_plan && n < c->cfg.min_workers) {
-        snprintf(c->plan_error, sizeof c->plan_error, "waiting for workers: %zu of %u joined", n,
-                 c->cfg.min_workers);
-        return;
-    }
-    st_place_model pm = {.n_layer = c->mi.n_layer, .layer_bytes = c->mi.layer_bytes,
-                         .embd_bytes = c->mi.embd_bytes, .head_bytes = c->mi.head_bytes,
-                         .kv_bytes_per_token_layer = c->mi.kv_bytes_per_token_layer,
-                         .kv_tokens = (uint64_t)c->n_ctx * c->cfg.max_sessions};
-    st_place_opts po = {.split = c->cfg.split, .n_split = c->cfg.n_split};
-    st_place_stage st[ST_MEMBERS_MAX];
-    size_t ns = 0;
-    st_err e = st_place(&pm, pw, n, &po, st, &ns);
+    if (e == ST_OK)
+        e = st_place(&v->m, v->w, v->n, &v->o, r);
+    if (e == ST_OK && r->replicated)
+        e = st_errorf(ST_EINTERNAL, "refusing to commit a plan with replicas: the data plane "
+                      "sends each batch to one worker per stage");
     if (e != ST_OK) {
+        c->pl.last_err = e;
         if (strcmp(c->plan_error, st_errdetail()) != 0)
             st_log(ST_LOG_WARN, CO, "%s", st_errmsg(e));
         snprintf(c->plan_error, sizeof c->plan_error, "%s", st_errdetail());
-        return;
+        snprintf(c->pl.decision, sizeof c->pl.decision, "%s", c->plan_error);
+        goto out;
+    }
+    bool serving = c->has_plan && !c->plan_broken;
+    const char *obj = st_place_objective_name(r->objective);
+    if (!force && serving && r->keep_current) {
+        snprintf(text, sizeof text, "keeping epoch %llu: its %s step %.3f ms; the best plan's "
+                 "%.3f ms is not %.0f%% better (%s)", (unsigned long long)c->plan.epoch, obj,
+                 r->current_s * 1e3, r->step_s * 1e3, 100 * c->pl.margin, why);
+        coord_pl_note(c, ST_LOG_INFO, text);
+        goto out;
     }
     st_plan p;
     memset(&p, 0, sizeof p);
-    if ((p.stages = calloc(ns, sizeof *p.stages)) == NULL) {
+    if ((p.stages = calloc(r->n_stages, sizeof *p.stages)) == NULL) {
         snprintf(c->plan_error, sizeof c->plan_error, "out of memory for a plan");
-        return;
+        goto out;
     }
-    p.n_stages = (uint32_t)ns;
-    for (size_t i = 0; i < ns; i++) {
-        const st_member *m = st_members_find(&c->ms, ids[st[i].worker]);
-        p.stages[i].first = st[i].first;
-        p.stages[i].last = st[i].last;
+    p.n_stages = (uint32_t)r->n_stages;
+    for (size_t i = 0; i < r->n_stages; i++) {
+        const st_member *m = st_members_find(&c->ms, v->w[r->stages[i].rep[0]].id);
+        p.stages[i].first = r->stages[i].first;
+        p.stages[i].last = r->stages[i].last;
         p.stages[i].worker_id = m->id;
         snprintf(p.stages[i].data_addr, sizeof p.stages[i].data_addr, "%s",
                  m->join->join->cap->data_addr);
@@ -218,28 +397,79 @@ void coord_replan(st_coord *c, bool force, const char *why)
     p.n_ctx = c->n_ctx;
     p.max_sessions = c->cfg.max_sessions;
     p.incarnation = c->start_ms;
-    if (!force && c->has_plan && !c->plan_broken && st_plan_same_layout(&p, &c->plan)) {
+    if (!force && serving && st_plan_same_layout(&p, &c->plan)) {
         st_plan_free(&p);
-        return;
+        goto out;
     }
     p.epoch = c->next_epoch++;
     if ((e = st_plan_seal(&p))) {
         st_log(ST_LOG_ERROR, CO, "plan hash: %s", st_errmsg(e));
         st_plan_free(&p);
-        return;
+        goto out;
     }
     uint64_t others[ST_MEMBERS_MAX];
     size_t no = 0;
     for (size_t i = 0; i < c->ms.n; i++)
         if (c->ms.v[i].life == ST_MEMBER_ALIVE && st_plan_stage_of(&p, c->ms.v[i].id) < 0)
             others[no++] = c->ms.v[i].id;
-    st_log(ST_LOG_INFO, CO, "preparing epoch %llu (%u stages) because %s",
-           (unsigned long long)p.epoch, p.n_stages, why);
+    char cur[64] = "";
+    if (r->has_current)
+        snprintf(cur, sizeof cur, ", the serving plan's %.3f ms", r->current_s * 1e3);
+    snprintf(text, sizeof text, "preparing epoch %llu (%u stages, %s step %.3f ms%s) because %s",
+             (unsigned long long)p.epoch, p.n_stages, obj, r->step_s * 1e3, cur, why);
+    coord_pl_note(c, ST_LOG_INFO, text);
     if ((e = st_round_begin(&c->round, &p, others, no, coord_now()))) {
         st_plan_free(&p);
+        goto out;
+    }
+    c->pl.started = true;
+    memset(&c->pl.imb, 0, sizeof c->pl.imb);
+    coord_prepare_all(c);
+out:
+    coord_pl_view_free(v);
+    free(r);
+}
+
+void coord_on_heartbeat(st_coord *c)
+{
+    coord_pl_setup(c);
+    uint64_t now = coord_now();
+    if (c->pl.imbalance_ns == 0 || c->stopping || c->cfg.split || !coord_serving(c) ||
+        c->round.phase != ST_ROUND_IDLE) {
+        c->pl.imb.count = 0;
         return;
     }
-    coord_prepare_all(c);
+    uint64_t every = (uint64_t)(c->cfg.heartbeat_ms > 100 ? c->cfg.heartbeat_ms : 100) * 1000000u;
+    if (now - c->pl.last_check_ns < every)
+        return;
+    /* only fresh measurements count: an idle cluster's EMAs do not move */
+    uint64_t samples = 0;
+    for (uint32_t i = 0; i < c->plan.n_stages; i++) {
+        const st_member *m = st_members_find(&c->ms, c->plan.stages[i].worker_id);
+        if (m && m->hb && m->hb->heartbeat->n_layers > 0)
+            samples += m->hb->heartbeat->layers[0]->samples;
+    }
+    if (samples == c->pl.last_samples)
+        return;
+    c->pl.last_samples = samples;
+    c->pl.last_check_ns = now;
+    coord_pl_view *v = NULL;
+    st_place_result *r = malloc(sizeof *r);
+    if (r == NULL || coord_pl_view_build(c, c->pl.objective, false, &v) != ST_OK ||
+        st_place(&v->m, v->w, v->n, &v->o, r) != ST_OK) {
+        coord_pl_view_free(v);
+        free(r);
+        return; /* a failing planner is reported by the next replan */
+    }
+    bool imbalanced = r->has_current && !r->keep_current;
+    if (st_imbalance_update(&c->pl.imb, imbalanced, now, c->pl.imbalance_ns, 3)) {
+        char why[200];
+        snprintf(why, sizeof why, "of a sustained imbalance: the serving plan's step %.3f ms, "
+                 "the best plan's %.3f ms", r->current_s * 1e3, r->step_s * 1e3);
+        coord_replan(c, false, why);
+    }
+    coord_pl_view_free(v);
+    free(r);
 }
 
 void coord_member_gone(st_coord *c, uint64_t id, st_member_life life, const char *why)
@@ -335,6 +565,11 @@ void coord_on_commit_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *rep
                          m->error->message ? m->error->message : "");
             st_msg_free(m);
         }
+    }
+    st_member *w = st_members_find(&c->ms, t->worker_id);
+    if (w && ok && w->rpc_sent_ns) {
+        st_member_rtt_sample(w, (double)(coord_now() - w->rpc_sent_ns) * 1e-6);
+        w->rpc_sent_ns = 0;
     }
     st_round_peer *p = st_round_find(&c->round, t->worker_id);
     bool in_plan = p && p->in_plan;

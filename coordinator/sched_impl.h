@@ -35,6 +35,11 @@ typedef struct sched_req {
     st_err err;
     char err_msg[256];
     uint64_t created_ns, progress_ns, done_ns;
+    uint64_t start_ns;  /* got a session */
+    uint64_t polled_ns; /* the client's last poll */
+    uint64_t max_queue_ns;
+    uint64_t *times;    /* [max_tokens] when each id was appended */
+    uint32_t steps, missed, reused;
     uint32_t retries;   /* failures since the last good step */
 } sched_req;
 
@@ -48,12 +53,14 @@ struct sched_sess {
     uint64_t rng[4];
     sched_req *req;
     uint64_t in_flight; /* batch id, 0 if none */
+    uint64_t last_batch; /* id of the last batch it was in (decode order: oldest first) */
     uint64_t last_used_ns;
 };
 
 typedef struct sched_batch {
     bool used;
     st_sched_batch b;
+    uint64_t *end;        /* [cap_ended] storage of b.end_ids */
 } sched_batch;
 
 struct st_sched {
@@ -62,9 +69,13 @@ struct st_sched {
     sched_req **req;      /* requests in arrival order */
     size_t n_req, cap_req;
     sched_batch *batches; /* [max_in_flight] */
+    uint32_t cap_sessions, batch_tokens, depth; /* the serving plan's limits */
     uint64_t next_req, next_sess, next_batch;
-    uint64_t *ended;      /* ring of ended session ids */
+    uint64_t *ended;      /* ended session ids for EndSessions (st_sched_take_ended) */
     size_t n_ended, cap_ended;
+    uint64_t *pend;       /* ended session ids for the next batch's end_ids */
+    size_t n_pend;
+    st_sched_stats st;    /* totals (the gauges are computed on demand) */
     char *dbuf;           /* detokenizer output scratch */
     size_t dcap;
 };
@@ -90,7 +101,8 @@ void sched_append(st_sched *s, sched_req *r, sched_sess *ss, const st_sched_resu
 /* sched_settle - after ss left a batch or its request ended: detaches a
  * finished request, ends a fresh session, idles a client one. */
 void sched_settle(st_sched *s, sched_sess *ss, uint64_t now);
-/* sched_end_session - frees ss's slot and records its id for EndSessions. */
+/* sched_end_session - frees ss's slot and records its id for EndSessions
+ * and for the next batch's end_ids. */
 void sched_end_session(st_sched *s, sched_sess *ss);
 
 #endif

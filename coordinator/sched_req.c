@@ -23,6 +23,7 @@ void sched_req_free(sched_req *r)
     free(r->stop);
     free(r->prompt);
     free(r->ids);
+    free(r->times);
     free(r->text_off);
     free(r->text);
     free(r->logits);
@@ -96,7 +97,7 @@ void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err,
     }
 }
 
-static st_err sched_validate(const st_sched *s, const st_gen_req *g)
+static st_err sched_validate(st_sched *s, const st_gen_req *g)
 {
     const st_sched_cfg *c = &s->cfg;
     if (g->n_prompt == 0)
@@ -131,9 +132,11 @@ static st_err sched_validate(const st_sched *s, const st_gen_req *g)
                          "at most %llu", g->max_tokens, c->n_vocab,
                          (unsigned long long)g->max_tokens * c->n_vocab * sizeof(float),
                          (unsigned long long)ST_SCHED_MAX_LOGITS_BYTES);
-    if (sched_live(s) >= c->max_requests)
-        return st_errorf(ST_EBUSY, "%u requests are in progress (the limit); try later",
+    if (sched_live(s) >= c->max_requests) {
+        s->st.busy_refused++;
+        return st_errorf(ST_EBUSY, "busy: %u requests are in progress (the limit); try later",
                          c->max_requests);
+    }
     if (g->client_session != 0)
         for (size_t i = 0; i < s->n_req; i++)
             if (s->req[i]->state != RQ_DONE && s->req[i]->client_session == g->client_session)
@@ -161,9 +164,10 @@ st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64
         return st_errorf(ST_ENOMEM, "request");
     r->prompt = malloc(g->n_prompt * sizeof *r->prompt);
     r->ids = malloc(g->max_tokens * sizeof *r->ids);
+    r->times = malloc(g->max_tokens * sizeof *r->times);
     r->text_off = calloc((size_t)g->max_tokens + 1, sizeof *r->text_off);
     r->stop = calloc(g->n_stop ? g->n_stop : 1, sizeof *r->stop);
-    if (!r->prompt || !r->ids || !r->text_off || !r->stop) {
+    if (!r->prompt || !r->ids || !r->times || !r->text_off || !r->stop) {
         sched_req_free(r);
         return st_errorf(ST_ENOMEM, "request");
     }
@@ -186,7 +190,9 @@ st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64
     r->sp = g->sp;
     r->want_logits = g->want_logits;
     r->finish = "";
-    r->created_ns = r->progress_ns = now_ns;
+    r->created_ns = r->progress_ns = r->polled_ns = now_ns;
+    r->max_queue_ns = g->max_queue_ns == 0 || g->max_queue_ns > s->cfg.queue_timeout_ns
+                          ? s->cfg.queue_timeout_ns : g->max_queue_ns;
     s->req[s->n_req++] = r;
     *req_id = r->id;
     return ST_OK;
@@ -209,6 +215,7 @@ void sched_append(st_sched *s, sched_req *r, sched_sess *ss,
         r->logits = l;
         memcpy(l + (size_t)r->n_ids * s->cfg.n_vocab, rr->logits, s->cfg.n_vocab * sizeof *l);
     }
+    r->times[r->n_ids] = now;
     r->ids[r->n_ids++] = tok;
     size_t before = r->text_len;
     if (s->cfg.tok) {
@@ -252,6 +259,17 @@ st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns)
     return ST_OK;
 }
 
+st_err st_sched_touch(st_sched *s, uint64_t req_id, uint64_t now_ns)
+{
+    sched_req *r = sched_find(s, req_id);
+    if (r == NULL)
+        return st_errorf(ST_ENOENT, "request %llu is unknown or expired",
+                         (unsigned long long)req_id);
+    if (now_ns > r->polled_ns)
+        r->polled_ns = now_ns;
+    return ST_OK;
+}
+
 st_err st_sched_view(const st_sched *s, uint64_t req_id, st_req_view *v)
 {
     const sched_req *r = sched_find(s, req_id);
@@ -272,6 +290,12 @@ st_err st_sched_view(const st_sched *s, uint64_t req_id, st_req_view *v)
     v->logits = r->logits;
     v->want_logits = r->want_logits;
     v->n_vocab = s->cfg.n_vocab;
+    v->times = r->times;
+    v->steps = r->steps;
+    v->missed = r->missed;
+    v->reused = r->reused;
+    v->submit_ns = r->created_ns;
+    v->start_ns = r->start_ns;
     return ST_OK;
 }
 

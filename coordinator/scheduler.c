@@ -8,6 +8,28 @@
  * flight (max_in_flight). Lookups are linear scans: the tables are small,
  * and a scan has no hidden state to get wrong.
  *
+ * Continuous batching. A batch is formed whenever fewer than `depth`
+ * batches are in flight (depth = the pipeline's stage count): each stage
+ * then has a batch to work on while the others work on theirs. Groups
+ * stay disjoint (a session is in one batch at a time) and balanced: a
+ * batch takes at most ceil(running sessions / depth) rows, so the
+ * sessions of a batch that comes back form the next one and two batches
+ * of 4 circulate rather than one of 7 and one of 1. Within a batch, the
+ * ready decode sessions go first, longest-waiting first (so a budget or
+ * row cap that leaves some out rotates who waits), then prefill chunks of
+ * the oldest requests. A ready decode session left out of a batch counts
+ * a missed step for its request: the starvation evidence Poll returns.
+ *
+ * Admission is the KV budget: at most cap_sessions sessions (the plan's
+ * max_sessions; every worker holds a KV slot per session for its layers,
+ * reserved in its memory budget at Prepare), so the workers never need to
+ * evict. Requests that find no slot wait in arrival order, bounded by
+ * max_requests and each by its maximum queue wait. Ended sessions are
+ * freed on the workers in band, by the end_ids of the next batch (which
+ * every stage applies before binding that batch's rows, so a slot reused
+ * at once is always free on every stage), and by EndSessions when no
+ * batch follows.
+ *
  * A session and its running request point at each other. A session in a
  * batch in flight is never freed or reused; a request that ends while its
  * session is in flight (a cancel) detaches when the batch comes back. A
@@ -50,20 +72,40 @@ st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
     s->req = calloc(s->cap_req, sizeof *s->req);
     s->batches = calloc(cfg->max_in_flight, sizeof *s->batches);
     s->ended = calloc(s->cap_ended, sizeof *s->ended);
+    s->pend = calloc(s->cap_ended, sizeof *s->pend);
     s->dbuf = malloc(s->dcap ? s->dcap : 1);
-    if (!s->sess || !s->req || !s->batches || !s->ended || !s->dbuf) {
+    if (!s->sess || !s->req || !s->batches || !s->ended || !s->pend || !s->dbuf) {
         st_sched_free(s);
         return st_errorf(ST_ENOMEM, "scheduler tables");
     }
     for (uint32_t i = 0; i < cfg->max_in_flight; i++) {
         s->batches[i].b.rows = calloc(cfg->max_sessions, sizeof *s->batches[i].b.rows);
-        if (s->batches[i].b.rows == NULL) {
+        s->batches[i].end = calloc(s->cap_ended, sizeof *s->batches[i].end);
+        s->batches[i].b.end_ids = s->batches[i].end;
+        if (s->batches[i].b.rows == NULL || s->batches[i].end == NULL) {
             st_sched_free(s);
             return st_errorf(ST_ENOMEM, "scheduler batches");
         }
     }
     s->next_req = s->next_sess = s->next_batch = cfg->id_base;
+    s->cap_sessions = cfg->max_sessions;
+    s->batch_tokens = cfg->max_batch_tokens;
+    s->depth = cfg->max_in_flight;
     *out = s;
+    return ST_OK;
+}
+
+st_err st_sched_set_limits(st_sched *s, uint32_t max_sessions, uint32_t max_batch_tokens,
+                           uint32_t depth)
+{
+    if (max_sessions == 0 || max_batch_tokens == 0 || depth == 0)
+        return st_errorf(ST_EINVAL, "scheduler limits: max_sessions %u, max_batch_tokens %u, "
+                         "depth %u: each must be positive", max_sessions, max_batch_tokens, depth);
+    const st_sched_cfg *c = &s->cfg;
+    s->cap_sessions = max_sessions < c->max_sessions ? max_sessions : c->max_sessions;
+    s->batch_tokens = max_batch_tokens < c->max_batch_tokens ? max_batch_tokens
+                                                             : c->max_batch_tokens;
+    s->depth = depth < c->max_in_flight ? depth : c->max_in_flight;
     return ST_OK;
 }
 
@@ -77,12 +119,15 @@ void st_sched_free(st_sched *s)
         for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
             free(s->sess[i].hist);
     if (s->batches)
-        for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
+        for (uint32_t i = 0; i < s->cfg.max_in_flight; i++) {
             free(s->batches[i].b.rows);
+            free(s->batches[i].end);
+        }
     free(s->sess);
     free(s->req);
     free(s->batches);
     free(s->ended);
+    free(s->pend);
     free(s->dbuf);
     free(s);
 }
@@ -97,13 +142,21 @@ static sched_sess *sched_sess_by_id(st_sched *s, uint64_t id)
     return NULL;
 }
 
+/* sched_ring_put - appends id to a bounded list, forgetting the oldest
+ * when full (a worker that misses an end evicts least recently used). */
+static void sched_ring_put(uint64_t *v, size_t *n, size_t cap, uint64_t id)
+{
+    if (*n == cap) {
+        memmove(v, v + 1, (cap - 1) * sizeof *v);
+        (*n)--;
+    }
+    v[(*n)++] = id;
+}
+
 void sched_end_session(st_sched *s, sched_sess *ss)
 {
-    if (s->n_ended == s->cap_ended) { /* nobody drained: forget the oldest (workers evict LRU) */
-        memmove(s->ended, s->ended + 1, (s->cap_ended - 1) * sizeof *s->ended);
-        s->n_ended--;
-    }
-    s->ended[s->n_ended++] = ss->id;
+    sched_ring_put(s->ended, &s->n_ended, s->cap_ended, ss->id);
+    sched_ring_put(s->pend, &s->n_pend, s->cap_ended, ss->id);
     ss->used = false;
     ss->req = NULL;
     ss->n_hist = ss->n_cached = 0;
@@ -128,22 +181,33 @@ void sched_settle(st_sched *s, sched_sess *ss, uint64_t now)
     }
 }
 
-/* sched_start - binds queued request r to session ss: the prompt joins
- * the history, the RNG is seeded, the detokenizer consumes the prompt. */
+/* sched_start - binds queued request r to session ss. The prompt becomes
+ * the history; of what the session held, the longest common prefix that
+ * the workers' KV still holds is kept (prefix reuse), always leaving at
+ * least the last prompt id to feed (its logits give the first sample).
+ * The RNG is seeded, the detokenizer consumes the prompt. */
 static void sched_start(st_sched *s, sched_req *r, sched_sess *ss, uint64_t now)
 {
-    bool at_start = ss->n_hist == 0;
-    memcpy(ss->hist + ss->n_hist, r->prompt, r->n_prompt * sizeof *r->prompt);
-    ss->n_hist += r->n_prompt;
+    uint32_t keep = 0;
+    while (keep < ss->n_cached && keep < ss->n_hist && keep + 1 < r->n_prompt &&
+           ss->hist[keep] == r->prompt[keep])
+        keep++;
+    memcpy(ss->hist, r->prompt, r->n_prompt * sizeof *r->prompt);
+    ss->n_hist = r->n_prompt;
+    ss->n_cached = keep;
+    r->reused = keep;
+    s->st.reused_tokens += keep;
     st_rng rng;
     st_rng_seed(&rng, r->sp.seed);
     memcpy(ss->rng, rng.s, sizeof ss->rng);
     ss->req = r;
+    ss->last_batch = 0;
     r->sess = ss;
     r->state = RQ_RUNNING;
     r->progress_ns = now;
+    r->start_ns = now;
     if (s->cfg.tok) {
-        st_detok_init(&r->dt, s->cfg.tok, at_start);
+        st_detok_init(&r->dt, s->cfg.tok, true);
         for (uint32_t i = 0; i < r->n_prompt; i++) {
             size_t nw;
             st_detok_push(&r->dt, r->prompt[i], s->dbuf, s->dcap, &nw);
@@ -151,55 +215,81 @@ static void sched_start(st_sched *s, sched_req *r, sched_sess *ss, uint64_t now)
     }
 }
 
-/* sched_admit - gives queued requests (in arrival order) a session. */
+/* sched_wanted - whether a queued request continues client session id. */
+static bool sched_wanted(const st_sched *s, uint64_t client_id)
+{
+    if (client_id == 0)
+        return false;
+    for (size_t i = 0; i < s->n_req; i++)
+        if (s->req[i]->state == RQ_QUEUED && s->req[i]->client_session == client_id)
+            return true;
+    return false;
+}
+
+/* sched_admit - gives queued requests (in arrival order) a session: their
+ * client session when it is idle, else a new one while fewer than
+ * cap_sessions exist (ending the least recently used idle client session
+ * that no queued request continues, when none is free). A request that
+ * finds no room waits, and so do the later ones that need a new session
+ * (FIFO). */
 static void sched_admit(st_sched *s, uint64_t now)
 {
+    uint32_t used = 0;
+    for (uint32_t k = 0; k < s->cfg.max_sessions; k++)
+        used += s->sess[k].used;
+    bool full = false;
     for (size_t i = 0; i < s->n_req; i++) {
         sched_req *r = s->req[i];
         if (r->state != RQ_QUEUED)
             continue;
-        sched_sess *ss = NULL, *lru = NULL;
+        sched_sess *ss = NULL;
         for (uint32_t k = 0; k < s->cfg.max_sessions && ss == NULL; k++) {
             sched_sess *c = &s->sess[k];
             if (c->used && r->client_session != 0 && c->client_id == r->client_session)
                 ss = c;
         }
-        if (ss != NULL && (ss->in_flight || ss->req)) /* the previous turn is still out */
-            continue;
-        if (ss != NULL && ss->n_hist + r->n_prompt >= s->cfg.n_ctx) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "session %llu holds %u tokens; %u more do not fit the "
-                     "context of %u", (unsigned long long)r->client_session, ss->n_hist,
-                     r->n_prompt, s->cfg.n_ctx);
-            sched_finish(s, r, "error", ST_EINVAL, msg, now);
+        if (ss != NULL) {
+            if (ss->in_flight || ss->req) /* the previous turn is still out */
+                continue;
+            sched_start(s, r, ss, now);
             continue;
         }
-        for (uint32_t k = 0; k < s->cfg.max_sessions && ss == NULL; k++) {
-            sched_sess *c = &s->sess[k];
-            if (!c->used) {
-                ss = c;
-            } else if (c->req == NULL && !c->in_flight &&
-                       (lru == NULL || c->last_used_ns < lru->last_used_ns)) {
-                lru = c;
+        if (full)
+            continue;
+        if (used >= s->cap_sessions) {
+            sched_sess *lru = NULL;
+            for (uint32_t k = 0; k < s->cfg.max_sessions; k++) {
+                sched_sess *c = &s->sess[k];
+                if (c->used && c->req == NULL && !c->in_flight &&
+                    (lru == NULL || c->last_used_ns < lru->last_used_ns) &&
+                    !sched_wanted(s, c->client_id))
+                    lru = c;
             }
-        }
-        if (ss == NULL && lru != NULL) {
-            sched_end_session(s, lru);
-            ss = lru;
-        }
-        if (ss == NULL)
-            return; /* every slot busy: later requests wait too (FIFO) */
-        if (!ss->used) {
-            if (ss->hist == NULL && (ss->hist = malloc(s->cfg.n_ctx * sizeof *ss->hist)) == NULL) {
-                sched_finish(s, r, "error", ST_ENOMEM, "out of memory for a session", now);
+            if (lru == NULL) {
+                full = true; /* every session is busy: later new sessions wait too */
                 continue;
             }
-            ss->used = true;
-            ss->id = ++s->next_sess;
-            ss->client_id = r->client_session;
-            ss->n_hist = ss->n_cached = 0;
-            ss->in_flight = 0;
+            sched_end_session(s, lru);
+            s->st.sessions_evicted++;
+            used--;
         }
+        for (uint32_t k = 0; k < s->cfg.max_sessions && ss == NULL; k++)
+            if (!s->sess[k].used)
+                ss = &s->sess[k];
+        if (ss == NULL) { /* cannot happen: used < cap_sessions <= max_sessions */
+            full = true;
+            continue;
+        }
+        if (ss->hist == NULL && (ss->hist = malloc(s->cfg.n_ctx * sizeof *ss->hist)) == NULL) {
+            sched_finish(s, r, "error", ST_ENOMEM, "out of memory for a session", now);
+            continue;
+        }
+        ss->used = true;
+        ss->id = ++s->next_sess;
+        ss->client_id = r->client_session;
+        ss->n_hist = ss->n_cached = 0;
+        ss->in_flight = 0;
+        used++;
         sched_start(s, r, ss, now);
     }
 }
@@ -236,6 +326,18 @@ static void sched_add_row(st_sched_batch *b, sched_sess *ss, uint32_t n)
     }
     b->n_tokens += n;
     ss->in_flight = b->id;
+    ss->last_batch = b->id;
+    r->steps++;
+}
+
+/* decode order: the session that has waited longest (oldest last batch)
+ * first, then the older request */
+static int sched_cmp_wait(const void *a, const void *b)
+{
+    const sched_sess *x = *(sched_sess *const *)a, *y = *(sched_sess *const *)b;
+    if (x->last_batch != y->last_batch)
+        return x->last_batch < y->last_batch ? -1 : 1;
+    return x->req->id < y->req->id ? -1 : x->req->id > y->req->id;
 }
 
 static int sched_cmp_req(const void *a, const void *b)
@@ -247,48 +349,73 @@ static int sched_cmp_req(const void *a, const void *b)
 st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sched_batch **out)
 {
     *out = NULL;
-    sched_batch *slot = NULL;
-    for (uint32_t i = 0; i < s->cfg.max_in_flight && slot == NULL; i++)
-        if (!s->batches[i].used)
-            slot = &s->batches[i];
-    if (slot == NULL)
-        return ST_OK;
     sched_admit(s, now_ns);
+    sched_batch *slot = NULL;
+    uint32_t busy = 0;
+    for (uint32_t i = 0; i < s->cfg.max_in_flight; i++) {
+        if (s->batches[i].used)
+            busy++;
+        else if (slot == NULL)
+            slot = &s->batches[i];
+    }
+    if (slot == NULL || busy >= s->depth)
+        return ST_OK;
     st_sched_batch *b = &slot->b;
     b->n_rows = 0;
     b->n_tokens = 0;
+    b->n_end = 0;
     b->id = s->next_batch + 1;
-    uint32_t budget = s->cfg.max_batch_tokens;
-    sched_sess *pre[s->cfg.max_sessions];
-    size_t n_pre = 0;
-    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) { /* decode rows first */
+    uint32_t budget = s->batch_tokens;
+    sched_sess *dec[s->cfg.max_sessions], *pre[s->cfg.max_sessions];
+    size_t n_dec = 0, n_pre = 0;
+    uint32_t running = 0;
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
         sched_sess *ss = &s->sess[i];
-        if (!ss->used || ss->in_flight || ss->req == NULL || ss->req->state != RQ_RUNNING)
+        if (!ss->used || ss->req == NULL || ss->req->state != RQ_RUNNING)
             continue;
-        uint32_t left = ss->n_hist - ss->n_cached;
-        if (left == 1 && budget > 0) {
-            sched_add_row(b, ss, 1);
-            budget--;
-        } else if (left > 1) {
+        running++;
+        if (ss->in_flight)
+            continue;
+        if (ss->n_hist - ss->n_cached == 1)
+            dec[n_dec++] = ss;
+        else
             pre[n_pre++] = ss;
-        }
     }
+    /* a balanced share of the running sessions: the other batches in
+     * flight (or to be formed when they come back) hold the rest */
+    uint32_t cap_rows = (running + s->depth - 1) / s->depth;
+    qsort(dec, n_dec, sizeof *dec, sched_cmp_wait);
     qsort(pre, n_pre, sizeof *pre, sched_cmp_req);
-    for (size_t i = 0; i < n_pre && budget > 0; i++) { /* then prefill chunks, oldest first */
-        uint32_t left = pre[i]->n_hist - pre[i]->n_cached;
+    size_t i = 0;
+    for (; i < n_dec && b->n_rows < cap_rows && budget > 0; i++) { /* decode rows first */
+        sched_add_row(b, dec[i], 1);
+        budget--;
+    }
+    for (; i < n_dec; i++) /* ready, left out: a missed step */
+        dec[i]->req->missed++;
+    for (size_t k = 0; k < n_pre && b->n_rows < cap_rows && budget > 0; k++) {
+        uint32_t left = pre[k]->n_hist - pre[k]->n_cached; /* then prefill chunks, oldest first */
         uint32_t n = left < s->cfg.chunk ? left : s->cfg.chunk;
         if (n > budget)
             n = budget;
-        sched_add_row(b, pre[i], n);
+        sched_add_row(b, pre[k], n);
         budget -= n;
     }
     if (b->n_rows == 0)
         return ST_OK;
+    memcpy(slot->end, s->pend, s->n_pend * sizeof *s->pend);
+    b->n_end = (uint32_t)s->n_pend;
+    s->n_pend = 0;
     s->next_batch = b->id;
     b->epoch = epoch;
     b->sent_ns = now_ns;
     b->deadline_ns = now_ns + s->cfg.step_timeout_ns;
     slot->used = true;
+    s->st.batches++;
+    s->st.rows += b->n_rows;
+    s->st.tokens += b->n_tokens;
+    if (busy + 1 > s->st.peak_in_flight)
+        s->st.peak_in_flight = busy + 1;
     *out = b;
     return ST_OK;
 }
@@ -428,10 +555,20 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
     for (size_t i = 0; i < s->n_req; i++) {
         sched_req *r = s->req[i];
         bool stalled = now_ns - r->progress_ns >= c->queue_timeout_ns;
-        if (r->state == RQ_QUEUED && stalled) {
-            snprintf(msg, sizeof msg, "waited %llu ms for %s", (unsigned long long)(c->queue_timeout_ns / 1000000),
+        bool gone = c->client_timeout_ns && now_ns - r->polled_ns >= c->client_timeout_ns;
+        if (r->state != RQ_DONE && gone) {
+            snprintf(msg, sizeof msg, "the client stopped polling for %llu ms",
+                     (unsigned long long)((now_ns - r->polled_ns) / 1000000));
+            sched_finish(s, r, "cancelled", ST_ECANCELED, msg, now_ns);
+            s->st.client_gone++;
+            if (r->sess)
+                sched_settle(s, r->sess, now_ns);
+        } else if (r->state == RQ_QUEUED && now_ns - r->created_ns >= r->max_queue_ns) {
+            snprintf(msg, sizeof msg, "waited %llu ms (the maximum queue wait) for %s",
+                     (unsigned long long)(r->max_queue_ns / 1000000),
                      stall ? stall : "a free session slot");
             sched_finish(s, r, "error", ST_EBUSY, msg, now_ns);
+            s->st.queue_expired++;
         } else if (r->state == RQ_RUNNING && stalled && stall && !r->sess->in_flight) {
             snprintf(msg, sizeof msg, "no progress for %llu ms: %s",
                      (unsigned long long)(c->queue_timeout_ns / 1000000), stall);
@@ -450,8 +587,10 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
     for (uint32_t i = 0; i < c->max_sessions; i++) {
         sched_sess *ss = &s->sess[i];
         if (ss->used && ss->req == NULL && !ss->in_flight &&
-            now_ns - ss->last_used_ns >= c->idle_session_ttl_ns)
+            now_ns - ss->last_used_ns >= c->idle_session_ttl_ns) {
             sched_end_session(s, ss);
+            s->st.sessions_expired++;
+        }
     }
 }
 
@@ -488,4 +627,23 @@ size_t st_sched_n_sessions(const st_sched *s)
     for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
         n += s->sess[i].used;
     return n;
+}
+
+void st_sched_get_stats(const st_sched *s, st_sched_stats *st)
+{
+    *st = s->st;
+    st->running = st->queued = st->sessions = st->idle_sessions = 0;
+    for (size_t i = 0; i < s->n_req; i++) {
+        st->running += s->req[i]->state == RQ_RUNNING;
+        st->queued += s->req[i]->state == RQ_QUEUED;
+    }
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
+        st->sessions += s->sess[i].used;
+        st->idle_sessions += s->sess[i].used && s->sess[i].req == NULL && !s->sess[i].in_flight;
+    }
+    st->cap_sessions = s->cap_sessions;
+    st->depth = s->depth;
+    st->max_batch_tokens = s->batch_tokens;
+    st->chunk = s->cfg.chunk;
+    st->in_flight = (uint32_t)st_sched_in_flight(s);
 }

@@ -11,11 +11,21 @@
  * is n_cached = 0: the next steps re-feed the history from position 0, so
  * no token is lost or repeated.
  *
- * Batches: decode rows (sessions with exactly one unfed id) first, then
- * prefill chunks of at most `chunk` ids in request order, up to
- * max_batch_tokens ids; a session is in at most one batch in flight, and
- * up to max_in_flight batches can be in flight (1 today; pipelining later
- * only raises the number). */
+ * Batches (continuous batching, docs/batching.md): decode rows (sessions
+ * with exactly one unfed id, the longest-waiting first) come before
+ * prefill chunks of at most `chunk` ids (oldest request first), up to
+ * max_batch_tokens ids. A session is in at most one batch in flight; up
+ * to `depth` batches (the pipeline's stage count) are in flight at once,
+ * each holding about 1/depth of the running sessions, so every stage has
+ * a batch to work on. Requests join at the next batch formed and leave
+ * when they end; sessions that ended ride on the next batch (end_ids) so
+ * every stage frees their KV before it binds the batch's rows.
+ *
+ * Sessions: a request with a client session id continues that session:
+ * its prompt is the whole conversation, and the longest prefix it shares
+ * with the session's history that the workers' KV still holds is not fed
+ * again (prefix reuse). Idle client sessions end after their TTL, or,
+ * least recently used first, when a new session needs their slot. */
 #ifndef ST_COORD_SCHEDULER_H
 #define ST_COORD_SCHEDULER_H
 
@@ -35,15 +45,16 @@ typedef struct st_sched_cfg {
     uint32_t n_ctx;            /* KV positions per session */
     uint32_t chunk;            /* prefill ids per row */
     uint32_t max_batch_tokens; /* ids per batch */
-    uint32_t max_sessions;     /* sessions alive at once (KV slots per worker) */
+    uint32_t max_sessions;     /* session table size; the plan may allow fewer (set_limits) */
     uint32_t max_requests;     /* queued + running requests */
-    uint32_t max_in_flight;    /* batches in flight */
+    uint32_t max_in_flight;    /* batch table size: the largest pipeline depth */
     uint32_t n_vocab;
     int32_t eos_id;
     uint64_t step_timeout_ns;     /* a batch without result this long fails */
     uint64_t queue_timeout_ns;    /* a stalled request (no slot, no plan) fails after this */
     uint64_t finished_ttl_ns;     /* finished requests stay readable this long */
     uint64_t idle_session_ttl_ns; /* idle client sessions are ended after this */
+    uint64_t client_timeout_ns;   /* a live request not polled this long is cancelled (0: never) */
     uint64_t id_base;             /* request, session and batch ids count up from here */
     const st_tokenizer *tok;      /* text and stop strings; NULL: ids only */
 } st_sched_cfg;
@@ -58,6 +69,8 @@ typedef struct st_gen_req {
     size_t n_stop;
     bool want_logits;
     uint64_t client_session; /* 0: a fresh session ended with the request */
+    uint64_t max_queue_ns;   /* refused if not started within this; 0 or above
+                                queue_timeout_ns: queue_timeout_ns */
 } st_gen_req;
 
 /* One row of a batch. Pointers stay valid while the batch is in flight. */
@@ -82,6 +95,8 @@ typedef struct st_sched_batch {
     uint32_t n_rows;
     uint32_t n_tokens;
     st_sched_row *rows;
+    uint32_t n_end;          /* sessions ended since the previous batch was formed */
+    const uint64_t *end_ids;
 } st_sched_batch;
 
 /* One sampled row of a step result. */
@@ -111,7 +126,28 @@ typedef struct st_req_view {
     const float *logits;     /* [n_ids][n_vocab] when want_logits */
     bool want_logits;
     uint32_t n_vocab;
+    const uint64_t *times;   /* [n_ids] when each id was appended (the caller's clock) */
+    uint32_t steps;          /* batches that carried a row of this request */
+    uint32_t missed;         /* batches formed while it was ready to decode, without it */
+    uint32_t reused;         /* prompt ids the session's KV already held */
+    uint64_t submit_ns;      /* accepted */
+    uint64_t start_ns;       /* got a session; 0 while queued */
 } st_req_view;
+
+/* The scheduler's state and totals (strata status). */
+typedef struct st_sched_stats {
+    uint32_t running, queued;       /* live requests with / without a session */
+    uint32_t sessions, idle_sessions;
+    uint32_t cap_sessions, depth, max_batch_tokens, chunk;
+    uint32_t in_flight, peak_in_flight;
+    uint64_t batches, rows, tokens;
+    uint64_t busy_refused;     /* submits refused: max_requests in progress */
+    uint64_t queue_expired;    /* requests refused after their maximum queue wait */
+    uint64_t client_gone;      /* requests cancelled: their client stopped polling */
+    uint64_t reused_tokens;    /* prompt ids served from a session's KV */
+    uint64_t sessions_evicted; /* idle client sessions ended to make room */
+    uint64_t sessions_expired; /* idle client sessions ended by their TTL */
+} st_sched_stats;
 
 typedef struct st_sched st_sched;
 
@@ -131,10 +167,22 @@ void st_sched_free(st_sched *s);
  * busy. */
 st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64_t *req_id);
 
+/* st_sched_set_limits - the serving plan's limits: at most max_sessions
+ * sessions hold KV (clamped to cfg.max_sessions; sessions above a lowered
+ * limit stay until they end), max_batch_tokens ids per batch (clamped to
+ * cfg.max_batch_tokens) and depth batches in flight (clamped to
+ * cfg.max_in_flight). ST_EINVAL for a zero value. */
+st_err st_sched_set_limits(st_sched *s, uint32_t max_sessions, uint32_t max_batch_tokens,
+                           uint32_t depth);
+
 /* st_sched_form - admits queued requests into free session slots and forms
  * the next batch for epoch; *out is NULL when there is nothing to run or
- * max_in_flight batches are in flight. The batch stays owned by the
- * scheduler until st_sched_complete or st_sched_fail. */
+ * `depth` batches are in flight. A batch holds at most ceil(running
+ * sessions / depth) rows: decode rows first (longest-waiting first; every
+ * ready decode session left out counts a missed step), then prefill
+ * chunks. It carries the sessions ended since the previous batch. The
+ * batch stays owned by the scheduler until st_sched_complete or
+ * st_sched_fail. */
 st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sched_batch **out);
 
 /* st_sched_complete - applies a batch's result: advances every row's
@@ -165,7 +213,9 @@ void st_sched_forget_kv(st_sched *s);
 
 /* st_sched_tick - deadlines: batches past their step deadline fail with
  * ST_ETIMEOUT ("step deadline missed", no retry); queued requests waiting
- * longer than queue_timeout fail with ST_EBUSY; when stall is not NULL
+ * longer than their maximum queue wait fail with ST_EBUSY; live requests
+ * whose client did not poll for client_timeout end as "cancelled"
+ * (ST_ECANCELED); when stall is not NULL
  * (nothing can be served: no plan), running requests without progress for
  * queue_timeout fail with ST_EBUSY naming stall; finished requests older
  * than their TTL and idle client sessions past theirs are freed. */
@@ -174,6 +224,14 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall);
 /* st_sched_cancel - ends a request as "cancelled" (ST_ENOENT if unknown;
  * a finished request is left as it is). */
 st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns);
+
+/* st_sched_touch - the client of req_id polled at now_ns (a live request
+ * whose client stays silent for client_timeout is cancelled by tick).
+ * ST_ENOENT if unknown. */
+st_err st_sched_touch(st_sched *s, uint64_t req_id, uint64_t now_ns);
+
+/* st_sched_get_stats - fills *st. */
+void st_sched_get_stats(const st_sched *s, st_sched_stats *st);
 
 /* st_sched_shutdown - ends every queued or running request with
  * ST_ECANCELED and msg, and every batch in flight. */

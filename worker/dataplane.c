@@ -290,11 +290,8 @@ static void dp_sync(st_dataplane *dp)
 
 void dp_publish_sessions(st_dataplane *dp)
 {
-    uint64_t kvb = 0;
     size_t per = dp->cur != NULL ? dp->cur->kv_session_bytes : 0;
-    for (uint32_t i = 0; i < dp->ses.cap; i++)
-        if (dp->ses.slots[i].used && dp->ses.slots[i].kv != NULL)
-            kvb += per;
+    uint64_t kvb = (uint64_t)st_sessions_kv_count(&dp->ses) * per; /* allocated, used or kept */
     pthread_mutex_lock(&dp->sh->mu);
     dp->sh->sessions = st_sessions_count(&dp->ses);
     dp->sh->kv_bytes = kvb;

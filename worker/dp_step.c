@@ -252,6 +252,9 @@ static st_err dp_check(st_dp_stage *s, const Strata__StepMeta *m, size_t pkt_len
         if (s->ids[i] == s->ids[i - 1])
             return st_errorf(ST_EINVAL, "step meta: session %llu has two rows",
                              (unsigned long long)s->ids[i]);
+    if (m->n_end_sessions > ST_DP_END_CAP)
+        return st_errorf(ST_ERANGE, "step meta: %zu ended sessions; at most %u", m->n_end_sessions,
+                         ST_DP_END_CAP);
     if (p->index == 0 && pkt_len != 0)
         return st_errorf(ST_EPROTO, "stage 0 takes no activation packet; %zu bytes came",
                          pkt_len);
@@ -515,9 +518,13 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const uint8_t *
         e = dp_input(dp, s, m, pkt, pkt_len);
     if (e == ST_OK) {
         bad = false;
-        uint32_t before = st_sessions_count(&dp->ses);
+        /* sessions the scheduler ended before this batch: their slots may
+         * be taken by this batch's new sessions, so free them first */
+        uint32_t before = st_sessions_count(&dp->ses), ended = 0;
+        for (size_t i = 0; i < m->n_end_sessions; i++)
+            ended += st_sessions_end(&dp->ses, m->end_sessions[i]);
         e = dp_bind(dp, s, m);
-        if (st_sessions_count(&dp->ses) != before)
+        if (ended > 0 || st_sessions_count(&dp->ses) != before)
             dp_publish_sessions(dp);
     }
     if (e == ST_OK && (e = dp_forward(dp, s, m->n_rows, &compute_ns)) == ST_OK) {

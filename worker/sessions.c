@@ -7,8 +7,9 @@
  * taken, the least recently used session loses its cache (the scheduler
  * re-prefills it from its history if it comes back: it gets an error for
  * a position > 0 on a session the worker does not know). The cache memory
- * of the evicted session is reused as is, so steady-state operation
- * allocates nothing.
+ * of an evicted or ended session is reused as is (an ended session's
+ * cache waits on its free slot), so steady-state operation allocates
+ * nothing and never holds more than cap caches.
  *
  * The hash table has at least twice as many buckets as slots, holds slot
  * numbers (+1, 0 = empty), probes linearly and deletes by backward shift,
@@ -187,8 +188,9 @@ bool st_sessions_end(st_sessions *s, uint64_t id)
     uint32_t i = (uint32_t)(x - s->slots);
     ses_table_del(s, id);
     ses_unlink(s, i);
-    st_kv_free(x->kv);
+    st_kv *kv = x->kv; /* kept for the slot's next session */
     memset(x, 0, sizeof *x);
+    x->kv = kv;
     x->prev = x->next = ST_SESSION_NONE;
     s->free_slots[s->n_free++] = i;
     s->count--;
@@ -240,6 +242,11 @@ st_err st_sessions_resize(st_sessions *s, uint32_t cap)
         x->kv = NULL;
     }
     n.evictions = s->evictions + skip;
+    for (uint32_t i = 0; i < s->cap; i++)
+        if (!s->slots[i].used) { /* caches kept on free slots */
+            st_kv_free(s->slots[i].kv);
+            s->slots[i].kv = NULL;
+        }
     free(s->slots);
     free(s->table);
     free(s->free_slots);
@@ -248,3 +255,11 @@ st_err st_sessions_resize(st_sessions *s, uint32_t cap)
 }
 
 uint32_t st_sessions_count(const st_sessions *s) { return s->count; }
+
+uint32_t st_sessions_kv_count(const st_sessions *s)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->cap; i++)
+        n += s->slots[i].kv != NULL;
+    return n;
+}

@@ -8,7 +8,10 @@
  * (linear probing, backward-shift deletion), recency through a doubly
  * linked list, so find, acquire and end are O(1) apart from skipping
  * pinned slots at the LRU end. Caches are allocated by the caller (the
- * stage engine knows their shape) and freed here with st_kv_free.
+ * stage engine knows their shape) and freed here with st_kv_free, by
+ * clear, resize and fini only: an ended session's cache stays on its free
+ * slot for the next session (which must reset it), so serving allocates
+ * nothing in steady state and at most `cap` caches ever exist (INV-6).
  *
  * Plain data, no lock: owned by the worker's data thread. */
 #ifndef ST_WORKER_SESSIONS_H
@@ -64,18 +67,23 @@ st_session *st_sessions_find(st_sessions *s, uint64_t id);
 st_err st_sessions_acquire(st_sessions *s, uint64_t id, uint64_t pin, st_session **out,
                            bool *fresh);
 
-/* st_sessions_end - frees id's cache and slot; false if id had none. */
+/* st_sessions_end - frees id's slot (its cache stays on the slot for the
+ * next session); false if id had none. */
 bool st_sessions_end(st_sessions *s, uint64_t id);
 
 /* st_sessions_clear - frees every cache and slot. */
 void st_sessions_clear(st_sessions *s);
 
 /* st_sessions_resize - changes the capacity to cap, keeping the most
- * recently used sessions that fit (the others' caches are freed). On error
- * (ST_EINVAL, ST_ENOMEM) the set is unchanged. */
+ * recently used sessions that fit (the others' caches, and those kept on
+ * free slots, are freed). On error (ST_EINVAL, ST_ENOMEM) the set is
+ * unchanged. */
 st_err st_sessions_resize(st_sessions *s, uint32_t cap);
 
 /* st_sessions_count - slots in use. */
 uint32_t st_sessions_count(const st_sessions *s);
+
+/* st_sessions_kv_count - caches allocated (on used and on free slots). */
+uint32_t st_sessions_kv_count(const st_sessions *s);
 
 #endif

@@ -10,7 +10,9 @@
  * the scheduler's level). Also: batch formation (decode rows first,
  * prefill chunks, the token budget), validation errors, EOS / length /
  * stop string / context rules, UTF-8-safe streamed text, RNG state and
- * penalty history in rows, deadlines, queueing and expiry. */
+ * penalty history in rows, deadlines, queueing and expiry. The fake
+ * pipeline is in sched_fake.c; continuous batching (pipelining, sessions,
+ * clients going away) is tested in test_sched_batching.c. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -18,143 +20,7 @@
 #include <string.h>
 
 #include "coordinator/scheduler.h"
-
-#define V 64
-#define MS 1000000ull
-
-/* ---- the fake pipeline ---- */
-
-typedef struct fake {
-    uint64_t sid[32];
-    int32_t kv[32][512];
-    uint32_t len[32];
-    int n;
-    int32_t eos_after; /* sample EOS once a context is this long (0: never) */
-    int32_t forced;    /* >= 0: every sample is this id */
-} fake;
-
-static int32_t fake_next(const int32_t *ctx, uint32_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (uint32_t i = 0; i < n; i++)
-        h = (h ^ (uint64_t)ctx[i]) * 1099511628211ull;
-    return (int32_t)(3 + h % (V - 3)); /* never BOS/EOS/UNK */
-}
-
-static void rng_step(const uint64_t in[4], uint64_t out[4])
-{
-    for (int i = 0; i < 4; i++)
-        out[i] = in[i] * 6364136223846793005ull + 1442695040888963407ull;
-}
-
-/* fake_run - runs batch b; fills res (and rng storage) for sampled rows. */
-static size_t fake_run(fake *f, const st_sched_batch *b, st_sched_result_row *res,
-                       uint64_t (*rng)[4])
-{
-    size_t n = 0;
-    for (uint32_t i = 0; i < b->n_rows; i++) {
-        const st_sched_row *r = &b->rows[i];
-        int k = 0;
-        while (k < f->n && f->sid[k] != r->session_id)
-            k++;
-        if (k == f->n) {
-            ck_assert_int_lt(f->n, 32);
-            f->sid[f->n] = r->session_id;
-            f->len[f->n++] = 0;
-        }
-        ck_assert_msg(r->pos <= f->len[k], "row of session %llu at %u leaves a gap after %u",
-                      (unsigned long long)r->session_id, r->pos, f->len[k]);
-        ck_assert_uint_ge(r->n_tok, 1);
-        memcpy(f->kv[k] + r->pos, r->tokens, r->n_tok * sizeof(int32_t));
-        f->len[k] = r->pos + r->n_tok;
-        if (!r->sample)
-            continue;
-        int32_t t = fake_next(f->kv[k], f->len[k]);
-        if (f->forced >= 0)
-            t = f->forced;
-        if (f->eos_after && f->len[k] >= (uint32_t)f->eos_after)
-            t = 2;
-        rng_step(r->rng, rng[n]);
-        res[n] = (st_sched_result_row){.session_id = r->session_id, .token = t, .rng = rng[n],
-                                       .n_rng = 4};
-        n++;
-    }
-    return n;
-}
-
-static st_sched_cfg cfg_default(void)
-{
-    return (st_sched_cfg){.n_ctx = 256, .chunk = 16, .max_batch_tokens = 40, .max_sessions = 4,
-                          .max_requests = 8, .max_in_flight = 1, .n_vocab = V, .eos_id = 2,
-                          .step_timeout_ns = 1000 * MS, .queue_timeout_ns = 5000 * MS,
-                          .finished_ttl_ns = 10000 * MS, .idle_session_ttl_ns = 60000 * MS,
-                          .id_base = 1000};
-}
-
-static st_gen_req req_of(const int32_t *p, size_t n, uint32_t max)
-{
-    st_gen_req g;
-    memset(&g, 0, sizeof g);
-    g.prompt = p;
-    g.n_prompt = n;
-    g.max_tokens = max;
-    g.sp = st_sampler_params_default();
-    g.sp.temp = 0;
-    return g;
-}
-
-/* drive - runs steps until nothing is left to do (or max_steps); calls
- * fault(step) before each step when given. Returns the steps run. */
-static int drive(st_sched *s, fake *f, uint64_t *now, int max_steps,
-                 void (*fault)(st_sched *, int, const st_sched_batch *, void *), void *arg)
-{
-    st_sched_result_row res[64];
-    uint64_t rng[64][4];
-    int steps = 0;
-    for (; steps < max_steps; steps++) {
-        const st_sched_batch *b;
-        ck_assert_int_eq(st_sched_form(s, 7, *now, &b), ST_OK);
-        if (b == NULL)
-            break;
-        ck_assert_uint_le(b->n_tokens, 40);
-        *now += MS;
-        if (fault) {
-            uint64_t id = b->id;
-            fault(s, steps, b, arg);
-            if (st_sched_in_flight(s) == 0)
-                continue; /* the fault took the batch */
-            ck_assert_uint_eq(b->id, id);
-        }
-        size_t n = fake_run(f, b, res, rng);
-        ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, *now), ST_OK);
-    }
-    return steps;
-}
-
-static st_req_view view(st_sched *s, uint64_t id)
-{
-    st_req_view v;
-    ck_assert_int_eq(st_sched_view(s, id, &v), ST_OK);
-    return v;
-}
-
-/* reference - the ids generated for prompt with no fault. */
-static void reference(const int32_t *p, size_t n, uint32_t max, int32_t *out, uint32_t *n_out)
-{
-    st_sched_cfg c = cfg_default();
-    st_sched *s;
-    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
-    st_gen_req g = req_of(p, n, max);
-    uint64_t id, now = 0;
-    ck_assert_int_eq(st_sched_submit(s, &g, now, &id), ST_OK);
-    fake f = {.forced = -1};
-    drive(s, &f, &now, 10000, NULL, NULL);
-    st_req_view v = view(s, id);
-    ck_assert(v.done);
-    memcpy(out, v.ids, v.n_ids * sizeof *out);
-    *n_out = v.n_ids;
-    st_sched_free(s);
-}
+#include "tests/coordinator/sched_fake.h"
 
 /* ---- tests ---- */
 
@@ -293,6 +159,8 @@ START_TEST(decode_rows_first_and_budget)
     }
     ck_assert_int_eq(a_rows, 6);
     ck_assert_uint_eq(view(s, ida).n_ids, 7);
+    ck_assert_uint_eq(view(s, ida).missed, 0); /* never left out while B, C prefill */
+    ck_assert_uint_eq(view(s, ida).steps, 7);
     st_sched_free(s);
 }
 END_TEST
@@ -562,38 +430,6 @@ START_TEST(cancel_in_flight)
 }
 END_TEST
 
-START_TEST(client_session_reuses_kv)
-{
-    st_sched_cfg c = cfg_default();
-    st_sched *s;
-    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
-    int32_t p[5] = {1, 3, 4, 5, 6};
-    st_gen_req g = req_of(p, 5, 3);
-    g.client_session = 77;
-    uint64_t a, b2, x;
-    uint64_t now = 0;
-    ck_assert_int_eq(st_sched_submit(s, &g, now, &a), ST_OK);
-    ck_assert_int_eq(st_sched_submit(s, &g, now, &x), ST_EBUSY); /* session busy */
-    fake f = {.forced = -1};
-    drive(s, &f, &now, 100, NULL, NULL);
-    ck_assert(view(s, a).done);
-    uint64_t ended[4];
-    ck_assert_uint_eq(st_sched_take_ended(s, ended, 4), 0); /* kept for the next turn */
-    int32_t q[2] = {7, 8};
-    g = req_of(q, 2, 3);
-    g.client_session = 77;
-    ck_assert_int_eq(st_sched_submit(s, &g, now, &b2), ST_OK);
-    const st_sched_batch *b;
-    ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
-    /* history: 5 prompt + 3 generated; 7 cached (the last sample was never fed) */
-    ck_assert_uint_eq(b->rows[0].pos, 7);
-    ck_assert_uint_eq(b->rows[0].n_tok, 3);
-    ck_assert_int_eq(b->rows[0].tokens[1], 7);
-    ck_assert_int_eq(b->rows[0].tokens[2], 8);
-    st_sched_free(s);
-}
-END_TEST
-
 /* text: a tokenizer with byte tokens; a 3-byte character split over three
  * ids appears only when complete; stop strings end generation */
 START_TEST(text_and_stop)
@@ -717,7 +553,6 @@ int main(void)
     tcase_add_test(tc, step_deadline);
     tcase_add_test(tc, queue_and_stall);
     tcase_add_test(tc, cancel_in_flight);
-    tcase_add_test(tc, client_session_reuses_kv);
     tcase_add_test(tc, text_and_stop);
     tcase_add_test(tc, context_full_ends_with_length);
     tcase_add_test(tc, shutdown_ends_everything);

@@ -140,6 +140,43 @@ START_TEST(test_end_and_clear)
 }
 END_TEST
 
+/* an ended session's cache waits on its slot for the next session: no
+ * allocation in steady state, never more than cap caches */
+START_TEST(test_end_keeps_cache_for_reuse)
+{
+    st_sessions s;
+    ck_assert_int_eq(st_sessions_init(&s, 2), ST_OK);
+    st_kv *k1 = acq(&s, 1, 1, NULL)->kv;
+    st_kv *k2 = acq(&s, 2, 2, NULL)->kv;
+    ck_assert_uint_eq(st_sessions_kv_count(&s), 2);
+    ck_assert(st_sessions_end(&s, 1));
+    ck_assert_uint_eq(st_sessions_count(&s), 1);
+    ck_assert_uint_eq(st_sessions_kv_count(&s), 2);
+    bool fresh;
+    st_session *x = acq(&s, 3, 3, &fresh);
+    ck_assert(fresh);
+    ck_assert_ptr_eq(x->kv, k1); /* the ended session's cache, to be reset by the caller */
+    ck_assert(st_sessions_end(&s, 2));
+    ck_assert(st_sessions_end(&s, 3));
+    for (uint64_t id = 10; id < 50; id++) { /* churn: still the same two caches */
+        st_session *y = acq(&s, id, id, NULL);
+        ck_assert(y->kv == k1 || y->kv == k2);
+        ck_assert_uint_eq(st_sessions_kv_count(&s), 2);
+        if (id % 3 == 0)
+            ck_assert(st_sessions_end(&s, id));
+    }
+    ck_assert_int_eq(st_sessions_resize(&s, 1), ST_OK); /* frees what does not fit */
+    ck_assert_uint_eq(st_sessions_kv_count(&s), 1);
+    ck_assert(st_sessions_end(&s, 49));
+    ck_assert_uint_eq(st_sessions_kv_count(&s), 1);
+    ck_assert_int_eq(st_sessions_resize(&s, 3), ST_OK); /* a kept free cache is freed */
+    ck_assert_uint_eq(st_sessions_kv_count(&s), 0);
+    st_sessions_clear(&s);
+    ck_assert_uint_eq(st_sessions_kv_count(&s), 0);
+    st_sessions_fini(&s);
+}
+END_TEST
+
 START_TEST(test_resize_keeps_most_recent)
 {
     st_sessions s;
@@ -261,6 +298,7 @@ int main(void)
     tcase_add_test(tc, test_lru_eviction_reuses_cache);
     tcase_add_test(tc, test_pinned_not_evicted);
     tcase_add_test(tc, test_end_and_clear);
+    tcase_add_test(tc, test_end_keeps_cache_for_reuse);
     tcase_add_test(tc, test_resize_keeps_most_recent);
     tcase_add_test(tc, test_random_against_reference);
     suite_add_tcase(s, tc);

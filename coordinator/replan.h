@@ -1,0 +1,83 @@
+/* replan.h - the coordinator's placement state and the entry points of
+ * replan.c (when and how to replan) and admin_plan.c (the admin requests
+ * about plans: dry run, replan, drain). Included by coord_impl.h; only the
+ * main thread uses any of it. */
+#ifndef ST_COORD_REPLAN_H
+#define ST_COORD_REPLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coordinator/coord.h"
+#include "coordinator/membership.h"
+#include "coordinator/placement.h"
+#include "strata.pb-c.h"
+
+#define COORD_PL_DEFAULT_IMBALANCE_MS 5000u
+#define COORD_PL_DEFAULT_MIN_SAMPLES 20u
+#define COORD_PL_REMEMBER_NS (300ull * 1000000000ull) /* measurements outlive a stage 5 min */
+#define COORD_PL_DEFAULT_RTT_MS 0.2                   /* before any Commit was timed */
+#define COORD_PL_BANDWIDTH 1.0e9                      /* bytes/s: links are not measured */
+
+/* The placement state of a coordinator (lazily set up from its cfg). */
+typedef struct coord_pl {
+    bool init;
+    st_place_objective objective;
+    double margin;
+    uint64_t imbalance_ns;  /* 0: imbalance checks off */
+    uint32_t min_samples;
+    uint64_t last_check_ns;
+    uint64_t last_samples;  /* per-layer samples of the serving workers at the last check */
+    st_imbalance imb;
+    double calibration;     /* the last k of st_place_calibrate */
+    char decision[400];     /* what the last replan decided, for logs and ReplanReply */
+    bool started;           /* the last coord_replan started a round */
+    st_err last_err;        /* the last coord_replan's planner error (ST_OK: none) */
+} coord_pl;
+
+/* The planner's inputs built from the live members at one moment. */
+typedef struct coord_pl_view {
+    size_t n;                          /* planner inputs: the placeable members */
+    st_place_worker w[ST_MEMBERS_MAX];
+    const char *source[ST_MEMBERS_MAX];/* "measured", "remembered", "announced" */
+    double *lat;                       /* [n x n] link latency, s */
+    double *bw;                        /* [n x n] bytes/s */
+    st_place_model m;
+    st_place_opts o;
+    double calibration;                /* k of st_place_calibrate */
+} coord_pl_view;
+
+/* coord_pl_view_build - the planner's inputs for objective (replicas as
+ * given) from c's placeable members, refreshing their measurements. */
+st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool replicas,
+                           coord_pl_view **out);
+
+/* coord_pl_view_free - NULL is a no-op. */
+void coord_pl_view_free(coord_pl_view *v);
+
+/* coord_pl_setup - fills c's placement state from its configuration (once). */
+void coord_pl_setup(st_coord *c);
+
+/* coord_on_heartbeat - after a heartbeat: at most once per heartbeat
+ * interval, evaluates the serving plan against the best plan under the
+ * current estimates and replans after a sustained imbalance. */
+void coord_on_heartbeat(st_coord *c);
+
+/* coord_api_dry_run - answers control slot `slot` with the PlanProposal
+ * the planner makes now for q's objective (the coordinator's if empty) and
+ * replicas setting, every live member listed; an Error if it fails. */
+void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q);
+
+/* coord_api_replan - sets the objective if q names one, replans (forced if
+ * q->force) and answers ReplanReply{started, epoch, what was decided}, or
+ * an Error with the planner's. */
+void coord_api_replan(st_coord *c, uint32_t slot, const Strata__ReplanRequest *q);
+
+/* coord_api_drain - marks the live worker q names (id, else name) draining
+ * and replans without it (forced); answers DrainReply (drained once a
+ * committed plan does not use it; repeated requests report progress),
+ * ST_ENOENT for no such worker, or the planner's error when no plan exists
+ * without it (the worker is then not draining). */
+void coord_api_drain(st_coord *c, uint32_t slot, const Strata__DrainRequest *q);
+
+#endif

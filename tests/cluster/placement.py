@@ -1,0 +1,463 @@
+#!/usr/bin/env python3
+"""placement.py - integration tests of heterogeneous placement (issue 6):
+real coordinator and worker processes on loopback, with the f32 wire so
+outputs must equal `strata run`'s and the golden ids exactly (INV-1, INV-4).
+
+Usage: placement.py BUILD_DIR CASE...   (CASE: see CASES at the bottom)
+Reuses cluster.py's process helpers; every process is killed at the end,
+also on failure. Prints 'N passed, N failed' as its last line.
+
+Cases:
+- hetero: three workers of different speed (one with --throttle 2 and a
+  throttle file) on a 12-layer synthetic model: the slow one gets fewer
+  layers; after its throttle file says 1, its measured per-layer latency
+  moves its share at the next replan (a sustained imbalance); requests
+  streaming across the switch equal `strata run`. Prints `strata status`
+  before and after the throttle change.
+- switch: synth-s-f32 on three (throttled) workers; while a long greedy generation
+  streams, `strata replan --force --objective latency` moves every layer to
+  one worker and `--objective throughput` spreads them again: the ids
+  equal the golden ids and `strata run`'s.
+- drain: synth-s-f32 on two workers and a slow spare; while two sessions
+  stream, `strata drain worker0`: the plan without it needs the spare (the
+  other worker's memory holds 4 of 6 layers), worker0 ends drained, both
+  outputs equal `strata run`'s and the golden ids.
+- dryrun: `strata plan --dry-run --json --workers FILE` against a
+  brute-force optimum computed here from the same file, for both
+  objectives; a GGUF model; the typed errors of bad and infeasible files.
+"""
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
+from cluster import Cluster, STRATA, model, golden_cases, parse_ids  # noqa: E402
+
+_ref_cache = {}
+
+
+def ref_ids(model_path, prompt, n):
+    """The greedy ids `strata run` generates for prompt (cached)."""
+    key = (model_path, tuple(prompt), n)
+    if key not in _ref_cache:
+        r = subprocess.run([STRATA, "run", model_path, "--prompt-ids", ",".join(map(str, prompt)),
+                            "-n", str(n), "--temp", "0", "--ids", "--threads", "1"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        _ref_cache[key] = parse_ids(r.stdout)
+    return _ref_cache[key]
+
+
+class Gen(threading.Thread):
+    """A greedy `strata generate` running in the background."""
+
+    def __init__(self, c, prompt, n):
+        super().__init__(daemon=True)
+        self.c, self.prompt, self.n = c, prompt, n
+        self.ids, self.err = None, None
+        self.t0 = self.t1 = None
+
+    def run(self):
+        self.t0 = time.time()
+        r = self.c.cli("generate", "--prompt-ids", ",".join(map(str, self.prompt)), "-n",
+                       str(self.n), "--temp", "0", "--ids", check=False, timeout=120)
+        self.t1 = time.time()
+        if r.returncode != 0:
+            self.err = r.stderr
+        else:
+            self.ids = parse_ids(r.stdout)
+
+    def check(self, golden=None):
+        if self.ident is not None:
+            self.join(120)
+        assert self.t1 is not None, "generation did not end"
+        assert self.err is None, "generation failed: %s" % self.err
+        ref = ref_ids(self.c.model, self.prompt, self.n)
+        assert self.ids == ref, "ids %s... differ from strata run's %s..." % (self.ids[:40],
+                                                                             ref[:40])
+        if golden is not None:
+            assert self.ids[:len(golden)] == golden, "ids differ from the golden ids"
+
+
+def layers_of(st):
+    """{name: layer count} of the serving plan in a status."""
+    return {w["name"]: (w["last"] - w["first"] if w["stage"] >= 0 else 0) for w in st["workers"]}
+
+
+def wait_until(c, pred, timeout, what):
+    deadline = time.time() + timeout
+    st = None
+    while time.time() < deadline:
+        st = c.status()
+        if pred(st):
+            return st
+        time.sleep(0.1)
+    raise AssertionError("%s not reached in %ss: %s" % (what, timeout, json.dumps(st)[:1500]))
+
+
+def measured(st, names, min_samples=20):
+    """Every listed worker reports each layer of its stage with samples."""
+    for w in st["workers"]:
+        if w["name"] in names and w["stage"] >= 0:
+            ls = w.get("layers", [])
+            if len(ls) != w["last"] - w["first"] or any(l["samples"] < min_samples for l in ls):
+                return False
+    return True
+
+
+def add_joined(c, *extra):
+    """Starts a worker and waits until the coordinator lists it."""
+    n = len(c.workers)
+    c.add_worker(*extra)
+    wait_until(c, lambda s: len(s["workers"]) > n, 30, "worker %d joined" % n)
+
+
+# ---------------------------------------------------------------- cases
+
+class Traffic(threading.Thread):
+    """Greedy generations one after the other until stopped, so the
+    workers keep measuring; each is checked against `strata run` later."""
+
+    def __init__(self, c, prompt, n):
+        super().__init__(daemon=True)
+        self.c, self.prompt, self.n = c, prompt, n
+        self.gens = []
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            g = Gen(self.c, self.prompt, self.n)
+            self.gens.append(g)
+            g.run()
+
+    def finish(self):
+        self.stop.set()
+        self.join(120)
+        for g in self.gens:
+            g.check()
+        return self.gens
+
+
+def settle(c, names, quiet_s, timeout):
+    """Waits until every worker is measured and the epoch has not changed
+    for quiet_s seconds (the measured speeds may correct announced ones)."""
+    deadline = time.time() + timeout
+    epoch, since = None, time.time()
+    while time.time() < deadline:
+        st = c.status()
+        if st["epoch"] != epoch or not st["serving"]:
+            epoch, since = st["epoch"], time.time()
+        elif measured(st, names) and time.time() - since >= quiet_s:
+            return st
+        time.sleep(0.1)
+    raise AssertionError("the plan did not settle in %ss" % timeout)
+
+
+def case_hetero():
+    tmp = tempfile.mkdtemp(prefix="strata-place-%d-" % os.getpid())
+    try:
+        hetero(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # the 37 MB model
+
+
+def hetero(tmp):
+    m12 = os.path.join(tmp, "synth-12.gguf")
+    r = subprocess.run([STRATA, "convert", "synth", m12, "--dim", "256", "--layers", "12",
+                        "--heads", "8", "--kv-heads", "2", "--ffn", "768", "--vocab", "512",
+                        "--ctx", "512", "--type", "f32"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    tfile = os.path.join(tmp, "throttle")
+    names = ["worker0", "worker1", "worker2"]
+    with Cluster(m12, ["--wire", "f32", "--min-workers", "3", "--imbalance-ms", "1000",
+                       "--objective", "throughput"]) as c:
+        c.add_worker()
+        c.add_worker()
+        c.add_worker("--throttle", "2", "--throttle-file", tfile)
+        st = c.wait_serving(3)
+        print("hetero: first plan (announced speeds) epoch %d layers %s"
+              % (st["epoch"], layers_of(st)))
+        traffic = Traffic(c, [1, 5, 9], 400)
+        traffic.start()
+        st = settle(c, names, 3.0, 40)
+        before = layers_of(st)
+        e_before = st["epoch"]
+        status_before = c.cli("status").stdout
+        assert before["worker2"] < before["worker0"] and before["worker2"] < before["worker1"], \
+            "the slow worker does not get fewer layers: %s" % before
+        dry = json.loads(c.cli("plan", "--dry-run", "--json").stdout)
+        srcs = {w["name"]: w["source"] for w in dry["workers"]}
+        assert all(srcs[x] == "measured" for x in names), srcs
+        print("hetero: measured plan epoch %d layers %s (worker2 throttled x2)" % (e_before, before))
+        with open(tfile, "w") as f:
+            f.write("1\n")
+        t_change = time.time()
+        st = wait_until(c, lambda s: s["epoch"] != e_before and s["serving"] and
+                        layers_of(s)["worker2"] > before["worker2"], 30,
+                        "a replan that gives worker2 more layers")
+        t_switch = time.time()
+        after = layers_of(st)
+        print("hetero: throttle 2 -> 1; epoch %d -> %d %.1f s later; layers %s -> %s"
+              % (e_before, st["epoch"], t_switch - t_change, before, after))
+        st = settle(c, names, 1.0, 30)
+        status_after = c.cli("status").stdout
+        gens = traffic.finish()
+        spanned = [g for g in gens if g.t0 < t_switch and g.t1 > t_change]
+        assert spanned, "no generation was streaming across the switch"
+        print("---- strata status before the throttle change ----\n%s" % status_before)
+        print("---- strata status after the throttle change ----\n%s" % status_after)
+        print("hetero: %d generations equal strata run (%d across the switch)"
+              % (len(gens), len(spanned)))
+
+
+def case_switch():
+    name = "synth-s-f32.gguf"
+    cases = [x for x in golden_cases() if x["model"] == name]
+    with Cluster(model(name), ["--wire", "f32", "--min-workers", "3", "--no-imbalance"]) as c:
+        for _ in range(3):
+            c.add_worker("--throttle", "4")  # slow enough for the stream to span two switches
+        st = c.wait_serving(3)
+        e0 = st["epoch"]
+        case = cases[-1]
+        n = 512 - len(case["prompt_ids"])
+        g = Gen(c, case["prompt_ids"], n)
+        g.start()
+        time.sleep(0.5)
+        t0 = time.time()
+        r = json.loads(c.cli("replan", "--force", "--objective", "latency", "--json").stdout)
+        assert r["started"], r
+        st = wait_until(c, lambda s: s["epoch"] > e0 and s["serving"], 20, "the latency plan")
+        e1 = st["epoch"]
+        print("switch: latency plan serving after %.2f s" % (time.time() - t0))
+        stages = st["plan"]["stages"]
+        assert len(stages) == 1, "latency objective: %d stages" % len(stages)
+        time.sleep(0.2)
+        r = json.loads(c.cli("replan", "--force", "--objective", "throughput", "--json").stdout)
+        assert r["started"], r
+        st = wait_until(c, lambda s: s["epoch"] > e1 and s["serving"], 20, "the throughput plan")
+        alive = g.is_alive()
+        g.check(golden=case["expected_ids"])
+        assert alive, "the generation ended before the second switch"
+        assert len(st["plan"]["stages"]) >= 2, st["plan"]
+        print("switch: epochs %d -> %d (1 stage) -> %d (%d stages) during one stream of %d ids: "
+              "golden and strata run ids" % (e0, e1, st["epoch"], len(st["plan"]["stages"]), n))
+        for case in cases:
+            cluster.check_generate_exact(c, case, c.tmp)
+
+
+def case_drain():
+    name = "synth-s-f32.gguf"
+    cases = [x for x in golden_cases() if x["model"] == name]
+    with Cluster(model(name), ["--wire", "f32", "--min-workers", "2", "--no-imbalance"]) as c:
+        # one at a time, so their start-up measurements do not compete for the cores
+        add_joined(c, "--throttle", "3")  # slow enough for both streams to span the drain
+        add_joined(c, "--throttle", "3", "--memory", "22M")
+        add_joined(c, "--spare", "--throttle", "12")
+        c.wait_serving(2)
+        st = wait_until(c, lambda s: len(s["workers"]) == 3 and s["serving"] and
+                        [w["state"] for w in s["workers"]].count("spare") == 1, 30,
+                        "the spare joined")
+        names = {w["id"]: w["name"] for w in st["workers"]}
+        assert layers_of(st)["worker2"] == 0, layers_of(st)
+        dry = json.loads(c.cli("plan", "--dry-run", "--json").stdout)
+        spare = [w for w in dry["workers"] if w["name"] == "worker2"][0]
+        assert spare["left_out"] and "spare" in spare["left_out"], spare
+        gens = [Gen(c, cases[1]["prompt_ids"], 400), Gen(c, [1, 5, 9], 400)]
+        for x in gens:
+            x.start()
+        time.sleep(0.5)
+        t0 = time.time()
+        r = c.cli("drain", "worker0", "--json", "--timeout-ms", "30000")
+        dt = time.time() - t0
+        d = json.loads(r.stdout)
+        assert d["drained"], d
+        alive = [x.is_alive() for x in gens]
+        st = c.wait_serving(2, min_epoch=d["epoch"] - 1)
+        states = {w["name"]: w["state"] for w in st["workers"]}
+        assert states["worker0"] == "drained", states
+        plan_workers = [names[int(i)] for s in st["plan"]["stages"] for i in s["worker_ids"]]
+        assert "worker0" not in plan_workers and "worker2" in plan_workers, plan_workers
+        gens[0].check(golden=cases[1]["expected_ids"])
+        gens[1].check()
+        assert all(alive), "a session ended before the drain completed (%.2f s; %s)" % (
+            dt, [(x.t0 - t0, (x.t1 or 0) - t0) for x in gens])
+        print("drain: worker0 drained in %.2f s (epoch %d, layers %s) while %d sessions streamed; "
+              "both equal strata run and the golden ids" % (dt, d["epoch"], layers_of(st),
+                                                            sum(alive)))
+        r = c.cli("drain", "worker0", "--json")
+        assert json.loads(r.stdout)["drained"]
+        r = c.cli("drain", "nosuch", check=False)
+        assert r.returncode == 1 and "no live worker named 'nosuch'" in r.stderr, r.stderr
+        cluster.check_generate_exact(c, cases[0], c.tmp)
+
+
+# ---- dry run on a workers file against a brute force written here ----
+
+def bf_plan(spec, objective):
+    """The optimum of the file's instance by enumerating every plan."""
+    mf = spec["model_facts"]
+    L = mf["n_layer"]
+    lb = mf["layer_bytes"] if isinstance(mf["layer_bytes"], list) else [mf["layer_bytes"]] * L
+    head, embd = mf.get("head_bytes", 0), mf.get("embd_bytes", 0)
+    kv = mf.get("kv_bytes_per_token_layer", 0) * spec["ctx"] * spec.get("sessions", 8)
+    act = mf["hidden"] * {"f32": 4, "f16": 2, "bf16": 2}[spec.get("wire", "f16")]
+    ws = spec["workers"]
+    n = len(ws)
+    spb = [w.get("throttle", 1) / w["speeds"][mf["dtype"]] for w in ws]
+    dl = spec.get("link", {})
+
+    def link(a, b):
+        la = ws[a].get("link", dl)
+        lb_ = ws[b].get("link", dl)
+        lat = (la.get("latency_ms", 0) + lb_.get("latency_ms", 0)) * 1e-3
+        bws = [x for x in (la.get("bandwidth", 0), lb_.get("bandwidth", 0)) if x > 0]
+        xfer = act / min(bws) if bws else 0
+        return lat, xfer
+
+    def mem(f, l):
+        return sum(lb[f:l]) + kv * (l - f) + (embd if f == 0 else 0) + (head if l == L else 0)
+
+    def comp(w, f, l):
+        return spb[w] * (sum(lb[f:l]) + (head if l == L else 0))
+
+    best = None
+    for k in range(1, min(n, L) + 1):
+        for order in itertools.permutations(range(n), k):
+            for cuts in itertools.combinations(range(1, L), k - 1):
+                bounds = (0,) + cuts + (L,)
+                ok = all(mem(bounds[i], bounds[i + 1]) <= ws[order[i]]["memory"]
+                         for i in range(k))
+                if not ok:
+                    continue
+                times, lat = [], 0.0
+                for i in range(k):
+                    c_ = comp(order[i], bounds[i], bounds[i + 1])
+                    t = c_
+                    if i > 0:
+                        la, xf = link(order[i - 1], order[i])
+                        t += xf
+                        lat += la + xf
+                    lat += c_
+                    times.append(t)
+                key = (max(times), lat) if objective == "throughput" else (lat,)
+                if best is None or key < best[0]:
+                    best = (key, order, bounds)
+    return best
+
+
+def check_close(a, b, what):
+    assert abs(a - b) <= 1e-6 * max(1.0, abs(b)), "%s: %.9g != %.9g" % (what, a, b)
+
+
+def case_dryrun():
+    tmp = tempfile.mkdtemp(prefix="strata-dry-%d-" % os.getpid())
+    try:
+        dryrun(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def dryrun(tmp):
+    spec = {
+        "model_facts": {"n_layer": 10, "layer_bytes": [400, 420, 400, 380, 400, 410, 400, 390,
+                                                       400, 405],
+                        "embd_bytes": 300, "head_bytes": 350, "kv_bytes_per_token_layer": 2,
+                        "hidden": 64, "dtype": "q8_0"},
+        "ctx": 16, "sessions": 2, "wire": "f16",
+        "link": {"latency_ms": 0.05, "bandwidth": 1.0e6},
+        "workers": [
+            {"name": "desk", "memory": 3000, "speeds": {"q8_0": 4.0e6}},
+            {"name": "laptop", "memory": 2500, "speeds": {"q8_0": 1.5e6}},
+            {"name": "nuc", "memory": 1800, "bytes_per_s": 2.2e6,
+             "link": {"latency_ms": 0.4, "bandwidth": 2.0e5}},
+            {"name": "busy", "memory": "4k", "speeds": {"q8_0": 3.0e6}, "throttle": 2.5},
+        ],
+    }
+    for w in spec["workers"]:
+        w.setdefault("speeds", {"q8_0": w.get("bytes_per_s", 0)})
+    path = os.path.join(tmp, "workers.json")
+    file_spec = json.loads(json.dumps(spec))
+    for w in file_spec["workers"]:
+        if "bytes_per_s" in w:
+            del w["speeds"]  # the file gives this one as bytes_per_s
+    file_spec["workers"][3]["memory"] = "4k"
+    spec["workers"][3]["memory"] = 4096
+    with open(path, "w") as f:
+        json.dump(file_spec, f)
+    for objective in ("throughput", "latency"):
+        r = subprocess.run([STRATA, "plan", "--dry-run", "--json", "--workers", path,
+                            "--objective", objective], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        key, order, bounds = bf_plan(spec, objective)
+        names = [w["name"] for w in spec["workers"]]
+        want = [(names[order[i]], bounds[i], bounds[i + 1]) for i in range(len(order))]
+        have = [(s["workers"][0], s["first"], s["last"]) for s in got["stages"]]
+        assert got["objective"] == objective and got["exact"], got
+        check_close(got["step_ms"], key[0] * 1e3, objective + " step")
+        if objective == "throughput":
+            check_close(got["latency_ms"], key[1] * 1e3, "throughput tie-break latency")
+        assert have == want, "%s plan %s != brute force %s" % (objective, have, want)
+        print("dryrun %s: %s, step %.6f ms = brute force" % (objective, have, got["step_ms"]))
+    # the human form names the same plan
+    r = subprocess.run([STRATA, "plan", "--dry-run", "--workers", path], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "stage 0: layers [0," in r.stdout, r.stdout + r.stderr
+    # a model from GGUF; the spare is left out with its reason
+    gg = {"workers": [{"name": "a", "memory": "64M", "speeds": {"f32": 1e9}},
+                      {"name": "b", "memory": "64M", "speeds": {"f32": 1e9}},
+                      {"name": "s", "memory": "64M", "speeds": {"f32": 1e8}, "spare": True}]}
+    p2 = os.path.join(tmp, "gguf.json")
+    with open(p2, "w") as f:
+        json.dump(gg, f)
+    r = subprocess.run([STRATA, "plan", "--dry-run", "--json", "--workers", p2, "--model",
+                        model("synth-s-f32.gguf")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["n_layer"] == 6 and [s["last"] - s["first"] for s in got["stages"]] == [3, 3], got
+    s = [w for w in got["workers"] if w["name"] == "s"][0]
+    assert s["left_out"].startswith("spare"), s
+    # typed errors: infeasible memory, unknown key, bad JSON, no speed for the dtype
+    bad = json.loads(json.dumps(file_spec))
+    for w in bad["workers"]:
+        w["memory"] = 500
+    errs = [(bad, "no plan: total memory"),
+            ({"workers": [{"name": "a", "memory": 1, "speed": 3}]}, "unknown key 'speed'"),
+            ("{not json", "not valid JSON"),
+            ({"model_facts": spec["model_facts"], "ctx": 4,
+              "workers": [{"name": "a", "memory": "1G", "speeds": {"f32": 1e9}}]},
+             "no speed for the model's dtype q8_0")]
+    for body, text in errs:
+        p3 = os.path.join(tmp, "bad.json")
+        with open(p3, "w") as f:
+            f.write(body if isinstance(body, str) else json.dumps(body))
+        r = subprocess.run([STRATA, "plan", "--dry-run", "--workers", p3], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 1 and text in r.stderr, (text, r.returncode, r.stderr)
+        print("dryrun error: %s" % r.stderr.strip())
+
+
+CASES = {"hetero": case_hetero, "switch": case_switch, "drain": case_drain,
+         "dryrun": case_dryrun}
+
+if __name__ == "__main__":
+    names = sys.argv[2:] or list(CASES)
+    passed = failed = 0
+    for n in names:
+        try:
+            CASES[n]()
+            passed += 1
+            print("ok: %s" % n)
+        except Exception as e:  # report and go on with the next case
+            failed += 1
+            print("FAIL: %s: %s" % (n, e))
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
