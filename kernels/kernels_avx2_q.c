@@ -28,7 +28,7 @@
  * Q4_0 products of unsigned nibbles are at most 2 * 15 * 128 per 16-bit
  * pair, so 8 of them add up in 16 bits without overflow: the panel path
  * sums a block's 8 chunks in int16 and widens once per block, and the
- * decode path pairs rows with a 16-bit hadd before widening. Block sums of
+ * decode path adds low- and high-nibble products in int16 before widening. Block sums of
  * the activations (for the -8 offset) are computed once per call and
  * k-panel, not once per weight row.
  * Panels and per-panel activation sums and scales live on the stack (about
@@ -207,7 +207,10 @@ static void q8_rows8(int64_t nb, const uint8_t *w, size_t ws, const st_block_q8_
 }
 
 /* q4_rows8 - continues (or, when first, starts) y[0..8) over blocks
- * [b0, b0 + nbp) of 8 rows; sx[bb] = sum of activation block b0 + bb. */
+ * [b0, b0 + nbp) of 8 rows; sx[bb] = sum of activation block b0 + bb.
+ * Rows r and r + 4 share a vector (one per 128-bit half), so nibbles are
+ * unpacked two rows at a time and the reduction needs only three hadds,
+ * which leave the 8 row sums in row order. */
 static void q4_rows8(int64_t b0, int64_t nbp, const uint8_t *w, size_t ws,
                      const st_block_q8_0 *x, const int32_t *sx, float *y, int first,
                      const uint8_t *pf, int64_t nb)
@@ -215,31 +218,30 @@ static void q4_rows8(int64_t b0, int64_t nbp, const uint8_t *w, size_t ws,
     const size_t pf_step = ((8 * ws + (size_t)nb - 1) / (size_t)nb + 63) & ~(size_t)63;
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i shift = _mm256_setr_epi64x(0, 0, 4, 4);
     __m256 acc = first ? _mm256_setzero_ps() : _mm256_loadu_ps(y);
     for (int64_t bb = 0; bb < nbp; bb++) {
         const int64_t b = b0 + bb;
         q_prefetch(pf, 8 * ws, pf_step, b);
         const __m256i xv = _mm256_loadu_si256((const __m256i *)x[b].qs);
-        const size_t off = (size_t)b * sizeof(st_block_q4_0);
-        __m256i m[8];
-        for (int r = 0; r < 8; r++) {
-            const __m256i v = _mm256_broadcastsi128_si256(
-                _mm_loadu_si128((const __m128i *)(w + (size_t)r * ws + off + 2)));
-            const __m256i q = _mm256_and_si256(_mm256_srlv_epi64(v, shift), m4);
-            m[r] = _mm256_maddubs_epi16(q, xv); /* |pair| <= 3840: pairs of rows fit int16 */
+        const __m256i xlo = _mm256_permute2x128_si256(xv, xv, 0x00); /* x[0..16) twice */
+        const __m256i xhi = _mm256_permute2x128_si256(xv, xv, 0x11); /* x[16..32) twice */
+        const size_t off = (size_t)b * sizeof(st_block_q4_0) + 2;
+        __m256i v[4];
+        for (int r = 0; r < 4; r++) {
+            const __m256i q = _mm256_loadu2_m128i((const __m128i *)(w + (size_t)(r + 4) * ws + off),
+                                                  (const __m128i *)(w + (size_t)r * ws + off));
+            const __m256i lo = _mm256_and_si256(q, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            /* 16-bit lanes: sums of 4 products <= 4 * 15 * 128, no overflow */
+            const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo),
+                                               _mm256_maddubs_epi16(hi, xhi));
+            v[r] = _mm256_madd_epi16(p, ones); /* [row r: 4 | row r + 4: 4] */
         }
-        /* rows (2k, 2k+1) -> int32 lanes [2k: 4 sums, 2k+1: 4 sums] per 128-bit half */
-        const __m256i v01 = _mm256_madd_epi16(_mm256_hadd_epi16(m[0], m[1]), ones);
-        const __m256i v23 = _mm256_madd_epi16(_mm256_hadd_epi16(m[2], m[3]), ones);
-        const __m256i v45 = _mm256_madd_epi16(_mm256_hadd_epi16(m[4], m[5]), ones);
-        const __m256i v67 = _mm256_madd_epi16(_mm256_hadd_epi16(m[6], m[7]), ones);
-        const __m256i a = _mm256_hadd_epi32(v01, v23); /* rows 0-3, per half */
-        const __m256i c = _mm256_hadd_epi32(v45, v67); /* rows 4-7 */
-        const __m256i s = _mm256_add_epi32(_mm256_permute2x128_si256(a, c, 0x20),
-                                           _mm256_permute2x128_si256(a, c, 0x31));
+        const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]); /* [0 0 1 1 | 4 4 5 5] */
+        const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]); /* [2 2 3 3 | 6 6 7 7] */
+        const __m256i s = _mm256_hadd_epi32(h01, h23);     /* [0 1 2 3 | 4 5 6 7] */
         const __m256i si = _mm256_sub_epi32(s, _mm256_set1_epi32(8 * sx[bb]));
-        const __m256 d = _mm256_mul_ps(q_dw8(w, ws, off), _mm256_set1_ps(q_h2f(x[b].d)));
+        const __m256 d = _mm256_mul_ps(q_dw8(w, ws, off - 2), _mm256_set1_ps(q_h2f(x[b].d)));
         acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(si), d));
     }
     _mm256_storeu_ps(y, acc);
