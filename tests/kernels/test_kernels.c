@@ -519,6 +519,58 @@ START_TEST(test_mul_mat_batch_invariance)
 }
 END_TEST
 
+/* Prefill shapes: wide rows (5632 = TinyLlama's FFN) and more activation
+ * rows than one tile (70 > 64), so the blocked paths of the SIMD variants
+ * run. Q8_0/Q4_0 variants must equal the reference bit for bit (integer
+ * block sums); float dtypes stay within their bound. Every activation row
+ * must also equal its own 1-row product (batch invariance). */
+START_TEST(test_mul_mat_wide)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    const st_kernel_ops *ref = st_kernels_ref();
+    if (ops == NULL)
+        return;
+    for (int t = 0; t < ST_DT_COUNT; t++) {
+        tk_mm m;
+        const int64_t n = 5632, rows = 19, nx = 70;
+        tk_mm_init(&m, ref, (st_dtype)t, n, rows, nx, 4242 + (uint64_t)t);
+        float *y = tk_alloc(sizeof(float) * rows * nx);
+        float *yr = tk_alloc(sizeof(float) * rows * nx);
+        float *one = tk_alloc(sizeof(float) * rows);
+        ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, y, rows);
+        ref->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, yr, rows);
+        for (int64_t j = 0; j < nx; j++) {
+            ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x + j * m.x_stride, m.x_stride, 1,
+                            one, rows);
+            ck_assert_msg(memcmp(one, y + j * rows, sizeof(float) * rows) == 0,
+                          "%s %s: row %ld differs alone vs in a batch of %ld", ops->name,
+                          st_dtype_info_of((st_dtype)t)->name, (long)j, (long)nx);
+            for (int64_t i = 0; i < rows; i++) {
+                if (t == ST_DT_Q8_0 || t == ST_DT_Q4_0) {
+                    ck_assert_msg(y[j * rows + i] == yr[j * rows + i],
+                                  "%s %s: y[%ld][%ld] %.9g != reference %.9g", ops->name,
+                                  st_dtype_info_of((st_dtype)t)->name, (long)j, (long)i,
+                                  (double)y[j * rows + i], (double)yr[j * rows + i]);
+                } else {
+                    double s = 0.0, sa = 0.0;
+                    for (int64_t c = 0; c < n; c++) {
+                        const double p = (double)m.wf[i * n + c] * (double)m.xf[j * n + c];
+                        s += p;
+                        sa += fabs(p);
+                    }
+                    ck_assert(fabs((double)y[j * rows + i] - s) <=
+                              tk_mm_bound(ops, (st_dtype)t, n, sa, s));
+                }
+            }
+        }
+        free(y);
+        free(yr);
+        free(one);
+        tk_mm_free(&m);
+    }
+}
+END_TEST
+
 /* ---- row and element-wise ops ---- */
 
 START_TEST(test_rmsnorm)
@@ -744,6 +796,7 @@ static Suite *kernels_suite(void)
     tcase_add_loop_test(tc, test_quant_matches_llama_cpp, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_mul_mat_accuracy, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_mul_mat_batch_invariance, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_mul_mat_wide, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_rmsnorm, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_rope, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_softmax_silu_add, 0, ST_KVAR_COUNT);
