@@ -185,11 +185,16 @@ st_err st_pool_open(int n_threads, int pin, st_pool **out)
             n_threads = 1;
         }
     }
-    /* Pin only when the process may run on every core we would pin to. */
-    p->pin = pin && p->topo_ok && topo_cores(p->topo) >= n_threads &&
+    /* Pin only when the pool takes every core of the machine and the
+     * process may run on all of them: a pool using fewer cores (several
+     * workers on one machine, each with --threads 1) would otherwise pin
+     * every process's thread 0 to core 0; a restricted cpuset (taskset)
+     * is left to the kernel's scheduler inside it. */
+    p->pin = pin && p->topo_ok && topo_cores(p->topo) == n_threads &&
              topo_cores(p->topo) == hwloc_get_nbobjs_by_type(p->topo, HWLOC_OBJ_CORE);
     if (pin && !p->pin)
-        st_log(ST_LOG_INFO, "pool", "not pinning: restricted cpuset or unknown topology");
+        st_log(ST_LOG_INFO, "pool", "not pinning: the pool does not span every core, the "
+                                    "cpuset is restricted, or the topology is unknown");
     p->nth = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);

@@ -191,7 +191,12 @@ def hetero(tmp):
         before = layers_of(st)
         e_before = st["epoch"]
         status_before = c.cli("status").stdout
-        assert before["worker2"] < before["worker0"] and before["worker2"] < before["worker1"], \
+        # The throttled worker gets the fewest layers, strictly fewer than the
+        # fastest. Three single-thread workers share two cores here, so an
+        # unthrottled worker that shares a core can be measured as slow as
+        # the throttled one; the planner then rightly gives them equal shares.
+        others = [before["worker0"], before["worker1"]]
+        assert before["worker2"] <= min(others) and before["worker2"] < max(others), \
             "the slow worker does not get fewer layers: %s" % before
         dry = json.loads(c.cli("plan", "--dry-run", "--json").stdout)
         srcs = {w["name"]: w["source"] for w in dry["workers"]}
