@@ -27,6 +27,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/conn.h"
 #include "common/clock.h"
 #include "common/envelope.h"
 #include "common/msg.h"
@@ -34,129 +35,7 @@
 #define CL_MAX_FRAME ((size_t)64 << 20)
 #define CL_MAX_STOP 16
 
-typedef struct cl_conn {
-    nng_socket s;
-    bool open;
-    st_env env;
-    bool env_open;
-    int timeout_ms;
-} cl_conn;
-
-/* Flags every cluster command takes. */
-typedef struct cl_common {
-    const char *addr;
-    const char *key;
-    int64_t timeout_ms;
-    bool json;
-} cl_common;
-
-/* cl_common_flag - parses argv[*i] if it is a common flag: 1 if it was, 0
- * if not, -1 on a bad value. */
-static int cl_common_flag(int argc, char **argv, int *i, cl_common *c, bool json_ok)
-{
-    const char *f = argv[*i], *v;
-    if (strcmp(f, "--coordinator") == 0) {
-        if (!(c->addr = cli_need_value(argc, argv, i)))
-            return -1;
-    } else if (strcmp(f, "--cluster-key") == 0) {
-        if (!(c->key = cli_need_value(argc, argv, i)))
-            return -1;
-    } else if (strcmp(f, "--timeout-ms") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) ||
-            cli_parse_i64(f, v, 1, 24ll * 3600 * 1000, &c->timeout_ms))
-            return -1;
-    } else if (json_ok && strcmp(f, "--json") == 0) {
-        c->json = true;
-    } else {
-        return 0;
-    }
-    return 1;
-}
-
-static void cl_close(cl_conn *c)
-{
-    if (c->open)
-        nng_close(c->s);
-    if (c->env_open)
-        st_env_fini(&c->env);
-    c->open = c->env_open = false;
-}
-
-/* cl_open - connects to the coordinator (printing the error). */
-static int cl_open(cl_conn *c, const cl_common *o, const char *cmd)
-{
-    memset(c, 0, sizeof *c);
-    const char *addr = o->addr ? o->addr : getenv("STRATA_COORDINATOR");
-    if (addr == NULL || addr[0] == '\0') {
-        fprintf(stderr, "strata: %s: no coordinator: give --coordinator ADDR or set "
-                        "STRATA_COORDINATOR\n", cmd);
-        return 2;
-    }
-    uint8_t key[ST_KEY_BYTES];
-    st_err e;
-    if (o->key && (e = st_key_load(o->key, key))) {
-        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
-        return 1;
-    }
-    if (sodium_init() < 0) {
-        fprintf(stderr, "strata: %s: libsodium failed to start\n", cmd);
-        return 1;
-    }
-    uint64_t sender;
-    randombytes_buf(&sender, sizeof sender);
-    e = st_env_init(&c->env, o->key ? key : NULL, sender);
-    sodium_memzero(key, sizeof key);
-    if (e != ST_OK) {
-        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
-        return 1;
-    }
-    c->env_open = true;
-    int rv = nng_req0_open(&c->s);
-    if (rv != 0) {
-        fprintf(stderr, "strata: %s: %s\n", cmd, nng_strerror(rv));
-        cl_close(c);
-        return 1;
-    }
-    c->open = true;
-    nng_socket_set_ms(c->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    nng_socket_set_size(c->s, NNG_OPT_RECVMAXSZ, CL_MAX_FRAME);
-    nng_dialer d;
-    if ((rv = nng_dialer_create(&d, c->s, addr)) == 0) {
-        if (strncmp(addr, "tcp://", 6) == 0)
-            nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
-        rv = nng_dialer_start(d, 0);
-    }
-    if (rv != 0) {
-        fprintf(stderr, "strata: %s: cannot reach the coordinator at %s: %s\n", cmd, addr,
-                nng_strerror(rv));
-        cl_close(c);
-        return 1;
-    }
-    c->timeout_ms = o->timeout_ms > 0 ? (int)o->timeout_ms : 10000;
-    return 0;
-}
-
-/* cl_call - one request/reply; prints the error and returns nonzero on
- * failure (an Error reply included). */
-static int cl_call(cl_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg **reply,
-                   const char *cmd)
-{
-    st_err e = st_msg_call(c->s, &c->env, m, timeout_ms, reply);
-    if (e != ST_OK) {
-        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
-        return 1;
-    }
-    return 0;
-}
-
 /* ---- JSON and table helpers ---- */
-
-static void cl_json_u64(cJSON *o, const char *k, uint64_t v)
-{
-    char b[24];
-    snprintf(b, sizeof b, "%" PRIu64, v); /* exact: ids exceed a double's 53 bits */
-    cJSON_AddRawToObject(o, k, b);
-}
 
 static void cl_hex(const uint8_t *p, size_t n, char *out)
 {
@@ -182,7 +61,7 @@ static cJSON *cl_plan_json(const Strata__Plan *p)
 {
     cJSON *o = cJSON_CreateObject();
     char hex[65];
-    cl_json_u64(o, "epoch", p->epoch);
+    cli_json_u64(o, "epoch", p->epoch);
     cl_hex(p->plan_hash.data, p->plan_hash.len > 32 ? 32 : p->plan_hash.len, hex);
     cJSON_AddStringToObject(o, "plan_hash", hex);
     cl_hex(p->model_id.data, p->model_id.len > 32 ? 32 : p->model_id.len, hex);
@@ -193,7 +72,7 @@ static cJSON *cl_plan_json(const Strata__Plan *p)
     cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
     cJSON_AddNumberToObject(o, "n_ctx", p->n_ctx);
     cJSON_AddNumberToObject(o, "max_sessions", p->max_sessions);
-    cl_json_u64(o, "incarnation", p->incarnation);
+    cli_json_u64(o, "incarnation", p->incarnation);
     cJSON *st = cJSON_AddArrayToObject(o, "stages");
     for (size_t i = 0; i < p->n_stages; i++) {
         const Strata__Stage *s = p->stages[i];
@@ -240,11 +119,11 @@ static cJSON *cl_counters_json(const Strata__Counters *c)
     Strata__Counters z = STRATA__COUNTERS__INIT;
     if (c == NULL)
         c = &z;
-    cl_json_u64(o, "refused_epoch", c->refused_epoch);
-    cl_json_u64(o, "auth_failed", c->auth_failed);
-    cl_json_u64(o, "f16_clamps", c->f16_clamps);
-    cl_json_u64(o, "bad_packets", c->bad_packets);
-    cl_json_u64(o, "steps", c->steps);
+    cli_json_u64(o, "refused_epoch", c->refused_epoch);
+    cli_json_u64(o, "auth_failed", c->auth_failed);
+    cli_json_u64(o, "f16_clamps", c->f16_clamps);
+    cli_json_u64(o, "bad_packets", c->bad_packets);
+    cli_json_u64(o, "steps", c->steps);
     return o;
 }
 
@@ -259,17 +138,17 @@ static cJSON *cl_sched_json(const Strata__SchedStatus *q)
     cJSON_AddNumberToObject(o, "in_flight", q->in_flight);
     cJSON_AddNumberToObject(o, "depth", q->depth);
     cJSON_AddNumberToObject(o, "peak_in_flight", q->peak_in_flight);
-    cl_json_u64(o, "batches", q->batches);
-    cl_json_u64(o, "rows", q->rows);
-    cl_json_u64(o, "tokens", q->tokens);
-    cl_json_u64(o, "busy_refused", q->busy_refused);
-    cl_json_u64(o, "queue_expired", q->queue_expired);
-    cl_json_u64(o, "client_gone", q->client_gone);
-    cl_json_u64(o, "reused_tokens", q->reused_tokens);
-    cl_json_u64(o, "sessions_evicted", q->sessions_evicted);
-    cl_json_u64(o, "sessions_expired", q->sessions_expired);
-    cl_json_u64(o, "kv_session_bytes", q->kv_session_bytes);
-    cl_json_u64(o, "kv_bytes", q->kv_bytes);
+    cli_json_u64(o, "batches", q->batches);
+    cli_json_u64(o, "rows", q->rows);
+    cli_json_u64(o, "tokens", q->tokens);
+    cli_json_u64(o, "busy_refused", q->busy_refused);
+    cli_json_u64(o, "queue_expired", q->queue_expired);
+    cli_json_u64(o, "client_gone", q->client_gone);
+    cli_json_u64(o, "reused_tokens", q->reused_tokens);
+    cli_json_u64(o, "sessions_evicted", q->sessions_evicted);
+    cli_json_u64(o, "sessions_expired", q->sessions_expired);
+    cli_json_u64(o, "kv_session_bytes", q->kv_session_bytes);
+    cli_json_u64(o, "kv_bytes", q->kv_bytes);
     cJSON_AddNumberToObject(o, "chunk", q->chunk);
     cJSON_AddNumberToObject(o, "max_batch_tokens", q->max_batch_tokens);
     return o;
@@ -278,7 +157,7 @@ static cJSON *cl_sched_json(const Strata__SchedStatus *q)
 static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
 {
     cJSON *o = cJSON_CreateObject();
-    cl_json_u64(o, "id", w->id);
+    cli_json_u64(o, "id", w->id);
     cJSON_AddStringToObject(o, "name", w->name ? w->name : "");
     cJSON_AddStringToObject(o, "state", w->state ? w->state : "");
     cJSON_AddNumberToObject(o, "stage", w->stage);
@@ -288,18 +167,18 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
     if (w->cap) {
         cJSON_AddNumberToObject(o, "cores", w->cap->cores);
         cJSON_AddNumberToObject(o, "threads", w->cap->threads);
-        cl_json_u64(o, "memory_budget", w->cap->memory_budget);
+        cli_json_u64(o, "memory_budget", w->cap->memory_budget);
         cJSON_AddStringToObject(o, "data_addr", w->cap->data_addr ? w->cap->data_addr : "");
         cJSON_AddStringToObject(o, "ctl_addr", w->cap->ctl_addr ? w->cap->ctl_addr : "");
         cJSON_AddBoolToObject(o, "spare", w->cap->spare);
     }
     const Strata__Heartbeat *h = w->last;
     if (h) {
-        cl_json_u64(o, "epoch", h->epoch);
+        cli_json_u64(o, "epoch", h->epoch);
         cJSON_AddNumberToObject(o, "load", h->load);
-        cl_json_u64(o, "rss_bytes", h->rss_bytes);
-        cl_json_u64(o, "kv_bytes", h->kv_bytes);
-        cl_json_u64(o, "weight_bytes", h->weight_bytes);
+        cli_json_u64(o, "rss_bytes", h->rss_bytes);
+        cli_json_u64(o, "kv_bytes", h->kv_bytes);
+        cli_json_u64(o, "weight_bytes", h->weight_bytes);
         cJSON_AddNumberToObject(o, "in_flight", h->in_flight);
         cJSON_AddNumberToObject(o, "sessions", h->sessions);
         cJSON *ls = cJSON_AddArrayToObject(o, "layers");
@@ -401,9 +280,9 @@ static int cl_print_json(cJSON *o)
 static int cl_admin(int argc, char **argv, bool status)
 {
     const char *cmd = status ? "status" : "plan";
-    cl_common o = {0};
+    cli_conn_opts o = {0};
     for (int i = 1; i < argc; i++) {
-        int r = cl_common_flag(argc, argv, &i, &o, true);
+        int r = cli_conn_flag(argc, argv, &i, &o, true);
         if (r < 0)
             return 2;
         if (r == 0) {
@@ -411,8 +290,8 @@ static int cl_admin(int argc, char **argv, bool status)
             return 2;
         }
     }
-    cl_conn c;
-    int rc = cl_open(&c, &o, cmd);
+    cli_conn c;
+    int rc = cli_conn_open(&c, &o, cmd);
     if (rc != 0)
         return rc;
     Strata__Msg m = STRATA__MSG__INIT;
@@ -426,8 +305,8 @@ static int cl_admin(int argc, char **argv, bool status)
         m.plan_req = &pq;
     }
     Strata__Msg *r = NULL;
-    if (cl_call(&c, &m, c.timeout_ms, &r, cmd)) {
-        cl_close(&c);
+    if (cli_conn_call(&c, &m, c.timeout_ms, &r, cmd)) {
+        cli_conn_close(&c);
         return 1;
     }
     rc = 0;
@@ -436,8 +315,8 @@ static int cl_admin(int argc, char **argv, bool status)
         if (o.json) {
             cJSON *j = cJSON_CreateObject();
             cJSON_AddStringToObject(j, "model", s->model ? s->model : "");
-            cl_json_u64(j, "incarnation", s->incarnation);
-            cl_json_u64(j, "epoch", s->epoch);
+            cli_json_u64(j, "incarnation", s->incarnation);
+            cli_json_u64(j, "epoch", s->epoch);
             cJSON_AddNumberToObject(j, "sessions", s->sessions);
             cJSON_AddNumberToObject(j, "requests", s->requests);
             cJSON_AddItemToObject(j, "counters", cl_counters_json(s->counters));
@@ -465,7 +344,7 @@ static int cl_admin(int argc, char **argv, bool status)
         rc = 1;
     }
     st_msg_free(r);
-    cl_close(&c);
+    cli_conn_close(&c);
     return rc;
 }
 
@@ -474,7 +353,7 @@ int st_cmd_status(int argc, char **argv) { return cl_admin(argc, argv, true); }
 /* ---- generate ---- */
 
 typedef struct gen_opts {
-    cl_common c;
+    cli_conn_opts c;
     const char *prompt;
     int32_t *ids;
     size_t n_ids;
@@ -512,7 +391,7 @@ static int gen_parse(int argc, char **argv, gen_opts *o)
         const char *f = argv[i], *v;
         int r = cli_parse_sampling(argc, argv, &i, &o->sp);
         if (r == 0)
-            r = cl_common_flag(argc, argv, &i, &o->c, false);
+            r = cli_conn_flag(argc, argv, &i, &o->c, false);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -569,7 +448,7 @@ static void gen_write(const void *b, size_t n)
 }
 
 /* gen_cancel - best effort: tells the coordinator to stop the request. */
-static void gen_cancel(cl_conn *c, uint64_t id)
+static void gen_cancel(cli_conn *c, uint64_t id)
 {
     Strata__CancelRequest cr = STRATA__CANCEL_REQUEST__INIT;
     cr.request_id = id;
@@ -583,7 +462,7 @@ static void gen_cancel(cl_conn *c, uint64_t id)
 
 /* gen_stream - polls request id until it is done, printing as it goes;
  * appends the ids to *all (capacity cap). */
-static int gen_stream(cl_conn *c, const gen_opts *o, uint64_t id, FILE *lf, int32_t *all,
+static int gen_stream(cli_conn *c, const gen_opts *o, uint64_t id, FILE *lf, int32_t *all,
                       size_t cap, size_t *n_all, uint64_t deadline_ns, char *fin, size_t fin_cap,
                       gen_sched *gs)
 {
@@ -606,7 +485,7 @@ static int gen_stream(cl_conn *c, const gen_opts *o, uint64_t id, FILE *lf, int3
         m.body_case = STRATA__MSG__BODY_POLL;
         m.poll = &pq;
         Strata__Msg *r = NULL;
-        if (cl_call(c, &m, (int)wait + 15000, &r, "generate"))
+        if (cli_conn_call(c, &m, (int)wait + 15000, &r, "generate"))
             return 1;
         if (r->body_case != STRATA__MSG__BODY_POLL_REPLY) {
             fprintf(stderr, "strata: generate: unexpected %s reply\n", st_msg_case_name(r));
@@ -665,8 +544,8 @@ int st_cmd_generate(int argc, char **argv)
         free(o.ids);
         return rc;
     }
-    cl_conn c;
-    if ((rc = cl_open(&c, &o.c, "generate")) != 0) {
+    cli_conn c;
+    if ((rc = cli_conn_open(&c, &o.c, "generate")) != 0) {
         free(o.ids);
         return rc;
     }
@@ -703,7 +582,7 @@ int st_cmd_generate(int argc, char **argv)
     uint64_t t0 = st_now_ns();
     uint64_t deadline = o.c.timeout_ms > 0 ? t0 + (uint64_t)o.c.timeout_ms * 1000000u : 0;
     Strata__Msg *r = NULL;
-    if (cl_call(&c, &m, c.timeout_ms, &r, "generate"))
+    if (cli_conn_call(&c, &m, c.timeout_ms, &r, "generate"))
         goto out;
     if (r->body_case != STRATA__MSG__BODY_GENERATE_REPLY) {
         fprintf(stderr, "strata: generate: unexpected %s reply\n", st_msg_case_name(r));
@@ -747,7 +626,7 @@ out:
     }
     free(all);
     free(o.ids);
-    cl_close(&c);
+    cli_conn_close(&c);
     return rc;
 }
 

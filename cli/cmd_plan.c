@@ -29,6 +29,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/conn.h"
 #include "common/envelope.h"
 #include "common/gguf.h"
 #include "common/msg.h"
@@ -37,115 +38,16 @@
 #include "coordinator/planner_pb.h"
 #include "coordinator/workers_file.h"
 
-#define PC_MAX_FRAME ((size_t)64 << 20)
 #define PC_MAX_FILE ((long)16 << 20)
-
-typedef struct pc_opts {
-    const char *addr;
-    const char *key;
-    int64_t timeout_ms;
-    bool json;
-} pc_opts;
-
-typedef struct pc_conn {
-    nng_socket s;
-    bool open;
-    st_env env;
-    bool env_open;
-} pc_conn;
-
-/* pc_flag - parses argv[*i] if it is a common flag: 1 if it was, 0 if
- * not, -1 on a bad value. */
-static int pc_flag(int argc, char **argv, int *i, pc_opts *o)
-{
-    const char *f = argv[*i], *v;
-    if (strcmp(f, "--coordinator") == 0) {
-        if (!(o->addr = cli_need_value(argc, argv, i)))
-            return -1;
-    } else if (strcmp(f, "--cluster-key") == 0) {
-        if (!(o->key = cli_need_value(argc, argv, i)))
-            return -1;
-    } else if (strcmp(f, "--timeout-ms") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) ||
-            cli_parse_i64(f, v, 1, 24ll * 3600 * 1000, &o->timeout_ms))
-            return -1;
-    } else if (strcmp(f, "--json") == 0) {
-        o->json = true;
-    } else {
-        return 0;
-    }
-    return 1;
-}
-
-static void pc_close(pc_conn *c)
-{
-    if (c->open)
-        nng_close(c->s);
-    if (c->env_open)
-        st_env_fini(&c->env);
-    c->open = c->env_open = false;
-}
-
-static int pc_open(pc_conn *c, const pc_opts *o, const char *cmd)
-{
-    memset(c, 0, sizeof *c);
-    const char *addr = o->addr ? o->addr : getenv("STRATA_COORDINATOR");
-    if (addr == NULL || addr[0] == '\0') {
-        fprintf(stderr, "strata: %s: no coordinator: give --coordinator ADDR or set "
-                        "STRATA_COORDINATOR\n", cmd);
-        return 2;
-    }
-    uint8_t key[ST_KEY_BYTES];
-    st_err e;
-    if (o->key && (e = st_key_load(o->key, key))) {
-        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
-        return 1;
-    }
-    if (sodium_init() < 0) {
-        fprintf(stderr, "strata: %s: libsodium failed to start\n", cmd);
-        return 1;
-    }
-    uint64_t sender;
-    randombytes_buf(&sender, sizeof sender);
-    e = st_env_init(&c->env, o->key ? key : NULL, sender);
-    sodium_memzero(key, sizeof key);
-    if (e != ST_OK) {
-        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
-        return 1;
-    }
-    c->env_open = true;
-    int rv = nng_req0_open(&c->s);
-    if (rv == 0) {
-        c->open = true;
-        nng_socket_set_ms(c->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-        nng_socket_set_size(c->s, NNG_OPT_RECVMAXSZ, PC_MAX_FRAME);
-        nng_dialer d;
-        if ((rv = nng_dialer_create(&d, c->s, addr)) == 0) {
-            if (strncmp(addr, "tcp://", 6) == 0)
-                nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
-            rv = nng_dialer_start(d, 0);
-        }
-    }
-    if (rv != 0) {
-        fprintf(stderr, "strata: %s: cannot reach the coordinator at %s: %s\n", cmd, addr,
-                nng_strerror(rv));
-        pc_close(c);
-        return 1;
-    }
-    return 0;
-}
 
 /* pc_call - one request/reply expecting body case `want`; prints the
  * error and returns nonzero otherwise (an Error reply included). */
-static int pc_call(pc_conn *c, const pc_opts *o, const Strata__Msg *m, Strata__Msg__BodyCase want,
+static int pc_call(cli_conn *c, const cli_conn_opts *o, const Strata__Msg *m, Strata__Msg__BodyCase want,
                    Strata__Msg **reply, const char *cmd)
 {
     int timeout = o->timeout_ms > 0 ? (int)o->timeout_ms : 10000;
-    st_err e = st_msg_call(c->s, &c->env, m, timeout, reply);
-    if (e != ST_OK) {
-        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
+    if (cli_conn_call(c, m, timeout, reply, cmd))
         return 1;
-    }
     if ((*reply)->body_case != want) {
         fprintf(stderr, "strata: %s: unexpected %s reply\n", cmd, st_msg_case_name(*reply));
         st_msg_free(*reply);
@@ -156,13 +58,6 @@ static int pc_call(pc_conn *c, const pc_opts *o, const Strata__Msg *m, Strata__M
 }
 
 /* ---- printing ---- */
-
-static void pc_json_u64(cJSON *o, const char *k, uint64_t v)
-{
-    char b[24];
-    snprintf(b, sizeof b, "%" PRIu64, v); /* exact: ids exceed a double's 53 bits */
-    cJSON_AddRawToObject(o, k, b);
-}
 
 static int pc_print_json(cJSON *o)
 {
@@ -191,7 +86,7 @@ static int pc_plan_print(const Strata__Plan *p, bool json)
     pc_hex(p->model_id.data, p->model_id.len, mid);
     if (json) {
         cJSON *o = cJSON_CreateObject();
-        pc_json_u64(o, "epoch", p->epoch);
+        cli_json_u64(o, "epoch", p->epoch);
         cJSON_AddStringToObject(o, "plan_hash", hash);
         cJSON_AddStringToObject(o, "model_id", mid);
         cJSON_AddBoolToObject(o, "zstd", p->zstd);
@@ -200,7 +95,7 @@ static int pc_plan_print(const Strata__Plan *p, bool json)
         cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
         cJSON_AddNumberToObject(o, "n_ctx", p->n_ctx);
         cJSON_AddNumberToObject(o, "max_sessions", p->max_sessions);
-        pc_json_u64(o, "incarnation", p->incarnation);
+        cli_json_u64(o, "incarnation", p->incarnation);
         cJSON *st = cJSON_AddArrayToObject(o, "stages");
         for (size_t i = 0; i < p->n_stages; i++) {
             const Strata__Stage *s = p->stages[i];
@@ -255,7 +150,7 @@ static cJSON *pc_proposal_json(const Strata__PlanProposal *p)
     cJSON_AddBoolToObject(o, "with_spares", p->with_spares);
     cJSON_AddBoolToObject(o, "replicated", p->replicated);
     cJSON_AddNumberToObject(o, "margin", p->margin);
-    pc_json_u64(o, "epoch", p->epoch);
+    cli_json_u64(o, "epoch", p->epoch);
     cJSON_AddNumberToObject(o, "n_layer", p->n_layer);
     cJSON_AddNumberToObject(o, "calibration", p->calibration);
     if (p->has_current) {
@@ -280,7 +175,7 @@ static cJSON *pc_proposal_json(const Strata__PlanProposal *p)
             cJSON_AddItemToArray(ids, cJSON_CreateRaw(b));
             cJSON_AddItemToArray(names, cJSON_CreateString(pc_name(p, s->worker_ids[k])));
         }
-        pc_json_u64(so, "bytes", s->bytes);
+        cli_json_u64(so, "bytes", s->bytes);
         cJSON_AddNumberToObject(so, "compute_ms", s->compute_ms);
         cJSON_AddNumberToObject(so, "link_ms", s->link_ms);
         cJSON_AddNumberToObject(so, "time_ms", s->time_ms);
@@ -290,11 +185,11 @@ static cJSON *pc_proposal_json(const Strata__PlanProposal *p)
     for (size_t i = 0; i < p->n_workers; i++) {
         const Strata__PlannerWorker *w = p->workers[i];
         cJSON *wo = cJSON_CreateObject();
-        pc_json_u64(wo, "id", w->id);
+        cli_json_u64(wo, "id", w->id);
         cJSON_AddStringToObject(wo, "name", w->name ? w->name : "");
         cJSON_AddNumberToObject(wo, "sec_per_byte", w->sec_per_byte);
         cJSON_AddStringToObject(wo, "source", w->source ? w->source : "");
-        pc_json_u64(wo, "memory_budget", w->mem_budget);
+        cli_json_u64(wo, "memory_budget", w->mem_budget);
         cJSON_AddBoolToObject(wo, "spare", w->spare);
         if (w->has_stage) {
             cJSON *cs = cJSON_AddArrayToObject(wo, "current_stage");
@@ -493,11 +388,11 @@ out:
 
 int st_cmd_plan(int argc, char **argv)
 {
-    pc_opts o = {0};
+    cli_conn_opts o = {0};
     bool dry = false, replicas = false;
     const char *workers = NULL, *model = NULL, *objective = NULL;
     for (int i = 1; i < argc; i++) {
-        int r = pc_flag(argc, argv, &i, &o);
+        int r = cli_conn_flag(argc, argv, &i, &o, true);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -539,8 +434,8 @@ int st_cmd_plan(int argc, char **argv)
     }
     if (workers)
         return plan_file(workers, model, objective, replicas, o.json);
-    pc_conn c;
-    int rc = pc_open(&c, &o, "plan");
+    cli_conn c;
+    int rc = cli_conn_open(&c, &o, "plan");
     if (rc != 0)
         return rc;
     Strata__Msg m = STRATA__MSG__INIT, *r = NULL;
@@ -568,7 +463,7 @@ int st_cmd_plan(int argc, char **argv)
         }
     }
     st_msg_free(r);
-    pc_close(&c);
+    cli_conn_close(&c);
     return rc;
 }
 
@@ -576,11 +471,11 @@ int st_cmd_plan(int argc, char **argv)
 
 int st_cmd_replan(int argc, char **argv)
 {
-    pc_opts o = {0};
+    cli_conn_opts o = {0};
     Strata__ReplanRequest q = STRATA__REPLAN_REQUEST__INIT;
     q.objective = (char *)"";
     for (int i = 1; i < argc; i++) {
-        int r = pc_flag(argc, argv, &i, &o);
+        int r = cli_conn_flag(argc, argv, &i, &o, true);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -602,8 +497,8 @@ int st_cmd_replan(int argc, char **argv)
             return 2;
         }
     }
-    pc_conn c;
-    int rc = pc_open(&c, &o, "replan");
+    cli_conn c;
+    int rc = cli_conn_open(&c, &o, "replan");
     if (rc != 0)
         return rc;
     Strata__Msg m = STRATA__MSG__INIT, *r = NULL;
@@ -615,7 +510,7 @@ int st_cmd_replan(int argc, char **argv)
         if (o.json) {
             cJSON *j = cJSON_CreateObject();
             cJSON_AddBoolToObject(j, "started", rr->started);
-            pc_json_u64(j, "epoch", rr->epoch);
+            cli_json_u64(j, "epoch", rr->epoch);
             cJSON_AddStringToObject(j, "message", rr->message ? rr->message : "");
             rc = pc_print_json(j);
         } else {
@@ -624,7 +519,7 @@ int st_cmd_replan(int argc, char **argv)
         }
     }
     st_msg_free(r);
-    pc_close(&c);
+    cli_conn_close(&c);
     return rc;
 }
 
@@ -632,11 +527,11 @@ int st_cmd_replan(int argc, char **argv)
 
 int st_cmd_drain(int argc, char **argv)
 {
-    pc_opts o = {0};
+    cli_conn_opts o = {0};
     bool wait = true;
     const char *who = NULL;
     for (int i = 1; i < argc; i++) {
-        int r = pc_flag(argc, argv, &i, &o);
+        int r = cli_conn_flag(argc, argv, &i, &o, true);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -663,14 +558,14 @@ int st_cmd_drain(int argc, char **argv)
         q.worker_id = id;
     else
         q.name = (char *)who;
-    pc_conn c;
-    int rc = pc_open(&c, &o, "drain");
+    cli_conn c;
+    int rc = cli_conn_open(&c, &o, "drain");
     if (rc != 0)
         return rc;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int64_t limit_ms = o.timeout_ms > 0 ? o.timeout_ms : 60000;
-    pc_opts call = o;
+    cli_conn_opts call = o;
     call.timeout_ms = 10000;
     rc = 1;
     for (bool first = true;; first = false) {
@@ -688,9 +583,9 @@ int st_cmd_drain(int argc, char **argv)
         if (d->drained || !wait) {
             if (o.json) {
                 cJSON *j = cJSON_CreateObject();
-                pc_json_u64(j, "worker_id", d->worker_id);
+                cli_json_u64(j, "worker_id", d->worker_id);
                 cJSON_AddBoolToObject(j, "drained", d->drained);
-                pc_json_u64(j, "epoch", d->epoch);
+                cli_json_u64(j, "epoch", d->epoch);
                 cJSON_AddStringToObject(j, "message", d->message ? d->message : "");
                 rc = pc_print_json(j);
             } else {
@@ -714,6 +609,6 @@ int st_cmd_drain(int argc, char **argv)
         struct timespec nap = {0, 200 * 1000000};
         nanosleep(&nap, NULL);
     }
-    pc_close(&c);
+    cli_conn_close(&c);
     return rc;
 }

@@ -1,0 +1,119 @@
+/* conn.c - the CLI's connection to a coordinator (see conn.h). */
+#include "cli/conn.h"
+
+#include <inttypes.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+
+#define CLI_CONN_MAX_FRAME ((size_t)64 << 20)
+
+/* cli_conn_flag - parses argv[*i] if it is a common flag: 1 if it was, 0
+ * if not, -1 on a bad value. */
+int cli_conn_flag(int argc, char **argv, int *i, cli_conn_opts *c, bool json_ok)
+{
+    const char *f = argv[*i], *v;
+    if (strcmp(f, "--coordinator") == 0) {
+        if (!(c->addr = cli_need_value(argc, argv, i)))
+            return -1;
+    } else if (strcmp(f, "--cluster-key") == 0) {
+        if (!(c->key = cli_need_value(argc, argv, i)))
+            return -1;
+    } else if (strcmp(f, "--timeout-ms") == 0) {
+        if (!(v = cli_need_value(argc, argv, i)) ||
+            cli_parse_i64(f, v, 1, 24ll * 3600 * 1000, &c->timeout_ms))
+            return -1;
+    } else if (json_ok && strcmp(f, "--json") == 0) {
+        c->json = true;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+void cli_conn_close(cli_conn *c)
+{
+    if (c->open)
+        nng_close(c->s);
+    if (c->env_open)
+        st_env_fini(&c->env);
+    c->open = c->env_open = false;
+}
+
+/* cl_open - connects to the coordinator (printing the error). */
+int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
+{
+    memset(c, 0, sizeof *c);
+    const char *addr = o->addr ? o->addr : getenv("STRATA_COORDINATOR");
+    if (addr == NULL || addr[0] == '\0') {
+        fprintf(stderr, "strata: %s: no coordinator: give --coordinator ADDR or set "
+                        "STRATA_COORDINATOR\n", cmd);
+        return 2;
+    }
+    uint8_t key[ST_KEY_BYTES];
+    st_err e;
+    if (o->key && (e = st_key_load(o->key, key))) {
+        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
+        return 1;
+    }
+    if (sodium_init() < 0) {
+        fprintf(stderr, "strata: %s: libsodium failed to start\n", cmd);
+        return 1;
+    }
+    uint64_t sender;
+    randombytes_buf(&sender, sizeof sender);
+    e = st_env_init(&c->env, o->key ? key : NULL, sender);
+    sodium_memzero(key, sizeof key);
+    if (e != ST_OK) {
+        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
+        return 1;
+    }
+    c->env_open = true;
+    int rv = nng_req0_open(&c->s);
+    if (rv != 0) {
+        fprintf(stderr, "strata: %s: %s\n", cmd, nng_strerror(rv));
+        cli_conn_close(c);
+        return 1;
+    }
+    c->open = true;
+    nng_socket_set_ms(c->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    nng_socket_set_size(c->s, NNG_OPT_RECVMAXSZ, CLI_CONN_MAX_FRAME);
+    nng_dialer d;
+    if ((rv = nng_dialer_create(&d, c->s, addr)) == 0) {
+        if (strncmp(addr, "tcp://", 6) == 0)
+            nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
+        rv = nng_dialer_start(d, 0);
+    }
+    if (rv != 0) {
+        fprintf(stderr, "strata: %s: cannot reach the coordinator at %s: %s\n", cmd, addr,
+                nng_strerror(rv));
+        cli_conn_close(c);
+        return 1;
+    }
+    c->timeout_ms = o->timeout_ms > 0 ? (int)o->timeout_ms : 10000;
+    return 0;
+}
+
+/* cl_call - one request/reply; prints the error and returns nonzero on
+ * failure (an Error reply included). */
+int cli_conn_call(cli_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg **reply,
+                   const char *cmd)
+{
+    st_err e = st_msg_call(c->s, &c->env, m, timeout_ms, reply);
+    if (e != ST_OK) {
+        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
+        return 1;
+    }
+    return 0;
+}
+
+void cli_json_u64(cJSON *o, const char *k, uint64_t v)
+{
+    char b[24];
+    snprintf(b, sizeof b, "%" PRIu64, v); /* exact: ids exceed a double's 53 bits */
+    cJSON_AddRawToObject(o, k, b);
+}

@@ -1,0 +1,53 @@
+/* conn.h - the CLI's request/reply connection to a coordinator, shared by
+ * the cluster commands (status, generate, plan, replan, drain): the flags
+ * every such command takes, opening (address from --coordinator or
+ * STRATA_COORDINATOR, optional cluster key), one request/reply, and a JSON
+ * helper for 64-bit ids. Each function prints its own one-line error. */
+#ifndef ST_CLI_CONN_H
+#define ST_CLI_CONN_H
+
+#include <cjson/cJSON.h>
+#include <nng/nng.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/envelope.h"
+#include "common/msg.h"
+
+typedef struct cli_conn {
+    nng_socket s;
+    bool open;
+    st_env env;
+    bool env_open;
+    int timeout_ms;
+} cli_conn;
+
+/* Flags every cluster command takes. */
+typedef struct cli_conn_opts {
+    const char *addr;
+    const char *key;
+    int64_t timeout_ms;
+    bool json;
+} cli_conn_opts;
+
+/* cli_conn_flag - parses argv[*i] if it is a common flag (--coordinator,
+ * --cluster-key, --timeout-ms, and --json when json_ok): 1 if it was, 0 if
+ * not, -1 on a bad value. */
+int cli_conn_flag(int argc, char **argv, int *i, cli_conn_opts *c, bool json_ok);
+
+/* cli_conn_open - connects to the coordinator; 0, or the exit status to
+ * return (2 usage, 1 runtime) after printing the error. */
+int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd);
+
+/* cli_conn_close - closes; safe on a zeroed or closed connection. */
+void cli_conn_close(cli_conn *c);
+
+/* cli_conn_call - one request/reply; prints the error and returns nonzero
+ * on failure (an Error reply included). */
+int cli_conn_call(cli_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg **reply,
+                  const char *cmd);
+
+/* cli_json_u64 - adds k = v as an exact JSON integer (ids exceed 2^53). */
+void cli_json_u64(cJSON *o, const char *k, uint64_t v);
+
+#endif
