@@ -3,7 +3,9 @@
  * For every weight dtype, mul_mat is timed at two shapes of a TinyLlama-
  * sized model: decode (one activation row against the 32000 x 2048 output
  * head, whose weights do not fit in the L3 cache, so the figure is weight
- * streaming from memory) and prefill (64 activation rows against a
+ * streaming from memory), batch (the same matrix against 2, 4 and 8
+ * activation rows, or the sizes of --batch: decode of several sessions in
+ * one step, still streaming) and prefill (64 activation rows against a
  * 5632 x 2048 FFN matrix, compute-bound). Rows are split over the pool's
  * threads as the engine does. Each line gives the time per call, the GB/s
  * of weight bytes read and the GFLOP/s (2 flops per multiply-add), the
@@ -299,13 +301,15 @@ out:
 static void bk_usage(void)
 {
     fprintf(stderr, "usage: strata bench kernels [--threads N] [--kernels ref|auto] "
-                    "[--time SECONDS] [--runs N] [--only mul_mat|rows]\n");
+                    "[--time SECONDS] [--runs N] [--only mul_mat|rows] [--batch N,N,...]\n");
 }
 
 int st_bench_kernels(int argc, char **argv)
 {
     bk_opts o = {.threads = 0, .force_ref = 0, .min_time = 0.2, .runs = 5};
     const char *only = NULL;
+    int64_t batch[8] = {2, 4, 8}; /* small batches (decode of several sessions) */
+    int nbatch = 3;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v;
@@ -337,6 +341,21 @@ int st_bench_kernels(int argc, char **argv)
                 fprintf(stderr, "strata: --only: '%s' is neither mul_mat nor rows\n", v);
                 return 2;
             }
+        } else if (strcmp(f, "--batch") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)))
+                return 2;
+            nbatch = 0;
+            char buf[128];
+            snprintf(buf, sizeof buf, "%s", v);
+            for (char *sv = NULL, *tok = strtok_r(buf, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+                if (nbatch == 8) {
+                    fprintf(stderr, "strata: --batch: at most 8 sizes\n");
+                    return 2;
+                }
+                if (cli_parse_i64(f, tok, 1, 512, &batch[nbatch]))
+                    return 2;
+                nbatch++;
+            }
         } else {
             bk_usage();
             return 2;
@@ -354,6 +373,8 @@ int st_bench_kernels(int argc, char **argv)
     if (only == NULL || strcmp(only, "mul_mat") == 0) {
         for (int t = 0; t < ST_DT_COUNT; t++) {
             bk_bench_mm(pool, ops, (st_dtype)t, "decode", BK_E, 32000, 1, &o);
+            for (int b = 0; b < nbatch; b++)
+                bk_bench_mm(pool, ops, (st_dtype)t, "batch", BK_E, 32000, batch[b], &o);
             bk_bench_mm(pool, ops, (st_dtype)t, "prefill", BK_E, BK_F, 64, &o);
         }
     }

@@ -571,6 +571,59 @@ START_TEST(test_mul_mat_wide)
 }
 END_TEST
 
+/* Every batch size a step can have (1..12 activation rows) against 23
+ * weight rows (groups of 8 and of 4 plus a tail of 3), whole and split at
+ * uneven places: each path of the quantized variants (one row, 8-row
+ * decode, 4-row small batch, panel) and each switch between them must
+ * equal the reference bit for bit, and every row must equal its own
+ * 1-row product. Float dtypes must equal their own 1-row products. */
+START_TEST(test_mul_mat_small_batches)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    const st_kernel_ops *ref = st_kernels_ref();
+    if (ops == NULL)
+        return;
+    for (int t = 0; t < ST_DT_COUNT; t++) {
+        const int exact = t == ST_DT_Q8_0 || t == ST_DT_Q4_0;
+        const int64_t n = 1056, rows = 23, nxmax = 12;
+        tk_mm m;
+        tk_mm_init(&m, ref, (st_dtype)t, n, rows, nxmax, 7000 + (uint64_t)t);
+        float *y = tk_alloc(sizeof(float) * rows * nxmax);
+        float *yr = tk_alloc(sizeof(float) * rows * nxmax);
+        float *ys = tk_alloc(sizeof(float) * rows * nxmax);
+        float *one = tk_alloc(sizeof(float) * rows);
+        for (int64_t nx = 1; nx <= nxmax; nx++) {
+            ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, y, rows);
+            ref->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, yr, rows);
+            const int64_t cuts[] = {0, 3, 7, 16, 20, rows};
+            for (int c = 0; c + 1 < 6; c++)
+                ops->mul_mat[t](n, m.w, m.w_stride, cuts[c], cuts[c + 1], m.x, m.x_stride, nx, ys,
+                                rows);
+            for (int64_t j = 0; j < nx; j++) {
+                ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x + j * m.x_stride, m.x_stride, 1,
+                                one, rows);
+                ck_assert_msg(memcmp(one, y + j * rows, sizeof(float) * rows) == 0,
+                              "%s %s: row %ld alone differs from the batch of %ld", ops->name,
+                              st_dtype_info_of((st_dtype)t)->name, (long)j, (long)nx);
+                ck_assert_msg(memcmp(ys + j * rows, y + j * rows, sizeof(float) * rows) == 0,
+                              "%s %s: split ranges differ (row %ld of %ld)", ops->name,
+                              st_dtype_info_of((st_dtype)t)->name, (long)j, (long)nx);
+                if (exact)
+                    ck_assert_msg(memcmp(yr + j * rows, y + j * rows, sizeof(float) * rows) == 0,
+                                  "%s %s: row %ld of a batch of %ld differs from the reference",
+                                  ops->name, st_dtype_info_of((st_dtype)t)->name, (long)j,
+                                  (long)nx);
+            }
+        }
+        free(y);
+        free(yr);
+        free(ys);
+        free(one);
+        tk_mm_free(&m);
+    }
+}
+END_TEST
+
 /* ---- row and element-wise ops ---- */
 
 START_TEST(test_rmsnorm)
@@ -797,6 +850,7 @@ static Suite *kernels_suite(void)
     tcase_add_loop_test(tc, test_mul_mat_accuracy, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_mul_mat_batch_invariance, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_mul_mat_wide, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_mul_mat_small_batches, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_rmsnorm, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_rope, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_softmax_silu_add, 0, ST_KVAR_COUNT);
