@@ -107,9 +107,13 @@ static void cl_plan_print(const Strata__Plan *p)
            p->result_addr ? p->result_addr : "");
     for (size_t i = 0; i < p->n_stages; i++) {
         const Strata__Stage *s = p->stages[i];
-        printf("stage %u: layers [%u, %u)  worker %" PRIu64 "  %s\n", s->index, s->first, s->last,
-               s->n_worker_ids ? s->worker_ids[0] : 0,
-               s->n_data_addrs ? s->data_addrs[0] : "");
+        printf("stage %u: layers [%u, %u)", s->index, s->first, s->last);
+        if (s->n_worker_ids > 1)
+            printf("  %zu replicas", s->n_worker_ids);
+        printf("\n");
+        for (size_t k = 0; k < s->n_worker_ids; k++)
+            printf("    %s %" PRIu64 "  %s\n", s->n_worker_ids > 1 ? "replica" : "worker",
+                   s->worker_ids[k], k < s->n_data_addrs ? s->data_addrs[k] : "");
     }
 }
 
@@ -151,6 +155,16 @@ static cJSON *cl_sched_json(const Strata__SchedStatus *q)
     cli_json_u64(o, "kv_bytes", q->kv_bytes);
     cJSON_AddNumberToObject(o, "chunk", q->chunk);
     cJSON_AddNumberToObject(o, "max_batch_tokens", q->max_batch_tokens);
+    cJSON_AddNumberToObject(o, "routes", q->routes);
+    cJSON *rs = cJSON_AddArrayToObject(o, "route_sessions");
+    for (size_t i = 0; i < q->n_route_sessions; i++)
+        cJSON_AddItemToArray(rs, cJSON_CreateNumber(q->route_sessions[i]));
+    cJSON *rb = cJSON_AddArrayToObject(o, "route_batches");
+    for (size_t i = 0; i < q->n_route_batches; i++) {
+        char b[24];
+        snprintf(b, sizeof b, "%" PRIu64, q->route_batches[i]);
+        cJSON_AddItemToArray(rb, cJSON_CreateRaw(b));
+    }
     return o;
 }
 
@@ -161,6 +175,7 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
     cJSON_AddStringToObject(o, "name", w->name ? w->name : "");
     cJSON_AddStringToObject(o, "state", w->state ? w->state : "");
     cJSON_AddNumberToObject(o, "stage", w->stage);
+    cJSON_AddNumberToObject(o, "replica", w->stage >= 0 ? w->replica : -1);
     cJSON_AddNumberToObject(o, "first", w->first);
     cJSON_AddNumberToObject(o, "last", w->last_layer);
     cJSON_AddNumberToObject(o, "since_heartbeat_s", w->since_heartbeat_s);
@@ -196,21 +211,34 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
 }
 
 /* cl_serving - whether the cluster serves: a committed plan whose every
- * stage worker is in state "serving". */
+ * stage worker (replicas included) is in state "serving". */
 static bool cl_serving(const Strata__StatusReply *s)
 {
     if (s->plan == NULL || s->plan->n_stages == 0)
         return false;
     for (size_t i = 0; i < s->plan->n_stages; i++) {
         const Strata__Stage *st = s->plan->stages[i];
-        bool ok = false;
-        for (size_t k = 0; k < s->n_workers && !ok; k++)
-            ok = st->n_worker_ids > 0 && s->workers[k]->id == st->worker_ids[0] &&
-                 s->workers[k]->state && strcmp(s->workers[k]->state, "serving") == 0;
-        if (!ok)
+        if (st->n_worker_ids == 0)
             return false;
+        for (size_t j = 0; j < st->n_worker_ids; j++) {
+            bool ok = false;
+            for (size_t k = 0; k < s->n_workers && !ok; k++)
+                ok = s->workers[k]->id == st->worker_ids[j] && s->workers[k]->state &&
+                     strcmp(s->workers[k]->state, "serving") == 0;
+            if (!ok)
+                return false;
+        }
     }
     return true;
+}
+
+/* cl_name_of - the name of worker id in the status, or "?". */
+static const char *cl_name_of(const Strata__StatusReply *s, uint64_t id)
+{
+    for (size_t k = 0; k < s->n_workers; k++)
+        if (s->workers[k]->id == id)
+            return s->workers[k]->name ? s->workers[k]->name : "?";
+    return "?";
 }
 
 static void cl_status_print(const Strata__StatusReply *s)
@@ -219,21 +247,34 @@ static void cl_status_print(const Strata__StatusReply *s)
     printf("model %s  epoch %" PRIu64 " (%s)  incarnation %" PRIu64 "  sessions %u  requests %u\n",
            s->model ? s->model : "", s->epoch, cl_serving(s) ? "serving" : "not serving",
            s->incarnation, s->sessions, s->requests);
-    printf("%-20s %-14s %-9s %5s %-10s %10s %10s %8s\n", "worker", "name", "state", "stage",
-           "layers", "rss", "kv", "hb age");
+    if (s->plan)
+        for (size_t i = 0; i < s->plan->n_stages; i++) {
+            const Strata__Stage *st = s->plan->stages[i];
+            printf("stage %u [%u,%u): %s", st->index, st->first, st->last,
+                   st->n_worker_ids > 1 ? "replicas" : "worker");
+            for (size_t k = 0; k < st->n_worker_ids; k++)
+                printf("%s %s", k ? "," : "", cl_name_of(s, st->worker_ids[k]));
+            printf("\n");
+        }
+    printf("%-20s %-14s %-9s %5s %3s %-10s %10s %10s %8s %8s\n", "worker", "name", "state",
+           "stage", "rep", "layers", "rss", "kv", "steps", "hb age");
     for (size_t i = 0; i < s->n_workers; i++) {
         const Strata__WorkerStatus *w = s->workers[i];
         const Strata__Heartbeat *h = w->last;
-        char layers[32] = "-", rss[24] = "-", kv[24] = "-";
-        if (w->stage >= 0)
+        char layers[32] = "-", rss[24] = "-", kv[24] = "-", rep[12] = "-", steps[24] = "-";
+        if (w->stage >= 0) {
             snprintf(layers, sizeof layers, "[%u,%u)", w->first, w->last_layer);
+            snprintf(rep, sizeof rep, "%d", w->replica);
+        }
         if (h) {
             cl_bytes(h->rss_bytes, rss, sizeof rss);
             cl_bytes(h->kv_bytes, kv, sizeof kv);
+            if (h->counters)
+                snprintf(steps, sizeof steps, "%" PRIu64, h->counters->steps);
         }
-        printf("%-20" PRIu64 " %-14.14s %-9s %5d %-10s %10s %10s %7.1fs\n", w->id,
-               w->name ? w->name : "", w->state ? w->state : "", w->stage, layers, rss, kv,
-               w->since_heartbeat_s);
+        printf("%-20" PRIu64 " %-14.14s %-9s %5d %3s %-10s %10s %10s %8s %7.1fs\n", w->id,
+               w->name ? w->name : "", w->state ? w->state : "", w->stage, rep, layers, rss, kv,
+               steps, w->since_heartbeat_s);
         if (h && h->n_layers > 0) {
             printf("    latency ms (ema/p99):");
             for (size_t k = 0; k < h->n_layers; k++)
@@ -256,6 +297,15 @@ static void cl_status_print(const Strata__StatusReply *s)
                ", expired %" PRIu64 "\n", q->batches, q->rows, q->tokens, q->in_flight, q->depth,
                q->peak_in_flight, q->busy_refused, q->queue_expired, q->client_gone,
                q->reused_tokens, q->sessions_evicted, q->sessions_expired);
+        if (q->routes > 1) {
+            printf("routes: %u; sessions per route", q->routes);
+            for (size_t i = 0; i < q->n_route_sessions; i++)
+                printf(" %u", q->route_sessions[i]);
+            printf("; batches per route (this epoch)");
+            for (size_t i = 0; i < q->n_route_batches; i++)
+                printf(" %" PRIu64, q->route_batches[i]);
+            printf("\n");
+        }
     }
     if (c)
         printf("counters: refused epochs %" PRIu64 ", failed authentications %" PRIu64

@@ -124,8 +124,14 @@ static int pc_plan_print(const Strata__Plan *p, bool json)
            p->result_addr ? p->result_addr : "");
     for (size_t i = 0; i < p->n_stages; i++) {
         const Strata__Stage *s = p->stages[i];
-        printf("stage %u: layers [%u, %u)  worker %" PRIu64 "  %s\n", s->index, s->first, s->last,
-               s->n_worker_ids ? s->worker_ids[0] : 0, s->n_data_addrs ? s->data_addrs[0] : "");
+        printf("stage %u: layers [%u, %u)", s->index, s->first, s->last);
+        if (s->n_worker_ids > 1)
+            printf("  %zu replicas (each holds these layers and its own sessions' KV)",
+                   s->n_worker_ids);
+        printf("\n");
+        for (size_t k = 0; k < s->n_worker_ids; k++)
+            printf("    %s %" PRIu64 "  %s\n", s->n_worker_ids > 1 ? "replica" : "worker",
+                   s->worker_ids[k], k < s->n_data_addrs ? s->data_addrs[k] : "");
     }
     return 0;
 }
@@ -149,6 +155,7 @@ static cJSON *pc_proposal_json(const Strata__PlanProposal *p)
     cJSON_AddNumberToObject(o, "bottleneck", p->bottleneck);
     cJSON_AddBoolToObject(o, "with_spares", p->with_spares);
     cJSON_AddBoolToObject(o, "replicated", p->replicated);
+    cJSON_AddBoolToObject(o, "replicas_served", p->replicas_served);
     cJSON_AddNumberToObject(o, "margin", p->margin);
     cli_json_u64(o, "epoch", p->epoch);
     cJSON_AddNumberToObject(o, "n_layer", p->n_layer);
@@ -222,8 +229,8 @@ static void pc_proposal_print(const Strata__PlanProposal *p)
     for (size_t i = 0; i < p->n_stages; i++) {
         const Strata__ProposedStage *s = p->stages[i];
         printf("stage %zu: layers [%u, %u)  %6.2f MiB  compute %.3f ms  link %.3f ms  time %.3f "
-               "ms  worker", i, s->first, s->last, (double)s->bytes / (1 << 20), s->compute_ms,
-               s->link_ms, s->time_ms);
+               "ms  %s", i, s->first, s->last, (double)s->bytes / (1 << 20), s->compute_ms,
+               s->link_ms, s->time_ms, s->n_worker_ids > 1 ? "replicas" : "worker");
         for (size_t k = 0; k < s->n_worker_ids; k++)
             printf("%s %" PRIu64 " (%s)", k ? "," : "", s->worker_ids[k],
                    pc_name(p, s->worker_ids[k]));

@@ -69,7 +69,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
     if (!r || !pw || !why)
         e = st_errorf(ST_ENOMEM, "dry run");
     else
-        e = coord_pl_view_build(c, obj, q->replicas, &v);
+        e = coord_pl_view_build(c, obj, q->replicas || c->cfg.replicas, &v);
     if (e == ST_OK)
         e = st_place(&v->m, v->w, v->n, &v->o, r);
     if (e != ST_OK) {
@@ -94,14 +94,17 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
         }
         n++;
     }
-    const char *note = r->replicated ? "replicas are shown, not served: the coordinator commits "
-                                       "only plans with one worker per stage" : "";
+    const char *note = r->replicated && !c->cfg.replicas
+                           ? "a proposal only: the coordinator runs without --replicas, so its "
+                             "own plans have one worker per stage"
+                           : "";
     e = st_place_proposal(r, v->w, v->n, pw, n, c->has_plan ? c->plan.epoch : 0, c->mi.n_layer,
                           v->calibration, note, &pp);
     if (e != ST_OK) {
         st_api_reply_error(c, slot, e, st_errdetail());
         goto out;
     }
+    pp->replicas_served = c->cfg.replicas;
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_PLAN_PROPOSAL;
     m.plan_proposal = pp;

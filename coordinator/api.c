@@ -341,6 +341,7 @@ static void api_status(st_coord *c, uint32_t slot)
         w->state = (char *)api_state(c, m);
         int st = c->has_plan ? st_plan_stage_of(&c->plan, m->id) : -1;
         w->stage = st;
+        w->replica = c->has_plan ? st_plan_replica_of(&c->plan, m->id) : -1;
         if (st >= 0) {
             w->first = c->plan.stages[st].first;
             w->last_layer = c->plan.stages[st].last;
@@ -380,6 +381,12 @@ static void api_status(st_coord *c, uint32_t slot)
             sch.kv_bytes += ws[i].last->kv_bytes;
     sch.chunk = ss.chunk;
     sch.max_batch_tokens = ss.max_batch_tokens;
+    uint32_t nr = ss.routes < ST_SCHED_MAX_ROUTES ? ss.routes : ST_SCHED_MAX_ROUTES;
+    sch.routes = ss.routes;
+    sch.n_route_sessions = nr;
+    sch.route_sessions = ss.route_sessions;
+    sch.n_route_batches = nr;
+    sch.route_batches = ss.route_batches;
     Strata__StatusReply sr = STRATA__STATUS_REPLY__INIT;
     sr.sched = &sch;
     sr.epoch = c->has_plan ? c->plan.epoch : 0;

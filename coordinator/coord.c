@@ -8,7 +8,10 @@
  * the st_cq (net.c); this loop pops them, acts, and then runs its timers
  * (heartbeat expiry, step deadlines, queue timeouts, parked polls) and the
  * pump (commit when ready and idle, form and send the next batch, end
- * finished sessions on the workers). Nothing blocks here: every outgoing
+ * finished sessions on the workers). With replicas a batch carries its
+ * route (a replica index per stage) and goes to its route's stage-0
+ * worker; each worker forwards it to the route's next worker. Nothing
+ * blocks here: every outgoing
  * message is an asynchronous operation with a timeout.
  *
  * Plans and membership changes live in replan.c; the requests of the
@@ -184,14 +187,21 @@ fail:;
     return st_errorf(e, "%s", msg);
 }
 
+void coord_close_pushes(st_coord *c)
+{
+    for (uint32_t k = 0; k < ST_PLAN_MAX_REPLICAS; k++) {
+        st_peer_close(c->push[k]);
+        c->push[k] = NULL;
+    }
+}
+
 static void coord_close_peers(st_coord *c)
 {
     for (size_t i = 0; i < c->ms.n; i++) {
         st_peer_close(c->ms.v[i].rpc);
         c->ms.v[i].rpc = NULL;
     }
-    st_peer_close(c->push);
-    c->push = NULL;
+    coord_close_pushes(c);
 }
 
 /* coord_drain_event - what shutdown does with an event: newcomers on the
@@ -382,6 +392,13 @@ static void coord_handle(st_coord *c, st_cq_event *ev)
 
 static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
 {
+    uint32_t route[c->plan.n_stages ? c->plan.n_stages : 1];
+    for (uint32_t i = 0; i < c->plan.n_stages; i++)
+        route[i] = st_plan_route_worker(&c->plan, b->route, i);
+    st_peer *push = c->push[route[0]];
+    if (push == NULL)
+        return st_errorf(ST_ECLOSED, "no connection to replica %u of stage 0 for batch %llu",
+                         route[0], (unsigned long long)b->id);
     Strata__StepRow *rows = calloc(b->n_rows, sizeof *rows);
     Strata__StepRow **rp = calloc(b->n_rows, sizeof *rp);
     Strata__Sampling *sp = calloc(b->n_rows, sizeof *sp);
@@ -426,6 +443,10 @@ static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
     meta.sent_ns = b->sent_ns;
     meta.n_end_sessions = b->n_end;
     meta.end_sessions = (uint64_t *)b->end_ids;
+    if (c->n_routes > 1) { /* without replicas the route stays empty (all zeros) */
+        meta.n_route = c->plan.n_stages;
+        meta.route = route;
+    }
     size_t len = strata__step_meta__get_packed_size(&meta);
     size_t body = 4 + len;
     int rv = nng_msg_alloc(&msg, st_env_size(&c->env_step, body));
@@ -441,7 +462,7 @@ static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
     if ((e = st_env_seal(&c->env_step, ST_ENV_STEP, buf, body)))
         goto out;
     st_op_tag tag = {.what = ST_OP_STEP, .batch_id = b->id, .epoch = b->epoch};
-    e = st_peer_start(c->push, &c->q, msg, (int)c->cfg.step_timeout_ms, &tag);
+    e = st_peer_start(push, &c->q, msg, (int)c->cfg.step_timeout_ms, &tag);
     msg = NULL;
     if (e == ST_OK)
         c->ops_out++;
@@ -466,31 +487,37 @@ static void coord_end_sessions(st_coord *c)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_END_SESSIONS;
     m.end_sessions = &es;
-    for (uint32_t i = 0; i < c->plan.n_stages; i++) {
-        st_op_tag tag = {.what = ST_OP_END_SESSIONS, .worker_id = c->plan.stages[i].worker_id};
-        coord_rpc(c, tag.worker_id, &m, 5000, &tag);
-    }
+    for (uint32_t i = 0; i < c->plan.n_stages; i++)
+        for (uint32_t k = 0; k < c->plan.stages[i].n_workers; k++) {
+            st_op_tag tag = {.what = ST_OP_END_SESSIONS,
+                             .worker_id = c->plan.stages[i].worker_ids[k]};
+            coord_rpc(c, tag.worker_id, &m, 5000, &tag);
+        }
 }
 
 /* coord_limits - gives the scheduler the serving plan's limits once per
- * epoch: its KV slots (max_sessions), tokens per batch, and the pipeline
- * depth (--pipeline-depth, else one batch in flight per stage). */
+ * epoch: its KV slots (max_sessions), tokens per batch, its routes, and
+ * the pipeline depth (--pipeline-depth, else one batch in flight per stage
+ * and route, so the replicas of a stage work at the same time). */
 static void coord_limits(st_coord *c)
 {
     if (c->limits_epoch == c->plan.epoch)
         return;
-    uint32_t depth = c->cfg.pipeline_depth ? c->cfg.pipeline_depth : c->plan.n_stages;
+    uint32_t depth = c->cfg.pipeline_depth ? c->cfg.pipeline_depth
+                                           : c->plan.n_stages * c->n_routes;
     if (depth > COORD_MAX_DEPTH)
         depth = COORD_MAX_DEPTH;
-    st_err e = st_sched_set_limits(c->sched, c->plan.max_sessions, c->plan.max_tokens,
-                                   depth ? depth : 1);
+    st_err e = st_sched_set_routes(c->sched, c->n_routes);
+    if (e == ST_OK)
+        e = st_sched_set_limits(c->sched, c->plan.max_sessions, c->plan.max_tokens,
+                                depth ? depth : 1);
     if (e != ST_OK)
         st_log(ST_LOG_ERROR, CO, "epoch %llu: %s", (unsigned long long)c->plan.epoch,
                st_errmsg(e));
     else
         st_log(ST_LOG_INFO, CO, "epoch %llu: %u sessions, %u tokens per batch, %u batches in "
-               "flight", (unsigned long long)c->plan.epoch, c->plan.max_sessions,
-               c->plan.max_tokens, depth);
+               "flight, %u route(s)", (unsigned long long)c->plan.epoch, c->plan.max_sessions,
+               c->plan.max_tokens, depth, c->n_routes);
     c->limits_epoch = c->plan.epoch;
 }
 
@@ -498,7 +525,7 @@ static void coord_pump(st_coord *c, uint64_t now)
 {
     if (c->round.phase == ST_ROUND_READY && st_sched_in_flight(c->sched) == 0)
         coord_commit_all(c);
-    if (coord_serving(c) && c->push) {
+    if (coord_serving(c) && c->push[0]) {
         coord_limits(c);
         for (;;) {
             const st_sched_batch *b;

@@ -44,6 +44,8 @@ typedef struct st_coord_cfg {
     uint32_t imbalance_ms;         /* sustained imbalance before a replan (0: 5000) */
     bool no_imbalance;             /* never replan on heartbeats */
     uint32_t min_samples;          /* per-layer samples before a measurement counts (0: 20) */
+    bool replicas;                 /* commit plans whose bottleneck stages have replicas
+                                    * (throughput objective; off: one worker per stage) */
 } st_coord_cfg;
 
 /* st_coord_cfg_default - the documented defaults (model_path NULL). */

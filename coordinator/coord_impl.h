@@ -59,7 +59,8 @@ struct st_coord {
     uint64_t next_epoch;
     bool replan_wanted, replan_force;
     char plan_error[320];
-    st_peer *push;              /* to stage 0 of the committed plan */
+    st_peer *push[ST_PLAN_MAX_REPLICAS]; /* to each worker of stage 0 of the committed plan */
+    uint32_t n_routes;          /* routes through the committed plan's replicas */
     uint64_t limits_epoch;      /* epoch whose limits the scheduler has */
     coord_park *parks;
     size_t n_parks, max_parks;
@@ -79,6 +80,8 @@ struct st_coord {
 bool coord_serving(const st_coord *c);
 /* coord_now - the monotonic clock in ns. */
 uint64_t coord_now(void);
+/* coord_close_pushes - closes the PUSH sockets to stage 0. */
+void coord_close_pushes(st_coord *c);
 
 /* replan.c */
 /* coord_replan - makes a new plan from the placeable workers and starts

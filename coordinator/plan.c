@@ -11,7 +11,12 @@
  * incarnations, the counter orders the plans of one incarnation, so an
  * epoch never goes backwards across restarts without any file to persist.
  *
- * A round tracks one switch: the plan's stage workers must each answer
+ * A stage has one worker or several replicas (each holds the stage's
+ * layers and the KV of the sessions routed through it). Routes: route k
+ * goes through replica k mod n_workers of every stage; with lcm(n_workers)
+ * routes every replica carries as many routes as its siblings.
+ *
+ * A round tracks one switch: the plan's stage workers (every replica) must each answer
  * Ready to Prepare; then (once no batch is in flight, which the caller
  * decides) every live worker receives Commit and the switch is done when
  * every stage worker acknowledged. Workers outside the plan become spares;
@@ -31,8 +36,8 @@ typedef struct plan_view {
     Strata__Plan pb;
     Strata__Stage *st;
     Strata__Stage **sp;
-    uint64_t *ids;
-    char **addrs;
+    uint64_t *ids;  /* [n][ST_PLAN_MAX_REPLICAS] */
+    char **addrs;   /* [n][ST_PLAN_MAX_REPLICAS] */
 } plan_view;
 
 st_err st_plan_to_pb(const st_plan *p, bool without_hash, Strata__Plan **out)
@@ -44,8 +49,8 @@ st_err st_plan_to_pb(const st_plan *p, bool without_hash, Strata__Plan **out)
         return st_errorf(ST_ENOMEM, "plan view");
     v->st = calloc(n ? n : 1, sizeof *v->st);
     v->sp = calloc(n ? n : 1, sizeof *v->sp);
-    v->ids = calloc(n ? n : 1, sizeof *v->ids);
-    v->addrs = calloc(n ? n : 1, sizeof *v->addrs);
+    v->ids = calloc((n ? n : 1) * (size_t)ST_PLAN_MAX_REPLICAS, sizeof *v->ids);
+    v->addrs = calloc((n ? n : 1) * (size_t)ST_PLAN_MAX_REPLICAS, sizeof *v->addrs);
     if (!v->st || !v->sp || !v->ids || !v->addrs) {
         st_plan_pb_free(&v->pb);
         return st_errorf(ST_ENOMEM, "plan view");
@@ -64,12 +69,22 @@ st_err st_plan_to_pb(const st_plan *p, bool without_hash, Strata__Plan **out)
         s->index = i;
         s->first = p->stages[i].first;
         s->last = p->stages[i].last;
-        v->ids[i] = p->stages[i].worker_id;
-        s->n_worker_ids = 1;
-        s->worker_ids = &v->ids[i];
-        v->addrs[i] = (char *)p->stages[i].data_addr;
-        s->n_data_addrs = 1;
-        s->data_addrs = &v->addrs[i];
+        const st_plan_stage *ps = &p->stages[i];
+        if (ps->n_workers < 1 || ps->n_workers > ST_PLAN_MAX_REPLICAS) {
+            st_plan_pb_free(&v->pb);
+            return st_errorf(ST_EINVAL, "stage %u has %u workers; 1..%d are allowed", i,
+                             ps->n_workers, ST_PLAN_MAX_REPLICAS);
+        }
+        uint64_t *ids = &v->ids[(size_t)i * ST_PLAN_MAX_REPLICAS];
+        char **addrs = &v->addrs[(size_t)i * ST_PLAN_MAX_REPLICAS];
+        for (uint32_t k = 0; k < ps->n_workers; k++) {
+            ids[k] = ps->worker_ids[k];
+            addrs[k] = (char *)ps->data_addrs[k];
+        }
+        s->n_worker_ids = ps->n_workers;
+        s->worker_ids = ids;
+        s->n_data_addrs = ps->n_workers;
+        s->data_addrs = addrs;
         s->in_dtype = (char *)p->wire;
         v->sp[i] = s;
     }
@@ -133,19 +148,88 @@ bool st_plan_same_layout(const st_plan *a, const st_plan *b)
         return false;
     for (uint32_t i = 0; i < a->n_stages; i++) {
         const st_plan_stage *x = &a->stages[i], *y = &b->stages[i];
-        if (x->first != y->first || x->last != y->last || x->worker_id != y->worker_id ||
-            strcmp(x->data_addr, y->data_addr) != 0)
+        if (x->first != y->first || x->last != y->last || x->n_workers != y->n_workers)
             return false;
+        for (uint32_t k = 0; k < x->n_workers && k < ST_PLAN_MAX_REPLICAS; k++)
+            if (x->worker_ids[k] != y->worker_ids[k] ||
+                strcmp(x->data_addrs[k], y->data_addrs[k]) != 0)
+                return false;
     }
     return true;
 }
 
-int st_plan_stage_of(const st_plan *p, uint64_t worker_id)
+/* plan_find - the stage and replica index of worker_id; false if none. */
+static bool plan_find(const st_plan *p, uint64_t worker_id, int *stage, int *rep)
 {
     for (uint32_t i = 0; i < p->n_stages; i++)
-        if (p->stages[i].worker_id == worker_id)
-            return (int)i;
-    return -1;
+        for (uint32_t k = 0; k < p->stages[i].n_workers && k < ST_PLAN_MAX_REPLICAS; k++)
+            if (p->stages[i].worker_ids[k] == worker_id) {
+                *stage = (int)i;
+                *rep = (int)k;
+                return true;
+            }
+    *stage = *rep = -1;
+    return false;
+}
+
+int st_plan_stage_of(const st_plan *p, uint64_t worker_id)
+{
+    int st, rep;
+    plan_find(p, worker_id, &st, &rep);
+    return st;
+}
+
+int st_plan_replica_of(const st_plan *p, uint64_t worker_id)
+{
+    int st, rep;
+    plan_find(p, worker_id, &st, &rep);
+    return rep;
+}
+
+uint32_t st_plan_n_workers(const st_plan *p)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->n_stages; i++)
+        n += p->stages[i].n_workers;
+    return n;
+}
+
+bool st_plan_replicated(const st_plan *p)
+{
+    for (uint32_t i = 0; i < p->n_stages; i++)
+        if (p->stages[i].n_workers > 1)
+            return true;
+    return false;
+}
+
+static uint32_t plan_gcd(uint32_t a, uint32_t b)
+{
+    while (b != 0) {
+        uint32_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+uint32_t st_plan_routes(const st_plan *p, uint32_t max_routes)
+{
+    uint64_t lcm = 1;
+    uint32_t most = 1;
+    for (uint32_t i = 0; i < p->n_stages; i++) {
+        uint32_t r = p->stages[i].n_workers ? p->stages[i].n_workers : 1;
+        if (r > most)
+            most = r;
+        if (lcm <= max_routes)
+            lcm = lcm / plan_gcd((uint32_t)lcm, r) * r;
+    }
+    return lcm <= max_routes ? (uint32_t)lcm : most;
+}
+
+uint32_t st_plan_route_worker(const st_plan *p, uint32_t route, uint32_t stage)
+{
+    uint32_t r = p->stages[stage].n_workers ? p->stages[stage].n_workers : 1;
+    return route % r;
 }
 
 st_err st_plan_copy(st_plan *dst, const st_plan *src)
@@ -172,18 +256,22 @@ void st_plan_free(st_plan *p)
 st_err st_round_begin(st_round *r, st_plan *plan, const uint64_t *others, size_t n_others,
                       uint64_t now_ns)
 {
-    size_t n = plan->n_stages + n_others;
+    size_t nw = st_plan_n_workers(plan);
+    size_t n = nw + n_others;
     st_round_peer *peers = calloc(n ? n : 1, sizeof *peers);
     if (peers == NULL)
         return st_errorf(ST_ENOMEM, "round of %zu peers", n);
-    for (uint32_t i = 0; i < plan->n_stages; i++) {
-        peers[i].worker_id = plan->stages[i].worker_id;
-        peers[i].in_plan = true;
-        peers[i].state = ST_RP_WAIT;
-    }
+    size_t k = 0;
+    for (uint32_t i = 0; i < plan->n_stages; i++)
+        for (uint32_t j = 0; j < plan->stages[i].n_workers; j++) {
+            peers[k].worker_id = plan->stages[i].worker_ids[j];
+            peers[k].in_plan = true;
+            peers[k].state = ST_RP_WAIT;
+            k++;
+        }
     for (size_t i = 0; i < n_others; i++) {
-        peers[plan->n_stages + i].worker_id = others[i];
-        peers[plan->n_stages + i].state = ST_RP_READY;
+        peers[nw + i].worker_id = others[i];
+        peers[nw + i].state = ST_RP_READY;
     }
     r->phase = ST_ROUND_PREPARING;
     r->plan = *plan;

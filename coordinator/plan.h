@@ -13,12 +13,16 @@
 
 #define ST_PLAN_ADDR_MAX 256
 #define ST_PLAN_HASH_BYTES 32
+#define ST_PLAN_MAX_REPLICAS 8 /* workers per stage (= ST_PLACE_MAX_REPLICAS) */
 
+/* A stage and its workers: one, or several replicas that each hold the
+ * stage's layers and the KV of the sessions routed through them. */
 typedef struct st_plan_stage {
     uint32_t first; /* layers [first, last) */
     uint32_t last;
-    uint64_t worker_id;
-    char data_addr[ST_PLAN_ADDR_MAX];
+    uint32_t n_workers; /* 1..ST_PLAN_MAX_REPLICAS */
+    uint64_t worker_ids[ST_PLAN_MAX_REPLICAS];
+    char data_addrs[ST_PLAN_MAX_REPLICAS][ST_PLAN_ADDR_MAX];
 } st_plan_stage;
 
 typedef struct st_plan {
@@ -64,6 +68,27 @@ bool st_plan_same_layout(const st_plan *a, const st_plan *b);
 
 /* st_plan_stage_of - the stage index of worker_id in p, or -1. */
 int st_plan_stage_of(const st_plan *p, uint64_t worker_id);
+
+/* st_plan_replica_of - worker_id's index among its stage's workers in p,
+ * or -1 when it has no stage. */
+int st_plan_replica_of(const st_plan *p, uint64_t worker_id);
+
+/* st_plan_n_workers - the workers of every stage of p, replicas included. */
+uint32_t st_plan_n_workers(const st_plan *p);
+
+/* st_plan_replicated - whether some stage of p has more than one worker. */
+bool st_plan_replicated(const st_plan *p);
+
+/* st_plan_routes - the number of routes through p's replicas: the least
+ * common multiple of the stages' worker counts when it is at most
+ * max_routes, else the largest worker count. Route k goes through worker
+ * k mod n_workers of every stage (st_plan_route_worker), so with the lcm
+ * every replica of a stage carries the same number of routes. 1 when no
+ * stage is replicated. */
+uint32_t st_plan_routes(const st_plan *p, uint32_t max_routes);
+
+/* st_plan_route_worker - the replica index route k uses at stage i. */
+uint32_t st_plan_route_worker(const st_plan *p, uint32_t route, uint32_t stage);
 
 /* st_plan_copy - a deep copy into dst (dst's old contents are not freed). */
 st_err st_plan_copy(st_plan *dst, const st_plan *src);

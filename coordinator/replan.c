@@ -35,8 +35,20 @@
  * lost stage worker marks the serving plan broken: batches pause until the
  * next commit, and the batches in flight fail with one retry each, so
  * their requests continue from their token history on the next plan.
- * Replicated plans are never committed: the data plane sends a batch to
- * one worker per stage (the planner makes them only for dry runs). */
+ *
+ * Replicas (--replicas, throughput objective): the planner may give idle
+ * workers to the bottleneck stages, and such a plan is committed like any
+ * other. Every replica holds the stage's layers and its own sessions' KV;
+ * it is prepared, committed and measured as a stage worker, and losing
+ * one breaks the plan as losing any stage worker does (the next plan is
+ * made from the workers left). The data plane routes: the scheduler pins
+ * each session to a route (a replica per stage, st_plan_routes) for the
+ * epoch and forms batches of one route; the coordinator sends a batch to
+ * its route's stage-0 worker (one PUSH per stage-0 worker) and every
+ * worker forwards it to the route's next worker (StepMeta.route). After a
+ * commit every session re-prefills from its history, possibly on another
+ * route. Without --replicas the planner never makes replicas here (dry
+ * runs may still show them). */
 #include "coordinator/coord_impl.h"
 
 #include <stdio.h>
@@ -100,15 +112,16 @@ static void coord_prepare_all(st_coord *c)
     uint64_t epoch = c->round.plan.epoch;
     uint64_t failed = 0;
     char why[200] = "";
-    for (uint32_t i = 0; i < c->round.plan.n_stages && failed == 0; i++) {
-        st_op_tag tag = {.what = ST_OP_PREPARE, .worker_id = c->round.plan.stages[i].worker_id,
-                         .epoch = epoch};
-        if ((e = coord_rpc(c, tag.worker_id, &m, (int)c->cfg.prepare_timeout_ms, &tag))) {
-            failed = tag.worker_id;
-            snprintf(why, sizeof why, "Prepare of epoch %llu not sent: %s",
-                     (unsigned long long)epoch, st_errmsg(e));
+    for (uint32_t i = 0; i < c->round.plan.n_stages && failed == 0; i++)
+        for (uint32_t k = 0; k < c->round.plan.stages[i].n_workers && failed == 0; k++) {
+            st_op_tag tag = {.what = ST_OP_PREPARE,
+                             .worker_id = c->round.plan.stages[i].worker_ids[k], .epoch = epoch};
+            if ((e = coord_rpc(c, tag.worker_id, &m, (int)c->cfg.prepare_timeout_ms, &tag))) {
+                failed = tag.worker_id;
+                snprintf(why, sizeof why, "Prepare of epoch %llu not sent: %s",
+                         (unsigned long long)epoch, st_errmsg(e));
+            }
         }
-    }
     st_plan_pb_free(pb);
     if (failed)
         coord_exclude(c, failed, why);
@@ -151,22 +164,30 @@ static void coord_committed(st_coord *c)
     c->plan_broken = false;
     c->plan_error[0] = '\0';
     st_sched_forget_kv(c->sched);
-    const char *addr0 = c->plan.stages[0].data_addr;
-    if (c->push == NULL || strcmp(st_peer_url(c->push), addr0) != 0) {
-        st_peer_close(c->push);
-        c->push = NULL;
-        st_err e = st_peer_open_push(addr0, &c->push);
+    c->n_routes = st_plan_routes(&c->plan, ST_SCHED_MAX_ROUTES);
+    const st_plan_stage *s0 = &c->plan.stages[0];
+    for (uint32_t k = 0; k < ST_PLAN_MAX_REPLICAS; k++) { /* a PUSH per stage-0 worker */
+        const char *addr = k < s0->n_workers ? s0->data_addrs[k] : NULL;
+        if (c->push[k] != NULL && addr != NULL && strcmp(st_peer_url(c->push[k]), addr) == 0)
+            continue;
+        st_peer_close(c->push[k]);
+        c->push[k] = NULL;
+        if (addr == NULL)
+            continue;
+        st_err e = st_peer_open_push(addr, &c->push[k]);
         if (e != ST_OK) {
-            st_log(ST_LOG_ERROR, CO, "stage 0 at %s: %s", addr0, st_errmsg(e));
+            st_log(ST_LOG_ERROR, CO, "stage 0 replica %u at %s: %s", k, addr, st_errmsg(e));
             c->plan_broken = true;
         }
     }
     char desc[512];
     size_t off = 0;
     for (uint32_t i = 0; i < c->plan.n_stages && off < sizeof desc; i++)
-        off += (size_t)snprintf(desc + off, sizeof desc - off, "%s[%u,%u)@%llu", i ? " " : "",
-                                c->plan.stages[i].first, c->plan.stages[i].last,
-                                (unsigned long long)c->plan.stages[i].worker_id);
+        for (uint32_t k = 0; k < c->plan.stages[i].n_workers && off < sizeof desc; k++)
+            off += (size_t)snprintf(desc + off, sizeof desc - off, "%s%s[%u,%u)@%llu",
+                                    i || k ? " " : "", k ? "+" : "", c->plan.stages[i].first,
+                                    c->plan.stages[i].last,
+                                    (unsigned long long)c->plan.stages[i].worker_ids[k]);
     st_log(ST_LOG_INFO, CO, "epoch %llu committed: %s", (unsigned long long)c->plan.epoch, desc);
     for (size_t i = 0; i < c->ms.n; i++) {
         st_member *m = &c->ms.v[i];
@@ -337,7 +358,7 @@ void coord_replan(st_coord *c, bool force, const char *why)
     char text[400];
     coord_pl_view *v = NULL;
     st_place_result *r = malloc(sizeof *r);
-    st_err e = r ? coord_pl_view_build(c, c->pl.objective, false, &v)
+    st_err e = r ? coord_pl_view_build(c, c->pl.objective, c->cfg.replicas, &v)
                  : st_errorf(ST_ENOMEM, "planner result");
     if (e == ST_OK && !c->has_plan && v->n < c->cfg.min_workers) {
         snprintf(c->plan_error, sizeof c->plan_error, "waiting for workers: %zu of %u joined",
@@ -347,9 +368,6 @@ void coord_replan(st_coord *c, bool force, const char *why)
     }
     if (e == ST_OK)
         e = st_place(&v->m, v->w, v->n, &v->o, r);
-    if (e == ST_OK && r->replicated)
-        e = st_errorf(ST_EINTERNAL, "refusing to commit a plan with replicas: the data plane "
-                      "sends each batch to one worker per stage");
     if (e != ST_OK) {
         c->pl.last_err = e;
         if (strcmp(c->plan_error, st_errdetail()) != 0)
@@ -375,12 +393,15 @@ void coord_replan(st_coord *c, bool force, const char *why)
     }
     p.n_stages = (uint32_t)r->n_stages;
     for (size_t i = 0; i < r->n_stages; i++) {
-        const st_member *m = st_members_find(&c->ms, v->w[r->stages[i].rep[0]].id);
         p.stages[i].first = r->stages[i].first;
         p.stages[i].last = r->stages[i].last;
-        p.stages[i].worker_id = m->id;
-        snprintf(p.stages[i].data_addr, sizeof p.stages[i].data_addr, "%s",
-                 m->join->join->cap->data_addr);
+        p.stages[i].n_workers = r->stages[i].n_rep;
+        for (uint32_t k = 0; k < r->stages[i].n_rep && k < ST_PLAN_MAX_REPLICAS; k++) {
+            const st_member *m = st_members_find(&c->ms, v->w[r->stages[i].rep[k]].id);
+            p.stages[i].worker_ids[k] = m->id;
+            snprintf(p.stages[i].data_addrs[k], sizeof p.stages[i].data_addrs[k], "%s",
+                     m->join->join->cap->data_addr);
+        }
     }
     memcpy(p.model_id, c->mi.model_id, sizeof p.model_id);
     p.zstd = c->cfg.zstd;
@@ -415,8 +436,9 @@ void coord_replan(st_coord *c, bool force, const char *why)
     char cur[64] = "";
     if (r->has_current)
         snprintf(cur, sizeof cur, ", the serving plan's %.3f ms", r->current_s * 1e3);
-    snprintf(text, sizeof text, "preparing epoch %llu (%u stages, %s step %.3f ms%s) because %s",
-             (unsigned long long)p.epoch, p.n_stages, obj, r->step_s * 1e3, cur, why);
+    snprintf(text, sizeof text, "preparing epoch %llu (%u stages, %u workers, %s step %.3f ms%s) "
+             "because %s", (unsigned long long)p.epoch, p.n_stages, st_plan_n_workers(&p), obj,
+             r->step_s * 1e3, cur, why);
     coord_pl_note(c, ST_LOG_INFO, text);
     if ((e = st_round_begin(&c->round, &p, others, no, coord_now()))) {
         st_plan_free(&p);
@@ -444,18 +466,19 @@ void coord_on_heartbeat(st_coord *c)
         return;
     /* only fresh measurements count: an idle cluster's EMAs do not move */
     uint64_t samples = 0;
-    for (uint32_t i = 0; i < c->plan.n_stages; i++) {
-        const st_member *m = st_members_find(&c->ms, c->plan.stages[i].worker_id);
-        if (m && m->hb && m->hb->heartbeat->n_layers > 0)
-            samples += m->hb->heartbeat->layers[0]->samples;
-    }
+    for (uint32_t i = 0; i < c->plan.n_stages; i++)
+        for (uint32_t k = 0; k < c->plan.stages[i].n_workers; k++) {
+            const st_member *m = st_members_find(&c->ms, c->plan.stages[i].worker_ids[k]);
+            if (m && m->hb && m->hb->heartbeat->n_layers > 0)
+                samples += m->hb->heartbeat->layers[0]->samples;
+        }
     if (samples == c->pl.last_samples)
         return;
     c->pl.last_samples = samples;
     c->pl.last_check_ns = now;
     coord_pl_view *v = NULL;
     st_place_result *r = malloc(sizeof *r);
-    if (r == NULL || coord_pl_view_build(c, c->pl.objective, false, &v) != ST_OK ||
+    if (r == NULL || coord_pl_view_build(c, c->pl.objective, c->cfg.replicas, &v) != ST_OK ||
         st_place(&v->m, v->w, v->n, &v->o, r) != ST_OK) {
         coord_pl_view_free(v);
         free(r);

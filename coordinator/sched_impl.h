@@ -55,6 +55,7 @@ struct sched_sess {
     uint64_t in_flight; /* batch id, 0 if none */
     uint64_t last_batch; /* id of the last batch it was in (decode order: oldest first) */
     uint64_t last_used_ns;
+    uint32_t route;      /* the route its KV lives on (st_sched_set_routes) */
 };
 
 typedef struct sched_batch {
@@ -70,10 +71,13 @@ struct st_sched {
     size_t n_req, cap_req;
     sched_batch *batches; /* [max_in_flight] */
     uint32_t cap_sessions, batch_tokens, depth; /* the serving plan's limits */
+    uint32_t n_routes;    /* routes through the serving plan's replicas */
+    uint64_t route_batches[ST_SCHED_MAX_ROUTES];
     uint64_t next_req, next_sess, next_batch;
     uint64_t *ended;      /* ended session ids for EndSessions (st_sched_take_ended) */
     size_t n_ended, cap_ended;
-    uint64_t *pend;       /* ended session ids for the next batch's end_ids */
+    uint64_t *pend;       /* ended session ids for the next batches' end_ids, until a */
+    uint32_t *pend_route; /* batch of the session's route carried it (its workers saw it) */
     size_t n_pend;
     st_sched_stats st;    /* totals (the gauges are computed on demand) */
     char *dbuf;           /* detokenizer output scratch */

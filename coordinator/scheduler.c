@@ -20,6 +20,16 @@
  * the oldest requests. A ready decode session left out of a batch counts
  * a missed step for its request: the starvation evidence Poll returns.
  *
+ * Routes. With replicas, a stage's workers each hold the KV of their own
+ * sessions, so a session is pinned to one route (a worker per stage) and a
+ * batch is formed for one route only. A new session takes the route with
+ * the fewest running sessions; a new plan re-pins every session evenly
+ * (st_sched_set_routes; they re-prefill anyway). Each route may have
+ * ceil(depth / routes) batches in flight and the next batch goes to the
+ * route with the fewest, so the replicas of the bottleneck compute at the
+ * same time. The row cap is per route: ceil(its running sessions / its
+ * share of depth). With one route all of this is the plain pipeline.
+ *
  * Admission is the KV budget: at most cap_sessions sessions (the plan's
  * max_sessions; every worker holds a KV slot per session for its layers,
  * reserved in its memory budget at Prepare), so the workers never need to
@@ -73,8 +83,10 @@ st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
     s->batches = calloc(cfg->max_in_flight, sizeof *s->batches);
     s->ended = calloc(s->cap_ended, sizeof *s->ended);
     s->pend = calloc(s->cap_ended, sizeof *s->pend);
+    s->pend_route = calloc(s->cap_ended, sizeof *s->pend_route);
     s->dbuf = malloc(s->dcap ? s->dcap : 1);
-    if (!s->sess || !s->req || !s->batches || !s->ended || !s->pend || !s->dbuf) {
+    if (!s->sess || !s->req || !s->batches || !s->ended || !s->pend || !s->pend_route ||
+        !s->dbuf) {
         st_sched_free(s);
         return st_errorf(ST_ENOMEM, "scheduler tables");
     }
@@ -91,8 +103,80 @@ st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
     s->cap_sessions = cfg->max_sessions;
     s->batch_tokens = cfg->max_batch_tokens;
     s->depth = cfg->max_in_flight;
+    s->n_routes = 1;
     *out = s;
     return ST_OK;
+}
+
+/* sched_route_load - running sessions (x 2^16) plus all sessions on route
+ * r: the least loaded route takes the next session. */
+static uint64_t sched_route_load(const st_sched *s, uint32_t r)
+{
+    uint64_t run = 0, all = 0;
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
+        const sched_sess *ss = &s->sess[i];
+        if (!ss->used || ss->route != r)
+            continue;
+        all++;
+        run += ss->req != NULL && ss->req->state == RQ_RUNNING;
+    }
+    return (run << 16) + all;
+}
+
+static uint32_t sched_least_loaded(const st_sched *s)
+{
+    uint32_t best = 0;
+    uint64_t best_load = UINT64_MAX;
+    for (uint32_t r = 0; r < s->n_routes; r++) {
+        uint64_t l = sched_route_load(s, r);
+        if (l < best_load) {
+            best_load = l;
+            best = r;
+        }
+    }
+    return best;
+}
+
+st_err st_sched_set_routes(st_sched *s, uint32_t n_routes)
+{
+    if (n_routes == 0 || n_routes > ST_SCHED_MAX_ROUTES)
+        return st_errorf(ST_EINVAL, "scheduler: %u routes; 1..%d are allowed", n_routes,
+                         ST_SCHED_MAX_ROUTES);
+    s->n_routes = n_routes;
+    memset(s->route_batches, 0, sizeof s->route_batches);
+    uint32_t count[ST_SCHED_MAX_ROUTES] = {0};
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) { /* in flight: they stay put */
+        sched_sess *ss = &s->sess[i];
+        if (ss->used && ss->in_flight) {
+            if (ss->route >= n_routes) {
+                ss->route %= n_routes;
+                ss->n_cached = 0;
+            }
+            count[ss->route]++;
+        }
+    }
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
+        sched_sess *ss = &s->sess[i];
+        if (!ss->used || ss->in_flight)
+            continue;
+        uint32_t best = 0;
+        for (uint32_t r = 1; r < n_routes; r++)
+            if (count[r] < count[best])
+                best = r;
+        if (best != ss->route)
+            ss->n_cached = 0; /* its KV is on another route's workers */
+        ss->route = best;
+        count[best]++;
+    }
+    return ST_OK;
+}
+
+int st_sched_route_of(const st_sched *s, uint64_t session_id)
+{
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
+        if (s->sess[i].used && s->sess[i].id == session_id)
+            return (int)s->sess[i].route;
+    return -1;
 }
 
 st_err st_sched_set_limits(st_sched *s, uint32_t max_sessions, uint32_t max_batch_tokens,
@@ -128,6 +212,7 @@ void st_sched_free(st_sched *s)
     free(s->batches);
     free(s->ended);
     free(s->pend);
+    free(s->pend_route);
     free(s->dbuf);
     free(s);
 }
@@ -156,7 +241,13 @@ static void sched_ring_put(uint64_t *v, size_t *n, size_t cap, uint64_t id)
 void sched_end_session(st_sched *s, sched_sess *ss)
 {
     sched_ring_put(s->ended, &s->n_ended, s->cap_ended, ss->id);
-    sched_ring_put(s->pend, &s->n_pend, s->cap_ended, ss->id);
+    if (s->n_pend == s->cap_ended) { /* forget the oldest: the workers' LRU bounds them */
+        memmove(s->pend, s->pend + 1, (s->cap_ended - 1) * sizeof *s->pend);
+        memmove(s->pend_route, s->pend_route + 1, (s->cap_ended - 1) * sizeof *s->pend_route);
+        s->n_pend--;
+    }
+    s->pend[s->n_pend] = ss->id;
+    s->pend_route[s->n_pend++] = ss->route;
     ss->used = false;
     ss->req = NULL;
     ss->n_hist = ss->n_cached = 0;
@@ -284,6 +375,7 @@ static void sched_admit(st_sched *s, uint64_t now)
             sched_finish(s, r, "error", ST_ENOMEM, "out of memory for a session", now);
             continue;
         }
+        ss->route = sched_least_loaded(s); /* before it counts itself */
         ss->used = true;
         ss->id = ++s->next_sess;
         ss->client_id = r->client_session;
@@ -346,6 +438,38 @@ static int sched_cmp_req(const void *a, const void *b)
     return x->req->id < y->req->id ? -1 : x->req->id > y->req->id;
 }
 
+/* sched_pick_route - the route of the next batch (see st_sched_form);
+ * false when no route has a ready session and room in flight. */
+static bool sched_pick_route(const st_sched *s, uint32_t *out)
+{
+    uint32_t inflight[ST_SCHED_MAX_ROUTES] = {0};
+    uint64_t oldest[ST_SCHED_MAX_ROUTES] = {0};
+    bool ready[ST_SCHED_MAX_ROUTES] = {false};
+    for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
+        if (s->batches[i].used && s->batches[i].b.route < s->n_routes)
+            inflight[s->batches[i].b.route]++;
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
+        const sched_sess *ss = &s->sess[i];
+        if (!ss->used || ss->req == NULL || ss->req->state != RQ_RUNNING || ss->in_flight ||
+            ss->route >= s->n_routes)
+            continue;
+        if (!ready[ss->route] || ss->last_batch < oldest[ss->route])
+            oldest[ss->route] = ss->last_batch;
+        ready[ss->route] = true;
+    }
+    uint32_t share = (s->depth + s->n_routes - 1) / s->n_routes;
+    bool found = false;
+    for (uint32_t r = 0; r < s->n_routes; r++) {
+        if (!ready[r] || inflight[r] >= share)
+            continue;
+        if (!found || inflight[r] < inflight[*out] ||
+            (inflight[r] == inflight[*out] && oldest[r] < oldest[*out]))
+            *out = r;
+        found = true;
+    }
+    return found;
+}
+
 st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sched_batch **out)
 {
     *out = NULL;
@@ -358,20 +482,22 @@ st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sche
         else if (slot == NULL)
             slot = &s->batches[i];
     }
-    if (slot == NULL || busy >= s->depth)
+    uint32_t route = 0;
+    if (slot == NULL || busy >= s->depth || !sched_pick_route(s, &route))
         return ST_OK;
     st_sched_batch *b = &slot->b;
     b->n_rows = 0;
     b->n_tokens = 0;
     b->n_end = 0;
     b->id = s->next_batch + 1;
+    b->route = route;
     uint32_t budget = s->batch_tokens;
     sched_sess *dec[s->cfg.max_sessions], *pre[s->cfg.max_sessions];
     size_t n_dec = 0, n_pre = 0;
     uint32_t running = 0;
     for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
         sched_sess *ss = &s->sess[i];
-        if (!ss->used || ss->req == NULL || ss->req->state != RQ_RUNNING)
+        if (!ss->used || ss->req == NULL || ss->req->state != RQ_RUNNING || ss->route != route)
             continue;
         running++;
         if (ss->in_flight)
@@ -381,9 +507,10 @@ st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sche
         else
             pre[n_pre++] = ss;
     }
-    /* a balanced share of the running sessions: the other batches in
-     * flight (or to be formed when they come back) hold the rest */
-    uint32_t cap_rows = (running + s->depth - 1) / s->depth;
+    /* a balanced share of the route's running sessions: the route's other
+     * batches in flight (or to be formed when they come back) hold the rest */
+    uint32_t share = (s->depth + s->n_routes - 1) / s->n_routes;
+    uint32_t cap_rows = (running + share - 1) / share;
     qsort(dec, n_dec, sizeof *dec, sched_cmp_wait);
     qsort(pre, n_pre, sizeof *pre, sched_cmp_req);
     size_t i = 0;
@@ -403,15 +530,24 @@ st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sche
     }
     if (b->n_rows == 0)
         return ST_OK;
+    /* every pending end rides along (a repeated end is a no-op: ids are
+     * never reused); it is done once a batch of its own route took it */
     memcpy(slot->end, s->pend, s->n_pend * sizeof *s->pend);
     b->n_end = (uint32_t)s->n_pend;
-    s->n_pend = 0;
+    size_t kept = 0;
+    for (size_t k = 0; k < s->n_pend; k++)
+        if (s->pend_route[k] != route && s->pend_route[k] < s->n_routes) {
+            s->pend[kept] = s->pend[k];
+            s->pend_route[kept++] = s->pend_route[k];
+        }
+    s->n_pend = kept;
     s->next_batch = b->id;
     b->epoch = epoch;
     b->sent_ns = now_ns;
     b->deadline_ns = now_ns + s->cfg.step_timeout_ns;
     slot->used = true;
     s->st.batches++;
+    s->route_batches[route]++;
     s->st.rows += b->n_rows;
     s->st.tokens += b->n_tokens;
     if (busy + 1 > s->st.peak_in_flight)
@@ -646,4 +782,10 @@ void st_sched_get_stats(const st_sched *s, st_sched_stats *st)
     st->max_batch_tokens = s->batch_tokens;
     st->chunk = s->cfg.chunk;
     st->in_flight = (uint32_t)st_sched_in_flight(s);
+    st->routes = s->n_routes;
+    memset(st->route_sessions, 0, sizeof st->route_sessions);
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
+        if (s->sess[i].used && s->sess[i].route < ST_SCHED_MAX_ROUTES)
+            st->route_sessions[s->sess[i].route]++;
+    memcpy(st->route_batches, s->route_batches, sizeof st->route_batches);
 }

@@ -21,6 +21,13 @@
  * when they end; sessions that ended ride on the next batch (end_ids) so
  * every stage frees their KV before it binds the batch's rows.
  *
+ * Routes (replicated plans, docs/placement.md): with replicas a stage has
+ * several workers, each keeping the KV of its own sessions, so every
+ * session is pinned to one route (one worker per stage) until the next
+ * plan, and a batch only holds sessions of one route. New sessions go to
+ * the least-loaded route; each route gets its share of the batches in
+ * flight, so the replicas of a stage work at the same time.
+ *
  * Sessions: a request with a client session id continues that session:
  * its prompt is the whole conversation, and the longest prefix it shares
  * with the session's history that the workers' KV still holds is not fed
@@ -40,6 +47,7 @@
 #define ST_SCHED_MAX_STOP 16       /* stop strings per request */
 #define ST_SCHED_MAX_STOP_LEN 256  /* bytes per stop string */
 #define ST_SCHED_MAX_LOGITS_BYTES ((uint64_t)256 << 20) /* per request */
+#define ST_SCHED_MAX_ROUTES 64     /* routes through the replicas of a plan */
 
 typedef struct st_sched_cfg {
     uint32_t n_ctx;            /* KV positions per session */
@@ -90,6 +98,7 @@ typedef struct st_sched_row {
 typedef struct st_sched_batch {
     uint64_t id;
     uint64_t epoch;
+    uint32_t route;          /* every row's session is pinned to this route */
     uint64_t sent_ns;
     uint64_t deadline_ns;
     uint32_t n_rows;
@@ -147,6 +156,9 @@ typedef struct st_sched_stats {
     uint64_t reused_tokens;    /* prompt ids served from a session's KV */
     uint64_t sessions_evicted; /* idle client sessions ended to make room */
     uint64_t sessions_expired; /* idle client sessions ended by their TTL */
+    uint32_t routes;           /* routes through the replicas (1: none) */
+    uint32_t route_sessions[ST_SCHED_MAX_ROUTES]; /* sessions pinned to each route */
+    uint64_t route_batches[ST_SCHED_MAX_ROUTES];  /* batches formed per route since set_routes */
 } st_sched_stats;
 
 typedef struct st_sched st_sched;
@@ -175,12 +187,28 @@ st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64
 st_err st_sched_set_limits(st_sched *s, uint32_t max_sessions, uint32_t max_batch_tokens,
                            uint32_t depth);
 
+/* st_sched_set_routes - the serving plan has n_routes routes (1..
+ * ST_SCHED_MAX_ROUTES; ST_EINVAL otherwise). Every session not in flight
+ * is re-pinned so the routes hold equal shares (the least-loaded route
+ * first, in slot order); one that moves forgets its KV (n_cached = 0), as
+ * its KV is on another worker. Call it once per plan, after
+ * st_sched_forget_kv. The per-route batch counts start over. */
+st_err st_sched_set_routes(st_sched *s, uint32_t n_routes);
+
+/* st_sched_route_of - the route session_id is pinned to, or -1 if it is
+ * not a live session. */
+int st_sched_route_of(const st_sched *s, uint64_t session_id);
+
 /* st_sched_form - admits queued requests into free session slots and forms
  * the next batch for epoch; *out is NULL when there is nothing to run or
- * `depth` batches are in flight. A batch holds at most ceil(running
- * sessions / depth) rows: decode rows first (longest-waiting first; every
- * ready decode session left out counts a missed step), then prefill
- * chunks. It carries the sessions ended since the previous batch. The
+ * `depth` batches are in flight. A new session is pinned to the route
+ * with the fewest running sessions. The batch is for one route: of the
+ * routes with ready sessions and fewer than ceil(depth / routes) batches
+ * in flight, the one with the fewest in flight (then the one whose ready
+ * session waited longest). It holds at most ceil(running sessions of the
+ * route / its share of depth) rows: decode rows first (longest-waiting
+ * first; every ready decode session of the route left out counts a
+ * missed step), then prefill chunks. It carries the sessions ended since the previous batch. The
  * batch stays owned by the scheduler until st_sched_complete or
  * st_sched_fail. */
 st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sched_batch **out);

@@ -25,7 +25,13 @@
  * applies the test-only throttle (sleeping (F - 1) times the layer's
  * compute time), so the latency the worker reports is what a slower
  * machine would show. The time after the last layer (the head, or nothing)
- * is added to the last layer, the embedding to the first. */
+ * is added to the last layer, the embedding to the first.
+ *
+ * Replicas. A stage may have several workers; each keeps the KV of the
+ * sessions routed through it. The data thread keeps a PUSH per worker of
+ * the next stage and forwards a batch to the one its StepMeta.route names
+ * (replica 0 when the route is empty); a batch whose route names another
+ * replica of this stage was misrouted and is refused. */
 #include "worker/dataplane.h"
 
 #include <nng/protocol/pipeline0/pull.h>
@@ -222,17 +228,22 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
         goto fail;
     }
     dp->open = true; /* closing a socket that never opened (id 0) is harmless */
-    if ((rv = nng_pull0_open(&dp->pull)) != 0 || (rv = nng_push0_open(&dp->push_next)) != 0 ||
-        (rv = nng_push0_open(&dp->push_res)) != 0) {
+    if ((rv = nng_pull0_open(&dp->pull)) != 0 || (rv = nng_push0_open(&dp->push_res)) != 0) {
         e = st_err_nng(rv, "data sockets");
         goto fail;
+    }
+    for (int k = 0; k < ST_DP_MAX_NEXT; k++) {
+        if ((rv = nng_push0_open(&dp->push_next[k])) != 0) {
+            e = st_err_nng(rv, "data sockets to the next stage");
+            goto fail;
+        }
+        nng_socket_set_ms(dp->push_next[k], NNG_OPT_SENDTIMEO, ST_DP_SEND_MS);
+        nng_socket_set_int(dp->push_next[k], NNG_OPT_SENDBUF, 16);
     }
     nng_socket_set_size(dp->pull, NNG_OPT_RECVMAXSZ, ST_ENV_HDR + ST_ENV_MAX_BODY + ST_ENV_MAC);
     nng_socket_set_ms(dp->pull, NNG_OPT_RECVTIMEO, ST_DP_POLL_MS);
     nng_socket_set_int(dp->pull, NNG_OPT_RECVBUF, 16);
-    nng_socket_set_ms(dp->push_next, NNG_OPT_SENDTIMEO, ST_DP_SEND_MS);
     nng_socket_set_ms(dp->push_res, NNG_OPT_SENDTIMEO, ST_DP_SEND_MS);
-    nng_socket_set_int(dp->push_next, NNG_OPT_SENDBUF, 16);
     nng_socket_set_int(dp->push_res, NNG_OPT_SENDBUF, 16);
     nng_listener l;
     if ((rv = nng_listener_create(&l, dp->pull, cfg->listen)) != 0) {
@@ -312,7 +323,9 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
         st_log(ST_LOG_WARN, "data", "sessions kept at %u slots: %s", dp->ses.cap, st_errmsg(e));
         st_sessions_clear(&dp->ses);
     }
-    dp_redial(dp->push_next, &dp->d_next, &dp->has_next, dp->next_addr, np->next_addr);
+    for (uint32_t k = 0; k < ST_DP_MAX_NEXT; k++) /* a PUSH per worker of the next stage */
+        dp_redial(dp->push_next[k], &dp->d_next[k], &dp->has_next[k], dp->next_addr[k],
+                  k < np->n_next ? np->next_addrs[k] : "");
     if (np->result_addr[0] != '\0') /* a spare by Commit keeps the old result address */
         dp_redial(dp->push_res, &dp->d_res, &dp->has_res, dp->res_addr, np->result_addr);
     if (n->ctx != NULL)
@@ -331,9 +344,10 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
     dp->cur = n;
     st_dp_stage_free(old);
     if (np->index >= 0)
-        st_log(ST_LOG_INFO, "data", "serving epoch %llu: stage %d of %u, layers [%lld, %lld)%s",
-               (unsigned long long)np->epoch, np->index, np->n_stages, (long long)np->first,
-               (long long)np->last, keep ? " (sessions kept)" : "");
+        st_log(ST_LOG_INFO, "data", "serving epoch %llu: stage %d of %u (replica %u of %u), "
+               "layers [%lld, %lld), %u next worker(s)%s", (unsigned long long)np->epoch,
+               np->index, np->n_stages, np->replica, np->n_replicas, (long long)np->first,
+               (long long)np->last, np->n_next, keep ? " (sessions kept)" : "");
     else
         st_log(ST_LOG_INFO, "data", "epoch %llu: spare (no stage)",
                (unsigned long long)np->epoch);
@@ -403,7 +417,8 @@ void st_dp_close(st_dataplane *dp)
     st_dp_stop(dp);
     if (dp->open) {
         nng_close(dp->pull);
-        nng_close(dp->push_next);
+        for (int k = 0; k < ST_DP_MAX_NEXT; k++)
+            nng_close(dp->push_next[k]);
         nng_close(dp->push_res);
     }
     st_sessions_fini(&dp->ses);

@@ -3,8 +3,8 @@
  * and the state it shares with the control thread (worker/daemon.h).
  *
  * Ownership. The data thread owns the PULL socket (listening on the
- * worker's data address), the two PUSH sockets (to the next stage, to the
- * plan's result address), their envelopes, the wire codec context, the
+ * worker's data address), the PUSH sockets (one per worker of the next
+ * stage, replicas included, and one to the plan's result address), their envelopes, the wire codec context, the
  * stage being served and the sessions' KV. The control thread prepares a
  * stage (st_dp_stage_load on a loader thread), and on Commit publishes it
  * in st_worker_shared.next; the data thread swaps it in between two
@@ -34,15 +34,19 @@
 #define ST_DP_MAX_TOKENS 16384 /* Plan.max_tokens accepted */
 #define ST_DP_SEND_MS 5000     /* send timeout of the PUSH sockets */
 #define ST_DP_POLL_MS 200      /* the data thread's receive timeout */
+#define ST_DP_MAX_NEXT 8       /* workers of the next stage (replicas) a worker forwards to */
 
 /* What the data thread needs of a committed plan. */
 typedef struct st_dp_plan {
     uint64_t epoch;
     uint8_t plan_hash[ST_WIRE_PLAN_HASH_SIZE];
     int32_t index;                    /* this worker's stage; -1: spare */
+    uint32_t replica;                 /* its index among the stage's workers */
+    uint32_t n_replicas;              /* workers of its stage */
     uint32_t n_stages;
     int64_t first, last;              /* layers [first, last) */
-    char next_addr[ST_DP_ADDR_MAX];   /* "" on the last stage and on spares */
+    uint32_t n_next;                  /* workers of the next stage; 0 on the last and spares */
+    char next_addrs[ST_DP_MAX_NEXT][ST_DP_ADDR_MAX]; /* their data addresses, plan order */
     char result_addr[ST_DP_ADDR_MAX]; /* "" when unknown (a spare by Commit) */
     st_wire_dtype in_dtype;           /* boundary into this stage (not stage 0) */
     st_wire_dtype out_dtype;          /* boundary out of it (not the last) */

@@ -4,8 +4,8 @@
  * Design. A Prepare is checked whole before anything is loaded (INV-3):
  * epoch newer than the current one, a 32-byte plan hash, the model id
  * equal to this worker's file (else Refuse naming both ids), layer ranges
- * contiguous over [0, n_layer), addresses well-formed, limits sane, this
- * worker at most once, boundary dtypes known, and the stage's weights plus
+ * contiguous over [0, n_layer), addresses well-formed, limits sane, at
+ * most ST_DP_MAX_NEXT workers (replicas) per stage, this worker at most once, boundary dtypes known, and the stage's weights plus
  * a full KV reserve (max_sessions x n_ctx) within the memory budget (else
  * Refuse with the numbers). The stage is then loaded on a loader thread so
  * the control thread keeps heart-beating and the data thread keeps serving
@@ -164,6 +164,9 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
         if (s->n_worker_ids < 1 || s->n_data_addrs != s->n_worker_ids)
             return dm_why(why, cap, "stage %zu has %zu workers and %zu addresses", i,
                           s->n_worker_ids, s->n_data_addrs);
+        if (s->n_worker_ids > ST_DP_MAX_NEXT)
+            return dm_why(why, cap, "stage %zu has %zu workers; at most %d replicas per stage are "
+                          "served", i, s->n_worker_ids, ST_DP_MAX_NEXT);
         for (size_t j = 0; j < s->n_data_addrs; j++)
             if (!dm_addr_ok(s->data_addrs[j]))
                 return dm_why(why, cap, "stage %zu: data address %zu is not a valid URL", i, j);
@@ -197,12 +200,16 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
     const Strata__Stage *s = p->stages[me];
     o->first = s->first;
     o->last = s->last;
+    o->replica = (uint32_t)rep;
+    o->n_replicas = (uint32_t)s->n_worker_ids;
     o->in_dtype = ST_WIRE_F32;
     if (me > 0)
         st_wire_dtype_from_name(s->in_dtype, &o->in_dtype);
     if ((size_t)me + 1 < p->n_stages) {
         const Strata__Stage *nx = p->stages[me + 1];
-        snprintf(o->next_addr, sizeof o->next_addr, "%s", nx->data_addrs[rep % nx->n_data_addrs]);
+        o->n_next = (uint32_t)nx->n_data_addrs; /* checked: 1..ST_DP_MAX_NEXT */
+        for (size_t k = 0; k < nx->n_data_addrs; k++)
+            snprintf(o->next_addrs[k], sizeof o->next_addrs[k], "%s", nx->data_addrs[k]);
         st_wire_dtype_from_name(nx->in_dtype, &o->out_dtype);
     }
     return ST_OK;

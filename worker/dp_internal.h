@@ -11,10 +11,11 @@ struct st_dataplane {
     st_worker_shared *sh;
     char name[64];
     bool open;                     /* sockets opened */
-    nng_socket pull, push_next, push_res;
-    nng_dialer d_next, d_res;
-    bool has_next, has_res;        /* dialers exist */
-    char next_addr[ST_DP_ADDR_MAX], res_addr[ST_DP_ADDR_MAX];
+    nng_socket pull, push_res;
+    nng_socket push_next[ST_DP_MAX_NEXT]; /* one per worker of the next stage */
+    nng_dialer d_next[ST_DP_MAX_NEXT], d_res;
+    bool has_next[ST_DP_MAX_NEXT], has_res; /* dialers exist */
+    char next_addr[ST_DP_MAX_NEXT][ST_DP_ADDR_MAX], res_addr[ST_DP_ADDR_MAX];
     st_env rx;                     /* opens frames from the PULL */
     st_env tx;                     /* seals frames for both PUSHes */
     st_wire_ctx *wire;

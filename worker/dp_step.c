@@ -198,12 +198,44 @@ static st_err dp_check_ids(const int32_t *ids, size_t n, int64_t n_vocab, size_t
     return ST_OK;
 }
 
+/* dp_route_at - the replica of stage i the batch's route names (0 when
+ * the route is empty: a plan without replicas). */
+static uint32_t dp_route_at(const Strata__StepMeta *m, uint32_t i)
+{
+    return m->n_route == 0 ? 0 : m->route[i];
+}
+
+/* dp_check_route - the batch's route against the plan: one entry per
+ * stage, this worker's replica at its stage, an existing next worker. */
+static st_err dp_check_route(const st_dp_stage *s, const Strata__StepMeta *m)
+{
+    const st_dp_plan *p = &s->plan;
+    if (m->n_route != 0 && m->n_route != p->n_stages)
+        return st_errorf(ST_EINVAL, "step meta: route has %zu entries; the plan has %u stages",
+                         m->n_route, p->n_stages);
+    uint32_t here = dp_route_at(m, (uint32_t)p->index);
+    if (here != p->replica)
+        return st_errorf(ST_EPROTO, "step meta: route names replica %u of stage %d; this worker "
+                         "is replica %u of %u (misrouted batch)", here, p->index, p->replica,
+                         p->n_replicas);
+    if (!s->is_last) {
+        uint32_t next = dp_route_at(m, (uint32_t)p->index + 1);
+        if (next >= p->n_next)
+            return st_errorf(ST_ERANGE, "step meta: route names replica %u of stage %d, which "
+                             "has %u workers", next, p->index + 1, p->n_next);
+    }
+    return ST_OK;
+}
+
 /* dp_check - the meta against the plan and the model, before any use. */
 static st_err dp_check(st_dp_stage *s, const Strata__StepMeta *m, size_t pkt_len)
 {
     const st_dp_plan *p = &s->plan;
     if (m->n_rows == 0)
         return st_errorf(ST_EINVAL, "step meta: no rows");
+    st_err re = dp_check_route(s, m);
+    if (re != ST_OK)
+        return re;
     if (m->n_rows > p->max_tokens)
         return st_errorf(ST_ERANGE, "step meta: %zu rows; a batch holds at most %u tokens",
                          m->n_rows, p->max_tokens);
@@ -372,9 +404,10 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
                            const uint8_t *meta, uint32_t ml, uint64_t *clamps)
 {
     const st_dp_plan *p = &s->plan;
-    if (!dp->has_next)
-        return st_errorf(ST_ECLOSED, "no next stage to send batch %llu to",
-                         (unsigned long long)m->batch_id);
+    uint32_t k = dp_route_at(m, (uint32_t)p->index + 1); /* checked by dp_check_route */
+    if (k >= ST_DP_MAX_NEXT || !dp->has_next[k])
+        return st_errorf(ST_ECLOSED, "no connection to replica %u of stage %d to send batch %llu "
+                         "to", k, p->index + 1, (unsigned long long)m->batch_id);
     st_wire_hdr h;
     memset(&h, 0, sizeof h);
     h.epoch = p->epoch;
@@ -422,10 +455,10 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
         return e;
     }
     *clamps = st.n_clamped;
-    if ((rv = nng_sendmsg(dp->push_next, out, 0)) != 0) {
+    if ((rv = nng_sendmsg(dp->push_next[k], out, 0)) != 0) { /* a successful send takes it */
         nng_msg_free(out);
         return st_errorf(ST_ENNG, "sending batch %llu to %s: %s", (unsigned long long)m->batch_id,
-                         dp->next_addr, nng_strerror(rv));
+                         dp->next_addr[k], nng_strerror(rv));
     }
     return ST_OK;
 }

@@ -17,10 +17,10 @@ static void mkplan(st_plan *p, uint64_t epoch)
     p->epoch = epoch;
     p->n_stages = 2;
     p->stages = calloc(2, sizeof *p->stages);
-    p->stages[0] = (st_plan_stage){.first = 0, .last = 3, .worker_id = 11};
-    strcpy(p->stages[0].data_addr, "tcp://127.0.0.1:4001");
-    p->stages[1] = (st_plan_stage){.first = 3, .last = 6, .worker_id = 12};
-    strcpy(p->stages[1].data_addr, "tcp://127.0.0.1:4002");
+    p->stages[0] = (st_plan_stage){.first = 0, .last = 3, .n_workers = 1, .worker_ids = {11}};
+    strcpy(p->stages[0].data_addrs[0], "tcp://127.0.0.1:4001");
+    p->stages[1] = (st_plan_stage){.first = 3, .last = 6, .n_workers = 1, .worker_ids = {12}};
+    strcpy(p->stages[1].data_addrs[0], "tcp://127.0.0.1:4002");
     memset(p->model_id, 0xab, 32);
     strcpy(p->wire, "f32");
     strcpy(p->result_addr, "tcp://127.0.0.1:5000");
@@ -59,8 +59,8 @@ START_TEST(hash_is_deterministic_and_covers_fields)
         switch (f) {
         case 0: c.epoch = 43; break;
         case 1: c.stages[1].first = 4; c.stages[0].last = 4; break;
-        case 2: c.stages[1].worker_id = 13; break;
-        case 3: strcpy(c.stages[0].data_addr, "tcp://127.0.0.1:4003"); break;
+        case 2: c.stages[1].worker_ids[0] = 13; break;
+        case 3: strcpy(c.stages[0].data_addrs[0], "tcp://127.0.0.1:4003"); break;
         case 4: c.model_id[5] ^= 1; break;
         case 5: strcpy(c.wire, "f16"); break;
         case 6: c.zstd = true; break;
@@ -115,7 +115,7 @@ START_TEST(layout_and_copy)
     ck_assert_int_eq(st_plan_copy(&c, &a), ST_OK);
     ck_assert(c.stages != a.stages);
     ck_assert(st_plan_same_layout(&a, &c));
-    c.stages[0].worker_id = 99;
+    c.stages[0].worker_ids[0] = 99;
     ck_assert(!st_plan_same_layout(&a, &c));
     ck_assert_int_eq(st_plan_stage_of(&a, 12), 1);
     ck_assert_int_eq(st_plan_stage_of(&a, 99), -1);
@@ -163,6 +163,68 @@ START_TEST(two_phase_round)
     ck_assert(!st_round_on_ack(&r, 12, true));
     st_round_abort(&r);
     ck_assert_int_eq(r.phase, ST_ROUND_IDLE);
+}
+END_TEST
+
+/* replicas: several workers per stage in the message, the hash, the
+ * layout, the lookups, the routes and the round */
+START_TEST(replicated_plan)
+{
+    st_plan p, q;
+    mkplan(&p, 200);
+    p.stages[1].n_workers = 2;
+    p.stages[1].worker_ids[1] = 14;
+    strcpy(p.stages[1].data_addrs[1], "tcp://127.0.0.1:4004");
+    ck_assert(st_plan_replicated(&p));
+    ck_assert_uint_eq(st_plan_n_workers(&p), 3);
+    ck_assert_int_eq(st_plan_stage_of(&p, 14), 1);
+    ck_assert_int_eq(st_plan_replica_of(&p, 14), 1);
+    ck_assert_int_eq(st_plan_replica_of(&p, 12), 0);
+    ck_assert_int_eq(st_plan_replica_of(&p, 99), -1);
+    ck_assert_uint_eq(st_plan_routes(&p, 64), 2);
+    ck_assert_uint_eq(st_plan_route_worker(&p, 1, 0), 0); /* stage 0 has one worker */
+    ck_assert_uint_eq(st_plan_route_worker(&p, 1, 1), 1);
+    ck_assert_uint_eq(st_plan_route_worker(&p, 2, 1), 0);
+    /* the message carries both workers and addresses, in order */
+    ck_assert_int_eq(st_plan_seal(&p), ST_OK);
+    Strata__Plan *pb;
+    ck_assert_int_eq(st_plan_to_pb(&p, false, &pb), ST_OK);
+    ck_assert_uint_eq(pb->stages[1]->n_worker_ids, 2);
+    ck_assert_uint_eq(pb->stages[1]->worker_ids[1], 14);
+    ck_assert_str_eq(pb->stages[1]->data_addrs[1], "tcp://127.0.0.1:4004");
+    ck_assert_uint_eq(pb->stages[0]->n_worker_ids, 1);
+    st_plan_pb_free(pb);
+    /* the replica changes the hash and the layout */
+    mkplan(&q, 200);
+    ck_assert_int_eq(st_plan_seal(&q), ST_OK);
+    ck_assert(memcmp(p.hash, q.hash, 32) != 0);
+    ck_assert(!st_plan_same_layout(&p, &q));
+    /* routes: lcm of the worker counts, or the largest count above the cap */
+    q.stages[0].n_workers = 3;
+    q.stages[1].n_workers = 2;
+    ck_assert_uint_eq(st_plan_routes(&q, 64), 6);
+    ck_assert_uint_eq(st_plan_routes(&q, 5), 3);
+    st_plan_free(&q);
+    /* too many workers on a stage is refused, not truncated */
+    mkplan(&q, 201);
+    q.stages[0].n_workers = ST_PLAN_MAX_REPLICAS + 1;
+    ck_assert_int_eq(st_plan_to_pb(&q, false, &pb), ST_EINVAL);
+    st_plan_free(&q);
+    /* every replica must answer Ready and acknowledge the Commit */
+    st_round r;
+    memset(&r, 0, sizeof r);
+    ck_assert_int_eq(st_round_begin(&r, &p, NULL, 0, 5), ST_OK);
+    ck_assert_uint_eq(r.n_peers, 3);
+    ck_assert_int_eq(st_round_on_ready(&r, 11, 200, 0), ST_OK);
+    ck_assert_int_eq(st_round_on_ready(&r, 12, 200, 0), ST_OK);
+    ck_assert_int_eq(r.phase, ST_ROUND_PREPARING);
+    ck_assert_int_eq(st_round_on_ready(&r, 14, 200, 0), ST_OK);
+    ck_assert_int_eq(r.phase, ST_ROUND_READY);
+    st_round_start_commit(&r);
+    ck_assert(!st_round_on_ack(&r, 11, true));
+    ck_assert(!st_round_on_ack(&r, 12, true));
+    ck_assert(st_round_on_ack(&r, 14, true));
+    st_round_abort(&r);
 }
 END_TEST
 
@@ -323,6 +385,7 @@ int main(void)
     tcase_add_test(tc, worker_can_recompute_hash);
     tcase_add_test(tc, layout_and_copy);
     tcase_add_test(tc, two_phase_round);
+    tcase_add_test(tc, replicated_plan);
     tcase_add_test(tc, join_checks);
     tcase_add_test(tc, members_lifecycle);
     suite_add_tcase(s, tc);
