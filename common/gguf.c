@@ -863,3 +863,15 @@ st_err st_gguf_resident_bytes(const st_gguf *g, size_t *out)
     *out = bytes > g->len ? g->len : bytes;
     return ST_OK;
 }
+
+void st_gguf_release(const st_gguf *g, const void *p, size_t n)
+{
+    const uintptr_t base = (uintptr_t)g->base, b = (uintptr_t)p, e = b + n;
+    if (!g->mapped || b < base || e > base + g->len || n == 0)
+        return;
+    long ps = sysconf(_SC_PAGESIZE);
+    size_t page = ps > 0 ? (size_t)ps : 4096;
+    uintptr_t pb = b + (page - b % page) % page, pe = e - e % page; /* whole pages inside */
+    if (pb < pe)
+        (void)madvise((void *)pb, pe - pb, MADV_DONTNEED); /* advice: failure only costs memory */
+}

@@ -127,6 +127,13 @@ st_err st_gguf_model_id(const st_gguf *g, uint8_t out[32]);
  * one read per page) and returns the page-rounded bytes it spans. */
 size_t st_gguf_touch(const st_gguf *g, const st_gguf_tensor *t);
 
+/* st_gguf_release - tells the kernel that the whole pages inside [p, p + n)
+ * of the file's mapping will not be read again (madvise DONTNEED: they
+ * leave the process's resident set; read again, they would come back from
+ * the file). Does nothing when the file was read into memory instead of
+ * mapped, or when [p, p + n) is not inside the mapping. */
+void st_gguf_release(const st_gguf *g, const void *p, size_t n);
+
 /* st_gguf_resident_bytes - bytes of the mapping now resident (mincore). */
 st_err st_gguf_resident_bytes(const st_gguf *g, size_t *out);
 

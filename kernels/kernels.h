@@ -111,6 +111,15 @@ typedef struct st_kernel_ops {
                                  int64_t i1, const void *x, size_t x_stride, int64_t nx,
                                  float *y, int64_t y_stride);
 
+    /* mul_mat_r8[t] - mul_mat[t] for weights in the R8 layout of
+     * kernels/repack.h (NULL for dtypes without one): w is the repacked
+     * matrix, w_stride the plain row size; i0 must be a multiple of 8 and
+     * i1 too, or the matrix's last row. Results are bit-identical to
+     * mul_mat[t] on the plain matrix (each element in the same order). */
+    void (*mul_mat_r8[ST_DT_COUNT])(int64_t n, const void *w, size_t w_stride, int64_t i0,
+                                    int64_t i1, const void *x, size_t x_stride, int64_t nx,
+                                    float *y, int64_t y_stride);
+
     /* rmsnorm - y = x * (1 / sqrt(mean(x^2) + eps)) * w; the sum of squares
      * is accumulated sequentially in double (llama.cpp's order). y may be x. */
     void (*rmsnorm)(const float *x, const float *w, float *y, int64_t n, float eps);

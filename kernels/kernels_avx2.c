@@ -535,6 +535,7 @@ static const st_kernel_ops a2_ops = {
     .mul_mat = {[ST_DT_F32] = avx2_mul_mat_f32, [ST_DT_F16] = avx2_mul_mat_f16,
                 [ST_DT_BF16] = avx2_mul_mat_bf16, [ST_DT_Q8_0] = avx2_mul_mat_q8_0,
                 [ST_DT_Q4_0] = avx2_mul_mat_q4_0},
+    .mul_mat_r8 = {[ST_DT_Q8_0] = avx2_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx2_mul_mat_r8_q4_0},
     .rmsnorm = a2_rmsnorm,
     .rope = a2_rope,
     .softmax = a2_softmax,

@@ -1,6 +1,7 @@
 /* kernels_avx2_int.h - private interface between the files of the AVX2
  * variant (kernels_avx2.c: table, conversions, row ops; kernels_avx2_q.c:
- * Q8_0 / Q4_0 products; kernels_avx2_f.c: F32 / F16 / BF16 products).
+ * Q8_0 / Q4_0 products; kernels_avx2_r8.c: the same on R8 weights;
+ * kernels_avx2_f.c: F32 / F16 / BF16 products).
  * Compiled only with -mavx2 -mfma -mf16c; not part of the public API. */
 #ifndef ST_KERNELS_AVX2_INT_H
 #define ST_KERNELS_AVX2_INT_H
@@ -15,6 +16,14 @@ void avx2_mul_mat_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, in
                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 void avx2_mul_mat_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* avx2_mul_mat_r8_q8_0 / avx2_mul_mat_r8_q4_0 - the mul_mat_r8 contract of
+ * kernels.h (weights in the R8 layout of kernels/repack.h), results
+ * bit-identical to the reference on the plain matrix. */
+void avx2_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
 /* avx2_mul_mat_f32 / _f16 / _bf16 - the mul_mat contract for float
  * weights (activations in the same dtype). Each output element has one

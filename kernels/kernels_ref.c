@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "kernels/fp16.h"
+#include "kernels/repack.h"
 
 /* ---- conversions to float ---- */
 
@@ -270,6 +271,48 @@ static void ref_mul_mat_q4_0(int64_t n, const void *w, size_t w_stride, int64_t 
     ref_mul_mat(ref_dot_q4_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
+/* ref_mul_mat_r8_q8_0 / _q4_0 - each weight block gathered back to its
+ * plain form, then the plain reference dot of that block: the running
+ * float sum sees the same (float)sumi * (d_w * d_x) terms in the same
+ * order (sum + (0 + t) == sum + t exactly), so results equal mul_mat's. */
+static void ref_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0,
+                                int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
+                                int64_t y_stride)
+{
+    const unsigned char *xb = x;
+    for (int64_t i = i0; i < i1; i++) {
+        for (int64_t j = 0; j < nx; j++) {
+            const st_block_q8_0 *xr = (const st_block_q8_0 *)(const void *)(xb + (size_t)j * x_stride);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < n / ST_QK; b++) {
+                st_block_q8_0 blk;
+                st_r8_gather_q8_0(w, w_stride, i, b, &blk);
+                sum += ref_dot_q8_0(ST_QK, &blk, &xr[b]);
+            }
+            y[j * y_stride + i] = sum;
+        }
+    }
+}
+
+static void ref_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0,
+                                int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
+                                int64_t y_stride)
+{
+    const unsigned char *xb = x;
+    for (int64_t i = i0; i < i1; i++) {
+        for (int64_t j = 0; j < nx; j++) {
+            const st_block_q8_0 *xr = (const st_block_q8_0 *)(const void *)(xb + (size_t)j * x_stride);
+            float sum = 0.0f;
+            for (int64_t b = 0; b < n / ST_QK; b++) {
+                st_block_q4_0 blk;
+                st_r8_gather_q4_0(w, w_stride, i, b, &blk);
+                sum += ref_dot_q4_0(ST_QK, &blk, &xr[b]);
+            }
+            y[j * y_stride + i] = sum;
+        }
+    }
+}
+
 /* ---- element-wise and row operations ---- */
 
 static void ref_rmsnorm(const float *x, const float *w, float *y, int64_t n, float eps)
@@ -368,6 +411,7 @@ static const st_kernel_ops ref_ops = {
     .mul_mat = {[ST_DT_F32] = ref_mul_mat_f32, [ST_DT_F16] = ref_mul_mat_f16,
                 [ST_DT_BF16] = ref_mul_mat_bf16, [ST_DT_Q8_0] = ref_mul_mat_q8_0,
                 [ST_DT_Q4_0] = ref_mul_mat_q4_0},
+    .mul_mat_r8 = {[ST_DT_Q8_0] = ref_mul_mat_r8_q8_0, [ST_DT_Q4_0] = ref_mul_mat_r8_q4_0},
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,
     .softmax = ref_softmax,

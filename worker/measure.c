@@ -13,6 +13,7 @@
 #include "worker/measure.h"
 
 #include <hwloc.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@
 typedef struct meas_job {
     const st_kernel_ops *ops;
     st_dtype t;
+    bool r8;       /* time the R8 product (what st_model_repack serves) */
     const uint8_t *w;
     size_t rb;     /* weight row bytes */
     long rows;
@@ -39,9 +41,14 @@ static void meas_run(void *arg, int ith, int nth)
     const meas_job *j = arg;
     long b, e;
     st_pool_split(j->rows, ith, nth, &b, &e);
+    if (j->r8) { /* whole groups of 8 rows */
+        st_pool_split(j->rows / 8, ith, nth, &b, &e);
+        b *= 8;
+        e *= 8;
+    }
     if (b < e)
-        j->ops->mul_mat[j->t](MEAS_COLS, j->w, j->rb, b, e, j->x, j->x_stride, 1, j->y,
-                              j->rows);
+        (j->r8 ? j->ops->mul_mat_r8 : j->ops->mul_mat)[j->t](MEAS_COLS, j->w, j->rb, b, e, j->x,
+                                                            j->x_stride, 1, j->y, j->rows);
 }
 
 static uint64_t meas_rand(uint64_t *s)
@@ -54,8 +61,10 @@ static uint64_t meas_rand(uint64_t *s)
 }
 
 /* meas_fill - makes buf[0..n) valid weights of t: normal values in
- * [0.125, 0.5) for float types, a scale of about 0.0078 in every block of
- * the quantised ones (the quants keep their random bits). */
+ * [0.125, 0.5) for float types; for the quantised ones the half 0x2000
+ * (about 0.0078) in every 16-bit slot, so every block scale is sane in the
+ * plain and in the R8 layout alike (the quants' values do not change the
+ * time of the integer kernels). */
 static void meas_fill(uint8_t *buf, size_t n, st_dtype t)
 {
     if (t == ST_DT_F32) {
@@ -71,9 +80,8 @@ static void meas_fill(uint8_t *buf, size_t n, st_dtype t)
         for (size_t i = 0; i < n / 2; i++)
             p[i] = (uint16_t)(0x3E00u | (p[i] & 0x00FFu));
     } else {
-        size_t bb = st_dtype_info_of(t)->blck_bytes;
-        for (size_t off = 0; off + bb <= n; off += bb) {
-            buf[off] = 0x00; /* d = half 0x2000 (little-endian) */
+        for (size_t off = 0; off + 2 <= n; off += 2) {
+            buf[off] = 0x00; /* half 0x2000, little-endian */
             buf[off + 1] = 0x20;
         }
     }
@@ -94,14 +102,18 @@ static st_err meas_dtype(st_pool *pool, const st_kernel_ops *ops, st_dtype t, ui
     st_dtype act = st_dtype_info_of(t)->act;
     if (st_row_size(t, MEAS_COLS, &rb) != ST_K_OK || st_row_size(act, MEAS_COLS, &xs) != ST_K_OK)
         return st_errorf(ST_EINTERNAL, "measure: row size of %s", st_dtype_info_of(t)->name);
+    /* the layout the engine will serve: st_model_repack's rule */
+    const bool r8 = ops->variant != ST_KVAR_REF && ops->mul_mat_r8[t] != NULL;
     long rows = (long)(buf_bytes / rb);
+    if (r8)
+        rows -= rows % 8;
     meas_fill(buf, (size_t)rows * rb, t);
     const void *x = xf;
     if (act != ST_DT_F32) {
         ops->from_float[act](xf, xq, MEAS_COLS);
         x = xq;
     }
-    meas_job j = {ops, t, buf, rb, rows, x, xs, y};
+    meas_job j = {ops, t, r8, buf, rb, rows, x, xs, y};
     double rates[MEAS_MAX_REPS + 1];
     int n = 0;
     double t_start = st_now_s();

@@ -1,7 +1,9 @@
 /* model.c - binding a stage's tensors from a GGUF file (see model.h).
  *
- * The file is the source of truth: nothing is copied or converted at load,
- * the weights are views into the read-only mapping. Validation is complete
+ * The file is the source of truth: the weights are views into the
+ * read-only mapping, except that st_model_repack may afterwards rewrite
+ * the matrices into the R8 layout (kernels/repack.h) in memory of its own,
+ * deterministically from those views. Validation is complete
  * before the engine sees a pointer: every tensor the stage needs must
  * exist, have a supported type, and have exactly the shape the
  * hyperparameters imply; norms must be f32. A missing key or tensor is
@@ -12,6 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "kernels/repack.h"
 
 struct st_model {
     st_gguf *owned;       /* the file, if we opened it */
@@ -26,6 +33,8 @@ struct st_model {
     size_t resident;
     size_t weight_bytes;
     uint8_t id[32];
+    void *r8_buf;         /* the repacked matrices (st_model_repack), or NULL */
+    size_t r8_len;
 };
 
 static st_err model_get_i64(const st_gguf *g, const char *key, int64_t *out, bool required,
@@ -247,10 +256,76 @@ st_err st_model_open(const char *path, int64_t first, int64_t last, st_model **o
     return ST_OK;
 }
 
+/* model_r8_ok - whether w is worth and able to be repacked for ops. */
+static bool model_r8_ok(const st_weight *w, const st_kernel_ops *ops)
+{
+    return !w->r8 && st_r8_supported(w->dtype) && ops->mul_mat_r8[w->dtype] != NULL &&
+           w->n_out % ST_R8_ROWS == 0;
+}
+
+st_err st_model_repack(st_model *m, const st_kernel_ops *ops)
+{
+    if (ops->variant == ST_KVAR_REF || m->r8_buf != NULL)
+        return ST_OK;
+    const int64_t nl = m->last - m->first;
+    const size_t cap = (size_t)nl * 7 + 1;
+    st_weight **ws = calloc(cap, sizeof *ws);
+    if (ws == NULL)
+        return st_errorf(ST_ENOMEM, "repack: weight list");
+    size_t n = 0, total = 0;
+    for (int64_t l = 0; l < nl; l++) {
+        st_layer *L = &m->layers[l];
+        st_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (int k = 0; k < 7; k++)
+            if (model_r8_ok(lw[k], ops))
+                ws[n++] = lw[k];
+    }
+    const bool tied = m->has_embd && m->has_head && m->output.data == m->tok_embd.data;
+    if (m->has_head && !tied && model_r8_ok(&m->output, ops))
+        ws[n++] = &m->output;
+    for (size_t k = 0; k < n; k++)
+        total += (size_t)ws[k]->n_out * ws[k]->row_bytes;
+    if (total == 0) {
+        free(ws);
+        return ST_OK;
+    }
+    const double t0 = st_now_s();
+    void *buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) {
+        free(ws);
+        return st_errorf(ST_ENOMEM, "repack: %zu bytes for the R8 weights", total);
+    }
+    (void)madvise(buf, total, MADV_HUGEPAGE); /* advice: fewer TLB misses when streaming */
+    uint8_t *dst = buf;
+    for (size_t k = 0; k < n; k++) {
+        st_weight *w = ws[k];
+        const size_t bytes = (size_t)w->n_out * w->row_bytes;
+        /* shapes were checked at bind: repacking cannot fail here */
+        int rc = st_r8_repack(w->dtype, w->n_in, w->data, w->row_bytes, w->n_out, dst);
+        if (rc != ST_K_OK) {
+            munmap(buf, total);
+            free(ws);
+            return st_errorf(ST_EINTERNAL, "repack: st_r8_repack refused a bound weight (%d)", rc);
+        }
+        st_gguf_release(m->g, w->data, bytes);
+        w->data = dst;
+        w->r8 = true;
+        dst += bytes;
+    }
+    m->r8_buf = buf;
+    m->r8_len = total;
+    st_log(ST_LOG_INFO, "model", "%zu matrices (%.1f MiB) repacked in the R8 layout for the %s "
+           "kernels in %.2f s", n, (double)total / (1 << 20), ops->name, st_now_s() - t0);
+    free(ws);
+    return ST_OK;
+}
+
 void st_model_close(st_model *m)
 {
     if (m == NULL)
         return;
+    if (m->r8_buf != NULL)
+        munmap(m->r8_buf, m->r8_len);
     free(m->layers);
     st_gguf_close(m->owned);
     free(m);

@@ -38,6 +38,7 @@ typedef struct st_hparams {
 typedef struct st_weight {
     const void *data;
     st_dtype dtype;
+    bool r8;            /* data is in the R8 layout of kernels/repack.h */
     int64_t n_in;
     int64_t n_out;
     size_t row_bytes;
@@ -70,6 +71,17 @@ st_err st_model_open(const char *path, int64_t first, int64_t last, st_model **o
 /* st_model_open_gguf - the same over an open file; the model borrows g,
  * which must outlive it. */
 st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_model **out);
+
+/* st_model_repack - puts the stage's matrices in the R8 layout of
+ * kernels/repack.h, in memory the model owns, when ops has an R8 product
+ * for their dtype and they have a multiple of 8 rows: every layer matrix
+ * and an untied output head. The token embedding (read row by row) and a
+ * head tied to it stay views of the file. Nothing is repacked for the
+ * reference kernels, which read the plain layout that defines the
+ * results (the R8 products give the same bits). The file's pages of each
+ * repacked tensor are released. On ST_ENOMEM the model is unchanged. Logs
+ * what it repacked and how long it took. */
+st_err st_model_repack(st_model *m, const st_kernel_ops *ops);
 
 /* st_model_close - frees; closes the file if st_model_open opened it. */
 void st_model_close(st_model *m);

@@ -242,8 +242,9 @@ static void stage_ph_matmul(void *arg, int ith, int nth)
         b *= STAGE_ROW_GROUP;
         e = e * STAGE_ROW_GROUP < w->n_out ? e * STAGE_ROW_GROUP : (long)w->n_out;
         if (b < e)
-            c->ops->mul_mat[w->dtype](w->n_in, w->data, w->row_bytes, b, e, x, c->act_stride,
-                                      c->n_tok, c->mm[i].y, w->n_out);
+            (w->r8 ? c->ops->mul_mat_r8 : c->ops->mul_mat)[w->dtype](
+                w->n_in, w->data, w->row_bytes, b, e, x, c->act_stride, c->n_tok, c->mm[i].y,
+                w->n_out);
     }
 }
 

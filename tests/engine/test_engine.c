@@ -5,6 +5,9 @@
  *  - batch invariance (INV-7): a prompt's logits are bit-identical alone or
  *    inside a batch with other prompts, at any place in it, with any
  *    prefill chunking and with 1 or 2 threads;
+ *  - the R8 layout (st_model_repack, SIMD kernels) changes no bit: the
+ *    batched runs and half the split stages use repacked weights, the
+ *    runs they are compared with plain ones;
  *  - resident bytes follow the stage's share of the model;
  *  - bad batches get errors, not crashes. */
 #include <check.h>
@@ -12,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/repack.h"
 #include "tests/engine/golden.h"
 #include "tests/engine/runner.h"
 
@@ -63,6 +67,8 @@ static void eng_split(const char *model, const st_kernel_ops *ops)
         for (int64_t b = a + 1; b <= L; b++) {
             test_runner st;
             ck_assert_int_eq(runner_open(&st, path, a, b, 1, ops, 64, 64), 0);
+            if ((a + b) % 2 == 1) /* half the stages multiply R8 weights (SIMD kernels) */
+                ck_assert_int_eq(st_model_repack(st.m, ops), ST_OK);
             ck_assert(st_model_has_embd(st.m) == (a == 0));
             ck_assert(st_model_has_head(st.m) == (b == L));
             const float *in = a == 0 ? NULL : cap.h + (size_t)((a - 1) * T * E);
@@ -142,6 +148,9 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
     st_pool *pool;
     st_stage_ctx *ctx;
     ck_assert_int_eq(st_model_open(path, 0, -1, &m), ST_OK);
+    ck_assert_int_eq(st_model_repack(m, ops), ST_OK); /* R8 weights vs the plain ones alone */
+    const st_weight *w0 = &st_model_layer(m, 0)->w_up;
+    ck_assert(w0->r8 == (ops->variant != ST_KVAR_REF && st_r8_supported(w0->dtype)));
     ck_assert_int_eq(st_pool_open(threads, 0, &pool), ST_OK);
     ck_assert_int_eq(st_stage_ctx_open(m, 64, pool, ops, &ctx), ST_OK);
     size_t V = (size_t)st_model_hparams(m)->n_vocab;

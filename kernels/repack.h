@@ -1,0 +1,54 @@
+/* repack.h - the row-interleaved ("R8") layout of Q8_0 and Q4_0 weights.
+ *
+ * A GGUF matrix stores each row's blocks one after another. Products that
+ * use 8 rows at a time (every SIMD path) then read 8 separate streams and
+ * rearrange the bytes before multiplying. The R8 layout is the same bytes
+ * in the order those paths use them, made once at load time from the
+ * GGUF rows (the file stays the source; st_r8_repack is deterministic).
+ *
+ * Rows are taken in groups of 8 (the matrix must have a multiple of 8
+ * rows). Group g occupies the bytes of rows [8g, 8g + 8) of the plain
+ * matrix, i.e. 8 * row_bytes bytes at offset 8g * row_bytes, so row
+ * offsets and sizes are unchanged. Inside a group, "group block" b holds
+ * block b of the 8 rows:
+ *  - Q8_0 (272 bytes = 8 x 34): the 8 scales d[r] (f16, r = 0..7), then
+ *    8 chunks c = 0..7 of 32 bytes: byte 4r + k of chunk c is qs[4c + k]
+ *    of row r (4 consecutive quants of each row).
+ *  - Q4_0 (144 bytes = 8 x 18): the 8 scales, then 4 vectors v = 0..3 of
+ *    32 bytes: byte 4r + k of vector v is q(r, 4v + k) | q(r, 16 + 4v + k)
+ *    << 4, q(r, e) being element e's 4-bit quant (0..15) of row r; the low
+ *    nibbles give chunk v (elements 4v..4v+3), the high ones chunk v + 4.
+ *    (In a plain Q4_0 block, elements 0..15 are the low nibbles of qs[0..15]
+ *    and 16..31 the high nibbles.)
+ * A chunk vector lines up the 8 rows' products with the same 4 activation
+ * bytes, so one broadcast of those bytes feeds 8 output rows at once and
+ * each output row stays in its own lane: no horizontal sums. */
+#ifndef ST_KERNELS_REPACK_H
+#define ST_KERNELS_REPACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+#define ST_R8_ROWS 8 /* rows per group */
+
+/* st_r8_supported - whether dtype t has an R8 layout (Q8_0 and Q4_0). */
+int st_r8_supported(st_dtype t);
+
+/* st_r8_repack - writes the R8 layout of the plain matrix src (rows rows of
+ * row_bytes bytes of n elements of t) to dst, which holds rows * row_bytes
+ * bytes and must not overlap src. Returns ST_K_ETYPE if t has no R8
+ * layout, ST_K_ESHAPE if rows is not a multiple of 8 or row_bytes does not
+ * match n; dst is untouched then. */
+int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64_t rows,
+                 void *dst);
+
+/* st_r8_gather_q8_0 - block b of row i of an R8 Q8_0 matrix (w at row 0,
+ * plain row size row_bytes) as a plain block in *out. */
+void st_r8_gather_q8_0(const void *w, size_t row_bytes, int64_t i, int64_t b, st_block_q8_0 *out);
+
+/* st_r8_gather_q4_0 - the same for Q4_0. */
+void st_r8_gather_q4_0(const void *w, size_t row_bytes, int64_t i, int64_t b, st_block_q4_0 *out);
+
+#endif

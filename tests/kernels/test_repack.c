@@ -1,0 +1,204 @@
+/* test_repack.c - the R8 weight layout (kernels/repack.h) and the products
+ * on it: the layout's bytes are where repack.h says, gathering gives back
+ * every plain block, repacking is deterministic, bad shapes are refused,
+ * and mul_mat_r8 of every variant equals the plain reference mul_mat bit
+ * for bit at every batch size 1..12, at prefill width (70 rows of 5632),
+ * and over uneven row ranges, including ranges that do not start or end
+ * on a group of 8. */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/repack.h"
+
+static uint64_t tr_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void *tr_alloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    return p;
+}
+
+typedef struct tr_mat {
+    st_dtype t;
+    int64_t n, rows, nx;
+    size_t ws, xs;
+    uint8_t *w, *wr, *x; /* plain weights, R8 weights, Q8_0 activations */
+} tr_mat;
+
+/* tr_init - random weights (quantized from floats, plus a few raw extreme
+ * quants: -128 for Q8_0) and activations; wr = the R8 repacking of w. */
+static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, uint64_t seed)
+{
+    const st_kernel_ops *ref = st_kernels_ref();
+    m->t = t;
+    m->n = n;
+    m->rows = rows;
+    m->nx = nx;
+    ck_assert_int_eq(st_row_size(t, n, &m->ws), ST_K_OK);
+    ck_assert_int_eq(st_row_size(ST_DT_Q8_0, n, &m->xs), ST_K_OK);
+    m->w = tr_alloc(m->ws * (size_t)rows);
+    m->wr = tr_alloc(m->ws * (size_t)rows);
+    m->x = tr_alloc(m->xs * (size_t)nx);
+    float *tmp = tr_alloc(sizeof(float) * (size_t)n);
+    uint64_t s = seed;
+    for (int64_t i = 0; i < rows + nx; i++) {
+        for (int64_t k = 0; k < n; k++)
+            tmp[k] = (float)((double)(tr_next(&s) >> 11) * 0x1p-53 - 0.5) * (i < rows ? 0.2f : 4.0f);
+        if (i < rows)
+            ref->from_float[t](tmp, m->w + (size_t)i * m->ws, n);
+        else
+            ref->from_float[ST_DT_Q8_0](tmp, m->x + (size_t)(i - rows) * m->xs, n);
+    }
+    if (t == ST_DT_Q8_0) /* the extreme quant the sign trick must handle */
+        for (int64_t i = 0; i < rows; i += 3)
+            ((st_block_q8_0 *)(void *)(m->w + (size_t)i * m->ws))[0].qs[i % 32] = -128;
+    ck_assert_int_eq(st_r8_repack(t, n, m->w, m->ws, rows, m->wr), ST_K_OK);
+    free(tmp);
+}
+
+static void tr_free(tr_mat *m)
+{
+    free(m->w);
+    free(m->wr);
+    free(m->x);
+}
+
+START_TEST(test_layout)
+{
+    /* Q8_0: byte 16 + 32c + 4r + k of group block b = qs[4c + k] of row r */
+    tr_mat m;
+    tr_init(&m, ST_DT_Q8_0, 64, 16, 1, 1);
+    for (int64_t i = 0; i < 16; i++)
+        for (int64_t b = 0; b < 2; b++) {
+            const st_block_q8_0 *p = (const st_block_q8_0 *)(const void *)(m.w + i * m.ws) + b;
+            const uint8_t *o = m.wr + (size_t)(i / 8) * 8 * m.ws + (size_t)b * 272;
+            ck_assert(memcmp(o + 2 * (i % 8), &p->d, 2) == 0);
+            for (int c = 0; c < 8; c++)
+                ck_assert(memcmp(o + 16 + 32 * c + 4 * (i % 8), p->qs + 4 * c, 4) == 0);
+            st_block_q8_0 g;
+            st_r8_gather_q8_0(m.wr, m.ws, i, b, &g);
+            ck_assert(memcmp(&g, p, sizeof g) == 0);
+        }
+    tr_free(&m);
+    /* Q4_0: low nibble = element 4v + k, high nibble = element 16 + 4v + k */
+    tr_init(&m, ST_DT_Q4_0, 64, 16, 1, 2);
+    for (int64_t i = 0; i < 16; i++)
+        for (int64_t b = 0; b < 2; b++) {
+            const st_block_q4_0 *p = (const st_block_q4_0 *)(const void *)(m.w + i * m.ws) + b;
+            const uint8_t *o = m.wr + (size_t)(i / 8) * 8 * m.ws + (size_t)b * 144;
+            ck_assert(memcmp(o + 2 * (i % 8), &p->d, 2) == 0);
+            for (int v = 0; v < 4; v++)
+                for (int k = 0; k < 4; k++) {
+                    const uint8_t byte = o[16 + 32 * v + 4 * (i % 8) + k];
+                    ck_assert_int_eq(byte & 0x0f, p->qs[4 * v + k] & 0x0f);
+                    ck_assert_int_eq(byte >> 4, p->qs[4 * v + k] >> 4);
+                }
+            st_block_q4_0 g;
+            st_r8_gather_q4_0(m.wr, m.ws, i, b, &g);
+            ck_assert(memcmp(&g, p, sizeof g) == 0);
+        }
+    /* deterministic: a second repacking gives the same bytes */
+    uint8_t *again = tr_alloc(m.ws * 16);
+    ck_assert_int_eq(st_r8_repack(ST_DT_Q4_0, 64, m.w, m.ws, 16, again), ST_K_OK);
+    ck_assert(memcmp(again, m.wr, m.ws * 16) == 0);
+    free(again);
+    tr_free(&m);
+}
+END_TEST
+
+START_TEST(test_bad_shapes)
+{
+    uint8_t src[8 * 34 * 2], dst[8 * 34 * 2];
+    memset(src, 0, sizeof src);
+    memset(dst, 0xaa, sizeof dst);
+    ck_assert_int_eq(st_r8_repack(ST_DT_Q8_0, 64, src, 68, 7, dst), ST_K_ESHAPE); /* rows */
+    ck_assert_int_eq(st_r8_repack(ST_DT_Q8_0, 64, src, 70, 8, dst), ST_K_ESHAPE); /* stride */
+    ck_assert_int_eq(st_r8_repack(ST_DT_Q8_0, 48, src, 51, 8, dst), ST_K_ESHAPE); /* n % 32 */
+    ck_assert_int_eq(st_r8_repack(ST_DT_F16, 64, src, 128, 8, dst), ST_K_ETYPE);
+    for (size_t k = 0; k < sizeof dst; k++)
+        ck_assert_int_eq(dst[k], 0xaa); /* untouched */
+    ck_assert(st_r8_supported(ST_DT_Q8_0) && st_r8_supported(ST_DT_Q4_0));
+    ck_assert(!st_r8_supported(ST_DT_F32) && !st_r8_supported(ST_DT_BF16));
+}
+END_TEST
+
+/* tr_check - mul_mat_r8 of ops over [i0, i1) equals the reference's plain
+ * mul_mat over the same rows, bit for bit. */
+static void tr_check(const st_kernel_ops *ops, const tr_mat *m, int64_t nx, int64_t i0, int64_t i1)
+{
+    const st_kernel_ops *ref = st_kernels_ref();
+    float *a = tr_alloc(sizeof(float) * (size_t)(m->rows * nx));
+    float *b = tr_alloc(sizeof(float) * (size_t)(m->rows * nx));
+    for (int64_t k = 0; k < m->rows * nx; k++)
+        a[k] = b[k] = -1.0f;
+    ops->mul_mat_r8[m->t](m->n, m->wr, m->ws, i0, i1, m->x, m->xs, nx, a, m->rows);
+    ref->mul_mat[m->t](m->n, m->w, m->ws, i0, i1, m->x, m->xs, nx, b, m->rows);
+    for (int64_t j = 0; j < nx; j++)
+        for (int64_t i = 0; i < m->rows; i++)
+            ck_assert_msg(memcmp(&a[j * m->rows + i], &b[j * m->rows + i], sizeof(float)) == 0,
+                          "%s %s n=%ld nx=%ld rows [%ld, %ld): y[%ld][%ld] = %.9g, plain "
+                          "reference %.9g", ops->name, st_dtype_info_of(m->t)->name, (long)m->n,
+                          (long)nx, (long)i0, (long)i1, (long)j, (long)i,
+                          (double)a[j * m->rows + i], (double)b[j * m->rows + i]);
+    free(a);
+    free(b);
+}
+
+START_TEST(test_products)
+{
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    const st_dtype ts[] = {ST_DT_Q8_0, ST_DT_Q4_0};
+    for (int k = 0; k < 2; k++) {
+        ck_assert_ptr_nonnull(ops->mul_mat_r8[ts[k]]);
+        tr_mat m;
+        /* every batch size a decode step can have; 24 rows = 3 groups */
+        tr_init(&m, ts[k], 1056, 24, 12, 30 + (uint64_t)k);
+        for (int64_t nx = 1; nx <= 12; nx++) {
+            tr_check(ops, &m, nx, 0, 24);
+            tr_check(ops, &m, nx, 8, 16);  /* one group */
+            tr_check(ops, &m, nx, 3, 21);  /* partial groups at both ends */
+            tr_check(ops, &m, nx, 17, 19); /* inside one group */
+        }
+        tr_free(&m);
+        /* prefill width: several k-panels, more activation rows than a group */
+        tr_init(&m, ts[k], 5632, 16, 70, 40 + (uint64_t)k);
+        tr_check(ops, &m, 70, 0, 16);
+        tr_check(ops, &m, 1, 0, 16);
+        tr_free(&m);
+    }
+}
+END_TEST
+
+static Suite *repack_suite(void)
+{
+    Suite *s = suite_create("repack");
+    TCase *tc = tcase_create("repack");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_layout);
+    tcase_add_test(tc, test_bad_shapes);
+    tcase_add_loop_test(tc, test_products, 0, ST_KVAR_COUNT);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(repack_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
