@@ -13,7 +13,9 @@
  * against the reference kernels on a few rows ("ref: bit-exact" or the
  * largest relative difference), so a fast but wrong kernel shows at once.
  * Row operations (rmsnorm, rope, softmax, silu_mul, add, attn_head, the
- * Q8_0 activation quantizer) follow at the engine's sizes. */
+ * Q8_0 activation quantizer) follow at the engine's sizes. Q8_0 and Q4_0
+ * are timed twice: in the file's layout and in the R8 layout the engine
+ * repacks them into at load (lines "q8_0r8", "q4_0r8"). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 #include "common/clock.h"
 #include "common/pool.h"
 #include "kernels/kernels.h"
+#include "kernels/repack.h"
 
 typedef struct bk_opts {
     int64_t threads;
@@ -38,6 +41,7 @@ typedef struct bk_mm {
     int64_t n, rows, nx;
     size_t w_stride, x_stride;
     unsigned char *w, *x;
+    unsigned char *wr; /* the R8 layout of w (kernels/repack.h), or NULL */
     float *y;
 } bk_mm;
 
@@ -71,14 +75,17 @@ static void bk_mm_job(void *arg, int ith, int nth)
     e *= 8;
     if (e > m->rows)
         e = m->rows;
-    if (b < e)
+    if (b < e && m->wr != NULL)
+        m->ops->mul_mat_r8[m->t](m->n, m->wr, m->w_stride, b, e, m->x, m->x_stride, m->nx, m->y,
+                                 m->rows);
+    else if (b < e)
         m->ops->mul_mat[m->t](m->n, m->w, m->w_stride, b, e, m->x, m->x_stride, m->nx, m->y,
                               m->rows);
 }
 
 /* bk_mm_init - random weights (quantized by the reference) and activations. */
 static int bk_mm_init(bk_mm *m, const st_kernel_ops *ops, st_dtype t, int64_t n, int64_t rows,
-                      int64_t nx)
+                      int64_t nx, int r8)
 {
     memset(m, 0, sizeof *m);
     m->ops = ops;
@@ -108,11 +115,17 @@ static int bk_mm_init(bk_mm *m, const st_kernel_ops *ops, st_dtype t, int64_t n,
         ref->from_float[act](tmp, m->x + (size_t)j * m->x_stride, n);
     }
     free(tmp);
+    if (r8) {
+        if ((m->wr = malloc(m->w_stride * (size_t)rows)) == NULL ||
+            st_r8_repack(t, n, m->w, m->w_stride, rows, m->wr) != ST_K_OK)
+            return -1;
+    }
     return 0;
 }
 
 static void bk_mm_free(bk_mm *m)
 {
+    free(m->wr);
     free(m->w);
     free(m->x);
     free(m->y);
@@ -131,7 +144,12 @@ static double bk_check(const bk_mm *m)
         free(b);
         return INFINITY;
     }
-    m->ops->mul_mat[m->t](m->n, m->w, m->w_stride, 0, rows, m->x, m->x_stride, m->nx, a, rows);
+    if (m->wr != NULL)
+        m->ops->mul_mat_r8[m->t](m->n, m->wr, m->w_stride, 0, rows, m->x, m->x_stride, m->nx, a,
+                                 rows);
+    else
+        m->ops->mul_mat[m->t](m->n, m->w, m->w_stride, 0, rows, m->x, m->x_stride, m->nx, a,
+                              rows);
     ref->mul_mat[m->t](m->n, m->w, m->w_stride, 0, rows, m->x, m->x_stride, m->nx, b, rows);
     double worst = 0.0;
     for (int64_t k = 0; k < rows * m->nx; k++) {
@@ -171,11 +189,11 @@ static double bk_time(st_pool *pool, st_pool_fn fn, void *arg, const bk_opts *o)
     return med[runs / 2];
 }
 
-static void bk_bench_mm(st_pool *pool, const st_kernel_ops *ops, st_dtype t, const char *shape,
-                        int64_t n, int64_t rows, int64_t nx, const bk_opts *o)
+static void bk_bench_mm(st_pool *pool, const st_kernel_ops *ops, st_dtype t, int r8,
+                        const char *shape, int64_t n, int64_t rows, int64_t nx, const bk_opts *o)
 {
     bk_mm m;
-    if (bk_mm_init(&m, ops, t, n, rows, nx) != 0) {
+    if (bk_mm_init(&m, ops, t, n, rows, nx, r8) != 0) {
         fprintf(stderr, "strata: bench kernels: out of memory for %s %s\n",
                 st_dtype_info_of(t)->name, shape);
         bk_mm_free(&m);
@@ -190,8 +208,10 @@ static void bk_bench_mm(st_pool *pool, const st_kernel_ops *ops, st_dtype t, con
         snprintf(chk, sizeof chk, "ref: bit-exact");
     else
         snprintf(chk, sizeof chk, "ref: max rel diff %.2g", diff);
-    printf("mul_mat %-5s %-7s %5lld x %-5lld nx=%-3lld %9.3f ms %7.2f GB/s %8.2f GFLOP/s  %s\n",
-           st_dtype_info_of(t)->name, shape, (long long)rows, (long long)n, (long long)nx,
+    char name[16];
+    snprintf(name, sizeof name, "%s%s", st_dtype_info_of(t)->name, r8 ? "r8" : "");
+    printf("mul_mat %-7s %-7s %5lld x %-5lld nx=%-3lld %9.3f ms %7.2f GB/s %8.2f GFLOP/s  %s\n",
+           name, shape, (long long)rows, (long long)n, (long long)nx,
            s * 1e3, wbytes / s / 1e9, flops / s / 1e9, chk);
     fflush(stdout);
     bk_mm_free(&m);
@@ -372,10 +392,15 @@ int st_bench_kernels(int argc, char **argv)
            st_pool_size(pool), (long long)o.runs, o.min_time);
     if (only == NULL || strcmp(only, "mul_mat") == 0) {
         for (int t = 0; t < ST_DT_COUNT; t++) {
-            bk_bench_mm(pool, ops, (st_dtype)t, "decode", BK_E, 32000, 1, &o);
-            for (int b = 0; b < nbatch; b++)
-                bk_bench_mm(pool, ops, (st_dtype)t, "batch", BK_E, 32000, batch[b], &o);
-            bk_bench_mm(pool, ops, (st_dtype)t, "prefill", BK_E, BK_F, 64, &o);
+            /* the plain layout, then the R8 layout the engine serves (Q8_0, Q4_0) */
+            for (int r8 = 0; r8 < 2; r8++) {
+                if (r8 && ops->mul_mat_r8[t] == NULL)
+                    continue;
+                bk_bench_mm(pool, ops, (st_dtype)t, r8, "decode", BK_E, 32000, 1, &o);
+                for (int b = 0; b < nbatch; b++)
+                    bk_bench_mm(pool, ops, (st_dtype)t, r8, "batch", BK_E, 32000, batch[b], &o);
+                bk_bench_mm(pool, ops, (st_dtype)t, r8, "prefill", BK_E, BK_F, 64, &o);
+            }
         }
     }
     if (only == NULL || strcmp(only, "rows") == 0) {
