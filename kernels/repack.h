@@ -15,11 +15,10 @@
  *    8 chunks c = 0..7 of 32 bytes: byte 4r + k of chunk c is qs[4c + k]
  *    of row r (4 consecutive quants of each row).
  *  - Q4_0 (144 bytes = 8 x 18): the 8 scales, then 4 vectors v = 0..3 of
- *    32 bytes: byte 4r + k of vector v is q(r, 4v + k) | q(r, 16 + 4v + k)
- *    << 4, q(r, e) being element e's 4-bit quant (0..15) of row r; the low
- *    nibbles give chunk v (elements 4v..4v+3), the high ones chunk v + 4.
- *    (In a plain Q4_0 block, elements 0..15 are the low nibbles of qs[0..15]
- *    and 16..31 the high nibbles.)
+ *    32 bytes: byte 4r + k of vector v is qs[4v + k] of row r. Since a
+ *    plain Q4_0 byte qs[e] holds element e in its low nibble and element
+ *    16 + e in its high one, the low nibbles of vector v are chunk v
+ *    (elements 4v..4v+3) and the high nibbles chunk v + 4.
  * A chunk vector lines up the 8 rows' products with the same 4 activation
  * bytes, so one broadcast of those bytes feeds 8 output rows at once and
  * each output row stays in its own lane: no horizontal sums. */
@@ -40,7 +39,9 @@ int st_r8_supported(st_dtype t);
  * row_bytes bytes of n elements of t) to dst, which holds rows * row_bytes
  * bytes and must not overlap src. Returns ST_K_ETYPE if t has no R8
  * layout, ST_K_ESHAPE if rows is not a multiple of 8 or row_bytes does not
- * match n; dst is untouched then. */
+ * match n; dst is untouched then. Groups are independent: a slice of whole
+ * groups (src and dst advanced by 8 g row_bytes, rows a multiple of 8) can
+ * be repacked alone, by one thread each. */
 int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64_t rows,
                  void *dst);
 

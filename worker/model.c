@@ -263,15 +263,47 @@ static bool model_r8_ok(const st_weight *w, const st_kernel_ops *ops)
            w->n_out % ST_R8_ROWS == 0;
 }
 
-st_err st_model_repack(st_model *m, const st_kernel_ops *ops)
+/* model_rp_job - one thread's share of a repacking: whole groups of the
+ * concatenation of the n weights, in order. */
+typedef struct model_rp_job {
+    st_weight *const *ws;
+    uint8_t *const *dst;
+    size_t n;
+    int64_t groups; /* total groups of 8 rows */
+} model_rp_job;
+
+static void model_rp_run(void *arg, int ith, int nth)
+{
+    const model_rp_job *j = arg;
+    long g0, g1;
+    st_pool_split((long)j->groups, ith, nth, &g0, &g1);
+    int64_t base = 0; /* first group of weight k in the concatenation */
+    for (size_t k = 0; k < j->n && base < g1; k++) {
+        const st_weight *w = j->ws[k];
+        const int64_t ng = w->n_out / ST_R8_ROWS;
+        const int64_t a = g0 > base ? g0 - base : 0, b = g1 - base < ng ? g1 - base : ng;
+        if (a < b) { /* shapes were checked at bind: st_r8_repack cannot refuse */
+            const size_t off = (size_t)a * ST_R8_ROWS * w->row_bytes;
+            (void)st_r8_repack(w->dtype, w->n_in, (const uint8_t *)w->data + off, w->row_bytes,
+                               (b - a) * ST_R8_ROWS, j->dst[k] + off);
+        }
+        base += ng;
+    }
+}
+
+st_err st_model_repack(st_model *m, const st_kernel_ops *ops, st_pool *pool)
 {
     if (ops->variant == ST_KVAR_REF || m->r8_buf != NULL)
         return ST_OK;
     const int64_t nl = m->last - m->first;
     const size_t cap = (size_t)nl * 7 + 1;
     st_weight **ws = calloc(cap, sizeof *ws);
-    if (ws == NULL)
+    uint8_t **dst = calloc(cap, sizeof *dst);
+    if (ws == NULL || dst == NULL) {
+        free(ws);
+        free(dst);
         return st_errorf(ST_ENOMEM, "repack: weight list");
+    }
     size_t n = 0, total = 0;
     for (int64_t l = 0; l < nl; l++) {
         st_layer *L = &m->layers[l];
@@ -283,41 +315,44 @@ st_err st_model_repack(st_model *m, const st_kernel_ops *ops)
     const bool tied = m->has_embd && m->has_head && m->output.data == m->tok_embd.data;
     if (m->has_head && !tied && model_r8_ok(&m->output, ops))
         ws[n++] = &m->output;
-    for (size_t k = 0; k < n; k++)
+    int64_t groups = 0;
+    for (size_t k = 0; k < n; k++) {
         total += (size_t)ws[k]->n_out * ws[k]->row_bytes;
-    if (total == 0) {
-        free(ws);
-        return ST_OK;
+        groups += ws[k]->n_out / ST_R8_ROWS;
     }
+    st_err e = ST_OK;
+    if (total == 0)
+        goto out;
     const double t0 = st_now_s();
     void *buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED) {
-        free(ws);
-        return st_errorf(ST_ENOMEM, "repack: %zu bytes for the R8 weights", total);
+        e = st_errorf(ST_ENOMEM, "repack: %zu bytes for the R8 weights", total);
+        goto out;
     }
     (void)madvise(buf, total, MADV_HUGEPAGE); /* advice: fewer TLB misses when streaming */
-    uint8_t *dst = buf;
+    uint8_t *p = buf;
     for (size_t k = 0; k < n; k++) {
-        st_weight *w = ws[k];
-        const size_t bytes = (size_t)w->n_out * w->row_bytes;
-        /* shapes were checked at bind: repacking cannot fail here */
-        int rc = st_r8_repack(w->dtype, w->n_in, w->data, w->row_bytes, w->n_out, dst);
-        if (rc != ST_K_OK) {
-            munmap(buf, total);
-            free(ws);
-            return st_errorf(ST_EINTERNAL, "repack: st_r8_repack refused a bound weight (%d)", rc);
-        }
-        st_gguf_release(m->g, w->data, bytes);
-        w->data = dst;
-        w->r8 = true;
-        dst += bytes;
+        dst[k] = p;
+        p += (size_t)ws[k]->n_out * ws[k]->row_bytes;
+    }
+    model_rp_job job = {ws, dst, n, groups};
+    if (pool != NULL)
+        st_pool_run(pool, model_rp_run, &job);
+    else
+        model_rp_run(&job, 0, 1);
+    for (size_t k = 0; k < n; k++) {
+        st_gguf_release(m->g, ws[k]->data, (size_t)ws[k]->n_out * ws[k]->row_bytes);
+        ws[k]->data = dst[k];
+        ws[k]->r8 = true;
     }
     m->r8_buf = buf;
     m->r8_len = total;
     st_log(ST_LOG_INFO, "model", "%zu matrices (%.1f MiB) repacked in the R8 layout for the %s "
            "kernels in %.2f s", n, (double)total / (1 << 20), ops->name, st_now_s() - t0);
+out:
     free(ws);
-    return ST_OK;
+    free(dst);
+    return e;
 }
 
 void st_model_close(st_model *m)

@@ -16,6 +16,7 @@
 
 #include "common/err.h"
 #include "common/gguf.h"
+#include "common/pool.h"
 #include "kernels/kernels.h"
 
 typedef struct st_hparams {
@@ -79,9 +80,10 @@ st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_mode
  * head tied to it stay views of the file. Nothing is repacked for the
  * reference kernels, which read the plain layout that defines the
  * results (the R8 products give the same bits). The file's pages of each
- * repacked tensor are released. On ST_ENOMEM the model is unchanged. Logs
- * what it repacked and how long it took. */
-st_err st_model_repack(st_model *m, const st_kernel_ops *ops);
+ * repacked tensor are released. The work is split over pool's threads
+ * (pool may be NULL: the calling thread). On ST_ENOMEM the model is
+ * unchanged. Logs what it repacked and how long it took. */
+st_err st_model_repack(st_model *m, const st_kernel_ops *ops, st_pool *pool);
 
 /* st_model_close - frees; closes the file if st_model_open opened it. */
 void st_model_close(st_model *m);

@@ -68,7 +68,7 @@ static void eng_split(const char *model, const st_kernel_ops *ops)
             test_runner st;
             ck_assert_int_eq(runner_open(&st, path, a, b, 1, ops, 64, 64), 0);
             if ((a + b) % 2 == 1) /* half the stages multiply R8 weights (SIMD kernels) */
-                ck_assert_int_eq(st_model_repack(st.m, ops), ST_OK);
+                ck_assert_int_eq(st_model_repack(st.m, ops, NULL), ST_OK);
             ck_assert(st_model_has_embd(st.m) == (a == 0));
             ck_assert(st_model_has_head(st.m) == (b == L));
             const float *in = a == 0 ? NULL : cap.h + (size_t)((a - 1) * T * E);
@@ -148,10 +148,10 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
     st_pool *pool;
     st_stage_ctx *ctx;
     ck_assert_int_eq(st_model_open(path, 0, -1, &m), ST_OK);
-    ck_assert_int_eq(st_model_repack(m, ops), ST_OK); /* R8 weights vs the plain ones alone */
+    ck_assert_int_eq(st_pool_open(threads, 0, &pool), ST_OK);
+    ck_assert_int_eq(st_model_repack(m, ops, pool), ST_OK); /* R8 weights vs the plain ones alone */
     const st_weight *w0 = &st_model_layer(m, 0)->w_up;
     ck_assert(w0->r8 == (ops->variant != ST_KVAR_REF && st_r8_supported(w0->dtype)));
-    ck_assert_int_eq(st_pool_open(threads, 0, &pool), ST_OK);
     ck_assert_int_eq(st_stage_ctx_open(m, 64, pool, ops, &ctx), ST_OK);
     size_t V = (size_t)st_model_hparams(m)->n_vocab;
     st_kv *kv[3];
