@@ -271,46 +271,44 @@ static void ref_mul_mat_q4_0(int64_t n, const void *w, size_t w_stride, int64_t 
     ref_mul_mat(ref_dot_q4_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
-/* ref_mul_mat_r8_q8_0 / _q4_0 - each weight block gathered back to its
- * plain form, then the plain reference dot of that block: the running
- * float sum sees the same (float)sumi * (d_w * d_x) terms in the same
- * order (sum + (0 + t) == sum + t exactly), so results equal mul_mat's. */
-static void ref_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0,
-                                int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
-                                int64_t y_stride)
+/* ref_mul_mat_r8 - each weight block gathered back to its plain form,
+ * then the plain reference dot of that block: the running float sum sees
+ * the same (float)sumi * (d_w * d_x) terms in the same order
+ * (sum + (0 + t) == sum + t exactly), so results equal mul_mat's. */
+static void ref_mul_mat_r8(st_dtype t, ref_dot_fn dot, int64_t n, const void *w, size_t w_stride,
+                           int64_t i0, int64_t i1, const void *x, size_t x_stride, int64_t nx,
+                           float *y, int64_t y_stride)
 {
     const unsigned char *xb = x;
     for (int64_t i = i0; i < i1; i++) {
         for (int64_t j = 0; j < nx; j++) {
-            const st_block_q8_0 *xr = (const st_block_q8_0 *)(const void *)(xb + (size_t)j * x_stride);
+            const st_block_q8_0 *xr = (const void *)(xb + (size_t)j * x_stride);
             float sum = 0.0f;
             for (int64_t b = 0; b < n / ST_QK; b++) {
-                st_block_q8_0 blk;
-                st_r8_gather_q8_0(w, w_stride, i, b, &blk);
-                sum += ref_dot_q8_0(ST_QK, &blk, &xr[b]);
+                union {
+                    st_block_q8_0 q8;
+                    st_block_q4_0 q4;
+                } blk;
+                st_r8_gather(t, w, w_stride, i, b, &blk);
+                sum += dot(ST_QK, &blk, &xr[b]);
             }
             y[j * y_stride + i] = sum;
         }
     }
 }
 
+static void ref_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0,
+                                int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
+                                int64_t y_stride)
+{
+    ref_mul_mat_r8(ST_DT_Q8_0, ref_dot_q8_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
 static void ref_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0,
                                 int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
                                 int64_t y_stride)
 {
-    const unsigned char *xb = x;
-    for (int64_t i = i0; i < i1; i++) {
-        for (int64_t j = 0; j < nx; j++) {
-            const st_block_q8_0 *xr = (const st_block_q8_0 *)(const void *)(xb + (size_t)j * x_stride);
-            float sum = 0.0f;
-            for (int64_t b = 0; b < n / ST_QK; b++) {
-                st_block_q4_0 blk;
-                st_r8_gather_q4_0(w, w_stride, i, b, &blk);
-                sum += ref_dot_q4_0(ST_QK, &blk, &xr[b]);
-            }
-            y[j * y_stride + i] = sum;
-        }
-    }
+    ref_mul_mat_r8(ST_DT_Q4_0, ref_dot_q4_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 /* ---- element-wise and row operations ---- */

@@ -56,20 +56,14 @@ static const uint8_t *r8_block_at(const void *w, size_t row_bytes, int64_t i, in
     return (const uint8_t *)w + (size_t)g * ST_R8_ROWS * row_bytes + (size_t)b * gbb;
 }
 
-void st_r8_gather_q8_0(const void *w, size_t row_bytes, int64_t i, int64_t b, st_block_q8_0 *out)
+void st_r8_gather(st_dtype t, const void *w, size_t row_bytes, int64_t i, int64_t b, void *out)
 {
+    const size_t gbb = r8_group_block_bytes(t);
+    const int nchunk = (int)((gbb / ST_R8_ROWS - 2) / 4);
     int r;
-    const uint8_t *o = r8_block_at(w, row_bytes, i, b, r8_group_block_bytes(ST_DT_Q8_0), &r);
-    memcpy(&out->d, o + 2 * r, 2);
-    for (int c = 0; c < 8; c++)
-        memcpy(out->qs + 4 * c, o + 16 + 32 * c + 4 * r, 4);
-}
-
-void st_r8_gather_q4_0(const void *w, size_t row_bytes, int64_t i, int64_t b, st_block_q4_0 *out)
-{
-    int r;
-    const uint8_t *o = r8_block_at(w, row_bytes, i, b, r8_group_block_bytes(ST_DT_Q4_0), &r);
-    memcpy(&out->d, o + 2 * r, 2);
-    for (int v = 0; v < 4; v++)
-        memcpy(out->qs + 4 * v, o + 16 + 32 * v + 4 * r, 4);
+    const uint8_t *o = r8_block_at(w, row_bytes, i, b, gbb, &r);
+    uint8_t *d = out;
+    memcpy(d, o + 2 * r, 2); /* the scale */
+    for (int c = 0; c < nchunk; c++)
+        memcpy(d + 2 + 4 * c, o + 16 + 32 * c + 4 * r, 4);
 }

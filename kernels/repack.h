@@ -45,11 +45,9 @@ int st_r8_supported(st_dtype t);
 int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64_t rows,
                  void *dst);
 
-/* st_r8_gather_q8_0 - block b of row i of an R8 Q8_0 matrix (w at row 0,
- * plain row size row_bytes) as a plain block in *out. */
-void st_r8_gather_q8_0(const void *w, size_t row_bytes, int64_t i, int64_t b, st_block_q8_0 *out);
-
-/* st_r8_gather_q4_0 - the same for Q4_0. */
-void st_r8_gather_q4_0(const void *w, size_t row_bytes, int64_t i, int64_t b, st_block_q4_0 *out);
+/* st_r8_gather - block b of row i of an R8 matrix of t (w at row 0, plain
+ * row size row_bytes), written to out as the plain block (34 bytes for
+ * Q8_0, 18 for Q4_0). t must have an R8 layout. */
+void st_r8_gather(st_dtype t, const void *w, size_t row_bytes, int64_t i, int64_t b, void *out);
 
 #endif

@@ -87,7 +87,7 @@ START_TEST(test_layout)
             for (int c = 0; c < 8; c++)
                 ck_assert(memcmp(o + 16 + 32 * c + 4 * (i % 8), p->qs + 4 * c, 4) == 0);
             st_block_q8_0 g;
-            st_r8_gather_q8_0(m.wr, m.ws, i, b, &g);
+            st_r8_gather(ST_DT_Q8_0, m.wr, m.ws, i, b, &g);
             ck_assert(memcmp(&g, p, sizeof g) == 0);
         }
     tr_free(&m);
@@ -105,7 +105,7 @@ START_TEST(test_layout)
                     ck_assert_int_eq(byte >> 4, p->qs[4 * v + k] >> 4);
                 }
             st_block_q4_0 g;
-            st_r8_gather_q4_0(m.wr, m.ws, i, b, &g);
+            st_r8_gather(ST_DT_Q4_0, m.wr, m.ws, i, b, &g);
             ck_assert(memcmp(&g, p, sizeof g) == 0);
         }
     /* deterministic: a second repacking gives the same bytes */
