@@ -241,6 +241,69 @@ static const char *cl_name_of(const Strata__StatusReply *s, uint64_t id)
     return "?";
 }
 
+/* cl_links_json - the link matrix of a status as a list of ordered pairs. */
+static cJSON *cl_links_json(const Strata__StatusReply *s)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; i < s->n_links; i++) {
+        const Strata__LinkStatus *l = s->links[i];
+        cJSON *o = cJSON_CreateObject();
+        cli_json_u64(o, "from", l->from_id);
+        cli_json_u64(o, "to", l->to_id);
+        cJSON_AddStringToObject(o, "from_name", cl_name_of(s, l->from_id));
+        cJSON_AddStringToObject(o, "to_name", cl_name_of(s, l->to_id));
+        cJSON_AddNumberToObject(o, "latency_ms", l->latency_ms);
+        cJSON_AddNumberToObject(o, "bandwidth_mb_s", l->bandwidth_bytes_per_s / 1e6);
+        cJSON_AddNumberToObject(o, "bandwidth_bytes_per_s", l->bandwidth_bytes_per_s);
+        cJSON_AddBoolToObject(o, "measured", l->measured);
+        cJSON_AddNumberToObject(o, "samples", l->samples);
+        cJSON_AddNumberToObject(o, "age_s", l->age_s);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+/* cl_links_print - the link matrix: a row per sender, a column per
+ * receiver, "latency ms/bandwidth MB/s", assumed pairs marked '*'. */
+static void cl_links_print(const Strata__StatusReply *s)
+{
+    if (s->n_links == 0)
+        return;
+    uint64_t ids[64];
+    size_t n = 0, measured = 0;
+    for (size_t i = 0; i < s->n_links; i++) {
+        measured += s->links[i]->measured;
+        for (int e = 0; e < 2; e++) {
+            uint64_t id = e ? s->links[i]->to_id : s->links[i]->from_id;
+            bool seen = false;
+            for (size_t k = 0; k < n && !seen; k++)
+                seen = ids[k] == id;
+            if (!seen && n < 64)
+                ids[n++] = id;
+        }
+    }
+    printf("links (from row to column: latency ms/bandwidth MB/s; * assumed, not measured): "
+           "%zu of %zu measured%s\n", measured, s->n_links, n == 64 ? " (first 64 workers)" : "");
+    printf("  %-14s", "");
+    for (size_t b = 0; b < n; b++)
+        printf(" %16.14s", cl_name_of(s, ids[b]));
+    printf("\n");
+    for (size_t a = 0; a < n; a++) {
+        printf("  %-14.14s", cl_name_of(s, ids[a]));
+        for (size_t b = 0; b < n; b++) {
+            char cell[48] = "-";
+            for (size_t i = 0; i < s->n_links; i++) {
+                const Strata__LinkStatus *l = s->links[i];
+                if (l->from_id == ids[a] && l->to_id == ids[b])
+                    snprintf(cell, sizeof cell, "%.3f/%.0f%s", l->latency_ms,
+                             l->bandwidth_bytes_per_s / 1e6, l->measured ? "" : "*");
+            }
+            printf(" %16s", cell);
+        }
+        printf("\n");
+    }
+}
+
 static void cl_status_print(const Strata__StatusReply *s)
 {
     const Strata__Counters *c = s->counters;
@@ -283,6 +346,7 @@ static void cl_status_print(const Strata__StatusReply *s)
             printf("\n");
         }
     }
+    cl_links_print(s);
     const Strata__SchedStatus *q = s->sched;
     if (q) {
         char kvs[24], kvw[24];
@@ -376,6 +440,7 @@ static int cl_admin(int argc, char **argv, bool status)
             for (size_t i = 0; i < s->n_workers; i++)
                 cJSON_AddItemToArray(ws, cl_worker_json(s->workers[i]));
             cJSON_AddBoolToObject(j, "serving", cl_serving(s));
+            cJSON_AddItemToObject(j, "links", cl_links_json(s));
             if (s->plan)
                 cJSON_AddItemToObject(j, "plan", cl_plan_json(s->plan));
             else

@@ -13,7 +13,9 @@
  *
  * `strata drain` asks for a plan without the worker and, unless --no-wait,
  * repeats the (idempotent) request until the worker is drained: a
- * committed plan does not use it, and no step in flight does. Like the
+ * committed plan does not use it, and no step in flight does (the worker
+ * then leaves by itself unless it runs with --stay-after-drain); --undo
+ * makes a drained worker that stayed placeable again. Like the
  * other cluster commands these talk to --coordinator ADDR (default
  * $STRATA_COORDINATOR) with --cluster-key FILE when the cluster has one. */
 #include <cjson/cJSON.h>
@@ -212,6 +214,21 @@ static cJSON *pc_proposal_json(const Strata__PlanProposal *p)
         cJSON_AddItemToArray(ws, wo);
     }
     cJSON_AddStringToObject(o, "note", p->note ? p->note : "");
+    if (p->n_links > 0) { /* a live cluster's: measured or assumed per ordered pair */
+        cJSON *ls = cJSON_AddArrayToObject(o, "links");
+        for (size_t i = 0; i < p->n_links; i++) {
+            const Strata__LinkStatus *l = p->links[i];
+            cJSON *lo = cJSON_CreateObject();
+            cli_json_u64(lo, "from", l->from_id);
+            cli_json_u64(lo, "to", l->to_id);
+            cJSON_AddNumberToObject(lo, "latency_ms", l->latency_ms);
+            cJSON_AddNumberToObject(lo, "bandwidth_bytes_per_s", l->bandwidth_bytes_per_s);
+            cJSON_AddBoolToObject(lo, "measured", l->measured);
+            cJSON_AddNumberToObject(lo, "samples", l->samples);
+            cJSON_AddNumberToObject(lo, "age_s", l->age_s);
+            cJSON_AddItemToArray(ls, lo);
+        }
+    }
     return o;
 }
 
@@ -248,6 +265,17 @@ static void pc_proposal_print(const Strata__PlanProposal *p)
     }
     if (p->calibration > 0 && p->calibration != 1)
         printf("announced speeds scaled by %.3f (median measured / announced)\n", p->calibration);
+    size_t measured = 0;
+    for (size_t i = 0; i < p->n_links; i++)
+        measured += p->links[i]->measured;
+    if (p->n_links > 0)
+        printf("links: %zu of %zu worker pairs measured, the rest assumed (rtt / 4, 1 GB/s)\n",
+               measured, p->n_links);
+    for (size_t i = 0; i < p->n_links; i++) {
+        const Strata__LinkStatus *l = p->links[i];
+        printf("  %s -> %s: %.3f ms, %.1f MB/s %s\n", pc_name(p, l->from_id), pc_name(p, l->to_id),
+               l->latency_ms, l->bandwidth_bytes_per_s / 1e6, l->measured ? "measured" : "assumed");
+    }
     if (p->note && p->note[0])
         printf("note: %s\n", p->note);
 }
@@ -535,7 +563,7 @@ int st_cmd_replan(int argc, char **argv)
 int st_cmd_drain(int argc, char **argv)
 {
     cli_conn_opts o = {0};
-    bool wait = true;
+    bool wait = true, undo = false;
     const char *who = NULL;
     for (int i = 1; i < argc; i++) {
         int r = cli_conn_flag(argc, argv, &i, &o, true);
@@ -545,6 +573,8 @@ int st_cmd_drain(int argc, char **argv)
             continue;
         if (strcmp(argv[i], "--no-wait") == 0) {
             wait = false;
+        } else if (strcmp(argv[i], "--undo") == 0) {
+            undo = true;
         } else if (argv[i][0] != '-' && who == NULL) {
             who = argv[i];
         } else {
@@ -554,8 +584,10 @@ int st_cmd_drain(int argc, char **argv)
         }
     }
     if (who == NULL) {
-        fprintf(stderr, "usage: strata drain WORKER (an id or a name) [--no-wait] "
-                        "[--timeout-ms N] [--coordinator ADDR] [--cluster-key FILE]\n");
+        fprintf(stderr, "usage: strata drain WORKER (an id or a name) [--no-wait] [--undo] "
+                        "[--timeout-ms N] [--coordinator ADDR] [--cluster-key FILE]\n"
+                        "  --undo  make a drained worker that stayed (--stay-after-drain), or one\n"
+                        "          still draining, placeable again\n");
         return 2;
     }
     Strata__DrainRequest q = STRATA__DRAIN_REQUEST__INIT;
@@ -565,6 +597,8 @@ int st_cmd_drain(int argc, char **argv)
         q.worker_id = id;
     else
         q.name = (char *)who;
+    q.undo = undo;
+    wait = wait && !undo;
     cli_conn c;
     int rc = cli_conn_open(&c, &o, "drain");
     if (rc != 0)
@@ -597,8 +631,10 @@ int st_cmd_drain(int argc, char **argv)
                 rc = pc_print_json(j);
             } else {
                 printf("worker %" PRIu64 " %s\n", d->worker_id,
-                       d->drained ? "drained: no plan and no step in flight uses it; it may stop"
-                                  : "is draining");
+                       undo ? d->message ? d->message : ""
+                       : d->drained ? "drained: no plan and no step in flight uses it; it leaves "
+                                      "(or stays as a spare with --stay-after-drain)"
+                                    : "is draining");
                 rc = 0;
             }
             st_msg_free(r);

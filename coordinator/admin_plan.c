@@ -4,7 +4,10 @@
  * objective given changes the coordinator's from then on) and
  * DrainRequest (a plan without that worker; it is drained once a
  * committed plan does not use it, which also means no step in flight
- * does, since a commit waits for the pipeline to empty).
+ * does, since a commit waits for the pipeline to empty; the drained worker
+ * is then told to leave in its HeartbeatReply, and a drain request about
+ * it still answers "drained" for the minute it is kept as LEFT; `undo`
+ * makes a drained worker that stayed, --stay-after-drain, placeable again).
  *
  * A dry run shows every live member: the planner's candidates with their
  * estimate and its source, and the others with the reason they were not
@@ -66,6 +69,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
     st_pp_worker *pw = calloc(ST_MEMBERS_MAX, sizeof *pw);
     char (*why)[200] = calloc(ST_MEMBERS_MAX, sizeof *why);
     Strata__PlanProposal *pp = NULL;
+    Strata__LinkStatus *ls = NULL, **lp = NULL;
     if (!r || !pw || !why)
         e = st_errorf(ST_ENOMEM, "dry run");
     else
@@ -105,11 +109,40 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
         goto out;
     }
     pp->replicas_served = c->cfg.replicas;
+    size_t nl = v->n > 1 ? v->n * (v->n - 1) : 0, kl = 0;
+    ls = calloc(nl ? nl : 1, sizeof *ls);
+    lp = calloc(nl ? nl : 1, sizeof *lp);
+    if (ls == NULL || lp == NULL) {
+        st_api_reply_error(c, slot, ST_ENOMEM, "dry run links");
+        goto out;
+    }
+    for (size_t a = 0; a < v->n; a++) /* the link figures planned with */
+        for (size_t b = 0; b < v->n; b++) {
+            if (a == b)
+                continue;
+            const st_link *x = &v->links[a * v->n + b];
+            strata__link_status__init(&ls[kl]);
+            ls[kl].from_id = v->w[a].id;
+            ls[kl].to_id = v->w[b].id;
+            ls[kl].latency_ms = x->latency_s * 1e3;
+            ls[kl].bandwidth_bytes_per_s = x->bw;
+            ls[kl].measured = x->measured;
+            ls[kl].samples = x->samples;
+            ls[kl].age_s = x->age_s;
+            lp[kl] = &ls[kl];
+            kl++;
+        }
+    pp->n_links = kl;
+    pp->links = lp;
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_PLAN_PROPOSAL;
     m.plan_proposal = pp;
     ap_send(c, slot, &m);
+    pp->n_links = 0; /* ours, not the proposal's */
+    pp->links = NULL;
 out:
+    free(ls);
+    free(lp);
     st_place_proposal_free(pp);
     coord_pl_view_free(v);
     free(r);
@@ -162,16 +195,24 @@ static void ap_drain_reply(st_coord *c, uint32_t slot, const st_member *w, const
 
 void coord_api_drain(st_coord *c, uint32_t slot, const Strata__DrainRequest *q)
 {
-    st_member *w = NULL;
+    st_member *w = NULL, *gone = NULL;
     for (size_t i = 0; i < c->ms.n && w == NULL; i++) {
         st_member *m = &c->ms.v[i];
         const char *name = m->join->join->cap->name;
-        if (m->life == ST_MEMBER_ALIVE &&
-            ((q->worker_id && m->id == q->worker_id) ||
-             (!q->worker_id && q->name && q->name[0] && name && strcmp(name, q->name) == 0)))
+        bool match = (q->worker_id && m->id == q->worker_id) ||
+                     (!q->worker_id && q->name && q->name[0] && name && strcmp(name, q->name) == 0);
+        if (match && m->life == ST_MEMBER_ALIVE)
             w = m;
+        else if (match && m->drained && m->life == ST_MEMBER_LEFT)
+            gone = m; /* it left by itself after its drain (kept a minute for status) */
     }
     char text[400];
+    if (w == NULL && gone != NULL && !q->undo) {
+        snprintf(text, sizeof text, "drained at epoch %llu and left the cluster",
+                 (unsigned long long)gone->drain_epoch);
+        ap_drain_reply(c, slot, gone, text);
+        return;
+    }
     if (w == NULL) {
         if (q->worker_id)
             snprintf(text, sizeof text, "no live worker with id %llu",
@@ -181,10 +222,27 @@ void coord_api_drain(st_coord *c, uint32_t slot, const Strata__DrainRequest *q)
         st_api_reply_error(c, slot, ST_ENOENT, text);
         return;
     }
+    if (q->undo) {
+        if (!w->drained && !w->draining) {
+            ap_drain_reply(c, slot, w, "not draining: nothing to undo");
+            return;
+        }
+        bool was = w->drained;
+        w->draining = w->drained = false;
+        w->drain_epoch = 0;
+        st_log(ST_LOG_INFO, AP, "worker %llu undrained", (unsigned long long)w->id);
+        char why[64];
+        snprintf(why, sizeof why, "worker %llu was undrained", (unsigned long long)w->id);
+        coord_replan(c, false, why);
+        snprintf(text, sizeof text, "%s; placeable again: %.300s",
+                 was ? "undrained" : "drain cancelled", c->pl.decision);
+        ap_drain_reply(c, slot, w, text);
+        return;
+    }
     if (w->drained || w->draining) {
         if (w->drained)
-            snprintf(text, sizeof text, "drained at epoch %llu: it may stop",
-                     (unsigned long long)w->drain_epoch);
+            snprintf(text, sizeof text, "drained at epoch %llu: it leaves (or stays as a "
+                     "spare with --stay-after-drain)", (unsigned long long)w->drain_epoch);
         else
             snprintf(text, sizeof text, "draining: %.380s", c->pl.decision);
         ap_drain_reply(c, slot, w, text);

@@ -13,7 +13,12 @@
  * event loop the parked polls whose request moved on, ended or timed out
  * are answered. At most three quarters of the slots may be parked, so
  * heartbeats and other requests always find a free slot; beyond that a
- * Poll is answered at once, possibly empty. */
+ * Poll is answered at once, possibly empty.
+ *
+ * A Heartbeat is answered with a HeartbeatReply: the other live workers'
+ * control addresses (the peers it measures its links to, probe.h on the
+ * worker) and, once it is drained, `leave`. Status carries the link
+ * matrix (coord_links: measured where the workers reported, else assumed). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +75,48 @@ static void api_ack(st_coord *c, uint32_t slot)
 }
 
 /* ---- workers ---- */
+
+/* api_heartbeat_reply - answers worker id's heartbeat: the other live
+ * workers' control addresses (its peers to probe) and, once it is
+ * drained, leave with the epoch that drained it. */
+static void api_heartbeat_reply(st_coord *c, uint32_t slot, uint64_t id)
+{
+    const st_member *w = st_members_find(&c->ms, id);
+    Strata__Peer *pv = calloc(c->ms.n ? c->ms.n : 1, sizeof *pv);
+    Strata__Peer **pp = calloc(c->ms.n ? c->ms.n : 1, sizeof *pp);
+    if (w == NULL || pv == NULL || pp == NULL) {
+        free(pv);
+        free(pp);
+        api_ack(c, slot); /* no peers this time: the next heartbeat gets them */
+        return;
+    }
+    Strata__HeartbeatReply hr = STRATA__HEARTBEAT_REPLY__INIT;
+    for (size_t i = 0; i < c->ms.n; i++) {
+        const st_member *m = &c->ms.v[i];
+        if (m->id == id || m->life != ST_MEMBER_ALIVE || !m->heard)
+            continue;
+        strata__peer__init(&pv[hr.n_peers]);
+        pv[hr.n_peers].worker_id = m->id;
+        pv[hr.n_peers].ctl_addr = m->join->join->cap->ctl_addr;
+        pp[hr.n_peers] = &pv[hr.n_peers];
+        hr.n_peers++;
+    }
+    hr.peers = pp;
+    char why[200];
+    if (w->drained) {
+        hr.leave = true;
+        hr.drain_epoch = w->drain_epoch;
+        snprintf(why, sizeof why, "epoch %llu does not use worker %llu and no step in flight "
+                 "does", (unsigned long long)w->drain_epoch, (unsigned long long)id);
+        hr.reason = why;
+    }
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_HEARTBEAT_REPLY;
+    m.heartbeat_reply = &hr;
+    api_send(c, slot, &m);
+    free(pv);
+    free(pp);
+}
 
 /* api_join - takes m on success (the member keeps it). */
 static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m)
@@ -319,8 +366,61 @@ static const char *api_state(const st_coord *c, const st_member *m)
     return c->has_plan && !c->plan_broken && !in_plan ? "spare" : "joined";
 }
 
+/* api_status_links - sr->links: every ordered pair of live workers that
+ * have heartbeated, measured or assumed (coord_links). */
+static st_err api_status_links(st_coord *c, Strata__StatusReply *sr)
+{
+    uint64_t ids[ST_MEMBERS_MAX];
+    size_t n = 0;
+    for (size_t i = 0; i < c->ms.n; i++)
+        if (c->ms.v[i].life == ST_MEMBER_ALIVE && c->ms.v[i].heard)
+            ids[n++] = c->ms.v[i].id;
+    if (n < 2)
+        return ST_OK;
+    st_link *l = malloc(n * n * sizeof *l);
+    Strata__LinkStatus *ls = calloc(n * (n - 1), sizeof *ls);
+    Strata__LinkStatus **lp = calloc(n * (n - 1), sizeof *lp);
+    if (l == NULL || ls == NULL || lp == NULL || coord_links(c, ids, n, l, NULL) != ST_OK) {
+        free(l);
+        free(ls);
+        free(lp);
+        return st_errorf(ST_ENOMEM, "status links");
+    }
+    size_t k = 0;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++) {
+            if (a == b)
+                continue;
+            const st_link *x = &l[a * n + b];
+            strata__link_status__init(&ls[k]);
+            ls[k].from_id = ids[a];
+            ls[k].to_id = ids[b];
+            ls[k].latency_ms = x->latency_s * 1e3;
+            ls[k].bandwidth_bytes_per_s = x->bw;
+            ls[k].measured = x->measured;
+            ls[k].samples = x->samples;
+            ls[k].age_s = x->age_s;
+            lp[k] = &ls[k];
+            k++;
+        }
+    free(l);
+    sr->n_links = k;
+    sr->links = lp;
+    return ST_OK;
+}
+
+static void api_status_links_free(Strata__StatusReply *sr)
+{
+    if (sr->n_links > 0)
+        free(sr->links[0]); /* the array of entries */
+    free(sr->links);
+    sr->links = NULL;
+    sr->n_links = 0;
+}
+
 static void api_status(st_coord *c, uint32_t slot)
 {
+    Strata__StatusReply sr = STRATA__STATUS_REPLY__INIT;
     size_t n = c->ms.n;
     Strata__WorkerStatus *ws = calloc(n ? n : 1, sizeof *ws);
     Strata__WorkerStatus **wp = calloc(n ? n : 1, sizeof *wp);
@@ -387,7 +487,10 @@ static void api_status(st_coord *c, uint32_t slot)
     sch.route_sessions = ss.route_sessions;
     sch.n_route_batches = nr;
     sch.route_batches = ss.route_batches;
-    Strata__StatusReply sr = STRATA__STATUS_REPLY__INIT;
+    if (api_status_links(c, &sr) != ST_OK) {
+        st_api_reply_error(c, slot, ST_ENOMEM, "status links");
+        goto out;
+    }
     sr.sched = &sch;
     sr.epoch = c->has_plan ? c->plan.epoch : 0;
     sr.plan = pb;
@@ -406,6 +509,7 @@ out:
     st_plan_pb_free(pb);
     free(ws);
     free(wp);
+    api_status_links_free(&sr);
 }
 
 static void api_plan(st_coord *c, uint32_t slot)
@@ -448,8 +552,9 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         break;
     case STRATA__MSG__BODY_HEARTBEAT: {
         bool first = false;
+        uint64_t hb_id = m->heartbeat->worker_id;
         if ((e = st_members_heartbeat(&c->ms, m, coord_now(), &first)) == ST_OK) {
-            api_ack(c, slot);
+            api_heartbeat_reply(c, slot, hb_id);
             if (first) /* it knows its id now: it can be placed */
                 coord_replan(c, false, "a worker joined");
             else

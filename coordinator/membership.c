@@ -177,6 +177,9 @@ st_err st_members_heartbeat(st_members *ms, Strata__Msg *hb, uint64_t now_ns, bo
     if (m == NULL || m->life != ST_MEMBER_ALIVE)
         return st_errorf(ST_ENOENT, "worker %llu is not a member%s; join again",
                          (unsigned long long)id, m ? " any more" : "");
+    if (hb->heartbeat->n_links > ST_MEMBERS_MAX) /* one per other member at most (INV-6) */
+        return st_errorf(ST_EINVAL, "heartbeat of worker %llu: %zu links (at most %d)",
+                         (unsigned long long)id, hb->heartbeat->n_links, ST_MEMBERS_MAX);
     if (m->hb)
         strata__msg__free_unpacked(m->hb, NULL);
     m->hb = hb;

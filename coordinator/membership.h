@@ -89,7 +89,8 @@ st_member *st_members_find(st_members *ms, uint64_t id);
 /* st_members_heartbeat - records hb (a Msg with a heartbeat body, taken on
  * success) for its worker and sets *first when it is the member's first
  * heartbeat; ST_ENOENT if the id is unknown or not alive (the worker must
- * join again). */
+ * join again), ST_EINVAL for more than ST_MEMBERS_MAX link reports (their
+ * values are checked where they are used, coordinator/links.h). */
 st_err st_members_heartbeat(st_members *ms, Strata__Msg *hb, uint64_t now_ns, bool *first);
 
 /* st_member_placeable - alive, heard from since its join (so a Prepare

@@ -24,9 +24,19 @@
  * remembered for 5 minutes after it loses its stage (so a slow worker
  * taken out is not put back on its announced speed at the next check);
  * else its announced speed, scaled by the median measured / announced
- * ratio. Links: a hop a -> b costs (rtt_a + rtt_b) / 4, rtt being the
- * coordinator's Commit round trip to each worker (0.2 ms before one is
- * timed), and act_bytes / 1 GB/s (bandwidth is not measured).
+ * ratio. Links (links.h, coord_links): a hop a -> b costs the latency and
+ * act_bytes / the bandwidth that worker a measured to b and reported in
+ * its heartbeats (probes of b's control socket, worker/probe.h); a pair
+ * not measured yet (or whose report is older than 10 minutes) is assumed:
+ * (rtt_a + rtt_b) / 4, rtt being the coordinator's Commit round trip to
+ * each worker (0.2 ms before one is timed), and 1 GB/s. Status and dry
+ * runs show which pairs are measured and which assumed.
+ *
+ * Drain: once a committed plan does not use a draining worker (and so no
+ * step in flight does: a commit waits for the pipeline to empty), it is
+ * drained; the next HeartbeatReply tells it to leave (api.c), which it
+ * does unless started with --stay-after-drain. `strata drain W --undo`
+ * makes a drained worker that stayed placeable again.
  *
  * Rounds never overlap: a replan asked for while a round is in progress
  * is remembered and made when the round ends (committed or abandoned).
@@ -235,12 +245,56 @@ static double coord_wire_bytes(st_wire_dtype d, uint32_t hidden)
     }
 }
 
+st_err coord_links(const st_coord *c, const uint64_t *ids, size_t n, st_link *out,
+                   size_t *n_measured)
+{
+    double *rtt = malloc((n ? n : 1) * sizeof *rtt);
+    size_t cap = 0, k = 0;
+    for (size_t i = 0; i < c->ms.n; i++) {
+        const st_member *m = &c->ms.v[i];
+        if (m->life == ST_MEMBER_ALIVE && m->hb != NULL)
+            cap += m->hb->heartbeat->n_links;
+    }
+    st_link_obs *obs = malloc((cap ? cap : 1) * sizeof *obs);
+    if (rtt == NULL || obs == NULL) {
+        free(rtt);
+        free(obs);
+        return st_errorf(ST_ENOMEM, "link matrix");
+    }
+    uint64_t now = coord_now();
+    for (size_t a = 0; a < n; a++) {
+        const st_member *m = st_members_find((st_members *)&c->ms, ids[a]);
+        rtt[a] = m && m->rtt_ms > 0 ? m->rtt_ms : COORD_PL_DEFAULT_RTT_MS;
+    }
+    for (size_t i = 0; i < c->ms.n; i++) {
+        const st_member *m = &c->ms.v[i];
+        if (m->life != ST_MEMBER_ALIVE || m->hb == NULL)
+            continue;
+        const Strata__Heartbeat *hb = m->hb->heartbeat;
+        double since = (double)(now - m->last_hb_ns) * 1e-9; /* the report aged since */
+        for (size_t j = 0; j < hb->n_links && k < cap; j++) {
+            const Strata__LinkMeasure *l = hb->links[j];
+            obs[k++] = (st_link_obs){.from = m->id, .to = l->peer_id,
+                                     .latency_s = l->latency_ms * 1e-3,
+                                     .bw = l->bandwidth_bytes_per_s, .samples = l->samples,
+                                     .age_s = l->age_s + since};
+        }
+    }
+    size_t nm = st_links_fill(ids, n, rtt, COORD_PL_BANDWIDTH, obs, k, ST_LINK_MAX_AGE_S, out);
+    if (n_measured)
+        *n_measured = nm;
+    free(rtt);
+    free(obs);
+    return ST_OK;
+}
+
 void coord_pl_view_free(coord_pl_view *v)
 {
     if (v == NULL)
         return;
     free(v->lat);
     free(v->bw);
+    free(v->links);
     free(v);
 }
 
@@ -251,12 +305,11 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
     *out = NULL;
     coord_pl_view *v = calloc(1, sizeof *v);
     st_place_speed *sp = calloc(ST_MEMBERS_MAX, sizeof *sp);
-    double *spb = calloc(ST_MEMBERS_MAX, sizeof *spb), *rtt = calloc(ST_MEMBERS_MAX, sizeof *rtt);
-    if (!v || !sp || !spb || !rtt) {
+    double *spb = calloc(ST_MEMBERS_MAX, sizeof *spb);
+    if (!v || !sp || !spb) {
         free(v);
         free(sp);
         free(spb);
-        free(rtt);
         return st_errorf(ST_ENOMEM, "planner inputs");
     }
     uint64_t now = coord_now();
@@ -290,7 +343,6 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
         }
         if (m->meas_spb > 0 && now - m->meas_ns < COORD_PL_REMEMBER_NS)
             sp[k].meas_spb = m->meas_spb;
-        rtt[k] = m->rtt_ms > 0 ? m->rtt_ms : COORD_PL_DEFAULT_RTT_MS;
     }
     size_t n = v->n;
     st_place_calibrate(sp, n, spb, &v->calibration);
@@ -302,16 +354,21 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
     free(sp);
     free(spb);
     if (!v->lat || !v->bw) {
-        free(rtt);
         coord_pl_view_free(v);
         return st_errorf(ST_ENOMEM, "planner links");
     }
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = 0; b < n; b++) {
-            v->lat[a * n + b] = (rtt[a] + rtt[b]) / 4 * 1e-3;
-            v->bw[a * n + b] = COORD_PL_BANDWIDTH;
-        }
-    free(rtt);
+    uint64_t ids[ST_MEMBERS_MAX];
+    for (size_t k = 0; k < n; k++)
+        ids[k] = v->w[k].id;
+    v->links = malloc((n ? n * n : 1) * sizeof *v->links);
+    if (v->links == NULL || coord_links(c, ids, n, v->links, &v->n_measured) != ST_OK) {
+        coord_pl_view_free(v);
+        return st_errorf(ST_ENOMEM, "planner links");
+    }
+    for (size_t a = 0; a < n * n; a++) {
+        v->lat[a] = v->links[a].latency_s;
+        v->bw[a] = v->links[a].bw;
+    }
     v->m = (st_place_model){.n_layer = c->mi.n_layer, .layer_bytes = c->mi.layer_bytes,
                             .embd_bytes = c->mi.embd_bytes, .head_bytes = c->mi.head_bytes,
                             .kv_bytes_per_token_layer = c->mi.kv_bytes_per_token_layer};

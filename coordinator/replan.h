@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "coordinator/coord.h"
+#include "coordinator/links.h"
 #include "coordinator/membership.h"
 #include "coordinator/placement.h"
 #include "strata.pb-c.h"
@@ -17,7 +18,7 @@
 #define COORD_PL_DEFAULT_MIN_SAMPLES 20u
 #define COORD_PL_REMEMBER_NS (300ull * 1000000000ull) /* measurements outlive a stage 5 min */
 #define COORD_PL_DEFAULT_RTT_MS 0.2                   /* before any Commit was timed */
-#define COORD_PL_BANDWIDTH 1.0e9                      /* bytes/s: links are not measured */
+#define COORD_PL_BANDWIDTH 1.0e9                      /* bytes/s of a link not measured yet */
 
 /* The placement state of a coordinator (lazily set up from its cfg). */
 typedef struct coord_pl {
@@ -42,6 +43,8 @@ typedef struct coord_pl_view {
     const char *source[ST_MEMBERS_MAX];/* "measured", "remembered", "announced" */
     double *lat;                       /* [n x n] link latency, s */
     double *bw;                        /* [n x n] bytes/s */
+    st_link *links;                    /* [n x n] the same with measured / assumed */
+    size_t n_measured;                 /* off-diagonal pairs measured */
     st_place_model m;
     st_place_opts o;
     double calibration;                /* k of st_place_calibrate */
@@ -51,6 +54,13 @@ typedef struct coord_pl_view {
  * given) from c's placeable members, refreshing their measurements. */
 st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool replicas,
                            coord_pl_view **out);
+
+/* coord_links - the link matrix out[n x n] between members ids[0..n)
+ * (st_links_fill over the live members' last heartbeats' LinkMeasure
+ * reports; assumed from the Commit round trips elsewhere); *n_measured
+ * (may be NULL) gets the measured pairs. ST_ENOMEM only. */
+st_err coord_links(const st_coord *c, const uint64_t *ids, size_t n, st_link *out,
+                   size_t *n_measured);
 
 /* coord_pl_view_free - NULL is a no-op. */
 void coord_pl_view_free(coord_pl_view *v);

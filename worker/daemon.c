@@ -23,9 +23,14 @@
  * rejoined coordinator's next plan replaces it.
  *
  * Envelope identities: every st_env belongs to one thread; this process
- * picks a random sender id at start-up and uses id, id + 1, id + 2 for its
- * requests, its data frames and its replies, so each stream of sequence
- * numbers is monotonic on its own whatever replay table receives it. */
+ * picks a random sender id at start-up and uses id, id + 1, id + 2, id + 3
+ * for its requests, its data frames, its replies and its link probes
+ * (probe.h), so each stream of sequence numbers is monotonic on its own
+ * whatever replay table receives it.
+ *
+ * Heartbeat replies carry the other workers' control addresses (handed to
+ * the prober thread, whose results ride in the next heartbeats) and, once
+ * a drain is complete, `leave`: see dm_on_heartbeat_reply (dm_plan.c). */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -43,61 +48,6 @@
 #include "common/log.h"
 #include "common/msg.h"
 #include "worker/dm_internal.h"
-
-/* ---- small utilities ---- */
-
-st_err st_parse_bytes(const char *s, uint64_t *out)
-{
-    if (s == NULL || !isdigit((unsigned char)s[0]))
-        return st_errorf(ST_EINVAL, "'%s' is not a byte count", s ? s : "");
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-    if (*end != '\0') {
-        const char *u = "kmgt";
-        const char *p = strchr(u, tolower((unsigned char)*end));
-        if (p == NULL || end[1] != '\0')
-            return st_errorf(ST_EINVAL, "'%s' is not a byte count (suffixes: k, M, G, T)", s);
-        shift = 10u * (unsigned)(p - u + 1);
-    }
-    if (errno == ERANGE || (shift > 0 && v > (UINT64_MAX >> shift)))
-        return st_errorf(ST_EINVAL, "byte count '%s' overflows", s);
-    *out = (uint64_t)v << shift;
-    return ST_OK;
-}
-
-st_err st_mem_available(uint64_t *out)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f == NULL)
-        return st_err_errno(errno, "/proc/meminfo");
-    char line[256];
-    unsigned long long kb = 0;
-    bool found = false;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-            found = true;
-            break;
-        }
-    fclose(f);
-    if (!found)
-        return st_errorf(ST_EMISSING, "/proc/meminfo has no MemAvailable line");
-    *out = (uint64_t)kb * 1024u;
-    return ST_OK;
-}
-
-uint64_t st_rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f == NULL)
-        return 0;
-    unsigned long long size = 0, res = 0;
-    int n = fscanf(f, "%llu %llu", &size, &res);
-    fclose(f);
-    long ps = sysconf(_SC_PAGESIZE);
-    return n == 2 && ps > 0 ? (uint64_t)res * (uint64_t)ps : 0;
-}
 
 static void dm_signal(st_daemon *d, bool *flag)
 {
@@ -265,6 +215,24 @@ static void dm_send_heartbeat(st_daemon *d)
     hb.rss_bytes = st_rss_bytes();
     hb.layers = llp;
     hb.counters = &c;
+    st_probe_link *pl = NULL;
+    Strata__LinkMeasure *lm = NULL, **lmp = NULL;
+    if (d->probe != NULL && (pl = calloc(ST_PROBE_MAX_PEERS, sizeof *pl)) != NULL) {
+        size_t nk = st_probe_links(d->probe, pl, ST_PROBE_MAX_PEERS);
+        lm = calloc(nk ? nk : 1, sizeof *lm);
+        lmp = calloc(nk ? nk : 1, sizeof *lmp);
+        for (size_t i = 0; lm != NULL && lmp != NULL && i < nk; i++) {
+            strata__link_measure__init(&lm[i]);
+            lm[i].peer_id = pl[i].peer_id;
+            lm[i].latency_ms = pl[i].latency_s * 1e3;
+            lm[i].bandwidth_bytes_per_s = pl[i].bw;
+            lm[i].samples = pl[i].samples;
+            lm[i].age_s = now - pl[i].when_s;
+            lmp[i] = &lm[i];
+            hb.n_links = i + 1;
+        }
+        hb.links = lmp;
+    }
     st_log(ST_LOG_DEBUG, "control", "heartbeat: epoch %llu load %.2f rss %llu kv %llu sessions %u "
            "steps %llu refused %llu auth %llu bad %llu", (unsigned long long)hb.epoch, hb.load,
            (unsigned long long)hb.rss_bytes, (unsigned long long)hb.kv_bytes, hb.sessions,
@@ -277,6 +245,9 @@ static void dm_send_heartbeat(st_daemon *d)
     dm_request(d, DM_REQ_HEARTBEAT, &m, to < 500 ? 500 : to > 5000 ? 5000 : to);
     free(ll);
     free(llp);
+    free(pl);
+    free(lm);
+    free(lmp);
 }
 
 /* dm_send_stale - sends the oldest queued stale report; false if none. */
@@ -310,7 +281,7 @@ static void dm_send_leave(st_daemon *d)
 {
     Strata__Leave l = STRATA__LEAVE__INIT;
     l.worker_id = d->worker_id;
-    l.reason = "shutdown";
+    l.reason = (char *)(d->leave_reason ? d->leave_reason : "shutdown");
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_LEAVE;
     m.leave = &l;
@@ -400,6 +371,8 @@ static void dm_on_reply(st_daemon *d, dm_req_kind kind, const Strata__Msg *r)
                (unsigned long long)d->incarnation, d->hb_ms);
     } else if (kind == DM_REQ_HEARTBEAT) {
         d->hb_fails = 0;
+        if (r->body_case == STRATA__MSG__BODY_HEARTBEAT_REPLY)
+            dm_on_heartbeat_reply(d, r->heartbeat_reply); /* links, drain (dm_plan.c) */
     } else if (kind == DM_REQ_LEAVE) {
         d->leave_done = true;
     }
@@ -678,6 +651,11 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     if ((e = st_worker_shared_init(&d->sh)))
         goto fail;
     d->sh_ok = true;
+    if (pthread_mutex_init(&d->leave_mu, NULL) != 0) {
+        e = st_errorf(ST_EINTERNAL, "leave mutex");
+        goto fail;
+    }
+    d->leave_mu_ok = true;
     d->sh.throttle = d->throttle;
     if ((e = st_gguf_open(d->cfg.model, &d->g)) || (e = st_hparams_from_gguf(d->g, &d->hp)) ||
         (e = st_gguf_model_id(d->g, d->model_id)))
@@ -721,6 +699,8 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     snprintf(d->ctl_addr, sizeof d->ctl_addr, "tcp://%s:%d", ahost, cport);
     if ((e = dm_pool(d)) || (e = dm_dial_req(d)))
         goto fail;
+    if (!cfg->no_probe && (e = st_probe_open(key, d->sender + 3, cfg->probe_s, &d->probe)))
+        goto fail; /* sender + 3: its own sequence stream (see the file comment) */
     st_log(ST_LOG_INFO, "worker", "%s: data %s, control %s, budget %llu bytes, model %s "
            "(%lld layers)", d->name, d->data_addr, d->ctl_addr, (unsigned long long)d->memory,
            d->cfg.model, (long long)d->hp.n_layer);
@@ -741,7 +721,19 @@ st_err st_daemon_start(st_daemon *d)
         return st_errorf(ST_EINTERNAL, "cannot start the control thread");
     }
     d->ctl_started = true;
+    if (d->probe != NULL && (e = st_probe_start(d->probe)) != ST_OK)
+        return e; /* st_daemon_close stops the other threads */
     return ST_OK;
+}
+
+bool st_daemon_leaving(st_daemon *d, const char **why)
+{
+    pthread_mutex_lock(&d->leave_mu);
+    bool r = d->self_leave;
+    if (why != NULL)
+        *why = d->leave_why;
+    pthread_mutex_unlock(&d->leave_mu);
+    return r;
 }
 
 void st_daemon_shutdown(st_daemon *d)
@@ -755,6 +747,8 @@ void st_daemon_shutdown(st_daemon *d)
         pthread_join(d->ctl, NULL);
         d->ctl_started = false;
     }
+    st_probe_close(d->probe); /* after the control thread: it reads the results */
+    d->probe = NULL;
 }
 
 static void dm_aio_free(nng_aio *a)
@@ -789,6 +783,8 @@ void st_daemon_close(st_daemon *d)
     st_env_fini(&d->env_rep);
     if (d->sh_ok)
         st_worker_shared_fini(&d->sh);
+    if (d->leave_mu_ok)
+        pthread_mutex_destroy(&d->leave_mu);
     st_pool_close(d->pool);
     st_gguf_close(d->g);
     sodium_memzero(d->key, sizeof d->key);

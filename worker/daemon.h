@@ -8,7 +8,14 @@
  * `control on ...`), and measures the machine; st_daemon_start() starts
  * the control thread and the data thread; st_daemon_shutdown() lets the
  * data thread finish its batch, sends Leave and joins both threads;
- * st_daemon_close() frees. No function here exits the process. */
+ * st_daemon_close() frees. No function here exits the process.
+ *
+ * Leaving by itself: when the coordinator says (HeartbeatReply.leave) that
+ * a committed plan without this worker serves and no step in flight uses
+ * it (a drain), the daemon logs why and raises cfg.leave_signal in the
+ * process; main() then shuts down as for SIGTERM (the Leave it sends says
+ * "drained") and exits 0. With cfg.stay_after_drain it stays joined as a
+ * drained spare instead (docs/worker.md). */
 #ifndef ST_WORKER_DAEMON_H
 #define ST_WORKER_DAEMON_H
 
@@ -31,6 +38,11 @@ typedef struct st_worker_cfg {
     double throttle;           /* >= 1; test-only slow-down */
     bool spare;                /* join as a spare */
     bool force_ref;            /* scalar reference kernels */
+    bool stay_after_drain;     /* drained: stay joined as a spare instead of leaving */
+    double probe_s;            /* link probe interval per peer (s); 0: each peer once */
+    bool no_probe;             /* do not measure links */
+    int leave_signal;          /* raised in the process (kill) when the daemon decides to
+                                * leave by itself (drained); 0: none */
 } st_worker_cfg;
 
 typedef struct st_daemon st_daemon;
@@ -46,6 +58,10 @@ st_err st_daemon_start(st_daemon *d);
  * stops; the control thread sends Leave (if joined; 1 s at most) and
  * stops. Idempotent. */
 void st_daemon_shutdown(st_daemon *d);
+
+/* st_daemon_leaving - true once the daemon decided to leave by itself
+ * (it raised cfg.leave_signal); its reason in *why (may be NULL). */
+bool st_daemon_leaving(st_daemon *d, const char **why);
 
 /* st_daemon_close - shuts down if needed, closes the sockets, frees;
  * NULL is a no-op. */

@@ -13,6 +13,7 @@
 #include "worker/daemon.h"
 #include "worker/dataplane.h"
 #include "worker/measure.h"
+#include "worker/probe.h"
 
 #define DM_JOIN_TIMEOUT_MS 3000
 #define DM_CALL_TIMEOUT_MS 2000
@@ -58,6 +59,12 @@ struct st_daemon {
     pthread_t ctl;
     bool ctl_started;
     bool shut;
+    st_prober *probe;       /* link measurement (probe.h); NULL with --no-probe */
+    /* set by the control thread before it raises cfg.leave_signal */
+    pthread_mutex_t leave_mu;
+    bool leave_mu_ok;
+    bool self_leave;
+    char leave_why[256];
 
     /* ---- owned by the control thread ---- */
     bool joined;
@@ -86,6 +93,9 @@ struct st_daemon {
     st_err ld_err;
     char ld_msg[512];
     bool rep_waiting;
+    /* drain (HeartbeatReply.leave) */
+    bool told_stay;         /* logged once: drained, staying (--stay-after-drain) */
+    const char *leave_reason; /* the Leave's reason ("shutdown" when NULL) */
 };
 
 /* dm_on_rep - handles a completed receive on the control REP (dm_plan.c). */
@@ -97,6 +107,10 @@ void dm_on_loader(st_daemon *d);
 /* dm_stage_bytes - weight bytes of layers [first, last) with the
  * embedding and head they imply, from the tensor table (dm_plan.c). */
 uint64_t dm_stage_bytes(const st_daemon *d, int64_t first, int64_t last);
+
+/* dm_on_heartbeat_reply - a HeartbeatReply: hands its peers to the prober
+ * and, when it says leave, leaves (or stays, --stay-after-drain) (dm_plan.c). */
+void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r);
 
 /* dm_addr_ok - a tcp://, ipc:// or inproc:// URL of 1..255 printable bytes. */
 bool dm_addr_ok(const char *s);

@@ -1,5 +1,8 @@
 /* dm_plan.c - the worker's control server: Prepare, Commit, EndSessions
- * from the coordinator (docs/cluster.md, "Plans (two phases)").
+ * from the coordinator (docs/cluster.md, "Plans (two phases)"), link
+ * probes from other workers (answered at once with a tiny ProbeReply; a
+ * payload over 1 MiB is refused), and what a HeartbeatReply asks for
+ * (peers to probe, leaving after a drain).
  *
  * Design. A Prepare is checked whole before anything is loaded (INV-3):
  * epoch newer than the current one, a 32-byte plan hash, the model id
@@ -22,16 +25,75 @@
  * The plan hash is recomputed (BLAKE2b-256 of the Plan packed with an empty
  * hash) and a mismatch is logged but tolerated: the hash only has to be
  * the same in the coordinator's and the workers' packets, which it is. */
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/msg.h"
 #include "worker/dm_internal.h"
 #include "worker/kv.h"
+
+/* ---- small utilities (daemon.h) ---- */
+
+st_err st_parse_bytes(const char *s, uint64_t *out)
+{
+    if (s == NULL || !isdigit((unsigned char)s[0]))
+        return st_errorf(ST_EINVAL, "'%s' is not a byte count", s ? s : "");
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    if (*end != '\0') {
+        const char *u = "kmgt";
+        const char *p = strchr(u, tolower((unsigned char)*end));
+        if (p == NULL || end[1] != '\0')
+            return st_errorf(ST_EINVAL, "'%s' is not a byte count (suffixes: k, M, G, T)", s);
+        shift = 10u * (unsigned)(p - u + 1);
+    }
+    if (errno == ERANGE || (shift > 0 && v > (UINT64_MAX >> shift)))
+        return st_errorf(ST_EINVAL, "byte count '%s' overflows", s);
+    *out = (uint64_t)v << shift;
+    return ST_OK;
+}
+
+st_err st_mem_available(uint64_t *out)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f == NULL)
+        return st_err_errno(errno, "/proc/meminfo");
+    char line[256];
+    unsigned long long kb = 0;
+    bool found = false;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            found = true;
+            break;
+        }
+    fclose(f);
+    if (!found)
+        return st_errorf(ST_EMISSING, "/proc/meminfo has no MemAvailable line");
+    *out = (uint64_t)kb * 1024u;
+    return ST_OK;
+}
+
+uint64_t st_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f == NULL)
+        return 0;
+    unsigned long long size = 0, res = 0;
+    int n = fscanf(f, "%llu %llu", &size, &res);
+    fclose(f);
+    long ps = sysconf(_SC_PAGESIZE);
+    return n == 2 && ps > 0 ? (uint64_t)res * (uint64_t)ps : 0;
+}
 
 bool dm_addr_ok(const char *s)
 {
@@ -449,6 +511,70 @@ static void dm_end_sessions(st_daemon *d, const Strata__EndSessions *es)
     dm_reply_ack(d);
 }
 
+/* dm_probe - answers a link probe at once with a tiny ProbeReply; a
+ * payload over ST_PROBE_MAX_PAYLOAD is refused (probe.h). */
+static void dm_probe(st_daemon *d, const Strata__Probe *pb)
+{
+    if (pb->payload.len > ST_PROBE_MAX_PAYLOAD) {
+        char why[160];
+        snprintf(why, sizeof why, "probe from worker %llu: payload of %zu bytes exceeds %zu",
+                 (unsigned long long)pb->worker_id, pb->payload.len, ST_PROBE_MAX_PAYLOAD);
+        d->ctl_bad++;
+        dm_reply_error(d, ST_ERANGE, why);
+        return;
+    }
+    Strata__ProbeReply pr = STRATA__PROBE_REPLY__INIT;
+    pr.seq = pb->seq;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_PROBE_REPLY;
+    m.probe_reply = &pr;
+    dm_reply(d, &m);
+}
+
+void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r)
+{
+    if (d->probe != NULL) {
+        st_probe_peer *pp = calloc(ST_PROBE_MAX_PEERS, sizeof *pp);
+        size_t n = 0;
+        for (size_t i = 0; pp != NULL && i < r->n_peers && n < ST_PROBE_MAX_PEERS; i++) {
+            const Strata__Peer *q = r->peers[i];
+            if (q->worker_id == 0 || q->worker_id == d->worker_id || !dm_addr_ok(q->ctl_addr) ||
+                strlen(q->ctl_addr) >= ST_PROBE_ADDR_MAX)
+                continue; /* INV-3: only well-formed peers are dialled */
+            pp[n].id = q->worker_id;
+            snprintf(pp[n].addr, sizeof pp[n].addr, "%s", q->ctl_addr);
+            n++;
+        }
+        if (pp != NULL)
+            st_probe_set_peers(d->probe, d->worker_id, pp, n);
+        free(pp);
+    }
+    if (!r->leave || d->stopping)
+        return;
+    const char *why = r->reason && r->reason[0] ? r->reason : "drained";
+    if (d->cfg.stay_after_drain) {
+        if (!d->told_stay)
+            st_log(ST_LOG_INFO, "control", "drained at epoch %llu (%s); staying as a spare "
+                   "(--stay-after-drain): `strata drain %llu --undo` makes it placeable again",
+                   (unsigned long long)r->drain_epoch, why, (unsigned long long)d->worker_id);
+        d->told_stay = true;
+        return;
+    }
+    pthread_mutex_lock(&d->leave_mu);
+    bool first = !d->self_leave;
+    d->self_leave = true;
+    snprintf(d->leave_why, sizeof d->leave_why, "drained at epoch %llu: %s",
+             (unsigned long long)r->drain_epoch, why);
+    pthread_mutex_unlock(&d->leave_mu);
+    if (!first)
+        return;
+    d->leave_reason = "drained";
+    st_log(ST_LOG_INFO, "control", "drained at epoch %llu (%s): leaving the cluster",
+           (unsigned long long)r->drain_epoch, why);
+    if (d->cfg.leave_signal > 0)
+        kill(getpid(), d->cfg.leave_signal); /* main() shuts down and exits 0 */
+}
+
 void dm_on_rep(st_daemon *d)
 {
     int rv = nng_aio_result(d->rep_aio);
@@ -480,6 +606,8 @@ void dm_on_rep(st_daemon *d)
         dm_commit(d, m->commit);
     } else if (m->body_case == STRATA__MSG__BODY_END_SESSIONS) {
         dm_end_sessions(d, m->end_sessions);
+    } else if (m->body_case == STRATA__MSG__BODY_PROBE) {
+        dm_probe(d, m->probe);
     } else {
         char why[160];
         snprintf(why, sizeof why, "unexpected %s on a worker's control socket",

@@ -6,7 +6,9 @@
  * with sigwait(), so no handler runs in an arbitrary thread and shutdown
  * is ordinary code: the data thread finishes its batch, the control thread
  * sends Leave, the sockets are closed, and main returns 0. SIGPIPE is
- * ignored. This is the only file that ends the process. */
+ * ignored. SIGUSR1 is the daemon's own request to leave (a completed
+ * drain, daemon.h): the same shutdown follows. This is the only file that
+ * ends the process. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -24,7 +26,8 @@ static void wm_usage(FILE *f)
             "usage: strata-worker --coordinator ADDR [--model PATH] [--listen ADDR]\n"
             "       [--advertise ADDR] [--memory BYTES] [--threads N] [--name NAME]\n"
             "       [--cluster-key FILE] [--heartbeat-ms N] [--throttle F]\n"
-            "       [--throttle-file PATH] [--spare] [--kernels ref|auto] [--log LEVEL]\n"
+            "       [--throttle-file PATH] [--spare] [--stay-after-drain] [--probe-s N]\n"
+            "       [--no-probe] [--kernels ref|auto] [--log LEVEL]\n"
             "\n"
             "  --coordinator ADDR  the coordinator's control address, tcp://HOST:PORT\n"
             "                      (default: $STRATA_COORDINATOR)\n"
@@ -44,11 +47,17 @@ static void wm_usage(FILE *f)
             "  --throttle F        test only: look F times slower (F >= 1, default 1)\n"
             "  --throttle-file P   test only: read F from P at every heartbeat\n"
             "  --spare             join without wanting a stage\n"
+            "  --stay-after-drain  once drained, stay joined as a spare (default: leave and\n"
+            "                      exit 0 when the plan without it is committed)\n"
+            "  --probe-s N         re-measure each link to another worker every N s\n"
+            "                      (default 60; 0: once per peer)\n"
+            "  --no-probe          do not measure links (the coordinator assumes them)\n"
             "  --kernels ref|auto  scalar reference kernels, or the best (default auto)\n"
             "  --log LEVEL         error, warn, info (default) or debug; or $STRATA_LOG\n"
             "\n"
             "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
-            "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n");
+            "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
+            "Drained (`strata drain`): the same, by itself, unless --stay-after-drain.\n");
 }
 
 /* wm_value - the value after flag argv[*i], or NULL with a message. */
@@ -84,6 +93,7 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
     c->listen = "tcp://0.0.0.0:0";
     c->heartbeat_ms = 1000;
     c->throttle = 1.0;
+    c->probe_s = 60;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = NULL;
         long n;
@@ -95,10 +105,18 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             c->spare = true;
             continue;
         }
+        if (strcmp(f, "--stay-after-drain") == 0) {
+            c->stay_after_drain = true;
+            continue;
+        }
+        if (strcmp(f, "--no-probe") == 0) {
+            c->no_probe = true;
+            continue;
+        }
         static const char *const valued[] = {
             "--coordinator", "--model", "--listen", "--advertise", "--memory", "--threads",
             "--name", "--cluster-key", "--heartbeat-ms", "--throttle", "--throttle-file",
-            "--kernels", "--log", NULL};
+            "--kernels", "--log", "--probe-s", NULL};
         bool known = false;
         for (int k = 0; valued[k] != NULL; k++)
             known = known || strcmp(f, valued[k]) == 0;
@@ -150,6 +168,10 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             if (wm_long(f, v, 1, 1024, &n))
                 return 2;
             c->threads = (int)n;
+        } else if (strcmp(f, "--probe-s") == 0) {
+            if (wm_long(f, v, 0, 86400, &n))
+                return 2;
+            c->probe_s = (double)n;
         } else if (strcmp(f, "--heartbeat-ms") == 0) {
             if (wm_long(f, v, 10, 600000, &n))
                 return 2;
@@ -189,6 +211,8 @@ int main(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGUSR1); /* the daemon's own "leave now" (a completed drain) */
+    cfg.leave_signal = SIGUSR1;
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* inherited by every thread */
     signal(SIGPIPE, SIG_IGN);
 
@@ -204,9 +228,21 @@ int main(int argc, char **argv)
         return 1;
     }
     int sig = 0;
-    while (sigwait(&set, &sig) != 0) {
+    const char *why = NULL;
+    for (;;) {
+        if (sigwait(&set, &sig) != 0)
+            continue;
+        if (sig != SIGUSR1)
+            break;
+        if (st_daemon_leaving(d, &why))
+            break;
+        st_log(ST_LOG_WARN, "worker", "SIGUSR1 ignored: the daemon did not ask to leave");
     }
-    st_log(ST_LOG_INFO, "worker", "%s: finishing the current batch and leaving", strsignal(sig));
+    if (sig == SIGUSR1)
+        st_log(ST_LOG_INFO, "worker", "%s: finishing and leaving; exit 0", why);
+    else
+        st_log(ST_LOG_INFO, "worker", "%s: finishing the current batch and leaving",
+               strsignal(sig));
     st_daemon_shutdown(d);
     st_daemon_close(d);
     return 0;

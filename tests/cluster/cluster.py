@@ -378,7 +378,9 @@ def sh(*argv, check=True):
 def case_netns():
     """Multi-host: the coordinator and two workers each in their own network
     namespace, joined by a bridge in a fourth; one link limited with tbf.
-    Greedy ids and logits through the cluster equal `strata run`'s."""
+    Greedy ids and logits through the cluster equal `strata run`'s. The
+    workers' measured links, in `strata status --json`: the tbf-limited one
+    (w2 -> w1) below 1.5 Gbit/s and clearly below the free one (w1 -> w2)."""
     if os.geteuid() != 0:
         raise Skip("needs root for network namespaces")
     tag = "st%d" % (os.getpid() % 100000)
@@ -450,8 +452,40 @@ def case_netns():
             assert run_ids(m, case["prompt_ids"], case["n"], lr) == got
             with open(lc, "rb") as a, open(lr, "rb") as b:
                 assert a.read() == b.read(), "logits across namespaces differ from strata run's"
+        # measured links: w2's egress is limited to 1 Gbit/s by tbf, w1's is not
+        deadline = time.time() + 30
+        links = {}
+        while time.time() < deadline:
+            r = sh("ip", "netns", "exec", tag + "c", STRATA, "status", "--json", "--coordinator",
+                   addr, check=False)
+            if r.returncode == 0:
+                st = json.loads(r.stdout)
+                links = {(l["from_name"], l["to_name"]): l for l in st.get("links", [])
+                         if l["measured"]}
+                if ("w1", "w2") in links and ("w2", "w1") in links:
+                    break
+            time.sleep(0.2)
+        assert ("w1", "w2") in links and ("w2", "w1") in links, \
+            "links not measured in 30 s: %s" % st.get("links")
+        slow, fast = links[("w2", "w1")], links[("w1", "w2")]
+        gbit = lambda l: l["bandwidth_bytes_per_s"] * 8 / 1e9  # noqa: E731
+        assert gbit(slow) < 1.5, "the tbf 1gbit link measured %.2f Gbit/s" % gbit(slow)
+        # Under AddressSanitizer the software path itself (every 1 MiB probe
+        # lands in freshly mapped pages on the peer) tops out near 1-2 Gbit/s
+        # on this 2-core VM, so the free link can only be required not to be
+        # slower there; a normal build measures it several times faster.
+        with open(WORKER, "rb") as f:
+            asan = b"__asan_init" in f.read()
+        ratio = 1.0 if asan else 1.5
+        assert gbit(fast) > ratio * gbit(slow), \
+            "the free link (%.2f Gbit/s) is not %.1fx the limited one (%.2f)" % (
+                gbit(fast), ratio, gbit(slow))
+        assert slow["latency_ms"] > 0 and fast["latency_ms"] > 0, (slow, fast)
         print("netns: 3 hosts on a bridge (%s); golden ids and bit-exact logits" % ", ".join(
             h % sub for h in hosts.values()), datas)
+        print("netns links: w2->w1 (tbf 1gbit) %.3f Gbit/s %.3f ms; w1->w2 %.3f Gbit/s %.3f ms%s" % (
+            gbit(slow), slow["latency_ms"], gbit(fast), fast["latency_ms"],
+            " (sanitizer build: free link only required not slower)" if asan else ""))
     finally:
         for p in procs:
             p.kill()

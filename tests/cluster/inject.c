@@ -6,7 +6,7 @@
  *       prints "reply: error CODE NAME: MESSAGE" or "reply: CASE_NAME".
  *       CASE: garbage | empty-body | join-version | join-absurd |
  *             join-bad-model | gen-nan | gen-zero | gen-huge | gen-bad-id |
- *             heartbeat-unknown | status
+ *             heartbeat-unknown | status | probe-ok | probe-huge
  *   inject step ADDR EPOCH [--key FILE] [--bad-mac]
  *       pushes one STEP frame with the given epoch to a worker's data
  *       socket (nothing is expected back on this socket). */
@@ -75,6 +75,8 @@ static int inj_req(const char *addr, const char *what, st_env *env)
     Strata__Sampling smp = STRATA__SAMPLING__INIT;
     Strata__Heartbeat hb = STRATA__HEARTBEAT__INIT;
     Strata__StatusRequest sr = STRATA__STATUS_REQUEST__INIT;
+    Strata__Probe pb = STRATA__PROBE__INIT;
+    uint8_t *probe_buf = NULL;
     int32_t ids[2] = {1, 5};
     uint8_t model_id[32] = {0};
     int rc = 0;
@@ -144,6 +146,15 @@ static int inj_req(const char *addr, const char *what, st_env *env)
     } else if (strcmp(what, "status") == 0) {
         m.body_case = STRATA__MSG__BODY_STATUS_REQ;
         m.status_req = &sr;
+    } else if (strcmp(what, "probe-ok") == 0 || strcmp(what, "probe-huge") == 0) {
+        /* a link probe of 1 MiB (the largest allowed) or one byte more */
+        probe_buf = calloc(1, ((size_t)1 << 20) + 1);
+        pb.seq = 7;
+        pb.payload.data = probe_buf;
+        pb.payload.len = ((size_t)1 << 20) + (strcmp(what, "probe-huge") == 0);
+        m.body_case = STRATA__MSG__BODY_PROBE;
+        m.probe = &pb;
+        rc = probe_buf == NULL;
     } else {
         rc = 2;
     }
@@ -153,6 +164,7 @@ static int inj_req(const char *addr, const char *what, st_env *env)
         return rc;
     }
     st_err e = st_msg_send(s, env, ST_ENV_CONTROL, &m);
+    free(probe_buf);
     if (e != ST_OK) {
         fprintf(stderr, "inject: %s\n", st_errmsg(e));
         nng_close(s);

@@ -20,8 +20,10 @@ Cases:
   equal the golden ids and `strata run`'s.
 - drain: synth-s-f32 on two workers and a slow spare; while two sessions
   stream, `strata drain worker0`: the plan without it needs the spare (the
-  other worker's memory holds 4 of 6 layers), worker0 ends drained, both
-  outputs equal `strata run`'s and the golden ids.
+  other worker's memory holds 4 of 6 layers), worker0 ends drained, leaves
+  and exits 0 by itself within seconds, both outputs equal `strata run`'s
+  and the golden ids; a spare with --stay-after-drain stays drained and
+  `strata drain --undo` makes it placeable again.
 - replicas: synth-tied-q8_0 (2 layers and a 32000-id tied head, so the
   stage with the head is the bottleneck whatever the split) on three
   workers with `--replicas`: the committed plan gives the head's stage two
@@ -29,6 +31,10 @@ Cases:
   ids, both replicas computed steps, both routes carried batches and more
   than one batch was in flight; then one replica is killed: the plan is
   made again without it and new sessions still equal `strata run`.
+- links: three workers on loopback: every ordered pair gets a measured
+  link (latency and bandwidth above zero) within seconds, in `strata
+  status --json` and a dry run's link figures; an oversized probe is
+  refused with an error.
 - dryrun: `strata plan --dry-run --json --workers FILE` against a
   brute-force optimum computed here from the same file, for both
   objectives; a GGUF model; the typed errors of bad and infeasible files.
@@ -294,20 +300,51 @@ def case_drain():
         alive = [x.is_alive() for x in gens]
         st = c.wait_serving(2, min_epoch=d["epoch"] - 1)
         states = {w["name"]: w["state"] for w in st["workers"]}
-        assert states["worker0"] == "drained", states
+        assert states["worker0"] in ("drained", "left"), states
         plan_workers = [names[int(i)] for s in st["plan"]["stages"] for i in s["worker_ids"]]
         assert "worker0" not in plan_workers and "worker2" in plan_workers, plan_workers
+        # the drained worker leaves by itself: Leave, then exit status 0
+        w0 = c.workers[0]
+        try:
+            rc = w0.p.wait(5)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("worker0 still runs 5 s after its drain: %s" % w0.stderr()[-1500:])
+        t_exit = time.time() - t0
+        assert rc == 0, "worker0 exited %s: %s" % (rc, w0.stderr()[-1500:])
+        assert "drained at epoch %d" % d["epoch"] in w0.stderr() and "leaving" in w0.stderr(), \
+            w0.stderr()[-1500:]
+        st = wait_until(c, lambda s: {w["name"]: w["state"] for w in s["workers"]}["worker0"] ==
+                        "left", 10, "worker0 listed as left")
         gens[0].check(golden=cases[1]["expected_ids"])
         gens[1].check()
         assert all(alive), "a session ended before the drain completed (%.2f s; %s)" % (
             dt, [(x.t0 - t0, (x.t1 or 0) - t0) for x in gens])
         print("drain: worker0 drained in %.2f s (epoch %d, layers %s) while %d sessions streamed; "
-              "both equal strata run and the golden ids" % (dt, d["epoch"], layers_of(st),
-                                                            sum(alive)))
-        r = c.cli("drain", "worker0", "--json")
-        assert json.loads(r.stdout)["drained"]
+              "it left and exited 0 %.2f s after the drain began; both outputs equal strata run "
+              "and the golden ids" % (dt, d["epoch"], layers_of(st), sum(alive), t_exit))
+        r = c.cli("drain", "worker0", "--json")  # it left: still reported drained
+        assert json.loads(r.stdout)["drained"], r.stdout
         r = c.cli("drain", "nosuch", check=False)
         assert r.returncode == 1 and "no live worker named 'nosuch'" in r.stderr, r.stderr
+        # --stay-after-drain: a drained spare stays joined, and --undo makes it placeable
+        add_joined(c, "--spare", "--stay-after-drain")
+        # (the join may replan and give the fresh, faster worker a stage: either will do)
+        wait_until(c, lambda s: s["serving"] and {w["name"]: w["state"] for w in s["workers"]}
+                   .get("worker3") in ("spare", "serving"), 30, "worker3 a spare or serving")
+        d3 = json.loads(c.cli("drain", "worker3", "--json", "--timeout-ms", "30000").stdout)
+        assert d3["drained"], d3
+        time.sleep(1.5)  # several heartbeats that say leave
+        assert c.workers[3].p.poll() is None, "worker3 left despite --stay-after-drain"
+        st = c.status()
+        assert {w["name"]: w["state"] for w in st["workers"]}["worker3"] == "drained", st
+        assert "staying as a spare" in c.workers[3].stderr(), c.workers[3].stderr()[-1500:]
+        u = json.loads(c.cli("drain", "worker3", "--undo", "--json").stdout)
+        assert not u["drained"] and "undrained" in u["message"], u
+        wait_until(c, lambda s: {w["name"]: w["state"] for w in s["workers"]}["worker3"] in
+                   ("spare", "serving", "preparing"), 10, "worker3 placeable again")
+        dry = json.loads(c.cli("plan", "--dry-run", "--json").stdout)
+        w3 = [w for w in dry["workers"] if w["name"] == "worker3"][0]
+        assert "drain" not in (w3["left_out"] or ""), w3
         cluster.check_generate_exact(c, cases[0], c.tmp)
 
 
@@ -538,8 +575,49 @@ def dryrun(tmp):
         print("dryrun error: %s" % r.stderr.strip())
 
 
+def case_links():
+    """Three workers on loopback measure their links to each other: every
+    ordered pair is measured within a few seconds of the cluster serving,
+    with latency and bandwidth above zero, in `strata status --json` and in
+    the link figures of a dry run; a probe larger than 1 MiB is refused."""
+    name = "synth-s-f32.gguf"
+    with Cluster(model(name), ["--wire", "f32", "--min-workers", "3", "--no-imbalance"]) as c:
+        for _ in range(3):
+            add_joined(c)
+        c.wait_serving(3)
+        t0 = time.time()
+
+        def all_measured(s):
+            ls = s.get("links", [])
+            return len(ls) == 6 and all(l["measured"] for l in ls)
+        st = wait_until(c, all_measured, 10, "every link measured")
+        dt = time.time() - t0
+        ids = {w["id"] for w in st["workers"]}
+        pairs = {(l["from"], l["to"]) for l in st["links"]}
+        assert pairs == {(a, b) for a in ids for b in ids if a != b}, pairs
+        for l in st["links"]:
+            assert l["latency_ms"] > 0 and l["bandwidth_bytes_per_s"] > 0, l
+            assert l["samples"] >= 8 and l["age_s"] >= 0, l
+        dry = json.loads(c.cli("plan", "--dry-run", "--json").stdout)
+        assert len(dry["links"]) == 6 and all(l["measured"] for l in dry["links"]), dry["links"]
+        text = c.cli("status").stdout
+        assert "6 of 6 measured" in text, text
+        ctl = st["workers"][0]["ctl_addr"]
+        r = subprocess.run([cluster.INJECT, "req", ctl, "probe-huge"], capture_output=True,
+                           text=True, timeout=30)
+        assert "reply: error" in r.stdout and "exceeds" in r.stdout, (r.stdout, r.stderr)
+        r = subprocess.run([cluster.INJECT, "req", ctl, "probe-ok"], capture_output=True,
+                           text=True, timeout=30)
+        assert "probe_reply" in r.stdout, (r.stdout, r.stderr)
+        cluster.check_generate_exact(c, [x for x in golden_cases() if x["model"] == name][0],
+                                     c.tmp)
+        print("links: all 6 pairs measured %.2f s after serving: %s" % (dt, ", ".join(
+            "%s->%s %.3f ms %.0f MB/s" % (l["from_name"], l["to_name"], l["latency_ms"],
+                                          l["bandwidth_mb_s"]) for l in st["links"])))
+
+
 CASES = {"hetero": case_hetero, "switch": case_switch, "drain": case_drain,
-         "dryrun": case_dryrun, "replicas": case_replicas}
+         "dryrun": case_dryrun, "replicas": case_replicas, "links": case_links}
 
 if __name__ == "__main__":
     names = sys.argv[2:] or list(CASES)

@@ -365,6 +365,31 @@ START_TEST(members_lifecycle)
     ck_assert_int_eq(st_members_heartbeat(&ms, h, 10, &first), ST_ENOENT);
     strata__msg__free_unpacked(h, NULL);
     free(buf);
+    /* more link reports than there can be peers: refused, the last heartbeat kept */
+    Strata__LinkMeasure lm = STRATA__LINK_MEASURE__INIT, *lmp[ST_MEMBERS_MAX + 1];
+    for (size_t i = 0; i <= ST_MEMBERS_MAX; i++)
+        lmp[i] = &lm;
+    hb.worker_id = 1002;
+    hb.rss_bytes = 78;
+    hb.n_links = ST_MEMBERS_MAX + 1;
+    hb.links = lmp;
+    len = strata__msg__get_packed_size(&tmp);
+    buf = malloc(len);
+    strata__msg__pack(&tmp, buf);
+    h = strata__msg__unpack(NULL, len, buf);
+    ck_assert_int_eq(st_members_heartbeat(&ms, h, 10, &first), ST_EINVAL);
+    ck_assert_str_eq(st_errdetail(), "heartbeat of worker 1002: 257 links (at most 256)");
+    ck_assert_uint_eq(st_members_find(&ms, 1002)->hb->heartbeat->rss_bytes, 77);
+    hb.n_links = ST_MEMBERS_MAX;
+    strata__msg__free_unpacked(h, NULL);
+    free(buf);
+    len = strata__msg__get_packed_size(&tmp);
+    buf = malloc(len);
+    strata__msg__pack(&tmp, buf);
+    h = strata__msg__unpack(NULL, len, buf);
+    ck_assert_int_eq(st_members_heartbeat(&ms, h, 10, &first), ST_OK); /* taken */
+    ck_assert(!first);
+    free(buf);
     uint64_t lost[4];
     ck_assert_uint_eq(st_members_expire(&ms, 1000, 5000, lost, 4), 0);
     ck_assert_uint_eq(st_members_expire(&ms, 10 + 5001, 5000, lost, 4), 1);

@@ -1,0 +1,217 @@
+/* test_probe.c - link measurement (worker/probe.h): the median and the
+ * latency / bandwidth estimate, and the prober thread against an
+ * in-process peer that answers probes like a worker's control socket
+ * (with and without a cluster key; a peer with another key is never
+ * measured). */
+#include <check.h>
+#include <math.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/envelope.h"
+#include "common/msg.h"
+#include "worker/probe.h"
+
+START_TEST(test_median)
+{
+    double a[] = {5, 1, 3};
+    ck_assert_double_eq(st_probe_median(a, 3), 3);
+    ck_assert(a[0] == 1 && a[1] == 3 && a[2] == 5); /* sorted in place */
+    double b[] = {4, 1, 3, 2};
+    ck_assert_double_eq(st_probe_median(b, 4), 2.5);
+    double c[] = {7};
+    ck_assert_double_eq(st_probe_median(c, 1), 7);
+    ck_assert_double_eq(st_probe_median(NULL, 0), 0);
+}
+END_TEST
+
+START_TEST(test_estimate)
+{
+    /* small RTTs around 0.2 ms (one outlier), large ones around 8.59 ms:
+     * 1 MiB over 8.39 ms is 125 MB/s (1 Gbit/s) */
+    double s[] = {0.0002, 0.0002, 0.009, 0.0002, 0.0002};
+    double l[] = {0.00859, 0.05, 0.00859};
+    double lat, bw;
+    ck_assert_int_eq(st_probe_estimate(s, 5, l, 3, 1u << 20, &lat, &bw), ST_OK);
+    ck_assert_double_eq_tol(lat, 0.0001, 1e-12);
+    ck_assert_double_eq_tol(bw, (double)(1u << 20) / 0.00839, 1e-3);
+    /* a large median not above the small one: no information, measure again */
+    double s2[] = {0.001, 0.001}, l2[] = {0.0009};
+    ck_assert_int_eq(st_probe_estimate(s2, 2, l2, 1, 1u << 20, &lat, &bw), ST_ERANGE);
+    /* a very fast link is clamped to the upper bound */
+    double s6[] = {0.001}, l6[] = {0.001 + 1e-9};
+    ck_assert_int_eq(st_probe_estimate(s6, 1, l6, 1, 1u << 20, &lat, &bw), ST_OK);
+    ck_assert_double_eq(bw, ST_PROBE_BW_MAX);
+    /* a very slow link is clamped to the lower bound */
+    double s3[] = {0.001}, l3[] = {1000.0};
+    ck_assert_int_eq(st_probe_estimate(s3, 1, l3, 1, 1u << 20, &lat, &bw), ST_OK);
+    ck_assert_double_eq(bw, ST_PROBE_BW_MIN);
+    /* bad inputs */
+    double s4[] = {0.001, NAN}, l4[] = {0.002};
+    ck_assert_int_eq(st_probe_estimate(s4, 2, l4, 1, 1u << 20, &lat, &bw), ST_EINVAL);
+    double s5[] = {0.001}, l5[] = {-1};
+    ck_assert_int_eq(st_probe_estimate(s5, 1, l5, 1, 1u << 20, &lat, &bw), ST_EINVAL);
+    ck_assert_int_eq(st_probe_estimate(s5, 0, l4, 1, 1u << 20, &lat, &bw), ST_EINVAL);
+    ck_assert_int_eq(st_probe_estimate(s5, 1, l4, 0, 1u << 20, &lat, &bw), ST_EINVAL);
+}
+END_TEST
+
+/* ---- a fake peer: a REP answering Probe with ProbeReply ---- */
+
+typedef struct fake_peer {
+    nng_socket rep;
+    char addr[64];
+    st_env env;
+    pthread_t th;
+    atomic_int probes, large, bad;
+} fake_peer;
+
+static void *fp_main(void *arg)
+{
+    fake_peer *f = arg;
+    for (;;) {
+        nng_msg *in;
+        if (nng_recvmsg(f->rep, &in, 0) != 0)
+            return NULL; /* closed */
+        Strata__Msg *m = NULL;
+        st_err e = st_msg_unpack(&f->env, ST_ENV_CONTROL, in, &m, NULL);
+        nng_msg_free(in);
+        if (e != ST_OK || m->body_case != STRATA__MSG__BODY_PROBE) {
+            atomic_fetch_add(&f->bad, 1);
+            st_msg_free(m);
+            continue; /* unanswered: the prober times out */
+        }
+        atomic_fetch_add(&f->probes, 1);
+        if (m->probe->payload.len >= ST_PROBE_PAYLOAD)
+            atomic_fetch_add(&f->large, 1);
+        Strata__ProbeReply pr = STRATA__PROBE_REPLY__INIT;
+        pr.seq = m->probe->seq;
+        Strata__Msg r = STRATA__MSG__INIT;
+        r.body_case = STRATA__MSG__BODY_PROBE_REPLY;
+        r.probe_reply = &pr;
+        st_msg_free(m);
+        st_msg_send(f->rep, &f->env, ST_ENV_CONTROL, &r);
+    }
+}
+
+static void fp_open(fake_peer *f, const uint8_t *key)
+{
+    memset(f, 0, sizeof *f);
+    ck_assert_int_eq(nng_rep0_open(&f->rep), 0);
+    nng_socket_set_size(f->rep, NNG_OPT_RECVMAXSZ, 4u << 20);
+    nng_listener l;
+    ck_assert_int_eq(nng_listener_create(&l, f->rep, "tcp://127.0.0.1:0"), 0);
+    ck_assert_int_eq(nng_listener_start(l, 0), 0);
+    int port;
+    ck_assert_int_eq(nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port), 0);
+    snprintf(f->addr, sizeof f->addr, "tcp://127.0.0.1:%d", port);
+    ck_assert_int_eq(st_env_init(&f->env, key, 900), ST_OK);
+    ck_assert_int_eq(pthread_create(&f->th, NULL, fp_main, f), 0);
+}
+
+static void fp_close(fake_peer *f)
+{
+    nng_close(f->rep);
+    pthread_join(f->th, NULL);
+    st_env_fini(&f->env);
+}
+
+/* wait_links - polls the prober until it reports n links (or 10 s pass). */
+static size_t wait_links(st_prober *p, size_t n, st_probe_link *out, double secs)
+{
+    double end = st_now_s() + secs;
+    size_t k = 0;
+    while ((k = st_probe_links(p, out, 8)) < n && st_now_s() < end)
+        st_sleep_ms(20);
+    return k;
+}
+
+static void run_prober(const uint8_t *peer_key, const uint8_t *our_key, bool expect)
+{
+    fake_peer f;
+    fp_open(&f, peer_key);
+    st_prober *p;
+    ck_assert_int_eq(st_probe_open(our_key, 1000, 60, &p), ST_OK);
+    ck_assert_int_eq(st_probe_start(p), ST_OK);
+    st_probe_peer peer = {.id = 42};
+    snprintf(peer.addr, sizeof peer.addr, "%s", f.addr);
+    st_probe_set_peers(p, 7, &peer, 1);
+    st_probe_link l[8];
+    size_t k = wait_links(p, 1, l, expect ? 10 : 1.5);
+    if (expect) {
+        ck_assert_uint_eq(k, 1);
+        ck_assert_uint_eq(l[0].peer_id, 42);
+        ck_assert(l[0].latency_s > 0 && l[0].latency_s < 1);
+        ck_assert(l[0].bw >= ST_PROBE_BW_MIN && l[0].bw <= ST_PROBE_BW_MAX);
+        ck_assert_uint_eq(l[0].samples, ST_PROBE_SMALL + ST_PROBE_LARGE);
+        /* whole rounds (a noisy one is repeated): a warm-up, the small and
+         * the large probes each */
+        int round = 1 + ST_PROBE_SMALL + ST_PROBE_LARGE, got = atomic_load(&f.probes);
+        ck_assert_int_gt(got, 0);
+        ck_assert_int_eq(got % round, 0);
+        ck_assert_int_eq(atomic_load(&f.large), got / round * ST_PROBE_LARGE);
+        /* the same peers again: nothing is re-measured before the interval */
+        st_probe_set_peers(p, 7, &peer, 1);
+        st_sleep_ms(1500);
+        ck_assert_int_eq(atomic_load(&f.probes), got);
+        /* a peer dropped from the list is forgotten */
+        st_probe_set_peers(p, 7, NULL, 0);
+        ck_assert_uint_eq(st_probe_links(p, l, 8), 0);
+    } else {
+        ck_assert_uint_eq(k, 0);
+        ck_assert_int_eq(atomic_load(&f.probes), 0);
+        ck_assert_int_ge(atomic_load(&f.bad), 1); /* refused by its MAC */
+    }
+    double t0 = st_now_s();
+    st_probe_close(p); /* also while a probe waits for its reply */
+    ck_assert(st_now_s() - t0 < 1.0);
+    fp_close(&f);
+    nng_fini();
+}
+
+START_TEST(test_prober_open)
+{
+    run_prober(NULL, NULL, true);
+}
+END_TEST
+
+START_TEST(test_prober_keyed)
+{
+    uint8_t key[ST_KEY_BYTES];
+    memset(key, 0x5c, sizeof key);
+    run_prober(key, key, true);
+}
+END_TEST
+
+START_TEST(test_prober_wrong_key)
+{
+    uint8_t a[ST_KEY_BYTES], b[ST_KEY_BYTES];
+    memset(a, 1, sizeof a);
+    memset(b, 2, sizeof b);
+    run_prober(a, b, false);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("probe");
+    TCase *t = tcase_create("probe");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, test_median);
+    tcase_add_test(t, test_estimate);
+    tcase_add_test(t, test_prober_open);
+    tcase_add_test(t, test_prober_keyed);
+    tcase_add_test(t, test_prober_wrong_key);
+    suite_add_tcase(s, t);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
