@@ -100,6 +100,21 @@ st_err st_probe_estimate(double *small_s, size_t ns, double *large_s, size_t nl,
     return ST_OK;
 }
 
+/* pr_cond_init - a condition variable whose timed waits use CLOCK_MONOTONIC,
+ * the clock pr_main computes its deadlines on (with the default realtime
+ * clock a monotonic deadline lies in the past and the wait never sleeps). */
+static int pr_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0)
+        return -1;
+    int rv = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (rv == 0)
+        rv = pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return rv;
+}
+
 st_err st_probe_open(const uint8_t *key, uint64_t sender, double interval_s, st_prober **out)
 {
     *out = NULL;
@@ -114,7 +129,7 @@ st_err st_probe_open(const uint8_t *key, uint64_t sender, double interval_s, st_
         e = st_errorf(ST_ENOMEM, "prober buffers");
     else if (pthread_mutex_init(&p->mu, NULL) != 0)
         e = st_errorf(ST_EINTERNAL, "prober mutex");
-    else if (pthread_cond_init(&p->cv, NULL) != 0)
+    else if (pr_cond_init(&p->cv) != 0)
         e = st_errorf(ST_EINTERNAL, "prober condition variable");
     else
         p->mu_ok = true;

@@ -348,6 +348,13 @@ def case_bad_input():
         check_generate_exact(c, case, c.tmp)
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds process pid has used (all its threads)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def case_shutdown():
     """SIGTERM ends every process cleanly (exit 0), workers leave."""
     with Cluster(model("synth-s-q8_0.gguf"), []) as c:
@@ -355,13 +362,21 @@ def case_shutdown():
         c.add_worker()
         c.wait_serving(2)
         c.cli("generate", "--prompt-ids", "1,2,3", "-n", "8", "--ids")
+        # idle processes sleep: no thread may spin between steps (a timed
+        # wait on the wrong clock once kept a worker at 100% of a core)
+        procs = [c.coord] + c.workers
+        t0 = [cpu_seconds(p.p.pid) for p in procs]
+        time.sleep(2.5)
+        used = [cpu_seconds(p.p.pid) - a for p, a in zip(procs, t0)]
+        for p, u in zip(procs, used):
+            assert u < 0.25, "%s used %.2f s of CPU in 2.5 s while idle" % (p.name, u)
         rc = c.workers[1].stop()
         assert rc == 0, "worker exit %s" % rc
         st = c.wait_serving(1)
         assert c.workers[0].stop() == 0
         assert c.coord.stop() == 0
-        print("shutdown: clean exits; after a leave the remaining worker served epoch %d"
-              % st["epoch"])
+        print("shutdown: idle CPU %s s in 2.5 s; clean exits; after a leave the remaining worker "
+              "served epoch %d" % (", ".join("%.3f" % u for u in used), st["epoch"]))
 
 
 class Skip(Exception):
