@@ -28,6 +28,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/conn.h"
+#include "cli/plan_print.h"
 #include "common/clock.h"
 #include "common/envelope.h"
 #include "common/msg.h"
@@ -36,13 +37,6 @@
 #define CL_MAX_STOP 16
 
 /* ---- JSON and table helpers ---- */
-
-static void cl_hex(const uint8_t *p, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++)
-        sprintf(out + 2 * i, "%02x", p[i]);
-    out[2 * n] = '\0';
-}
 
 static const char *cl_bytes(uint64_t b, char *buf, size_t cap)
 {
@@ -55,66 +49,6 @@ static const char *cl_bytes(uint64_t b, char *buf, size_t cap)
     else
         snprintf(buf, cap, "%" PRIu64 " B", b);
     return buf;
-}
-
-static cJSON *cl_plan_json(const Strata__Plan *p)
-{
-    cJSON *o = cJSON_CreateObject();
-    char hex[65];
-    cli_json_u64(o, "epoch", p->epoch);
-    cl_hex(p->plan_hash.data, p->plan_hash.len > 32 ? 32 : p->plan_hash.len, hex);
-    cJSON_AddStringToObject(o, "plan_hash", hex);
-    cl_hex(p->model_id.data, p->model_id.len > 32 ? 32 : p->model_id.len, hex);
-    cJSON_AddStringToObject(o, "model_id", hex);
-    cJSON_AddBoolToObject(o, "zstd", p->zstd);
-    cJSON_AddStringToObject(o, "result_addr", p->result_addr ? p->result_addr : "");
-    cJSON_AddNumberToObject(o, "n_layer", p->n_layer);
-    cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
-    cJSON_AddNumberToObject(o, "n_ctx", p->n_ctx);
-    cJSON_AddNumberToObject(o, "max_sessions", p->max_sessions);
-    cli_json_u64(o, "incarnation", p->incarnation);
-    cJSON *st = cJSON_AddArrayToObject(o, "stages");
-    for (size_t i = 0; i < p->n_stages; i++) {
-        const Strata__Stage *s = p->stages[i];
-        cJSON *so = cJSON_CreateObject();
-        cJSON_AddNumberToObject(so, "index", s->index);
-        cJSON_AddNumberToObject(so, "first", s->first);
-        cJSON_AddNumberToObject(so, "last", s->last);
-        cJSON *ids = cJSON_AddArrayToObject(so, "worker_ids");
-        for (size_t k = 0; k < s->n_worker_ids; k++) {
-            char b[24];
-            snprintf(b, sizeof b, "%" PRIu64, s->worker_ids[k]);
-            cJSON_AddItemToArray(ids, cJSON_CreateRaw(b));
-        }
-        cJSON *ad = cJSON_AddArrayToObject(so, "data_addrs");
-        for (size_t k = 0; k < s->n_data_addrs; k++)
-            cJSON_AddItemToArray(ad, cJSON_CreateString(s->data_addrs[k]));
-        cJSON_AddStringToObject(so, "in_dtype", s->in_dtype ? s->in_dtype : "");
-        cJSON_AddItemToArray(st, so);
-    }
-    return o;
-}
-
-static void cl_plan_print(const Strata__Plan *p)
-{
-    char hash[65], mid[65];
-    cl_hex(p->plan_hash.data, p->plan_hash.len > 32 ? 32 : p->plan_hash.len, hash);
-    cl_hex(p->model_id.data, p->model_id.len > 32 ? 32 : p->model_id.len, mid);
-    const char *wire = p->n_stages > 0 && p->stages[0]->in_dtype ? p->stages[0]->in_dtype : "?";
-    printf("epoch %" PRIu64 "  hash %.16s...  model %.16s...\n", p->epoch, hash, mid);
-    printf("wire %s%s, %u layers, %u tokens per batch, context %u, %u sessions, results at %s\n",
-           wire, p->zstd ? "+zstd" : "", p->n_layer, p->max_tokens, p->n_ctx, p->max_sessions,
-           p->result_addr ? p->result_addr : "");
-    for (size_t i = 0; i < p->n_stages; i++) {
-        const Strata__Stage *s = p->stages[i];
-        printf("stage %u: layers [%u, %u)", s->index, s->first, s->last);
-        if (s->n_worker_ids > 1)
-            printf("  %zu replicas", s->n_worker_ids);
-        printf("\n");
-        for (size_t k = 0; k < s->n_worker_ids; k++)
-            printf("    %s %" PRIu64 "  %s\n", s->n_worker_ids > 1 ? "replica" : "worker",
-                   s->worker_ids[k], k < s->n_data_addrs ? s->data_addrs[k] : "");
-    }
 }
 
 static cJSON *cl_counters_json(const Strata__Counters *c)
@@ -377,23 +311,11 @@ static void cl_status_print(const Strata__StatusReply *s)
                c->refused_epoch, c->auth_failed, c->f16_clamps, c->bad_packets, c->steps);
 }
 
-static int cl_print_json(cJSON *o)
+/* st_cmd_status - `strata status [--json]`: one request, one printed reply
+ * (`strata plan` lives in cmd_plan.c). */
+int st_cmd_status(int argc, char **argv)
 {
-    char *txt = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (txt == NULL) {
-        fprintf(stderr, "strata: out of memory printing JSON\n");
-        return 1;
-    }
-    printf("%s\n", txt);
-    free(txt);
-    return 0;
-}
-
-/* cl_admin - status or plan: one request, one printed reply. */
-static int cl_admin(int argc, char **argv, bool status)
-{
-    const char *cmd = status ? "status" : "plan";
+    const char *cmd = "status";
     cli_conn_opts o = {0};
     for (int i = 1; i < argc; i++) {
         int r = cli_conn_flag(argc, argv, &i, &o, true);
@@ -410,21 +332,15 @@ static int cl_admin(int argc, char **argv, bool status)
         return rc;
     Strata__Msg m = STRATA__MSG__INIT;
     Strata__StatusRequest sq = STRATA__STATUS_REQUEST__INIT;
-    Strata__PlanRequest pq = STRATA__PLAN_REQUEST__INIT;
-    if (status) {
-        m.body_case = STRATA__MSG__BODY_STATUS_REQ;
-        m.status_req = &sq;
-    } else {
-        m.body_case = STRATA__MSG__BODY_PLAN_REQ;
-        m.plan_req = &pq;
-    }
+    m.body_case = STRATA__MSG__BODY_STATUS_REQ;
+    m.status_req = &sq;
     Strata__Msg *r = NULL;
     if (cli_conn_call(&c, &m, c.timeout_ms, &r, cmd)) {
         cli_conn_close(&c);
         return 1;
     }
     rc = 0;
-    if (status && r->body_case == STRATA__MSG__BODY_STATUS) {
+    if (r->body_case == STRATA__MSG__BODY_STATUS) {
         const Strata__StatusReply *s = r->status;
         if (o.json) {
             cJSON *j = cJSON_CreateObject();
@@ -442,18 +358,13 @@ static int cl_admin(int argc, char **argv, bool status)
             cJSON_AddBoolToObject(j, "serving", cl_serving(s));
             cJSON_AddItemToObject(j, "links", cl_links_json(s));
             if (s->plan)
-                cJSON_AddItemToObject(j, "plan", cl_plan_json(s->plan));
+                cJSON_AddItemToObject(j, "plan", cli_plan_json(s->plan));
             else
                 cJSON_AddNullToObject(j, "plan");
-            rc = cl_print_json(j);
+            rc = cli_print_json(j);
         } else {
             cl_status_print(s);
         }
-    } else if (!status && r->body_case == STRATA__MSG__BODY_PLAN) {
-        if (o.json)
-            rc = cl_print_json(cl_plan_json(r->plan));
-        else
-            cl_plan_print(r->plan);
     } else {
         fprintf(stderr, "strata: %s: unexpected %s reply\n", cmd, st_msg_case_name(r));
         rc = 1;
@@ -463,7 +374,6 @@ static int cl_admin(int argc, char **argv, bool status)
     return rc;
 }
 
-int st_cmd_status(int argc, char **argv) { return cl_admin(argc, argv, true); }
 
 /* ---- generate ---- */
 

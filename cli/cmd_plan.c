@@ -32,6 +32,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/conn.h"
+#include "cli/plan_print.h"
 #include "common/envelope.h"
 #include "common/gguf.h"
 #include "common/msg.h"
@@ -61,80 +62,12 @@ static int pc_call(cli_conn *c, const cli_conn_opts *o, const Strata__Msg *m, St
 
 /* ---- printing ---- */
 
-static int pc_print_json(cJSON *o)
-{
-    char *txt = cJSON_Print(o);
-    cJSON_Delete(o);
-    if (txt == NULL) {
-        fprintf(stderr, "strata: out of memory printing JSON\n");
-        return 1;
-    }
-    printf("%s\n", txt);
-    free(txt);
-    return 0;
-}
-
-static void pc_hex(const uint8_t *p, size_t n, char *out)
-{
-    for (size_t i = 0; i < n && i < 32; i++)
-        sprintf(out + 2 * i, "%02x", p[i]);
-    out[2 * (n < 32 ? n : 32)] = '\0';
-}
-
+/* pc_plan_print - `strata plan [--json]`'s output. */
 static int pc_plan_print(const Strata__Plan *p, bool json)
 {
-    char hash[65], mid[65];
-    pc_hex(p->plan_hash.data, p->plan_hash.len, hash);
-    pc_hex(p->model_id.data, p->model_id.len, mid);
-    if (json) {
-        cJSON *o = cJSON_CreateObject();
-        cli_json_u64(o, "epoch", p->epoch);
-        cJSON_AddStringToObject(o, "plan_hash", hash);
-        cJSON_AddStringToObject(o, "model_id", mid);
-        cJSON_AddBoolToObject(o, "zstd", p->zstd);
-        cJSON_AddStringToObject(o, "result_addr", p->result_addr ? p->result_addr : "");
-        cJSON_AddNumberToObject(o, "n_layer", p->n_layer);
-        cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
-        cJSON_AddNumberToObject(o, "n_ctx", p->n_ctx);
-        cJSON_AddNumberToObject(o, "max_sessions", p->max_sessions);
-        cli_json_u64(o, "incarnation", p->incarnation);
-        cJSON *st = cJSON_AddArrayToObject(o, "stages");
-        for (size_t i = 0; i < p->n_stages; i++) {
-            const Strata__Stage *s = p->stages[i];
-            cJSON *so = cJSON_CreateObject();
-            cJSON_AddNumberToObject(so, "index", s->index);
-            cJSON_AddNumberToObject(so, "first", s->first);
-            cJSON_AddNumberToObject(so, "last", s->last);
-            cJSON *ids = cJSON_AddArrayToObject(so, "worker_ids");
-            for (size_t k = 0; k < s->n_worker_ids; k++) {
-                char b[24];
-                snprintf(b, sizeof b, "%" PRIu64, s->worker_ids[k]);
-                cJSON_AddItemToArray(ids, cJSON_CreateRaw(b));
-            }
-            cJSON *ad = cJSON_AddArrayToObject(so, "data_addrs");
-            for (size_t k = 0; k < s->n_data_addrs; k++)
-                cJSON_AddItemToArray(ad, cJSON_CreateString(s->data_addrs[k]));
-            cJSON_AddStringToObject(so, "in_dtype", s->in_dtype ? s->in_dtype : "");
-            cJSON_AddItemToArray(st, so);
-        }
-        return pc_print_json(o);
-    }
-    const char *wire = p->n_stages > 0 && p->stages[0]->in_dtype ? p->stages[0]->in_dtype : "?";
-    printf("epoch %" PRIu64 "  hash %.16s...  model %.16s...\n", p->epoch, hash, mid);
-    printf("wire %s%s, %u layers, %u tokens per batch, context %u, %u sessions, results at %s\n",
-           wire, p->zstd ? "+zstd" : "", p->n_layer, p->max_tokens, p->n_ctx, p->max_sessions,
-           p->result_addr ? p->result_addr : "");
-    for (size_t i = 0; i < p->n_stages; i++) {
-        const Strata__Stage *s = p->stages[i];
-        printf("stage %u: layers [%u, %u)", s->index, s->first, s->last);
-        if (s->n_worker_ids > 1)
-            printf("  %zu replicas (each holds these layers and its own sessions' KV)",
-                   s->n_worker_ids);
-        printf("\n");
-        for (size_t k = 0; k < s->n_worker_ids; k++)
-            printf("    %s %" PRIu64 "  %s\n", s->n_worker_ids > 1 ? "replica" : "worker",
-                   s->worker_ids[k], k < s->n_data_addrs ? s->data_addrs[k] : "");
-    }
+    if (json)
+        return cli_print_json(cli_plan_json(p));
+    cli_plan_print(p);
     return 0;
 }
 
@@ -399,7 +332,7 @@ static int plan_file(const char *path, const char *model, const char *objective,
     if ((e = st_place_proposal(r, w, n, pw, n, 0, m.n_layer, 1, "", &pp)))
         goto fail;
     if (json) {
-        rc = pc_print_json(pc_proposal_json(pp));
+        rc = cli_print_json(pc_proposal_json(pp));
     } else {
         pc_proposal_print(pp);
         rc = 0;
@@ -491,7 +424,7 @@ int st_cmd_plan(int argc, char **argv)
         if (!dry)
             rc = pc_plan_print(r->plan, o.json);
         else if (o.json)
-            rc = pc_print_json(pc_proposal_json(r->plan_proposal));
+            rc = cli_print_json(pc_proposal_json(r->plan_proposal));
         else {
             pc_proposal_print(r->plan_proposal);
             rc = 0;
@@ -547,7 +480,7 @@ int st_cmd_replan(int argc, char **argv)
             cJSON_AddBoolToObject(j, "started", rr->started);
             cli_json_u64(j, "epoch", rr->epoch);
             cJSON_AddStringToObject(j, "message", rr->message ? rr->message : "");
-            rc = pc_print_json(j);
+            rc = cli_print_json(j);
         } else {
             printf("%s\n", rr->message ? rr->message : "");
             rc = 0;
@@ -628,7 +561,7 @@ int st_cmd_drain(int argc, char **argv)
                 cJSON_AddBoolToObject(j, "drained", d->drained);
                 cli_json_u64(j, "epoch", d->epoch);
                 cJSON_AddStringToObject(j, "message", d->message ? d->message : "");
-                rc = pc_print_json(j);
+                rc = cli_print_json(j);
             } else {
                 printf("worker %" PRIu64 " %s\n", d->worker_id,
                        undo ? d->message ? d->message : ""

@@ -1,0 +1,91 @@
+/* plan_print.c - the CLI's printers of a committed plan (see plan_print.h). */
+#include "cli/plan_print.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/conn.h"
+
+void cli_hex(const uint8_t *p, size_t n, char *out)
+{
+    if (n > 32)
+        n = 32;
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", p[i]);
+    out[2 * n] = '\0';
+}
+
+int cli_print_json(cJSON *o)
+{
+    char *txt = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (txt == NULL) {
+        fprintf(stderr, "strata: out of memory printing JSON\n");
+        return 1;
+    }
+    printf("%s\n", txt);
+    free(txt);
+    return 0;
+}
+
+cJSON *cli_plan_json(const Strata__Plan *p)
+{
+    cJSON *o = cJSON_CreateObject();
+    char hex[65];
+    cli_json_u64(o, "epoch", p->epoch);
+    cli_hex(p->plan_hash.data, p->plan_hash.len, hex);
+    cJSON_AddStringToObject(o, "plan_hash", hex);
+    cli_hex(p->model_id.data, p->model_id.len, hex);
+    cJSON_AddStringToObject(o, "model_id", hex);
+    cJSON_AddBoolToObject(o, "zstd", p->zstd);
+    cJSON_AddStringToObject(o, "result_addr", p->result_addr ? p->result_addr : "");
+    cJSON_AddNumberToObject(o, "n_layer", p->n_layer);
+    cJSON_AddNumberToObject(o, "max_tokens", p->max_tokens);
+    cJSON_AddNumberToObject(o, "n_ctx", p->n_ctx);
+    cJSON_AddNumberToObject(o, "max_sessions", p->max_sessions);
+    cli_json_u64(o, "incarnation", p->incarnation);
+    cJSON *st = cJSON_AddArrayToObject(o, "stages");
+    for (size_t i = 0; i < p->n_stages; i++) {
+        const Strata__Stage *s = p->stages[i];
+        cJSON *so = cJSON_CreateObject();
+        cJSON_AddNumberToObject(so, "index", s->index);
+        cJSON_AddNumberToObject(so, "first", s->first);
+        cJSON_AddNumberToObject(so, "last", s->last);
+        cJSON *ids = cJSON_AddArrayToObject(so, "worker_ids");
+        for (size_t k = 0; k < s->n_worker_ids; k++) {
+            char b[24];
+            snprintf(b, sizeof b, "%" PRIu64, s->worker_ids[k]);
+            cJSON_AddItemToArray(ids, cJSON_CreateRaw(b));
+        }
+        cJSON *ad = cJSON_AddArrayToObject(so, "data_addrs");
+        for (size_t k = 0; k < s->n_data_addrs; k++)
+            cJSON_AddItemToArray(ad, cJSON_CreateString(s->data_addrs[k]));
+        cJSON_AddStringToObject(so, "in_dtype", s->in_dtype ? s->in_dtype : "");
+        cJSON_AddItemToArray(st, so);
+    }
+    return o;
+}
+
+void cli_plan_print(const Strata__Plan *p)
+{
+    char hash[65], mid[65];
+    cli_hex(p->plan_hash.data, p->plan_hash.len, hash);
+    cli_hex(p->model_id.data, p->model_id.len, mid);
+    const char *wire = p->n_stages > 0 && p->stages[0]->in_dtype ? p->stages[0]->in_dtype : "?";
+    printf("epoch %" PRIu64 "  hash %.16s...  model %.16s...\n", p->epoch, hash, mid);
+    printf("wire %s%s, %u layers, %u tokens per batch, context %u, %u sessions, results at %s\n",
+           wire, p->zstd ? "+zstd" : "", p->n_layer, p->max_tokens, p->n_ctx, p->max_sessions,
+           p->result_addr ? p->result_addr : "");
+    for (size_t i = 0; i < p->n_stages; i++) {
+        const Strata__Stage *s = p->stages[i];
+        printf("stage %u: layers [%u, %u)", s->index, s->first, s->last);
+        if (s->n_worker_ids > 1)
+            printf("  %zu replicas (each holds these layers and its own sessions' KV)",
+                   s->n_worker_ids);
+        printf("\n");
+        for (size_t k = 0; k < s->n_worker_ids; k++)
+            printf("    %s %" PRIu64 "  %s\n", s->n_worker_ids > 1 ? "replica" : "worker",
+                   s->worker_ids[k], k < s->n_data_addrs ? s->data_addrs[k] : "");
+    }
+}

@@ -1,0 +1,30 @@
+/* plan_print.h - how the CLI shows a committed plan (Strata__Plan): as
+ * JSON (`strata status --json`'s "plan", `strata plan --json`) and as text
+ * (`strata plan`). One definition, so both commands print the same fields
+ * the same way. */
+#ifndef ST_CLI_PLAN_PRINT_H
+#define ST_CLI_PLAN_PRINT_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "strata.pb-c.h"
+
+/* cli_hex - the first min(n, 32) bytes of p as lower-case hex in out
+ * (at least 65 bytes), NUL-terminated. */
+void cli_hex(const uint8_t *p, size_t n, char *out);
+
+/* cli_print_json - prints o (pretty) on stdout and frees it; returns 0, or
+ * 1 with a message when it cannot be rendered. */
+int cli_print_json(cJSON *o);
+
+/* cli_plan_json - p as a JSON object (ids as exact integers); the caller
+ * owns the result. */
+cJSON *cli_plan_json(const Strata__Plan *p);
+
+/* cli_plan_print - p as text: epoch, hashes, wire, sizes, then each stage
+ * with its worker or replicas and their data addresses. */
+void cli_plan_print(const Strata__Plan *p);
+
+#endif
