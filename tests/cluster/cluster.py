@@ -268,6 +268,28 @@ def case_stale_epoch():
         assert str(stale) in log and str(epoch) in log, "no log line names both epochs"
         print("stale: epoch %d refused while serving %d (refused_epoch=%d)"
               % (stale, epoch, st["counters"]["refused_epoch"]))
+        # a batch of the right epoch and plan but the wrong route (a replica
+        # this worker is not, or a route of the wrong length) gets an error
+        # result and is counted; nothing is computed, serving goes on
+        w1 = [w for w in st["workers"] if w["name"] == "worker1"][0]
+        bad0 = st["counters"]["bad_packets"]
+        for route in ([3 if k == w1["stage"] else 0 for k in range(2)], [0]):
+            r = subprocess.run([INJECT, "step", c.workers[1].data_addr, str(epoch), "--hash",
+                                st["plan"]["plan_hash"], "--route",
+                                ",".join(str(x) for x in route)],
+                               capture_output=True, text=True, timeout=30)
+            assert r.returncode == 0, r.stderr
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            st = c.status()
+            if st["counters"]["bad_packets"] >= bad0 + 2:
+                break
+            time.sleep(0.2)
+        assert st["counters"]["bad_packets"] >= bad0 + 2, st["counters"]
+        log = c.coord.stderr()  # the error results in full (the worker rate-limits its log)
+        assert "misrouted batch" in log and "route has 1 entries" in log, log[-2000:]
+        print("stale: a misrouted batch and a route of the wrong length refused (bad_packets "
+              "%d -> %d)" % (bad0, st["counters"]["bad_packets"]))
         check_generate_exact(c, case, c.tmp)
 
 

@@ -7,9 +7,11 @@
  *       CASE: garbage | empty-body | join-version | join-absurd |
  *             join-bad-model | gen-nan | gen-zero | gen-huge | gen-bad-id |
  *             heartbeat-unknown | status | probe-ok | probe-huge
- *   inject step ADDR EPOCH [--key FILE] [--bad-mac]
+ *   inject step ADDR EPOCH [--key FILE] [--bad-mac] [--hash HEX] [--route R,R,...]
  *       pushes one STEP frame with the given epoch to a worker's data
- *       socket (nothing is expected back on this socket). */
+ *       socket (nothing is expected back on this socket); --hash sets the
+ *       plan hash (64 hex digits; default zeros), --route the replica index
+ *       of each stage (StepMeta.route; default none). */
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/push.h>
 #include <nng/protocol/reqrep0/req.h>
@@ -25,7 +27,7 @@
 static int inj_usage(void)
 {
     fprintf(stderr, "usage: inject req ADDR CASE [--key FILE] | inject step ADDR EPOCH "
-                    "[--key FILE] [--bad-mac]\n");
+                    "[--key FILE] [--bad-mac] [--hash HEX] [--route R,R,...]\n");
     return 2;
 }
 
@@ -175,7 +177,46 @@ static int inj_req(const char *addr, const char *what, st_env *env)
     return rc;
 }
 
-static int inj_step(const char *addr, uint64_t epoch, st_env *env, int bad_mac)
+/* inj_step_opts - what a hand-made STEP says beyond its epoch. */
+typedef struct inj_step_opts {
+    uint8_t hash[32];
+    uint32_t route[16];
+    size_t n_route;
+    int bad_mac;
+} inj_step_opts;
+
+/* inj_parse_hash - 64 hex digits into out; -1 if malformed. */
+static int inj_parse_hash(const char *hex, uint8_t out[32])
+{
+    if (strlen(hex) != 64)
+        return -1;
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+            return -1;
+        out[i] = (uint8_t)v;
+    }
+    return 0;
+}
+
+/* inj_parse_route - "0,1,..." into o->route; -1 if malformed. */
+static int inj_parse_route(const char *txt, inj_step_opts *o)
+{
+    o->n_route = 0;
+    for (const char *p = txt; *p != '\0';) {
+        char *end;
+        unsigned long v = strtoul(p, &end, 10);
+        if (end == p || o->n_route == 16 || v > 0xffffffffu)
+            return -1;
+        o->route[o->n_route++] = (uint32_t)v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end != ',' && *end != '\0')
+            return -1;
+    }
+    return 0;
+}
+
+static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_step_opts *o)
 {
     nng_socket s;
     int rv = nng_push0_open(&s);
@@ -190,10 +231,15 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, int bad_mac)
     Strata__StepRow row = STRATA__STEP_ROW__INIT;
     Strata__StepRow *rows[1] = {&row};
     int32_t tok = 1;
-    uint8_t hash[32] = {0};
+    uint8_t hash[32];
+    memcpy(hash, o->hash, sizeof hash);
+    uint32_t route[16];
+    memcpy(route, o->route, sizeof route);
     meta.epoch = epoch;
     meta.plan_hash.data = hash;
     meta.plan_hash.len = 32;
+    meta.n_route = o->n_route;
+    meta.route = o->n_route > 0 ? route : NULL;
     meta.batch_id = 424242;
     meta.n_rows = 1;
     meta.rows = rows;
@@ -212,7 +258,7 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, int bad_mac)
     p[3] = (uint8_t)(ml >> 24);
     strata__step_meta__pack(&meta, p + 4);
     st_env_seal(env, ST_ENV_STEP, buf, body);
-    if (bad_mac)
+    if (o->bad_mac)
         buf[n - 1] ^= 0x5a;
     int rc = inj_send_raw(s, buf, n);
     free(buf);
@@ -229,13 +275,20 @@ int main(int argc, char **argv)
         return inj_usage();
     const char *keyfile = NULL;
     uint64_t epoch = 0;
-    int bad_mac = 0;
+    inj_step_opts so;
+    memset(&so, 0, sizeof so);
     for (int i = 4; i < argc; i++) {
         if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
             keyfile = argv[++i];
         else if (strcmp(argv[i], "--bad-mac") == 0)
-            bad_mac = 1;
-        else
+            so.bad_mac = 1;
+        else if (strcmp(argv[i], "--hash") == 0 && i + 1 < argc) {
+            if (inj_parse_hash(argv[++i], so.hash) != 0)
+                return inj_usage();
+        } else if (strcmp(argv[i], "--route") == 0 && i + 1 < argc) {
+            if (inj_parse_route(argv[++i], &so) != 0)
+                return inj_usage();
+        } else
             return inj_usage();
     }
     uint8_t key[ST_KEY_BYTES];
@@ -254,7 +307,7 @@ int main(int argc, char **argv)
         rc = inj_req(argv[2], argv[3], &env);
     } else if (strcmp(argv[1], "step") == 0) {
         epoch = strtoull(argv[3], NULL, 10);
-        rc = inj_step(argv[2], epoch, &env, bad_mac);
+        rc = inj_step(argv[2], epoch, &env, &so);
     } else {
         rc = inj_usage();
     }
