@@ -25,6 +25,14 @@ void avx2_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0,
 void avx2_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
+/* avx2_x_blocks - for activation rows [j0, j0 + nxg) (Q8_0, rows x_stride
+ * bytes apart) and their blocks [b0, b0 + nbp): dx[j * ld + bb] = the
+ * scale of block b0 + bb of row j0 + j as f32 and, when sums is not NULL,
+ * sums[j * ld + bb] = the exact sum of its 32 quants (the -8 offset of
+ * Q4_0 products). Shared by the panel and R8 paths. */
+void avx2_x_blocks(const uint8_t *x, size_t x_stride, int64_t j0, int64_t nxg, int64_t b0,
+                   int64_t nbp, int64_t ld, float *dx, int32_t *sums);
+
 /* avx2_mul_mat_f32 / _f16 / _bf16 - the mul_mat contract for float
  * weights (activations in the same dtype). Each output element has one
  * fixed order: an 8-lane f32 accumulator fed by FMA over k in steps of 8,

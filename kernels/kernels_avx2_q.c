@@ -503,6 +503,19 @@ static void q_panel_x(const q_panel *P, int64_t nbp, int q4, int C, const st_blo
     }
 }
 
+void avx2_x_blocks(const uint8_t *x, size_t x_stride, int64_t j0, int64_t nxg, int64_t b0,
+                   int64_t nbp, int64_t ld, float *dx, int32_t *sums)
+{
+    for (int64_t j = 0; j < nxg; j++) {
+        const st_block_q8_0 *xb = (const st_block_q8_0 *)(x + (size_t)(j0 + j) * x_stride) + b0;
+        for (int64_t bb = 0; bb < nbp; bb++) {
+            dx[j * ld + bb] = q_h2f(xb[bb].d);
+            if (sums != NULL)
+                sums[j * ld + bb] = q_sum_x(_mm256_loadu_si256((const __m256i *)xb[bb].qs));
+        }
+    }
+}
+
 /* q_mul_mat_panel - rows [i0, i0 + 8 * ng) by the panel path. */
 static void q_mul_mat_panel(int q4, int64_t n, const uint8_t *w, size_t w_stride, int64_t i0,
                             int64_t ng, const uint8_t *x, size_t x_stride, int64_t nx, float *y,
@@ -516,14 +529,8 @@ static void q_mul_mat_panel(int q4, int64_t n, const uint8_t *w, size_t w_stride
         const int64_t nxg = nx - j0 < Q_XGROUP ? nx - j0 : Q_XGROUP;
         for (int64_t b0 = 0; b0 < nb; b0 += Q_PANEL_BLOCKS) {
             const int64_t nbp = nb - b0 < Q_PANEL_BLOCKS ? nb - b0 : Q_PANEL_BLOCKS;
-            for (int64_t j = 0; j < nxg; j++) {
-                const st_block_q8_0 *xb = (const st_block_q8_0 *)(x + (size_t)(j0 + j) * x_stride);
-                for (int64_t bb = 0; bb < nbp; bb++) {
-                    dxs[j][bb] = q_h2f(xb[b0 + bb].d);
-                    if (q4)
-                        sums[j][bb] = q_sum_x(_mm256_loadu_si256((const __m256i *)xb[b0 + bb].qs));
-                }
-            }
+            avx2_x_blocks(x, x_stride, j0, nxg, b0, nbp, Q_PANEL_BLOCKS, &dxs[0][0],
+                          q4 ? &sums[0][0] : NULL);
             for (int64_t g = 0; g < ng; g++) {
                 const int64_t i = i0 + 8 * g;
                 const uint8_t *wg = w + (size_t)i * w_stride;

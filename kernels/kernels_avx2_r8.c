@@ -141,18 +141,6 @@ static void r8_rows_x(int q4, int C, const uint8_t *gb, int64_t nbp, const st_bl
     }
 }
 
-/* r8_sum_x - the exact sum of the 32 activations of a Q8_0 block. */
-static inline int32_t r8_sum_x(const int8_t *qs)
-{
-    const __m256i x = _mm256_loadu_si256((const __m256i *)qs);
-    const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), x),
-                                        _mm256_set1_epi16(1));
-    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    t = _mm_add_epi32(t, _mm_unpackhi_epi64(t, t));
-    t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x55));
-    return _mm_cvtsi128_si32(t);
-}
-
 /* r8_mul_mat - whole groups [g0, g1) of an R8 matrix (rows 8 g0 ...). */
 static void r8_mul_mat(int q4, int64_t n, const uint8_t *w, size_t ws, int64_t g0, int64_t g1,
                        const uint8_t *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
@@ -166,14 +154,7 @@ static void r8_mul_mat(int q4, int64_t n, const uint8_t *w, size_t ws, int64_t g
         const int64_t nxg = nx - j0 < R8_XG ? nx - j0 : R8_XG;
         for (int64_t b0 = 0; b0 < nb; b0 += R8_KP) {
             const int64_t nbp = nb - b0 < R8_KP ? nb - b0 : R8_KP;
-            for (int64_t j = 0; j < nxg; j++) {
-                const st_block_q8_0 *xb = (const st_block_q8_0 *)(x + (size_t)(j0 + j) * x_stride);
-                for (int64_t bb = 0; bb < nbp; bb++) {
-                    dxs[j][bb] = _cvtsh_ss(xb[b0 + bb].d);
-                    if (q4)
-                        sums[j][bb] = r8_sum_x(xb[b0 + bb].qs);
-                }
-            }
+            avx2_x_blocks(x, x_stride, j0, nxg, b0, nbp, R8_KP, &dxs[0][0], q4 ? &sums[0][0] : NULL);
             const int64_t nparts = (nxg + 3) / 4;
             for (int64_t g = g0; g < g1; g++) {
                 const uint8_t *gb = w + (size_t)g * gbytes + (size_t)b0 * gbb;
