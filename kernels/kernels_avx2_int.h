@@ -33,6 +33,24 @@ void avx2_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0,
 void avx2_x_blocks(const uint8_t *x, size_t x_stride, int64_t j0, int64_t nxg, int64_t b0,
                    int64_t nbp, int64_t ld, float *dx, int32_t *sums);
 
+/* avx2_xchunk - up to 4 activation rows as the panel and R8 paths take
+ * them: row j's blocks from the k-panel's first, its block sums and scales
+ * (from avx2_x_blocks) and where its 8 outputs go. */
+typedef struct avx2_xchunk {
+    const st_block_q8_0 *xr[4];
+    const int32_t *sx[4];
+    const float *dx[4];
+    float *yr[4];
+} avx2_xchunk;
+
+/* avx2_xchunk_at - fills c for activation rows [j0 + j, j0 + j + C) of x
+ * (rows x_stride bytes apart) at k-panel block b0, whose block sums and
+ * scales are rows [j, j + C) of sums and dx (ld entries apart), and whose
+ * outputs start at column col of y (rows y_stride floats apart). */
+void avx2_xchunk_at(avx2_xchunk *c, int C, const uint8_t *x, size_t x_stride, int64_t j0,
+                    int64_t j, int64_t b0, const int32_t *sums, const float *dx, int64_t ld,
+                    float *y, int64_t y_stride, int64_t col);
+
 /* avx2_mul_mat_f32 / _f16 / _bf16 - the mul_mat contract for float
  * weights (activations in the same dtype). Each output element has one
  * fixed order: an 8-lane f32 accumulator fed by FMA over k in steps of 8,

@@ -516,6 +516,18 @@ void avx2_x_blocks(const uint8_t *x, size_t x_stride, int64_t j0, int64_t nxg, i
     }
 }
 
+void avx2_xchunk_at(avx2_xchunk *c, int C, const uint8_t *x, size_t x_stride, int64_t j0,
+                    int64_t j, int64_t b0, const int32_t *sums, const float *dx, int64_t ld,
+                    float *y, int64_t y_stride, int64_t col)
+{
+    for (int k = 0; k < C; k++) {
+        c->xr[k] = (const st_block_q8_0 *)(x + (size_t)(j0 + j + k) * x_stride) + b0;
+        c->sx[k] = sums + (j + k) * ld;
+        c->dx[k] = dx + (j + k) * ld;
+        c->yr[k] = y + (j0 + j + k) * y_stride + col;
+    }
+}
+
 /* q_mul_mat_panel - rows [i0, i0 + 8 * ng) by the panel path. */
 static void q_mul_mat_panel(int q4, int64_t n, const uint8_t *w, size_t w_stride, int64_t i0,
                             int64_t ng, const uint8_t *x, size_t x_stride, int64_t nx, float *y,
@@ -544,17 +556,10 @@ static void q_mul_mat_panel(int q4, int64_t n, const uint8_t *w, size_t w_stride
                     const q_pf pf = {g + 1 < ng ? wg + 8 * w_stride + (size_t)b0 * bs : NULL,
                                      w_stride, bs, j / 4, nparts};
                     const int C = nxg - j < 4 ? (int)(nxg - j) : 4;
-                    const st_block_q8_0 *xr[4];
-                    const int32_t *sx[4];
-                    const float *dx[4];
-                    float *yr[4];
-                    for (int c = 0; c < C; c++) {
-                        xr[c] = (const st_block_q8_0 *)(x + (size_t)(j0 + j + c) * x_stride) + b0;
-                        sx[c] = sums[j + c];
-                        dx[c] = dxs[j + c];
-                        yr[c] = y + (j0 + j + c) * y_stride + i;
-                    }
-                    q_panel_x(&P, nbp, q4, C, xr, sx, dx, yr, b0 == 0, &pf);
+                    avx2_xchunk xc;
+                    avx2_xchunk_at(&xc, C, x, x_stride, j0, j, b0, &sums[0][0], &dxs[0][0],
+                                   Q_PANEL_BLOCKS, y, y_stride, i);
+                    q_panel_x(&P, nbp, q4, C, xc.xr, xc.sx, xc.dx, xc.yr, b0 == 0, &pf);
                 }
             }
         }

@@ -161,17 +161,10 @@ static void r8_mul_mat(int q4, int64_t n, const uint8_t *w, size_t ws, int64_t g
                 for (int64_t j = 0; j < nxg; j += 4) {
                     const int C = nxg - j < 4 ? (int)(nxg - j) : 4;
                     const r8_pf pf = {g + 1 < g1 ? gb + gbytes : NULL, gbb, j / 4, nparts};
-                    const st_block_q8_0 *xr[4];
-                    const int32_t *sx[4];
-                    const float *dx[4];
-                    float *yr[4];
-                    for (int c = 0; c < C; c++) {
-                        xr[c] = (const st_block_q8_0 *)(x + (size_t)(j0 + j + c) * x_stride) + b0;
-                        sx[c] = sums[j + c];
-                        dx[c] = dxs[j + c];
-                        yr[c] = y + (j0 + j + c) * y_stride + 8 * g;
-                    }
-                    r8_rows_x(q4, C, gb, nbp, xr, sx, dx, yr, b0 == 0, &pf);
+                    avx2_xchunk xc;
+                    avx2_xchunk_at(&xc, C, x, x_stride, j0, j, b0, &sums[0][0], &dxs[0][0], R8_KP,
+                                   y, y_stride, 8 * g);
+                    r8_rows_x(q4, C, gb, nbp, xc.xr, xc.sx, xc.dx, xc.yr, b0 == 0, &pf);
                 }
             }
         }

@@ -20,6 +20,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "worker/model.h"
 
 #define MEAS_COLS 4096 /* columns of the matrix: a llama-ish width, a multiple of 32 */
 #define MEAS_MAX_REPS 15
@@ -102,8 +103,7 @@ static st_err meas_dtype(st_pool *pool, const st_kernel_ops *ops, st_dtype t, ui
     st_dtype act = st_dtype_info_of(t)->act;
     if (st_row_size(t, MEAS_COLS, &rb) != ST_K_OK || st_row_size(act, MEAS_COLS, &xs) != ST_K_OK)
         return st_errorf(ST_EINTERNAL, "measure: row size of %s", st_dtype_info_of(t)->name);
-    /* the layout the engine will serve: st_model_repack's rule */
-    const bool r8 = ops->variant != ST_KVAR_REF && ops->mul_mat_r8[t] != NULL;
+    const bool r8 = st_model_serves_r8(ops, t); /* the layout the engine will serve */
     long rows = (long)(buf_bytes / rb);
     if (r8)
         rows -= rows % 8;

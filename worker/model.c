@@ -256,11 +256,16 @@ st_err st_model_open(const char *path, int64_t first, int64_t last, st_model **o
     return ST_OK;
 }
 
-/* model_r8_ok - whether w is worth and able to be repacked for ops. */
+bool st_model_serves_r8(const st_kernel_ops *ops, st_dtype t)
+{
+    /* the reference reads the plain layout, which defines the results */
+    return ops->variant != ST_KVAR_REF && st_r8_supported(t) && ops->mul_mat_r8[t] != NULL;
+}
+
+/* model_r8_ok - whether w is to be repacked for ops. */
 static bool model_r8_ok(const st_weight *w, const st_kernel_ops *ops)
 {
-    return !w->r8 && st_r8_supported(w->dtype) && ops->mul_mat_r8[w->dtype] != NULL &&
-           w->n_out % ST_R8_ROWS == 0;
+    return !w->r8 && st_model_serves_r8(ops, w->dtype) && w->n_out % ST_R8_ROWS == 0;
 }
 
 /* model_rp_job - one thread's share of a repacking: whole groups of the
@@ -293,7 +298,7 @@ static void model_rp_run(void *arg, int ith, int nth)
 
 st_err st_model_repack(st_model *m, const st_kernel_ops *ops, st_pool *pool)
 {
-    if (ops->variant == ST_KVAR_REF || m->r8_buf != NULL)
+    if (m->r8_buf != NULL)
         return ST_OK;
     const int64_t nl = m->last - m->first;
     const size_t cap = (size_t)nl * 7 + 1;

@@ -73,6 +73,11 @@ st_err st_model_open(const char *path, int64_t first, int64_t last, st_model **o
  * which must outlive it. */
 st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_model **out);
 
+/* st_model_serves_r8 - whether a matrix of dtype t (with a multiple of 8
+ * rows) is served in the R8 layout with kernels ops: the rule of
+ * st_model_repack, also used by the worker's self-measurement. */
+bool st_model_serves_r8(const st_kernel_ops *ops, st_dtype t);
+
 /* st_model_repack - puts the stage's matrices in the R8 layout of
  * kernels/repack.h, in memory the model owns, when ops has an R8 product
  * for their dtype and they have a multiple of 8 rows: every layer matrix
