@@ -6,6 +6,8 @@
  *                           product, fused with the conversion of its input
  *                           to the weight's activation dtype
  *   matmul      per group of 8 output rows of W, for all tokens at once
+ *               (chunks of groups claimed from a counter, not halved
+ *               ahead of time: see STAGE_CHUNKS_PER_THREAD)
  *   rope+store  per token   rotate q and k, write k and v into the KV cache
  *   attention   per (token, head) against the token's own session's cache
  * A layer is 10 phases: pre, qkv, rope, attention, convert, o,
@@ -22,6 +24,7 @@
 #include "worker/stage.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,6 +47,16 @@ typedef struct stage_pre {
 /* Rows of a matrix are dealt to threads in groups of this many (the SIMD
  * kernels work on 8 rows at once; results do not depend on the split). */
 #define STAGE_ROW_GROUP 8
+
+/* A matmul phase cuts each matrix into about this many chunks per thread
+ * (contiguous runs of row groups) that the threads claim one at a time
+ * from a shared counter. A static half per thread would leave one core
+ * idle whenever the other thread is preempted or runs on a slower core
+ * (a sidecar shares its machine; a VM's cores are not equally fast): with
+ * claiming, the other thread takes the remaining chunks and the phase
+ * waits for at most one chunk. Which thread computes a chunk does not
+ * change its bits (the kernels' results do not depend on the row range). */
+#define STAGE_CHUNKS_PER_THREAD 4
 
 struct st_stage_ctx {
     const st_model *m;
@@ -84,6 +97,7 @@ struct st_stage_ctx {
     const int64_t *sel;  /* head: selected token indices */
     stage_pre pre;       /* per-token work fused before a convert */
     bool conv;           /* the pre phase also converts src to act */
+    atomic_long mm_next; /* matmul phase: the next chunk to claim (0 at its start) */
 };
 
 static void *stage_alloc(size_t n, size_t size, bool *fail)
@@ -231,20 +245,40 @@ static void stage_ph_pre(void *arg, int ith, int nth)
     }
 }
 
+/* stage_mm_chunk - the row groups per chunk of a matrix of n_out rows
+ * when nth threads share it. */
+static long stage_mm_chunk(int64_t n_out, int nth)
+{
+    long groups = (long)((n_out + STAGE_ROW_GROUP - 1) / STAGE_ROW_GROUP);
+    long parts = (long)nth * STAGE_CHUNKS_PER_THREAD;
+    return nth == 1 ? groups : (groups + parts - 1) / parts;
+}
+
 static void stage_ph_matmul(void *arg, int ith, int nth)
 {
+    (void)ith;
     st_stage_ctx *c = arg;
     const void *x = c->act == ST_DT_F32 ? (const void *)c->src : (const void *)c->xq;
+    long n_chunks[STAGE_MAX_MM], total = 0;
     for (int i = 0; i < c->n_mm; i++) {
+        long groups = (long)((c->mm[i].w->n_out + STAGE_ROW_GROUP - 1) / STAGE_ROW_GROUP);
+        long per = stage_mm_chunk(c->mm[i].w->n_out, nth);
+        n_chunks[i] = (groups + per - 1) / per;
+        total += n_chunks[i];
+    }
+    for (;;) {
+        long k = atomic_fetch_add_explicit(&c->mm_next, 1, memory_order_relaxed);
+        if (k >= total)
+            return;
+        int i = 0;
+        while (k >= n_chunks[i])
+            k -= n_chunks[i++];
         const st_weight *w = c->mm[i].w;
-        long b, e;
-        st_pool_split((long)((w->n_out + STAGE_ROW_GROUP - 1) / STAGE_ROW_GROUP), ith, nth, &b, &e);
-        b *= STAGE_ROW_GROUP;
-        e = e * STAGE_ROW_GROUP < w->n_out ? e * STAGE_ROW_GROUP : (long)w->n_out;
-        if (b < e)
-            (w->r8 ? c->ops->mul_mat_r8 : c->ops->mul_mat)[w->dtype](
-                w->n_in, w->data, w->row_bytes, b, e, x, c->act_stride, c->n_tok, c->mm[i].y,
-                w->n_out);
+        long per = stage_mm_chunk(w->n_out, nth) * STAGE_ROW_GROUP;
+        long b = k * per, e = b + per < (long)w->n_out ? b + per : (long)w->n_out;
+        (w->r8 ? c->ops->mul_mat_r8 : c->ops->mul_mat)[w->dtype](
+            w->n_in, w->data, w->row_bytes, b, e, x, c->act_stride, c->n_tok, c->mm[i].y,
+            w->n_out);
     }
 }
 
@@ -324,6 +358,7 @@ static void stage_matmuls(st_stage_ctx *c, const float *src, int64_t width, cons
         if (c->conv || !pre_done)
             stage_run(c, stage_ph_pre);
         pre_done = true;
+        atomic_store(&c->mm_next, 0); /* published to the threads by st_pool_run */
         stage_run(c, stage_ph_matmul);
     }
 }
