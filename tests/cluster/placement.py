@@ -278,7 +278,11 @@ def case_drain():
         # one at a time, so their start-up measurements do not compete for the cores
         add_joined(c, "--throttle", "3")  # slow enough for both streams to span the drain
         add_joined(c, "--throttle", "3", "--memory", "22M")
-        add_joined(c, "--spare", "--throttle", "12")
+        # the spare must stay out until the drain: its cost is its start-up
+        # measurement times the throttle, and a worker measured while other
+        # tests load the cores reads several times slower than it is, so
+        # the throttle leaves a wide margin (12 was once not enough)
+        add_joined(c, "--spare", "--throttle", "40")
         c.wait_serving(2)
         st = wait_until(c, lambda s: len(s["workers"]) == 3 and s["serving"] and
                         [w["state"] for w in s["workers"]].count("spare") == 1, 30,
