@@ -85,6 +85,8 @@ static cJSON *cl_sched_json(const Strata__SchedStatus *q)
     cli_json_u64(o, "reused_tokens", q->reused_tokens);
     cli_json_u64(o, "sessions_evicted", q->sessions_evicted);
     cli_json_u64(o, "sessions_expired", q->sessions_expired);
+    cli_json_u64(o, "kv_kept", q->kv_kept);
+    cli_json_u64(o, "kv_reprefilled", q->kv_reprefilled);
     cli_json_u64(o, "kv_session_bytes", q->kv_session_bytes);
     cli_json_u64(o, "kv_bytes", q->kv_bytes);
     cJSON_AddNumberToObject(o, "chunk", q->chunk);
@@ -292,9 +294,11 @@ static void cl_status_print(const Strata__StatusReply *s)
         printf("batches: %" PRIu64 " (%" PRIu64 " rows, %" PRIu64 " tokens), %u in flight of %u "
                "(peak %u); refused busy %" PRIu64 ", queue expired %" PRIu64 ", clients gone %"
                PRIu64 ", prompt ids reused %" PRIu64 ", sessions evicted %" PRIu64
-               ", expired %" PRIu64 "\n", q->batches, q->rows, q->tokens, q->in_flight, q->depth,
+               ", expired %" PRIu64 "; KV kept at plan switches %" PRIu64 ", sessions re-prefilled %"
+               PRIu64 "\n", q->batches, q->rows, q->tokens, q->in_flight, q->depth,
                q->peak_in_flight, q->busy_refused, q->queue_expired, q->client_gone,
-               q->reused_tokens, q->sessions_evicted, q->sessions_expired);
+               q->reused_tokens, q->sessions_evicted, q->sessions_expired, q->kv_kept,
+               q->kv_reprefilled);
         if (q->routes > 1) {
             printf("routes: %u; sessions per route", q->routes);
             for (size_t i = 0; i < q->n_route_sessions; i++)

@@ -475,6 +475,8 @@ static void api_status(st_coord *c, uint32_t slot)
     sch.reused_tokens = ss.reused_tokens;
     sch.sessions_evicted = ss.sessions_evicted;
     sch.sessions_expired = ss.sessions_expired;
+    sch.kv_kept = ss.kv_kept;
+    sch.kv_reprefilled = ss.kv_reprefilled;
     sch.kv_session_bytes = c->mi.kv_bytes_per_token_layer * c->mi.n_layer * c->n_ctx;
     for (size_t i = 0; i < n; i++)
         if (ws[i].last && c->ms.v[i].life == ST_MEMBER_ALIVE)

@@ -232,6 +232,21 @@ uint32_t st_plan_route_worker(const st_plan *p, uint32_t route, uint32_t stage)
     return route % r;
 }
 
+bool st_plan_same_route(const st_plan *a, uint32_t ra, const st_plan *b, uint32_t rb)
+{
+    if (a->n_stages != b->n_stages || a->n_layer != b->n_layer || a->n_ctx != b->n_ctx ||
+        a->max_sessions != b->max_sessions)
+        return false;
+    for (uint32_t i = 0; i < a->n_stages; i++) {
+        const st_plan_stage *x = &a->stages[i], *y = &b->stages[i];
+        if (x->first != y->first || x->last != y->last ||
+            x->worker_ids[st_plan_route_worker(a, ra, i)] !=
+                y->worker_ids[st_plan_route_worker(b, rb, i)])
+            return false;
+    }
+    return true;
+}
+
 st_err st_plan_copy(st_plan *dst, const st_plan *src)
 {
     *dst = *src;

@@ -90,6 +90,13 @@ uint32_t st_plan_routes(const st_plan *p, uint32_t max_routes);
 /* st_plan_route_worker - the replica index route k uses at stage i. */
 uint32_t st_plan_route_worker(const st_plan *p, uint32_t route, uint32_t stage);
 
+/* st_plan_same_route - whether route ra of a and route rb of b run every
+ * layer on the same worker with the same KV shape (n_ctx, max_sessions),
+ * so that each of those workers keeps the KV it holds across a switch
+ * from a to b (a worker keeps its sessions when its layers and context
+ * stay; see worker/dataplane.c). */
+bool st_plan_same_route(const st_plan *a, uint32_t ra, const st_plan *b, uint32_t rb);
+
 /* st_plan_copy - a deep copy into dst (dst's old contents are not freed). */
 st_err st_plan_copy(st_plan *dst, const st_plan *src);
 

@@ -165,16 +165,45 @@ void coord_commit_all(st_coord *c)
     }
 }
 
+/* coord_keep_kv - tells the scheduler which sessions keep their KV across
+ * the switch from old (n_old routes; NULL: none) to the serving plan: those
+ * whose old route runs every layer on the same workers as a new route (a
+ * replica that left or joined elsewhere, a stage that kept its workers);
+ * the others re-prefill from their history. */
+static void coord_keep_kv(st_coord *c, const st_plan *old, uint32_t n_old)
+{
+    int32_t map[ST_SCHED_MAX_ROUTES];
+    uint32_t kept = 0;
+    if (old == NULL || n_old > ST_SCHED_MAX_ROUTES) {
+        st_sched_forget_kv(c->sched);
+        return;
+    }
+    for (uint32_t r = 0; r < n_old; r++) {
+        map[r] = -1;
+        for (uint32_t k = 0; k < c->n_routes && map[r] < 0; k++)
+            if (st_plan_same_route(old, r, &c->plan, k))
+                map[r] = (int32_t)k;
+        kept += map[r] >= 0;
+    }
+    st_sched_keep_kv(c->sched, map, n_old);
+    if (kept > 0)
+        st_log(ST_LOG_INFO, CO, "epoch %llu: %u of %u route(s) kept their workers; their "
+               "sessions keep their KV", (unsigned long long)c->plan.epoch, kept, n_old);
+}
+
 /* coord_committed - the round's plan becomes the serving plan. */
 static void coord_committed(st_coord *c)
 {
-    st_plan_free(&c->plan);
+    st_plan old = c->plan;
+    bool had = c->has_plan;
+    uint32_t n_old = c->n_routes;
     st_round_take(&c->round, &c->plan);
     c->has_plan = true;
     c->plan_broken = false;
     c->plan_error[0] = '\0';
-    st_sched_forget_kv(c->sched);
     c->n_routes = st_plan_routes(&c->plan, ST_SCHED_MAX_ROUTES);
+    coord_keep_kv(c, had ? &old : NULL, n_old);
+    st_plan_free(&old);
     const st_plan_stage *s0 = &c->plan.stages[0];
     for (uint32_t k = 0; k < ST_PLAN_MAX_REPLICAS; k++) { /* a PUSH per stage-0 worker */
         const char *addr = k < s0->n_workers ? s0->data_addrs[k] : NULL;
@@ -568,7 +597,13 @@ void coord_member_gone(st_coord *c, uint64_t id, st_member_life life, const char
         snprintf(msg, sizeof msg, "worker %llu of stage %d is gone (%s)", (unsigned long long)id,
                  st_plan_stage_of(&c->plan, id), why);
         c->plan_broken = true;
-        st_sched_fail_all_in_flight(c->sched, ST_ECLOSED, msg, true, coord_now());
+        /* the batches of routes through it are lost; the others still
+         * come back (and their sessions can keep their KV at the switch) */
+        bool lost[ST_SCHED_MAX_ROUTES] = {false};
+        for (uint32_t r = 0; r < c->n_routes && r < ST_SCHED_MAX_ROUTES; r++)
+            for (uint32_t i = 0; i < c->plan.n_stages; i++)
+                lost[r] |= c->plan.stages[i].worker_ids[st_plan_route_worker(&c->plan, r, i)] == id;
+        st_sched_fail_in_flight(c->sched, lost, c->n_routes, ST_ECLOSED, msg, true, coord_now());
     }
     if (c->round.phase != ST_ROUND_IDLE && st_round_find(&c->round, id)) {
         st_round_peer *p = st_round_find(&c->round, id);

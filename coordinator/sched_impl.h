@@ -56,6 +56,7 @@ struct sched_sess {
     uint64_t last_batch; /* id of the last batch it was in (decode order: oldest first) */
     uint64_t last_used_ns;
     uint32_t route;      /* the route its KV lives on (st_sched_set_routes) */
+    bool route_kept;     /* st_sched_keep_kv: the next set_routes leaves it there */
 };
 
 typedef struct sched_batch {

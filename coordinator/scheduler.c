@@ -145,9 +145,9 @@ st_err st_sched_set_routes(st_sched *s, uint32_t n_routes)
     s->n_routes = n_routes;
     memset(s->route_batches, 0, sizeof s->route_batches);
     uint32_t count[ST_SCHED_MAX_ROUTES] = {0};
-    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) { /* in flight: they stay put */
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) { /* in flight or kept: they stay */
         sched_sess *ss = &s->sess[i];
-        if (ss->used && ss->in_flight) {
+        if (ss->used && (ss->in_flight || ss->route_kept)) {
             if (ss->route >= n_routes) {
                 ss->route %= n_routes;
                 ss->n_cached = 0;
@@ -157,7 +157,7 @@ st_err st_sched_set_routes(st_sched *s, uint32_t n_routes)
     }
     for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
         sched_sess *ss = &s->sess[i];
-        if (!ss->used || ss->in_flight)
+        if (!ss->used || ss->in_flight || ss->route_kept)
             continue;
         uint32_t best = 0;
         for (uint32_t r = 1; r < n_routes; r++)
@@ -168,6 +168,8 @@ st_err st_sched_set_routes(st_sched *s, uint32_t n_routes)
         ss->route = best;
         count[best]++;
     }
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
+        s->sess[i].route_kept = false;
     return ST_OK;
 }
 
@@ -381,6 +383,7 @@ static void sched_admit(st_sched *s, uint64_t now)
         ss->client_id = r->client_session;
         ss->n_hist = ss->n_cached = 0;
         ss->in_flight = 0;
+        ss->route_kept = false;
         used++;
         sched_start(s, r, ss, now);
     }
@@ -581,6 +584,7 @@ st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *ms
             continue;
         if (retry && ss->req->retries < 1) {
             ss->req->retries++;
+            s->st.kv_reprefilled += ss->n_cached > 0;
             ss->n_cached = 0;
         } else {
             sched_finish(s, ss->req, "error", code, msg, now_ns);
@@ -590,12 +594,14 @@ st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *ms
     return ST_OK;
 }
 
-void st_sched_fail_all_in_flight(st_sched *s, st_err code, const char *msg, bool retry,
-                                 uint64_t now_ns)
+void st_sched_fail_in_flight(st_sched *s, const bool *lost, uint32_t n_routes, st_err code,
+                             const char *msg, bool retry, uint64_t now_ns)
 {
-    for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
-        if (s->batches[i].used)
-            st_sched_fail(s, s->batches[i].b.id, code, msg, retry, now_ns);
+    for (uint32_t i = 0; i < s->cfg.max_in_flight; i++) {
+        const sched_batch *sb = &s->batches[i];
+        if (sb->used && (lost == NULL || sb->b.route >= n_routes || lost[sb->b.route]))
+            st_sched_fail(s, sb->b.id, code, msg, retry, now_ns);
+    }
 }
 
 /* sched_check - whether results match batch b's sample rows; sets the
@@ -670,8 +676,26 @@ st_err st_sched_complete(st_sched *s, uint64_t batch_id, uint64_t epoch,
 
 void st_sched_forget_kv(st_sched *s)
 {
-    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
+        s->st.kv_reprefilled += s->sess[i].used && s->sess[i].n_cached > 0;
         s->sess[i].n_cached = 0;
+    }
+}
+
+void st_sched_keep_kv(st_sched *s, const int32_t *map, uint32_t n_old)
+{
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
+        sched_sess *ss = &s->sess[i];
+        bool has = ss->used && ss->n_cached > 0;
+        if (ss->route < n_old && map[ss->route] >= 0) {
+            ss->route = (uint32_t)map[ss->route];
+            ss->route_kept = ss->n_cached > 0;
+            s->st.kv_kept += has;
+        } else {
+            ss->n_cached = 0;
+            s->st.kv_reprefilled += has;
+        }
+    }
 }
 
 void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)

@@ -156,6 +156,9 @@ typedef struct st_sched_stats {
     uint64_t reused_tokens;    /* prompt ids served from a session's KV */
     uint64_t sessions_evicted; /* idle client sessions ended to make room */
     uint64_t sessions_expired; /* idle client sessions ended by their TTL */
+    uint64_t kv_kept;          /* sessions that kept their KV across a plan switch */
+    uint64_t kv_reprefilled;   /* sessions re-fed from their history: a failed batch, or a
+                                  plan switch that left their KV behind */
     uint32_t routes;           /* routes through the replicas (1: none) */
     uint32_t route_sessions[ST_SCHED_MAX_ROUTES]; /* sessions pinned to each route */
     uint64_t route_batches[ST_SCHED_MAX_ROUTES];  /* batches formed per route since set_routes */
@@ -188,11 +191,13 @@ st_err st_sched_set_limits(st_sched *s, uint32_t max_sessions, uint32_t max_batc
                            uint32_t depth);
 
 /* st_sched_set_routes - the serving plan has n_routes routes (1..
- * ST_SCHED_MAX_ROUTES; ST_EINVAL otherwise). Every session not in flight
- * is re-pinned so the routes hold equal shares (the least-loaded route
- * first, in slot order); one that moves forgets its KV (n_cached = 0), as
- * its KV is on another worker. Call it once per plan, after
- * st_sched_forget_kv. The per-route batch counts start over. */
+ * ST_SCHED_MAX_ROUTES; ST_EINVAL otherwise). Sessions that st_sched_keep_kv
+ * kept on their routes stay there; every other session not in flight is
+ * re-pinned so the routes hold shares as equal as they can (the
+ * least-loaded route first, in slot order); one that moves forgets its KV
+ * (n_cached = 0), as its KV is on another worker. Call it once per
+ * plan, after st_sched_keep_kv or st_sched_forget_kv. The per-route batch
+ * counts start over. */
 st_err st_sched_set_routes(st_sched *s, uint32_t n_routes);
 
 /* st_sched_route_of - the route session_id is pinned to, or -1 if it is
@@ -231,13 +236,22 @@ st_err st_sched_complete(st_sched *s, uint64_t batch_id, uint64_t epoch,
 st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *msg, bool retry,
                      uint64_t now_ns);
 
-/* st_sched_fail_all_in_flight - st_sched_fail for every batch in flight. */
-void st_sched_fail_all_in_flight(st_sched *s, st_err code, const char *msg, bool retry,
-                                 uint64_t now_ns);
+/* st_sched_fail_in_flight - st_sched_fail for every batch in flight on a
+ * route r with lost[r] (r < n_routes), or on every route when lost is
+ * NULL. The batches of the other routes come back as usual. */
+void st_sched_fail_in_flight(st_sched *s, const bool *lost, uint32_t n_routes, st_err code,
+                             const char *msg, bool retry, uint64_t now_ns);
 
 /* st_sched_forget_kv - every session's cached length becomes 0 (after a
  * plan switch: the workers' KV is not trusted any more). */
 void st_sched_forget_kv(st_sched *s);
+
+/* st_sched_keep_kv - after a plan switch from a plan of n_old routes: a
+ * session on old route r with map[r] >= 0 (the new plan's route that runs
+ * every layer on the same workers, st_plan_same_route) moves to route
+ * map[r] and keeps its cached length; every other session forgets its KV
+ * (re-prefills from its history). Entries of map past n_old are not read. */
+void st_sched_keep_kv(st_sched *s, const int32_t *map, uint32_t n_old);
 
 /* st_sched_tick - deadlines: batches past their step deadline fail with
  * ST_ETIMEOUT ("step deadline missed", no retry); queued requests waiting

@@ -29,8 +29,11 @@ Cases:
   workers with `--replicas`: the committed plan gives the head's stage two
   workers; 6 concurrent greedy sessions (f32 wire) equal `strata run`'s
   ids, both replicas computed steps, both routes carried batches and more
-  than one batch was in flight; then one replica is killed: the plan is
-  made again without it and new sessions still equal `strata run`.
+  than one batch was in flight; then, while 4 long sessions stream on both
+  routes, one replica is killed: the plan is made again without it; when
+  it keeps the other route's workers, that route's sessions keep their KV
+  (`kv_kept` in the status), and all 4 and 3 new sessions equal
+  `strata run`.
 - links: three workers on loopback: every ordered pair gets a measured
   link (latency and bandwidth above zero) within seconds, in `strata
   status --json` and a dry run's link figures; an oversized probe is
@@ -281,8 +284,13 @@ def case_drain():
         # the spare must stay out until the drain: its cost is its start-up
         # measurement times the throttle, and a worker measured while other
         # tests load the cores reads several times slower than it is, so
-        # the throttle leaves a wide margin (12 was once not enough)
-        add_joined(c, "--spare", "--throttle", "40")
+        # the throttle leaves a wide margin (12 was once not enough); once
+        # it is out, its throttle file brings it to the others' 3, so the
+        # streams after the drain do not crawl (no imbalance replans here)
+        tfile = os.path.join(c.tmp, "spare-throttle")
+        with open(tfile, "w") as f:
+            f.write("30\n")
+        add_joined(c, "--spare", "--throttle", "30", "--throttle-file", tfile)
         c.wait_serving(2)
         st = wait_until(c, lambda s: len(s["workers"]) == 3 and s["serving"] and
                         [w["state"] for w in s["workers"]].count("spare") == 1, 30,
@@ -292,6 +300,8 @@ def case_drain():
         dry = json.loads(c.cli("plan", "--dry-run", "--json").stdout)
         spare = [w for w in dry["workers"] if w["name"] == "worker2"][0]
         assert spare["left_out"] and "spare" in spare["left_out"], spare
+        with open(tfile, "w") as f:
+            f.write("3\n")
         gens = [Gen(c, cases[1]["prompt_ids"], 400), Gen(c, [1, 5, 9], 400)]
         for x in gens:
             x.start()
@@ -319,6 +329,10 @@ def case_drain():
             w0.stderr()[-1500:]
         st = wait_until(c, lambda s: {w["name"]: w["state"] for w in s["workers"]}["worker0"] ==
                         "left", 10, "worker0 listed as left")
+        # asked again once it left (and before the coordinator forgets it,
+        # 60 s later): still reported drained
+        r = c.cli("drain", "worker0", "--json")
+        assert json.loads(r.stdout)["drained"], r.stdout
         gens[0].check(golden=cases[1]["expected_ids"])
         gens[1].check()
         assert all(alive), "a session ended before the drain completed (%.2f s; %s)" % (
@@ -326,8 +340,6 @@ def case_drain():
         print("drain: worker0 drained in %.2f s (epoch %d, layers %s) while %d sessions streamed; "
               "it left and exited 0 %.2f s after the drain began; both outputs equal strata run "
               "and the golden ids" % (dt, d["epoch"], layers_of(st), sum(alive), t_exit))
-        r = c.cli("drain", "worker0", "--json")  # it left: still reported drained
-        assert json.loads(r.stdout)["drained"], r.stdout
         r = c.cli("drain", "nosuch", check=False)
         assert r.returncode == 1 and "no live worker named 'nosuch'" in r.stderr, r.stderr
         # --stay-after-drain: a drained spare stays joined, and --undo makes it placeable
@@ -355,15 +367,25 @@ def case_drain():
 def case_replicas():
     import batching  # the loadgen helpers (reads BUILD from sys.argv[1] too)
     m = model("synth-tied-q8_0.gguf")
+    tmp = tempfile.mkdtemp(prefix="strata-rep-%d-" % os.getpid())
+    try:
+        replicas_in(m, os.path.join(tmp, "throttle"), batching)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def replicas_in(m, tfile, batching):
+    with open(tfile, "w") as f:
+        f.write("1\n")
     with Cluster(m, ["--wire", "f32", "--min-workers", "3", "--replicas", "--no-imbalance",
-                     "--objective", "throughput", "--chunk", "16", "--max-tokens", "64"]) as c:
+                     "--objective", "throughput", "--chunk", "16", "--max-tokens", "512"]) as c:
         def placed(s):  # a serving plan, and every live worker serves or was left out
             return s["serving"] and [w["state"] for w in s["workers"]
                                      if w["state"] != "lost"].count("serving") + \
                 [w["state"] for w in s["workers"]].count("spare") == 3
 
         for _ in range(3):
-            add_joined(c)
+            add_joined(c, "--throttle-file", tfile)
         st = wait_until(c, placed, 60, "a plan")
         for attempt in range(3):
             # A replica of the head's stage halves its time only if it is less
@@ -380,7 +402,7 @@ def case_replicas():
             wait_until(c, lambda s: [w["state"] for w in s["workers"]
                                      if w["name"] == out["name"]] == ["lost"], 30,
                        "%s lost" % out["name"])
-            add_joined(c)
+            add_joined(c, "--throttle-file", tfile)
             st = wait_until(c, placed, 60, "a plan after the new worker's first heartbeat")
         names = {w["id"]: w["name"] for w in st["workers"]}
         stages = st["plan"]["stages"]
@@ -416,21 +438,60 @@ def case_replicas():
               "steps %s; route batches %s; peak %d in flight"
               % (rep[0]["first"], rep[0]["last"], replicas, dt, steps, sch["route_batches"],
                  sch["peak_in_flight"]))
-        # a lost replica: the plan is made again from the workers left
+        # a lost replica while 4 sessions stream (slowed down so they span
+        # its loss): the plan is made again from the workers left; the
+        # sessions on the surviving route keep their KV when the new plan
+        # runs their layers on the same workers, the others re-prefill;
+        # every output equals strata run's
         e0 = st["epoch"]
+        # (these prompts run 300 ids without EOS; at throttle 20 that
+        # outlasts the 1.5 s heartbeat timeout and the new plan's round
+        # about 4 times over)
+        long_reqs = [{"prompt_ids": batching.prompt_of(10 + k, 6 + 3 * k, 32000), "n": 300}
+                     for k in range(4)]
+        with open(tfile, "w") as f:
+            f.write("20\n")
+        t_kill = time.time()
+        box = {}
+        t = threading.Thread(target=lambda: box.update(res=batching.loadgen(c, long_reqs)))
+        t.start()
+        wait_until(c, lambda s: int(s["sched"]["running"]) == 4 and
+                   int(s["counters"]["steps"]) > 0 and
+                   all(n > 0 for n in map(int, s["sched"]["route_sessions"])), 30,
+                   "4 sessions streaming on both routes")
         gone = [w for w in c.workers if w.name == replicas[1]][0]
         gone.kill()
         st = wait_until(c, lambda s: s["epoch"] > e0 and s["serving"] and
                         replicas[1] not in [names.get(int(i)) for x in s["plan"]["stages"]
                                             for i in x["worker_ids"]], 30,
                         "a plan without the lost replica")
+        t_plan = time.time() - t_kill
+        t.join(120)
+        assert not t.is_alive() and "res" in box, "the streams did not end"
+        t_end = time.time() - t_kill
+        for k, (r, o) in enumerate(zip(long_reqs, box["res"])):
+            batching.check_ok(o, batching.ref_ids(m, r["prompt_ids"], r["n"]),
+                              "streaming request %d across the loss" % k)
+        kept_layout = [(x["first"], x["last"]) for x in st["plan"]["stages"]] == \
+            [(x["first"], x["last"]) for x in stages] and \
+            [names[int(i)] for x in st["plan"]["stages"] for i in x["worker_ids"]] == \
+            [names[int(i)] for x in stages for i in x["worker_ids"] if names[int(i)] != replicas[1]]
+        sch = c.status()["sched"]
+        kept = int(sch["kv_kept"]) > 0
+        assert kept == kept_layout, "layout kept %s, but %s sessions kept their KV" % (
+            kept_layout, sch["kv_kept"])
+        with open(tfile, "w") as f:
+            f.write("1\n")
         res = batching.loadgen(c, reqs[:3])
         for k, (r, o) in enumerate(zip(reqs, res)):
             batching.check_ok(o, batching.ref_ids(m, r["prompt_ids"], r["n"]),
                               "request %d after the loss" % k)
-        print("replicas: %s lost -> epoch %d stages %s; 3 sessions equal strata run"
+        print("replicas: %s lost while 4 sessions streamed -> epoch %d stages %s; at the switch "
+              "%s sessions kept their KV (%s re-prefilled in all); all 4 and 3 more sessions equal "
+              "strata run (new plan %.1f s, streams done %.1f s after the slow-down)"
               % (replicas[1], st["epoch"], [[names[int(i)] for i in x["worker_ids"]]
-                                            for x in st["plan"]["stages"]]))
+                                            for x in st["plan"]["stages"]],
+                 sch["kv_kept"], sch["kv_reprefilled"], t_plan, t_end))
 
 
 # ---- dry run on a workers file against a brute force written here ----

@@ -1,8 +1,9 @@
 /* test_plan.c - plans (coordinator/plan.c) and join validation
  * (coordinator/membership.c): epochs that never go backwards, the plan
  * hash (deterministic, covering every field but itself, recomputable by a
- * worker from the packed Plan it received), the two-phase round, and the
- * Join checks of docs/cluster.md. */
+ * worker from the packed Plan it received), the two-phase round, which
+ * routes of two plans run on the same workers, and the Join checks of
+ * docs/cluster.md. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -266,6 +267,35 @@ static void mkjoin(join_fx *f)
     f->c.n_wire_dtypes = 2;
 }
 
+/* st_plan_same_route: a route keeps its KV only if every layer stays on
+ * the same worker with the same context and slots */
+START_TEST(same_route)
+{
+    st_plan p, q;
+    mkplan(&p, 300); /* [0,3) on 11, [3,6) on 12 + 14: routes 11-12, 11-14 */
+    p.stages[1].n_workers = 2;
+    p.stages[1].worker_ids[1] = 14;
+    mkplan(&q, 301); /* 14 left: [0,3) on 11, [3,6) on 12 */
+    ck_assert(st_plan_same_route(&p, 0, &q, 0));
+    ck_assert(!st_plan_same_route(&p, 1, &q, 0));
+    ck_assert(st_plan_same_route(&q, 0, &p, 2)); /* route 2 of p = 11-12 again */
+    q.stages[1].worker_ids[0] = 14; /* 12 left instead */
+    ck_assert(!st_plan_same_route(&p, 0, &q, 0));
+    ck_assert(st_plan_same_route(&p, 1, &q, 0));
+    q.n_ctx = 256; /* the workers reallocate their KV */
+    ck_assert(!st_plan_same_route(&p, 1, &q, 0));
+    q.n_ctx = p.n_ctx;
+    q.max_sessions = 4;
+    ck_assert(!st_plan_same_route(&p, 1, &q, 0));
+    q.max_sessions = p.max_sessions;
+    q.stages[0].last = 2; /* a layer moved */
+    q.stages[1].first = 2;
+    ck_assert(!st_plan_same_route(&p, 1, &q, 0));
+    st_plan_free(&p);
+    st_plan_free(&q);
+}
+END_TEST
+
 START_TEST(join_checks)
 {
     uint8_t mid[32];
@@ -411,6 +441,7 @@ int main(void)
     tcase_add_test(tc, layout_and_copy);
     tcase_add_test(tc, two_phase_round);
     tcase_add_test(tc, replicated_plan);
+    tcase_add_test(tc, same_route);
     tcase_add_test(tc, join_checks);
     tcase_add_test(tc, members_lifecycle);
     suite_add_tcase(s, tc);

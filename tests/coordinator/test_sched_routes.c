@@ -2,7 +2,8 @@
  * scheduler (coordinator/scheduler.c): every session pinned to one route,
  * batches that never mix routes, new sessions on the least-loaded route,
  * both routes in flight at once, re-pinning on a new plan (a moved session
- * re-prefills), and ended sessions reaching their own route in band.
+ * re-prefills; one whose route kept its workers keeps its KV), and ended
+ * sessions reaching their own route in band.
  *
  * Each route has its own fake pipeline (sched_fake.h), as each replica
  * keeps the KV of its own sessions: a row that reaches another route than
@@ -208,6 +209,70 @@ START_TEST(set_routes_repins)
 }
 END_TEST
 
+/* a new plan that keeps one route's workers (the other route's replica
+ * left): st_sched_keep_kv keeps that route's sessions and their KV (their
+ * next rows continue where they were, on the same fake), the other
+ * route's sessions re-prefill from position 0; outputs equal single runs */
+START_TEST(keep_kv_on_same_workers)
+{
+    st_sched *s = new_sched(2, 2);
+    uint64_t id[4], now = 0;
+    for (int k = 0; k < 4; k++) {
+        int32_t p[8];
+        uint32_t np;
+        prompt(k, p, &np);
+        st_gen_req g = req_of(p, np, 12);
+        ck_assert_int_eq(st_sched_submit(s, &g, now, &id[k]), ST_OK);
+    }
+    fake f[NR];
+    memset(f, 0, sizeof f);
+    for (int r = 0; r < NR; r++)
+        f[r].forced = -1;
+    for (int step = 0; step < 6; step++) { /* both routes, one batch each at a time */
+        const st_sched_batch *b;
+        ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
+        ck_assert_ptr_nonnull(b);
+        now += MS;
+        fake_complete(s, &f[b->route], b, now);
+    }
+    int was[4], on1 = 0;
+    for (int k = 0; k < 4; k++) {
+        was[k] = st_sched_route_of(s, 1001 + (uint64_t)k);
+        on1 += was[k] == 1;
+    }
+    ck_assert_int_eq(on1, 2);
+    /* the new plan: one route, through old route 1's workers */
+    const int32_t map[2] = {-1, 0};
+    st_sched_keep_kv(s, map, 2);
+    st_sched_stats st;
+    st_sched_get_stats(s, &st);
+    ck_assert_uint_eq(st.kv_kept, 2);
+    ck_assert_uint_eq(st.kv_reprefilled, 2);
+    ck_assert_int_eq(st_sched_set_limits(s, 8, 64, 1), ST_OK);
+    ck_assert_int_eq(st_sched_set_routes(s, 1), ST_OK);
+    fake g[NR];
+    memset(g, 0, sizeof g);
+    g[0] = f[1]; /* its workers, its KV */
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(b->route, 0);
+    ck_assert_uint_eq(b->n_rows, 4);
+    for (uint32_t i = 0; i < b->n_rows; i++) {
+        int k = (int)(b->rows[i].session_id - 1001);
+        if (was[k] == 1)
+            ck_assert_uint_gt(b->rows[i].pos, 0); /* continues: no re-prefill */
+        else
+            ck_assert_uint_eq(b->rows[i].pos, 0); /* its KV left with the replica */
+    }
+    now += MS;
+    fake_complete(s, &g[0], b, now);
+    run_all(s, g, &now, 1);
+    check_outputs(s, id, 4, 12);
+    st_sched_free(s);
+}
+END_TEST
+
 /* an ended session rides on every next batch until one of its own route
  * took it (that route's replicas hold its KV) */
 START_TEST(ends_reach_their_route)
@@ -281,6 +346,7 @@ int main(void)
     tcase_add_test(tc, routes_pin_and_overlap);
     tcase_add_test(tc, least_loaded_route);
     tcase_add_test(tc, set_routes_repins);
+    tcase_add_test(tc, keep_kv_on_same_workers);
     tcase_add_test(tc, ends_reach_their_route);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
