@@ -102,6 +102,11 @@ void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err, con
 void sched_append(st_sched *s, sched_req *r, sched_sess *ss, const st_sched_result_row *rr,
                   uint64_t now);
 
+/* sched_routes.c */
+/* sched_least_loaded - the route a new session takes: the fewest running
+ * sessions, then the fewest sessions. */
+uint32_t sched_least_loaded(const st_sched *s);
+
 /* scheduler.c */
 /* sched_settle - after ss left a batch or its request ended: detaches a
  * finished request, ends a fresh session, idles a client one. */

@@ -1,5 +1,6 @@
 /* scheduler.c - sessions, admission, batches, results and deadlines (see
- * scheduler.h; the requests themselves are in sched_req.c).
+ * scheduler.h; the requests themselves are in sched_req.c, the routing of
+ * sessions in sched_routes.c).
  *
  * State lives in three tables with fixed bounds (INV-6): session slots
  * (max_sessions, the KV slots every worker keeps), requests (at most
@@ -106,79 +107,6 @@ st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
     s->n_routes = 1;
     *out = s;
     return ST_OK;
-}
-
-/* sched_route_load - running sessions (x 2^16) plus all sessions on route
- * r: the least loaded route takes the next session. */
-static uint64_t sched_route_load(const st_sched *s, uint32_t r)
-{
-    uint64_t run = 0, all = 0;
-    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
-        const sched_sess *ss = &s->sess[i];
-        if (!ss->used || ss->route != r)
-            continue;
-        all++;
-        run += ss->req != NULL && ss->req->state == RQ_RUNNING;
-    }
-    return (run << 16) + all;
-}
-
-static uint32_t sched_least_loaded(const st_sched *s)
-{
-    uint32_t best = 0;
-    uint64_t best_load = UINT64_MAX;
-    for (uint32_t r = 0; r < s->n_routes; r++) {
-        uint64_t l = sched_route_load(s, r);
-        if (l < best_load) {
-            best_load = l;
-            best = r;
-        }
-    }
-    return best;
-}
-
-st_err st_sched_set_routes(st_sched *s, uint32_t n_routes)
-{
-    if (n_routes == 0 || n_routes > ST_SCHED_MAX_ROUTES)
-        return st_errorf(ST_EINVAL, "scheduler: %u routes; 1..%d are allowed", n_routes,
-                         ST_SCHED_MAX_ROUTES);
-    s->n_routes = n_routes;
-    memset(s->route_batches, 0, sizeof s->route_batches);
-    uint32_t count[ST_SCHED_MAX_ROUTES] = {0};
-    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) { /* in flight or kept: they stay */
-        sched_sess *ss = &s->sess[i];
-        if (ss->used && (ss->in_flight || ss->route_kept)) {
-            if (ss->route >= n_routes) {
-                ss->route %= n_routes;
-                ss->n_cached = 0;
-            }
-            count[ss->route]++;
-        }
-    }
-    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
-        sched_sess *ss = &s->sess[i];
-        if (!ss->used || ss->in_flight || ss->route_kept)
-            continue;
-        uint32_t best = 0;
-        for (uint32_t r = 1; r < n_routes; r++)
-            if (count[r] < count[best])
-                best = r;
-        if (best != ss->route)
-            ss->n_cached = 0; /* its KV is on another route's workers */
-        ss->route = best;
-        count[best]++;
-    }
-    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
-        s->sess[i].route_kept = false;
-    return ST_OK;
-}
-
-int st_sched_route_of(const st_sched *s, uint64_t session_id)
-{
-    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
-        if (s->sess[i].used && s->sess[i].id == session_id)
-            return (int)s->sess[i].route;
-    return -1;
 }
 
 st_err st_sched_set_limits(st_sched *s, uint32_t max_sessions, uint32_t max_batch_tokens,
@@ -672,30 +600,6 @@ st_err st_sched_complete(st_sched *s, uint64_t batch_id, uint64_t epoch,
     }
     sched_release(s, sb, now_ns);
     return ST_OK;
-}
-
-void st_sched_forget_kv(st_sched *s)
-{
-    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
-        s->st.kv_reprefilled += s->sess[i].used && s->sess[i].n_cached > 0;
-        s->sess[i].n_cached = 0;
-    }
-}
-
-void st_sched_keep_kv(st_sched *s, const int32_t *map, uint32_t n_old)
-{
-    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
-        sched_sess *ss = &s->sess[i];
-        bool has = ss->used && ss->n_cached > 0;
-        if (ss->route < n_old && map[ss->route] >= 0) {
-            ss->route = (uint32_t)map[ss->route];
-            ss->route_kept = ss->n_cached > 0;
-            s->st.kv_kept += has;
-        } else {
-            ss->n_cached = 0;
-            s->st.kv_reprefilled += has;
-        }
-    }
 }
 
 void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
