@@ -94,6 +94,27 @@ static void check_outputs(st_sched *s, const uint64_t *id, int n, uint32_t max)
     }
 }
 
+/* submit_prompts - submits greedy requests for prompt(0..n) of max new
+ * ids each at time now; their ids go to id[0..n). */
+static void submit_prompts(st_sched *s, int n, uint32_t max, uint64_t now, uint64_t *id)
+{
+    for (int k = 0; k < n; k++) {
+        int32_t p[8];
+        uint32_t np;
+        prompt(k, p, &np);
+        st_gen_req g = req_of(p, np, max);
+        ck_assert_int_eq(st_sched_submit(s, &g, now, &id[k]), ST_OK);
+    }
+}
+
+/* fakes_init - NR empty fake pipelines that sample greedily. */
+static void fakes_init(fake *f)
+{
+    memset(f, 0, NR * sizeof *f);
+    for (int r = 0; r < NR; r++)
+        f[r].forced = -1;
+}
+
 /* 8 sessions on 2 routes, depth 4: 4 sessions per route, batches of one
  * route only, both routes in flight at once, at most 2 batches per route,
  * outputs equal single-session runs */
@@ -101,13 +122,7 @@ START_TEST(routes_pin_and_overlap)
 {
     st_sched *s = new_sched(4, 2);
     uint64_t id[8], now = 0;
-    for (int k = 0; k < 8; k++) {
-        int32_t p[8];
-        uint32_t np;
-        prompt(k, p, &np);
-        st_gen_req g = req_of(p, np, 10);
-        ck_assert_int_eq(st_sched_submit(s, &g, now, &id[k]), ST_OK);
-    }
+    submit_prompts(s, 8, 10, now, id);
     const st_sched_batch *b;
     ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK); /* admits all 8 */
     ck_assert_ptr_nonnull(b);
@@ -118,9 +133,7 @@ START_TEST(routes_pin_and_overlap)
     ck_assert_uint_eq(st.route_sessions[1], 4);
     ck_assert_uint_le(b->n_rows, 2); /* ceil(4 sessions / 2 batches of its route) */
     fake f[NR];
-    memset(f, 0, sizeof f);
-    for (int r = 0; r < NR; r++)
-        f[r].forced = -1;
+    fakes_init(f);
     ck_assert_int_eq(st_sched_fail(s, b->id, ST_ENNG, "not sent", true, now), ST_OK);
     uint32_t most = run_all(s, f, &now, 2);
     ck_assert_uint_eq(most, 2);
@@ -172,17 +185,9 @@ START_TEST(set_routes_repins)
 {
     st_sched *s = new_sched(2, 1);
     uint64_t id[6], now = 0;
-    for (int k = 0; k < 6; k++) {
-        int32_t p[8];
-        uint32_t np;
-        prompt(k, p, &np);
-        st_gen_req g = req_of(p, np, 12);
-        ck_assert_int_eq(st_sched_submit(s, &g, now, &id[k]), ST_OK);
-    }
+    submit_prompts(s, 6, 12, now, id);
     fake f[NR];
-    memset(f, 0, sizeof f);
-    for (int r = 0; r < NR; r++)
-        f[r].forced = -1;
+    fakes_init(f);
     /* a few steps on one route */
     for (int step = 0; step < 6; step++) {
         const st_sched_batch *b;
@@ -217,17 +222,9 @@ START_TEST(keep_kv_on_same_workers)
 {
     st_sched *s = new_sched(2, 2);
     uint64_t id[4], now = 0;
-    for (int k = 0; k < 4; k++) {
-        int32_t p[8];
-        uint32_t np;
-        prompt(k, p, &np);
-        st_gen_req g = req_of(p, np, 12);
-        ck_assert_int_eq(st_sched_submit(s, &g, now, &id[k]), ST_OK);
-    }
+    submit_prompts(s, 4, 12, now, id);
     fake f[NR];
-    memset(f, 0, sizeof f);
-    for (int r = 0; r < NR; r++)
-        f[r].forced = -1;
+    fakes_init(f);
     for (int step = 0; step < 6; step++) { /* both routes, one batch each at a time */
         const st_sched_batch *b;
         ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
@@ -285,9 +282,7 @@ START_TEST(ends_reach_their_route)
     g.max_tokens = 20;
     ck_assert_int_eq(st_sched_submit(s, &g, now, &b_id), ST_OK);
     fake f[NR];
-    memset(f, 0, sizeof f);
-    for (int r = 0; r < NR; r++)
-        f[r].forced = -1;
+    fakes_init(f);
     const st_sched_batch *x, *y;
     ck_assert_int_eq(st_sched_form(s, 7, now, &x), ST_OK);
     ck_assert_int_eq(st_sched_form(s, 7, now, &y), ST_OK);
