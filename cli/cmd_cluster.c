@@ -183,17 +183,10 @@ static cJSON *cl_links_json(const Strata__StatusReply *s)
     cJSON *a = cJSON_CreateArray();
     for (size_t i = 0; i < s->n_links; i++) {
         const Strata__LinkStatus *l = s->links[i];
-        cJSON *o = cJSON_CreateObject();
-        cli_json_u64(o, "from", l->from_id);
-        cli_json_u64(o, "to", l->to_id);
+        cJSON *o = cli_link_json(l);
         cJSON_AddStringToObject(o, "from_name", cl_name_of(s, l->from_id));
         cJSON_AddStringToObject(o, "to_name", cl_name_of(s, l->to_id));
-        cJSON_AddNumberToObject(o, "latency_ms", l->latency_ms);
         cJSON_AddNumberToObject(o, "bandwidth_mb_s", l->bandwidth_bytes_per_s / 1e6);
-        cJSON_AddNumberToObject(o, "bandwidth_bytes_per_s", l->bandwidth_bytes_per_s);
-        cJSON_AddBoolToObject(o, "measured", l->measured);
-        cJSON_AddNumberToObject(o, "samples", l->samples);
-        cJSON_AddNumberToObject(o, "age_s", l->age_s);
         cJSON_AddItemToArray(a, o);
     }
     return a;

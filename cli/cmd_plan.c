@@ -149,18 +149,8 @@ static cJSON *pc_proposal_json(const Strata__PlanProposal *p)
     cJSON_AddStringToObject(o, "note", p->note ? p->note : "");
     if (p->n_links > 0) { /* a live cluster's: measured or assumed per ordered pair */
         cJSON *ls = cJSON_AddArrayToObject(o, "links");
-        for (size_t i = 0; i < p->n_links; i++) {
-            const Strata__LinkStatus *l = p->links[i];
-            cJSON *lo = cJSON_CreateObject();
-            cli_json_u64(lo, "from", l->from_id);
-            cli_json_u64(lo, "to", l->to_id);
-            cJSON_AddNumberToObject(lo, "latency_ms", l->latency_ms);
-            cJSON_AddNumberToObject(lo, "bandwidth_bytes_per_s", l->bandwidth_bytes_per_s);
-            cJSON_AddBoolToObject(lo, "measured", l->measured);
-            cJSON_AddNumberToObject(lo, "samples", l->samples);
-            cJSON_AddNumberToObject(lo, "age_s", l->age_s);
-            cJSON_AddItemToArray(ls, lo);
-        }
+        for (size_t i = 0; i < p->n_links; i++)
+            cJSON_AddItemToArray(ls, cli_link_json(p->links[i]));
     }
     return o;
 }

@@ -92,3 +92,16 @@ void cli_plan_print(const Strata__Plan *p)
                    s->worker_ids[k], k < s->n_data_addrs ? s->data_addrs[k] : "");
     }
 }
+
+cJSON *cli_link_json(const Strata__LinkStatus *l)
+{
+    cJSON *o = cJSON_CreateObject();
+    cli_json_u64(o, "from", l->from_id);
+    cli_json_u64(o, "to", l->to_id);
+    cJSON_AddNumberToObject(o, "latency_ms", l->latency_ms);
+    cJSON_AddNumberToObject(o, "bandwidth_bytes_per_s", l->bandwidth_bytes_per_s);
+    cJSON_AddBoolToObject(o, "measured", l->measured);
+    cJSON_AddNumberToObject(o, "samples", l->samples);
+    cJSON_AddNumberToObject(o, "age_s", l->age_s);
+    return o;
+}

@@ -23,6 +23,11 @@ int cli_print_json(cJSON *o);
  * owns the result. */
 cJSON *cli_plan_json(const Strata__Plan *p);
 
+/* cli_link_json - one measured or assumed link as a JSON object (ids as
+ * exact integers, latency in ms, bandwidth in bytes/s, measured, samples,
+ * age); the caller owns the result. */
+cJSON *cli_link_json(const Strata__LinkStatus *l);
+
 /* cli_plan_print - p as text: epoch, hashes, wire, sizes, then each stage
  * with its worker or replicas and their data addresses. */
 void cli_plan_print(const Strata__Plan *p);

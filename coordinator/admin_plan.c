@@ -69,7 +69,8 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
     st_pp_worker *pw = calloc(ST_MEMBERS_MAX, sizeof *pw);
     char (*why)[200] = calloc(ST_MEMBERS_MAX, sizeof *why);
     Strata__PlanProposal *pp = NULL;
-    Strata__LinkStatus *ls = NULL, **lp = NULL;
+    Strata__LinkStatus **lp = NULL;
+    size_t nl = 0;
     if (!r || !pw || !why)
         e = st_errorf(ST_ENOMEM, "dry run");
     else
@@ -109,30 +110,17 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
         goto out;
     }
     pp->replicas_served = c->cfg.replicas;
-    size_t nl = v->n > 1 ? v->n * (v->n - 1) : 0, kl = 0;
-    ls = calloc(nl ? nl : 1, sizeof *ls);
-    lp = calloc(nl ? nl : 1, sizeof *lp);
-    if (ls == NULL || lp == NULL) {
-        st_api_reply_error(c, slot, ST_ENOMEM, "dry run links");
+    uint64_t *ids = malloc((v->n ? v->n : 1) * sizeof *ids); /* the link figures planned with */
+    for (size_t a = 0; ids != NULL && a < v->n; a++)
+        ids[a] = v->w[a].id;
+    e = ids == NULL ? st_errorf(ST_ENOMEM, "dry run links")
+                    : st_links_to_pb(v->links, ids, v->n, &lp, &nl);
+    free(ids);
+    if (e != ST_OK) {
+        st_api_reply_error(c, slot, e, st_errdetail());
         goto out;
     }
-    for (size_t a = 0; a < v->n; a++) /* the link figures planned with */
-        for (size_t b = 0; b < v->n; b++) {
-            if (a == b)
-                continue;
-            const st_link *x = &v->links[a * v->n + b];
-            strata__link_status__init(&ls[kl]);
-            ls[kl].from_id = v->w[a].id;
-            ls[kl].to_id = v->w[b].id;
-            ls[kl].latency_ms = x->latency_s * 1e3;
-            ls[kl].bandwidth_bytes_per_s = x->bw;
-            ls[kl].measured = x->measured;
-            ls[kl].samples = x->samples;
-            ls[kl].age_s = x->age_s;
-            lp[kl] = &ls[kl];
-            kl++;
-        }
-    pp->n_links = kl;
+    pp->n_links = nl;
     pp->links = lp;
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_PLAN_PROPOSAL;
@@ -141,8 +129,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
     pp->n_links = 0; /* ours, not the proposal's */
     pp->links = NULL;
 out:
-    free(ls);
-    free(lp);
+    st_links_pb_free(lp, nl);
     st_place_proposal_free(pp);
     coord_pl_view_free(v);
     free(r);

@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "common/msg.h"
 #include "coordinator/coord_impl.h"
+#include "coordinator/planner_pb.h"
 
 #define API "api"
 
@@ -378,42 +379,16 @@ static st_err api_status_links(st_coord *c, Strata__StatusReply *sr)
     if (n < 2)
         return ST_OK;
     st_link *l = malloc(n * n * sizeof *l);
-    Strata__LinkStatus *ls = calloc(n * (n - 1), sizeof *ls);
-    Strata__LinkStatus **lp = calloc(n * (n - 1), sizeof *lp);
-    if (l == NULL || ls == NULL || lp == NULL || coord_links(c, ids, n, l, NULL) != ST_OK) {
-        free(l);
-        free(ls);
-        free(lp);
-        return st_errorf(ST_ENOMEM, "status links");
-    }
-    size_t k = 0;
-    for (size_t a = 0; a < n; a++)
-        for (size_t b = 0; b < n; b++) {
-            if (a == b)
-                continue;
-            const st_link *x = &l[a * n + b];
-            strata__link_status__init(&ls[k]);
-            ls[k].from_id = ids[a];
-            ls[k].to_id = ids[b];
-            ls[k].latency_ms = x->latency_s * 1e3;
-            ls[k].bandwidth_bytes_per_s = x->bw;
-            ls[k].measured = x->measured;
-            ls[k].samples = x->samples;
-            ls[k].age_s = x->age_s;
-            lp[k] = &ls[k];
-            k++;
-        }
+    st_err e = l == NULL ? st_errorf(ST_ENOMEM, "status links") : coord_links(c, ids, n, l, NULL);
+    if (e == ST_OK)
+        e = st_links_to_pb(l, ids, n, &sr->links, &sr->n_links);
     free(l);
-    sr->n_links = k;
-    sr->links = lp;
-    return ST_OK;
+    return e;
 }
 
 static void api_status_links_free(Strata__StatusReply *sr)
 {
-    if (sr->n_links > 0)
-        free(sr->links[0]); /* the array of entries */
-    free(sr->links);
+    st_links_pb_free(sr->links, sr->n_links);
     sr->links = NULL;
     sr->n_links = 0;
 }

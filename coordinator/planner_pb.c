@@ -125,3 +125,48 @@ oom:
     st_place_proposal_free(p);
     return st_errorf(ST_ENOMEM, "plan proposal");
 }
+
+st_err st_links_to_pb(const st_link *l, const uint64_t *ids, size_t n, Strata__LinkStatus ***out,
+                      size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (n < 2)
+        return ST_OK;
+    Strata__LinkStatus *ls = calloc(n * (n - 1), sizeof *ls);
+    Strata__LinkStatus **lp = calloc(n * (n - 1), sizeof *lp);
+    if (ls == NULL || lp == NULL) {
+        free(ls);
+        free(lp);
+        return st_errorf(ST_ENOMEM, "%zu x %zu links", n, n);
+    }
+    size_t k = 0;
+    for (size_t a = 0; a < n; a++)
+        for (size_t b = 0; b < n; b++) {
+            if (a == b)
+                continue;
+            const st_link *x = &l[a * n + b];
+            strata__link_status__init(&ls[k]);
+            ls[k].from_id = ids[a];
+            ls[k].to_id = ids[b];
+            ls[k].latency_ms = x->latency_s * 1e3;
+            ls[k].bandwidth_bytes_per_s = x->bw;
+            ls[k].measured = x->measured;
+            ls[k].samples = x->samples;
+            ls[k].age_s = x->age_s;
+            lp[k] = &ls[k];
+            k++;
+        }
+    *out = lp;
+    *n_out = k;
+    return ST_OK;
+}
+
+void st_links_pb_free(Strata__LinkStatus **lp, size_t n)
+{
+    if (lp == NULL)
+        return;
+    if (n > 0)
+        free(lp[0]); /* the block of entries */
+    free(lp);
+}

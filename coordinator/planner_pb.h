@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "coordinator/links.h"
 #include "coordinator/placement.h"
 #include "strata.pb-c.h"
 
@@ -37,5 +38,15 @@ st_err st_place_proposal(const st_place_result *r, const st_place_worker *w_in, 
 /* st_place_proposal_free - frees a proposal made by st_place_proposal;
  * NULL is a no-op. */
 void st_place_proposal_free(Strata__PlanProposal *p);
+
+/* st_links_to_pb - the ordered pairs (a, b), a != b, of the n x n link
+ * matrix l (row a: from ids[a], column b: to ids[b]) as LinkStatus
+ * entries, row by row: *out gets n (n - 1) pointers (NULL when n < 2),
+ * *n_out their count. Free with st_links_pb_free. */
+st_err st_links_to_pb(const st_link *l, const uint64_t *ids, size_t n, Strata__LinkStatus ***out,
+                      size_t *n_out);
+
+/* st_links_pb_free - frees what st_links_to_pb made; NULL is a no-op. */
+void st_links_pb_free(Strata__LinkStatus **lp, size_t n);
 
 #endif
