@@ -4,7 +4,8 @@
  * Each command opens a REQ socket to the coordinator given by
  * --coordinator ADDR or the STRATA_COORDINATOR environment variable,
  * with the cluster key of --cluster-key FILE when the cluster has one
- * (the coordinator refuses unauthenticated frames), and exchanges control
+ * (the coordinator refuses unauthenticated frames) and --encrypt when it
+ * encrypts (the coordinator refuses frames of the other mode), and exchanges control
  * messages (docs/cluster.md). REQ resends are off: a resent frame would be
  * a replay under a key. The envelope's sender id is random per process.
  *
@@ -239,6 +240,10 @@ static void cl_status_print(const Strata__StatusReply *s)
     printf("model %s  epoch %" PRIu64 " (%s)  incarnation %" PRIu64 "  sessions %u  requests %u\n",
            s->model ? s->model : "", s->epoch, cl_serving(s) ? "serving" : "not serving",
            s->incarnation, s->sessions, s->requests);
+    printf("security: %s\n", !s->keyed      ? "open (no cluster key: loopback only unless --insecure)"
+                             : s->encrypted ? "keyed and encrypted (every frame sealed with "
+                                              "XChaCha20-Poly1305)"
+                                            : "keyed (every frame MACed; not encrypted)");
     if (s->plan)
         for (size_t i = 0; i < s->plan->n_stages; i++) {
             const Strata__Stage *st = s->plan->stages[i];
@@ -346,6 +351,8 @@ int st_cmd_status(int argc, char **argv)
             cli_json_u64(j, "epoch", s->epoch);
             cJSON_AddNumberToObject(j, "sessions", s->sessions);
             cJSON_AddNumberToObject(j, "requests", s->requests);
+            cJSON_AddBoolToObject(j, "keyed", s->keyed);
+            cJSON_AddBoolToObject(j, "encrypted", s->encrypted);
             cJSON_AddItemToObject(j, "counters", cl_counters_json(s->counters));
             if (s->sched)
                 cJSON_AddItemToObject(j, "sched", cl_sched_json(s->sched));
@@ -402,7 +409,7 @@ static void gen_usage(void)
             "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ids]\n"
             "       [--stop STR]... [--logits-out FILE] [--session ID] [--timeout-ms N]\n"
             "       [--max-queue-ms N]\n"
-            "       [--coordinator ADDR] [--cluster-key FILE]\n");
+            "       [--coordinator ADDR] [--cluster-key FILE] [--encrypt]\n");
 }
 
 static int gen_parse(int argc, char **argv, gen_opts *o)

@@ -27,6 +27,8 @@ int cli_conn_flag(int argc, char **argv, int *i, cli_conn_opts *c, bool json_ok)
         if (!(v = cli_need_value(argc, argv, i)) ||
             cli_parse_i64(f, v, 1, 24ll * 3600 * 1000, &c->timeout_ms))
             return -1;
+    } else if (strcmp(f, "--encrypt") == 0) {
+        c->encrypt = true;
     } else if (json_ok && strcmp(f, "--json") == 0) {
         c->json = true;
     } else {
@@ -54,6 +56,10 @@ int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
                         "STRATA_COORDINATOR\n", cmd);
         return 2;
     }
+    if (o->encrypt && o->key == NULL) {
+        fprintf(stderr, "strata: %s: --encrypt needs --cluster-key FILE\n", cmd);
+        return 2;
+    }
     uint8_t key[ST_KEY_BYTES];
     st_err e;
     if (o->key && (e = st_key_load(o->key, key))) {
@@ -66,7 +72,7 @@ int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
     }
     uint64_t sender;
     randombytes_buf(&sender, sizeof sender);
-    e = st_env_init(&c->env, o->key ? key : NULL, sender);
+    e = st_env_init_mode(&c->env, o->key ? key : NULL, o->encrypt, sender);
     sodium_memzero(key, sizeof key);
     if (e != ST_OK) {
         fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));

@@ -26,12 +26,13 @@ typedef struct cli_conn {
 typedef struct cli_conn_opts {
     const char *addr;
     const char *key;
+    bool encrypt;     /* --encrypt: seal every frame (needs key) */
     int64_t timeout_ms;
     bool json;
 } cli_conn_opts;
 
 /* cli_conn_flag - parses argv[*i] if it is a common flag (--coordinator,
- * --cluster-key, --timeout-ms, and --json when json_ok): 1 if it was, 0 if
+ * --cluster-key, --encrypt, --timeout-ms, and --json when json_ok): 1 if it was, 0 if
  * not, -1 on a bad value. */
 int cli_conn_flag(int argc, char **argv, int *i, cli_conn_opts *c, bool json_ok);
 

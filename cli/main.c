@@ -17,7 +17,7 @@ static const cli_cmd cli_cmds[] = {
     {"detokenize", st_cmd_detokenize, "detokenize MODEL a,b,c"},
     {"convert", st_cmd_convert, "convert (llama2c IN.bin OUT.gguf | synth OUT.gguf ...)"},
     {"bench", st_cmd_bench, "bench (run MODEL | kernels | wire-codec | wire MODEL) ..."},
-    {"status", st_cmd_status, "status [--json] [--coordinator ADDR]"},
+    {"status", st_cmd_status, "status [--json] [--coordinator ADDR] [--cluster-key FILE] [--encrypt]"},
     {"plan", st_cmd_plan,
      "plan [--json] | plan --dry-run [--objective latency|throughput] [--replicas]\n"
      "              [--workers FILE.json [--model PATH]] [--json]"},

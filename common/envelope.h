@@ -1,10 +1,15 @@
 /* envelope.h - the frame around every cluster message, and the cluster key.
  *
  * Layout (little-endian, 32-byte header):
- *   0  magic "STEN"        4  version u16 (1)   6  flags u16 (bit 0: MAC)
- *   8  kind u16            10 reserved u16 (0)  12 sender u64
- *   20 seq u64             28 body_len u32      32 body[body_len]
- *   then, when flagged, mac[32] = crypto_auth(key, bytes [0, 32 + body_len)).
+ *   0  magic "STEN"        4  version u16 (1)   6  flags u16 (bit 0: MAC,
+ *   8  kind u16            10 reserved u16 (0)     bit 1: SEALED)
+ *   12 sender u64          20 seq u64           28 body_len u32
+ *   32 body[body_len]
+ *   MAC:    then mac[32] = crypto_auth(key, bytes [0, 32 + body_len)).
+ *   SEALED: the body is XChaCha20-Poly1305 ciphertext (libsodium
+ *           crypto_aead_xchacha20poly1305_ietf, detached), then tag[16];
+ *           additional data = the 32-byte header; nonce (24 bytes) =
+ *           sender u64 LE || seq u64 LE || 8 zero bytes.
  * Kinds: 1 control (a protobuf Msg), 2 step (StepMeta length u32, StepMeta,
  * activation packet), 3 result (a protobuf Msg with a StepResult).
  *
@@ -14,6 +19,15 @@
  * restarted process keeps counting upwards. Frames failing either check
  * are refused with ST_EAUTH and must be dropped and counted: they change
  * nothing (INV-5). Without a key, MACs are neither sent nor required.
+ *
+ * Encryption (st_env_init_mode with encrypt): every frame is SEALED
+ * instead of MACed; a receiver that encrypts refuses MAC-only frames and
+ * one that does not refuses SEALED frames, each with a message that names
+ * --encrypt, after checking the frame's own tag (so a stranger learns
+ * nothing and a member in the other mode is told why). A frame whose tag
+ * fails is never decrypted or parsed. Nonces never repeat under a key:
+ * sender ids are unique per process side (random or start-time based) and
+ * seq strictly increases per sender, starting at the wall clock.
  * The replay table is bounded (ST_ENV_MAX_PEERS senders, least recently
  * seen evicted), so no map grows without bound (INV-6). */
 #ifndef ST_ENVELOPE_H
@@ -26,7 +40,10 @@
 #include "common/err.h"
 
 #define ST_ENV_HDR 32
-#define ST_ENV_MAC 32
+#define ST_ENV_MAC 32          /* crypto_auth_BYTES; the largest tag */
+#define ST_ENV_AEAD_TAG 16     /* crypto_aead_xchacha20poly1305_ietf_ABYTES */
+#define ST_ENV_FLAG_MAC 1u
+#define ST_ENV_FLAG_SEALED 2u
 #define ST_ENV_VERSION 1
 #define ST_ENV_MAX_BODY (256u << 20)
 #define ST_ENV_MAX_PEERS 1024
@@ -42,12 +59,13 @@ typedef enum st_env_kind {
  * at a time (callers lock if they share it). */
 typedef struct st_env {
     bool keyed;
+    bool encrypt;     /* frames are SEALED (needs keyed) */
     uint8_t key[ST_KEY_BYTES];
     uint64_t sender;  /* our id in frames we send */
     uint64_t seq;     /* last sequence number sent */
     struct st_env_peer *peers; /* [ST_ENV_MAX_PEERS] replay window */
     uint64_t tick;
-    uint64_t auth_failed; /* frames refused for MAC or replay */
+    uint64_t auth_failed; /* frames refused: MAC or tag, replay, other mode */
 } st_env;
 
 typedef struct st_env_frame {
@@ -61,6 +79,10 @@ typedef struct st_env_frame {
 /* st_env_init - key NULL for an open cluster; sender is our id. */
 st_err st_env_init(st_env *env, const uint8_t *key, uint64_t sender);
 
+/* st_env_init_mode - st_env_init, and with encrypt every frame is sealed
+ * (ST_EINVAL naming --cluster-key when encrypt is asked without a key). */
+st_err st_env_init_mode(st_env *env, const uint8_t *key, bool encrypt, uint64_t sender);
+
 /* st_env_fini - frees the replay table and wipes the key. */
 void st_env_fini(st_env *env);
 
@@ -68,12 +90,14 @@ void st_env_fini(st_env *env);
 size_t st_env_size(const st_env *env, size_t body_len);
 
 /* st_env_seal - writes the header before body (which the caller has put at
- * buf + ST_ENV_HDR) and the MAC after it; buf holds st_env_size bytes. */
+ * buf + ST_ENV_HDR) and the MAC after it, or encrypts body in place and
+ * writes its tag after it; buf holds st_env_size bytes. */
 st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len);
 
 /* st_env_open - checks a received frame (magic, version, flags, length,
- * MAC and replay when keyed) before anything else reads it; fills f. */
-st_err st_env_open(st_env *env, const uint8_t *buf, size_t len, st_env_frame *f);
+ * MAC or tag, mode and replay when keyed) before anything else reads it,
+ * decrypts a SEALED body in place (buf is modified), and fills f. */
+st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f);
 
 /* st_key_generate - writes a new random key to path with mode 0600
  * (refuses to overwrite). */

@@ -425,6 +425,8 @@ static void api_status(st_coord *c, uint32_t slot)
         wp[i] = w;
     }
     Strata__Counters cn = STRATA__COUNTERS__INIT;
+    sr.keyed = c->keyed;
+    sr.encrypted = c->cfg.encrypt;
     cn.refused_epoch = c->refused_epoch;
     cn.auth_failed = c->env_rep.auth_failed + c->env_rpc.auth_failed + c->env_res.auth_failed;
     cn.bad_packets = c->bad_msgs;

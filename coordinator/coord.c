@@ -133,8 +133,11 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
     }
     const uint8_t *key = c->keyed ? c->key : NULL;
     uint64_t sb = c->start_ms << 8;
-    if ((e = st_env_init(&c->env_rep, key, sb | 1)) || (e = st_env_init(&c->env_rpc, key, sb | 2)) ||
-        (e = st_env_init(&c->env_step, key, sb | 3)) || (e = st_env_init(&c->env_res, key, sb | 4)))
+    bool enc = cfg->encrypt;
+    if ((e = st_env_init_mode(&c->env_rep, key, enc, sb | 1)) ||
+        (e = st_env_init_mode(&c->env_rpc, key, enc, sb | 2)) ||
+        (e = st_env_init_mode(&c->env_step, key, enc, sb | 3)) ||
+        (e = st_env_init_mode(&c->env_res, key, enc, sb | 4)))
         goto fail;
     c->env_ready = true;
     if ((e = st_cq_init(&c->q)))
@@ -177,7 +180,8 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
     st_log(ST_LOG_INFO, CO, "model %s: %u layers, %u ids, context %u, %s weights; wire %s%s%s",
            cfg->model_path, c->mi.n_layer, c->mi.n_vocab, c->n_ctx, c->mi.dtype,
            st_wire_dtype_name(cfg->wire), cfg->zstd ? "+zstd" : "",
-           c->keyed ? ", cluster key set" : "");
+           !c->keyed ? "" : cfg->encrypt ? ", cluster key set, frames encrypted"
+                                         : ", cluster key set");
     *out = c;
     return ST_OK;
 fail:;

@@ -18,6 +18,8 @@ typedef struct st_coord_cfg {
     const char *results;           /* results address, NULL: same host, port 0 */
     const char *advertise;         /* host put into result_addr, NULL: the bound one */
     const char *key_path;          /* cluster key file, NULL: open cluster */
+    bool encrypt;                  /* seal every frame (needs key_path) */
+    bool insecure;                 /* keyless listening beyond loopback allowed */
     uint32_t min_workers;          /* no first plan before this many joined */
     st_wire_dtype wire;            /* boundary dtype of every stage */
     bool zstd;

@@ -5,13 +5,16 @@
  * SIGINT or SIGTERM: requests in flight are ended with a clear reason,
  * parked polls answered, sockets closed, exit status 0. A start-up error
  * (bad flag, unreadable model, key file readable by others, address in
- * use) is one line on stderr and exit status 1 (2 for usage errors). */
+ * use) is one line on stderr and exit status 1 (2 for usage errors).
+ * Protected mode (common/exposure.h): without --cluster-key, a --listen or
+ * --results beyond loopback is a usage error unless --insecure. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/exposure.h"
 #include "common/log.h"
 #include "coordinator/coord.h"
 #include "coordinator/placement.h"
@@ -30,7 +33,8 @@ static void main_usage(FILE *f)
 {
     fprintf(f,
             "usage: strata-coordinator --model PATH [--listen ADDR] [--min-workers N]\n"
-            "       [--cluster-key FILE] [--wire f32|bf16|f16|i8] [--zstd]\n"
+            "       [--cluster-key FILE] [--encrypt] [--insecure]\n"
+            "       [--wire f32|bf16|f16|i8] [--zstd]\n"
             "       [--heartbeat-ms N] [--heartbeat-timeout-ms N] [--step-timeout-ms N]\n"
             "       [--prepare-timeout-ms N] [--queue-timeout-ms N] [--chunk N]\n"
             "       [--max-tokens N] [--ctx N] [--max-sessions N] [--max-requests N]\n"
@@ -38,7 +42,11 @@ static void main_usage(FILE *f)
             "       [--split N1,N2,...] [--results ADDR] [--advertise HOST]\n"
             "       [--objective latency|throughput] [--replan-margin F] [--imbalance-ms N]\n"
             "       [--no-imbalance] [--min-samples N] [--replicas]\n"
-            "       [--log error|warn|info|debug]\n");
+            "       [--log error|warn|info|debug]\n"
+            "\n"
+            "Without --cluster-key, --listen and --results must be loopback addresses\n"
+            "unless --insecure is given. --encrypt (needs the key) seals every frame with\n"
+            "XChaCha20-Poly1305; every worker and client must then use --encrypt too.\n");
 }
 
 /* main_u32 - a decimal in [lo, hi] into *out; 0 on success. */
@@ -105,6 +113,14 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
         }
         if (strcmp(f, "--replicas") == 0) {
             c->replicas = true;
+            continue;
+        }
+        if (strcmp(f, "--encrypt") == 0) {
+            c->encrypt = true;
+            continue;
+        }
+        if (strcmp(f, "--insecure") == 0) {
+            c->insecure = true;
             continue;
         }
         if (f[0] != '-' || (v = main_value(argc, argv, &i)) == NULL) {
@@ -225,6 +241,18 @@ int main(int argc, char **argv)
     if (cfg.heartbeat_timeout_ms <= cfg.heartbeat_ms) {
         fprintf(stderr, "strata-coordinator: --heartbeat-timeout-ms %u must exceed "
                         "--heartbeat-ms %u\n", cfg.heartbeat_timeout_ms, cfg.heartbeat_ms);
+        return 2;
+    }
+    if (cfg.encrypt && cfg.key_path == NULL) {
+        fprintf(stderr, "strata-coordinator: --encrypt needs --cluster-key FILE (`strata keygen "
+                        "FILE` makes one)\n");
+        return 2;
+    }
+    const char *const lflags[] = {"--listen", "--results"};
+    const char *const lurls[] = {cfg.listen, cfg.results};
+    if (st_listen_check("coordinator", lflags, lurls, sizeof lurls / sizeof lurls[0],
+                        cfg.key_path != NULL, cfg.insecure)) {
+        fprintf(stderr, "strata-coordinator: %s\n", st_errdetail());
         return 2;
     }
     struct sigaction sa;

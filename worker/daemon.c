@@ -609,7 +609,7 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     d->cfg = *cfg;
     d->cfg.coordinator = d->s_coord = dm_strdup(cfg->coordinator);
     d->cfg.model = d->s_model = dm_strdup(cfg->model);
-    d->cfg.listen = d->s_listen = dm_strdup(cfg->listen ? cfg->listen : "tcp://0.0.0.0:0");
+    d->cfg.listen = d->s_listen = dm_strdup(cfg->listen ? cfg->listen : "tcp://127.0.0.1:0");
     d->cfg.advertise = d->s_adv = dm_strdup(cfg->advertise);
     d->cfg.throttle_file = d->s_tfile = dm_strdup(cfg->throttle_file);
     d->cfg.name = NULL;
@@ -671,13 +671,13 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     randombytes_buf(&d->sender, sizeof d->sender);
     d->sender = (d->sender & ~(uint64_t)3) | 4; /* + 0, 1, 2 stay distinct and nonzero */
     const uint8_t *key = d->keyed ? d->key : NULL;
-    if ((e = st_env_init(&d->env_req, key, d->sender)) ||
-        (e = st_env_init(&d->env_rep, key, d->sender + 2)))
+    if ((e = st_env_init_mode(&d->env_req, key, cfg->encrypt, d->sender)) ||
+        (e = st_env_init_mode(&d->env_rep, key, cfg->encrypt, d->sender + 2)))
         goto fail;
     /* listeners first, so NNG's threads are not confined by the pool's pinning */
     int dport = 0, cport = 0;
-    st_dp_cfg dc = {.listen = d->cfg.listen, .key = key, .sender = d->sender + 1,
-                    .force_ref = cfg->force_ref, .name = d->name};
+    st_dp_cfg dc = {.listen = d->cfg.listen, .key = key, .encrypt = cfg->encrypt,
+                    .sender = d->sender + 1, .force_ref = cfg->force_ref, .name = d->name};
     if ((e = st_dp_open(&dc, &d->sh, &d->dp, &dport)) || (e = dm_listen_rep(d, host, &cport)))
         goto fail;
     printf("listening on tcp://%s:%d\ncontrol on tcp://%s:%d\n", host, dport, host, cport);
@@ -699,7 +699,7 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     snprintf(d->ctl_addr, sizeof d->ctl_addr, "tcp://%s:%d", ahost, cport);
     if ((e = dm_pool(d)) || (e = dm_dial_req(d)))
         goto fail;
-    if (!cfg->no_probe && (e = st_probe_open(key, d->sender + 3, cfg->probe_s, &d->probe)))
+    if (!cfg->no_probe && (e = st_probe_open(key, cfg->encrypt, d->sender + 3, cfg->probe_s, &d->probe)))
         goto fail; /* sender + 3: its own sequence stream (see the file comment) */
     st_log(ST_LOG_INFO, "worker", "%s: data %s, control %s, budget %llu bytes, model %s "
            "(%lld layers)", d->name, d->data_addr, d->ctl_addr, (unsigned long long)d->memory,

@@ -31,6 +31,7 @@ typedef struct st_worker_cfg {
     const char *advertise;     /* data address announced; NULL: derived from listen */
     const char *name;          /* NULL: HOSTNAME-PID */
     const char *key_file;      /* cluster key; NULL: open cluster */
+    bool encrypt;              /* seal every frame (needs key_file) */
     const char *throttle_file; /* re-read every heartbeat; NULL: none */
     uint64_t memory;           /* budget in bytes; 0: MemAvailable */
     int threads;               /* pool threads; 0: the cores */

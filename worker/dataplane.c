@@ -218,8 +218,8 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
     snprintf(dp->name, sizeof dp->name, "%s", cfg->name ? cfg->name : "worker");
     st_err e;
     int rv;
-    if ((e = st_env_init(&dp->rx, cfg->key, cfg->sender)) ||
-        (e = st_env_init(&dp->tx, cfg->key, cfg->sender)) ||
+    if ((e = st_env_init_mode(&dp->rx, cfg->key, cfg->encrypt, cfg->sender)) ||
+        (e = st_env_init_mode(&dp->tx, cfg->key, cfg->encrypt, cfg->sender)) ||
         (e = st_wire_ctx_new(cfg->force_ref, &dp->wire)) ||
         (e = st_sessions_init(&dp->ses, 1)))
         goto fail;

@@ -157,6 +157,7 @@ typedef struct st_dataplane st_dataplane;
 typedef struct st_dp_cfg {
     const char *listen;     /* tcp://HOST:PORT the PULL listens on */
     const uint8_t *key;     /* cluster key (ST_KEY_BYTES) or NULL */
+    bool encrypt;           /* seal data frames (needs key) */
     uint64_t sender;        /* our envelope sender id on data frames */
     int force_ref;          /* scalar wire conversions */
     const char *name;       /* worker name, for error messages */

@@ -115,7 +115,8 @@ static int pr_cond_init(pthread_cond_t *cv)
     return rv;
 }
 
-st_err st_probe_open(const uint8_t *key, uint64_t sender, double interval_s, st_prober **out)
+st_err st_probe_open(const uint8_t *key, bool encrypt, uint64_t sender, double interval_s,
+                     st_prober **out)
 {
     *out = NULL;
     st_prober *p = calloc(1, sizeof *p);
@@ -133,7 +134,7 @@ st_err st_probe_open(const uint8_t *key, uint64_t sender, double interval_s, st_
         e = st_errorf(ST_EINTERNAL, "prober condition variable");
     else
         p->mu_ok = true;
-    if (p->mu_ok && (e = st_env_init(&p->env, key, sender)) == ST_OK)
+    if (p->mu_ok && (e = st_env_init_mode(&p->env, key, encrypt, sender)) == ST_OK)
         p->env_ok = true;
     if (e != ST_OK) {
         if (p->mu_ok) {

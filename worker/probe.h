@@ -76,9 +76,11 @@ st_err st_probe_estimate(double *small_s, size_t ns, double *large_s, size_t nl,
                          double *latency_s, double *bw);
 
 /* st_probe_open - a prober (thread not started) that signs frames with key
- * (32 bytes, or NULL for an open cluster) as envelope sender `sender`;
- * interval_s between rounds to one peer (0: measure once per peer). */
-st_err st_probe_open(const uint8_t *key, uint64_t sender, double interval_s, st_prober **out);
+ * (32 bytes, or NULL for an open cluster), and seals them when encrypt, as
+ * envelope sender `sender`; interval_s between rounds to one peer (0:
+ * measure once per peer). */
+st_err st_probe_open(const uint8_t *key, bool encrypt, uint64_t sender, double interval_s,
+                     st_prober **out);
 
 /* st_probe_start - starts the thread. */
 st_err st_probe_start(st_prober *p);

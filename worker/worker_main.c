@@ -8,7 +8,8 @@
  * sends Leave, the sockets are closed, and main returns 0. SIGPIPE is
  * ignored. SIGUSR1 is the daemon's own request to leave (a completed
  * drain, daemon.h): the same shutdown follows. This is the only file that
- * ends the process. */
+ * ends the process. Protected mode (common/exposure.h): without a cluster
+ * key, a --listen beyond loopback is refused unless --insecure. */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/exposure.h"
 #include "common/log.h"
 #include "worker/daemon.h"
 
@@ -25,7 +27,8 @@ static void wm_usage(FILE *f)
     fprintf(f,
             "usage: strata-worker --coordinator ADDR [--model PATH] [--listen ADDR]\n"
             "       [--advertise ADDR] [--memory BYTES] [--threads N] [--name NAME]\n"
-            "       [--cluster-key FILE] [--heartbeat-ms N] [--throttle F]\n"
+            "       [--cluster-key FILE] [--encrypt] [--insecure] [--heartbeat-ms N]\n"
+            "       [--throttle F]\n"
             "       [--throttle-file PATH] [--spare] [--stay-after-drain] [--probe-s N]\n"
             "       [--no-probe] [--kernels ref|auto] [--log LEVEL]\n"
             "\n"
@@ -33,8 +36,9 @@ static void wm_usage(FILE *f)
             "                      (default: $STRATA_COORDINATOR)\n"
             "  --model PATH        the GGUF model (default: $STRATA_MODEL); only the\n"
             "                      tensors of the stage the plan gives are loaded\n"
-            "  --listen ADDR       data-plane listen address (default tcp://0.0.0.0:0);\n"
-            "                      the control socket listens on the same host, port 0\n"
+            "  --listen ADDR       data-plane listen address (default tcp://127.0.0.1:0);\n"
+            "                      the control socket listens on the same host, port 0.\n"
+            "                      Beyond loopback it needs --cluster-key or --insecure\n"
             "  --advertise ADDR    data address announced to the coordinator (default: the\n"
             "                      bound address, with 127.0.0.1 for 0.0.0.0)\n"
             "  --memory BYTES      memory budget for weights + KV, suffixes k M G T\n"
@@ -42,6 +46,10 @@ static void wm_usage(FILE *f)
             "  --threads N         compute threads (default: the cores)\n"
             "  --name NAME         name shown by `strata status` (default: HOST-PID)\n"
             "  --cluster-key FILE  32-byte key (mode 0600); authenticates every frame\n"
+            "                      (`strata keygen FILE` makes one)\n"
+            "  --encrypt           seal every frame with XChaCha20-Poly1305 (needs the key;\n"
+            "                      every member of the cluster must use it)\n"
+            "  --insecure          listen beyond loopback without a key (logs a warning)\n"
             "  --heartbeat-ms N    heartbeat interval until the coordinator sets one\n"
             "                      (default 1000)\n"
             "  --throttle F        test only: look F times slower (F >= 1, default 1)\n"
@@ -85,12 +93,13 @@ static int wm_long(const char *flag, const char *s, long lo, long hi, long *out)
 }
 
 /* wm_parse - 0 to run, 1 after --help, 2 on a bad flag (message printed). */
-static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_level)
+static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_level,
+                    bool *insecure)
 {
     memset(c, 0, sizeof *c);
     c->coordinator = getenv("STRATA_COORDINATOR");
     c->model = getenv("STRATA_MODEL");
-    c->listen = "tcp://0.0.0.0:0";
+    c->listen = "tcp://127.0.0.1:0";
     c->heartbeat_ms = 1000;
     c->throttle = 1.0;
     c->probe_s = 60;
@@ -111,6 +120,14 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
         }
         if (strcmp(f, "--no-probe") == 0) {
             c->no_probe = true;
+            continue;
+        }
+        if (strcmp(f, "--encrypt") == 0) {
+            c->encrypt = true;
+            continue;
+        }
+        if (strcmp(f, "--insecure") == 0) {
+            *insecure = true;
             continue;
         }
         static const char *const valued[] = {
@@ -195,6 +212,11 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
         fprintf(stderr, "strata-worker: --model PATH is required (see --help)\n");
         return 2;
     }
+    if (c->encrypt && c->key_file == NULL) {
+        fprintf(stderr, "strata-worker: --encrypt needs --cluster-key FILE (`strata keygen FILE` "
+                        "makes one)\n");
+        return 2;
+    }
     return 0;
 }
 
@@ -202,10 +224,16 @@ int main(int argc, char **argv)
 {
     st_worker_cfg cfg;
     const char *level = NULL;
-    int r = wm_parse(argc, argv, &cfg, &level);
+    bool insecure = false;
+    int r = wm_parse(argc, argv, &cfg, &level, &insecure);
     if (r != 0)
         return r == 1 ? 0 : 2;
     st_log_init(level != NULL ? level : getenv("STRATA_LOG") != NULL ? NULL : "info");
+    const char *const lflag = "--listen"; /* the control socket shares its host */
+    if (st_listen_check("worker", &lflag, &cfg.listen, 1, cfg.key_file != NULL, insecure)) {
+        fprintf(stderr, "strata-worker: %s\n", st_errdetail());
+        return 2;
+    }
 
     sigset_t set;
     sigemptyset(&set);

@@ -137,7 +137,7 @@ static void run_prober(const uint8_t *peer_key, const uint8_t *our_key, bool exp
     fake_peer f;
     fp_open(&f, peer_key);
     st_prober *p;
-    ck_assert_int_eq(st_probe_open(our_key, 1000, 60, &p), ST_OK);
+    ck_assert_int_eq(st_probe_open(our_key, false, 1000, 60, &p), ST_OK);
     ck_assert_int_eq(st_probe_start(p), ST_OK);
     st_probe_peer peer = {.id = 42};
     snprintf(peer.addr, sizeof peer.addr, "%s", f.addr);
