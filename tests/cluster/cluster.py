@@ -91,16 +91,20 @@ class Proc:
 class Cluster:
     """A coordinator and workers; use as a context manager."""
 
-    def __init__(self, model_path, coord_args=(), key=None):
+    def __init__(self, model_path, coord_args=(), key=None, encrypt=False,
+                 listen="tcp://127.0.0.1:0"):
         self.tmp = tempfile.mkdtemp(prefix="strata-test-%d-" % os.getpid())
         self.model = model_path
         self.key = key
+        self.encrypt = encrypt
         self.procs = []
         self.workers = []
-        args = [COORD, "--model", model_path, "--listen", "tcp://127.0.0.1:0",
+        args = [COORD, "--model", model_path, "--listen", listen,
                 "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "1500"] + list(coord_args)
         if key:
             args += ["--cluster-key", key]
+        if encrypt:
+            args += ["--encrypt"]
         self.coord = self.spawn("coordinator", args)
         self.addr = self.coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
 
@@ -109,14 +113,18 @@ class Cluster:
         self.procs.append(p)
         return p
 
-    def add_worker(self, *extra, key=None, model_path=None):
+    def add_worker(self, *extra, key=None, model_path=None, encrypt=None,
+                   listen="tcp://127.0.0.1:0"):
         name = "worker%d" % len(self.workers)
         args = [WORKER, "--coordinator", self.addr, "--model", model_path or self.model,
-                "--listen", "tcp://127.0.0.1:0", "--threads", "1", "--name", name,
-                "--heartbeat-ms", "200"] + list(extra)
+                "--threads", "1", "--name", name, "--heartbeat-ms", "200"] + list(extra)
+        if listen:
+            args += ["--listen", listen]
         k = key or self.key
         if k:
             args += ["--cluster-key", k]
+        if self.encrypt if encrypt is None else encrypt:
+            args += ["--encrypt"]
         w = self.spawn(name, args)
         w.data_addr = w.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
         self.workers.append(w)
@@ -126,6 +134,8 @@ class Cluster:
         argv = [STRATA] + list(args) + ["--coordinator", self.addr]
         if self.key:
             argv += ["--cluster-key", self.key]
+        if self.encrypt:
+            argv += ["--encrypt"]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
         if check and r.returncode != 0:
             raise AssertionError("strata %s failed (%d): %s%s" % (" ".join(args), r.returncode,
@@ -417,7 +427,9 @@ def case_netns():
     namespace, joined by a bridge in a fourth; one link limited with tbf.
     Greedy ids and logits through the cluster equal `strata run`'s. The
     workers' measured links, in `strata status --json`: the tbf-limited one
-    (w2 -> w1) below 1.5 Gbit/s and clearly below the free one (w1 -> w2)."""
+    (w2 -> w1) below 1.5 Gbit/s and clearly below the free one (w1 -> w2).
+    The addresses are not loopback, so the cluster runs with a key
+    (`strata keygen`; protected mode refuses them without one)."""
     if os.geteuid() != 0:
         raise Skip("needs root for network namespaces")
     tag = "st%d" % (os.getpid() % 100000)
@@ -455,26 +467,30 @@ def case_netns():
             return p
 
         m = model("synth-s-f32.gguf")
+        key = os.path.join(tmp, "cluster.key")
+        sh(STRATA, "keygen", key)
         caddr = hosts["c"] % sub
         coord = spawn("coordinator", "c", [COORD, "--model", m, "--listen",
                                           "tcp://%s:0" % caddr, "--wire", "f32",
-                                          "--min-workers", "2", "--heartbeat-ms", "200"])
+                                          "--min-workers", "2", "--heartbeat-ms", "200",
+                                          "--cluster-key", key])
         addr = coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
         for w in ("w1", "w2"):
             spawn(w, w, [WORKER, "--coordinator", addr, "--model", m, "--listen",
                          "tcp://%s:0" % (hosts[w] % sub), "--threads", "1", "--name", w,
-                         "--heartbeat-ms", "200"])
+                         "--heartbeat-ms", "200", "--cluster-key", key])
         deadline = time.time() + TIMEOUT
         st = None
         while time.time() < deadline:
             r = sh("ip", "netns", "exec", tag + "c", STRATA, "status", "--json", "--coordinator",
-                   addr, check=False)
+                   addr, "--cluster-key", key, check=False)
             if r.returncode == 0:
                 st = json.loads(r.stdout)
                 if st.get("serving") and len(st["workers"]) == 2:
                     break
             time.sleep(0.2)
         assert st and st.get("serving"), "the namespaced cluster did not serve: %s" % st
+        assert st["keyed"] is True, "the namespaced cluster is not keyed"
         datas = sorted(w["data_addr"] if "data_addr" in w else w.get("cap", {}).get("data_addr", "")
                        for w in st["workers"])
         for case in golden_cases():
@@ -482,7 +498,7 @@ def case_netns():
                 continue
             lc, lr = os.path.join(tmp, "c.logits"), os.path.join(tmp, "r.logits")
             r = sh("ip", "netns", "exec", tag + "c", STRATA, "generate", "--coordinator", addr,
-                   "--prompt-ids", ",".join(map(str, case["prompt_ids"])), "-n", str(case["n"]),
+                   "--cluster-key", key, "--prompt-ids", ",".join(map(str, case["prompt_ids"])), "-n", str(case["n"]),
                    "--temp", "0", "--ids", "--logits-out", lc)
             got = parse_ids(r.stdout)
             assert got == case["expected_ids"], (got, case["expected_ids"])
@@ -494,7 +510,7 @@ def case_netns():
         links = {}
         while time.time() < deadline:
             r = sh("ip", "netns", "exec", tag + "c", STRATA, "status", "--json", "--coordinator",
-                   addr, check=False)
+                   addr, "--cluster-key", key, check=False)
             if r.returncode == 0:
                 st = json.loads(r.stdout)
                 links = {(l["from_name"], l["to_name"]): l for l in st.get("links", [])

@@ -7,7 +7,7 @@
  *       CASE: garbage | empty-body | join-version | join-absurd |
  *             join-bad-model | gen-nan | gen-zero | gen-huge | gen-bad-id |
  *             heartbeat-unknown | status | probe-ok | probe-huge
- *   inject step ADDR EPOCH [--key FILE] [--bad-mac] [--hash HEX] [--route R,R,...]
+ *   inject step ADDR EPOCH [--key FILE] [--encrypt] [--bad-mac] [--hash HEX] [--route R,R,...]
  *       pushes one STEP frame with the given epoch to a worker's data
  *       socket (nothing is expected back on this socket); --hash sets the
  *       plan hash (64 hex digits; default zeros), --route the replica index
@@ -27,7 +27,7 @@
 static int inj_usage(void)
 {
     fprintf(stderr, "usage: inject req ADDR CASE [--key FILE] | inject step ADDR EPOCH "
-                    "[--key FILE] [--bad-mac] [--hash HEX] [--route R,R,...]\n");
+                    "[--key FILE] [--encrypt] [--bad-mac] [--hash HEX] [--route R,R,...]\n");
     return 2;
 }
 
@@ -274,12 +274,15 @@ int main(int argc, char **argv)
     if (argc < 4)
         return inj_usage();
     const char *keyfile = NULL;
+    bool encrypt = false;
     uint64_t epoch = 0;
     inj_step_opts so;
     memset(&so, 0, sizeof so);
     for (int i = 4; i < argc; i++) {
         if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
             keyfile = argv[++i];
+        else if (strcmp(argv[i], "--encrypt") == 0)
+            encrypt = true;
         else if (strcmp(argv[i], "--bad-mac") == 0)
             so.bad_mac = 1;
         else if (strcmp(argv[i], "--hash") == 0 && i + 1 < argc) {
@@ -300,7 +303,8 @@ int main(int argc, char **argv)
         }
     }
     st_env env;
-    if (st_env_init(&env, keyfile ? key : NULL, 0xdead0000u + (uint64_t)rand()) != ST_OK)
+    if (st_env_init_mode(&env, keyfile ? key : NULL, encrypt, 0xdead0000u + (uint64_t)rand()) !=
+        ST_OK)
         return 1;
     int rc;
     if (strcmp(argv[1], "req") == 0) {
