@@ -321,15 +321,18 @@ int st_cmd_bench(int argc, char **argv)
         {"kernels", st_bench_kernels},
         {"wire-codec", st_bench_wire_codec},
         {"wire", st_bench_wire},
+        {"wire-seal", st_bench_wire_seal},
     };
     if (argc < 2) {
-        fprintf(stderr, "usage: strata bench (run MODEL | kernels | wire-codec | wire MODEL) ...\n");
+        fprintf(stderr, "usage: strata bench (run MODEL | kernels | wire-codec | wire MODEL | "
+                        "wire-seal) ...\n");
         return 2;
     }
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (strcmp(argv[1], subs[i].name) == 0)
             return subs[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "strata: bench: unknown benchmark '%s' (run, kernels, wire-codec, wire)\n",
+    fprintf(stderr, "strata: bench: unknown benchmark '%s' (run, kernels, wire-codec, wire, "
+                    "wire-seal)\n",
             argv[1]);
     return 2;
 }

@@ -14,6 +14,7 @@ int st_bench_run(int argc, char **argv);        /* bench_run in cmd_bench.c */
 int st_bench_kernels(int argc, char **argv);    /* bench_kernels.c */
 int st_bench_wire_codec(int argc, char **argv); /* bench_wire_codec.c */
 int st_bench_wire(int argc, char **argv);       /* bench_wire.c */
+int st_bench_wire_seal(int argc, char **argv);  /* bench_wire_seal.c */
 
 /* cluster commands (cmd_cluster.c); they talk to a coordinator given by
  * --coordinator ADDR or the STRATA_COORDINATOR environment variable */
