@@ -1,7 +1,10 @@
 #!/bin/sh
 # quickstart.sh - sets Strata up (deploy/setup.sh), starts a local cluster
 # (a coordinator and two workers on loopback, each given a port by the
-# kernel), generates text through it, and stops the cluster again.
+# kernel), generates text through it, and stops the cluster again. The
+# cluster is keyed and encrypted: `strata keygen` makes a fresh key (mode
+# 0600) that the coordinator, the workers and the CLI all use, with
+# --encrypt (docs/cluster.md "Security").
 # With no MODEL, a small synthetic llama is written to build/demo.gguf
 # first (its weights are random, so its text is too).
 # Usage: deploy/quickstart.sh [MODEL.gguf] [PROMPT]
@@ -28,6 +31,9 @@ cleanup() {
     rm -rf "$RUN"
 }
 trap cleanup EXIT INT TERM
+KEY="$RUN/cluster.key"
+$B/cli/strata keygen "$KEY"
+SEC="--cluster-key $KEY --encrypt"
 
 # wait_addr FILE PATTERN - the first tcp:// address after PATTERN in FILE
 wait_addr() {
@@ -41,23 +47,23 @@ wait_addr() {
 }
 
 $B/coordinator/strata-coordinator --model "$MODEL" --listen tcp://127.0.0.1:0 --min-workers 2 \
-    >"$RUN/coord" 2>"$RUN/coord.err" &
+    $SEC >"$RUN/coord" 2>"$RUN/coord.err" &
 PIDS="$PIDS $!"
 COORD=$(wait_addr "$RUN/coord" "listening on")
 echo "quickstart: coordinator at $COORD"
 for w in 1 2; do
     $B/worker/strata-worker --coordinator "$COORD" --model "$MODEL" --listen tcp://127.0.0.1:0 \
-        --threads 1 --name "worker$w" >"$RUN/w$w" 2>"$RUN/w$w.err" &
+        --threads 1 --name "worker$w" $SEC >"$RUN/w$w" 2>"$RUN/w$w.err" &
     PIDS="$PIDS $!"
     echo "quickstart: worker$w data plane at $(wait_addr "$RUN/w$w" "listening on")"
 done
 i=0
-until $B/cli/strata status --json --coordinator "$COORD" 2>/dev/null | grep -Eq '"serving":[[:space:]]*true'; do
+until $B/cli/strata status --json --coordinator "$COORD" $SEC 2>/dev/null | grep -Eq '"serving":[[:space:]]*true'; do
     i=$((i + 1))
     if [ $i -gt 300 ]; then echo "quickstart: the cluster did not start serving" >&2; exit 1; fi
     sleep 0.1
 done
-$B/cli/strata status --coordinator "$COORD"
+$B/cli/strata status --coordinator "$COORD" $SEC
 echo "quickstart: strata generate --prompt \"$PROMPT\" -n 48"
-$B/cli/strata generate --coordinator "$COORD" --prompt "$PROMPT" -n 48 --temp 0.8 --seed 42
+$B/cli/strata generate --coordinator "$COORD" $SEC --prompt "$PROMPT" -n 48 --temp 0.8 --seed 42
 echo "quickstart: stopping the cluster"
