@@ -22,6 +22,7 @@
  * frame) is counted and dropped. */
 #include "coordinator/coord_impl.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,11 @@
 #include "common/msg.h"
 
 #define CO "coordinator"
+/* envelope sender ids: start_ms << 8 | side (below 2^52), and random bits
+ * above, so two coordinators started in the same ms under one key never
+ * share a sender id, and so never an encryption nonce (envelope.h) */
+#define COORD_SENDER_RAND_BITS 12
+#define COORD_SENDER_RAND_SHIFT 52
 
 uint64_t coord_now(void) { return st_now_ns(); }
 
@@ -132,7 +138,13 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
         c->keyed = true;
     }
     const uint8_t *key = c->keyed ? c->key : NULL;
-    uint64_t sb = c->start_ms << 8;
+    if (sodium_init() < 0) {
+        e = st_err_sodium("sodium_init");
+        goto fail;
+    }
+    uint64_t sb = c->start_ms << 8 |
+                  (uint64_t)randombytes_uniform(1u << COORD_SENDER_RAND_BITS)
+                      << COORD_SENDER_RAND_SHIFT;
     bool enc = cfg->encrypt;
     if ((e = st_env_init_mode(&c->env_rep, key, enc, sb | 1)) ||
         (e = st_env_init_mode(&c->env_rpc, key, enc, sb | 2)) ||

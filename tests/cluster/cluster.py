@@ -429,7 +429,9 @@ def case_netns():
     workers' measured links, in `strata status --json`: the tbf-limited one
     (w2 -> w1) below 1.5 Gbit/s and clearly below the free one (w1 -> w2).
     The addresses are not loopback, so the cluster runs with a key
-    (`strata keygen`; protected mode refuses them without one)."""
+    (`strata keygen`; protected mode refuses them without one), and
+    encrypted: the receiver's authentication is part of each probe's round
+    trip, and opening a sealed frame costs about half of verifying a MAC."""
     if os.geteuid() != 0:
         raise Skip("needs root for network namespaces")
     tag = "st%d" % (os.getpid() % 100000)
@@ -473,24 +475,24 @@ def case_netns():
         coord = spawn("coordinator", "c", [COORD, "--model", m, "--listen",
                                           "tcp://%s:0" % caddr, "--wire", "f32",
                                           "--min-workers", "2", "--heartbeat-ms", "200",
-                                          "--cluster-key", key])
+                                          "--cluster-key", key, "--encrypt"])
         addr = coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
         for w in ("w1", "w2"):
             spawn(w, w, [WORKER, "--coordinator", addr, "--model", m, "--listen",
                          "tcp://%s:0" % (hosts[w] % sub), "--threads", "1", "--name", w,
-                         "--heartbeat-ms", "200", "--cluster-key", key])
+                         "--heartbeat-ms", "200", "--cluster-key", key, "--encrypt"])
         deadline = time.time() + TIMEOUT
         st = None
         while time.time() < deadline:
             r = sh("ip", "netns", "exec", tag + "c", STRATA, "status", "--json", "--coordinator",
-                   addr, "--cluster-key", key, check=False)
+                   addr, "--cluster-key", key, "--encrypt", check=False)
             if r.returncode == 0:
                 st = json.loads(r.stdout)
                 if st.get("serving") and len(st["workers"]) == 2:
                     break
             time.sleep(0.2)
         assert st and st.get("serving"), "the namespaced cluster did not serve: %s" % st
-        assert st["keyed"] is True, "the namespaced cluster is not keyed"
+        assert st["keyed"] and st["encrypted"], "the namespaced cluster is not keyed and encrypted"
         datas = sorted(w["data_addr"] if "data_addr" in w else w.get("cap", {}).get("data_addr", "")
                        for w in st["workers"])
         for case in golden_cases():
@@ -498,7 +500,7 @@ def case_netns():
                 continue
             lc, lr = os.path.join(tmp, "c.logits"), os.path.join(tmp, "r.logits")
             r = sh("ip", "netns", "exec", tag + "c", STRATA, "generate", "--coordinator", addr,
-                   "--cluster-key", key, "--prompt-ids", ",".join(map(str, case["prompt_ids"])), "-n", str(case["n"]),
+                   "--cluster-key", key, "--encrypt", "--prompt-ids", ",".join(map(str, case["prompt_ids"])), "-n", str(case["n"]),
                    "--temp", "0", "--ids", "--logits-out", lc)
             got = parse_ids(r.stdout)
             assert got == case["expected_ids"], (got, case["expected_ids"])
@@ -510,7 +512,7 @@ def case_netns():
         links = {}
         while time.time() < deadline:
             r = sh("ip", "netns", "exec", tag + "c", STRATA, "status", "--json", "--coordinator",
-                   addr, "--cluster-key", key, check=False)
+                   addr, "--cluster-key", key, "--encrypt", check=False)
             if r.returncode == 0:
                 st = json.loads(r.stdout)
                 links = {(l["from_name"], l["to_name"]): l for l in st.get("links", [])
