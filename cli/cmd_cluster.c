@@ -240,10 +240,10 @@ static void cl_status_print(const Strata__StatusReply *s)
     printf("model %s  epoch %" PRIu64 " (%s)  incarnation %" PRIu64 "  sessions %u  requests %u\n",
            s->model ? s->model : "", s->epoch, cl_serving(s) ? "serving" : "not serving",
            s->incarnation, s->sessions, s->requests);
-    printf("security: %s\n", !s->keyed      ? "open (no cluster key: loopback only unless --insecure)"
-                             : s->encrypted ? "keyed and encrypted (every frame sealed with "
-                                              "XChaCha20-Poly1305)"
-                                            : "keyed (every frame MACed; not encrypted)");
+    printf("security: %s\n",
+           !s->keyed      ? "open (no cluster key: loopback only unless --insecure)"
+           : s->encrypted ? "keyed and encrypted (every frame sealed with XChaCha20-Poly1305)"
+                          : "keyed (every frame MACed; not encrypted)");
     if (s->plan)
         for (size_t i = 0; i < s->plan->n_stages; i++) {
             const Strata__Stage *st = s->plan->stages[i];

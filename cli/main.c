@@ -16,8 +16,8 @@ static const cli_cmd cli_cmds[] = {
     {"tokenize", st_cmd_tokenize, "tokenize MODEL TEXT"},
     {"detokenize", st_cmd_detokenize, "detokenize MODEL a,b,c"},
     {"convert", st_cmd_convert, "convert (llama2c IN.bin OUT.gguf | synth OUT.gguf ...)"},
-    {"bench", st_cmd_bench, "bench (run MODEL | kernels | wire-codec | wire MODEL) ..."},
-    {"status", st_cmd_status, "status [--json] [--coordinator ADDR] [--cluster-key FILE] [--encrypt]"},
+    {"bench", st_cmd_bench, "bench (run MODEL | kernels | wire-codec | wire MODEL | wire-seal)"},
+    {"status", st_cmd_status, "status [--json] [--coordinator ADDR] [--cluster-key F] [--encrypt]"},
     {"plan", st_cmd_plan,
      "plan [--json] | plan --dry-run [--objective latency|throughput] [--replicas]\n"
      "              [--workers FILE.json [--model PATH]] [--json]"},

@@ -699,7 +699,8 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     snprintf(d->ctl_addr, sizeof d->ctl_addr, "tcp://%s:%d", ahost, cport);
     if ((e = dm_pool(d)) || (e = dm_dial_req(d)))
         goto fail;
-    if (!cfg->no_probe && (e = st_probe_open(key, cfg->encrypt, d->sender + 3, cfg->probe_s, &d->probe)))
+    if (!cfg->no_probe &&
+        (e = st_probe_open(key, cfg->encrypt, d->sender + 3, cfg->probe_s, &d->probe)))
         goto fail; /* sender + 3: its own sequence stream (see the file comment) */
     st_log(ST_LOG_INFO, "worker", "%s: data %s, control %s, budget %llu bytes, model %s "
            "(%lld layers)", d->name, d->data_addr, d->ctl_addr, (unsigned long long)d->memory,

@@ -500,7 +500,8 @@ def case_netns():
                 continue
             lc, lr = os.path.join(tmp, "c.logits"), os.path.join(tmp, "r.logits")
             r = sh("ip", "netns", "exec", tag + "c", STRATA, "generate", "--coordinator", addr,
-                   "--cluster-key", key, "--encrypt", "--prompt-ids", ",".join(map(str, case["prompt_ids"])), "-n", str(case["n"]),
+                   "--cluster-key", key, "--encrypt", "--prompt-ids",
+                   ",".join(map(str, case["prompt_ids"])), "-n", str(case["n"]),
                    "--temp", "0", "--ids", "--logits-out", lc)
             got = parse_ids(r.stdout)
             assert got == case["expected_ids"], (got, case["expected_ids"])
