@@ -175,17 +175,19 @@ def generate_ids(c, case, tmp, tag):
 
 
 def case_encrypt_wires():
-    """Encryption changes no bit: for the bf16, f16 and i8 wires, an
-    encrypted two-stage cluster gives the same ids and logits as a keyed
-    (MAC-only) one, and (on this model) the golden ids of `strata run`."""
+    """Encryption changes no bit: for the f16, bf16, i8 and bf16 + zstd
+    wires, an encrypted two-stage cluster gives the same ids and logits as a
+    keyed (MAC-only) one, and (on this model) the golden ids of `strata run`."""
     tmp = tempfile.mkdtemp(prefix="strata-sec-%d-" % os.getpid())
     key = keygen(tmp, "k")
     case = golden_case()
-    for wire in ("f16", "bf16", "i8"):
+    for wire in ("f16", "bf16", "i8", "bf16+zstd"):
+        args = ["--wire", wire.split("+")[0], "--min-workers", "2", "--split", "3,3"]
+        if wire.endswith("+zstd"):
+            args.append("--zstd")
         out = {}
         for enc in (False, True):
-            with Cluster(model(SYNTH), ["--wire", wire, "--min-workers", "2", "--split", "3,3"],
-                         key=key, encrypt=enc) as c:
+            with Cluster(model(SYNTH), args, key=key, encrypt=enc) as c:
                 c.add_worker()
                 c.add_worker()
                 st = c.wait_serving(2)
