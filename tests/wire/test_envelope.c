@@ -2,12 +2,14 @@
  * MAC-only and sealed (XChaCha20-Poly1305) frames round trip; a frame with
  * any byte changed, sealed with another key, replayed, or of the other
  * mode (--encrypt or not) is refused with ST_EAUTH and counted, and a
- * refused sealed frame is never handed out. */
+ * refused sealed frame is never handed out. Also protected mode's address
+ * rule (common/exposure.h): what counts as loopback, and the refusal. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/envelope.h"
+#include "common/exposure.h"
 
 #define TE_BODY 300
 #define TE_SENDER 0x1234
@@ -217,6 +219,39 @@ START_TEST(test_bad_flags_and_length)
 }
 END_TEST
 
+START_TEST(test_local_addresses)
+{
+    static const char *const local[] = {
+        "tcp://127.0.0.1:0", "tcp://127.5.6.7:9000", "tcp://localhost:0", "tcp4://127.0.0.1:1",
+        "tcp://[::1]:0", "tcp://[::ffff:127.0.0.1]:0", "ipc:///tmp/strata.sock", "inproc://x",
+        "ws://127.0.0.1:80/path", NULL};
+    static const char *const exposed[] = {
+        "tcp://0.0.0.0:0", "tcp://*:0", "tcp://:0", "tcp://[::]:0", "tcp://10.0.0.1:0",
+        "tcp://128.0.0.1:0", "tcp://example.com:0", "tcp://[2001:db8::1]:0",
+        "tcp://[::ffff:10.0.0.1]:0", "127.0.0.1:0", "tcp://[::1", NULL};
+    for (int i = 0; local[i] != NULL; i++)
+        ck_assert_msg(st_addr_is_local(local[i]), "%s is local", local[i]);
+    for (int i = 0; exposed[i] != NULL; i++)
+        ck_assert_msg(!st_addr_is_local(exposed[i]), "%s is not local", exposed[i]);
+}
+END_TEST
+
+START_TEST(test_listen_check)
+{
+    const char *const flags[] = {"--listen", "--results"};
+    const char *const open_urls[] = {"tcp://127.0.0.1:0", NULL};
+    const char *const wide_urls[] = {"tcp://127.0.0.1:0", "tcp://0.0.0.0:0"};
+    ck_assert_int_eq(st_listen_check("t", flags, open_urls, 2, false, false), ST_OK);
+    ck_assert_int_eq(st_listen_check("t", flags, wide_urls, 2, true, false), ST_OK);
+    ck_assert_int_eq(st_listen_check("t", flags, wide_urls, 2, false, true), ST_OK);
+    ck_assert_int_eq(st_listen_check("t", flags, wide_urls, 2, false, false), ST_EINVAL);
+    const char *d = st_errdetail();
+    ck_assert_ptr_nonnull(strstr(d, "--results tcp://0.0.0.0:0"));
+    ck_assert_ptr_nonnull(strstr(d, "--cluster-key"));
+    ck_assert_ptr_nonnull(strstr(d, "--insecure"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("envelope");
@@ -229,6 +264,10 @@ int main(void)
     tcase_add_test(tc, test_mode_mismatch);
     tcase_add_test(tc, test_bad_flags_and_length);
     suite_add_tcase(s, tc);
+    TCase *tx = tcase_create("exposure");
+    tcase_add_test(tx, test_local_addresses);
+    tcase_add_test(tx, test_listen_check);
+    suite_add_tcase(s, tx);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
