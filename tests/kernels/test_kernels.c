@@ -50,6 +50,11 @@ static void *tk_alloc(size_t n)
 
 static int tk_is_nan(float f) { return f != f; }
 
+/* The dtypes the generic op tests below cover: the float types and the
+ * 32-element block types, each with a from_float. The K-quants (256-value
+ * super-blocks, no weight quantizer) are tested in test_kquant.c. */
+#define TK_N_PLAIN ST_DT_Q2_K
+
 /* ---- dtype table ---- */
 
 START_TEST(test_dtype_table)
@@ -65,6 +70,12 @@ START_TEST(test_dtype_table)
         {ST_DT_F32, "f32", 0, 1, 4, ST_DT_F32},     {ST_DT_F16, "f16", 1, 1, 2, ST_DT_F16},
         {ST_DT_BF16, "bf16", 30, 1, 2, ST_DT_BF16}, {ST_DT_Q8_0, "q8_0", 8, 32, 34, ST_DT_Q8_0},
         {ST_DT_Q4_0, "q4_0", 2, 32, 18, ST_DT_Q8_0},
+        {ST_DT_Q2_K, "q2_k", 10, 256, 84, ST_DT_Q8_K},
+        {ST_DT_Q3_K, "q3_k", 11, 256, 110, ST_DT_Q8_K},
+        {ST_DT_Q4_K, "q4_k", 12, 256, 144, ST_DT_Q8_K},
+        {ST_DT_Q5_K, "q5_k", 13, 256, 176, ST_DT_Q8_K},
+        {ST_DT_Q6_K, "q6_k", 14, 256, 210, ST_DT_Q8_K},
+        {ST_DT_Q8_K, "q8_k", 15, 256, 292, ST_DT_Q8_K},
     };
     for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
         const st_dtype_info *info = st_dtype_info_of(want[k].t);
@@ -83,7 +94,8 @@ START_TEST(test_dtype_table)
     }
     st_dtype t;
     ck_assert_ptr_null(st_dtype_info_of(ST_DT_COUNT));
-    ck_assert_int_eq(st_dtype_from_ggml(12, &t), ST_K_ETYPE); /* q4_K: unsupported */
+    ck_assert_int_eq(st_dtype_from_ggml(6, &t), ST_K_ETYPE);  /* ggml's q5_0: unsupported */
+    ck_assert_int_eq(st_dtype_from_ggml(16, &t), ST_K_ETYPE); /* ggml's iq2_xxs: unsupported */
     ck_assert_int_eq(st_dtype_from_name("q4_K", &t), ST_K_ETYPE);
     ck_assert_int_eq(st_dtype_from_name("F32", &t), ST_K_ETYPE);
 }
@@ -100,6 +112,11 @@ START_TEST(test_row_size)
     ck_assert_uint_eq(sz, 8 * 34);
     ck_assert_int_eq(st_row_size(ST_DT_Q4_0, 256, &sz), ST_K_OK);
     ck_assert_uint_eq(sz, 8 * 18);
+    ck_assert_int_eq(st_row_size(ST_DT_Q4_K, 512, &sz), ST_K_OK);
+    ck_assert_uint_eq(sz, 2 * 144);
+    ck_assert_int_eq(st_row_size(ST_DT_Q8_K, 768, &sz), ST_K_OK);
+    ck_assert_uint_eq(sz, 3 * 292);
+    ck_assert_int_eq(st_row_size(ST_DT_Q6_K, 288, &sz), ST_K_ESHAPE);
     ck_assert_int_eq(st_row_size(ST_DT_Q4_0, 0, &sz), ST_K_OK);
     ck_assert_uint_eq(sz, 0);
     sz = 777;
@@ -136,10 +153,19 @@ START_TEST(test_select)
         if (ops == NULL)
             continue;
         ck_assert_int_eq(ops->variant, v);
-        for (int t = 0; t < ST_DT_COUNT; t++) {
+        for (int t = 0; t < TK_N_PLAIN; t++) {
             ck_assert_ptr_nonnull(ops->to_float[t]);
             ck_assert_ptr_nonnull(ops->from_float[t]);
             ck_assert_ptr_nonnull(ops->mul_mat[t]);
+        }
+        /* K-quants: a product needs the weight's dequantizer (embedding
+         * rows) and the activation dtype's quantizer; Q8_K is never a weight */
+        ck_assert_ptr_null(ops->mul_mat[ST_DT_Q8_K]);
+        for (int t = TK_N_PLAIN; t < ST_DT_COUNT; t++) {
+            if (ops->mul_mat[t] == NULL)
+                continue;
+            ck_assert_ptr_nonnull(ops->to_float[t]);
+            ck_assert_ptr_nonnull(ops->from_float[st_dtype_info_of((st_dtype)t)->act]);
         }
         ck_assert(ops->rmsnorm && ops->rope && ops->softmax && ops->silu_mul && ops->add &&
                   ops->attn_head && ops->argmax);
@@ -444,7 +470,7 @@ START_TEST(test_mul_mat_accuracy)
     if (ops == NULL)
         return;
     const int64_t ns[] = {32, 256, 768};
-    for (int t = 0; t < ST_DT_COUNT; t++) {
+    for (int t = 0; t < TK_N_PLAIN; t++) {
         for (size_t k = 0; k < 3; k++) {
             tk_mm m;
             const int64_t n = ns[k], rows = 13, nx = 3;
@@ -478,7 +504,7 @@ START_TEST(test_mul_mat_batch_invariance)
     const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
     if (ops == NULL)
         return;
-    for (int t = 0; t < ST_DT_COUNT; t++) {
+    for (int t = 0; t < TK_N_PLAIN; t++) {
         tk_mm m;
         const int64_t n = 256, rows = 37, nx = 5, ys = rows + 3;
         tk_mm_init(&m, ops, (st_dtype)t, n, rows, nx, 900 + (uint64_t)t);
@@ -530,7 +556,7 @@ START_TEST(test_mul_mat_wide)
     const st_kernel_ops *ref = st_kernels_ref();
     if (ops == NULL)
         return;
-    for (int t = 0; t < ST_DT_COUNT; t++) {
+    for (int t = 0; t < TK_N_PLAIN; t++) {
         tk_mm m;
         const int64_t n = 5632, rows = 19, nx = 70;
         tk_mm_init(&m, ref, (st_dtype)t, n, rows, nx, 4242 + (uint64_t)t);
@@ -583,7 +609,7 @@ START_TEST(test_mul_mat_small_batches)
     const st_kernel_ops *ref = st_kernels_ref();
     if (ops == NULL)
         return;
-    for (int t = 0; t < ST_DT_COUNT; t++) {
+    for (int t = 0; t < TK_N_PLAIN; t++) {
         const int exact = t == ST_DT_Q8_0 || t == ST_DT_Q4_0;
         const int64_t n = 1056, rows = 23, nxmax = 12;
         tk_mm m;
@@ -812,7 +838,7 @@ START_TEST(test_variant_conversions_match_ref)
     unsigned char *qa = tk_alloc(n * 4), *qb = tk_alloc(n * 4);
     for (int64_t i = 0; i < n; i++)
         x[i] = tk_unif(&r) * ldexpf(1.0f, (int)(i % 61) - 30);
-    for (int t = 0; t < ST_DT_COUNT; t++) {
+    for (int t = 0; t < TK_N_PLAIN; t++) {
         size_t rs;
         ck_assert_int_eq(st_row_size((st_dtype)t, n, &rs), ST_K_OK);
         ref->from_float[t](x, qa, n);
