@@ -54,6 +54,15 @@ void st_kq_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, i
 void st_kq_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
+/* st_kq_step - one super-block's term added to the running sum, the one
+ * float formula of every variant (dx: the Q8_K scale; d, dmin: the weight
+ * block's; sumi, summ: its exact integer sums). */
+static inline float st_kq_step(float sum, float dx, float d, float dmin, int32_t sumi,
+                               int32_t summ)
+{
+    return sum + ((dx * d) * (float)sumi - (dx * dmin) * (float)summ);
+}
+
 /* ---- unpacking helpers shared by the reference and the SIMD variants ---- */
 
 /* st_kq_scale_min_k4 - the 6-bit scale (*sc) and min (*m) of sub-block j

@@ -237,7 +237,7 @@ static float kq_dot(kq_unpack_fn unpack, size_t bytes, int64_t n, const void *w,
             sumi += (int32_t)u.sc[g] * s;
             summ += (int32_t)u.m[g] * (int32_t)x[ib].bsums[g];
         }
-        sum += (x[ib].d * u.d) * (float)sumi - (x[ib].d * u.dmin) * (float)summ;
+        sum = st_kq_step(sum, x[ib].d, u.d, u.dmin, sumi, summ);
     }
     return sum;
 }

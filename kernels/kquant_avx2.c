@@ -1,0 +1,238 @@
+/* kquant_avx2.c - K-quant products (Q2_K .. Q6_K weights, Q8_K activations)
+ * of the AVX2 variant; compiled with -mavx2 -mfma -mf16c.
+ *
+ * Design. A weight super-block is unpacked once into the form every type
+ * shares here: 8 vectors of 32 UNSIGNED quants u (chunk c = values
+ * 32c..32c+31, the order of the Q8_K quants), 16 int16 scales (one per 16
+ * values), an offset off with q = u - off (Q3_K: 4, Q6_K: 32, others 0),
+ * 16 mins and d, dmin. For each activation row then
+ *   sum_g sc_g * sum(u * q8)  : _mm256_maddubs_epi16 (u <= 63, |q8| <= 127,
+ *                               pair sums <= 16002: no saturation), then
+ *                               _mm256_madd_epi16 with the scales;
+ *   - off * sum_g sc_g * bsums_g  and  summ = sum_g m_g * bsums_g
+ *                             : _mm256_madd_epi16 over the 16 bsums;
+ * all exact in int32 (|terms| < 2^29), so sumi and summ equal the
+ * reference's and st_kq_step adds them in the same float order: results
+ * are bit-identical to kquant_ref.c. A weight block is unpacked once per
+ * tile of up to KA_TILE activation rows, each row keeping its own running
+ * sum block after block (batch invariant). */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/fp16.h"
+#include "kernels/kernels_avx2_int.h"
+#include "kernels/kquant.h"
+
+#define KA_CHUNKS (ST_QK_K / 32) /* 32-value chunks per super-block */
+#define KA_GROUPS (ST_QK_K / 16) /* 16-value groups (scales, bsums) */
+#define KA_TILE 8                /* activation rows sharing one unpacked block */
+
+typedef struct ka_block {
+    __m256i u[KA_CHUNKS];
+    __m256i sc;  /* 16 int16 scales */
+    __m256i scv[KA_CHUNKS]; /* chunk c: scale of group 2c in the low 128 bits, 2c+1 in the high */
+    __m256i m;   /* 16 int16 mins (zero without) */
+    int32_t off;
+    float d, dmin;
+} ka_block;
+
+static inline int32_t ka_hsum(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* ka_scales - kb->sc and kb->scv from 16 int16 scales. */
+static inline void ka_scales(ka_block *kb, const int16_t sc[KA_GROUPS])
+{
+    kb->sc = _mm256_loadu_si256((const __m256i *)sc);
+    for (int c = 0; c < KA_CHUNKS; c++)
+        kb->scv[c] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+}
+
+/* Q2_K: chunk 4h + j is bits 2j..2j+1 of the 32 bytes qs[32h..]. */
+static void ka_unpack_q2_k(const void *blk, ka_block *kb)
+{
+    const st_block_q2_k *b = blk;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        for (int j = 0; j < 4; j++)
+            kb->u[4 * h + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+    }
+    int16_t sc[KA_GROUPS], m[KA_GROUPS];
+    for (int g = 0; g < KA_GROUPS; g++) {
+        sc[g] = (int16_t)(b->scales[g] & 0x0f);
+        m[g] = (int16_t)(b->scales[g] >> 4);
+    }
+    ka_scales(kb, sc);
+    kb->m = _mm256_loadu_si256((const __m256i *)m);
+    kb->off = 0;
+    kb->d = st_f16_to_f32(b->d);
+    kb->dmin = st_f16_to_f32(b->dmin);
+}
+
+/* Q3_K: Q2_K's low bits plus 4 * (bit 4h + j of hmask[l]); q = u - 4. */
+static void ka_unpack_q3_k(const void *blk, ka_block *kb)
+{
+    const st_block_q3_k *b = blk;
+    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
+    for (int h = 0; h < 2; h++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
+        for (int j = 0; j < 4; j++) {
+            const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
+            const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1);
+            kb->u[4 * h + j] = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+        }
+    }
+    int8_t s8[KA_GROUPS];
+    int16_t sc[KA_GROUPS];
+    st_kq_scales_q3(b->scales, s8);
+    for (int g = 0; g < KA_GROUPS; g++)
+        sc[g] = s8[g];
+    ka_scales(kb, sc);
+    kb->m = _mm256_setzero_si256();
+    kb->off = 4;
+    kb->d = st_f16_to_f32(b->d);
+    kb->dmin = 0.0f;
+}
+
+/* Q4_K / Q5_K: chunk 2c is the low nibbles of qs[32c..32c+31], chunk 2c+1
+ * the high ones; Q5_K adds 16 * bit 2c (resp. 2c + 1) of qh[l]. */
+static void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs,
+                          const uint8_t *qh, ka_block *kb)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
+    const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (qh != NULL) {
+            const __m256i b0 = _mm256_and_si256(_mm256_srli_epi16(h, 2 * c), m1);
+            const __m256i b1 = _mm256_and_si256(_mm256_srli_epi16(h, 2 * c + 1), m1);
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
+        }
+        kb->u[2 * c] = lo;
+        kb->u[2 * c + 1] = hi;
+    }
+    int16_t sc[KA_GROUPS], m[KA_GROUPS];
+    for (int j = 0; j < 8; j++) {
+        int s, mm;
+        st_kq_scale_min_k4(j, scales, &s, &mm);
+        sc[2 * j] = sc[2 * j + 1] = (int16_t)s;
+        m[2 * j] = m[2 * j + 1] = (int16_t)mm;
+    }
+    ka_scales(kb, sc);
+    kb->m = _mm256_loadu_si256((const __m256i *)m);
+    kb->off = 0;
+    kb->d = st_f16_to_f32(d);
+    kb->dmin = st_f16_to_f32(dmin);
+}
+
+static void ka_unpack_q4_k(const void *blk, ka_block *kb)
+{
+    const st_block_q4_k *b = blk;
+    ka_unpack_q45(b->d, b->dmin, b->scales, b->qs, NULL, kb);
+}
+
+static void ka_unpack_q5_k(const void *blk, ka_block *kb)
+{
+    const st_block_q5_k *b = blk;
+    ka_unpack_q45(b->d, b->dmin, b->scales, b->qs, b->qh, kb);
+}
+
+/* Q6_K: per half h, chunks 4h + k (k = 0..3): low nibbles of ql[64h..+31],
+ * of ql[64h+32..+63], high nibbles of each, with bits 2k..2k+1 of
+ * qh[32h + l] on top; q = u - 32. */
+static void ka_unpack_q6_k(const void *blk, ka_block *kb)
+{
+    const st_block_q6_k *b = blk;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+        const __m256i nib[4] = {_mm256_and_si256(l0, m4), _mm256_and_si256(l1, m4),
+                                _mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(l1, 4), m4)};
+        for (int k = 0; k < 4; k++) {
+            const __m256i top = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3);
+            kb->u[4 * h + k] = _mm256_or_si256(nib[k], _mm256_slli_epi16(top, 4));
+        }
+    }
+    int16_t sc[KA_GROUPS];
+    for (int g = 0; g < KA_GROUPS; g++)
+        sc[g] = b->scales[g];
+    ka_scales(kb, sc);
+    kb->m = _mm256_setzero_si256();
+    kb->off = 32;
+    kb->d = st_f16_to_f32(b->d);
+    kb->dmin = 0.0f;
+}
+
+/* ka_block_sums - the exact sumi and summ of an unpacked block with one
+ * Q8_K block. */
+static inline void ka_block_sums(const ka_block *kb, const st_block_q8_k *x, int32_t *sumi,
+                                 int32_t *summ)
+{
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < KA_CHUNKS; c++) {
+        const __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * c));
+        const __m256i p = _mm256_maddubs_epi16(kb->u[c], y);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, kb->scv[c]));
+    }
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+    const int32_t s = ka_hsum(acc);
+    *sumi = kb->off ? s - kb->off * ka_hsum(_mm256_madd_epi16(bs, kb->sc)) : s;
+    *summ = ka_hsum(_mm256_madd_epi16(bs, kb->m));
+}
+
+typedef void (*ka_unpack_fn)(const void *blk, ka_block *kb);
+
+static void ka_mul_mat(ka_unpack_fn unpack, size_t bb, int64_t n, const void *w, size_t w_stride,
+                       int64_t i0, int64_t i1, const void *x, size_t x_stride, int64_t nx,
+                       float *y, int64_t y_stride)
+{
+    const unsigned char *wb = w;
+    const unsigned char *xb = x;
+    const int64_t nb = n / ST_QK_K;
+    ka_block kb;
+    for (int64_t i = i0; i < i1; i++) {
+        const unsigned char *wr = wb + (size_t)i * w_stride;
+        for (int64_t j0 = 0; j0 < nx; j0 += KA_TILE) {
+            const int64_t nt = nx - j0 < KA_TILE ? nx - j0 : KA_TILE;
+            float acc[KA_TILE] = {0};
+            for (int64_t b = 0; b < nb; b++) {
+                unpack(wr + (size_t)b * bb, &kb);
+                for (int64_t t = 0; t < nt; t++) {
+                    const st_block_q8_k *xr =
+                        (const st_block_q8_k *)(xb + (size_t)(j0 + t) * x_stride) + b;
+                    int32_t sumi, summ;
+                    ka_block_sums(&kb, xr, &sumi, &summ);
+                    acc[t] = st_kq_step(acc[t], xr->d, kb.d, kb.dmin, sumi, summ);
+                }
+            }
+            for (int64_t t = 0; t < nt; t++)
+                y[(j0 + t) * y_stride + i] = acc[t];
+        }
+    }
+}
+
+#define KA_MUL_MAT(T)                                                                           \
+    void avx2_mul_mat_##T(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,   \
+                          const void *x, size_t x_stride, int64_t nx, float *y,                \
+                          int64_t y_stride)                                                    \
+    {                                                                                          \
+        ka_mul_mat(ka_unpack_##T, sizeof(st_block_##T), n, w, w_stride, i0, i1, x, x_stride,   \
+                   nx, y, y_stride);                                                           \
+    }
+KA_MUL_MAT(q2_k)
+KA_MUL_MAT(q3_k)
+KA_MUL_MAT(q4_k)
+KA_MUL_MAT(q5_k)
+KA_MUL_MAT(q6_k)
