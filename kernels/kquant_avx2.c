@@ -29,10 +29,10 @@
 
 typedef struct ka_block {
     __m256i u[KA_CHUNKS];
-    __m256i sc;  /* 16 int16 scales */
-    __m256i scv[KA_CHUNKS]; /* chunk c: scale of group 2c in the low 128 bits, 2c+1 in the high */
-    __m256i m;   /* 16 int16 mins (zero without) */
-    int32_t off;
+    __m256i scv[KA_CHUNKS]; /* chunk c: scale of group 2c (low 128 bits), 2c+1 (high) */
+    __m256i scoff;          /* 16 int16: off * scale of each group (|.| <= 4096) */
+    __m256i m;              /* 16 int16 mins (zero without) */
+    int has_min;
     float d, dmin;
 } ka_block;
 
@@ -44,15 +44,24 @@ static inline int32_t ka_hsum(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
-/* ka_scales - kb->sc and kb->scv from 16 int16 scales. */
-static inline void ka_scales(ka_block *kb, const int16_t sc[KA_GROUPS])
+static inline float ka_h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* ka_scales - kb->scv and kb->scoff from the 16 int16 scales sc: the
+ * 32-bit pair (sc[2c], sc[2c+1]) broadcast, then its low half spread over
+ * the low 128 bits and its high half over the high ones. */
+static inline void ka_scales(ka_block *kb, __m256i sc, int off)
 {
-    kb->sc = _mm256_loadu_si256((const __m256i *)sc);
-    for (int c = 0; c < KA_CHUNKS; c++)
-        kb->scv[c] = _mm256_set_m128i(_mm_set1_epi16(sc[2 * c + 1]), _mm_set1_epi16(sc[2 * c]));
+    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                            2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    for (int c = 0; c < KA_CHUNKS; c++) {
+        const __m256i pair = _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(c));
+        kb->scv[c] = _mm256_shuffle_epi8(pair, spread);
+    }
+    kb->scoff = _mm256_mullo_epi16(sc, _mm256_set1_epi16((int16_t)off));
 }
 
-/* Q2_K: chunk 4h + j is bits 2j..2j+1 of the 32 bytes qs[32h..]. */
+/* Q2_K: chunk 4h + j is bits 2j..2j+1 of the 32 bytes qs[32h..]; scales[g]
+ * holds group g's scale (low nibble) and min (high nibble). */
 static void ka_unpack_q2_k(const void *blk, ka_block *kb)
 {
     const st_block_q2_k *b = blk;
@@ -62,44 +71,40 @@ static void ka_unpack_q2_k(const void *blk, ka_block *kb)
         for (int j = 0; j < 4; j++)
             kb->u[4 * h + j] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
     }
-    int16_t sc[KA_GROUPS], m[KA_GROUPS];
-    for (int g = 0; g < KA_GROUPS; g++) {
-        sc[g] = (int16_t)(b->scales[g] & 0x0f);
-        m[g] = (int16_t)(b->scales[g] >> 4);
-    }
-    ka_scales(kb, sc);
-    kb->m = _mm256_loadu_si256((const __m256i *)m);
-    kb->off = 0;
-    kb->d = st_f16_to_f32(b->d);
-    kb->dmin = st_f16_to_f32(b->dmin);
+    const __m128i raw = _mm_loadu_si128((const __m128i *)b->scales);
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    ka_scales(kb, _mm256_cvtepu8_epi16(_mm_and_si128(raw, m4)), 0);
+    kb->m = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), m4));
+    kb->has_min = 1;
+    kb->d = ka_h2f(b->d);
+    kb->dmin = ka_h2f(b->dmin);
 }
 
 /* Q3_K: Q2_K's low bits plus 4 * (bit 4h + j of hmask[l]); q = u - 4. */
 static void ka_unpack_q3_k(const void *blk, ka_block *kb)
 {
     const st_block_q3_k *b = blk;
-    const __m256i m3 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
+    const __m256i m3 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
     const __m256i hm = _mm256_loadu_si256((const __m256i *)b->hmask);
     for (int h = 0; h < 2; h++) {
         const __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * h));
         for (int j = 0; j < 4; j++) {
             const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(q, 2 * j), m3);
-            const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + j), m1);
-            kb->u[4 * h + j] = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+            /* bit k = 4h + j of each byte moved to its bit 2 (no bit of the
+             * other byte of a 16-bit lane reaches bit 2 or 10), masked: 4 where set */
+            const int k = 4 * h + j;
+            const __m256i hb = k < 2 ? _mm256_slli_epi16(hm, 2 - k) : _mm256_srli_epi16(hm, k - 2);
+            kb->u[4 * h + j] = _mm256_or_si256(lo, _mm256_and_si256(hb, m4));
         }
     }
     int8_t s8[KA_GROUPS];
-    int16_t sc[KA_GROUPS];
     st_kq_scales_q3(b->scales, s8);
-    for (int g = 0; g < KA_GROUPS; g++)
-        sc[g] = s8[g];
-    ka_scales(kb, sc);
+    ka_scales(kb, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)s8)), 4);
     kb->m = _mm256_setzero_si256();
-    kb->off = 4;
-    kb->d = st_f16_to_f32(b->d);
+    kb->has_min = 0;
+    kb->d = ka_h2f(b->d);
     kb->dmin = 0.0f;
 }
-
 /* Q4_K / Q5_K: chunk 2c is the low nibbles of qs[32c..32c+31], chunk 2c+1
  * the high ones; Q5_K adds 16 * bit 2c (resp. 2c + 1) of qh[l]. */
 static void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs,
@@ -127,11 +132,11 @@ static void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scales, cons
         sc[2 * j] = sc[2 * j + 1] = (int16_t)s;
         m[2 * j] = m[2 * j + 1] = (int16_t)mm;
     }
-    ka_scales(kb, sc);
+    ka_scales(kb, _mm256_loadu_si256((const __m256i *)sc), 0);
     kb->m = _mm256_loadu_si256((const __m256i *)m);
-    kb->off = 0;
-    kb->d = st_f16_to_f32(d);
-    kb->dmin = st_f16_to_f32(dmin);
+    kb->has_min = 1;
+    kb->d = ka_h2f(d);
+    kb->dmin = ka_h2f(dmin);
 }
 
 static void ka_unpack_q4_k(const void *blk, ka_block *kb)
@@ -165,13 +170,10 @@ static void ka_unpack_q6_k(const void *blk, ka_block *kb)
             kb->u[4 * h + k] = _mm256_or_si256(nib[k], _mm256_slli_epi16(top, 4));
         }
     }
-    int16_t sc[KA_GROUPS];
-    for (int g = 0; g < KA_GROUPS; g++)
-        sc[g] = b->scales[g];
-    ka_scales(kb, sc);
+    ka_scales(kb, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales)), 32);
     kb->m = _mm256_setzero_si256();
-    kb->off = 32;
-    kb->d = st_f16_to_f32(b->d);
+    kb->has_min = 0;
+    kb->d = ka_h2f(b->d);
     kb->dmin = 0.0f;
 }
 
@@ -186,10 +188,10 @@ static inline void ka_block_sums(const ka_block *kb, const st_block_q8_k *x, int
         const __m256i p = _mm256_maddubs_epi16(kb->u[c], y);
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, kb->scv[c]));
     }
+    /* the offsets: off * sum_g sc_g * bsums_g, taken from acc lane by lane */
     const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-    const int32_t s = ka_hsum(acc);
-    *sumi = kb->off ? s - kb->off * ka_hsum(_mm256_madd_epi16(bs, kb->sc)) : s;
-    *summ = ka_hsum(_mm256_madd_epi16(bs, kb->m));
+    *sumi = ka_hsum(_mm256_sub_epi32(acc, _mm256_madd_epi16(bs, kb->scoff)));
+    *summ = kb->has_min ? ka_hsum(_mm256_madd_epi16(bs, kb->m)) : 0;
 }
 
 typedef void (*ka_unpack_fn)(const void *blk, ka_block *kb);
