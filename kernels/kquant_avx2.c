@@ -15,7 +15,9 @@
  * reference's and st_kq_step adds them in the same float order: results
  * are bit-identical to kquant_ref.c. A weight block is unpacked once per
  * tile of up to KA_TILE activation rows, each row keeping its own running
- * sum block after block (batch invariant). */
+ * sum block after block (batch invariant): a tile reduces its rows'
+ * integer lanes together (hadd tree) and takes the float steps of its rows
+ * in one vector, lane t doing exactly the scalar step of row t. */
 #include <immintrin.h>
 #include <string.h>
 
@@ -60,6 +62,44 @@ static inline void ka_scales(ka_block *kb, __m256i sc, int off)
     kb->scoff = _mm256_mullo_epi16(sc, _mm256_set1_epi16((int16_t)off));
 }
 
+/* ka_words - the 12 packed scale bytes of Q3_K / Q4_K / Q5_K as three
+ * little-endian 32-bit words. */
+static inline void ka_words(const uint8_t *q, uint32_t w[3]) { memcpy(w, q, 12); }
+
+#define KA_LO4 0x0f0f0f0fu /* the low nibble of each byte */
+#define KA_LO6 0x3f3f3f3fu /* the low 6 bits of each byte */
+#define KA_LO2 0x03030303u /* the low 2 bits of each byte */
+
+/* ka_scales_k4 - Q4_K / Q5_K: the 8 six-bit scales and mins (see
+ * st_kq_scale_min_k4) four bytes at a time, each doubled to its two
+ * 16-value groups, as int16. */
+static inline void ka_scales_k4(const uint8_t *q, __m256i *sc, __m256i *m)
+{
+    uint32_t w[3];
+    ka_words(q, w);
+    const uint32_t s_lo = w[0] & KA_LO6, m_lo = w[1] & KA_LO6;
+    const uint32_t s_hi = (w[2] & KA_LO4) | (((w[0] >> 6) & KA_LO2) << 4);
+    const uint32_t m_hi = ((w[2] >> 4) & KA_LO4) | (((w[1] >> 6) & KA_LO2) << 4);
+    const __m128i sv = _mm_setr_epi32((int)s_lo, (int)s_hi, 0, 0);
+    const __m128i mv = _mm_setr_epi32((int)m_lo, (int)m_hi, 0, 0);
+    *sc = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(sv, sv));
+    *m = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
+}
+
+/* ka_scales_q3 - Q3_K: the 16 signed scales (see st_kq_scales_q3) four
+ * bytes at a time, as int16. */
+static inline __m256i ka_scales_q3(const uint8_t *q)
+{
+    uint32_t w[3];
+    ka_words(q, w);
+    const uint32_t s0 = (w[0] & KA_LO4) | ((w[2] & KA_LO2) << 4);
+    const uint32_t s1 = (w[1] & KA_LO4) | (((w[2] >> 2) & KA_LO2) << 4);
+    const uint32_t s2 = ((w[0] >> 4) & KA_LO4) | (((w[2] >> 4) & KA_LO2) << 4);
+    const uint32_t s3 = ((w[1] >> 4) & KA_LO4) | (((w[2] >> 6) & KA_LO2) << 4);
+    const __m128i v = _mm_setr_epi32((int)s0, (int)s1, (int)s2, (int)s3);
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(v), _mm256_set1_epi16(32));
+}
+
 /* Q2_K: chunk 4h + j is bits 2j..2j+1 of the 32 bytes qs[32h..]; scales[g]
  * holds group g's scale (low nibble) and min (high nibble). */
 static void ka_unpack_q2_k(const void *blk, ka_block *kb)
@@ -97,9 +137,7 @@ static void ka_unpack_q3_k(const void *blk, ka_block *kb)
             kb->u[4 * h + j] = _mm256_or_si256(lo, _mm256_and_si256(hb, m4));
         }
     }
-    int8_t s8[KA_GROUPS];
-    st_kq_scales_q3(b->scales, s8);
-    ka_scales(kb, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)s8)), 4);
+    ka_scales(kb, ka_scales_q3(b->scales), 4);
     kb->m = _mm256_setzero_si256();
     kb->has_min = 0;
     kb->d = ka_h2f(b->d);
@@ -125,15 +163,10 @@ static void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scales, cons
         kb->u[2 * c] = lo;
         kb->u[2 * c + 1] = hi;
     }
-    int16_t sc[KA_GROUPS], m[KA_GROUPS];
-    for (int j = 0; j < 8; j++) {
-        int s, mm;
-        st_kq_scale_min_k4(j, scales, &s, &mm);
-        sc[2 * j] = sc[2 * j + 1] = (int16_t)s;
-        m[2 * j] = m[2 * j + 1] = (int16_t)mm;
-    }
-    ka_scales(kb, _mm256_loadu_si256((const __m256i *)sc), 0);
-    kb->m = _mm256_loadu_si256((const __m256i *)m);
+    __m256i sc, m;
+    ka_scales_k4(scales, &sc, &m);
+    ka_scales(kb, sc, 0);
+    kb->m = m;
     kb->has_min = 1;
     kb->d = ka_h2f(d);
     kb->dmin = ka_h2f(dmin);
@@ -177,10 +210,10 @@ static void ka_unpack_q6_k(const void *blk, ka_block *kb)
     kb->dmin = 0.0f;
 }
 
-/* ka_block_sums - the exact sumi and summ of an unpacked block with one
- * Q8_K block. */
-static inline void ka_block_sums(const ka_block *kb, const st_block_q8_k *x, int32_t *sumi,
-                                 int32_t *summ)
+/* ka_block_vecs - the lanes of sumi and summ of an unpacked block with one
+ * Q8_K block (their sums are the exact sumi and summ). */
+static inline void ka_block_vecs(const ka_block *kb, const st_block_q8_k *x, __m256i *vi,
+                                 __m256i *vm)
 {
     __m256i acc = _mm256_setzero_si256();
     for (int c = 0; c < KA_CHUNKS; c++) {
@@ -190,11 +223,67 @@ static inline void ka_block_sums(const ka_block *kb, const st_block_q8_k *x, int
     }
     /* the offsets: off * sum_g sc_g * bsums_g, taken from acc lane by lane */
     const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
-    *sumi = ka_hsum(_mm256_sub_epi32(acc, _mm256_madd_epi16(bs, kb->scoff)));
-    *summ = kb->has_min ? ka_hsum(_mm256_madd_epi16(bs, kb->m)) : 0;
+    *vi = _mm256_sub_epi32(acc, _mm256_madd_epi16(bs, kb->scoff));
+    *vm = kb->has_min ? _mm256_madd_epi16(bs, kb->m) : _mm256_setzero_si256();
+}
+
+/* ka_hsum8 - lane t of the result = the sum of the 8 lanes of v[t]. */
+static inline __m256i ka_hsum8(const __m256i v[KA_TILE])
+{
+    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
 }
 
 typedef void (*ka_unpack_fn)(const void *blk, ka_block *kb);
+
+/* ka_row1 - one weight row against one activation row: scalar float steps. */
+static float ka_row1(ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned char *wr,
+                     const st_block_q8_k *xr)
+{
+    ka_block kb;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        unpack(wr + (size_t)b * bb, &kb);
+        __m256i vi, vm;
+        ka_block_vecs(&kb, &xr[b], &vi, &vm);
+        acc = st_kq_step(acc, xr[b].d, kb.d, kb.dmin, ka_hsum(vi), kb.has_min ? ka_hsum(vm) : 0);
+    }
+    return acc;
+}
+
+/* ka_tile - one weight row against nt (2..8) activation rows: the 8 rows'
+ * integer sums reduced together, then st_kq_step lane by lane in vector
+ * form (mul, mul, sub, add: the scalar step's operations and order). */
+static void ka_tile(ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned char *wr,
+                    const unsigned char *xb, size_t x_stride, int64_t nt, float out[KA_TILE])
+{
+    ka_block kb;
+    __m256 acc = _mm256_setzero_ps();
+    __m256i vi[KA_TILE], vm[KA_TILE];
+    float dx[KA_TILE];
+    for (int t = 0; t < KA_TILE; t++) {
+        vi[t] = vm[t] = _mm256_setzero_si256();
+        dx[t] = 0.0f;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        unpack(wr + (size_t)b * bb, &kb);
+        for (int64_t t = 0; t < nt; t++) {
+            const st_block_q8_k *xr = (const st_block_q8_k *)(xb + (size_t)t * x_stride) + b;
+            ka_block_vecs(&kb, xr, &vi[t], &vm[t]);
+            dx[t] = xr->d;
+        }
+        const __m256 si = _mm256_cvtepi32_ps(ka_hsum8(vi));
+        const __m256 sm = kb.has_min ? _mm256_cvtepi32_ps(ka_hsum8(vm)) : _mm256_setzero_ps();
+        const __m256 d = _mm256_loadu_ps(dx);
+        const __m256 term = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(kb.d)), si),
+                                          _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(kb.dmin)), sm));
+        acc = _mm256_add_ps(acc, term);
+    }
+    _mm256_storeu_ps(out, acc);
+}
 
 static void ka_mul_mat(ka_unpack_fn unpack, size_t bb, int64_t n, const void *w, size_t w_stride,
                        int64_t i0, int64_t i1, const void *x, size_t x_stride, int64_t nx,
@@ -203,24 +292,19 @@ static void ka_mul_mat(ka_unpack_fn unpack, size_t bb, int64_t n, const void *w,
     const unsigned char *wb = w;
     const unsigned char *xb = x;
     const int64_t nb = n / ST_QK_K;
-    ka_block kb;
     for (int64_t i = i0; i < i1; i++) {
         const unsigned char *wr = wb + (size_t)i * w_stride;
         for (int64_t j0 = 0; j0 < nx; j0 += KA_TILE) {
             const int64_t nt = nx - j0 < KA_TILE ? nx - j0 : KA_TILE;
-            float acc[KA_TILE] = {0};
-            for (int64_t b = 0; b < nb; b++) {
-                unpack(wr + (size_t)b * bb, &kb);
-                for (int64_t t = 0; t < nt; t++) {
-                    const st_block_q8_k *xr =
-                        (const st_block_q8_k *)(xb + (size_t)(j0 + t) * x_stride) + b;
-                    int32_t sumi, summ;
-                    ka_block_sums(&kb, xr, &sumi, &summ);
-                    acc[t] = st_kq_step(acc[t], xr->d, kb.d, kb.dmin, sumi, summ);
-                }
+            const unsigned char *xt = xb + (size_t)j0 * x_stride;
+            if (nt == 1) {
+                y[j0 * y_stride + i] = ka_row1(unpack, bb, nb, wr, (const st_block_q8_k *)xt);
+                continue;
             }
+            float out[KA_TILE];
+            ka_tile(unpack, bb, nb, wr, xt, x_stride, nt, out);
             for (int64_t t = 0; t < nt; t++)
-                y[(j0 + t) * y_stride + i] = acc[t];
+                y[(j0 + t) * y_stride + i] = out[t];
         }
     }
 }
