@@ -77,4 +77,19 @@ void avx2_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, in
 void avx2_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
+/* avx512_mul_mat_q2_k .. _q6_k (kquant_avx512.c, built with AVX-512
+ * F/BW/VL) - the same contract and results with 512-bit products; only
+ * called through the AVX-512 table (kernels_avx2.c), itself only handed
+ * out after select.c's AVX-512 check. */
+void avx512_mul_mat_q2_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_q3_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
 #endif
