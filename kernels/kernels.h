@@ -188,7 +188,9 @@ typedef struct st_kernel_ops {
     /* from_float[t](src, dst, n) - converts n f32 values to t: rounding to
      * nearest even for f16/bf16, ggml's reference quantizers for Q8_0 and
      * Q4_0 (d = absmax / 127, resp. d = max / -8), so converted files are
-     * byte-identical to llama.cpp's. */
+     * byte-identical to llama.cpp's, and for Q8_K activations (d = max /
+     * -127, with bsums). NULL for the K-quant weights Q2_K..Q6_K: Strata
+     * reads them from files and never writes them. */
     void (*from_float[ST_DT_COUNT])(const float *src, void *dst, int64_t n);
 
     /* mul_mat[t] - y[j * y_stride + i] = dot(row i of W, row j of X) for
