@@ -83,7 +83,8 @@ static void bk_mm_job(void *arg, int ith, int nth)
                               m->rows);
 }
 
-/* bk_mm_init - random weights (quantized by the reference) and activations. */
+/* bk_mm_init - random weights (quantized by the reference, or random
+ * blocks for the K-quants) and activations. */
 static int bk_mm_init(bk_mm *m, const st_kernel_ops *ops, st_dtype t, int64_t n, int64_t rows,
                       int64_t nx, int r8)
 {
@@ -106,9 +107,20 @@ static int bk_mm_init(bk_mm *m, const st_kernel_ops *ops, st_dtype t, int64_t n,
     }
     const st_kernel_ops *ref = st_kernels_ref();
     uint64_t s = 1234 + (uint64_t)t;
-    for (int64_t i = 0; i < rows; i++) {
-        bk_fill(&s, tmp, n, 0.1f);
-        ref->from_float[t](tmp, m->w + (size_t)i * m->w_stride, n);
+    if (ref->from_float[t] != NULL) {
+        for (int64_t i = 0; i < rows; i++) {
+            bk_fill(&s, tmp, n, 0.1f);
+            ref->from_float[t](tmp, m->w + (size_t)i * m->w_stride, n);
+        }
+    } else { /* K-quants (read, never written): random bytes; each odd byte's
+              * top nibble 0x2 keeps every 16-bit slot, so every f16 block
+              * scale, a normal half in [2^-7, 2^-6) */
+        uint8_t *wb = m->w;
+        for (size_t k = 0; k < m->w_stride * (size_t)rows; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            const uint8_t byte = (uint8_t)(s >> 56);
+            wb[k] = k % 2 ? (uint8_t)(0x20 | (byte & 0x0f)) : byte;
+        }
     }
     for (int64_t j = 0; j < nx; j++) {
         bk_fill(&s, tmp, n, 2.0f);
@@ -392,6 +404,8 @@ int st_bench_kernels(int argc, char **argv)
            st_pool_size(pool), (long long)o.runs, o.min_time);
     if (only == NULL || strcmp(only, "mul_mat") == 0) {
         for (int t = 0; t < ST_DT_COUNT; t++) {
+            if (ops->mul_mat[t] == NULL) /* Q8_K: activations only */
+                continue;
             /* the plain layout, then the R8 layout the engine serves (Q8_0, Q4_0) */
             for (int r8 = 0; r8 < 2; r8++) {
                 if (r8 && ops->mul_mat_r8[t] == NULL)

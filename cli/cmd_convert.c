@@ -434,7 +434,11 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
         if (strcmp(f, "--type") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)))
                 return 2;
-            if (st_dtype_from_name(v, &o->type) != ST_K_OK) {
+            /* a weight dtype Strata writes: K-quants are read only, Q8_K
+             * is an activation format */
+            if (st_dtype_from_name(v, &o->type) != ST_K_OK ||
+                st_kernels_ref()->from_float[o->type] == NULL ||
+                st_kernels_ref()->mul_mat[o->type] == NULL) {
                 fprintf(stderr, "strata: --type: '%s' is not one of f32, f16, bf16, q8_0, q4_0\n", v);
                 return 2;
             }

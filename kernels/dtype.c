@@ -9,11 +9,17 @@
 #include <string.h>
 
 static const st_dtype_info dtype_table[ST_DT_COUNT] = {
-    [ST_DT_F32] = {"f32", 1, 4, ST_DT_F32, 0},
-    [ST_DT_F16] = {"f16", 1, 2, ST_DT_F16, 1},
-    [ST_DT_BF16] = {"bf16", 1, 2, ST_DT_BF16, 30},
-    [ST_DT_Q8_0] = {"q8_0", ST_QK, sizeof(st_block_q8_0), ST_DT_Q8_0, 8},
-    [ST_DT_Q4_0] = {"q4_0", ST_QK, sizeof(st_block_q4_0), ST_DT_Q8_0, 2},
+    [ST_DT_F32] = {"f32", 1, 4, ST_DT_F32, ST_GGML_F32},
+    [ST_DT_F16] = {"f16", 1, 2, ST_DT_F16, ST_GGML_F16},
+    [ST_DT_BF16] = {"bf16", 1, 2, ST_DT_BF16, ST_GGML_BF16},
+    [ST_DT_Q8_0] = {"q8_0", ST_QK, sizeof(st_block_q8_0), ST_DT_Q8_0, ST_GGML_Q8_0},
+    [ST_DT_Q4_0] = {"q4_0", ST_QK, sizeof(st_block_q4_0), ST_DT_Q8_0, ST_GGML_Q4_0},
+    [ST_DT_Q2_K] = {"q2_k", ST_QK_K, sizeof(st_block_q2_k), ST_DT_Q8_K, ST_GGML_Q2_K},
+    [ST_DT_Q3_K] = {"q3_k", ST_QK_K, sizeof(st_block_q3_k), ST_DT_Q8_K, ST_GGML_Q3_K},
+    [ST_DT_Q4_K] = {"q4_k", ST_QK_K, sizeof(st_block_q4_k), ST_DT_Q8_K, ST_GGML_Q4_K},
+    [ST_DT_Q5_K] = {"q5_k", ST_QK_K, sizeof(st_block_q5_k), ST_DT_Q8_K, ST_GGML_Q5_K},
+    [ST_DT_Q6_K] = {"q6_k", ST_QK_K, sizeof(st_block_q6_k), ST_DT_Q8_K, ST_GGML_Q6_K},
+    [ST_DT_Q8_K] = {"q8_k", ST_QK_K, sizeof(st_block_q8_k), ST_DT_Q8_K, ST_GGML_Q8_K},
 };
 
 const st_dtype_info *st_dtype_info_of(st_dtype t)

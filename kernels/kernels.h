@@ -15,7 +15,8 @@
  * rows of st_row_size(t, n) bytes (ggml's layout: ne0 = n is contiguous).
  * Before a product, activation rows are converted to the weight's
  * "activation dtype" (st_dtype_info.act): f32 for F32, f16 for F16, bf16
- * for BF16, Q8_0 blocks for Q8_0 and Q4_0 (as llama.cpp's CPU backend).
+ * for BF16, Q8_0 blocks for Q8_0 and Q4_0, Q8_K super-blocks for the
+ * K-quants Q2_K..Q6_K (as llama.cpp's CPU backend).
  *
  * This layer depends on nothing else of Strata; it reports errors as
  * ST_K_* codes that callers map to st_err. */
@@ -32,8 +33,30 @@ typedef enum st_dtype {
     ST_DT_BF16 = 2,
     ST_DT_Q8_0 = 3,
     ST_DT_Q4_0 = 4,
+    ST_DT_Q2_K = 5,
+    ST_DT_Q3_K = 6,
+    ST_DT_Q4_K = 7,
+    ST_DT_Q5_K = 8,
+    ST_DT_Q6_K = 9,
+    ST_DT_Q8_K = 10, /* activations of K-quant products only: never a weight */
     ST_DT_COUNT
 } st_dtype;
+
+/* The ggml/GGUF type numbers of the dtypes above (the numbers in a GGUF
+ * tensor table; ggml's enum ggml_type). */
+enum {
+    ST_GGML_F32 = 0,
+    ST_GGML_F16 = 1,
+    ST_GGML_Q4_0 = 2,
+    ST_GGML_Q8_0 = 8,
+    ST_GGML_Q2_K = 10,
+    ST_GGML_Q3_K = 11,
+    ST_GGML_Q4_K = 12,
+    ST_GGML_Q5_K = 13,
+    ST_GGML_Q6_K = 14,
+    ST_GGML_Q8_K = 15,
+    ST_GGML_BF16 = 30,
+};
 
 /* Status codes of the kernel layer (0 = success). */
 enum {
@@ -59,8 +82,74 @@ typedef struct st_block_q4_0 {
 } st_block_q4_0;
 static_assert(sizeof(st_block_q4_0) == 18, "q4_0 block is 18 bytes");
 
+/* ---- K-quants: super-blocks of ST_QK_K values (ggml's layouts) ----
+ * A super-block holds 16 sub-blocks of 16 values (Q2_K, Q3_K, Q6_K) or 8
+ * sub-blocks of 32 (Q4_K, Q5_K), each with its own small integer scale
+ * (and min), scaled again by the super-block's f16 d (and dmin). */
+#define ST_QK_K 256
+#define ST_K_SCALE_BYTES 12 /* 8 six-bit scales + 8 six-bit mins (Q4_K, Q5_K); 16 six-bit scales (Q3_K) */
+
+/* Q2_K: x = d * (scales[s] & 15) * q - dmin * (scales[s] >> 4), q 2 bits,
+ * sub-block s of 16 values. qs: 4 values per byte (see kernels/kquant_ref.c). */
+typedef struct st_block_q2_k {
+    uint8_t scales[ST_QK_K / 16];
+    uint8_t qs[ST_QK_K / 4];
+    uint16_t d;
+    uint16_t dmin;
+} st_block_q2_k;
+static_assert(sizeof(st_block_q2_k) == 84, "q2_k block is 84 bytes");
+
+/* Q3_K: x = d * (sc[s] - 32) * (q - 4 * !hbit), q 2 low bits in qs plus a
+ * high bit in hmask, sc 6-bit scales packed in scales[12]. */
+typedef struct st_block_q3_k {
+    uint8_t hmask[ST_QK_K / 8];
+    uint8_t qs[ST_QK_K / 4];
+    uint8_t scales[ST_K_SCALE_BYTES];
+    uint16_t d;
+} st_block_q3_k;
+static_assert(sizeof(st_block_q3_k) == 110, "q3_k block is 110 bytes");
+
+/* Q4_K: x = d * sc[s] * q - dmin * m[s], q 4 bits, 8 sub-blocks of 32,
+ * sc and m 6-bit values packed in scales[12]. */
+typedef struct st_block_q4_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[ST_K_SCALE_BYTES];
+    uint8_t qs[ST_QK_K / 2];
+} st_block_q4_k;
+static_assert(sizeof(st_block_q4_k) == 144, "q4_k block is 144 bytes");
+
+/* Q5_K: Q4_K with a fifth bit per value in qh. */
+typedef struct st_block_q5_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[ST_K_SCALE_BYTES];
+    uint8_t qh[ST_QK_K / 8];
+    uint8_t qs[ST_QK_K / 2];
+} st_block_q5_k;
+static_assert(sizeof(st_block_q5_k) == 176, "q5_k block is 176 bytes");
+
+/* Q6_K: x = d * scales[s] * (q - 32), q 4 low bits in ql and 2 high bits
+ * in qh, 16 sub-blocks of 16 with int8 scales. */
+typedef struct st_block_q6_k {
+    uint8_t ql[ST_QK_K / 2];
+    uint8_t qh[ST_QK_K / 4];
+    int8_t scales[ST_QK_K / 16];
+    uint16_t d;
+} st_block_q6_k;
+static_assert(sizeof(st_block_q6_k) == 210, "q6_k block is 210 bytes");
+
+/* Q8_K (activations): x = d * qs[i], d an f32; bsums[g] = the sum of the
+ * 16 quants qs[16 g .. 16 g + 15] (the min terms of Q2_K/Q4_K/Q5_K). */
+typedef struct st_block_q8_k {
+    float d;
+    int8_t qs[ST_QK_K];
+    int16_t bsums[ST_QK_K / 16];
+} st_block_q8_k;
+static_assert(sizeof(st_block_q8_k) == 292, "q8_k block is 292 bytes");
+
 typedef struct st_dtype_info {
-    const char *name;   /* "f32", "f16", "bf16", "q8_0", "q4_0" */
+    const char *name;   /* "f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", ... "q8_k" */
     int64_t blck;       /* elements per block (1 for float types) */
     size_t blck_bytes;  /* bytes per block */
     st_dtype act;       /* dtype activations take in products with it */
@@ -99,7 +188,9 @@ typedef struct st_kernel_ops {
     /* from_float[t](src, dst, n) - converts n f32 values to t: rounding to
      * nearest even for f16/bf16, ggml's reference quantizers for Q8_0 and
      * Q4_0 (d = absmax / 127, resp. d = max / -8), so converted files are
-     * byte-identical to llama.cpp's. */
+     * byte-identical to llama.cpp's, and for Q8_K activations (d = max /
+     * -127, with bsums). NULL for the K-quant weights Q2_K..Q6_K: Strata
+     * reads them from files and never writes them. */
     void (*from_float[ST_DT_COUNT])(const float *src, void *dst, int64_t n);
 
     /* mul_mat[t] - y[j * y_stride + i] = dot(row i of W, row j of X) for

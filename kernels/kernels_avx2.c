@@ -22,6 +22,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kernels_avx2_int.h"
+#include "kernels/kquant.h"
 #include "kernels/variants.h"
 
 /* ---- vector helpers ---- */
@@ -528,13 +529,18 @@ static const st_kernel_ops a2_ops = {
     .variant = ST_KVAR_AVX2,
     .to_float = {[ST_DT_F32] = a2_f32_to_float, [ST_DT_F16] = a2_f16_to_float,
                  [ST_DT_BF16] = a2_bf16_to_float, [ST_DT_Q8_0] = a2_q8_0_to_float,
-                 [ST_DT_Q4_0] = a2_q4_0_to_float},
+                 [ST_DT_Q4_0] = a2_q4_0_to_float, [ST_DT_Q2_K] = st_kq_to_float_q2_k,
+                 [ST_DT_Q3_K] = st_kq_to_float_q3_k, [ST_DT_Q4_K] = st_kq_to_float_q4_k,
+                 [ST_DT_Q5_K] = st_kq_to_float_q5_k, [ST_DT_Q6_K] = st_kq_to_float_q6_k,
+                 [ST_DT_Q8_K] = st_kq_to_float_q8_k},
     .from_float = {[ST_DT_F32] = a2_f32_from_float, [ST_DT_F16] = a2_f16_from_float,
                    [ST_DT_BF16] = a2_bf16_from_float, [ST_DT_Q8_0] = a2_q8_0_from_float,
-                   [ST_DT_Q4_0] = a2_q4_0_from_float},
+                   [ST_DT_Q4_0] = a2_q4_0_from_float, [ST_DT_Q8_K] = st_kq_from_float_q8_k},
     .mul_mat = {[ST_DT_F32] = avx2_mul_mat_f32, [ST_DT_F16] = avx2_mul_mat_f16,
                 [ST_DT_BF16] = avx2_mul_mat_bf16, [ST_DT_Q8_0] = avx2_mul_mat_q8_0,
-                [ST_DT_Q4_0] = avx2_mul_mat_q4_0},
+                [ST_DT_Q4_0] = avx2_mul_mat_q4_0, [ST_DT_Q2_K] = avx2_mul_mat_q2_k,
+                [ST_DT_Q3_K] = avx2_mul_mat_q3_k, [ST_DT_Q4_K] = avx2_mul_mat_q4_k,
+                [ST_DT_Q5_K] = avx2_mul_mat_q5_k, [ST_DT_Q6_K] = avx2_mul_mat_q6_k},
     .mul_mat_r8 = {[ST_DT_Q8_0] = avx2_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx2_mul_mat_r8_q4_0},
     .rmsnorm = a2_rmsnorm,
     .rope = a2_rope,
@@ -546,3 +552,36 @@ static const st_kernel_ops a2_ops = {
 };
 
 const st_kernel_ops *st_kernels_avx2_table(void) { return &a2_ops; }
+
+/* The AVX-512 variant: this table with the 512-bit K-quant products of
+ * kquant_avx512.c (every other kernel is the AVX2 one, so results equal the
+ * AVX2 variant's everywhere). Defined here to share the static AVX2
+ * kernels; holds no AVX-512 instruction itself. */
+static const st_kernel_ops a5_ops = {
+    .name = "avx512",
+    .variant = ST_KVAR_AVX512,
+    .to_float = {[ST_DT_F32] = a2_f32_to_float, [ST_DT_F16] = a2_f16_to_float,
+                 [ST_DT_BF16] = a2_bf16_to_float, [ST_DT_Q8_0] = a2_q8_0_to_float,
+                 [ST_DT_Q4_0] = a2_q4_0_to_float, [ST_DT_Q2_K] = st_kq_to_float_q2_k,
+                 [ST_DT_Q3_K] = st_kq_to_float_q3_k, [ST_DT_Q4_K] = st_kq_to_float_q4_k,
+                 [ST_DT_Q5_K] = st_kq_to_float_q5_k, [ST_DT_Q6_K] = st_kq_to_float_q6_k,
+                 [ST_DT_Q8_K] = st_kq_to_float_q8_k},
+    .from_float = {[ST_DT_F32] = a2_f32_from_float, [ST_DT_F16] = a2_f16_from_float,
+                   [ST_DT_BF16] = a2_bf16_from_float, [ST_DT_Q8_0] = a2_q8_0_from_float,
+                   [ST_DT_Q4_0] = a2_q4_0_from_float, [ST_DT_Q8_K] = st_kq_from_float_q8_k},
+    .mul_mat = {[ST_DT_F32] = avx2_mul_mat_f32, [ST_DT_F16] = avx2_mul_mat_f16,
+                [ST_DT_BF16] = avx2_mul_mat_bf16, [ST_DT_Q8_0] = avx2_mul_mat_q8_0,
+                [ST_DT_Q4_0] = avx2_mul_mat_q4_0, [ST_DT_Q2_K] = avx512_mul_mat_q2_k,
+                [ST_DT_Q3_K] = avx512_mul_mat_q3_k, [ST_DT_Q4_K] = avx512_mul_mat_q4_k,
+                [ST_DT_Q5_K] = avx512_mul_mat_q5_k, [ST_DT_Q6_K] = avx512_mul_mat_q6_k},
+    .mul_mat_r8 = {[ST_DT_Q8_0] = avx2_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx2_mul_mat_r8_q4_0},
+    .rmsnorm = a2_rmsnorm,
+    .rope = a2_rope,
+    .softmax = a2_softmax,
+    .silu_mul = a2_silu_mul,
+    .add = a2_add,
+    .attn_head = a2_attn_head,
+    .argmax = a2_argmax,
+};
+
+const st_kernel_ops *st_kernels_avx512_table(void) { return &a5_ops; }

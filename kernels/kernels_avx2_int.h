@@ -1,7 +1,8 @@
 /* kernels_avx2_int.h - private interface between the files of the AVX2
  * variant (kernels_avx2.c: table, conversions, row ops; kernels_avx2_q.c:
  * Q8_0 / Q4_0 products; kernels_avx2_r8.c: the same on R8 weights;
- * kernels_avx2_f.c: F32 / F16 / BF16 products).
+ * kernels_avx2_f.c: F32 / F16 / BF16 products; kquant_avx2.c: K-quant
+ * products).
  * Compiled only with -mavx2 -mfma -mf16c; not part of the public API. */
 #ifndef ST_KERNELS_AVX2_INT_H
 #define ST_KERNELS_AVX2_INT_H
@@ -61,5 +62,34 @@ void avx2_mul_mat_f16(int64_t n, const void *w, size_t w_stride, int64_t i0, int
                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 void avx2_mul_mat_bf16(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* avx2_mul_mat_q2_k .. _q6_k (kquant_avx2.c) - the mul_mat contract for
+ * K-quant weights and Q8_K activations, bit-identical to the reference
+ * (exact integer super-block sums, then st_kq_step block after block). */
+void avx2_mul_mat_q2_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_q3_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* avx512_mul_mat_q2_k .. _q6_k (kquant_avx512.c, built with AVX-512
+ * F/BW/VL) - the same contract and results with 512-bit products; only
+ * called through the AVX-512 table (kernels_avx2.c), itself only handed
+ * out after select.c's AVX-512 check. */
+void avx512_mul_mat_q2_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_q3_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
 #endif

@@ -11,7 +11,8 @@
  *   accumulates sequentially in float; f16 and bf16 multiply the widened
  *   values in float and accumulate in double; Q8_0 and Q4_0 (activations in
  *   Q8_0 blocks) take an exact integer sum per block and add
- *   sumi * (d_w * d_x) to a float accumulator, block after block;
+ *   sumi * (d_w * d_x) to a float accumulator, block after block; the
+ *   K-quants (activations in Q8_K) likewise per super-block (kquant_ref.c);
  * - rmsnorm sums squares in double, softmax sums exponentials in double,
  *   rope iterates theta by multiplication in float, as ggml does.
  * Because each output element of mul_mat depends only on its own weight row
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "kernels/fp16.h"
+#include "kernels/kquant.h"
 #include "kernels/repack.h"
 
 /* ---- conversions to float ---- */
@@ -402,13 +404,18 @@ static const st_kernel_ops ref_ops = {
     .variant = ST_KVAR_REF,
     .to_float = {[ST_DT_F32] = ref_f32_to_float, [ST_DT_F16] = ref_f16_to_float,
                  [ST_DT_BF16] = ref_bf16_to_float, [ST_DT_Q8_0] = ref_q8_0_to_float,
-                 [ST_DT_Q4_0] = ref_q4_0_to_float},
+                 [ST_DT_Q4_0] = ref_q4_0_to_float, [ST_DT_Q2_K] = st_kq_to_float_q2_k,
+                 [ST_DT_Q3_K] = st_kq_to_float_q3_k, [ST_DT_Q4_K] = st_kq_to_float_q4_k,
+                 [ST_DT_Q5_K] = st_kq_to_float_q5_k, [ST_DT_Q6_K] = st_kq_to_float_q6_k,
+                 [ST_DT_Q8_K] = st_kq_to_float_q8_k},
     .from_float = {[ST_DT_F32] = ref_f32_from_float, [ST_DT_F16] = ref_f16_from_float,
                    [ST_DT_BF16] = ref_bf16_from_float, [ST_DT_Q8_0] = ref_q8_0_from_float,
-                   [ST_DT_Q4_0] = ref_q4_0_from_float},
+                   [ST_DT_Q4_0] = ref_q4_0_from_float, [ST_DT_Q8_K] = st_kq_from_float_q8_k},
     .mul_mat = {[ST_DT_F32] = ref_mul_mat_f32, [ST_DT_F16] = ref_mul_mat_f16,
                 [ST_DT_BF16] = ref_mul_mat_bf16, [ST_DT_Q8_0] = ref_mul_mat_q8_0,
-                [ST_DT_Q4_0] = ref_mul_mat_q4_0},
+                [ST_DT_Q4_0] = ref_mul_mat_q4_0, [ST_DT_Q2_K] = st_kq_mul_mat_q2_k,
+                [ST_DT_Q3_K] = st_kq_mul_mat_q3_k, [ST_DT_Q4_K] = st_kq_mul_mat_q4_k,
+                [ST_DT_Q5_K] = st_kq_mul_mat_q5_k, [ST_DT_Q6_K] = st_kq_mul_mat_q6_k},
     .mul_mat_r8 = {[ST_DT_Q8_0] = ref_mul_mat_r8_q8_0, [ST_DT_Q4_0] = ref_mul_mat_r8_q4_0},
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,

@@ -49,6 +49,21 @@ static int sel_cpu_has_avx2(void)
     const uint64_t xmm_ymm = 0x6;
     return (sel_xcr0() & xmm_ymm) == xmm_ymm;
 }
+
+/* sel_cpu_has_avx512 - what sel_cpu_has_avx2 asks, plus AVX-512 F, BW and
+ * VL in cpuid and the opmask and ZMM state enabled by the OS. */
+static int sel_cpu_has_avx512(void)
+{
+    if (!sel_cpu_has_avx2())
+        return 0;
+    unsigned int a, b, c, d;
+    __cpuid_count(7, 0, a, b, c, d);
+    const unsigned int need7 = bit_AVX512F | bit_AVX512BW | bit_AVX512VL;
+    if ((b & need7) != need7)
+        return 0;
+    const uint64_t xmm_ymm_opmask_zmm = 0xe6; /* XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM */
+    return (sel_xcr0() & xmm_ymm_opmask_zmm) == xmm_ymm_opmask_zmm;
+}
 #endif
 
 const st_kernel_ops *st_kernels_get(st_kvariant v)
@@ -62,7 +77,12 @@ const st_kernel_ops *st_kernels_get(st_kvariant v)
             return st_kernels_avx2_table();
 #endif
         return NULL;
-    case ST_KVAR_AVX512: /* no AVX-512 table yet */
+    case ST_KVAR_AVX512:
+#if defined(__x86_64__)
+        if (sel_cpu_has_avx512())
+            return st_kernels_avx512_table();
+#endif
+        return NULL;
     case ST_KVAR_COUNT:
         return NULL;
     }

@@ -156,6 +156,12 @@ static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t 
     if (st_row_size(t->dtype, n_in, &rb) != ST_K_OK)
         return st_errorf(ST_ESHAPE, "tensor '%s': row of %lld is not a multiple of the %s block",
                          name, (long long)n_in, st_dtype_info_of(t->dtype)->name);
+    /* the reference table is the set of dtypes Strata computes with (every
+     * SIMD table covers the same dtypes, falling back to the reference) */
+    const st_kernel_ops *ref = st_kernels_ref();
+    if (ref->mul_mat[t->dtype] == NULL || ref->to_float[t->dtype] == NULL)
+        return st_errorf(ST_ETYPE, "tensor '%s' has dtype %s (ggml type %u), which has no "
+                         "kernel yet", name, st_dtype_info_of(t->dtype)->name, t->ggml_type);
     w->data = t->data;
     w->dtype = t->dtype;
     w->n_in = n_in;

@@ -44,11 +44,13 @@ static int32_t *golden_ids(const cJSON *arr, size_t *n)
     return v;
 }
 
-size_t golden_load(golden_case **cases)
+size_t golden_load(golden_case **cases) { return golden_load_dir("golden", cases); }
+
+size_t golden_load_dir(const char *dir, golden_case **cases)
 {
     char p[512];
     size_t len;
-    char *txt = golden_slurp(golden_path(p, sizeof p, "golden", "generation.json"), &len);
+    char *txt = golden_slurp(golden_path(p, sizeof p, dir, "generation.json"), &len);
     if (txt == NULL)
         return 0;
     cJSON *root = cJSON_Parse(txt);
@@ -67,6 +69,7 @@ size_t golden_load(golden_case **cases)
         c[i].prompt = golden_ids(cJSON_GetObjectItem(o, "prompt_ids"), &c[i].n_prompt);
         c[i].expected = golden_ids(cJSON_GetObjectItem(o, "expected_ids"), &c[i].n);
         c[i].n_vocab = (int64_t)cJSON_GetObjectItem(o, "n_vocab")->valuedouble;
+        snprintf(c[i].dir, sizeof c[i].dir, "%s", dir);
     }
     cJSON_Delete(root);
     *cases = c;
@@ -86,7 +89,7 @@ float *golden_read_logits(const golden_case *gc)
 {
     char p[512];
     size_t len;
-    char *b = golden_slurp(golden_path(p, sizeof p, "golden", gc->logits_file), &len);
+    char *b = golden_slurp(golden_path(p, sizeof p, gc->dir, gc->logits_file), &len);
     if (b == NULL)
         return NULL;
     if (len != gc->n * (size_t)gc->n_vocab * sizeof(float)) {

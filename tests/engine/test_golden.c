@@ -1,9 +1,13 @@
-/* test_golden.c - every case of golden/generation.json, teacher-forced,
+/* test_golden.c - every case of golden/generation.json and of
+ * golden/wave2/generation.json (K-quant and BF16 files), teacher-forced,
  * with the reference kernels and with the kernels chosen at start-up,
- * within the tolerances of golden/README.md. Prints, per case and kernel
- * variant, the smallest per-step cosine and the largest |logit diff|. */
+ * within the tolerances of golden/README.md and golden/wave2/README.md.
+ * Prints, per case and kernel variant, the smallest per-step cosine and
+ * the largest |logit diff|. The cases of models Strata cannot run yet are
+ * listed as SKIPPED, never run and never counted as passed. */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +16,29 @@
 #include "tests/engine/golden.h"
 #include "tests/engine/runner.h"
 
-static golden_case *g_cases;
+static golden_case *g_wave1, *g_wave2;
+static size_t g_n1, g_n2;
+static const golden_case **g_cases; /* the cases that run */
 static size_t g_n;
+
+/* Models of wave 2 this test does not run, and why. */
+static const struct {
+    const char *model;
+    const char *why;
+} golden_skip[] = {
+    {"l3-synth-q8_0.gguf", "Llama 3 BPE vocabulary: the BPE tokenizer work of issue 14, not this "
+                           "test's yet"},
+    {"qw2-synth-q8_0.gguf", "architecture qwen2 (q/k/v biases, NEOX rope) and Qwen BPE "
+                            "vocabulary: not supported by the engine yet"},
+};
+
+static const char *golden_skip_reason(const golden_case *gc)
+{
+    for (size_t k = 0; k < sizeof golden_skip / sizeof golden_skip[0]; k++)
+        if (strcmp(gc->model, golden_skip[k].model) == 0)
+            return golden_skip[k].why;
+    return NULL;
+}
 
 typedef struct golden_metrics {
     double min_cos, max_abs;
@@ -86,10 +111,12 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
     ck_assert_int_eq(st_model_repack(r.m, ops, r.pool), ST_OK);
     ck_assert_int_eq(r.n_vocab, gc->n_vocab);
     golden_metrics gm = {.min_cos = 1.0};
-    /* F32: every argmax (margin 0) and max |diff| <= 1e-3; F16: cos >= 0.9999,
-     * argmax where the margin > 1% of scale; Q8_0/Q4_0: 0.998 and 2%. */
-    double margin_frac = dt == ST_DT_F32 ? 0.0 : dt == ST_DT_F16 ? 0.01 : 0.02;
-    double min_cos = dt == ST_DT_F32 ? 0.0 : dt == ST_DT_F16 ? 0.9999 : 0.998;
+    /* F32: every argmax (margin 0) and max |diff| <= 1e-3; F16 and BF16: cos >=
+     * 0.9999, argmax where the margin > 1% of scale; Q8_0/Q4_0 and the
+     * K-quants: 0.998 and 2%. */
+    const bool f16ish = dt == ST_DT_F16 || dt == ST_DT_BF16;
+    double margin_frac = dt == ST_DT_F32 ? 0.0 : f16ish ? 0.01 : 0.02;
+    double min_cos = dt == ST_DT_F32 ? 0.0 : f16ish ? 0.9999 : 0.998;
     ck_assert_int_eq(runner_eval(&r, gc->prompt, (int64_t)gc->n_prompt, 0, chunk), 0);
     for (size_t i = 0; i < gc->n; i++) {
         golden_compare(ref + i * (size_t)gc->n_vocab, r.logits, gc->n_vocab, margin_frac, &gm);
@@ -116,24 +143,43 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
 
 START_TEST(test_golden_ref)
 {
-    golden_run_case(&g_cases[_i], st_kernels_ref(), 1, 64);
+    golden_run_case(g_cases[_i], st_kernels_ref(), 1, 64);
 }
 END_TEST
 
 START_TEST(test_golden_default)
 {
     /* the variant picked at start-up, 2 threads, prompt in chunks of 5 */
-    golden_run_case(&g_cases[_i], st_kernels_select(0), 2, 5);
+    golden_run_case(g_cases[_i], st_kernels_select(0), 2, 5);
 }
 END_TEST
 
 int main(void)
 {
-    g_n = golden_load(&g_cases);
-    if (g_n == 0) {
-        fprintf(stderr, "test_golden: cannot read golden/generation.json (STRATA_SHARED)\n");
+    g_n1 = golden_load(&g_wave1);
+    g_n2 = golden_load_dir("golden/wave2", &g_wave2);
+    if (g_n1 == 0 || g_n2 == 0) {
+        fprintf(stderr, "test_golden: cannot read golden/generation.json or "
+                        "golden/wave2/generation.json (STRATA_SHARED)\n");
         return 1;
     }
+    g_cases = calloc(g_n1 + g_n2, sizeof *g_cases);
+    if (g_cases == NULL)
+        return 1;
+    size_t skipped = 0;
+    for (size_t i = 0; i < g_n1 + g_n2; i++) {
+        const golden_case *gc = i < g_n1 ? &g_wave1[i] : &g_wave2[i - g_n1];
+        const char *why = golden_skip_reason(gc);
+        if (why != NULL) {
+            printf("golden: SKIPPED %-22s %-28s (not run, not passed): %s\n", gc->model,
+                   gc->logits_file, why);
+            skipped++;
+            continue;
+        }
+        g_cases[g_n++] = gc;
+    }
+    printf("golden: %zu cases run (x2 kernel settings), %zu skipped\n", g_n, skipped);
+    fflush(stdout);
     Suite *s = suite_create("golden");
     TCase *tc = tcase_create("golden");
     tcase_set_timeout(tc, 300);
@@ -144,6 +190,8 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int nf = srunner_ntests_failed(sr);
     srunner_free(sr);
-    golden_free(g_cases, g_n);
+    free(g_cases);
+    golden_free(g_wave1, g_n1);
+    golden_free(g_wave2, g_n2);
     return nf == 0 ? 0 : 1;
 }

@@ -20,6 +20,7 @@ typedef struct edit {
     const char *arch;         /* replace general.architecture */
     const char *drop_tensor;  /* omit this tensor */
     const char *f16_tensor;   /* store this f32 tensor as f16 */
+    const char *q8k_tensor;   /* store this tensor as (zero) Q8_K blocks */
 } edit;
 
 static st_gguf *g_src;
@@ -83,6 +84,7 @@ static st_gguf *craft(const edit *ed, uint8_t **buf)
     for (uint64_t i = 0; i < st_gguf_n_kv(g_src); i++)
         copy_kv(w, st_gguf_kv_at(g_src, i), ed);
     uint16_t *half = NULL;
+    void *q8k = NULL;
     for (uint64_t i = 0; i < st_gguf_n_tensors(g_src); i++) {
         const st_gguf_tensor *t = st_gguf_tensor_at(g_src, i);
         char name[256];
@@ -98,6 +100,16 @@ static st_gguf *craft(const edit *ed, uint8_t **buf)
                              ST_OK);
             continue;
         }
+        if (ed->q8k_tensor && strcmp(name, ed->q8k_tensor) == 0) {
+            size_t row;
+            ck_assert_int_eq(st_row_size(ST_DT_Q8_K, t->ne[0], &row), ST_K_OK);
+            const size_t n = row * (size_t)t->ne[1];
+            q8k = calloc(1, n);
+            ck_assert_int_eq(st_gguf_writer_add_tensor(w, name, ST_DT_Q8_K, t->n_dims, t->ne,
+                                                       q8k, n),
+                             ST_OK);
+            continue;
+        }
         ck_assert_int_eq(
             st_gguf_writer_add_tensor(w, name, t->dtype, t->n_dims, t->ne, t->data, t->nbytes),
             ST_OK);
@@ -106,6 +118,7 @@ static st_gguf *craft(const edit *ed, uint8_t **buf)
     ck_assert_int_eq(st_gguf_writer_to_mem(w, buf, &len), ST_OK);
     st_gguf_writer_free(w);
     free(half);
+    free(q8k);
     st_gguf *g;
     ck_assert_int_eq(st_gguf_open_mem(*buf, len, &g), ST_OK);
     return g;
@@ -200,6 +213,23 @@ START_TEST(test_architecture_and_types)
 }
 END_TEST
 
+/* A weight of a dtype that has no matrix kernel (Q8_K is an activation
+ * format only) is refused with an error naming the tensor and the dtype.
+ * stories260K has no row of 256 values: this test crafts from synth-s. */
+START_TEST(test_dtype_without_kernel)
+{
+    st_gguf_close(g_src);
+    char p[512];
+    ck_assert_int_eq(st_gguf_open(golden_path(p, sizeof p, "models", "synth-s-q8_0.gguf"), &g_src),
+                     ST_OK);
+    edit a = {.q8k_tensor = "blk.3.attn_v.weight"};
+    expect(&a, ST_ETYPE, "blk.3.attn_v.weight");
+    ck_assert_msg(strstr(st_errdetail(), "q8_k") != NULL, "detail '%s'", st_errdetail());
+    edit b = {.q8k_tensor = "token_embd.weight"};
+    expect(&b, ST_ETYPE, "token_embd.weight");
+}
+END_TEST
+
 START_TEST(test_layer_range)
 {
     st_model *m = NULL;
@@ -223,6 +253,7 @@ int main(void)
     tcase_add_test(tc, test_shapes_contradict_hparams);
     tcase_add_test(tc, test_architecture_and_types);
     tcase_add_test(tc, test_layer_range);
+    tcase_add_test(tc, test_dtype_without_kernel);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,7 +1,7 @@
 /* test_gguf.c - the GGUF reader and writer.
  *
  * Real files: every .gguf in $STRATA_SHARED/models opens and its tensor table
- * matches its llama hyperparameters. Bad input: a small valid file is
+ * matches its architecture's (llama, qwen2) hyperparameters. Bad input: a small valid file is
  * built with the writer's memory mode, one field is corrupted at the
  * offset the writer's layout reports, and the reader must answer with the
  * specific st_err code and a detail naming the key or tensor. Every
@@ -24,23 +24,39 @@
 
 /* ---- shared models ---------------------------------------------------- */
 
-/* Checks that g's tensor table is the llama table its hyperparameters
- * describe (token_embd, 9 tensors per block, output_norm, optional output). */
-static void check_llama_table(const st_gguf *g, const char *file)
+/* tg_arch_u32 - the u32 "<arch>.<key>" of g (asserted present). */
+static uint32_t tg_arch_u32(const st_gguf *g, const char *arch, const char *key, const char *file)
 {
-    uint32_t dim, L, heads, kv_heads, ffn;
-    ck_assert_msg(st_gguf_get_u32(g, "llama.embedding_length", &dim) == ST_OK, "%s", file);
-    ck_assert_msg(st_gguf_get_u32(g, "llama.block_count", &L) == ST_OK, "%s", file);
-    ck_assert_msg(st_gguf_get_u32(g, "llama.attention.head_count", &heads) == ST_OK, "%s", file);
-    ck_assert_msg(st_gguf_get_u32(g, "llama.attention.head_count_kv", &kv_heads) == ST_OK, "%s",
-                  file);
-    ck_assert_msg(st_gguf_get_u32(g, "llama.feed_forward_length", &ffn) == ST_OK, "%s", file);
+    char k[128];
+    snprintf(k, sizeof k, "%s.%s", arch, key);
+    uint32_t v = 0;
+    st_err e = st_gguf_get_u32(g, k, &v);
+    ck_assert_msg(e == ST_OK, "%s: %s: %s", file, k, st_errmsg(e));
+    return v;
+}
+
+/* Checks that g's tensor table is the table its architecture
+ * (general.architecture: llama or qwen2) and its "<arch>.*"
+ * hyperparameters describe: token_embd, 9 tensors per block (qwen2: plus
+ * the attn_q/k/v biases), output_norm, optional output. */
+static void check_arch_table(const st_gguf *g, const char *file)
+{
+    st_gguf_str arch_s;
+    ck_assert(st_gguf_get_str(g, "general.architecture", &arch_s) == ST_OK);
+    const bool qwen2 = st_gguf_str_eq(arch_s, "qwen2");
+    ck_assert_msg(qwen2 || st_gguf_str_eq(arch_s, "llama"), "%s: architecture '%.*s'", file,
+                  (int)arch_s.len, arch_s.data);
+    const char *arch = qwen2 ? "qwen2" : "llama";
+    const uint32_t dim = tg_arch_u32(g, arch, "embedding_length", file);
+    const uint32_t L = tg_arch_u32(g, arch, "block_count", file);
+    const uint32_t heads = tg_arch_u32(g, arch, "attention.head_count", file);
+    const uint32_t kv_heads = tg_arch_u32(g, arch, "attention.head_count_kv", file);
+    const uint32_t ffn = tg_arch_u32(g, arch, "feed_forward_length", file);
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
     float eps;
-    ck_assert(st_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &eps) == ST_OK);
+    ck_assert_msg(st_gguf_get_f32(g, key, &eps) == ST_OK, "%s: %s", file, key);
     ck_assert(eps > 0 && eps < 1e-3f);
-    st_gguf_str arch;
-    ck_assert(st_gguf_get_str(g, "general.architecture", &arch) == ST_OK);
-    ck_assert(st_gguf_str_eq(arch, "llama"));
     const st_gguf_kv *tokens;
     ck_assert(st_gguf_get_arr(g, "tokenizer.ggml.tokens", ST_GGUF_STRING, &tokens) == ST_OK);
     int64_t vocab = (int64_t)tokens->arr_n;
@@ -55,37 +71,53 @@ static void check_llama_table(const st_gguf *g, const char *file)
         ck_assert_int_eq(out->ne[0], dim);
         ck_assert_int_eq(out->ne[1], vocab);
     }
-    ck_assert_uint_eq(st_gguf_n_tensors(g), 2 + 9 * (uint64_t)L + (out != NULL));
+    const uint64_t per_layer = qwen2 ? 12 : 9;
+    ck_assert_uint_eq(st_gguf_n_tensors(g), 2 + per_layer * (uint64_t)L + (out != NULL));
     struct {
-        const char *name;
-        int64_t ne0, ne1;
+        const char *name; /* "attn_q.weight", ... */
+        int64_t ne0, ne1; /* ne1 == 0: a 1-D tensor (norm or bias) */
+        bool qwen2_only;
     } per_block[] = {
-        {"attn_norm", dim, 1}, {"attn_q", dim, dim},     {"attn_k", dim, kv_dim},
-        {"attn_v", dim, kv_dim}, {"attn_output", dim, dim}, {"ffn_norm", dim, 1},
-        {"ffn_gate", dim, ffn},  {"ffn_up", dim, ffn},      {"ffn_down", ffn, dim},
+        {"attn_norm.weight", dim, 0, false},  {"attn_q.weight", dim, dim, false},
+        {"attn_k.weight", dim, kv_dim, false}, {"attn_v.weight", dim, kv_dim, false},
+        {"attn_output.weight", dim, dim, false}, {"ffn_norm.weight", dim, 0, false},
+        {"ffn_gate.weight", dim, ffn, false},  {"ffn_up.weight", dim, ffn, false},
+        {"ffn_down.weight", ffn, dim, false},  {"attn_q.bias", dim, 0, true},
+        {"attn_k.bias", kv_dim, 0, true},      {"attn_v.bias", kv_dim, 0, true},
     };
     for (uint32_t l = 0; l < L; l++) {
         for (size_t k = 0; k < sizeof per_block / sizeof per_block[0]; k++) {
             char name[64];
-            snprintf(name, sizeof name, "blk.%u.%s.weight", l, per_block[k].name);
+            snprintf(name, sizeof name, "blk.%u.%s", l, per_block[k].name);
             const st_gguf_tensor *t = st_gguf_find_tensor(g, name);
+            if (per_block[k].qwen2_only && !qwen2) {
+                ck_assert_msg(t == NULL, "%s: %s in a llama file", file, name);
+                continue;
+            }
             ck_assert_msg(t != NULL, "%s: %s missing", file, name);
-            ck_assert_msg(t->ne[0] == per_block[k].ne0 && t->ne[1] == per_block[k].ne1,
+            const int64_t ne1 = per_block[k].ne1 ? per_block[k].ne1 : 1;
+            ck_assert_msg(t->ne[0] == per_block[k].ne0 && t->ne[1] == ne1,
                           "%s: %s is [%lld, %lld]", file, name, (long long)t->ne[0],
                           (long long)t->ne[1]);
-            if (per_block[k].ne1 == 1)
+            if (per_block[k].ne1 == 0) {
+                ck_assert_msg(t->n_dims == 1, "%s: %s has %u dims", file, name, t->n_dims);
                 ck_assert_int_eq(t->dtype, ST_DT_F32);
+            }
         }
     }
     const st_gguf_tensor *on = st_gguf_find_tensor(g, "output_norm.weight");
     ck_assert(on != NULL && on->ne[0] == dim && on->n_dims == 1);
-    /* every tensor's data lies inside the mapping, aligned */
+    /* every tensor's data lies inside the mapping, aligned, of its dtype's size */
     for (uint64_t i = 0; i < st_gguf_n_tensors(g); i++) {
         const st_gguf_tensor *t = st_gguf_tensor_at(g, i);
         const uint8_t *b = st_gguf_base(g);
         ck_assert((const uint8_t *)t->data >= b);
         ck_assert((const uint8_t *)t->data + t->nbytes <= b + st_gguf_file_size(g));
         ck_assert_uint_eq(t->offset % st_gguf_alignment(g), 0);
+        size_t row;
+        ck_assert(st_row_size(t->dtype, t->ne[0], &row) == ST_K_OK);
+        ck_assert_uint_eq(t->nbytes, row * (size_t)(t->ne[1] * t->ne[2] * t->ne[3]));
+        ck_assert_uint_eq(st_dtype_info_of(t->dtype)->ggml_type, t->ggml_type);
     }
 }
 
@@ -107,12 +139,12 @@ START_TEST(test_shared_models)
         st_err e = st_gguf_open(path, &g);
         ck_assert_msg(e == ST_OK, "%s: %s", path, st_errmsg(e));
         ck_assert_uint_eq(st_gguf_version(g), 3);
-        check_llama_table(g, de->d_name);
+        check_arch_table(g, de->d_name);
         st_gguf_close(g);
         n++;
     }
     closedir(d);
-    ck_assert_int_ge(n, 6);
+    ck_assert_int_ge(n, 15); /* the .gguf files of models/README.md */
 }
 END_TEST
 
@@ -356,8 +388,8 @@ START_TEST(test_bad_tensor_shape)
     tg_put_u64(b, lq.ne_off, 48);
     expect_bad(b, f.len, ST_ESHAPE, "t.q8", "ne0 not a block multiple");
     tg_reset(&f);
-    /* unknown and unsupported types (99; 3 = Q4_1; 12 = Q4_K) */
-    uint32_t types[] = {99, 3, 12, 0xFFFFFFFFu};
+    /* unknown and unsupported types (99; 3 = Q4_1; 16 = IQ2_XXS) */
+    uint32_t types[] = {99, 3, 16, 0xFFFFFFFFu};
     for (size_t i = 0; i < 4; i++) {
         tg_put_u32(b, lq.type_off, types[i]);
         expect_bad(b, f.len, ST_ETYPE, "t.q8", "unknown tensor type");

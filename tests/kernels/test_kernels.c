@@ -6,7 +6,9 @@
  * test code. Conversions must be bit-exact across variants, and the Q8_0 /
  * Q4_0 / F16 converters must reproduce the shared synth-s files (written by
  * llama.cpp's tools from the same values as synth-s-f32.gguf) byte for byte;
- * a minimal GGUF reader (tk_gguf.c) finds the tensors. */
+ * a minimal GGUF reader (tk_gguf.c) finds the tensors. The dtype table
+ * and variant selection are tested in test_dtype.c, the K-quants in
+ * test_kquant.c; main runs the three suites. */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -17,6 +19,7 @@
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
 #include "tests/kernels/tk_gguf.h"
+#include "tests/kernels/tk_suites.h"
 
 /* ---- deterministic random numbers ---- */
 
@@ -50,102 +53,10 @@ static void *tk_alloc(size_t n)
 
 static int tk_is_nan(float f) { return f != f; }
 
-/* ---- dtype table ---- */
-
-START_TEST(test_dtype_table)
-{
-    static const struct {
-        st_dtype t;
-        const char *name;
-        uint32_t ggml;
-        int64_t blck;
-        size_t bytes;
-        st_dtype act;
-    } want[] = {
-        {ST_DT_F32, "f32", 0, 1, 4, ST_DT_F32},     {ST_DT_F16, "f16", 1, 1, 2, ST_DT_F16},
-        {ST_DT_BF16, "bf16", 30, 1, 2, ST_DT_BF16}, {ST_DT_Q8_0, "q8_0", 8, 32, 34, ST_DT_Q8_0},
-        {ST_DT_Q4_0, "q4_0", 2, 32, 18, ST_DT_Q8_0},
-    };
-    for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
-        const st_dtype_info *info = st_dtype_info_of(want[k].t);
-        ck_assert_ptr_nonnull(info);
-        ck_assert_str_eq(info->name, want[k].name);
-        ck_assert_uint_eq(info->ggml_type, want[k].ggml);
-        ck_assert_int_eq(info->blck, want[k].blck);
-        ck_assert_uint_eq(info->blck_bytes, want[k].bytes);
-        ck_assert_int_eq(info->act, want[k].act);
-        st_dtype t = ST_DT_COUNT;
-        ck_assert_int_eq(st_dtype_from_ggml(want[k].ggml, &t), ST_K_OK);
-        ck_assert_int_eq(t, want[k].t);
-        t = ST_DT_COUNT;
-        ck_assert_int_eq(st_dtype_from_name(want[k].name, &t), ST_K_OK);
-        ck_assert_int_eq(t, want[k].t);
-    }
-    st_dtype t;
-    ck_assert_ptr_null(st_dtype_info_of(ST_DT_COUNT));
-    ck_assert_int_eq(st_dtype_from_ggml(12, &t), ST_K_ETYPE); /* q4_K: unsupported */
-    ck_assert_int_eq(st_dtype_from_name("q4_K", &t), ST_K_ETYPE);
-    ck_assert_int_eq(st_dtype_from_name("F32", &t), ST_K_ETYPE);
-}
-END_TEST
-
-START_TEST(test_row_size)
-{
-    size_t sz = 0;
-    ck_assert_int_eq(st_row_size(ST_DT_F32, 3, &sz), ST_K_OK);
-    ck_assert_uint_eq(sz, 12);
-    ck_assert_int_eq(st_row_size(ST_DT_BF16, 7, &sz), ST_K_OK);
-    ck_assert_uint_eq(sz, 14);
-    ck_assert_int_eq(st_row_size(ST_DT_Q8_0, 256, &sz), ST_K_OK);
-    ck_assert_uint_eq(sz, 8 * 34);
-    ck_assert_int_eq(st_row_size(ST_DT_Q4_0, 256, &sz), ST_K_OK);
-    ck_assert_uint_eq(sz, 8 * 18);
-    ck_assert_int_eq(st_row_size(ST_DT_Q4_0, 0, &sz), ST_K_OK);
-    ck_assert_uint_eq(sz, 0);
-    sz = 777;
-    const int64_t bad[] = {1, 31, 33, 48, 255, -32, -1};
-    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-        ck_assert_int_eq(st_row_size(ST_DT_Q8_0, bad[k], &sz), ST_K_ESHAPE);
-        ck_assert_int_eq(st_row_size(ST_DT_Q4_0, bad[k], &sz), ST_K_ESHAPE);
-    }
-    ck_assert_uint_eq(sz, 777); /* untouched on error */
-    ck_assert_int_eq(st_row_size(ST_DT_F32, -1, &sz), ST_K_ESHAPE);
-    ck_assert_int_eq(st_row_size(ST_DT_COUNT, 32, &sz), ST_K_ETYPE);
-    ck_assert_int_eq(st_row_size(ST_DT_F32, INT64_MAX, &sz), ST_K_ESHAPE); /* overflow */
-}
-END_TEST
-
-/* ---- variant selection ---- */
-
-START_TEST(test_select)
-{
-    const st_kernel_ops *ref = st_kernels_ref();
-    ck_assert_ptr_nonnull(ref);
-    ck_assert_str_eq(ref->name, "ref");
-    ck_assert_ptr_eq(st_kernels_get(ST_KVAR_REF), ref);
-    ck_assert_ptr_null(st_kernels_get(ST_KVAR_COUNT));
-    ck_assert_ptr_eq(st_kernels_select(1), ref);
-    const st_kernel_ops *best = st_kernels_select(0);
-    ck_assert_ptr_nonnull(best);
-    ck_assert_ptr_eq(st_kernels_get(best->variant), best);
-    ck_assert_int_eq(setenv("STRATA_KERNELS", "ref", 1), 0);
-    ck_assert_ptr_eq(st_kernels_select(0), ref);
-    unsetenv("STRATA_KERNELS");
-    for (int v = 0; v < ST_KVAR_COUNT; v++) {
-        const st_kernel_ops *ops = st_kernels_get((st_kvariant)v);
-        if (ops == NULL)
-            continue;
-        ck_assert_int_eq(ops->variant, v);
-        for (int t = 0; t < ST_DT_COUNT; t++) {
-            ck_assert_ptr_nonnull(ops->to_float[t]);
-            ck_assert_ptr_nonnull(ops->from_float[t]);
-            ck_assert_ptr_nonnull(ops->mul_mat[t]);
-        }
-        ck_assert(ops->rmsnorm && ops->rope && ops->softmax && ops->silu_mul && ops->add &&
-                  ops->attn_head && ops->argmax);
-    }
-}
-END_TEST
+/* The dtypes the generic op tests below cover: the float types and the
+ * 32-element block types, each with a from_float. The K-quants (256-value
+ * super-blocks, no weight quantizer) are tested in test_kquant.c. */
+#define TK_N_PLAIN TK_N_PLAIN_DTYPES
 
 /* ---- f16 / bf16 conversions (each variant) ---- */
 
@@ -444,7 +355,7 @@ START_TEST(test_mul_mat_accuracy)
     if (ops == NULL)
         return;
     const int64_t ns[] = {32, 256, 768};
-    for (int t = 0; t < ST_DT_COUNT; t++) {
+    for (int t = 0; t < TK_N_PLAIN; t++) {
         for (size_t k = 0; k < 3; k++) {
             tk_mm m;
             const int64_t n = ns[k], rows = 13, nx = 3;
@@ -478,7 +389,7 @@ START_TEST(test_mul_mat_batch_invariance)
     const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
     if (ops == NULL)
         return;
-    for (int t = 0; t < ST_DT_COUNT; t++) {
+    for (int t = 0; t < TK_N_PLAIN; t++) {
         tk_mm m;
         const int64_t n = 256, rows = 37, nx = 5, ys = rows + 3;
         tk_mm_init(&m, ops, (st_dtype)t, n, rows, nx, 900 + (uint64_t)t);
@@ -530,7 +441,7 @@ START_TEST(test_mul_mat_wide)
     const st_kernel_ops *ref = st_kernels_ref();
     if (ops == NULL)
         return;
-    for (int t = 0; t < ST_DT_COUNT; t++) {
+    for (int t = 0; t < TK_N_PLAIN; t++) {
         tk_mm m;
         const int64_t n = 5632, rows = 19, nx = 70;
         tk_mm_init(&m, ref, (st_dtype)t, n, rows, nx, 4242 + (uint64_t)t);
@@ -583,7 +494,7 @@ START_TEST(test_mul_mat_small_batches)
     const st_kernel_ops *ref = st_kernels_ref();
     if (ops == NULL)
         return;
-    for (int t = 0; t < ST_DT_COUNT; t++) {
+    for (int t = 0; t < TK_N_PLAIN; t++) {
         const int exact = t == ST_DT_Q8_0 || t == ST_DT_Q4_0;
         const int64_t n = 1056, rows = 23, nxmax = 12;
         tk_mm m;
@@ -812,7 +723,7 @@ START_TEST(test_variant_conversions_match_ref)
     unsigned char *qa = tk_alloc(n * 4), *qb = tk_alloc(n * 4);
     for (int64_t i = 0; i < n; i++)
         x[i] = tk_unif(&r) * ldexpf(1.0f, (int)(i % 61) - 30);
-    for (int t = 0; t < ST_DT_COUNT; t++) {
+    for (int t = 0; t < TK_N_PLAIN; t++) {
         size_t rs;
         ck_assert_int_eq(st_row_size((st_dtype)t, n, &rs), ST_K_OK);
         ref->from_float[t](x, qa, n);
@@ -835,13 +746,8 @@ END_TEST
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
-    TCase *tc = tcase_create("dtype");
-    tcase_add_test(tc, test_dtype_table);
-    tcase_add_test(tc, test_row_size);
-    tcase_add_test(tc, test_select);
-    suite_add_tcase(s, tc);
     /* every op test runs once per variant index; absent variants return early */
-    tc = tcase_create("ops");
+    TCase *tc = tcase_create("ops");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_f16_convert, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_bf16_convert, 0, ST_KVAR_COUNT);
@@ -867,7 +773,9 @@ int main(void)
         const st_kernel_ops *ops = st_kernels_get((st_kvariant)v);
         printf("variant %d: %s\n", v, ops ? ops->name : "(not available)");
     }
-    SRunner *sr = srunner_create(kernels_suite());
+    SRunner *sr = srunner_create(tk_dtype_suite());
+    srunner_add_suite(sr, kernels_suite());
+    srunner_add_suite(sr, tq_kquant_suite());
     srunner_run_all(sr, CK_NORMAL);
     const int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

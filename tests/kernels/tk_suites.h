@@ -1,0 +1,21 @@
+/* tk_suites.h - the suites of the kernel tests besides test_kernels.c's
+ * own: dtypes (test_dtype.c) and K-quants (test_kquant.c), all run by
+ * test_kernels.c's main. Test code only. */
+#ifndef ST_TESTS_TK_SUITES_H
+#define ST_TESTS_TK_SUITES_H
+
+#include <check.h>
+
+#include "kernels/kernels.h"
+
+/* The dtypes before the K-quants: float types and 32-value blocks, each
+ * with a from_float (the generic op tests of test_kernels.c cover them). */
+#define TK_N_PLAIN_DTYPES ST_DT_Q2_K
+
+/* tk_dtype_suite - the dtype table, row sizes and variant selection. */
+Suite *tk_dtype_suite(void);
+
+/* tq_kquant_suite - the K-quant tests of every variant. */
+Suite *tq_kquant_suite(void);
+
+#endif
