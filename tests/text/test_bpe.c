@@ -515,20 +515,22 @@ START_TEST(long_text_speed)
         k--;
     for (size_t i = 0; i < BPE_LONG_TEXT; i++)
         word[i] = "abcdefghij"[i % 10];
-    const char *texts[2] = {prose, word};
-    size_t lens[2] = {k, BPE_LONG_TEXT};
-    const char *names[2] = {"mixed prose", "one 100 KB word"};
-    for (int t = 0; t < 2; t++) {
+    const char *texts[3] = {prose, prose, word};
+    size_t lens[3] = {k, k, BPE_LONG_TEXT};
+    bool special[3] = {false, true, false};
+    const char *names[3] = {"mixed prose", "mixed prose, special parsing", "one 100 KB word"};
+    for (int t = 0; t < 3; t++) {
         int32_t *ids;
         size_t n, len;
         char *back;
         double t0 = now_s();
-        ck_assert_int_eq(st_tok_encode(tok, texts[t], lens[t], false, &ids, &n), ST_OK);
+        ck_assert_int_eq(st_tok_encode_ex(tok, texts[t], lens[t], false, special[t], &ids, &n),
+                         ST_OK);
         double dt = now_s() - t0;
         fprintf(stderr, "llama3 encode, %s: %zu bytes -> %zu ids in %.1f ms (%.1f MB/s)\n",
                 names[t], lens[t], n, dt * 1e3, (double)lens[t] / dt / 1e6);
         ck_assert(dt < BPE_MAX_SECONDS);
-        ck_assert_int_eq(st_tok_decode(tok, ids, n, &back, &len), ST_OK);
+        ck_assert_int_eq(st_tok_decode_ex(tok, ids, n, true, &back, &len), ST_OK);
         ck_assert_uint_eq(len, lens[t]);
         ck_assert_mem_eq(back, texts[t], len);
         free(back);
