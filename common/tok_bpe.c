@@ -129,10 +129,8 @@ size_t tok_bpe_render(const char *s, size_t n, char *dst)
                 dst[k++] = s[i + 1];
             }
             i += 2;
-        } else if (need == 1 && tok_cp_byte(lead) >= 0) {
-            dst[k++] = s[i++];
         } else {
-            dst[k++] = s[i++]; /* not in the alphabet: copied as it is */
+            dst[k++] = s[i++]; /* ASCII spells itself; bytes outside the alphabet are copied */
         }
     }
     return k;
@@ -308,6 +306,7 @@ typedef struct tok_bpair {
     uint32_t rank;
     int32_t left, right;
     int32_t lid, rid; /* the ids when pushed: the pair is stale if either changed */
+    int32_t result;   /* the merged id */
 } tok_bpair;
 
 /* tok_work - per-call work arrays, sized for the longest word. */
@@ -364,7 +363,7 @@ static void tok_bpe_try(const tok_bpe *b, tok_work *w, int32_t left, int32_t rig
     if (m == NULL)
         return;
     tok_bpair p = {.rank = m->rank, .left = left, .right = right, .lid = w->sym[left].id,
-                   .rid = w->sym[right].id};
+                   .rid = w->sym[right].id, .result = m->result};
     tok_bheap_push(w, p);
 }
 
@@ -399,7 +398,7 @@ static void tok_bpe_word(const st_tokenizer *t, tok_work *w, const uint8_t *s, s
         tok_bsym *l = &w->sym[p.left], *r = &w->sym[p.right];
         if (l->id != p.lid || r->id != p.rid || l->next != p.right)
             continue; /* stale */
-        l->id = tok_merge_find(b, p.lid, p.rid)->result;
+        l->id = p.result;
         r->id = -1;
         l->next = r->next;
         if (r->next >= 0)

@@ -164,8 +164,6 @@ st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out)
         (e = tok_opt_bool(g, "tokenizer.ggml.add_bos_token", &cfg.add_bos)) != ST_OK ||
         (e = tok_opt_bool(g, "tokenizer.ggml.add_space_prefix", &cfg.add_space_prefix)) != ST_OK)
         return e;
-    if (bpe && (uint64_t)cfg.unk_id >= n)
-        cfg.unk_id = 0; /* BPE has no UNK: the default must only be in range */
 
     const char **pieces = malloc(n * sizeof *pieces);
     size_t *lens = malloc(n * sizeof *lens);

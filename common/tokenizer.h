@@ -134,10 +134,13 @@ st_err st_tok_find(const st_tokenizer *tok, const char *piece, size_t len, int32
 /* st_tok_encode - encodes len bytes of text (any bytes: invalid UTF-8 is
  * encoded byte by byte) into a malloc'ed array *ids of *n ids (caller
  * frees; never NULL on success, even for empty text). BOS is prepended when
- * add_bos. Empty text gives no piece at all (only BOS if asked). A symbol
- * not in the vocabulary becomes byte tokens, or one UNK when the vocabulary
- * lacks some byte token. O(n log n) in the text length. ST_ERANGE if len
- * exceeds ST_TOK_MAX_TEXT, ST_ENOMEM. */
+ * add_bos. Empty text gives no piece at all (only BOS if asked). SPM: a
+ * symbol not in the vocabulary becomes byte tokens, or one UNK when the
+ * vocabulary lacks some byte token. BPE: every byte has a token, so nothing
+ * is lost. O(n log n) in the text length (plus one pass over the text per
+ * special token tried). ST_ERANGE if len exceeds ST_TOK_MAX_TEXT, ST_ENOMEM;
+ * for BPE, ST_ERANGE also if PCRE2 gives up on the text (its match limits;
+ * the detail has PCRE2's message). */
 st_err st_tok_encode(const st_tokenizer *tok, const char *text, size_t len, bool add_bos,
                      int32_t **ids, size_t *n);
 
