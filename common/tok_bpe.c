@@ -44,17 +44,26 @@ typedef struct tok_pre {
     bool ignore_merges;
 } tok_pre;
 
+/* Whitespace in the patterns is Unicode's White_Space property, the set
+ * llama.cpp's pre-tokenizers use; PCRE2's \s under UCP also takes U+180E,
+ * which White_Space no longer has. TOK_WS is \s, TOK_NWS \S; the patterns
+ * are otherwise llama.cpp's, alternative for alternative. */
+#define TOK_WS "\\p{White_Space}"
+#define TOK_NWS "\\P{White_Space}"
+#define TOK_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+
 static const tok_pre tok_pres[] = {
     {"gpt2",
-     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+",
+     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" TOK_WS "\\p{L}\\p{N}]+|" TOK_WS
+     "+(?!" TOK_NWS ")|" TOK_WS "+",
      false},
     {"llama-bpe",
-     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     TOK_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" TOK_WS
+     "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS ")|" TOK_WS "+",
      true},
     {"qwen2",
-     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+     TOK_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" TOK_WS
+     "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS ")|" TOK_WS "+",
      false},
 };
 #define TOK_N_PRES (sizeof tok_pres / sizeof tok_pres[0])
