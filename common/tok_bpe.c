@@ -79,6 +79,7 @@ enum {
     TOK_SOFT_HYPHEN = 173,  /* and byte 173 */
     TOK_N_SHIFTED = 68,
     TOK_MAX_CHAR = 2,       /* bytes of one alphabet character in UTF-8 */
+    TOK_MSG_BYTES = 256,    /* room for a PCRE2 message or the list of pre names */
 };
 
 /* tok_byte_cp - the code point that spells byte b. */
@@ -220,7 +221,7 @@ static st_err tok_bpe_compile(tok_bpe *b, const tok_pre *pre)
     b->re = pcre2_compile((PCRE2_SPTR)pre->pattern, PCRE2_ZERO_TERMINATED,
                           PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at, NULL);
     if (b->re == NULL) {
-        PCRE2_UCHAR msg[256];
+        PCRE2_UCHAR msg[TOK_MSG_BYTES];
         pcre2_get_error_message(code, msg, sizeof msg);
         return st_errorf(ST_EINTERNAL, "pre-tokenizer '%s': PCRE2 rejects its pattern at %zu: %s",
                          pre->name, (size_t)at, (const char *)msg);
@@ -244,7 +245,7 @@ st_err tok_bpe_build(st_tokenizer *t, const char *pre, size_t pre_len, const cha
                 p = &tok_pres[i];
     }
     if (p == NULL) {
-        char known[128] = "";
+        char known[TOK_MSG_BYTES] = "";
         for (size_t i = 0; i < TOK_N_PRES; i++)
             snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
                      i ? ", " : "", tok_pres[i].name);
@@ -444,7 +445,7 @@ st_err tok_bpe_encode(const st_tokenizer *t, const char *text, size_t len, int32
             start = ov[0];
             end = ov[1];
         } else if (rc != PCRE2_ERROR_NOMATCH) {
-            PCRE2_UCHAR msg[256];
+            PCRE2_UCHAR msg[TOK_MSG_BYTES];
             pcre2_get_error_message(rc, msg, sizeof msg);
             e = st_errorf(ST_ERANGE, "pre-tokenizer: PCRE2 failed at byte %zu: %s", pos,
                           (const char *)msg);
