@@ -169,7 +169,8 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
              s->detail && s->detail[0] ? ": " : "", s->detail ? s->detail : "");
     st_log(ST_LOG_WARN, API, "%s", text);
     api_ack(c, slot);
-    if (st_sched_fail(c->sched, s->batch_id, ST_EEPOCH, text, true, coord_now()) != ST_OK)
+    if (st_sched_fail(c->sched, s->batch_id, ST_EEPOCH, text, ST_SCHED_REQUEUE, coord_now()) !=
+        ST_OK)
         c->stale_results++;
     if (c->has_plan && s->current_epoch != c->plan.epoch)
         coord_replan(c, true, "a worker serves another epoch");

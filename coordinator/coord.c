@@ -297,7 +297,7 @@ static void coord_on_op(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply)
             char msg[200];
             snprintf(msg, sizeof msg, "batch %llu could not be sent to stage 0: %s",
                      (unsigned long long)t->batch_id, nng_strerror(rv));
-            st_sched_fail(c->sched, t->batch_id, ST_ENNG, msg, true, coord_now());
+            st_sched_fail(c->sched, t->batch_id, ST_ENNG, msg, ST_SCHED_REQUEUE, coord_now());
         }
         break;
     case ST_OP_END_SESSIONS:
@@ -305,6 +305,25 @@ static void coord_on_op(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply)
             st_log(ST_LOG_DEBUG, CO, "EndSessions to worker %llu: %s",
                    (unsigned long long)t->worker_id, nng_strerror(rv));
         break;
+    }
+}
+
+/* coord_retry_of - how a batch that a worker failed with code goes on: a
+ * stale epoch (a plan switch), a lost connection or a timeout (a lost or
+ * paused peer), a session whose KV the worker does not hold (it restarted,
+ * or a switch moved the session) are the cluster's failures, and its
+ * requests are re-fed; anything else may be the request's, retried once. */
+static st_sched_retry coord_retry_of(st_err code)
+{
+    switch (code) {
+    case ST_EEPOCH:
+    case ST_ECLOSED:
+    case ST_ENNG:
+    case ST_ETIMEOUT:
+    case ST_ENOENT:
+        return ST_SCHED_REQUEUE;
+    default:
+        return ST_SCHED_RETRY_ONCE;
     }
 }
 
@@ -334,7 +353,7 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
         st_err code = (r->error->code > 0 && r->error->code < ST_ERR_COUNT) ? (st_err)r->error->code
                                                                             : ST_EPROTO;
         st_log(ST_LOG_WARN, CO, "%s", text);
-        if (st_sched_fail(c->sched, r->batch_id, code, text, true, now) != ST_OK)
+        if (st_sched_fail(c->sched, r->batch_id, code, text, coord_retry_of(code), now) != ST_OK)
             c->stale_results++;
         st_msg_free(m);
         return;
@@ -536,7 +555,7 @@ static void coord_pump(st_coord *c, uint64_t now)
                 char msg[256];
                 snprintf(msg, sizeof msg, "batch %llu not sent: %s", (unsigned long long)b->id,
                          st_errmsg(e));
-                st_sched_fail(c->sched, b->id, e, msg, true, now);
+                st_sched_fail(c->sched, b->id, e, msg, ST_SCHED_REQUEUE, now);
                 break;
             }
         }

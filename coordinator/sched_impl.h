@@ -40,7 +40,8 @@ typedef struct sched_req {
     uint64_t max_queue_ns;
     uint64_t *times;    /* [max_tokens] when each id was appended */
     uint32_t steps, missed, reused;
-    uint32_t retries;   /* failures since the last good step */
+    uint32_t retries;   /* failures since the last good step (ST_SCHED_RETRY_ONCE) */
+    uint32_t requeues;  /* cluster failures since the last good step (ST_SCHED_REQUEUE) */
 } sched_req;
 
 struct sched_sess {

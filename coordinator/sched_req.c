@@ -228,7 +228,7 @@ void sched_append(st_sched *s, sched_req *r, sched_sess *ss,
     }
     r->text_off[r->n_ids] = (uint32_t)r->text_len;
     r->progress_ns = now;
-    r->retries = 0;
+    r->retries = r->requeues = 0;
     if (tok == s->cfg.eos_id) {
         sched_finish(s, r, "eos", ST_OK, NULL, now);
         return;
