@@ -353,7 +353,7 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
         st_err code = (r->error->code > 0 && r->error->code < ST_ERR_COUNT) ? (st_err)r->error->code
                                                                             : ST_EPROTO;
         st_log(ST_LOG_WARN, CO, "%s", text);
-        if (st_sched_fail(c->sched, r->batch_id, code, text, coord_retry_of(code), now) != ST_OK)
+        if (st_sched_fail(c->sched, r->batch_id, code, text, coord_retry_of(code), now))
             c->stale_results++;
         st_msg_free(m);
         return;

@@ -43,8 +43,9 @@
  * A Refuse, an error reply or a timeout excludes that worker for a while
  * (membership.h) and plans again with epoch + 1. A half-done commit or a
  * lost stage worker marks the serving plan broken: batches pause until the
- * next commit, and the batches in flight fail with one retry each, so
- * their requests continue from their token history on the next plan.
+ * next commit, and the batches in flight fail as the cluster's failures
+ * (ST_SCHED_REQUEUE), so their requests continue from their token history
+ * on the next plan.
  *
  * Replicas (--replicas, throughput objective): the planner may give idle
  * workers to the bottleneck stages, and such a plan is committed like any

@@ -435,6 +435,12 @@ START_TEST(stamps_after_now_do_not_expire)
                      ST_OK);
     st_sched_tick(s, t + 1 * MS, "a committed plan (the current plan lost a worker)");
     st_req_view v;
+    /* an id of an earlier coordinator (ids count up from the id base) */
+    ck_assert_int_eq(st_sched_view(s, c.id_base - 5, &v), ST_ENOENT);
+    ck_assert_msg(strstr(st_errdetail(), "before this coordinator started"), "%s",
+                  st_errdetail());
+    ck_assert_int_eq(st_sched_view(s, a + 1000, &v), ST_ENOENT);
+    ck_assert_msg(strstr(st_errdetail(), "unknown or expired"), "%s", st_errdetail());
     ck_assert_int_eq(st_sched_view(s, a, &v), ST_OK);
     ck_assert_str_eq(v.finish, "cancelled");
     ck_assert_int_eq(st_sched_view(s, b2, &v), ST_OK);
