@@ -233,7 +233,8 @@ class Chaos:
             return (s.get("serving") and len(states) == len(names) and
                     all(v in ("serving", "spare") for v in states.values()) and
                     list(states.values()).count("serving") == len(s["plan"]["stages"]) and
-                    s.get("requests", 0) == 0 and sch.get("in_flight", 0) == 0 and
+                    s.get("requests", 0) == 0 and s.get("sessions", 0) == 0 and
+                    sch.get("in_flight", 0) == 0 and
                     sch.get("running", 0) == 0 and sch.get("queued", 0) == 0)
         return self.wait(ok, "the cluster settled (live workers serving or spare, no requests)")
 
@@ -303,17 +304,23 @@ def f_retry(ctl):
 
 
 def f_switch(ctl):
-    """A worker dies; while the next plan is being prepared or committed,
-    one of its workers dies too."""
+    """A worker dies; once the coordinator counts it lost (the next plan's
+    round starts then), a worker of that round dies too: during its
+    Prepare if status shows it preparing, else right after the commit."""
     ch = ctl.ch
     ctl.wait_ids(0, 8)
-    ch.kill(random.choice(ch.serving()))
-    st = ch.wait(lambda s: any(w["state"] == "preparing" for w in s["workers"]) or s["serving"],
-                 "a plan switch in progress")
+    w = random.choice(ch.serving())
+    ch.kill(w)
+    st = ch.wait(lambda s: any(x["name"] == w.name and x["state"] == "lost"
+                               for x in s["workers"]), "%s counted lost" % w.name)
     names = ch.by_name()
-    prep = [names[w["name"]] for w in st["workers"]
-            if w["state"] in ("preparing", "serving") and w["name"] in names and
-            names[w["name"]].p.poll() is None]
+    live = [x for x in st["workers"] if x["name"] in names and names[x["name"]].p.poll() is None]
+    prep = [names[x["name"]] for x in live if x["state"] == "preparing"]
+    if not prep:
+        st = ch.wait(lambda s: s["serving"], "the next plan")
+        prep = ch.serving(st)
+    say("plan switch: killing a worker while it is %s"
+        % ("preparing" if any(x["state"] == "preparing" for x in live) else "serving"))
     ch.kill(random.choice(prep))
 
 
@@ -393,7 +400,14 @@ def case_restart():
         ch = Chaos(c)
         addr = c.addr
 
+        gen = [None]
+
         def f_restart(ctl):
+            # a `strata generate` client too: it must end with an error, not hang
+            gen[0] = subprocess.Popen([STRATA, "generate", "--prompt-ids", "1,5,9", "-n", "400",
+                                       "--temp", "0", "--ids", "--coordinator", addr,
+                                       "--timeout-ms", str(BOUND * 1000)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             ctl.wait_ids(0, 8)
             say("SIGKILL coordinator")
             c.coord.kill(signal.SIGKILL)
@@ -413,6 +427,14 @@ def case_restart():
         for o in res:
             assert not o["ok"] and o["error"], o
         say("clients' errors: %s" % sorted({o["error"][:80] for o in res}))
+        try:
+            _, gerr = gen[0].communicate(timeout=BOUND)
+        finally:
+            if gen[0].poll() is None:
+                gen[0].kill()
+        assert gen[0].returncode != 0 and "strata: generate:" in gerr, (gen[0].returncode, gerr)
+        say("strata generate (exit %d): %s" % (gen[0].returncode, " / ".join(
+            x for x in gerr.strip().splitlines() if "strata: generate:" in x)[:200]))
         t0 = time.time()
         c.coord = c.spawn("coordinator2", [cluster.COORD, "--model", MODEL, "--listen", addr,
                                            "--heartbeat-ms", "200", "--heartbeat-timeout-ms",
