@@ -305,6 +305,8 @@ static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t
     r.body_case = STRATA__MSG__BODY_POLL_REPLY;
     r.poll_reply = &pr;
     api_send(c, slot, &r);
+    if (done) /* the client has everything: it need not stay 60 s */
+        st_sched_delivered(c->sched, req_id, coord_now());
 }
 
 static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p)

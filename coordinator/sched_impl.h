@@ -35,6 +35,7 @@ typedef struct sched_req {
     st_err err;
     char err_msg[256];
     uint64_t created_ns, progress_ns, done_ns;
+    uint64_t delivered_ns; /* its end reached the client (0: not yet) */
     uint64_t start_ns;  /* got a session */
     uint64_t polled_ns; /* the client's last poll */
     uint64_t max_queue_ns;

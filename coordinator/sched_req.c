@@ -270,6 +270,16 @@ st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns)
     return ST_OK;
 }
 
+st_err st_sched_delivered(st_sched *s, uint64_t req_id, uint64_t now_ns)
+{
+    sched_req *r = sched_find(s, req_id);
+    if (r == NULL)
+        return sched_unknown(s, req_id);
+    if (r->state == RQ_DONE && r->delivered_ns == 0)
+        r->delivered_ns = now_ns ? now_ns : 1;
+    return ST_OK;
+}
+
 st_err st_sched_touch(st_sched *s, uint64_t req_id, uint64_t now_ns)
 {
     sched_req *r = sched_find(s, req_id);

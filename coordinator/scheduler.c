@@ -666,7 +666,10 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
     }
     for (size_t i = 0; i < s->n_req;) {
         sched_req *r = s->req[i];
-        if (r->state == RQ_DONE && sched_since(now_ns, r->done_ns) >= c->finished_ttl_ns &&
+        uint64_t dttl = c->delivered_ttl_ns ? c->delivered_ttl_ns : c->finished_ttl_ns;
+        bool expired = sched_since(now_ns, r->done_ns) >= c->finished_ttl_ns ||
+                       (r->delivered_ns && sched_since(now_ns, r->delivered_ns) >= dttl);
+        if (r->state == RQ_DONE && expired &&
             (r->sess == NULL || !r->sess->in_flight))
             sched_drop(s, i);
         else

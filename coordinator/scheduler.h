@@ -73,6 +73,8 @@ typedef struct st_sched_cfg {
     uint64_t step_timeout_ns;     /* a batch without result this long fails */
     uint64_t queue_timeout_ns;    /* a stalled request (no slot, no plan) fails after this */
     uint64_t finished_ttl_ns;     /* finished requests stay readable this long */
+    uint64_t delivered_ttl_ns;    /* ... or this long once their end was delivered
+                                     (st_sched_delivered); 0: finished_ttl_ns */
     uint64_t idle_session_ttl_ns; /* idle client sessions are ended after this */
     uint64_t client_timeout_ns;   /* a live request not polled this long is cancelled (0: never) */
     uint64_t id_base;             /* request, session and batch ids count up from here */
@@ -281,6 +283,12 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall);
 /* st_sched_cancel - ends a request as "cancelled" (ST_ENOENT if unknown;
  * a finished request is left as it is). */
 st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns);
+
+/* st_sched_delivered - the client of req_id got its end (a Poll reply with
+ * done): the request is dropped delivered_ttl_ns later rather than after
+ * finished_ttl_ns, so finished requests do not pile up (and the heap with
+ * them) under a steady load. ST_ENOENT if unknown; no-op while running. */
+st_err st_sched_delivered(st_sched *s, uint64_t req_id, uint64_t now_ns);
 
 /* st_sched_touch - the client of req_id polled at now_ns (a live request
  * whose client stays silent for client_timeout is cancelled by tick).

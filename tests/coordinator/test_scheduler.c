@@ -372,6 +372,34 @@ START_TEST(step_deadline)
 }
 END_TEST
 
+/* a finished request whose end was delivered goes after delivered_ttl */
+START_TEST(delivered_requests_go_sooner)
+{
+    st_sched_cfg c = cfg_default();
+    c.delivered_ttl_ns = 1000 * MS;
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[2] = {1, 3};
+    st_gen_req g = req_of(p, 2, 4);
+    uint64_t a, b;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &a), ST_OK);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &b), ST_OK);
+    ck_assert_int_eq(st_sched_delivered(s, a, 0), ST_OK); /* running: no-op */
+    ck_assert_int_eq(st_sched_cancel(s, a, 0), ST_OK);
+    ck_assert_int_eq(st_sched_cancel(s, b, 0), ST_OK);
+    ck_assert_int_eq(st_sched_delivered(s, a, 100 * MS), ST_OK);
+    st_sched_tick(s, 1099 * MS, NULL);
+    st_req_view v;
+    ck_assert_int_eq(st_sched_view(s, a, &v), ST_OK);
+    st_sched_tick(s, 1100 * MS, NULL);
+    ck_assert_int_eq(st_sched_view(s, a, &v), ST_ENOENT);
+    ck_assert_int_eq(st_sched_view(s, b, &v), ST_OK); /* not delivered: the full TTL */
+    st_sched_tick(s, 10000 * MS, NULL);
+    ck_assert_int_eq(st_sched_view(s, b, &v), ST_ENOENT);
+    st_sched_free(s);
+}
+END_TEST
+
 /* failures of the cluster (a lost worker, a stale epoch) re-feed a request
  * as often as they come, up to ST_SCHED_MAX_REQUEUES without a good step in
  * between; its ids equal the uninterrupted run's */
@@ -638,6 +666,7 @@ int main(void)
     tcase_add_test(tc, failed_batch_retried_once);
     tcase_add_test(tc, bad_results_fail_the_batch);
     tcase_add_test(tc, step_deadline);
+    tcase_add_test(tc, delivered_requests_go_sooner);
     tcase_add_test(tc, cluster_failures_requeue);
     tcase_add_test(tc, stamps_after_now_do_not_expire);
     tcase_add_test(tc, queue_and_stall);
