@@ -304,45 +304,27 @@ def f_retry(ctl):
 
 
 def f_switch(ctl):
-    """A worker dies; once the coordinator counts it lost (the next plan's
-    round starts then), a spare is paused (if the round picked it, its
-    Prepare hangs until it is counted lost too) and a worker of the round
-    dies: during its Prepare when status shows it preparing, else right
-    after the commit. The paused spare resumes and rejoins."""
+    """A plan switch that a worker dies in: a stage worker A is paused, a
+    switch is forced (`strata replan --force`: Prepare goes to A and the
+    others, and A cannot answer until the coordinator counts it lost), and
+    while that round waits another stage worker dies. A then resumes with
+    its stale epoch and rejoins."""
     ch = ctl.ch
     ctl.wait_ids(0, 8)
-    w = random.choice(ch.serving())
-    ch.kill(w)
-    ch.wait(lambda s: any(x["name"] == w.name and x["state"] == "lost" for x in s["workers"]),
-            "%s counted lost" % w.name)
-    names = ch.by_name()
-    st = ch.c.status()
-    spares = [names[x["name"]] for x in st["workers"] if x["name"] in names and
-              x["state"] in ("spare", "preparing") and names[x["name"]].p.poll() is None]
-    paused = random.choice(spares) if spares else None
-    if paused:
-        os.killpg(paused.p.pid, signal.SIGSTOP)
-        say("SIGSTOP", paused.name)
-        ch.n_faults += 1
+    serving = ch.serving()
+    a = random.choice(serving)
+    os.killpg(a.p.pid, signal.SIGSTOP)
+    say("SIGSTOP", a.name)
+    ch.n_faults += 1
     try:
-        deadline = time.time() + 5
-        prep = []
-        while time.time() < deadline and not prep:
-            st = ch.c.status()
-            prep = [names[x["name"]] for x in st["workers"] if x["name"] in names and
-                    x["state"] == "preparing" and names[x["name"]] is not paused and
-                    names[x["name"]].p.poll() is None]
-            if not prep and st["serving"]:
-                break
-        say("plan switch: killing a worker while it is %s" % ("preparing" if prep else "serving"))
-        if not prep:
-            prep = [x for x in ch.serving(ch.wait(lambda s: s["serving"], "the next plan"))
-                    if x is not paused]
-        ch.kill(random.choice(prep))
+        r = json.loads(ch.c.cli("replan", "--force", "--json").stdout)
+        say("plan switch: round started: %s; killing a worker while it waits" % r.get("started"))
+        ch.kill(random.choice([w for w in serving if w is not a]))
+        ch.wait(lambda s: any(x["name"] == a.name and x["state"] == "lost"
+                              for x in s["workers"]), "%s counted lost" % a.name)
     finally:
-        if paused:
-            os.killpg(paused.p.pid, signal.SIGCONT)
-            say("SIGCONT", paused.name)
+        os.killpg(a.p.pid, signal.SIGCONT)
+        say("SIGCONT", a.name)
 
 
 def f_two(ctl):
