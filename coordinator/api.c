@@ -167,11 +167,11 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
              "%llu%s%s", (unsigned long long)s->worker_id, (unsigned long long)s->batch_id,
              (unsigned long long)s->packet_epoch, (unsigned long long)s->current_epoch,
              s->detail && s->detail[0] ? ": " : "", s->detail ? s->detail : "");
-    st_log(ST_LOG_WARN, API, "%s", text);
     api_ack(c, slot);
-    if (st_sched_fail(c->sched, s->batch_id, ST_EEPOCH, text, ST_SCHED_REQUEUE, coord_now()) !=
-        ST_OK)
-        c->stale_results++;
+    bool late = st_sched_fail(c->sched, s->batch_id, ST_EEPOCH, text, ST_SCHED_REQUEUE,
+                              coord_now()) != ST_OK;
+    c->stale_results += late;
+    st_log(late ? ST_LOG_DEBUG : ST_LOG_WARN, API, "%s%s", text, late ? " (late: dropped)" : "");
     if (c->has_plan && s->current_epoch != c->plan.epoch)
         coord_replan(c, true, "a worker serves another epoch");
 }

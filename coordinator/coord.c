@@ -353,9 +353,11 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
                  r->error->message ? r->error->message : "");
         st_err code = (r->error->code > 0 && r->error->code < ST_ERR_COUNT) ? (st_err)r->error->code
                                                                             : ST_EPROTO;
-        st_log(ST_LOG_WARN, CO, "%s", text);
-        if (st_sched_fail(c->sched, r->batch_id, code, text, coord_retry_of(code), now))
-            c->stale_results++;
+        /* a batch failed already (its worker was lost, a switch refused its
+         * packets still queued on the way) is only counted: not a new failure */
+        bool late = st_sched_fail(c->sched, r->batch_id, code, text, coord_retry_of(code), now);
+        c->stale_results += late;
+        st_log(late ? ST_LOG_DEBUG : ST_LOG_WARN, CO, "%s%s", text, late ? " (late: dropped)" : "");
         st_msg_free(m);
         return;
     }
