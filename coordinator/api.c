@@ -171,7 +171,7 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
     bool late = st_sched_fail(c->sched, s->batch_id, ST_EEPOCH, text, ST_SCHED_REQUEUE,
                               coord_now()) != ST_OK;
     c->stale_results += late;
-    st_log(late ? ST_LOG_DEBUG : ST_LOG_WARN, API, "%s%s", text, late ? " (late: dropped)" : "");
+    st_log(ST_LOG_WARN, API, "%s%s", text, late ? " (not in flight: dropped)" : "");
     if (c->has_plan && s->current_epoch != c->plan.epoch)
         coord_replan(c, true, "a worker serves another epoch");
 }

@@ -357,7 +357,7 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
          * packets still queued on the way) is only counted: not a new failure */
         bool late = st_sched_fail(c->sched, r->batch_id, code, text, coord_retry_of(code), now);
         c->stale_results += late;
-        st_log(late ? ST_LOG_DEBUG : ST_LOG_WARN, CO, "%s%s", text, late ? " (late: dropped)" : "");
+        st_log(ST_LOG_WARN, CO, "%s%s", text, late ? " (not in flight: dropped)" : "");
         st_msg_free(m);
         return;
     }

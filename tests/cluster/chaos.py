@@ -4,19 +4,21 @@ through a real cluster (3 stage workers and 2 spares on loopback, f32 wire)
 while workers are killed (SIGKILL) or paused (SIGSTOP) at known points of
 the streams, and a coordinator restart.
 
-Usage: chaos.py BUILD_DIR CASE        (CASE: ci, restart; see CASES)
+Usage: chaos.py BUILD_DIR [CASE...]   (CASE: ci, restart (the default: both),
+                                       bench (bench/chaos.sh); see CASES)
 
 Faults are injected at points observed by polling (`loadgen --progress`:
-"after stream 0 has K ids", "once a plan switch has started"), never after
-a sleep, and the verdicts are on correctness only (INV-9): every stream's
+"after stream 0 has K ids", "once the coordinator counts it lost", "once a
+forced switch has started"), never after a sleep, and the verdicts are on correctness only (INV-9): every stream's
 ids equal `strata run`'s with the same flags (greedy and seeded sampling),
 every live worker ends serving or spare, the scheduler ends empty, and the
 coordinator's descriptors (and, without sanitizers, its RSS) are back
-within 10% of what they were after the first fault-free round. Timeouts
+within 10% of what they were after two fault-free rounds. Timeouts
 are generous bounds against hangs, never the thing tested.
 
 Environment: CHAOS_ROUNDS (random rounds after the fixed ones, default 0),
-CHAOS_STREAMS (default 8), CHAOS_SEED. bench/chaos.sh runs the long form.
+CHAOS_STREAMS (default 8; bench 16), CHAOS_SEED; bench: CHAOS_MINUTES (10),
+CHAOS_EVERY_S (2). bench/chaos.sh runs the long form.
 Prints 'N passed, N failed' as its last line."""
 
 import json
