@@ -415,6 +415,8 @@ def case_restart():
                                        "--timeout-ms", str(BOUND * 1000)],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             ctl.wait_ids(0, 8)
+            # every client is in its long polls: the 4 streams and generate
+            ch.wait(lambda s: s["requests"] >= len(reqs) + 1, "every request submitted")
             say("SIGKILL coordinator")
             c.coord.kill(signal.SIGKILL)
             c.coord.p.wait(10)
