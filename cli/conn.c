@@ -111,7 +111,11 @@ int cli_conn_call(cli_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg
 {
     st_err e = st_msg_call(c->s, &c->env, m, timeout_ms, reply);
     if (e != ST_OK) {
-        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
+        /* a reset or closed connection: the coordinator stopped or restarted
+         * (a new one does not know the requests of the old one) */
+        fprintf(stderr, "strata: %s: %s%s\n", cmd, st_errmsg(e),
+                e == ST_ENNG ? " (the connection to the coordinator failed: it stopped, "
+                               "restarted or cannot be reached)" : "");
         return 1;
     }
     return 0;

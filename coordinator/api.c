@@ -167,10 +167,11 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
              "%llu%s%s", (unsigned long long)s->worker_id, (unsigned long long)s->batch_id,
              (unsigned long long)s->packet_epoch, (unsigned long long)s->current_epoch,
              s->detail && s->detail[0] ? ": " : "", s->detail ? s->detail : "");
-    st_log(ST_LOG_WARN, API, "%s", text);
     api_ack(c, slot);
-    if (st_sched_fail(c->sched, s->batch_id, ST_EEPOCH, text, true, coord_now()) != ST_OK)
-        c->stale_results++;
+    bool late = st_sched_fail(c->sched, s->batch_id, ST_EEPOCH, text, ST_SCHED_REQUEUE,
+                              coord_now()) != ST_OK;
+    c->stale_results += late;
+    st_log(ST_LOG_WARN, API, "%s%s", text, late ? " (not in flight: dropped)" : "");
     if (c->has_plan && s->current_epoch != c->plan.epoch)
         coord_replan(c, true, "a worker serves another epoch");
 }
@@ -304,6 +305,8 @@ static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t
     r.body_case = STRATA__MSG__BODY_POLL_REPLY;
     r.poll_reply = &pr;
     api_send(c, slot, &r);
+    if (done) /* the client has everything: it need not stay 60 s */
+        st_sched_delivered(c->sched, req_id, coord_now());
 }
 
 static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p)

@@ -168,7 +168,8 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
         .eos_id = c->eos,
         .step_timeout_ns = (uint64_t)cfg->step_timeout_ms * 1000000u,
         .queue_timeout_ns = (uint64_t)cfg->queue_timeout_ms * 1000000u,
-        .finished_ttl_ns = 60ull * 1000000000u,
+        .finished_ttl_ns = COORD_FINISHED_TTL_NS,
+        .delivered_ttl_ns = COORD_DELIVERED_TTL_NS,
         .idle_session_ttl_ns = (uint64_t)cfg->session_ttl_ms * 1000000u,
         .client_timeout_ns = (uint64_t)cfg->client_timeout_ms * 1000000u,
         .id_base = c->start_ms << 20,
@@ -313,7 +314,7 @@ static void coord_on_op(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply)
             char msg[200];
             snprintf(msg, sizeof msg, "batch %llu could not be sent to stage 0: %s",
                      (unsigned long long)t->batch_id, nng_strerror(rv));
-            st_sched_fail(c->sched, t->batch_id, ST_ENNG, msg, true, coord_now());
+            st_sched_fail(c->sched, t->batch_id, ST_ENNG, msg, ST_SCHED_REQUEUE, coord_now());
         }
         break;
     case ST_OP_END_SESSIONS:
@@ -321,6 +322,25 @@ static void coord_on_op(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply)
             st_log(ST_LOG_DEBUG, CO, "EndSessions to worker %llu: %s",
                    (unsigned long long)t->worker_id, nng_strerror(rv));
         break;
+    }
+}
+
+/* coord_retry_of - how a batch that a worker failed with code goes on: a
+ * stale epoch (a plan switch), a lost connection or a timeout (a lost or
+ * paused peer), a session whose KV the worker does not hold (it restarted,
+ * or a switch moved the session) are the cluster's failures, and its
+ * requests are re-fed; anything else may be the request's, retried once. */
+static st_sched_retry coord_retry_of(st_err code)
+{
+    switch (code) {
+    case ST_EEPOCH:
+    case ST_ECLOSED:
+    case ST_ENNG:
+    case ST_ETIMEOUT:
+    case ST_ENOENT:
+        return ST_SCHED_REQUEUE;
+    default:
+        return ST_SCHED_RETRY_ONCE;
     }
 }
 
@@ -349,9 +369,11 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
                  r->error->message ? r->error->message : "");
         st_err code = (r->error->code > 0 && r->error->code < ST_ERR_COUNT) ? (st_err)r->error->code
                                                                             : ST_EPROTO;
-        st_log(ST_LOG_WARN, CO, "%s", text);
-        if (st_sched_fail(c->sched, r->batch_id, code, text, true, now) != ST_OK)
-            c->stale_results++;
+        /* a batch failed already (its worker was lost, a switch refused its
+         * packets still queued on the way) is only counted: not a new failure */
+        bool late = st_sched_fail(c->sched, r->batch_id, code, text, coord_retry_of(code), now);
+        c->stale_results += late;
+        st_log(ST_LOG_WARN, CO, "%s%s", text, late ? " (not in flight: dropped)" : "");
         st_msg_free(m);
         return;
     }
@@ -552,7 +574,7 @@ static void coord_pump(st_coord *c, uint64_t now)
                 char msg[256];
                 snprintf(msg, sizeof msg, "batch %llu not sent: %s", (unsigned long long)b->id,
                          st_errmsg(e));
-                st_sched_fail(c->sched, b->id, e, msg, true, now);
+                st_sched_fail(c->sched, b->id, e, msg, ST_SCHED_REQUEUE, now);
                 break;
             }
         }

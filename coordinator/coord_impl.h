@@ -22,6 +22,8 @@
 #define COORD_LOGITS_PER_REPLY ((size_t)8 << 20)
 #define COORD_KEEP_GONE_NS (60ull * 1000000000ull)
 #define COORD_MAX_DEPTH 16u         /* batches in flight at most (pipeline depth) */
+#define COORD_FINISHED_TTL_NS (60ull * 1000000000ull)  /* a finished request stays readable */
+#define COORD_DELIVERED_TTL_NS (5ull * 1000000000ull)  /* ... once its end was polled */
 
 /* A long poll waiting for tokens; it holds its REP slot until answered. */
 typedef struct coord_park {

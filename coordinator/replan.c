@@ -43,8 +43,9 @@
  * A Refuse, an error reply or a timeout excludes that worker for a while
  * (membership.h) and plans again with epoch + 1. A half-done commit or a
  * lost stage worker marks the serving plan broken: batches pause until the
- * next commit, and the batches in flight fail with one retry each, so
- * their requests continue from their token history on the next plan.
+ * next commit, and the batches in flight fail as the cluster's failures
+ * (ST_SCHED_REQUEUE), so their requests continue from their token history
+ * on the next plan.
  *
  * Replicas (--replicas, throughput objective): the planner may give idle
  * workers to the bottleneck stages, and such a plan is committed like any
@@ -603,7 +604,8 @@ void coord_member_gone(st_coord *c, uint64_t id, st_member_life life, const char
         for (uint32_t r = 0; r < c->n_routes && r < ST_SCHED_MAX_ROUTES; r++)
             for (uint32_t i = 0; i < c->plan.n_stages; i++)
                 lost[r] |= c->plan.stages[i].worker_ids[st_plan_route_worker(&c->plan, r, i)] == id;
-        st_sched_fail_in_flight(c->sched, lost, c->n_routes, ST_ECLOSED, msg, true, coord_now());
+        st_sched_fail_in_flight(c->sched, lost, c->n_routes, ST_ECLOSED, msg, ST_SCHED_REQUEUE,
+                                coord_now());
     }
     if (c->round.phase != ST_ROUND_IDLE && st_round_find(&c->round, id)) {
         st_round_peer *p = st_round_find(&c->round, id);

@@ -35,12 +35,14 @@ typedef struct sched_req {
     st_err err;
     char err_msg[256];
     uint64_t created_ns, progress_ns, done_ns;
+    uint64_t delivered_ns; /* its end reached the client (0: not yet) */
     uint64_t start_ns;  /* got a session */
     uint64_t polled_ns; /* the client's last poll */
     uint64_t max_queue_ns;
     uint64_t *times;    /* [max_tokens] when each id was appended */
     uint32_t steps, missed, reused;
-    uint32_t retries;   /* failures since the last good step */
+    uint32_t retries;   /* failures since the last good step (ST_SCHED_RETRY_ONCE) */
+    uint32_t requeues;  /* cluster failures since the last good step (ST_SCHED_REQUEUE) */
 } sched_req;
 
 struct sched_sess {

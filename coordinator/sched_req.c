@@ -32,6 +32,18 @@ void sched_req_free(sched_req *r)
 
 /* ---- requests ---- */
 
+/* sched_unknown - ST_ENOENT for request id, which is not in the table: an
+ * id at or below this scheduler's id base was made by an earlier
+ * coordinator (ids count up from its start time), whose state is gone. */
+static st_err sched_unknown(const st_sched *s, uint64_t id)
+{
+    if (id <= s->cfg.id_base)
+        return st_errorf(ST_ENOENT, "request %llu was made before this coordinator started (it "
+                         "restarted, and the request's state is gone): submit it again",
+                         (unsigned long long)id);
+    return st_errorf(ST_ENOENT, "request %llu is unknown or expired", (unsigned long long)id);
+}
+
 sched_req *sched_find(const st_sched *s, uint64_t id)
 {
     for (size_t i = 0; i < s->n_req; i++)
@@ -228,7 +240,7 @@ void sched_append(st_sched *s, sched_req *r, sched_sess *ss,
     }
     r->text_off[r->n_ids] = (uint32_t)r->text_len;
     r->progress_ns = now;
-    r->retries = 0;
+    r->retries = r->requeues = 0;
     if (tok == s->cfg.eos_id) {
         sched_finish(s, r, "eos", ST_OK, NULL, now);
         return;
@@ -249,8 +261,7 @@ st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns)
 {
     sched_req *r = sched_find(s, req_id);
     if (r == NULL)
-        return st_errorf(ST_ENOENT, "request %llu is unknown or expired",
-                         (unsigned long long)req_id);
+        return sched_unknown(s, req_id);
     if (r->state == RQ_DONE)
         return ST_OK;
     sched_finish(s, r, "cancelled", ST_ECANCELED, "cancelled by the client", now_ns);
@@ -259,12 +270,21 @@ st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns)
     return ST_OK;
 }
 
+st_err st_sched_delivered(st_sched *s, uint64_t req_id, uint64_t now_ns)
+{
+    sched_req *r = sched_find(s, req_id);
+    if (r == NULL)
+        return sched_unknown(s, req_id);
+    if (r->state == RQ_DONE && r->delivered_ns == 0)
+        r->delivered_ns = now_ns ? now_ns : 1;
+    return ST_OK;
+}
+
 st_err st_sched_touch(st_sched *s, uint64_t req_id, uint64_t now_ns)
 {
     sched_req *r = sched_find(s, req_id);
     if (r == NULL)
-        return st_errorf(ST_ENOENT, "request %llu is unknown or expired",
-                         (unsigned long long)req_id);
+        return sched_unknown(s, req_id);
     if (now_ns > r->polled_ns)
         r->polled_ns = now_ns;
     return ST_OK;
@@ -274,8 +294,7 @@ st_err st_sched_view(const st_sched *s, uint64_t req_id, st_req_view *v)
 {
     const sched_req *r = sched_find(s, req_id);
     if (r == NULL)
-        return st_errorf(ST_ENOENT, "request %llu is unknown or expired",
-                         (unsigned long long)req_id);
+        return sched_unknown(s, req_id);
     v->id = r->id;
     v->done = r->state == RQ_DONE;
     v->finish = r->finish;

@@ -500,8 +500,23 @@ static void sched_release(st_sched *s, sched_batch *sb, uint64_t now)
     sb->used = false;
 }
 
-st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *msg, bool retry,
-                     uint64_t now_ns)
+/* sched_keep - whether a request of a batch failed as retry says goes on
+ * (and counts it). */
+static bool sched_keep(sched_req *r, st_sched_retry retry)
+{
+    if (retry == ST_SCHED_REQUEUE && r->requeues < ST_SCHED_MAX_REQUEUES) {
+        r->requeues++;
+        return true;
+    }
+    if (retry == ST_SCHED_RETRY_ONCE && r->retries < 1) {
+        r->retries++;
+        return true;
+    }
+    return false;
+}
+
+st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *msg,
+                     st_sched_retry retry, uint64_t now_ns)
 {
     sched_batch *sb = sched_batch_by_id(s, batch_id);
     if (sb == NULL)
@@ -510,8 +525,7 @@ st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *ms
         sched_sess *ss = sched_sess_by_id(s, sb->b.rows[i].session_id);
         if (ss == NULL || ss->req == NULL || ss->req->state != RQ_RUNNING)
             continue;
-        if (retry && ss->req->retries < 1) {
-            ss->req->retries++;
+        if (sched_keep(ss->req, retry)) {
             s->st.kv_reprefilled += ss->n_cached > 0;
             ss->n_cached = 0;
         } else {
@@ -523,7 +537,7 @@ st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *ms
 }
 
 void st_sched_fail_in_flight(st_sched *s, const bool *lost, uint32_t n_routes, st_err code,
-                             const char *msg, bool retry, uint64_t now_ns)
+                             const char *msg, st_sched_retry retry, uint64_t now_ns)
 {
     for (uint32_t i = 0; i < s->cfg.max_in_flight; i++) {
         const sched_batch *sb = &s->batches[i];
@@ -581,7 +595,7 @@ st_err st_sched_complete(st_sched *s, uint64_t batch_id, uint64_t epoch,
     if (e != ST_OK) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", st_errdetail());
-        st_sched_fail(s, batch_id, e, msg, true, now_ns);
+        st_sched_fail(s, batch_id, e, msg, ST_SCHED_RETRY_ONCE, now_ns);
         return st_errorf(e, "%s", msg);
     }
     for (uint32_t i = 0; i < sb->b.n_rows; i++) {
@@ -602,6 +616,15 @@ st_err st_sched_complete(st_sched *s, uint64_t batch_id, uint64_t epoch,
     return ST_OK;
 }
 
+/* sched_since - ns from then to now; 0 when then is later (a time stamp
+ * taken after the caller read now: while handling an event, a member's
+ * loss, a result). Without it the difference wraps around and a request
+ * or session just touched would look older than any TTL. */
+static uint64_t sched_since(uint64_t now, uint64_t then)
+{
+    return now > then ? now - then : 0;
+}
+
 void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
 {
     char msg[256];
@@ -613,21 +636,22 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
                      "result within %llu ms", (unsigned long long)b->id,
                      (unsigned long long)b->epoch,
                      (unsigned long long)(c->step_timeout_ns / 1000000));
-            st_sched_fail(s, b->id, ST_ETIMEOUT, msg, false, now_ns);
+            st_sched_fail(s, b->id, ST_ETIMEOUT, msg, ST_SCHED_RETRY_ONCE, now_ns);
         }
     }
     for (size_t i = 0; i < s->n_req; i++) {
         sched_req *r = s->req[i];
-        bool stalled = now_ns - r->progress_ns >= c->queue_timeout_ns;
-        bool gone = c->client_timeout_ns && now_ns - r->polled_ns >= c->client_timeout_ns;
+        bool stalled = sched_since(now_ns, r->progress_ns) >= c->queue_timeout_ns;
+        bool gone = c->client_timeout_ns &&
+                    sched_since(now_ns, r->polled_ns) >= c->client_timeout_ns;
         if (r->state != RQ_DONE && gone) {
             snprintf(msg, sizeof msg, "the client stopped polling for %llu ms",
-                     (unsigned long long)((now_ns - r->polled_ns) / 1000000));
+                     (unsigned long long)(sched_since(now_ns, r->polled_ns) / 1000000));
             sched_finish(s, r, "cancelled", ST_ECANCELED, msg, now_ns);
             s->st.client_gone++;
             if (r->sess)
                 sched_settle(s, r->sess, now_ns);
-        } else if (r->state == RQ_QUEUED && now_ns - r->created_ns >= r->max_queue_ns) {
+        } else if (r->state == RQ_QUEUED && sched_since(now_ns, r->created_ns) >= r->max_queue_ns) {
             snprintf(msg, sizeof msg, "waited %llu ms (the maximum queue wait) for %s",
                      (unsigned long long)(r->max_queue_ns / 1000000),
                      stall ? stall : "a free session slot");
@@ -642,7 +666,10 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
     }
     for (size_t i = 0; i < s->n_req;) {
         sched_req *r = s->req[i];
-        if (r->state == RQ_DONE && now_ns - r->done_ns >= c->finished_ttl_ns &&
+        uint64_t dttl = c->delivered_ttl_ns ? c->delivered_ttl_ns : c->finished_ttl_ns;
+        bool expired = sched_since(now_ns, r->done_ns) >= c->finished_ttl_ns ||
+                       (r->delivered_ns && sched_since(now_ns, r->delivered_ns) >= dttl);
+        if (r->state == RQ_DONE && expired &&
             (r->sess == NULL || !r->sess->in_flight))
             sched_drop(s, i);
         else
@@ -651,7 +678,7 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
     for (uint32_t i = 0; i < c->max_sessions; i++) {
         sched_sess *ss = &s->sess[i];
         if (ss->used && ss->req == NULL && !ss->in_flight &&
-            now_ns - ss->last_used_ns >= c->idle_session_ttl_ns) {
+            sched_since(now_ns, ss->last_used_ns) >= c->idle_session_ttl_ns) {
             sched_end_session(s, ss);
             s->st.sessions_expired++;
         }

@@ -48,6 +48,18 @@
 #define ST_SCHED_MAX_STOP_LEN 256  /* bytes per stop string */
 #define ST_SCHED_MAX_LOGITS_BYTES ((uint64_t)256 << 20) /* per request */
 #define ST_SCHED_MAX_ROUTES 64     /* routes through the replicas of a plan */
+#define ST_SCHED_MAX_REQUEUES 32   /* cluster failures of a request without a good step */
+
+/* What a failed batch does to its requests (st_sched_fail). */
+typedef enum st_sched_retry {
+    ST_SCHED_NO_RETRY = 0, /* they end with the error */
+    ST_SCHED_RETRY_ONCE,   /* re-fed from their history once since their last good
+                              step, then they end: a failure that may be theirs */
+    ST_SCHED_REQUEUE,      /* re-fed from their history: the cluster failed them (a
+                              worker lost, a plan switch, a stale epoch, a send that
+                              failed), not the request; at most ST_SCHED_MAX_REQUEUES
+                              times since their last good step */
+} st_sched_retry;
 
 typedef struct st_sched_cfg {
     uint32_t n_ctx;            /* KV positions per session */
@@ -61,6 +73,8 @@ typedef struct st_sched_cfg {
     uint64_t step_timeout_ns;     /* a batch without result this long fails */
     uint64_t queue_timeout_ns;    /* a stalled request (no slot, no plan) fails after this */
     uint64_t finished_ttl_ns;     /* finished requests stay readable this long */
+    uint64_t delivered_ttl_ns;    /* ... or this long once their end was delivered
+                                     (st_sched_delivered); 0: finished_ttl_ns */
     uint64_t idle_session_ttl_ns; /* idle client sessions are ended after this */
     uint64_t client_timeout_ns;   /* a live request not polled this long is cancelled (0: never) */
     uint64_t id_base;             /* request, session and batch ids count up from here */
@@ -229,18 +243,18 @@ st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sche
 st_err st_sched_complete(st_sched *s, uint64_t batch_id, uint64_t epoch,
                          const st_sched_result_row *rows, size_t n_rows, uint64_t now_ns);
 
-/* st_sched_fail - a batch failed with code and msg. With retry, each of
- * its requests that has not failed since its last good step is kept and
- * its session re-fed from position 0; otherwise the request ends with the
- * error. ST_ENOENT for an unknown batch. */
-st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *msg, bool retry,
-                     uint64_t now_ns);
+/* st_sched_fail - a batch failed with code and msg. As retry says
+ * (st_sched_retry), each of its requests is kept and its session re-fed
+ * from position 0, or the request ends with the error. ST_ENOENT for an
+ * unknown batch. */
+st_err st_sched_fail(st_sched *s, uint64_t batch_id, st_err code, const char *msg,
+                     st_sched_retry retry, uint64_t now_ns);
 
 /* st_sched_fail_in_flight - st_sched_fail for every batch in flight on a
  * route r with lost[r] (r < n_routes), or on every route when lost is
  * NULL. The batches of the other routes come back as usual. */
 void st_sched_fail_in_flight(st_sched *s, const bool *lost, uint32_t n_routes, st_err code,
-                             const char *msg, bool retry, uint64_t now_ns);
+                             const char *msg, st_sched_retry retry, uint64_t now_ns);
 
 /* st_sched_forget_kv - every session's cached length becomes 0 (after a
  * plan switch: the workers' KV is not trusted any more). */
@@ -254,18 +268,27 @@ void st_sched_forget_kv(st_sched *s);
 void st_sched_keep_kv(st_sched *s, const int32_t *map, uint32_t n_old);
 
 /* st_sched_tick - deadlines: batches past their step deadline fail with
- * ST_ETIMEOUT ("step deadline missed", no retry); queued requests waiting
+ * ST_ETIMEOUT ("step deadline missed", retried once: a paused or lost
+ * worker, not the request, is the likely cause); queued requests waiting
  * longer than their maximum queue wait fail with ST_EBUSY; live requests
  * whose client did not poll for client_timeout end as "cancelled"
  * (ST_ECANCELED); when stall is not NULL
  * (nothing can be served: no plan), running requests without progress for
  * queue_timeout fail with ST_EBUSY naming stall; finished requests older
- * than their TTL and idle client sessions past theirs are freed. */
+ * than their TTL and idle client sessions past theirs are freed. A time
+ * stamp later than now_ns (the caller read its clock before an event it
+ * handled since) counts as now_ns: nothing expires early. */
 void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall);
 
 /* st_sched_cancel - ends a request as "cancelled" (ST_ENOENT if unknown;
  * a finished request is left as it is). */
 st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns);
+
+/* st_sched_delivered - the client of req_id got its end (a Poll reply with
+ * done): the request is dropped delivered_ttl_ns later rather than after
+ * finished_ttl_ns, so finished requests do not pile up (and the heap with
+ * them) under a steady load. ST_ENOENT if unknown; no-op while running. */
+st_err st_sched_delivered(st_sched *s, uint64_t req_id, uint64_t now_ns);
 
 /* st_sched_touch - the client of req_id polled at now_ns (a live request
  * whose client stays silent for client_timeout is cancelled by tick).

@@ -1,7 +1,8 @@
 /* loadgen.c - many concurrent clients of a coordinator, for the batching
  * tests (tests/cluster/batching.py) and bench/concurrency.sh.
  *
- *   loadgen ADDR [--key FILE] [--concurrency N] [--timeout-ms N] < REQUESTS > RESULTS
+ *   loadgen ADDR [--key FILE] [--concurrency N] [--timeout-ms N] [--progress]
+ *           < REQUESTS > RESULTS
  *
  * REQUESTS holds one JSON object per line:
  *   {"prompt_ids": [1, 2, 3], "n": 16,          required
@@ -21,7 +22,10 @@
  * "submit_ns", "start_ns" (coordinator clock), "t_submit", "t_first",
  * "t_done" (seconds on this process's clock since it started)}. A request
  * that does not end within --timeout-ms is reported with stage "poll" and
- * code ST_ETIMEOUT: nothing hangs. Exit status 0 when every line was
+ * code ST_ETIMEOUT: nothing hangs. With --progress, stderr gets a line
+ * "progress I N" when request I was accepted (N = 0) and whenever its ids
+ * reach N, flushed at once (the chaos tests inject faults at known points
+ * of a stream, tests/cluster/chaos.py). Exit status 0 when every line was
  * handled, whatever the requests' outcome. */
 #include <cjson/cJSON.h>
 #include <nng/nng.h>
@@ -60,6 +64,7 @@ typedef struct lg {
     bool keyed;
     uint8_t key[ST_KEY_BYTES];
     int timeout_ms;
+    bool progress;           /* --progress: report ids as they come on stderr */
     lg_req *req;
     size_t n_req;
     size_t next;             /* next request to take, under mu */
@@ -152,6 +157,8 @@ static int lg_parse(const char *line, lg_req *r)
 static void lg_progress(size_t i, uint32_t got, bool ended)
 {
     pthread_mutex_lock(&G.mu);
+    if (G.progress && !ended)
+        fprintf(stderr, "progress %zu %u\n", i, got);
     G.req[i].got = got;
     G.req[i].ended = G.req[i].ended || ended;
     pthread_cond_broadcast(&G.cv);
@@ -309,6 +316,7 @@ static void lg_run(size_t i)
     o.n_prompt = rep->generate_reply->n_prompt;
     st_msg_free(rep);
     o.stage = "poll";
+    lg_progress(i, 0, false);
     bool cancelled = false;
     for (;;) {
         if (r->abandon_after >= 0 && o.n_ids >= (uint32_t)r->abandon_after) {
@@ -373,7 +381,8 @@ static void lg_run(size_t i)
         o.reused = p->reused;
         o.submit_ns = p->submit_ns;
         o.start_ns = p->start_ns;
-        lg_progress(i, o.n_ids, false);
+        if (p->n_ids > 0)
+            lg_progress(i, o.n_ids, false);
         if (p->done) {
             snprintf(o.finish, sizeof o.finish, "%s", p->finish_reason ? p->finish_reason : "");
             o.stage = "done";
@@ -423,7 +432,7 @@ int main(int argc, char **argv)
     G.timeout_ms = 120000;
     long conc = 0;
     for (int i = 2; i < argc; i++) {
-        if (i + 1 >= argc) {
+        if (i + 1 >= argc && strcmp(argv[i], "--progress") != 0) {
             fprintf(stderr, "loadgen: %s needs a value\n", argv[i]);
             return 2;
         }
@@ -433,6 +442,8 @@ int main(int argc, char **argv)
                 return 1;
             }
             G.keyed = true;
+        } else if (strcmp(argv[i], "--progress") == 0) {
+            G.progress = true; /* takes no value */
         } else if (strcmp(argv[i], "--concurrency") == 0) {
             conc = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--timeout-ms") == 0) {

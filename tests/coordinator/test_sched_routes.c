@@ -134,7 +134,7 @@ START_TEST(routes_pin_and_overlap)
     ck_assert_uint_le(b->n_rows, 2); /* ceil(4 sessions / 2 batches of its route) */
     fake f[NR];
     fakes_init(f);
-    ck_assert_int_eq(st_sched_fail(s, b->id, ST_ENNG, "not sent", true, now), ST_OK);
+    ck_assert_int_eq(st_sched_fail(s, b->id, ST_ENNG, "not sent", ST_SCHED_REQUEUE, now), ST_OK);
     uint32_t most = run_all(s, f, &now, 2);
     ck_assert_uint_eq(most, 2);
     st_sched_get_stats(s, &st);

@@ -213,7 +213,7 @@ static void fault_fail(st_sched *s, int step, const st_sched_batch *b, void *arg
 {
     int *count = arg;
     if (step == 4 || step == 11) {
-        ck_assert_int_eq(st_sched_fail(s, b->id, ST_EEPOCH, "stale", true, 0), ST_OK);
+        ck_assert_int_eq(st_sched_fail(s, b->id, ST_EEPOCH, "stale", ST_SCHED_REQUEUE, 0), ST_OK);
         (*count)++;
     }
 }
@@ -293,16 +293,18 @@ START_TEST(failed_batch_retried_once)
     ck_assert_int_eq(st_sched_submit(s, &g, now, &id), ST_OK);
     const st_sched_batch *b;
     ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
-    ck_assert_int_eq(st_sched_fail(s, b->id, ST_EPROTO, "bad packet", true, now), ST_OK);
+    ck_assert_int_eq(st_sched_fail(s, b->id, ST_EPROTO, "bad packet", ST_SCHED_RETRY_ONCE, now),
+                     ST_OK);
     ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
     ck_assert_ptr_nonnull(b);
-    ck_assert_int_eq(st_sched_fail(s, b->id, ST_EPROTO, "bad packet again", true, now), ST_OK);
+    ck_assert_int_eq(st_sched_fail(s, b->id, ST_EPROTO, "bad packet again", ST_SCHED_RETRY_ONCE,
+                                   now), ST_OK);
     v = view(s, id);
     ck_assert(v.done);
     ck_assert_str_eq(v.finish, "error");
     ck_assert_int_eq(v.err, ST_EPROTO);
     ck_assert_str_eq(v.err_msg, "bad packet again");
-    ck_assert_int_eq(st_sched_fail(s, b->id, ST_EPROTO, "x", true, now), ST_ENOENT);
+    ck_assert_int_eq(st_sched_fail(s, b->id, ST_EPROTO, "x", ST_SCHED_RETRY_ONCE, now), ST_ENOENT);
     st_sched_free(s);
 }
 END_TEST
@@ -348,7 +350,15 @@ START_TEST(step_deadline)
     ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
     st_sched_tick(s, 999 * MS, NULL);
     ck_assert(!view(s, id).done);
+    /* the first miss re-feeds the request (a paused worker is the likely
+     * cause), the second one ends it */
     st_sched_tick(s, 1000 * MS, NULL);
+    ck_assert(!view(s, id).done);
+    ck_assert_uint_eq(st_sched_in_flight(s), 0);
+    ck_assert_int_eq(st_sched_form(s, 7, 1000 * MS, &b), ST_OK);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(b->rows[0].pos, 0);
+    st_sched_tick(s, 2000 * MS, NULL);
     st_req_view v = view(s, id);
     ck_assert(v.done);
     ck_assert_str_eq(v.finish, "error");
@@ -356,8 +366,113 @@ START_TEST(step_deadline)
     ck_assert_msg(strstr(v.err_msg, "step deadline missed"), "%s", v.err_msg);
     ck_assert_uint_eq(st_sched_in_flight(s), 0);
     /* finished requests expire after their TTL */
-    st_sched_tick(s, 1000 * MS + 10000 * MS, NULL);
+    st_sched_tick(s, 2000 * MS + 10000 * MS, NULL);
     ck_assert_int_eq(st_sched_view(s, id, &v), ST_ENOENT);
+    st_sched_free(s);
+}
+END_TEST
+
+/* a finished request whose end was delivered goes after delivered_ttl */
+START_TEST(delivered_requests_go_sooner)
+{
+    st_sched_cfg c = cfg_default();
+    c.delivered_ttl_ns = 1000 * MS;
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[2] = {1, 3};
+    st_gen_req g = req_of(p, 2, 4);
+    uint64_t a, b;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &a), ST_OK);
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &b), ST_OK);
+    ck_assert_int_eq(st_sched_delivered(s, a, 0), ST_OK); /* running: no-op */
+    ck_assert_int_eq(st_sched_cancel(s, a, 0), ST_OK);
+    ck_assert_int_eq(st_sched_cancel(s, b, 0), ST_OK);
+    ck_assert_int_eq(st_sched_delivered(s, a, 100 * MS), ST_OK);
+    st_sched_tick(s, 1099 * MS, NULL);
+    st_req_view v;
+    ck_assert_int_eq(st_sched_view(s, a, &v), ST_OK);
+    st_sched_tick(s, 1100 * MS, NULL);
+    ck_assert_int_eq(st_sched_view(s, a, &v), ST_ENOENT);
+    ck_assert_int_eq(st_sched_view(s, b, &v), ST_OK); /* not delivered: the full TTL */
+    st_sched_tick(s, 10000 * MS, NULL);
+    ck_assert_int_eq(st_sched_view(s, b, &v), ST_ENOENT);
+    st_sched_free(s);
+}
+END_TEST
+
+/* failures of the cluster (a lost worker, a stale epoch) re-feed a request
+ * as often as they come, up to ST_SCHED_MAX_REQUEUES without a good step in
+ * between; its ids equal the uninterrupted run's */
+START_TEST(cluster_failures_requeue)
+{
+    int32_t p[9] = {1, 4, 5, 6, 7, 8, 9, 10, 11};
+    int32_t ref[64];
+    uint32_t nref;
+    reference(p, 9, 20, ref, &nref);
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    st_gen_req g = req_of(p, 9, 20);
+    uint64_t id, now = 0;
+    ck_assert_int_eq(st_sched_submit(s, &g, now, &id), ST_OK);
+    const st_sched_batch *b;
+    for (int i = 0; i < ST_SCHED_MAX_REQUEUES; i++) { /* a retry fails, and its retry... */
+        ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
+        ck_assert_ptr_nonnull(b);
+        ck_assert_int_eq(st_sched_fail(s, b->id, ST_ECLOSED, "worker lost", ST_SCHED_REQUEUE,
+                                       now), ST_OK);
+        ck_assert(!view(s, id).done);
+    }
+    fake f = {.forced = -1};
+    drive(s, &f, &now, 1000, NULL, NULL);
+    st_req_view v = view(s, id);
+    ck_assert_str_eq(v.finish, "length");
+    ck_assert_uint_eq(v.n_ids, nref);
+    ck_assert_int_eq(memcmp(v.ids, ref, nref * sizeof *ref), 0);
+    /* without a good step in between, the bound ends it */
+    ck_assert_int_eq(st_sched_submit(s, &g, now, &id), ST_OK);
+    for (int i = 0; i <= ST_SCHED_MAX_REQUEUES; i++) {
+        ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
+        ck_assert_int_eq(st_sched_fail(s, b->id, ST_ECLOSED, "worker lost", ST_SCHED_REQUEUE,
+                                       now), ST_OK);
+    }
+    v = view(s, id);
+    ck_assert(v.done);
+    ck_assert_int_eq(v.err, ST_ECLOSED);
+    st_sched_free(s);
+}
+END_TEST
+
+/* a time stamp taken after the tick's clock (a request failed while the
+ * caller handled a worker's loss) is not older than any TTL: the request
+ * stays readable, a running one does not stall, an idle session stays */
+START_TEST(stamps_after_now_do_not_expire)
+{
+    st_sched_cfg c = cfg_default();
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[2] = {1, 3};
+    st_gen_req g = req_of(p, 2, 4);
+    uint64_t a, b2, t = 100000 * MS;
+    ck_assert_int_eq(st_sched_submit(s, &g, t, &a), ST_OK);
+    ck_assert_int_eq(st_sched_submit(s, &g, t, &b2), ST_OK);
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, t, &b), ST_OK);
+    ck_assert_int_eq(st_sched_cancel(s, a, t + 5 * MS), ST_OK);
+    ck_assert_int_eq(st_sched_fail(s, b->id, ST_ECLOSED, "lost", ST_SCHED_REQUEUE, t + 5 * MS),
+                     ST_OK);
+    st_sched_tick(s, t + 1 * MS, "a committed plan (the current plan lost a worker)");
+    st_req_view v;
+    /* an id of an earlier coordinator (ids count up from the id base) */
+    ck_assert_int_eq(st_sched_view(s, c.id_base - 5, &v), ST_ENOENT);
+    ck_assert_msg(strstr(st_errdetail(), "before this coordinator started"), "%s",
+                  st_errdetail());
+    ck_assert_int_eq(st_sched_view(s, a + 1000, &v), ST_ENOENT);
+    ck_assert_msg(strstr(st_errdetail(), "unknown or expired"), "%s", st_errdetail());
+    ck_assert_int_eq(st_sched_view(s, a, &v), ST_OK);
+    ck_assert_str_eq(v.finish, "cancelled");
+    ck_assert_int_eq(st_sched_view(s, b2, &v), ST_OK);
+    ck_assert(!v.done);
     st_sched_free(s);
 }
 END_TEST
@@ -551,6 +666,9 @@ int main(void)
     tcase_add_test(tc, failed_batch_retried_once);
     tcase_add_test(tc, bad_results_fail_the_batch);
     tcase_add_test(tc, step_deadline);
+    tcase_add_test(tc, delivered_requests_go_sooner);
+    tcase_add_test(tc, cluster_failures_requeue);
+    tcase_add_test(tc, stamps_after_now_do_not_expire);
     tcase_add_test(tc, queue_and_stall);
     tcase_add_test(tc, cancel_in_flight);
     tcase_add_test(tc, text_and_stop);
