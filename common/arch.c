@@ -70,6 +70,14 @@ static const st_arch arch_table[] = {
 };
 #define ARCH_N (sizeof arch_table / sizeof arch_table[0])
 
+const st_arch *st_arch_by_name(const char *name)
+{
+    for (size_t i = 0; i < ARCH_N; i++)
+        if (strcmp(name, arch_table[i].name) == 0)
+            return &arch_table[i];
+    return NULL;
+}
+
 const char *st_arch_key_name(const st_arch *a, st_arch_key k, char buf[ST_ARCH_NAME_MAX])
 {
     snprintf(buf, ST_ARCH_NAME_MAX, "%s.%s", a->name, arch_key_suffix[k]);
@@ -151,7 +159,7 @@ st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out)
     for (size_t i = 0; i < ARCH_N && a == NULL; i++)
         if (st_gguf_str_eq(name, arch_table[i].name))
             a = &arch_table[i];
-    if (a == NULL)
+    if (a == NULL) /* the list below: the names of arch_table */
         return st_errorf(ST_ETYPE, "general.architecture is '%.*s'; supported: 'llama', 'qwen2'",
                          (int)(name.len > 64 ? 64 : name.len), name.data);
     if ((e = arch_check_rope_scaling(g, a)) || (e = arch_check_absent(g, a)))

@@ -95,6 +95,9 @@ typedef struct st_arch {
  * ST_EINVAL a present tensor or scale that is not supported. */
 st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out);
 
+/* st_arch_by_name - the row of architecture name, or NULL if unsupported. */
+const st_arch *st_arch_by_name(const char *name);
+
 /* st_arch_key_name - "<arch>.<suffix>" of key k into buf; returns buf. */
 const char *st_arch_key_name(const st_arch *a, st_arch_key k, char buf[ST_ARCH_NAME_MAX]);
 
