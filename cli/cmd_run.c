@@ -2,7 +2,7 @@
  * process (the stage [0, n_layer) with embedding and head).
  *
  * The prompt is prefilled in chunks, then one token is decoded per step
- * until -n tokens, EOS, or the context's end. --force-ids replaces the
+ * until -n tokens, EOS or EOT, or the context's end. --force-ids replaces the
  * sampled token of each step by the given one (teacher forcing) so that
  * --logits-out can be compared step by step with a reference. Text is
  * streamed through the detokenizer, which never splits a UTF-8 character. */
@@ -203,8 +203,8 @@ static int run_generate(run_opts *o, cli_local *l, st_tokenizer *tok, const int3
             if (st_detok_push(&dt, id, dbuf, dcap, &nw) == ST_OK)
                 run_write(dbuf, nw);
         }
-        if ((size_t)step >= o->n_force && id == st_tok_eos(tok))
-            break;
+        if ((size_t)step >= o->n_force && (id == st_tok_eos(tok) || id == st_tok_eot(tok)))
+            break; /* end of generation: EOS, or EOT (chat models) */
         if (step + 1 == o->n)
             break;
         if ((int64_t)n_hist >= l->n_ctx) {

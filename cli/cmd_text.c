@@ -1,11 +1,16 @@
-/* cmd_text.c - `strata tokenize MODEL TEXT` and `strata detokenize MODEL
- * a,b,c`: the tokenizer of a GGUF model, from the command line.
+/* cmd_text.c - `strata tokenize MODEL TEXT [--special]` and `strata
+ * detokenize MODEL a,b,c [--special]`: the tokenizer of a GGUF model
+ * (SentencePiece or byte-level BPE), from the command line.
  *
  * tokenize prints one line "ids: a,b,c" (BOS included when the model's
- * metadata asks for it); detokenize prints the text of the ids followed by
- * a newline, decoded as the start of a text (the space prefix removed).
+ * metadata asks for it); with --special, the text of control tokens (such
+ * as "<|im_start|>") becomes their id instead of plain text. detokenize
+ * prints the text of the ids followed by a newline, decoded as the start of
+ * a text (the space prefix removed); with --special, control tokens show
+ * as their text instead of nothing.
  * Every failure is one line on stderr: exit 2 for usage errors, 1 for
  * runtime errors (missing file, bad model, ids outside the vocabulary). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,9 +43,26 @@ static int text_wants_help(int argc, char **argv)
     return argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0);
 }
 
+/* text_take_special - removes a "--special" argument (anywhere after the
+ * command name) from argv; returns whether there was one. */
+static bool text_take_special(int *argc, char **argv)
+{
+    bool found = false;
+    int k = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (!found && strcmp(argv[i], "--special") == 0)
+            found = true;
+        else
+            argv[k++] = argv[i];
+    }
+    *argc = k;
+    return found;
+}
+
 int st_cmd_tokenize(int argc, char **argv)
 {
-    static const char usage[] = "usage: strata tokenize MODEL TEXT";
+    static const char usage[] = "usage: strata tokenize MODEL TEXT [--special]";
+    bool special = text_take_special(&argc, argv);
     if (text_wants_help(argc, argv)) {
         printf("%s\n", usage);
         return 0;
@@ -54,7 +76,8 @@ int st_cmd_tokenize(int argc, char **argv)
         return 1;
     int32_t *ids;
     size_t n;
-    st_err e = st_tok_encode(tok, argv[2], strlen(argv[2]), st_tok_add_bos(tok), &ids, &n);
+    st_err e = st_tok_encode_ex(tok, argv[2], strlen(argv[2]), st_tok_add_bos(tok), special, &ids,
+                                &n);
     st_tok_free(tok);
     if (e != ST_OK) {
         fprintf(stderr, "strata: tokenize: %s\n", st_errmsg(e));
@@ -74,7 +97,8 @@ int st_cmd_tokenize(int argc, char **argv)
 
 int st_cmd_detokenize(int argc, char **argv)
 {
-    static const char usage[] = "usage: strata detokenize MODEL a,b,c";
+    static const char usage[] = "usage: strata detokenize MODEL a,b,c [--special]";
+    bool special = text_take_special(&argc, argv);
     if (text_wants_help(argc, argv)) {
         printf("%s\n", usage);
         return 0;
@@ -94,7 +118,7 @@ int st_cmd_detokenize(int argc, char **argv)
     }
     char *text;
     size_t len;
-    st_err e = st_tok_decode(tok, ids, n, &text, &len);
+    st_err e = st_tok_decode_ex(tok, ids, n, special, &text, &len);
     st_tok_free(tok);
     free(ids);
     if (e != ST_OK) {

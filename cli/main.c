@@ -13,8 +13,8 @@ typedef struct cli_cmd {
 
 static const cli_cmd cli_cmds[] = {
     {"run", st_cmd_run, "run MODEL (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [sampling flags]"},
-    {"tokenize", st_cmd_tokenize, "tokenize MODEL TEXT"},
-    {"detokenize", st_cmd_detokenize, "detokenize MODEL a,b,c"},
+    {"tokenize", st_cmd_tokenize, "tokenize MODEL TEXT [--special]"},
+    {"detokenize", st_cmd_detokenize, "detokenize MODEL a,b,c [--special]"},
     {"convert", st_cmd_convert, "convert (llama2c IN.bin OUT.gguf | synth OUT.gguf ...)"},
     {"bench", st_cmd_bench, "bench (run MODEL | kernels | wire-codec | wire MODEL | wire-seal)"},
     {"status", st_cmd_status, "status [--json] [--coordinator ADDR] [--cluster-key F] [--encrypt]"},

@@ -2,7 +2,8 @@
  * detokenizer.
  *
  * Design. Decoding renders each id ("▁" -> ' ', byte token -> its byte,
- * control and unused -> nothing, UNK -> " ⁇ ") and drops the one space the
+ * a BPE piece -> its bytes through GPT-2's byte alphabet, control and
+ * unused -> nothing unless asked, UNK -> " ⁇ ") and drops the one space the
  * prefix introduced at the start of a text. The streaming detokenizer renders
  * the same way but passes the bytes through a small UTF-8 assembler, so it
  * never emits half a character; invalid sequences become U+FFFD. */
@@ -16,6 +17,12 @@
 st_err st_tok_decode(const st_tokenizer *tok, const int32_t *ids, size_t n, char **text,
                      size_t *len)
 {
+    return st_tok_decode_ex(tok, ids, n, false, text, len);
+}
+
+st_err st_tok_decode_ex(const st_tokenizer *tok, const int32_t *ids, size_t n,
+                        bool show_control, char **text, size_t *len)
+{
     if (tok == NULL || text == NULL || len == NULL || (ids == NULL && n > 0))
         return st_errorf(ST_EINVAL, "st_tok_decode: NULL argument");
     *text = NULL;
@@ -25,7 +32,7 @@ st_err st_tok_decode(const st_tokenizer *tok, const int32_t *ids, size_t n, char
         if (ids[i] < 0 || (size_t)ids[i] >= tok->n_vocab)
             return st_errorf(ST_ERANGE, "token id %d (position %zu) outside the vocabulary [0, %zu)",
                              ids[i], i, tok->n_vocab);
-        cap += tok_render(tok, ids[i], NULL);
+        cap += tok_render(tok, ids[i], show_control, NULL);
     }
     char *out = malloc(cap);
     if (out == NULL)
@@ -33,7 +40,7 @@ st_err st_tok_decode(const st_tokenizer *tok, const int32_t *ids, size_t n, char
     size_t k = 0;
     bool strip = tok->cfg.add_space_prefix;
     for (size_t i = 0; i < n; i++) {
-        size_t r = tok_render(tok, ids[i], out + k);
+        size_t r = tok_render(tok, ids[i], show_control, out + k);
         if (strip && r > 0) {
             strip = false;
             if (out[k] == ' ') {
@@ -114,7 +121,7 @@ st_err st_detok_push(st_detok *d, int32_t id, char *out, size_t cap, size_t *n_o
         return st_errorf(ST_EINVAL, "st_detok_push: capacity %zu below the bound %zu", cap,
                          st_detok_bound(t));
     char piece[ST_TOK_MAX_PIECE + 8];
-    size_t r = tok_render(t, id, piece);
+    size_t r = tok_render(t, id, d->show_control, piece);
     size_t start = 0;
     if (d->strip_space && r > 0) {
         d->strip_space = false;

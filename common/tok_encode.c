@@ -1,4 +1,13 @@
-/* tok_encode.c - the SentencePiece (llama) encoder.
+/* tok_encode.c - special-token splitting and the SentencePiece (llama)
+ * encoder.
+ *
+ * Special tokens. Before any model runs, the text is cut into fragments:
+ * raw text, or the id of a special token whose piece occurs there. The
+ * special tokens are tried longest piece first (t->special); each one
+ * splits every raw fragment at its leftmost non-overlapping occurrences,
+ * which is llama.cpp's partition. User-defined tokens always take part,
+ * control and unknown ones only when special parsing is asked for. The
+ * cost is one memmem pass over the raw text per special token.
  *
  * Design. Encoding reproduces llama.cpp's SPM tokenizer. The text is
  * normalised (every ' ' becomes "▁", and "▁" is prepended when the vocabulary
@@ -107,21 +116,19 @@ static void tok_try_pair(const st_tokenizer *t, const char *buf, const tok_sym *
     tok_heap_push(h, p);
 }
 
-st_err st_tok_encode(const st_tokenizer *tok, const char *text, size_t len, bool add_bos,
-                     int32_t **ids, size_t *n)
+/* tok_spm_encode - appends the SPM ids of len bytes of plain text to
+ * out[*m..] (room for 3 + len * 3 ids); prefix: start with "▁" when the
+ * vocabulary adds a space prefix. ST_ENOMEM. */
+static st_err tok_spm_encode(const st_tokenizer *tok, const char *text, size_t len, bool prefix,
+                             int32_t *out, size_t *m_io)
 {
-    if (tok == NULL || ids == NULL || n == NULL || (text == NULL && len > 0))
-        return st_errorf(ST_EINVAL, "st_tok_encode: NULL argument");
-    *ids = NULL;
-    *n = 0;
-    if (len > ST_TOK_MAX_TEXT)
-        return st_errorf(ST_ERANGE, "text of %zu bytes exceeds the limit of %zu", len,
-                         (size_t)ST_TOK_MAX_TEXT);
     size_t spaces = 0;
     for (size_t i = 0; i < len; i++)
         spaces += text[i] == ' ';
-    bool prefix = tok->cfg.add_space_prefix && len > 0;
+    prefix = prefix && tok->cfg.add_space_prefix && len > 0;
     size_t blen = len + 2 * spaces + (prefix ? 3 : 0);
+    if (blen == 0)
+        return ST_OK;
 
     char *buf = malloc(blen + 1);
     if (buf == NULL)
@@ -136,12 +143,10 @@ st_err st_tok_encode(const st_tokenizer *tok, const char *text, size_t len, bool
         off += tok_utf8_char_len((const uint8_t *)buf + off, blen - off);
     tok_sym *sym = malloc((count + 1) * sizeof *sym);
     tok_heap heap = {.a = malloc((3 * count + 1) * sizeof *heap.a), .n = 0};
-    int32_t *res = malloc((blen + 1) * sizeof *res); /* BOS + at most a byte token per byte */
-    if (!sym || !heap.a || !res) {
+    if (!sym || !heap.a) {
         free(buf);
         free(sym);
         free(heap.a);
-        free(res);
         return st_errorf(ST_ENOMEM, "st_tok_encode: out of memory for %zu bytes", len);
     }
     int32_t nsym = 0;
@@ -171,23 +176,147 @@ st_err st_tok_encode(const st_tokenizer *tok, const char *text, size_t len, bool
         tok_try_pair(tok, buf, sym, &heap, p.left, l->next);
     }
 
-    size_t m = 0;
-    if (add_bos)
-        res[m++] = tok->cfg.bos_id;
+    size_t m = *m_io;
     for (int32_t i = nsym > 0 ? 0 : -1; i >= 0; i = sym[i].next) {
         int32_t id = tok_lookup(tok, buf + sym[i].off, sym[i].n);
         if (id >= 0) {
-            res[m++] = id;
+            out[m++] = id;
         } else if (tok->byte_complete) {
             for (uint32_t j = 0; j < sym[i].n; j++)
-                res[m++] = tok->byte_id[(uint8_t)buf[sym[i].off + j]];
+                out[m++] = tok->byte_id[(uint8_t)buf[sym[i].off + j]];
         } else {
-            res[m++] = tok->cfg.unk_id;
+            out[m++] = tok->cfg.unk_id;
         }
     }
+    *m_io = m;
     free(buf);
     free(sym);
     free(heap.a);
+    return ST_OK;
+}
+
+/* ---- special tokens ----------------------------------------------------- */
+
+/* A fragment of the text: raw bytes [off, off + len), or a special id. */
+typedef struct tok_frag {
+    size_t off, len;
+    int32_t id; /* -1: raw text */
+} tok_frag;
+
+typedef struct tok_frags {
+    tok_frag *a;
+    size_t n, cap;
+} tok_frags;
+
+static bool tok_frags_push(tok_frags *v, tok_frag f)
+{
+    if (v->n == v->cap) {
+        size_t ncap = v->cap ? 2 * v->cap : 4;
+        tok_frag *g = realloc(v->a, ncap * sizeof *g);
+        if (g == NULL)
+            return false;
+        v->a = g;
+        v->cap = ncap;
+    }
+    v->a[v->n++] = f;
+    return true;
+}
+
+/* tok_split_special - cuts text into fragments (*out, malloc'ed). Each
+ * special token rebuilds the list: every raw fragment is split at the
+ * token's leftmost non-overlapping occurrences. ST_ENOMEM. */
+static st_err tok_split_special(const st_tokenizer *t, const char *text, size_t len,
+                                bool parse_special, tok_frags *out)
+{
+    tok_frags cur = {0}, next = {0};
+    bool ok = len == 0 || tok_frags_push(&cur, (tok_frag){.off = 0, .len = len, .id = -1});
+    for (size_t s = 0; ok && s < t->n_special; s++) {
+        int32_t id = t->special[s];
+        if (!parse_special && t->type[id] != ST_TOK_USER_DEFINED)
+            continue;
+        const char *piece = t->text + t->off[id];
+        size_t plen = t->len[id];
+        next.n = 0;
+        for (size_t i = 0; ok && i < cur.n; i++) {
+            tok_frag f = cur.a[i];
+            const char *hit;
+            while (ok && f.id < 0 && f.len >= plen &&
+                   (hit = memmem(text + f.off, f.len, piece, plen)) != NULL) {
+                size_t before = (size_t)(hit - (text + f.off));
+                if (before > 0)
+                    ok = tok_frags_push(&next, (tok_frag){.off = f.off, .len = before, .id = -1});
+                ok = ok && tok_frags_push(&next, (tok_frag){.off = f.off + before, .len = plen,
+                                                            .id = id});
+                f.off += before + plen;
+                f.len -= before + plen;
+            }
+            if (ok && (f.id >= 0 || f.len > 0))
+                ok = tok_frags_push(&next, f);
+        }
+        tok_frags tmp = cur;
+        cur = next;
+        next = tmp;
+    }
+    free(next.a);
+    if (!ok) {
+        free(cur.a);
+        return st_errorf(ST_ENOMEM, "st_tok_encode: out of memory splitting special tokens");
+    }
+    *out = cur;
+    return ST_OK;
+}
+
+st_err st_tok_encode(const st_tokenizer *tok, const char *text, size_t len, bool add_bos,
+                     int32_t **ids, size_t *n)
+{
+    return st_tok_encode_ex(tok, text, len, add_bos, false, ids, n);
+}
+
+st_err st_tok_encode_ex(const st_tokenizer *tok, const char *text, size_t len, bool add_bos,
+                        bool parse_special, int32_t **ids, size_t *n)
+{
+    if (tok == NULL || ids == NULL || n == NULL || (text == NULL && len > 0))
+        return st_errorf(ST_EINVAL, "st_tok_encode: NULL argument");
+    *ids = NULL;
+    *n = 0;
+    if (len > ST_TOK_MAX_TEXT)
+        return st_errorf(ST_ERANGE, "text of %zu bytes exceeds the limit of %zu", len,
+                         (size_t)ST_TOK_MAX_TEXT);
+    tok_frags fr = {0};
+    st_err e = tok_split_special(tok, text, len, parse_special, &fr);
+    if (e != ST_OK)
+        return e;
+    const tok_frag *f = fr.a;
+    size_t nf = fr.n;
+    /* Worst case: BOS, then per fragment a space prefix ("▁", 3 byte
+     * tokens) and a byte token per escaped byte (3 per space). */
+    size_t cap = 1 + 3 * nf + 3 * len;
+    int32_t *res = malloc(cap * sizeof *res);
+    if (res == NULL) {
+        free(fr.a);
+        return st_errorf(ST_ENOMEM, "st_tok_encode: out of memory for %zu bytes", len);
+    }
+    size_t m = 0;
+    if (add_bos)
+        res[m++] = tok->cfg.bos_id;
+    bool prev_special = true; /* SPM: a space prefix at the start and after a special token */
+    for (size_t i = 0; i < nf && e == ST_OK; i++) {
+        if (f[i].id >= 0) {
+            res[m++] = f[i].id;
+            prev_special = true;
+            continue;
+        }
+        if (tok->model == ST_TOK_MODEL_BPE)
+            e = tok_bpe_encode(tok, text + f[i].off, f[i].len, res, &m);
+        else
+            e = tok_spm_encode(tok, text + f[i].off, f[i].len, prev_special, res, &m);
+        prev_special = false;
+    }
+    free(fr.a);
+    if (e != ST_OK) {
+        free(res);
+        return e;
+    }
     int32_t *fit = realloc(res, (m ? m : 1) * sizeof *res); /* give back the worst-case room */
     *ids = fit ? fit : res;
     *n = m;

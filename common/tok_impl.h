@@ -1,7 +1,8 @@
 /* tok_impl.h - internals shared by the files of the tokenizer:
  * tokenizer.c (the vocabulary and its primitives), tok_load.c (GGUF and
- * llama2.c sources), tok_encode.c (the SPM encoder) and tok_decode.c
- * (decode and the streaming detokenizer). PRIVATE to the tokenizer
+ * llama2.c sources), tok_encode.c (special-token splitting and the SPM
+ * encoder), tok_bpe.c (the byte-level BPE vocabulary extras and encoder)
+ * and tok_decode.c (decode and the streaming detokenizer). PRIVATE to the tokenizer
  * module: nothing outside common/tokenizer.c and common/tok_*.c includes
  * it; everyone else uses common/tokenizer.h. */
 #ifndef ST_TOK_IMPL_H
@@ -14,7 +15,14 @@
 
 #include "common/tokenizer.h"
 
+/* tok_bpe - what a byte-level BPE vocabulary adds (tok_bpe.c owns it). */
+typedef struct tok_bpe tok_bpe;
+
 struct st_tokenizer {
+    st_tok_model model;
+    tok_bpe *bpe;      /* ST_TOK_MODEL_BPE only */
+    int32_t *special;  /* control / user-defined / unknown ids, longest piece first */
+    size_t n_special;
     size_t n_vocab;
     char *text;        /* all pieces, each NUL-terminated */
     size_t *off;       /* piece i starts at text + off[i] */
@@ -59,8 +67,43 @@ static inline int32_t tok_lookup(const st_tokenizer *t, const char *s, size_t n)
 int tok_parse_byte(const char *s, size_t n);
 
 /* tok_render - writes the text of id (valid) to dst and returns its length
- * (at most t->max_render); with dst NULL, returns a bound on it. */
-size_t tok_render(const st_tokenizer *t, int32_t id, char *dst);
+ * (at most t->max_render); with dst NULL, returns a bound on it. Control
+ * and unused tokens render as nothing unless show_control (then their
+ * piece). */
+size_t tok_render(const st_tokenizer *t, int32_t id, bool show_control, char *dst);
+
+/* tok_is_special_type - whether encoding splits tokens of type ty out of
+ * the text: control, user-defined and unknown (llama.cpp's set). */
+static inline bool tok_is_special_type(uint8_t ty)
+{
+    return ty == ST_TOK_CONTROL || ty == ST_TOK_USER_DEFINED || ty == ST_TOK_UNKNOWN;
+}
+
+/* tok_finish - the steps every source ends with: the list of special
+ * tokens (t->special, longest first). ST_ENOMEM. */
+st_err tok_finish(st_tokenizer *t);
+
+/* ---- byte-level BPE (tok_bpe.c) ----------------------------------------- */
+
+/* tok_bpe_build - attaches the BPE extras to t (pieces and types already
+ * in place): the pre-tokenizer named pre (NULL: "gpt2"), the n merges
+ * ("left right", spelled in the byte-level alphabet) ranked by position.
+ * ST_ETYPE names an unknown pre-tokenizer, ST_EFORMAT a merge without a
+ * space, ST_ENOMEM, ST_EINTERNAL if PCRE2 rejects a pattern. */
+st_err tok_bpe_build(st_tokenizer *t, const char *pre, size_t pre_len, const char *const *merges,
+                     const size_t *merge_lens, size_t n);
+
+/* tok_bpe_free - frees b; NULL is a no-op. */
+void tok_bpe_free(tok_bpe *b);
+
+/* tok_bpe_encode - appends the ids of len bytes of plain text (no special
+ * tokens in it) to out[*m..]; out has room for len more ids. ST_ENOMEM. */
+st_err tok_bpe_encode(const st_tokenizer *t, const char *text, size_t len, int32_t *out,
+                      size_t *m);
+
+/* tok_bpe_render - the bytes of the byte-level piece s (n bytes) into dst
+ * (at most n bytes); characters outside the byte alphabet are copied. */
+size_t tok_bpe_render(const char *s, size_t n, char *dst);
 
 /* tok_escape - copies n bytes of src to dst with ' ' spelled "▁";
  * returns the bytes written (at most 3 * n). */

@@ -1,12 +1,15 @@
-/* tok_load.c - the tokenizer's vocabulary sources: GGUF metadata and
- * llama2.c's tokenizer.bin.
+/* tok_load.c - the tokenizer's vocabulary sources: GGUF metadata
+ * (SentencePiece "llama" and byte-level BPE "gpt2") and llama2.c's
+ * tokenizer.bin.
  *
  * Design. Both readers only gather arrays (pieces, lengths, scores, types)
  * and special ids, then hand them to st_tok_from_pieces, which owns all the
  * validation of the vocabulary itself. The GGUF reader relies on st_gguf's
  * typed getters for presence and types and checks that the three arrays
  * agree in length; scores and types are read from the mapping byte by byte
- * (no unaligned access). tokenizer.bin has no count, so it is read whole
+ * (no unaligned access). A BPE vocabulary has no scores (all 0 then) but
+ * merges, handed with the pre-tokenizer name to tok_bpe_build once the
+ * vocabulary is built. tokenizer.bin has no count, so it is read whole
  * and walked twice: once to validate every length against the bytes left
  * and size the buffers, once to convert (' ' becomes "▁", the first
  * three ids get their fixed spellings and types). */
@@ -46,6 +49,70 @@ static uint32_t tok_le32(const void *p)
     return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
+/* Spellings of end-of-turn control tokens, looked up when the file names
+ * no eot_token_id (llama.cpp looks for the same ones). */
+static const char *const tok_eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>"};
+
+/* tok_find_eot - the EOT id: the key when present, else a control token
+ * spelled as in tok_eot_texts, else -1 (already in t->cfg). */
+static st_err tok_find_eot(const st_gguf *g, st_tokenizer *t)
+{
+    if (st_gguf_find_kv(g, "tokenizer.ggml.eot_token_id") != NULL) {
+        int32_t id = -1;
+        st_err e = tok_opt_id(g, "tokenizer.ggml.eot_token_id", &id);
+        if (e != ST_OK)
+            return e;
+        if ((size_t)id >= t->n_vocab)
+            return st_errorf(ST_ERANGE, "tokenizer.ggml.eot_token_id %d outside the vocabulary "
+                             "of %zu", id, t->n_vocab);
+        t->cfg.eot_id = id;
+        return ST_OK;
+    }
+    for (size_t i = 0; i < sizeof tok_eot_texts / sizeof tok_eot_texts[0]; i++) {
+        int32_t id = tok_lookup(t, tok_eot_texts[i], strlen(tok_eot_texts[i]));
+        if (id >= 0 && t->type[id] == ST_TOK_CONTROL) {
+            t->cfg.eot_id = id;
+            break;
+        }
+    }
+    return ST_OK;
+}
+
+/* tok_bpe_attach - reads merges and pre and builds the BPE extras of t. */
+static st_err tok_bpe_attach(const st_gguf *g, st_tokenizer *t)
+{
+    const st_gguf_kv *merges;
+    st_err e = st_gguf_get_arr(g, "tokenizer.ggml.merges", ST_GGUF_STRING, &merges);
+    if (e != ST_OK)
+        return e;
+    const char *pre = NULL;
+    size_t pre_len = 0;
+    if (st_gguf_find_kv(g, "tokenizer.ggml.pre") != NULL) {
+        st_gguf_str p;
+        if ((e = st_gguf_get_str(g, "tokenizer.ggml.pre", &p)) != ST_OK)
+            return e;
+        pre = p.data;
+        pre_len = (size_t)p.len;
+    }
+    size_t n = (size_t)merges->arr_n;
+    const char **ms = malloc((n ? n : 1) * sizeof *ms);
+    size_t *ml = malloc((n ? n : 1) * sizeof *ml);
+    if (ms == NULL || ml == NULL) {
+        free(ms);
+        free(ml);
+        return st_errorf(ST_ENOMEM, "tokenizer: out of memory for %zu merges", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        ms[i] = merges->arr_strs[i].data;
+        ml[i] = (size_t)merges->arr_strs[i].len;
+    }
+    t->model = ST_TOK_MODEL_BPE;
+    e = tok_bpe_build(t, pre, pre_len, ms, ml, n);
+    free(ms);
+    free(ml);
+    return e;
+}
+
 st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out)
 {
     if (out == NULL || g == NULL)
@@ -55,18 +122,24 @@ st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out)
     st_err e = st_gguf_get_str(g, "tokenizer.ggml.model", &model);
     if (e != ST_OK)
         return e;
-    if (!st_gguf_str_eq(model, "llama"))
+    bool bpe = st_gguf_str_eq(model, "gpt2");
+    if (!bpe && !st_gguf_str_eq(model, "llama"))
         return st_errorf(ST_ETYPE,
-                         "tokenizer.ggml.model is '%.*s': only 'llama' (SentencePiece) is "
-                         "supported",
+                         "tokenizer.ggml.model is '%.*s': only 'llama' (SentencePiece) and "
+                         "'gpt2' (byte-level BPE) are supported",
                          (int)(model.len > 64 ? 64 : model.len), model.data);
-    const st_gguf_kv *toks, *scores, *types;
+    const st_gguf_kv *toks, *scores = NULL, *types;
     if ((e = st_gguf_get_arr(g, "tokenizer.ggml.tokens", ST_GGUF_STRING, &toks)) != ST_OK ||
-        (e = st_gguf_get_arr(g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, &scores)) != ST_OK ||
         (e = st_gguf_get_arr(g, "tokenizer.ggml.token_type", ST_GGUF_INT32, &types)) != ST_OK)
         return e;
+    if ((!bpe || st_gguf_find_kv(g, "tokenizer.ggml.scores") != NULL) &&
+        (e = st_gguf_get_arr(g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, &scores)) != ST_OK)
+        return e;
+    if (bpe && st_gguf_find_kv(g, "tokenizer.ggml.merges") == NULL)
+        return st_errorf(ST_EMISSING, "tokenizer.ggml.merges is missing (a 'gpt2' vocabulary "
+                         "needs its merges)");
     uint64_t n = toks->arr_n;
-    if (scores->arr_n != n)
+    if (scores && scores->arr_n != n)
         return st_errorf(ST_ESHAPE, "tokenizer.ggml.scores has %llu entries, tokens has %llu",
                          (unsigned long long)scores->arr_n, (unsigned long long)n);
     if (types->arr_n != n)
@@ -77,6 +150,14 @@ st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out)
                          (unsigned long long)n, INT32_MAX);
 
     st_tok_config cfg = st_tok_config_default();
+    if (bpe) {
+        st_gguf_str pre = {0};
+        if (st_gguf_find_kv(g, "tokenizer.ggml.pre") != NULL &&
+            (e = st_gguf_get_str(g, "tokenizer.ggml.pre", &pre)) != ST_OK)
+            return e;
+        cfg.add_bos = pre.data != NULL && st_gguf_str_eq(pre, "llama-bpe");
+        cfg.add_space_prefix = false;
+    }
     if ((e = tok_opt_id(g, "tokenizer.ggml.bos_token_id", &cfg.bos_id)) != ST_OK ||
         (e = tok_opt_id(g, "tokenizer.ggml.eos_token_id", &cfg.eos_id)) != ST_OK ||
         (e = tok_opt_id(g, "tokenizer.ggml.unknown_token_id", &cfg.unk_id)) != ST_OK ||
@@ -93,15 +174,23 @@ st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out)
                       (unsigned long long)n);
         goto done;
     }
-    const uint8_t *sp = scores->arr_data, *tp = types->arr_data;
+    const uint8_t *sp = scores ? scores->arr_data : NULL, *tp = types->arr_data;
     for (uint64_t i = 0; i < n; i++) {
         pieces[i] = toks->arr_strs[i].data; /* from_pieces checks the lengths */
         lens[i] = (size_t)toks->arr_strs[i].len;
-        uint32_t bits = tok_le32(sp + 4 * i);
+        uint32_t bits = sp ? tok_le32(sp + 4 * i) : 0;
         memcpy(&sc[i], &bits, sizeof bits);
         ty[i] = (int32_t)tok_le32(tp + 4 * i);
     }
     e = st_tok_from_pieces(pieces, lens, sc, ty, (size_t)n, &cfg, out);
+    if (e == ST_OK)
+        e = tok_find_eot(g, *out);
+    if (e == ST_OK && bpe)
+        e = tok_bpe_attach(g, *out);
+    if (e != ST_OK) {
+        st_tok_free(*out);
+        *out = NULL;
+    }
 done:
     free(pieces);
     free(lens);

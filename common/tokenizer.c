@@ -1,4 +1,4 @@
-/* tokenizer.c - SentencePiece (llama) tokenizer: the vocabulary.
+/* tokenizer.c - the tokenizer's vocabulary (SentencePiece and BPE).
  *
  * Design. The vocabulary is stored flat: every piece copied, NUL-terminated,
  * into one text buffer, with per-id offset, length, score and type arrays,
@@ -10,7 +10,8 @@
  * Files. This one holds the vocabulary (construction, the piece table,
  * accessors) and the primitives the others share: byte pieces, rendering
  * an id as text, escaping spaces. tok_load.c reads the vocabulary from a
- * GGUF file or llama2.c's tokenizer.bin, tok_encode.c is the SPM encoder,
+ * GGUF file or llama2.c's tokenizer.bin, tok_encode.c splits special
+ * tokens out and is the SPM encoder, tok_bpe.c the byte-level BPE encoder,
  * tok_decode.c decodes and streams text back; the struct, the hash lookup
  * and the UTF-8 classes they share are in the private tok_impl.h. */
 #include "common/tok_impl.h"
@@ -24,7 +25,8 @@ static const char tok_unk_text[] = " \xe2\x81\x87 ";  /* " ⁇ " */
 
 st_tok_config st_tok_config_default(void)
 {
-    st_tok_config c = {.bos_id = 1, .eos_id = 2, .unk_id = 0, .add_bos = true,
+    st_tok_config c = {.bos_id = 1, .eos_id = 2, .unk_id = 0, .eot_id = -1,
+                       .add_bos = true,
                        .add_space_prefix = true};
     return c;
 }
@@ -72,7 +74,7 @@ int tok_parse_byte(const char *s, size_t n)
 
 /* tok_render - writes the text of id (valid) to dst and returns its length
  * (at most t->max_render); with dst NULL, returns a bound on it. */
-size_t tok_render(const st_tokenizer *t, int32_t id, char *dst)
+size_t tok_render(const st_tokenizer *t, int32_t id, bool show_control, char *dst)
 {
     const char *s = t->text + t->off[id];
     size_t n = t->len[id];
@@ -83,7 +85,11 @@ size_t tok_render(const st_tokenizer *t, int32_t id, char *dst)
         return 1;
     case ST_TOK_CONTROL:
     case ST_TOK_UNUSED:
-        return 0;
+        if (!show_control)
+            return 0;
+        if (dst)
+            memcpy(dst, s, n);
+        return n;
     case ST_TOK_UNKNOWN:
         if (dst)
             memcpy(dst, tok_unk_text, sizeof tok_unk_text - 1);
@@ -96,7 +102,9 @@ size_t tok_render(const st_tokenizer *t, int32_t id, char *dst)
         break;
     }
     if (dst == NULL)
-        return n; /* "▁" only shrinks */
+        return n; /* "▁" and the byte alphabet only shrink */
+    if (t->model == ST_TOK_MODEL_BPE)
+        return tok_bpe_render(s, n, dst);
     size_t k = 0;
     for (size_t i = 0; i < n;) {
         if (n - i >= 3 && memcmp(s + i, tok_space_mark, 3) == 0) {
@@ -135,6 +143,8 @@ void st_tok_free(st_tokenizer *tok)
     free(tok->score);
     free(tok->type);
     free(tok->ht);
+    free(tok->special);
+    tok_bpe_free(tok->bpe);
     free(tok);
 }
 
@@ -156,6 +166,9 @@ st_err st_tok_from_pieces(const char *const *pieces, const size_t *lens, const f
         if (special[i] < 0 || (size_t)special[i] >= n)
             return st_errorf(ST_ERANGE, "tokenizer: %s %d outside the vocabulary of %zu",
                              special_name[i], special[i], n);
+    if (cfg->eot_id < -1 || (cfg->eot_id >= 0 && (size_t)cfg->eot_id >= n))
+        return st_errorf(ST_ERANGE, "tokenizer: eot_token_id %d outside the vocabulary of %zu",
+                         cfg->eot_id, n);
 
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -212,13 +225,49 @@ st_err st_tok_from_pieces(const char *const *pieces, const size_t *lens, const f
         if (t->type[i] == ST_TOK_BYTE && t->byte_id[tok_parse_byte(pieces[i], l)] < 0)
             t->byte_id[tok_parse_byte(pieces[i], l)] = (int32_t)i;
         tok_insert(t, (int32_t)i);
-        size_t r = tok_render(t, (int32_t)i, NULL);
+        size_t r = tok_render(t, (int32_t)i, true, NULL);
         t->max_render = r > t->max_render ? r : t->max_render;
     }
     t->byte_complete = true;
     for (int b = 0; b < 256; b++)
         t->byte_complete = t->byte_complete && t->byte_id[b] >= 0;
+    st_err e = tok_finish(t);
+    if (e != ST_OK) {
+        st_tok_free(t);
+        return e;
+    }
     *out = t;
+    return ST_OK;
+}
+
+/* tok_u64_cmp - qsort order of uint64 keys, ascending. */
+static int tok_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : (x > y);
+}
+
+st_err tok_finish(st_tokenizer *t)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < t->n_vocab; i++)
+        k += tok_is_special_type(t->type[i]) && t->len[i] > 0;
+    free(t->special);
+    t->n_special = 0;
+    t->special = malloc((k ? k : 1) * sizeof *t->special);
+    uint64_t *key = malloc((k ? k : 1) * sizeof *key);
+    if (t->special == NULL || key == NULL) {
+        free(key);
+        return st_errorf(ST_ENOMEM, "tokenizer: out of memory for %zu special tokens", k);
+    }
+    /* Longest piece first, then the lower id: (UINT32_MAX - len, id). */
+    for (size_t i = 0; i < t->n_vocab; i++)
+        if (tok_is_special_type(t->type[i]) && t->len[i] > 0)
+            key[t->n_special++] = (uint64_t)(UINT32_MAX - t->len[i]) << 32 | (uint64_t)i;
+    qsort(key, t->n_special, sizeof *key, tok_u64_cmp);
+    for (size_t i = 0; i < t->n_special; i++)
+        t->special[i] = (int32_t)(key[i] & UINT32_MAX);
+    free(key);
     return ST_OK;
 }
 
@@ -228,6 +277,8 @@ size_t st_tok_n_vocab(const st_tokenizer *tok) { return tok->n_vocab; }
 int32_t st_tok_bos(const st_tokenizer *tok) { return tok->cfg.bos_id; }
 int32_t st_tok_eos(const st_tokenizer *tok) { return tok->cfg.eos_id; }
 int32_t st_tok_unk(const st_tokenizer *tok) { return tok->cfg.unk_id; }
+int32_t st_tok_eot(const st_tokenizer *tok) { return tok->cfg.eot_id; }
+st_tok_model st_tok_model_of(const st_tokenizer *tok) { return tok->model; }
 bool st_tok_add_bos(const st_tokenizer *tok) { return tok->cfg.add_bos; }
 bool st_tok_add_space_prefix(const st_tokenizer *tok) { return tok->cfg.add_space_prefix; }
 
