@@ -572,17 +572,16 @@ def min_cosine(got, ref, n_vocab):
     return worst
 
 
-def case_qwen2():
-    """The qwen2 architecture (q/k/v biases, NEOX rope, tied head) through 1,
-    2 and 3 workers with the f32 wire: the golden ids of wave 2, logits
-    within the Q8_0 tolerance of the reference (cosine >= 0.998) and bit
-    for bit the same whatever the split. Prompt ids only: neither the CLI
-    nor the coordinator needs the (BPE) tokenizer for them."""
-    name = "qw2-synth-q8_0.gguf"
+def check_wave2_splits(name, splits):
+    """The wave-2 golden cases of model name through each split (f32 wire):
+    the golden ids, logits within the Q8_0 tolerance of the reference
+    (cosine >= 0.998), bit for bit `strata run`'s and the same whatever the
+    split (INV-1). Prompts are ids; the coordinator needs no tokenizer for
+    them (`strata run` loads the model's BPE vocabulary)."""
     cases = wave2_cases(name)
-    assert len(cases) == 2, "wave2 has %d qwen2 cases" % len(cases)
+    assert len(cases) == 2, "wave2 has %d cases of %s" % (len(cases), name)
     first = {}
-    for split in ([4], [2, 2], [1, 2, 1]):
+    for split in splits:
         with Cluster(model(name), ["--wire", "f32", "--split", ",".join(map(str, split)),
                                    "--min-workers", str(len(split))]) as c:
             for _ in split:
@@ -605,15 +604,32 @@ def case_qwen2():
                               "rb") as f:
                         cosv = min_cosine(data, f.read(), case["n_vocab"])
                     assert cosv >= 0.998, "min cosine %.6f < 0.998" % cosv
-                    print("qwen2: %s min cosine vs reference %.7f" % (case["logits_file"], cosv))
+                    lr = os.path.join(c.tmp, "r%d.logits" % i)
+                    assert run_ids(c.model, case["prompt_ids"], case["n"], lr) == got
+                    with open(lr, "rb") as f:
+                        assert f.read() == data, "cluster logits differ from strata run's"
+                    print("%s: %s min cosine vs reference %.7f; strata run's logits bit for bit"
+                          % (name, case["logits_file"], cosv))
                     first[i] = data
-                assert data == first[i], "split %s: logits differ from one worker's" % split
-            print("qwen2: split %s: golden ids, logits bit-identical to one worker's" % split)
+                assert data == first[i], "split %s: logits differ from the first split's" % split
+            print("%s: split %s: golden ids, logits bit-identical" % (name, split))
+
+
+def case_qwen2():
+    """The qwen2 architecture (q/k/v biases, NEOX rope, tied head) through 1,
+    2 and 3 workers (check_wave2_splits)."""
+    check_wave2_splits("qw2-synth-q8_0.gguf", ([4], [2, 2], [1, 2, 1]))
+
+
+def case_llama3():
+    """The Llama 3 vocabulary llama (rope base 500000, tied head, 128,256
+    ids) through 1 and 2 workers (check_wave2_splits)."""
+    check_wave2_splits("l3-synth-q8_0.gguf", ([4], [1, 3]))
 
 
 CASES = {"inv1": case_inv1, "membership": case_membership, "stale": case_stale_epoch,
          "key": case_cluster_key, "bad_input": case_bad_input, "shutdown": case_shutdown,
-         "netns": case_netns, "qwen2": case_qwen2}
+         "netns": case_netns, "qwen2": case_qwen2, "llama3": case_llama3}
 
 if __name__ == "__main__":
     names = sys.argv[2:] or list(CASES)
