@@ -9,12 +9,13 @@
  * N(0, 0.2), after each layer's v projection) with the key and tensor
  * names of common/arch.h and the key set and order of the project's shared
  * test files (general.*, <arch>.*, then tokenizer.ggml.*), so a converted
- * stories260K.bin is byte-identical to the shared stories260K.gguf. Without a real tokenizer both write the
- * same placeholder SPM vocabulary those files carry: <unk>, <s>, </s>, the
- * 256 byte tokens <0x00>..<0xFF>, then the pieces "▁a", "a", "▁b", "b", ...
- * "▁z", "z", "▁aa", "aa", ... (letter strings in length-then-alphabetical
- * order, each once with and once without the word-start mark), scores 0
- * for special and byte tokens and -j for the j-th piece.
+ * stories260K.bin is byte-identical to the shared stories260K.gguf. Without
+ * a real tokenizer both write the same placeholder SPM vocabulary those
+ * files carry: <unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>, then
+ * the pieces "▁a", "a", "▁b", "b", ... "▁z", "z", "▁aa", "aa", ... (letter
+ * strings in length-then-alphabetical order, each once with and once
+ * without the word-start mark), scores 0 for special and byte tokens and
+ * -j for the j-th piece.
  *
  * synth streams: the tensor table is written first (sizes follow from the
  * shapes), then each tensor is generated one row at a time from its own
@@ -344,12 +345,18 @@ static cv_tensor *cv_tensor_list(const cv_hparams *hp, bool with_output, size_t 
             int64_t ne0, ne1;
             cv_kind kind;
         } b[PER_LAYER] = {
-            {ST_AT_ATTN_NORM, hp->dim, 0, CV_NORM},      {ST_AT_ATTN_Q, hp->dim, hp->dim, CV_MAT},
-            {ST_AT_ATTN_K, hp->dim, kv_dim, CV_MAT},     {ST_AT_ATTN_V, hp->dim, kv_dim, CV_MAT},
-            {ST_AT_ATTN_Q_BIAS, hp->dim, 0, CV_BIAS},    {ST_AT_ATTN_K_BIAS, kv_dim, 0, CV_BIAS},
-            {ST_AT_ATTN_V_BIAS, kv_dim, 0, CV_BIAS},     {ST_AT_ATTN_OUT, hp->dim, hp->dim, CV_MAT},
-            {ST_AT_FFN_NORM, hp->dim, 0, CV_NORM},       {ST_AT_FFN_GATE, hp->dim, hp->hidden, CV_MAT},
-            {ST_AT_FFN_DOWN, hp->hidden, hp->dim, CV_MAT}, {ST_AT_FFN_UP, hp->dim, hp->hidden, CV_MAT},
+            {ST_AT_ATTN_NORM, hp->dim, 0, CV_NORM},
+            {ST_AT_ATTN_Q, hp->dim, hp->dim, CV_MAT},
+            {ST_AT_ATTN_K, hp->dim, kv_dim, CV_MAT},
+            {ST_AT_ATTN_V, hp->dim, kv_dim, CV_MAT},
+            {ST_AT_ATTN_Q_BIAS, hp->dim, 0, CV_BIAS},
+            {ST_AT_ATTN_K_BIAS, kv_dim, 0, CV_BIAS},
+            {ST_AT_ATTN_V_BIAS, kv_dim, 0, CV_BIAS},
+            {ST_AT_ATTN_OUT, hp->dim, hp->dim, CV_MAT},
+            {ST_AT_FFN_NORM, hp->dim, 0, CV_NORM},
+            {ST_AT_FFN_GATE, hp->dim, hp->hidden, CV_MAT},
+            {ST_AT_FFN_DOWN, hp->hidden, hp->dim, CV_MAT},
+            {ST_AT_FFN_UP, hp->dim, hp->hidden, CV_MAT},
         };
         for (int j = 0; j < PER_LAYER; j++) {
             if (hp->arch->need[b[j].id] != ST_AN_REQUIRED)
