@@ -2,18 +2,20 @@
  *
  *   strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K
  *                  --ffn F --vocab V --type f32|f16|bf16|q8_0|q4_0
- *                  [--seed S] [--ctx C]
+ *                  [--seed S] [--ctx C] [--arch llama|qwen2]
  *   strata convert llama2c IN.bin OUT.gguf [--tokenizer tokenizer.bin]
  *
- * Design. Both produce a llama GGUF with llama.cpp's tensor names and the
- * key set and order of the project's shared test files (general.*, llama.*,
- * then tokenizer.ggml.*), so a converted stories260K.bin is byte-identical to
- * the shared stories260K.gguf. Without a real tokenizer both write the
- * same placeholder SPM vocabulary those files carry: <unk>, <s>, </s>, the
- * 256 byte tokens <0x00>..<0xFF>, then the pieces "▁a", "a", "▁b", "b", ...
- * "▁z", "z", "▁aa", "aa", ... (letter strings in length-then-alphabetical
- * order, each once with and once without the word-start mark), scores 0
- * for special and byte tokens and -j for the j-th piece.
+ * Design. Both produce a llama GGUF (synth also qwen2: q/k/v biases,
+ * N(0, 0.2), after each layer's v projection) with the key and tensor
+ * names of common/arch.h and the key set and order of the project's shared
+ * test files (general.*, <arch>.*, then tokenizer.ggml.*), so a converted
+ * stories260K.bin is byte-identical to the shared stories260K.gguf. Without
+ * a real tokenizer both write the same placeholder SPM vocabulary those
+ * files carry: <unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>, then
+ * the pieces "▁a", "a", "▁b", "b", ... "▁z", "z", "▁aa", "aa", ... (letter
+ * strings in length-then-alphabetical order, each once with and once
+ * without the word-start mark), scores 0 for special and byte tokens and
+ * -j for the j-th piece.
  *
  * synth streams: the tensor table is written first (sizes follow from the
  * shapes), then each tensor is generated one row at a time from its own
@@ -40,6 +42,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "common/arch.h"
 #include "common/gguf_write.h"
 #include "kernels/kernels.h"
 
@@ -50,6 +53,11 @@
 #define CV_TYPE_UNKNOWN 2
 #define CV_TYPE_CONTROL 3
 #define CV_TYPE_BYTE 6
+#define CV_RMS_EPS 1e-5f      /* the shared files' epsilon and rope base */
+#define CV_ROPE_BASE 10000.0f
+#define CV_NORM_STD 0.2       /* synth: norm weights 1 + N(0, 0.2) */
+#define CV_BIAS_STD 0.2       /* synth: biases N(0, 0.2) */
+#define CV_MAT_SCALE 0.5      /* synth: matrices N(0, 0.5 / sqrt(ne0)) */
 
 /* ---- vocabulary ------------------------------------------------------- */
 
@@ -253,6 +261,7 @@ done:
 /* ---- metadata --------------------------------------------------------- */
 
 typedef struct cv_hparams {
+    const st_arch *arch; /* key prefix and tensor set (common/arch.h) */
     int64_t dim, hidden, layers, heads, kv_heads, vocab, ctx;
 } cv_hparams;
 
@@ -273,20 +282,23 @@ static st_err cv_add_meta(st_gguf_writer *w, const char *name, st_dtype type, co
 {
     st_err e = ST_OK;
     uint32_t head_dim = (uint32_t)(hp->dim / hp->heads);
-    if (!e) e = st_gguf_writer_add_str(w, "general.architecture", "llama");
+    char k[ST_AK_COUNT][ST_ARCH_NAME_MAX];
+    for (int i = 0; i < ST_AK_COUNT; i++)
+        st_arch_key_name(hp->arch, (st_arch_key)i, k[i]);
+    if (!e) e = st_gguf_writer_add_str(w, "general.architecture", hp->arch->name);
     if (!e) e = st_gguf_writer_add_str(w, "general.name", name);
     if (!e) e = st_gguf_writer_add_u32(w, "general.file_type", cv_file_type(type));
     if (!e) e = st_gguf_writer_add_u32(w, "general.alignment", 32);
-    if (!e) e = st_gguf_writer_add_u32(w, "llama.context_length", (uint32_t)hp->ctx);
-    if (!e) e = st_gguf_writer_add_u32(w, "llama.embedding_length", (uint32_t)hp->dim);
-    if (!e) e = st_gguf_writer_add_u32(w, "llama.block_count", (uint32_t)hp->layers);
-    if (!e) e = st_gguf_writer_add_u32(w, "llama.feed_forward_length", (uint32_t)hp->hidden);
-    if (!e) e = st_gguf_writer_add_u32(w, "llama.rope.dimension_count", head_dim);
-    if (!e) e = st_gguf_writer_add_u32(w, "llama.attention.head_count", (uint32_t)hp->heads);
-    if (!e) e = st_gguf_writer_add_u32(w, "llama.attention.head_count_kv", (uint32_t)hp->kv_heads);
-    if (!e) e = st_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
-    if (!e) e = st_gguf_writer_add_f32(w, "llama.rope.freq_base", 10000.0f);
-    if (!e) e = st_gguf_writer_add_u32(w, "llama.vocab_size", (uint32_t)hp->vocab);
+    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_CONTEXT_LENGTH], (uint32_t)hp->ctx);
+    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_EMBEDDING_LENGTH], (uint32_t)hp->dim);
+    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_BLOCK_COUNT], (uint32_t)hp->layers);
+    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_FEED_FORWARD_LENGTH], (uint32_t)hp->hidden);
+    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_ROPE_DIMENSION_COUNT], head_dim);
+    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_HEAD_COUNT], (uint32_t)hp->heads);
+    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_HEAD_COUNT_KV], (uint32_t)hp->kv_heads);
+    if (!e) e = st_gguf_writer_add_f32(w, k[ST_AK_RMS_EPS], CV_RMS_EPS);
+    if (!e) e = st_gguf_writer_add_f32(w, k[ST_AK_ROPE_FREQ_BASE], CV_ROPE_BASE);
+    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_VOCAB_SIZE], (uint32_t)hp->vocab);
     if (!e) e = st_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama");
     if (!e)
         e = st_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->toks,
@@ -305,47 +317,61 @@ static st_err cv_add_meta(st_gguf_writer *w, const char *name, st_dtype type, co
 
 /* ---- tensor list ------------------------------------------------------ */
 
+typedef enum cv_kind { CV_MAT = 0, CV_NORM, CV_BIAS } cv_kind; /* norms, biases: F32 */
+
 typedef struct cv_tensor {
-    char name[64];
+    char name[ST_ARCH_NAME_MAX];
     int64_t ne0, ne1; /* ne1 == 0: a 1-d tensor */
-    bool norm;        /* F32 norm weight */
+    cv_kind kind;
 } cv_tensor;
 
-/* cv_tensor_list - the llama tensors in the shared files' order; *n
- * receives their count; output.weight only if with_output. */
+/* cv_tensor_list - the architecture's tensors in the shared files' order
+ * (a layer's biases after its v projection); *n receives their count;
+ * output.weight only if with_output. */
 static cv_tensor *cv_tensor_list(const cv_hparams *hp, bool with_output, size_t *n)
 {
-    size_t cap = 3 + 9 * (size_t)hp->layers;
+    enum { PER_LAYER = ST_AT_COUNT - ST_AT_FIRST_LAYER };
+    size_t cap = 3 + PER_LAYER * (size_t)hp->layers;
     cv_tensor *t = calloc(cap, sizeof *t);
     if (t == NULL)
         return NULL;
     int64_t kv_dim = hp->dim / hp->heads * hp->kv_heads;
     size_t k = 0;
-    snprintf(t[k].name, sizeof t[k].name, "token_embd.weight");
+    st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, t[k].name);
     t[k].ne0 = hp->dim, t[k].ne1 = hp->vocab, k++;
     for (int64_t l = 0; l < hp->layers; l++) {
-        struct {
-            const char *suffix;
+        const struct {
+            st_arch_tensor id;
             int64_t ne0, ne1;
-            bool norm;
-        } b[9] = {
-            {"attn_norm", hp->dim, 0, true},      {"attn_q", hp->dim, hp->dim, false},
-            {"attn_k", hp->dim, kv_dim, false},   {"attn_v", hp->dim, kv_dim, false},
-            {"attn_output", hp->dim, hp->dim, false}, {"ffn_norm", hp->dim, 0, true},
-            {"ffn_gate", hp->dim, hp->hidden, false}, {"ffn_down", hp->hidden, hp->dim, false},
-            {"ffn_up", hp->dim, hp->hidden, false},
+            cv_kind kind;
+        } b[PER_LAYER] = {
+            {ST_AT_ATTN_NORM, hp->dim, 0, CV_NORM},
+            {ST_AT_ATTN_Q, hp->dim, hp->dim, CV_MAT},
+            {ST_AT_ATTN_K, hp->dim, kv_dim, CV_MAT},
+            {ST_AT_ATTN_V, hp->dim, kv_dim, CV_MAT},
+            {ST_AT_ATTN_Q_BIAS, hp->dim, 0, CV_BIAS},
+            {ST_AT_ATTN_K_BIAS, kv_dim, 0, CV_BIAS},
+            {ST_AT_ATTN_V_BIAS, kv_dim, 0, CV_BIAS},
+            {ST_AT_ATTN_OUT, hp->dim, hp->dim, CV_MAT},
+            {ST_AT_FFN_NORM, hp->dim, 0, CV_NORM},
+            {ST_AT_FFN_GATE, hp->dim, hp->hidden, CV_MAT},
+            {ST_AT_FFN_DOWN, hp->hidden, hp->dim, CV_MAT},
+            {ST_AT_FFN_UP, hp->dim, hp->hidden, CV_MAT},
         };
-        for (int j = 0; j < 9; j++, k++) {
-            snprintf(t[k].name, sizeof t[k].name, "blk.%lld.%s.weight", (long long)l, b[j].suffix);
+        for (int j = 0; j < PER_LAYER; j++) {
+            if (hp->arch->need[b[j].id] != ST_AN_REQUIRED)
+                continue; /* optional tensors are not written */
+            st_arch_tensor_name(b[j].id, l, t[k].name);
             t[k].ne0 = b[j].ne0;
             t[k].ne1 = b[j].ne1;
-            t[k].norm = b[j].norm;
+            t[k].kind = b[j].kind;
+            k++;
         }
     }
-    snprintf(t[k].name, sizeof t[k].name, "output_norm.weight");
-    t[k].ne0 = hp->dim, t[k].norm = true, k++;
+    st_arch_tensor_name(ST_AT_OUTPUT_NORM, 0, t[k].name);
+    t[k].ne0 = hp->dim, t[k].kind = CV_NORM, k++;
     if (with_output) {
-        snprintf(t[k].name, sizeof t[k].name, "output.weight");
+        st_arch_tensor_name(ST_AT_OUTPUT, 0, t[k].name);
         t[k].ne0 = hp->dim, t[k].ne1 = hp->vocab, k++;
     }
     *n = k;
@@ -413,6 +439,7 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->hp.ctx = 2048;
+    o->hp.arch = st_arch_by_name("llama");
     o->seed = 42;
     o->type = ST_DT_COUNT;
     int64_t *dst[] = {&o->hp.dim, &o->hp.layers, &o->hp.heads, &o->hp.kv_heads, &o->hp.hidden,
@@ -440,6 +467,13 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
                 st_kernels_ref()->from_float[o->type] == NULL ||
                 st_kernels_ref()->mul_mat[o->type] == NULL) {
                 fprintf(stderr, "strata: --type: '%s' is not one of f32, f16, bf16, q8_0, q4_0\n", v);
+                return 2;
+            }
+        } else if (strcmp(f, "--arch") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)))
+                return 2;
+            if ((o->hp.arch = st_arch_by_name(v)) == NULL) {
+                fprintf(stderr, "strata: --arch: '%s' is not one of llama, qwen2\n", v);
                 return 2;
             }
         } else if (strcmp(f, "--seed") == 0) {
@@ -527,16 +561,18 @@ static int cv_synth(int argc, char **argv)
         e = st_gguf_writer_add_u64(w, "strata.synth.seed", o.seed);
     for (size_t i = 0; i < nt && !e; i++) {
         int64_t ne[2] = {ts[i].ne0, ts[i].ne1};
-        e = st_gguf_writer_add_tensor_info(w, ts[i].name, ts[i].norm ? ST_DT_F32 : o.type,
+        e = st_gguf_writer_add_tensor_info(w, ts[i].name, ts[i].kind ? ST_DT_F32 : o.type,
                                            ts[i].ne1 ? 2 : 1, ne, NULL);
     }
     if (!e)
         e = st_gguf_writer_begin_data(w);
     for (size_t i = 0; i < nt && !e; i++) {
         const cv_tensor *t = &ts[i];
-        st_dtype dt = t->norm ? ST_DT_F32 : o.type;
+        st_dtype dt = t->kind ? ST_DT_F32 : o.type;
         cv_rng r = cv_rng_for(o.seed, t->name);
-        double std = t->norm ? 0.2 : 0.5 / sqrt((double)t->ne0);
+        double std = t->kind == CV_NORM   ? CV_NORM_STD
+                     : t->kind == CV_BIAS ? CV_BIAS_STD
+                                          : CV_MAT_SCALE / sqrt((double)t->ne0);
         size_t rbytes;
         if (st_row_size(dt, t->ne0, &rbytes) != ST_K_OK) {
             e = st_errorf(ST_EINTERNAL, "convert: row of '%s'", t->name);
@@ -545,7 +581,7 @@ static int cv_synth(int argc, char **argv)
         int64_t rows = t->ne1 ? t->ne1 : 1;
         for (int64_t j = 0; j < rows && !e; j++) {
             for (int64_t c = 0; c < t->ne0; c++)
-                row[c] = (float)((t->norm ? 1.0 : 0.0) + std * cv_normal(&r));
+                row[c] = (float)((t->kind == CV_NORM ? 1.0 : 0.0) + std * cv_normal(&r));
             ops->from_float[dt](row, qrow, t->ne0);
             e = st_gguf_writer_write(w, qrow, rbytes);
         }
@@ -590,7 +626,8 @@ static st_err cv_l2c_check(const char *path, const int32_t h[7], uint64_t size, 
             return st_errorf(ST_EFORMAT, "convert: '%s': header field %s is %d", path, names[i], h[i]);
     if (h[5] == 0 || h[5] == INT32_MIN)
         return st_errorf(ST_EFORMAT, "convert: '%s': header field vocab_size is %d", path, h[5]);
-    *hp = (cv_hparams){h[0], h[1], h[2], h[3], h[4], h[5] < 0 ? -(int64_t)h[5] : h[5], h[6]};
+    *hp = (cv_hparams){hp->arch, h[0], h[1], h[2], h[3], h[4],
+                       h[5] < 0 ? -(int64_t)h[5] : h[5], h[6]};
     *shared = h[5] > 0;
     if (hp->dim % hp->heads != 0 || hp->heads % hp->kv_heads != 0 || (hp->dim / hp->heads) % 2)
         return st_errorf(ST_ESHAPE, "convert: '%s': dim %lld, n_heads %lld, n_kv_heads %lld do not form whole, even heads",
@@ -672,7 +709,7 @@ static int cv_llama2c(int argc, char **argv)
     const uint8_t *base = map;
     int32_t h[7];
     memcpy(h, base, sizeof h);
-    cv_hparams hp = {0};
+    cv_hparams hp = {.arch = st_arch_by_name("llama")};
     bool shared = true;
     cv_vocab v = {0};
     st_gguf_writer *w = NULL;
@@ -702,38 +739,43 @@ static int cv_llama2c(int argc, char **argv)
     uint64_t o_cls = o_fin + 4 * d + 4 * (uint64_t)hp.ctx * (hs / 2) * 2;
     if (!e) {
         uint64_t at = o_emb;
-        e = cv_l2c_tensor(w, "token_embd.weight", base, &at, hp.dim, hp.vocab);
+        char nm[ST_ARCH_NAME_MAX];
+        e = cv_l2c_tensor(w, st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, nm), base, &at, hp.dim,
+                          hp.vocab);
     }
     for (uint64_t l = 0; l < L && !e; l++) {
         struct {
-            const char *suffix;
+            st_arch_tensor id;
             uint64_t off;
             int64_t ne0, ne1;
         } parts[9] = {
-            {"attn_norm", o_att + 4 * l * d, hp.dim, 0},
-            {"attn_q", o_wq + 4 * l * d * d, hp.dim, hp.dim},
-            {"attn_k", o_wk + 4 * l * kv * d, hp.dim, (int64_t)kv},
-            {"attn_v", o_wv + 4 * l * kv * d, hp.dim, (int64_t)kv},
-            {"attn_output", o_wo + 4 * l * d * d, hp.dim, hp.dim},
-            {"ffn_norm", o_ffn + 4 * l * d, hp.dim, 0},
-            {"ffn_gate", o_w1 + 4 * l * f * d, hp.dim, hp.hidden},
-            {"ffn_down", o_w2 + 4 * l * d * f, hp.hidden, hp.dim},
-            {"ffn_up", o_w3 + 4 * l * f * d, hp.dim, hp.hidden},
+            {ST_AT_ATTN_NORM, o_att + 4 * l * d, hp.dim, 0},
+            {ST_AT_ATTN_Q, o_wq + 4 * l * d * d, hp.dim, hp.dim},
+            {ST_AT_ATTN_K, o_wk + 4 * l * kv * d, hp.dim, (int64_t)kv},
+            {ST_AT_ATTN_V, o_wv + 4 * l * kv * d, hp.dim, (int64_t)kv},
+            {ST_AT_ATTN_OUT, o_wo + 4 * l * d * d, hp.dim, hp.dim},
+            {ST_AT_FFN_NORM, o_ffn + 4 * l * d, hp.dim, 0},
+            {ST_AT_FFN_GATE, o_w1 + 4 * l * f * d, hp.dim, hp.hidden},
+            {ST_AT_FFN_DOWN, o_w2 + 4 * l * d * f, hp.hidden, hp.dim},
+            {ST_AT_FFN_UP, o_w3 + 4 * l * f * d, hp.dim, hp.hidden},
         };
         for (int k = 0; k < 9 && !e; k++) {
-            char nm[64];
-            snprintf(nm, sizeof nm, "blk.%llu.%s.weight", (unsigned long long)l, parts[k].suffix);
+            char nm[ST_ARCH_NAME_MAX];
             uint64_t at = parts[k].off;
-            e = cv_l2c_tensor(w, nm, base, &at, parts[k].ne0, parts[k].ne1);
+            e = cv_l2c_tensor(w, st_arch_tensor_name(parts[k].id, (int64_t)l, nm), base, &at,
+                              parts[k].ne0, parts[k].ne1);
         }
     }
     if (!e) {
         uint64_t at = o_fin;
-        e = cv_l2c_tensor(w, "output_norm.weight", base, &at, hp.dim, 0);
+        char nm[ST_ARCH_NAME_MAX];
+        e = cv_l2c_tensor(w, st_arch_tensor_name(ST_AT_OUTPUT_NORM, 0, nm), base, &at, hp.dim, 0);
     }
     if (!e && !shared) {
         uint64_t at = o_cls;
-        e = cv_l2c_tensor(w, "output.weight", base, &at, hp.dim, hp.vocab);
+        char nm[ST_ARCH_NAME_MAX];
+        e = cv_l2c_tensor(w, st_arch_tensor_name(ST_AT_OUTPUT, 0, nm), base, &at, hp.dim,
+                          hp.vocab);
     }
     if (!e)
         e = st_gguf_writer_finish(w);
@@ -752,6 +794,7 @@ int st_cmd_convert(int argc, char **argv)
     fprintf(stderr,
             "strata: convert: usage: strata convert llama2c IN.bin OUT.gguf [--tokenizer tokenizer.bin]\n"
             "       strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K --ffn F\n"
-            "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] [--ctx C]\n");
+            "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] [--ctx C]\n"
+            "                      [--arch llama|qwen2]\n");
     return 2;
 }

@@ -1,5 +1,7 @@
 /* minfo.c - model facts from GGUF metadata for the coordinator (see
- * minfo.h). Tensors are attributed by name: "blk.N.*" to layer N,
+ * minfo.h). Key and tensor names and the supported architectures (llama,
+ * qwen2) are common/arch.h's. Tensors are attributed by name
+ * (st_arch_part_of): "blk.N.*" to layer N (biases included),
  * token_embd to the embedding, output_norm / output to the head (a model
  * without output.weight ties its head to the embedding, so the last stage
  * holds the embedding's bytes too); anything else counts in the total
@@ -10,7 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/arch.h"
 #include "kernels/kernels.h"
+
+#define MINFO_DEFAULT_CTX 2048 /* context_length when the file has none (llama.cpp's) */
 
 static st_err minfo_u32(const st_gguf *g, const char *key, bool required, uint32_t dflt,
                         uint32_t *out)
@@ -30,50 +35,34 @@ static st_err minfo_u32(const st_gguf *g, const char *key, bool required, uint32
     return ST_OK;
 }
 
-/* minfo_layer_of - the layer number of a "blk.N." tensor name, or -1. */
-static int64_t minfo_layer_of(st_gguf_str name)
-{
-    if (name.len < 5 || memcmp(name.data, "blk.", 4) != 0)
-        return -1;
-    int64_t v = 0;
-    uint64_t i = 4;
-    for (; i < name.len && name.data[i] >= '0' && name.data[i] <= '9'; i++) {
-        v = v * 10 + (name.data[i] - '0');
-        if (v > (1 << 30))
-            return -1;
-    }
-    if (i == 4 || i >= name.len || name.data[i] != '.')
-        return -1;
-    return v;
-}
-
 st_err st_minfo_from_gguf(const st_gguf *g, st_minfo *m)
 {
     memset(m, 0, sizeof *m);
-    st_gguf_str arch;
-    st_err e = st_gguf_get_str(g, "general.architecture", &arch);
+    const st_arch *a;
+    st_err e = st_arch_from_gguf(g, &a);
     if (e != ST_OK)
         return e;
-    if (!st_gguf_str_eq(arch, "llama"))
-        return st_errorf(ST_ETYPE, "general.architecture is '%.*s'; only 'llama' is supported",
-                         (int)(arch.len > 64 ? 64 : arch.len), arch.data);
-    if ((e = minfo_u32(g, "llama.block_count", true, 0, &m->n_layer)) ||
-        (e = minfo_u32(g, "llama.embedding_length", true, 0, &m->n_embd)) ||
-        (e = minfo_u32(g, "llama.attention.head_count", true, 0, &m->n_head)) ||
-        (e = minfo_u32(g, "llama.context_length", false, 2048, &m->n_ctx_train)))
+    char k[ST_AK_COUNT][ST_ARCH_NAME_MAX];
+    for (int i = 0; i < ST_AK_COUNT; i++)
+        st_arch_key_name(a, (st_arch_key)i, k[i]);
+    if ((e = minfo_u32(g, k[ST_AK_BLOCK_COUNT], true, 0, &m->n_layer)) ||
+        (e = minfo_u32(g, k[ST_AK_EMBEDDING_LENGTH], true, 0, &m->n_embd)) ||
+        (e = minfo_u32(g, k[ST_AK_HEAD_COUNT], true, 0, &m->n_head)) ||
+        (e = minfo_u32(g, k[ST_AK_CONTEXT_LENGTH], false, MINFO_DEFAULT_CTX, &m->n_ctx_train)))
         return e;
-    if ((e = minfo_u32(g, "llama.attention.head_count_kv", false, m->n_head, &m->n_head_kv)))
+    if ((e = minfo_u32(g, k[ST_AK_HEAD_COUNT_KV], false, m->n_head, &m->n_head_kv)))
         return e;
     if (m->n_embd % m->n_head != 0 || m->n_head % m->n_head_kv != 0)
         return st_errorf(ST_ESHAPE, "embedding_length %u, head_count %u, head_count_kv %u do not "
                          "divide", m->n_embd, m->n_head, m->n_head_kv);
-    const st_gguf_tensor *te = st_gguf_find_tensor(g, "token_embd.weight");
+    char embd[ST_ARCH_NAME_MAX];
+    st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, embd);
+    const st_gguf_tensor *te = st_gguf_find_tensor(g, embd);
     if (te == NULL)
-        return st_errorf(ST_EMISSING, "tensor 'token_embd.weight' is missing");
+        return st_errorf(ST_EMISSING, "tensor '%s' is missing", embd);
     if (te->ne[1] < 1 || te->ne[1] > (1 << 30))
-        return st_errorf(ST_ESHAPE, "tensor 'token_embd.weight' has %lld rows",
-                         (long long)te->ne[1]);
-    if ((e = minfo_u32(g, "llama.vocab_size", false, (uint32_t)te->ne[1], &m->n_vocab)))
+        return st_errorf(ST_ESHAPE, "tensor '%s' has %lld rows", embd, (long long)te->ne[1]);
+    if ((e = minfo_u32(g, k[ST_AK_VOCAB_SIZE], false, (uint32_t)te->ne[1], &m->n_vocab)))
         return e;
     uint64_t kv_dim = (uint64_t)m->n_head_kv * (m->n_embd / m->n_head);
     m->kv_bytes_per_token_layer = 2 * kv_dim * sizeof(float);
@@ -82,12 +71,13 @@ st_err st_minfo_from_gguf(const st_gguf *g, st_minfo *m)
     uint64_t dt_bytes[ST_DT_COUNT] = {0};
     if (m->layer_bytes == NULL)
         return st_errorf(ST_ENOMEM, "layer table of %u layers", m->n_layer);
-    bool tied = st_gguf_find_tensor(g, "output.weight") == NULL;
+    bool tied = st_arch_head_tied(g);
     for (uint64_t i = 0; i < st_gguf_n_tensors(g); i++) {
         const st_gguf_tensor *t = st_gguf_tensor_at(g, i);
         m->total_bytes += t->nbytes;
-        int64_t l = minfo_layer_of(t->name);
-        if (l >= 0) {
+        int64_t l;
+        st_arch_part part = st_arch_part_of(t->name, &l);
+        if (part == ST_AP_LAYER) {
             if (l >= m->n_layer) {
                 e = st_errorf(ST_ESHAPE, "tensor '%.*s' names layer %lld of a %u-layer model",
                               (int)t->name.len, t->name.data, (long long)l, m->n_layer);
@@ -97,12 +87,11 @@ st_err st_minfo_from_gguf(const st_gguf *g, st_minfo *m)
             m->layer_bytes[l] += t->nbytes;
             if ((unsigned)t->dtype < ST_DT_COUNT)
                 dt_bytes[t->dtype] += t->nbytes;
-        } else if (st_gguf_str_eq(t->name, "token_embd.weight")) {
+        } else if (part == ST_AP_EMBD) {
             m->embd_bytes += t->nbytes;
             if (tied)
                 m->head_bytes += t->nbytes;
-        } else if (st_gguf_str_eq(t->name, "output_norm.weight") ||
-                   st_gguf_str_eq(t->name, "output.weight")) {
+        } else if (part == ST_AP_HEAD) {
             m->head_bytes += t->nbytes;
         }
     }

@@ -27,7 +27,8 @@ typedef struct st_minfo {
     char name[128];                    /* general.name, or "" */
 } st_minfo;
 
-/* st_minfo_from_gguf - reads g's llama hyperparameters (block_count,
+/* st_minfo_from_gguf - reads g's hyperparameters (a supported
+ * architecture of common/arch.h; block_count,
  * embedding_length, head counts, context_length, vocab_size or the
  * embedding's ne[1]) and sums tensor bytes per layer. ST_EMISSING /
  * ST_ETYPE / ST_ERANGE / ST_ESHAPE name the key or tensor at fault. */

@@ -221,6 +221,12 @@ typedef struct st_kernel_ops {
     void (*rope)(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
                  float base);
 
+    /* rope_neox - rope with GPT-NeoX's pairing (x[i], x[i + n_rot/2]),
+     * i < n_rot/2, and the same theta_i (qwen2 and other NEOX-layout
+     * architectures); the same cos/sin and multiplications per pair. */
+    void (*rope_neox)(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
+                      float base);
+
     /* softmax - in place, max-subtracted; sum accumulated in double. */
     void (*softmax)(float *x, int64_t n);
 

@@ -414,6 +414,42 @@ static void a2_rope(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, i
     }
 }
 
+/* a2_rope_neox - the pairs (i, i + n_rot/2) are two contiguous runs, so
+ * 8 pairs rotate with plain loads: cos/sin once per token as in a2_rope. */
+static void a2_rope_neox(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                         int64_t pos, float base)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const int64_t half = n_rot / 2;
+    float theta = (float)pos;
+    float cc[A2_ROPE_PAIRS], ss[A2_ROPE_PAIRS];
+    for (int64_t p0 = 0; p0 < half; p0 += A2_ROPE_PAIRS) {
+        const int64_t np = half - p0 < A2_ROPE_PAIRS ? half - p0 : A2_ROPE_PAIRS;
+        for (int64_t p = 0; p < np; p++) {
+            cc[p] = cosf(theta);
+            ss[p] = sinf(theta);
+            theta *= theta_scale;
+        }
+        for (int64_t h = 0; h < n_head; h++) {
+            float *x0p = x + h * head_dim + p0, *x1p = x0p + half;
+            int64_t k = 0;
+            for (; k + 8 <= np; k += 8) {
+                const __m256 x0 = _mm256_loadu_ps(x0p + k), x1 = _mm256_loadu_ps(x1p + k);
+                const __m256 c = _mm256_loadu_ps(cc + k), sn = _mm256_loadu_ps(ss + k);
+                _mm256_storeu_ps(x0p + k,
+                                 _mm256_sub_ps(_mm256_mul_ps(x0, c), _mm256_mul_ps(x1, sn)));
+                _mm256_storeu_ps(x1p + k,
+                                 _mm256_add_ps(_mm256_mul_ps(x0, sn), _mm256_mul_ps(x1, c)));
+            }
+            for (; k < np; k++) {
+                const float a = x0p[k], b = x1p[k];
+                x0p[k] = a * cc[k] - b * ss[k];
+                x1p[k] = a * ss[k] + b * cc[k];
+            }
+        }
+    }
+}
+
 static void a2_softmax(float *x, int64_t n)
 {
     float max = -INFINITY;
@@ -544,6 +580,7 @@ static const st_kernel_ops a2_ops = {
     .mul_mat_r8 = {[ST_DT_Q8_0] = avx2_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx2_mul_mat_r8_q4_0},
     .rmsnorm = a2_rmsnorm,
     .rope = a2_rope,
+    .rope_neox = a2_rope_neox,
     .softmax = a2_softmax,
     .silu_mul = a2_silu_mul,
     .add = a2_add,
@@ -577,6 +614,7 @@ static const st_kernel_ops a5_ops = {
     .mul_mat_r8 = {[ST_DT_Q8_0] = avx2_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx2_mul_mat_r8_q4_0},
     .rmsnorm = a2_rmsnorm,
     .rope = a2_rope,
+    .rope_neox = a2_rope_neox,
     .softmax = a2_softmax,
     .silu_mul = a2_silu_mul,
     .add = a2_add,

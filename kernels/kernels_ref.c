@@ -345,6 +345,26 @@ static void ref_rope(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, 
     }
 }
 
+static void ref_rope_neox(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                          int64_t pos, float base)
+{
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const int64_t half = n_rot / 2;
+    for (int64_t h = 0; h < n_head; h++) {
+        float *xh = x + h * head_dim;
+        float theta = (float)pos;
+        for (int64_t i = 0; i < half; i++) {
+            const float c = cosf(theta);
+            const float s = sinf(theta);
+            const float x0 = xh[i];
+            const float x1 = xh[i + half];
+            xh[i] = x0 * c - x1 * s;
+            xh[i + half] = x0 * s + x1 * c;
+            theta *= theta_scale;
+        }
+    }
+}
+
 static void ref_softmax(float *x, int64_t n)
 {
     float max = -INFINITY;
@@ -419,6 +439,7 @@ static const st_kernel_ops ref_ops = {
     .mul_mat_r8 = {[ST_DT_Q8_0] = ref_mul_mat_r8_q8_0, [ST_DT_Q4_0] = ref_mul_mat_r8_q4_0},
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,
+    .rope_neox = ref_rope_neox,
     .softmax = ref_softmax,
     .silu_mul = ref_silu_mul,
     .add = ref_add,

@@ -35,6 +35,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/arch.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "worker/dm_internal.h"
@@ -112,24 +113,26 @@ bool dm_addr_ok(const char *s)
 uint64_t dm_stage_bytes(const st_daemon *d, int64_t first, int64_t last)
 {
     bool head = last == d->hp.n_layer;
-    bool tied = st_gguf_find_tensor(d->g, "output.weight") == NULL;
+    bool tied = st_arch_head_tied(d->g);
     uint64_t sum = 0;
     for (uint64_t i = 0; i < st_gguf_n_tensors(d->g); i++) {
         const st_gguf_tensor *t = st_gguf_tensor_at(d->g, i);
-        char name[96];
-        snprintf(name, sizeof name, "%.*s", (int)(t->name.len < 95 ? t->name.len : 95),
-                 t->name.data);
-        long long l;
-        int used = 0;
-        if (sscanf(name, "blk.%lld.%n", &l, &used) == 1 && used > 0) {
+        int64_t l;
+        switch (st_arch_part_of(t->name, &l)) {
+        case ST_AP_LAYER: /* every tensor of the layer: weights, norms, biases */
             if (l >= first && l < last)
                 sum += t->nbytes;
-        } else if (strcmp(name, "token_embd.weight") == 0) {
+            break;
+        case ST_AP_EMBD:
             if (first == 0 || (head && tied))
                 sum += t->nbytes;
-        } else if (strcmp(name, "output_norm.weight") == 0 || strcmp(name, "output.weight") == 0) {
+            break;
+        case ST_AP_HEAD:
             if (head)
                 sum += t->nbytes;
+            break;
+        case ST_AP_OTHER:
+            break;
         }
     }
     return sum;

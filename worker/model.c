@@ -6,7 +6,8 @@
  * deterministically from those views. Validation is complete
  * before the engine sees a pointer: every tensor the stage needs must
  * exist, have a supported type, and have exactly the shape the
- * hyperparameters imply; norms must be f32. A missing key or tensor is
+ * hyperparameters imply; norms and biases must be f32. Key and tensor
+ * names come from common/arch.h. A missing key or tensor is
  * ST_EMISSING, a contradicting shape ST_ESHAPE, each naming the culprit. */
 #include "worker/model.h"
 
@@ -19,6 +20,10 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "kernels/repack.h"
+
+/* Defaults of optional keys (llama.cpp's). */
+#define MODEL_DEFAULT_CTX 2048
+#define MODEL_DEFAULT_ROPE_BASE 10000.0f
 
 struct st_model {
     st_gguf *owned;       /* the file, if we opened it */
@@ -59,20 +64,22 @@ static st_err model_get_i64(const st_gguf *g, const char *key, int64_t *out, boo
 st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
 {
     memset(hp, 0, sizeof *hp);
-    st_gguf_str arch;
-    st_err e = st_gguf_get_str(g, "general.architecture", &arch);
+    const st_arch *a;
+    st_err e = st_arch_from_gguf(g, &a);
     if (e != ST_OK)
         return e;
-    if (!st_gguf_str_eq(arch, "llama"))
-        return st_errorf(ST_ETYPE, "general.architecture is '%.*s'; only 'llama' is supported",
-                         (int)(arch.len > 64 ? 64 : arch.len), arch.data);
-    if ((e = model_get_i64(g, "llama.embedding_length", &hp->n_embd, true, 0)) ||
-        (e = model_get_i64(g, "llama.block_count", &hp->n_layer, true, 0)) ||
-        (e = model_get_i64(g, "llama.attention.head_count", &hp->n_head, true, 0)) ||
-        (e = model_get_i64(g, "llama.feed_forward_length", &hp->n_ff, true, 0)) ||
-        (e = model_get_i64(g, "llama.attention.head_count_kv", &hp->n_head_kv, false,
-                           hp->n_head)) ||
-        (e = model_get_i64(g, "llama.context_length", &hp->n_ctx_train, false, 2048)))
+    hp->arch = a;
+    hp->rope = a->rope;
+    char k[ST_AK_COUNT][ST_ARCH_NAME_MAX];
+    for (int i = 0; i < ST_AK_COUNT; i++)
+        st_arch_key_name(a, (st_arch_key)i, k[i]);
+    if ((e = model_get_i64(g, k[ST_AK_EMBEDDING_LENGTH], &hp->n_embd, true, 0)) ||
+        (e = model_get_i64(g, k[ST_AK_BLOCK_COUNT], &hp->n_layer, true, 0)) ||
+        (e = model_get_i64(g, k[ST_AK_HEAD_COUNT], &hp->n_head, true, 0)) ||
+        (e = model_get_i64(g, k[ST_AK_FEED_FORWARD_LENGTH], &hp->n_ff, true, 0)) ||
+        (e = model_get_i64(g, k[ST_AK_HEAD_COUNT_KV], &hp->n_head_kv, false, hp->n_head)) ||
+        (e = model_get_i64(g, k[ST_AK_CONTEXT_LENGTH], &hp->n_ctx_train, false,
+                           MODEL_DEFAULT_CTX)))
         return e;
     if (hp->n_embd % hp->n_head != 0)
         return st_errorf(ST_ESHAPE, "embedding_length %lld is not a multiple of head_count %lld",
@@ -82,18 +89,18 @@ st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
                          (long long)hp->n_head, (long long)hp->n_head_kv);
     hp->head_dim = hp->n_embd / hp->n_head;
     hp->kv_dim = hp->n_head_kv * hp->head_dim;
-    if ((e = model_get_i64(g, "llama.rope.dimension_count", &hp->n_rot, false, hp->head_dim)))
+    if ((e = model_get_i64(g, k[ST_AK_ROPE_DIMENSION_COUNT], &hp->n_rot, false, hp->head_dim)))
         return e;
     if (hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0)
         return st_errorf(ST_ESHAPE, "rope.dimension_count %lld must be even and <= head dim %lld",
                          (long long)hp->n_rot, (long long)hp->head_dim);
-    hp->rope_base = 10000.0f;
-    e = st_gguf_get_f32(g, "llama.rope.freq_base", &hp->rope_base);
+    hp->rope_base = MODEL_DEFAULT_ROPE_BASE;
+    e = st_gguf_get_f32(g, k[ST_AK_ROPE_FREQ_BASE], &hp->rope_base);
     if (e == ST_EMISSING)
         st_errclear();
     else if (e != ST_OK)
         return e;
-    if ((e = st_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps)))
+    if ((e = st_gguf_get_f32(g, k[ST_AK_RMS_EPS], &hp->rms_eps)))
         return e;
     if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f))
         return st_errorf(ST_ERANGE, "layer_norm_rms_epsilon %g is not in (0, 1)",
@@ -102,10 +109,11 @@ st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
         return st_errorf(ST_ERANGE, "rope.freq_base %g is not positive and finite",
                          (double)hp->rope_base);
     /* vocab: from the key if present, else from the embedding's shape */
-    const st_gguf_tensor *te = st_gguf_find_tensor(g, "token_embd.weight");
+    const st_gguf_tensor *te = st_arch_find(g, ST_AT_TOKEN_EMBD, 0);
     if (te == NULL)
-        return st_errorf(ST_EMISSING, "tensor 'token_embd.weight' is missing");
-    if ((e = model_get_i64(g, "llama.vocab_size", &hp->n_vocab, false, te->ne[1])))
+        return st_errorf(ST_EMISSING, "tensor '%s' is missing",
+                         st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, k[0]));
+    if ((e = model_get_i64(g, k[ST_AK_VOCAB_SIZE], &hp->n_vocab, false, te->ne[1])))
         return e;
     return ST_OK;
 }
@@ -170,26 +178,46 @@ static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t 
     return ST_OK;
 }
 
+/* model_bias - an f32 vector of n added after a projection: NULL when the
+ * architecture makes it optional and the file has none. */
+static st_err model_bias(st_model *m, st_arch_tensor t, int64_t l, int64_t n, const float **out)
+{
+    char name[ST_ARCH_NAME_MAX];
+    st_arch_tensor_name(t, l, name);
+    *out = NULL;
+    const st_arch_need need = m->hp.arch->need[t];
+    if (need == ST_AN_ABSENT || (need == ST_AN_OPTIONAL && !st_gguf_find_tensor(m->g, name)))
+        return ST_OK;
+    const st_gguf_tensor *tt = NULL;
+    st_err e = model_tensor(m, name, n, 1, &tt);
+    if (e != ST_OK)
+        return e;
+    if (tt->dtype != ST_DT_F32)
+        return st_errorf(ST_ETYPE, "bias tensor '%s' has type %s; f32 is required", name,
+                         st_dtype_info_of(tt->dtype)->name);
+    *out = tt->data;
+    return ST_OK;
+}
+
 static st_err model_bind_layer(st_model *m, int64_t l, st_layer *L)
 {
     const st_hparams *hp = &m->hp;
-    char n[9][96];
-    static const char *const suffix[9] = {"attn_norm", "attn_q", "attn_k", "attn_v",
-                                          "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
-                                          "ffn_down"};
-    for (int i = 0; i < 9; i++)
-        snprintf(n[i], sizeof n[i], "blk.%lld.%s.weight", (long long)l, suffix[i]);
+    char n[ST_AT_COUNT][ST_ARCH_NAME_MAX];
+    for (int i = ST_AT_FIRST_LAYER; i < ST_AT_COUNT; i++)
+        st_arch_tensor_name((st_arch_tensor)i, l, n[i]);
     st_err e;
-    if ((e = model_norm(m, n[0], &L->attn_norm)) ||
-        (e = model_weight(m, n[1], hp->n_embd, hp->n_embd, &L->wq)) ||
-        (e = model_weight(m, n[2], hp->n_embd, hp->kv_dim, &L->wk)) ||
-        (e = model_weight(m, n[3], hp->n_embd, hp->kv_dim, &L->wv)) ||
-        (e = model_weight(m, n[4], hp->n_embd, hp->n_embd,
-                          &L->wo)) ||
-        (e = model_norm(m, n[5], &L->ffn_norm)) ||
-        (e = model_weight(m, n[6], hp->n_embd, hp->n_ff, &L->w_gate)) ||
-        (e = model_weight(m, n[7], hp->n_embd, hp->n_ff, &L->w_up)) ||
-        (e = model_weight(m, n[8], hp->n_ff, hp->n_embd, &L->w_down)))
+    if ((e = model_norm(m, n[ST_AT_ATTN_NORM], &L->attn_norm)) ||
+        (e = model_weight(m, n[ST_AT_ATTN_Q], hp->n_embd, hp->n_embd, &L->wq)) ||
+        (e = model_weight(m, n[ST_AT_ATTN_K], hp->n_embd, hp->kv_dim, &L->wk)) ||
+        (e = model_weight(m, n[ST_AT_ATTN_V], hp->n_embd, hp->kv_dim, &L->wv)) ||
+        (e = model_bias(m, ST_AT_ATTN_Q_BIAS, l, hp->n_embd, &L->bq)) ||
+        (e = model_bias(m, ST_AT_ATTN_K_BIAS, l, hp->kv_dim, &L->bk)) ||
+        (e = model_bias(m, ST_AT_ATTN_V_BIAS, l, hp->kv_dim, &L->bv)) ||
+        (e = model_weight(m, n[ST_AT_ATTN_OUT], hp->n_embd, hp->n_embd, &L->wo)) ||
+        (e = model_norm(m, n[ST_AT_FFN_NORM], &L->ffn_norm)) ||
+        (e = model_weight(m, n[ST_AT_FFN_GATE], hp->n_embd, hp->n_ff, &L->w_gate)) ||
+        (e = model_weight(m, n[ST_AT_FFN_UP], hp->n_embd, hp->n_ff, &L->w_up)) ||
+        (e = model_weight(m, n[ST_AT_FFN_DOWN], hp->n_ff, hp->n_embd, &L->w_down)))
         return e;
     return ST_OK;
 }
@@ -222,18 +250,20 @@ st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_mode
         e = st_errorf(ST_ENOMEM, "layers");
         goto fail;
     }
+    char embd[ST_ARCH_NAME_MAX], name[ST_ARCH_NAME_MAX];
+    st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, embd);
     if (m->has_embd &&
-        (e = model_weight(m, "token_embd.weight", m->hp.n_embd, m->hp.n_vocab, &m->tok_embd)))
+        (e = model_weight(m, embd, m->hp.n_embd, m->hp.n_vocab, &m->tok_embd)))
         goto fail;
     for (int64_t l = first; l < last; l++)
         if ((e = model_bind_layer(m, l, &m->layers[l - first])))
             goto fail;
     if (m->has_head) {
-        if ((e = model_norm(m, "output_norm.weight", &m->out_norm)))
+        if ((e = model_norm(m, st_arch_tensor_name(ST_AT_OUTPUT_NORM, 0, name), &m->out_norm)))
             goto fail;
-        const char *head = st_gguf_find_tensor(g, "output.weight") ? "output.weight"
-                                                                    : "token_embd.weight";
-        if (m->has_embd && head[0] == 't') {
+        const bool tied = st_arch_head_tied(g);
+        const char *head = tied ? embd : st_arch_tensor_name(ST_AT_OUTPUT, 0, name);
+        if (m->has_embd && tied) {
             m->output = m->tok_embd; /* tied, already touched */
         } else if ((e = model_weight(m, head, m->hp.n_embd, m->hp.n_vocab, &m->output))) {
             goto fail;

@@ -1,5 +1,8 @@
 /* model.h - a llama-family model, or the part of it that one stage needs.
  *
+ * The architectures are those of common/arch.h (llama, qwen2): their key
+ * and tensor names, optional q/k/v biases and rope layout come from there.
+ *
  * st_model_open() maps a GGUF file, reads and checks the hyperparameters,
  * and binds the tensors of the layer range [first, last): the token
  * embedding too when first == 0, the output norm and head (or the tied
@@ -14,12 +17,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/arch.h"
 #include "common/err.h"
 #include "common/gguf.h"
 #include "common/pool.h"
 #include "kernels/kernels.h"
 
 typedef struct st_hparams {
+    const st_arch *arch; /* the architecture's row of common/arch.h */
+    st_rope_layout rope; /* pairing of rotated dims (arch->rope) */
     int64_t n_embd;      /* model width */
     int64_t n_layer;     /* blocks */
     int64_t n_head;      /* query heads */
@@ -50,6 +56,9 @@ typedef struct st_layer {
     st_weight wq;           /* n_embd -> n_embd */
     st_weight wk;           /* n_embd -> kv_dim */
     st_weight wv;           /* n_embd -> kv_dim */
+    const float *bq;        /* [n_embd] added to q, or NULL (no bias) */
+    const float *bk;        /* [kv_dim] added to k, or NULL */
+    const float *bv;        /* [kv_dim] added to v, or NULL */
     st_weight wo;           /* n_embd -> n_embd */
     const float *ffn_norm;  /* [n_embd] */
     st_weight w_gate;       /* n_embd -> n_ff */
@@ -59,10 +68,11 @@ typedef struct st_layer {
 
 typedef struct st_model st_model;
 
-/* st_hparams_from_gguf - reads the llama hyperparameters of g and checks
- * them (architecture "llama", required keys present, heads dividing the
- * width, KV heads dividing heads, rotated dims even and within a head,
- * positive finite epsilon and base). */
+/* st_hparams_from_gguf - reads the hyperparameters of g and checks them
+ * (a supported architecture without rope scaling: st_arch_from_gguf;
+ * required keys present, heads dividing the width, KV heads dividing
+ * heads, rotated dims even and within a head, positive finite epsilon and
+ * base). */
 st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp);
 
 /* st_model_open - maps path and binds the tensors of layers [first, last)

@@ -8,7 +8,9 @@
  *   matmul      per group of 8 output rows of W, for all tokens at once
  *               (chunks of groups claimed from a counter, not halved
  *               ahead of time: see STAGE_CHUNKS_PER_THREAD)
- *   rope+store  per token   rotate q and k, write k and v into the KV cache
+ *   rope+store  per token   add the q/k/v biases (qwen2), rotate q and k
+ *                           (normal or NEOX pairing), write k and v into
+ *                           the KV cache
  *   attention   per (token, head) against the token's own session's cache
  * A layer is 10 phases: pre, qkv, rope, attention, convert, o,
  * add+norm+convert, gate/up, silu+convert, down; the add ending a layer
@@ -289,16 +291,27 @@ static void stage_ph_rope_store(void *arg, int ith, int nth)
     int64_t li = c->layer - st_model_first(c->m);
     long b, e;
     st_pool_split((long)c->n_tok, ith, nth, &b, &e);
+    const st_layer *L = st_model_layer(c->m, c->layer);
+    const bool neox = hp->rope == ST_ROPE_NEOX;
     for (long t = b; t < e; t++) {
         int64_t pos = c->tok_pos[t];
         float *qt = c->q + t * hp->n_embd;
         float *kt = c->k + t * hp->kv_dim;
-        c->ops->rope(qt, hp->n_head, hp->head_dim, hp->n_rot, pos, hp->rope_base);
-        c->ops->rope(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, pos, hp->rope_base);
+        float *vt = c->v + t * hp->kv_dim;
+        if (L->bq != NULL)
+            c->ops->add(qt, L->bq, hp->n_embd);
+        if (L->bk != NULL)
+            c->ops->add(kt, L->bk, hp->kv_dim);
+        if (L->bv != NULL)
+            c->ops->add(vt, L->bv, hp->kv_dim);
+        (neox ? c->ops->rope_neox : c->ops->rope)(qt, hp->n_head, hp->head_dim, hp->n_rot, pos,
+                                                   hp->rope_base);
+        (neox ? c->ops->rope_neox : c->ops->rope)(kt, hp->n_head_kv, hp->head_dim, hp->n_rot,
+                                                   pos, hp->rope_base);
         st_kv *kv = c->rows[c->tok_row[t]].kv;
         size_t off = ((size_t)li * (size_t)kv->n_ctx + (size_t)pos) * (size_t)hp->kv_dim;
         memcpy(kv->k + off, kt, (size_t)hp->kv_dim * sizeof(float));
-        memcpy(kv->v + off, c->v + t * hp->kv_dim, (size_t)hp->kv_dim * sizeof(float));
+        memcpy(kv->v + off, vt, (size_t)hp->kv_dim * sizeof(float));
     }
 }
 

@@ -7,7 +7,9 @@ Usage: cluster.py BUILD_DIR CASE      (CASE: see CASES at the bottom)
 Every process is started in its own process group and killed at the end,
 also on failure. Prints 'N passed, N failed' as its last line."""
 
+import array
 import json
+import math
 import os
 import re
 import signal
@@ -554,9 +556,80 @@ def case_netns():
             sh("ip", "netns", "del", ns, check=False)
 
 
+def wave2_cases(model_name):
+    with open(os.path.join(SHARED, "golden", "wave2", "generation.json")) as f:
+        return [x for x in json.load(f)["cases"] if x["model"] == model_name]
+
+
+def min_cosine(got, ref, n_vocab):
+    """The smallest per-step cosine between two files of float32 rows."""
+    a, b = array.array("f", got), array.array("f", ref)
+    worst = 1.0
+    for s in range(len(a) // n_vocab):
+        x, y = a[s * n_vocab:(s + 1) * n_vocab], b[s * n_vocab:(s + 1) * n_vocab]
+        dot = sum(p * q for p, q in zip(x, y))
+        worst = min(worst, dot / math.sqrt(sum(p * p for p in x) * sum(q * q for q in y)))
+    return worst
+
+
+def check_wave2_splits(name, splits):
+    """The wave-2 golden cases of model name through each split (f32 wire):
+    the golden ids, logits within the Q8_0 tolerance of the reference
+    (cosine >= 0.998), bit for bit `strata run`'s and the same whatever the
+    split (INV-1). Prompts are ids; the coordinator needs no tokenizer for
+    them (`strata run` loads the model's BPE vocabulary)."""
+    cases = wave2_cases(name)
+    assert len(cases) == 2, "wave2 has %d cases of %s" % (len(cases), name)
+    first = {}
+    for split in splits:
+        with Cluster(model(name), ["--wire", "f32", "--split", ",".join(map(str, split)),
+                                   "--min-workers", str(len(split))]) as c:
+            for _ in split:
+                c.add_worker()
+            st = c.wait_serving(len(split))
+            layers = [s["last"] - s["first"] for s in st["plan"]["stages"]]
+            assert layers == split, "plan layers %s != split %s" % (layers, split)
+            for i, case in enumerate(cases):
+                lc = os.path.join(c.tmp, "c%d.logits" % i)
+                r = c.cli("generate", "--prompt-ids", ",".join(map(str, case["prompt_ids"])),
+                          "-n", str(case["n"]), "--temp", "0", "--ids", "--logits-out", lc)
+                got = parse_ids(r.stdout)
+                assert got == case["expected_ids"], "split %s: ids %s != golden %s" % (
+                    split, got, case["expected_ids"])
+                with open(lc, "rb") as f:
+                    data = f.read()
+                assert len(data) == 4 * case["n"] * case["n_vocab"], len(data)
+                if i not in first:
+                    with open(os.path.join(SHARED, "golden", "wave2", case["logits_file"]),
+                              "rb") as f:
+                        cosv = min_cosine(data, f.read(), case["n_vocab"])
+                    assert cosv >= 0.998, "min cosine %.6f < 0.998" % cosv
+                    lr = os.path.join(c.tmp, "r%d.logits" % i)
+                    assert run_ids(c.model, case["prompt_ids"], case["n"], lr) == got
+                    with open(lr, "rb") as f:
+                        assert f.read() == data, "cluster logits differ from strata run's"
+                    print("%s: %s min cosine vs reference %.7f; strata run's logits bit for bit"
+                          % (name, case["logits_file"], cosv))
+                    first[i] = data
+                assert data == first[i], "split %s: logits differ from the first split's" % split
+            print("%s: split %s: golden ids, logits bit-identical" % (name, split))
+
+
+def case_qwen2():
+    """The qwen2 architecture (q/k/v biases, NEOX rope, tied head) through 1,
+    2 and 3 workers (check_wave2_splits)."""
+    check_wave2_splits("qw2-synth-q8_0.gguf", ([4], [2, 2], [1, 2, 1]))
+
+
+def case_llama3():
+    """The Llama 3 vocabulary llama (rope base 500000, tied head, 128,256
+    ids) through 1 and 2 workers (check_wave2_splits)."""
+    check_wave2_splits("l3-synth-q8_0.gguf", ([4], [1, 3]))
+
+
 CASES = {"inv1": case_inv1, "membership": case_membership, "stale": case_stale_epoch,
          "key": case_cluster_key, "bad_input": case_bad_input, "shutdown": case_shutdown,
-         "netns": case_netns}
+         "netns": case_netns, "qwen2": case_qwen2, "llama3": case_llama3}
 
 if __name__ == "__main__":
     names = sys.argv[2:] or list(CASES)

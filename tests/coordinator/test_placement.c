@@ -557,6 +557,38 @@ START_TEST(minfo_synth)
 }
 END_TEST
 
+/* minfo on the shared qwen2 model: the architecture is accepted, its q/k/v
+ * biases count in their layer's bytes, and the tied head holds the
+ * embedding. dim 128, kv_dim 64, FFN 384, Q8_0 (34 bytes per 32 values):
+ * q, o 128 rows of 136 bytes; k, v 64 rows; gate, up 384 rows; down 128
+ * rows of 408; two f32 norms of 128 and f32 biases of 128 + 64 + 64. */
+START_TEST(minfo_qwen2)
+{
+    const char *sh = getenv("STRATA_SHARED");
+    char path[512];
+    snprintf(path, sizeof path, "%s/models/qw2-synth-q8_0.gguf", sh ? sh : "../shared");
+    st_gguf *g;
+    ck_assert_int_eq(st_gguf_open(path, &g), ST_OK);
+    st_minfo mi;
+    ck_assert_int_eq(st_minfo_from_gguf(g, &mi), ST_OK);
+    ck_assert_uint_eq(mi.n_layer, 4);
+    ck_assert_uint_eq(mi.n_embd, 128);
+    ck_assert_uint_eq(mi.n_head_kv, 2);
+    ck_assert_uint_eq(mi.n_vocab, 151669);
+    ck_assert_uint_eq(mi.kv_bytes_per_token_layer, 2 * 64 * 4);
+    ck_assert_str_eq(mi.dtype, "q8_0");
+    const uint64_t mats = 2 * 128 * 136 + 2 * 64 * 136 + 2 * 384 * 136 + 128 * 408;
+    const uint64_t norms = 2 * 128 * 4, biases = (128 + 64 + 64) * 4;
+    for (uint32_t l = 0; l < 4; l++)
+        ck_assert_uint_eq(mi.layer_bytes[l], mats + norms + biases);
+    ck_assert_uint_eq(mi.embd_bytes, 151669ull * 136);
+    ck_assert_uint_eq(mi.head_bytes, mi.embd_bytes + 128 * 4); /* tied + output_norm */
+    ck_assert_uint_eq(mi.total_bytes, 4 * (mats + norms + biases) + mi.head_bytes);
+    st_minfo_free(&mi);
+    st_gguf_close(g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("placement");
@@ -576,6 +608,7 @@ int main(void)
     tcase_add_test(tc, calibrate_and_measure);
     tcase_add_test(tc, sustained_imbalance);
     tcase_add_test(tc, minfo_synth);
+    tcase_add_test(tc, minfo_qwen2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -20,10 +20,12 @@
 #include "tests/engine/golden.h"
 #include "tests/engine/runner.h"
 
+/* qw2-synth: the qwen2 architecture (q/k/v biases, NEOX rope, tied head
+ * of a 151,669-token vocabulary) */
 static const char *const eng_models[] = {"synth-s-f32.gguf", "synth-s-f16.gguf",
                                          "synth-s-q8_0.gguf", "synth-s-q4_0.gguf",
-                                         "stories260K.gguf"};
-#define ENG_N_MODELS 5
+                                         "stories260K.gguf", "qw2-synth-q8_0.gguf"};
+#define ENG_N_MODELS 6
 
 static const int32_t eng_prompt[] = {1, 325, 422, 307, 404, 289, 386, 271, 368, 465, 350, 447};
 #define ENG_N_PROMPT 12

@@ -1,8 +1,9 @@
 /* test_model.c - model-level validation of GGUF files: each missing key or
  * tensor, each shape that contradicts the hyperparameters, an unsupported
- * architecture and a wrongly typed norm gets its specific error naming the
- * culprit. Crafted files are stories260K.gguf rewritten in memory with one
- * change. */
+ * architecture, a wrongly typed norm and any request for rope scaling gets
+ * its specific error naming the culprit; qwen2 binds its biases and NEOX
+ * rope. Crafted files are stories260K.gguf (or another shared model)
+ * rewritten in memory with one change. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,12 @@ typedef struct edit {
     const char *drop_tensor;  /* omit this tensor */
     const char *f16_tensor;   /* store this f32 tensor as f16 */
     const char *q8k_tensor;   /* store this tensor as (zero) Q8_K blocks */
+    const char *str_key;      /* add this string pair */
+    const char *str_val;
+    const char *f32_key;      /* add this f32 pair */
+    float f32_val;
+    const char *add_tensor;   /* add this f32 vector of add_n ones */
+    int64_t add_n;
 } edit;
 
 static st_gguf *g_src;
@@ -83,6 +90,20 @@ static st_gguf *craft(const edit *ed, uint8_t **buf)
     ck_assert_int_eq(st_gguf_writer_new(&w), ST_OK);
     for (uint64_t i = 0; i < st_gguf_n_kv(g_src); i++)
         copy_kv(w, st_gguf_kv_at(g_src, i), ed);
+    if (ed->str_key)
+        ck_assert_int_eq(st_gguf_writer_add_str(w, ed->str_key, ed->str_val), ST_OK);
+    if (ed->f32_key)
+        ck_assert_int_eq(st_gguf_writer_add_f32(w, ed->f32_key, ed->f32_val), ST_OK);
+    float *extra = NULL;
+    if (ed->add_tensor) {
+        extra = malloc((size_t)ed->add_n * sizeof *extra);
+        for (int64_t i = 0; i < ed->add_n; i++)
+            extra[i] = 1.0f;
+        const int64_t ne[4] = {ed->add_n, 1, 1, 1};
+        ck_assert_int_eq(st_gguf_writer_add_tensor(w, ed->add_tensor, ST_DT_F32, 1, ne, extra,
+                                                   (size_t)ed->add_n * sizeof *extra),
+                         ST_OK);
+    }
     uint16_t *half = NULL;
     void *q8k = NULL;
     for (uint64_t i = 0; i < st_gguf_n_tensors(g_src); i++) {
@@ -119,6 +140,7 @@ static st_gguf *craft(const edit *ed, uint8_t **buf)
     st_gguf_writer_free(w);
     free(half);
     free(q8k);
+    free(extra);
     st_gguf *g;
     ck_assert_int_eq(st_gguf_open_mem(*buf, len, &g), ST_OK);
     return g;
@@ -213,6 +235,98 @@ START_TEST(test_architecture_and_types)
 }
 END_TEST
 
+/* Rope scaling is not implemented: every way a file asks for it is
+ * refused by name; "none" is no scaling. */
+START_TEST(test_rope_scaling_refused)
+{
+    edit a = {.str_key = "llama.rope.scaling.type", .str_val = "linear"};
+    expect(&a, ST_ETYPE, "llama.rope.scaling.type is 'linear'");
+    edit b = {.str_key = "llama.rope.scaling.type", .str_val = "yarn"};
+    expect(&b, ST_ETYPE, "'yarn'");
+    edit c = {.f32_key = "llama.rope.scale_linear", .f32_val = 2.0f};
+    expect(&c, ST_EINVAL, "llama.rope.scale_linear");
+    edit d = {.add_tensor = "rope_freqs.weight", .add_n = 4};
+    expect(&d, ST_EINVAL, "rope_freqs.weight");
+    edit ok = {.str_key = "llama.rope.scaling.type", .str_val = "none"};
+    uint8_t *buf;
+    st_gguf *g = craft(&ok, &buf);
+    st_model *m;
+    ck_assert_int_eq(st_model_open_gguf(g, 0, -1, &m), ST_OK);
+    st_model_close(m);
+    st_gguf_close(g);
+    free(buf);
+}
+END_TEST
+
+/* llama loads q/k/v biases when a file has them (as llama.cpp does). */
+START_TEST(test_llama_optional_bias)
+{
+    edit a = {.add_tensor = "blk.2.attn_k.bias", .add_n = 32}; /* kv_dim of stories260K */
+    uint8_t *buf;
+    st_gguf *g = craft(&a, &buf);
+    st_model *m;
+    ck_assert_int_eq(st_model_open_gguf(g, 0, -1, &m), ST_OK);
+    ck_assert_int_eq(st_model_hparams(m)->rope, ST_ROPE_NORM);
+    ck_assert_ptr_nonnull(st_model_layer(m, 2)->bk);
+    ck_assert_ptr_null(st_model_layer(m, 2)->bq);
+    ck_assert_ptr_null(st_model_layer(m, 1)->bk);
+    st_model_close(m);
+    st_gguf_close(g);
+    free(buf);
+    edit b = {.add_tensor = "blk.2.attn_k.bias", .add_n = 31};
+    expect(&b, ST_ESHAPE, "blk.2.attn_k.bias");
+}
+END_TEST
+
+/* qwen2: its keys, required biases (bound only for the stage's layers,
+ * f32, of the projection's width), NEOX rope, tied head. */
+START_TEST(test_qwen2)
+{
+    st_gguf_close(g_src);
+    char p[512];
+    ck_assert_int_eq(st_gguf_open(golden_path(p, sizeof p, "models", "qw2-synth-q8_0.gguf"),
+                                  &g_src),
+                     ST_OK);
+    st_model *m;
+    ck_assert_int_eq(st_model_open_gguf(g_src, 0, -1, &m), ST_OK);
+    const st_hparams *hp = st_model_hparams(m);
+    ck_assert_str_eq(hp->arch->name, "qwen2");
+    ck_assert_int_eq(hp->rope, ST_ROPE_NEOX);
+    ck_assert_int_eq(hp->n_layer, 4);
+    ck_assert_int_eq(hp->kv_dim, 64);
+    ck_assert(hp->rope_base == 1000000.0f);
+    for (int64_t l = 0; l < 4; l++) {
+        const st_layer *L = st_model_layer(m, l);
+        ck_assert(L->bq != NULL && L->bk != NULL && L->bv != NULL);
+    }
+    ck_assert_ptr_eq(st_model_output(m)->data, st_model_tok_embd(m)->data); /* tied */
+    st_model_close(m);
+    /* stage [1, 3): exactly the bytes of blk.1.* and blk.2.*, biases included */
+    ck_assert_int_eq(st_model_open_gguf(g_src, 1, 3, &m), ST_OK);
+    size_t want = 0;
+    int biases = 0;
+    for (uint64_t i = 0; i < st_gguf_n_tensors(g_src); i++) {
+        const st_gguf_tensor *t = st_gguf_tensor_at(g_src, i);
+        int64_t l;
+        if (st_arch_part_of(t->name, &l) == ST_AP_LAYER && l >= 1 && l < 3) {
+            want += t->nbytes;
+            biases += t->name.len > 5 && memcmp(t->name.data + t->name.len - 5, ".bias", 5) == 0;
+        }
+    }
+    ck_assert_int_eq(biases, 6);
+    ck_assert_uint_eq(st_model_weight_bytes(m), want);
+    st_model_close(m);
+    edit a = {.drop_tensor = "blk.1.attn_k.bias"};
+    expect(&a, ST_EMISSING, "blk.1.attn_k.bias");
+    edit b = {.f16_tensor = "blk.3.attn_v.bias"};
+    expect(&b, ST_ETYPE, "blk.3.attn_v.bias");
+    edit c = {.drop_key = "qwen2.attention.head_count"};
+    expect(&c, ST_EMISSING, "qwen2.attention.head_count");
+    edit d = {.str_key = "qwen2.rope.scaling.type", .str_val = "yarn"};
+    expect(&d, ST_ETYPE, "qwen2.rope.scaling.type is 'yarn'");
+}
+END_TEST
+
 /* A weight of a dtype that has no matrix kernel (Q8_K is an activation
  * format only) is refused with an error naming the tensor and the dtype.
  * stories260K has no row of 256 values: this test crafts from synth-s. */
@@ -254,6 +368,9 @@ int main(void)
     tcase_add_test(tc, test_architecture_and_types);
     tcase_add_test(tc, test_layer_range);
     tcase_add_test(tc, test_dtype_without_kernel);
+    tcase_add_test(tc, test_rope_scaling_refused);
+    tcase_add_test(tc, test_llama_optional_bias);
+    tcase_add_test(tc, test_qwen2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -5,8 +5,9 @@
  * in fact every byte) equal the shared stories260K.gguf; an unshared
  * classifier and a real tokenizer.bin are checked on a crafted checkpoint;
  * size mismatches are errors naming both sizes. synth: shapes, dtypes,
- * value statistics, determinism, dtype independence of the values, and
- * rejection of bad arguments with exit status 2. */
+ * value statistics, determinism, dtype independence of the values, the
+ * qwen2 architecture's keys and biases, and rejection of bad arguments
+ * with exit status 2. */
 #include <check.h>
 #include <fcntl.h>
 #include <math.h>
@@ -409,6 +410,58 @@ START_TEST(test_synth_deterministic)
 }
 END_TEST
 
+/* --arch qwen2: qwen2.* keys, and f32 q/k/v biases N(0, 0.2) after each
+ * layer's v projection; the same matrices as the llama file of that seed. */
+START_TEST(test_synth_qwen2)
+{
+    char *dir = tmpdir_make();
+    char out[4200], lout[4200];
+    snprintf(out, sizeof out, "%s/q.gguf", dir);
+    snprintf(lout, sizeof lout, "%s/l.gguf", dir);
+    const char *args[] = {"convert", "synth", out, "--dim", "128", "--layers", "2", "--heads", "4",
+                          "--kv-heads", "2", "--ffn", "352", "--vocab", "1000", "--type", "q8_0",
+                          "--seed", "7", "--arch", "qwen2", NULL};
+    ck_assert_msg(run(args) == 0, "%s", cv_err);
+    ck_assert(synth(lout, "q8_0", "7") == 0);
+    st_gguf *g, *gl;
+    ck_assert(st_gguf_open(out, &g) == ST_OK && st_gguf_open(lout, &gl) == ST_OK);
+    st_gguf_str arch;
+    uint32_t u;
+    ck_assert(st_gguf_get_str(g, "general.architecture", &arch) == ST_OK &&
+              st_gguf_str_eq(arch, "qwen2"));
+    ck_assert(st_gguf_get_u32(g, "qwen2.block_count", &u) == ST_OK && u == 2);
+    ck_assert(st_gguf_get_u32(g, "qwen2.attention.head_count_kv", &u) == ST_OK && u == 2);
+    ck_assert(st_gguf_get_u32(g, "llama.block_count", &u) == ST_EMISSING);
+    ck_assert_uint_eq(st_gguf_n_tensors(g), 2 + 12 * 2 + 1);
+    const char *names[] = {"blk.0.attn_q.bias", "blk.1.attn_k.bias", "blk.1.attn_v.bias"};
+    const int64_t lens[] = {128, 64, 64};
+    for (int k = 0; k < 3; k++) {
+        const st_gguf_tensor *t = st_gguf_find_tensor(g, names[k]);
+        ck_assert_msg(t != NULL, "%s missing", names[k]);
+        ck_assert_int_eq(t->dtype, ST_DT_F32);
+        ck_assert_int_eq(t->ne[0], lens[k]);
+        int64_t n;
+        float *x = dequant(t, &n);
+        double mean, std;
+        stats(x, n, &mean, &std);
+        ck_assert_msg(fabs(mean) < 4 * 0.2 / sqrt((double)n) && fabs(std / 0.2 - 1) < 0.3,
+                      "%s: mean %g std %g", names[k], mean, std);
+        free(x);
+    }
+    const st_gguf_tensor *q = st_gguf_find_tensor(g, "blk.1.ffn_down.weight");
+    const st_gguf_tensor *ql = st_gguf_find_tensor(gl, "blk.1.ffn_down.weight");
+    ck_assert(q && ql && q->nbytes == ql->nbytes && memcmp(q->data, ql->data, q->nbytes) == 0);
+    st_gguf_close(g);
+    st_gguf_close(gl);
+    const char *bad[] = {"convert", "synth", out, "--dim", "64", "--layers", "1", "--heads", "4",
+                         "--kv-heads", "2", "--ffn", "64", "--vocab", "300", "--type", "f32",
+                         "--arch", "gpt2", NULL};
+    ck_assert_int_eq(run(bad), 2);
+    ck_assert_msg(strstr(cv_err, "gpt2") != NULL, "%s", cv_err);
+    tmpdir_rm(dir);
+}
+END_TEST
+
 START_TEST(test_synth_bad_args)
 {
     char *dir = tmpdir_make();
@@ -467,6 +520,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_synth_types);
     tcase_add_test(tc, test_synth_deterministic);
     tcase_add_test(tc, test_synth_bad_args);
+    tcase_add_test(tc, test_synth_qwen2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -123,8 +123,8 @@ START_TEST(test_select)
                 ck_assert_ptr_nonnull(ops->mul_mat[t]);
             }
         }
-        ck_assert(ops->rmsnorm && ops->rope && ops->softmax && ops->silu_mul && ops->add &&
-                  ops->attn_head && ops->argmax);
+        ck_assert(ops->rmsnorm && ops->rope && ops->rope_neox && ops->softmax && ops->silu_mul &&
+                  ops->add && ops->attn_head && ops->argmax);
     }
 }
 END_TEST

@@ -606,6 +606,52 @@ START_TEST(test_rope)
 }
 END_TEST
 
+START_TEST(test_rope_neox)
+{
+    /* NEOX pairing (i, i + n_rot/2) against double math, and bit-identical
+     * to the reference in every variant; n_rot 40: a tail of 4 pairs after
+     * the 8-wide SIMD steps, and 24 untouched dims per head */
+    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    if (ops == NULL)
+        return;
+    const int64_t n_head = 3, head_dim = 64;
+    const int64_t n_rots[] = {64, 40};
+    const int64_t poss[] = {0, 3, 300};
+    const float base = 1000000.0f;
+    tk_rng r = {7};
+    for (size_t a = 0; a < 2; a++) {
+        for (size_t b = 0; b < 3; b++) {
+            const int64_t n_rot = n_rots[a], pos = poss[b], half = n_rot / 2;
+            float x[3 * 64], x0[3 * 64], xr[3 * 64];
+            tk_fill(&r, x0, n_head * head_dim, 1.0f);
+            memcpy(x, x0, sizeof x);
+            memcpy(xr, x0, sizeof xr);
+            ops->rope_neox(x, n_head, head_dim, n_rot, pos, base);
+            st_kernels_ref()->rope_neox(xr, n_head, head_dim, n_rot, pos, base);
+            ck_assert_msg(memcmp(x, xr, sizeof x) == 0, "%s rope_neox differs from the reference",
+                          ops->name);
+            const double tol = (double)pos * (double)(half + 4) * 0x1p-23 + 1e-6;
+            for (int64_t h = 0; h < n_head; h++) {
+                const float *s = x0 + h * head_dim, *d = x + h * head_dim;
+                for (int64_t i = n_rot; i < head_dim; i++)
+                    ck_assert(d[i] == s[i]);
+                for (int64_t i = 0; i < half; i++) {
+                    const double th =
+                        (double)pos * pow((double)base, -2.0 * (double)i / (double)n_rot);
+                    const double w0 = s[i] * cos(th) - s[i + half] * sin(th);
+                    const double w1 = s[i] * sin(th) + s[i + half] * cos(th);
+                    const double m = fabs(s[i]) + fabs(s[i + half]);
+                    ck_assert_msg(fabs(d[i] - w0) <= tol * m && fabs(d[i + half] - w1) <= tol * m,
+                                  "%s rope_neox pos %ld dim %ld: (%g, %g) want (%g, %g)",
+                                  ops->name, (long)pos, (long)i, (double)d[i],
+                                  (double)d[i + half], w0, w1);
+                }
+            }
+        }
+    }
+}
+END_TEST
+
 static void tk_softmax_exact(const float *x, double *p, int64_t n)
 {
     double mx = -INFINITY, s = 0.0;
@@ -759,6 +805,7 @@ static Suite *kernels_suite(void)
     tcase_add_loop_test(tc, test_mul_mat_small_batches, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_rmsnorm, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_rope, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_rope_neox, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_softmax_silu_add, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_attn_head, 0, ST_KVAR_COUNT);
     tcase_add_loop_test(tc, test_argmax, 0, ST_KVAR_COUNT);
