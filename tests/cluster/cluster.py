@@ -149,6 +149,23 @@ class Cluster:
         raise AssertionError("cluster not serving with %d workers (epoch > %d) in %ss: %s"
                              % (n_workers, min_epoch, timeout, json.dumps(st)[:2000]))
 
+    def wait_placed(self, n_workers, timeout=TIMEOUT):
+        """Waits until a committed plan serves and n_workers live workers are
+        listed, each serving or left out as a spare: how many of them get a
+        stage is the planner's choice from measured speeds and links, which
+        depend on the machine (INV-9); returns the status."""
+        deadline = time.time() + timeout
+        st = None
+        while time.time() < deadline:
+            st = self.status()
+            states = [w["state"] for w in st["workers"]]
+            if st.get("serving") and len(states) == n_workers and \
+                    all(x in ("serving", "spare") for x in states):
+                return st
+            time.sleep(0.1)
+        raise AssertionError("no serving plan for %d workers in %ss: %s"
+                             % (n_workers, timeout, json.dumps(st)[:2000]))
+
     def __enter__(self):
         return self
 
@@ -295,7 +312,9 @@ def case_stale_epoch():
     """INV-2: a packet of an older epoch is refused, counted, and reported
     with both epochs; serving goes on."""
     case = [x for x in golden_cases() if x["model"] == "synth-s-f32.gguf"][0]
-    with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32", "--min-workers", "2"]) as c:
+    # (a fixed split: worker1 has a stage whatever the measured speeds)
+    with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32", "--min-workers", "2",
+                                             "--split", "3,3"]) as c:
         c.add_worker()
         c.add_worker()
         st = c.wait_serving(2)
@@ -436,7 +455,7 @@ def case_shutdown():
     with Cluster(model("synth-s-q8_0.gguf"), []) as c:
         c.add_worker()
         c.add_worker()
-        c.wait_serving(2)
+        c.wait_placed(2)
         c.cli("generate", "--prompt-ids", "1,2,3", "-n", "8", "--ids")
         # idle processes sleep: no thread may spin between steps (a timed
         # wait on the wrong clock once kept a worker at 100% of a core)
