@@ -55,6 +55,7 @@ worker with the others, never with a constant.)
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -417,10 +418,13 @@ def settled_plan(c, placed, timeout=TIMEOUT):
                timeout, "a heartbeat from every worker")
     while time.time() < deadline:
         r = json.loads(c.cli("replan", "--json").stdout)
-        st = wait_until(c, lambda s: s["serving"] and s["epoch"] >= r["epoch"] and placed(s) and
+        # a round in progress defers the replan: "deferred until epoch E is switched to"
+        m = re.match(r"deferred until epoch (\d+)", r["message"])
+        epoch = int(m.group(1)) if m else r["epoch"]
+        st = wait_until(c, lambda s: s["serving"] and s["epoch"] >= epoch and placed(s) and
                         "preparing" not in [w["state"] for w in s["workers"]], timeout,
-                        "the plan of epoch %d" % r["epoch"])
-        if not r["started"] and st["epoch"] == r["epoch"]:
+                        "the plan of epoch %d" % epoch)
+        if not r["started"] and not m and st["epoch"] == r["epoch"]:
             return st
     raise AssertionError("the plan did not settle in %ss" % timeout)
 
