@@ -353,7 +353,8 @@ def case_sessions():
             if st["sched"]["sessions"] == 0 and w.get("sessions", 1) == 0:
                 break
             time.sleep(0.2)
-        assert st["sched"]["sessions"] == 0 and int(st["sched"]["sessions_expired"]) >= 2, st["sched"]
+        assert st["sched"]["sessions"] == 0 and int(st["sched"]["sessions_expired"]) >= 2, \
+            st["sched"]
         assert w["sessions"] == 0, "the worker still holds %d sessions" % w["sessions"]
         print("sessions: turn 2 reused %d ids; LRU eviction and TTL expiry (%s expired) reach the "
               "worker; status %s" % (len(p1) + 7, st["sched"]["sessions_expired"], reuse))
