@@ -92,6 +92,8 @@ static cJSON *cl_sched_json(const Strata__SchedStatus *q)
     cli_json_u64(o, "kv_bytes", q->kv_bytes);
     cJSON_AddNumberToObject(o, "chunk", q->chunk);
     cJSON_AddNumberToObject(o, "max_batch_tokens", q->max_batch_tokens);
+    if (q->hold) /* the coordinator has --test-hooks */
+        cJSON_AddItemToObject(o, "hold", cli_hold_json(q->hold));
     cJSON_AddNumberToObject(o, "routes", q->routes);
     cJSON *rs = cJSON_AddArrayToObject(o, "route_sessions");
     for (size_t i = 0; i < q->n_route_sessions; i++)
@@ -297,6 +299,8 @@ static void cl_status_print(const Strata__StatusReply *s)
                q->peak_in_flight, q->busy_refused, q->queue_expired, q->client_gone,
                q->reused_tokens, q->sessions_evicted, q->sessions_expired, q->kv_kept,
                q->kv_reprefilled);
+        if (q->hold) /* test hooks: the step gate */
+            cli_hold_print(q->hold);
         if (q->routes > 1) {
             printf("routes: %u; sessions per route", q->routes);
             for (size_t i = 0; i < q->n_route_sessions; i++)

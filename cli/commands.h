@@ -5,6 +5,10 @@
 #ifndef ST_CLI_COMMANDS_H
 #define ST_CLI_COMMANDS_H
 
+#include <cjson/cJSON.h>
+
+#include "strata.pb-c.h"
+
 int st_cmd_run(int argc, char **argv);        /* cmd_run.c */
 int st_cmd_tokenize(int argc, char **argv);   /* cmd_text.c */
 int st_cmd_detokenize(int argc, char **argv); /* cmd_text.c */
@@ -26,5 +30,12 @@ int st_cmd_keygen(int argc, char **argv);
 int st_cmd_plan(int argc, char **argv);   /* the serving plan, or --dry-run */
 int st_cmd_replan(int argc, char **argv);
 int st_cmd_drain(int argc, char **argv);
+
+/* the test-only step gate (cmd_hold.c; coordinator --test-hooks) */
+int st_cmd_hold(int argc, char **argv);
+/* cli_hold_json - a HoldState as JSON (`strata hold --json`, `strata status
+ * --json`'s sched.hold); the caller owns it. cli_hold_print - as one line. */
+cJSON *cli_hold_json(const Strata__HoldState *h);
+void cli_hold_print(const Strata__HoldState *h);
 
 #endif

@@ -23,6 +23,8 @@ static const cli_cmd cli_cmds[] = {
      "              [--workers FILE.json [--model PATH]] [--json]"},
     {"replan", st_cmd_replan, "replan [--force] [--objective latency|throughput] [--json]"},
     {"drain", st_cmd_drain, "drain WORKER [--no-wait] [--timeout-ms N]"},
+    {"hold", st_cmd_hold,
+     "hold (--after-tokens K [--request ID] | --release) [--json]   (test hooks only)"},
     {"generate", st_cmd_generate,
      "generate (--prompt TEXT | --prompt-ids ...) [-n N] [sampling flags] [--ids]"},
     {"keygen", st_cmd_keygen, "keygen FILE"},

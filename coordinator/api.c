@@ -403,6 +403,7 @@ static void api_status(st_coord *c, uint32_t slot)
     Strata__WorkerStatus *ws = calloc(n ? n : 1, sizeof *ws);
     Strata__WorkerStatus **wp = calloc(n ? n : 1, sizeof *wp);
     Strata__Plan *pb = NULL;
+    Strata__HoldState *hold = NULL; /* the test-only step gate (hold.c) */
     if (!ws || !wp || (c->has_plan && st_plan_to_pb(&c->plan, false, &pb) != ST_OK)) {
         st_api_reply_error(c, slot, ST_ENOMEM, "status");
         goto out;
@@ -469,10 +470,11 @@ static void api_status(st_coord *c, uint32_t slot)
     sch.route_sessions = ss.route_sessions;
     sch.n_route_batches = nr;
     sch.route_batches = ss.route_batches;
-    if (api_status_links(c, &sr) != ST_OK) {
-        st_api_reply_error(c, slot, ST_ENOMEM, "status links");
+    if (api_status_links(c, &sr) != ST_OK || coord_hold_pb(c, &hold) != ST_OK) {
+        st_api_reply_error(c, slot, ST_ENOMEM, "status links or hold state");
         goto out;
     }
+    sch.hold = hold;
     sr.sched = &sch;
     sr.epoch = c->has_plan ? c->plan.epoch : 0;
     sr.plan = pb;
@@ -492,6 +494,7 @@ out:
     free(ws);
     free(wp);
     api_status_links_free(&sr);
+    coord_hold_pb_free(hold);
 }
 
 static void api_plan(st_coord *c, uint32_t slot)
@@ -587,6 +590,9 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         break;
     case STRATA__MSG__BODY_DRAIN:
         coord_api_drain(c, slot, m->drain);
+        break;
+    case STRATA__MSG__BODY_HOLD: /* test hooks only: hold.c */
+        coord_api_hold(c, slot, m->hold);
         break;
     default: {
         char text[128];

@@ -48,6 +48,8 @@ typedef struct st_coord_cfg {
     uint32_t min_samples;          /* per-layer samples before a measurement counts (0: 20) */
     bool replicas;                 /* commit plans whose bottleneck stages have replicas
                                     * (throughput objective; off: one worker per stage) */
+    bool test_hooks;               /* accept the test-only HoldRequest (coordinator/hold.h);
+                                    * never in production */
 } st_coord_cfg;
 
 /* st_coord_cfg_default - the documented defaults (model_path NULL). */

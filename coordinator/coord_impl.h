@@ -113,4 +113,13 @@ void st_api_parks(st_coord *c, uint64_t now_ns, bool all);
 /* st_api_reply_error - answers slot with Error{code, message}. */
 void st_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message);
 
+/* hold.c - the test-only step gate's admin side (hold.h) */
+/* coord_api_hold - sets or releases the gate and answers slot with the
+ * HoldState; refused (ST_EINVAL) unless the coordinator has --test-hooks. */
+void coord_api_hold(st_coord *c, uint32_t slot, const Strata__HoldRequest *q);
+/* coord_hold_pb - the gate and the requests it parks as a HoldState
+ * (freed with coord_hold_pb_free); NULL without --test-hooks. */
+st_err coord_hold_pb(const st_coord *c, Strata__HoldState **out);
+void coord_hold_pb_free(Strata__HoldState *h);
+
 #endif

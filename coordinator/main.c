@@ -41,7 +41,7 @@ static void main_usage(FILE *f)
             "       [--client-timeout-ms N] [--session-ttl-ms N] [--pipeline-depth N]\n"
             "       [--split N1,N2,...] [--results ADDR] [--advertise HOST]\n"
             "       [--objective latency|throughput] [--replan-margin F] [--imbalance-ms N]\n"
-            "       [--no-imbalance] [--min-samples N] [--replicas]\n"
+            "       [--no-imbalance] [--min-samples N] [--replicas] [--test-hooks]\n"
             "       [--log error|warn|info|debug]\n"
             "\n"
             "Without --cluster-key, --listen and --results must be loopback addresses\n"
@@ -121,6 +121,10 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
         }
         if (strcmp(f, "--insecure") == 0) {
             c->insecure = true;
+            continue;
+        }
+        if (strcmp(f, "--test-hooks") == 0) { /* tests only: the step gate (hold.h) */
+            c->test_hooks = true;
             continue;
         }
         if (f[0] != '-' || (v = main_value(argc, argv, &i)) == NULL) {

@@ -5,6 +5,7 @@
 #ifndef ST_COORD_SCHED_IMPL_H
 #define ST_COORD_SCHED_IMPL_H
 
+#include "coordinator/hold.h"
 #include "coordinator/scheduler.h"
 
 typedef enum rq_state { RQ_QUEUED = 0, RQ_RUNNING, RQ_DONE } rq_state;
@@ -85,6 +86,7 @@ struct st_sched {
     st_sched_stats st;    /* totals (the gauges are computed on demand) */
     char *dbuf;           /* detokenizer output scratch */
     size_t dcap;
+    st_hold hold;         /* the test-only step gate (hold.h); off unless a test sets it */
 };
 
 /* sched_req.c */
@@ -103,6 +105,13 @@ void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err, con
  * a stop string, its limit or a full context. */
 void sched_append(st_sched *s, sched_req *r, sched_sess *ss, const st_sched_result_row *rr,
                   uint64_t now);
+
+/* sched_parked - whether the test-only gate (hold.h) parks ss's running
+ * request: st_sched_form gives it no row. Off, one test of a flag. */
+static inline bool sched_parked(const st_sched *s, const sched_sess *ss)
+{
+    return s->hold.on && st_hold_parks(&s->hold, ss->req->id, ss->req->n_ids);
+}
 
 /* sched_routes.c */
 /* sched_least_loaded - the route a new session takes: the fewest running

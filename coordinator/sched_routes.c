@@ -9,7 +9,12 @@
  * (st_sched_keep_kv): their sessions move to that route keeping their
  * cached length and stay there; every other session forgets its KV and is
  * spread over the new routes by st_sched_set_routes, re-prefilling from
- * its history. */
+ * its history.
+ *
+ * Also the scheduler's side of the test-only step gate (hold.h): setting
+ * it and listing the sessions it parks (st_sched_form skips them through
+ * sched_parked, so a parked session stays pinned and is re-routed at a
+ * switch like any session between steps). */
 #include <string.h>
 
 #include "coordinator/sched_impl.h"
@@ -109,4 +114,32 @@ void st_sched_keep_kv(st_sched *s, const int32_t *map, uint32_t n_old)
             s->st.kv_reprefilled += has;
         }
     }
+}
+
+/* ---- the test-only step gate (hold.h) ---- */
+
+void st_sched_set_hold(st_sched *s, const st_hold *h)
+{
+    s->hold = *h;
+}
+
+void st_sched_get_hold(const st_sched *s, st_hold *h)
+{
+    *h = s->hold;
+}
+
+size_t st_sched_held(const st_sched *s, st_held *out, size_t cap)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
+        const sched_sess *ss = &s->sess[i];
+        if (!ss->used || ss->req == NULL || ss->req->state != RQ_RUNNING || ss->in_flight ||
+            !sched_parked(s, ss))
+            continue;
+        if (n < cap)
+            out[n] = (st_held){.request_id = ss->req->id, .session_id = ss->id,
+                               .tokens = ss->req->n_ids, .route = ss->route};
+        n++;
+    }
+    return n;
 }

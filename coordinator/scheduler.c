@@ -382,7 +382,7 @@ static bool sched_pick_route(const st_sched *s, uint32_t *out)
     for (uint32_t i = 0; i < s->cfg.max_sessions; i++) {
         const sched_sess *ss = &s->sess[i];
         if (!ss->used || ss->req == NULL || ss->req->state != RQ_RUNNING || ss->in_flight ||
-            ss->route >= s->n_routes)
+            ss->route >= s->n_routes || sched_parked(s, ss))
             continue;
         if (!ready[ss->route] || ss->last_batch < oldest[ss->route])
             oldest[ss->route] = ss->last_batch;
@@ -431,7 +431,7 @@ st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sche
         if (!ss->used || ss->req == NULL || ss->req->state != RQ_RUNNING || ss->route != route)
             continue;
         running++;
-        if (ss->in_flight)
+        if (ss->in_flight || sched_parked(s, ss))
             continue;
         if (ss->n_hist - ss->n_cached == 1)
             dec[n_dec++] = ss;

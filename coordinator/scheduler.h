@@ -43,6 +43,7 @@
 #include "common/err.h"
 #include "common/sampling.h"
 #include "common/tokenizer.h"
+#include "coordinator/hold.h"
 
 #define ST_SCHED_MAX_STOP 16       /* stop strings per request */
 #define ST_SCHED_MAX_STOP_LEN 256  /* bytes per stop string */
@@ -294,6 +295,18 @@ st_err st_sched_delivered(st_sched *s, uint64_t req_id, uint64_t now_ns);
  * whose client stays silent for client_timeout is cancelled by tick).
  * ST_ENOENT if unknown. */
 st_err st_sched_touch(st_sched *s, uint64_t req_id, uint64_t now_ns);
+
+/* st_sched_set_hold - sets the test-only step gate (hold.h; h->on false:
+ * released). The next st_sched_form applies it. */
+void st_sched_set_hold(st_sched *s, const st_hold *h);
+
+/* st_sched_get_hold - the gate as set. */
+void st_sched_get_hold(const st_sched *s, st_hold *h);
+
+/* st_sched_held - the requests the gate parks now (running, at the gate,
+ * no batch in flight), in session slot order: up to cap into out; returns
+ * how many there are in all. */
+size_t st_sched_held(const st_sched *s, st_held *out, size_t cap);
 
 /* st_sched_get_stats - fills *st. */
 void st_sched_get_stats(const st_sched *s, st_sched_stats *st);

@@ -161,6 +161,23 @@ class Cluster:
         raise AssertionError("cluster not serving with %d workers (epoch > %d) in %ss: %s"
                              % (n_workers, min_epoch, timeout, json.dumps(st)[:2000]))
 
+    def wait_placed(self, n_workers, timeout=TIMEOUT):
+        """Waits until a committed plan serves and n_workers live workers are
+        listed, each serving or left out as a spare: how many of them get a
+        stage is the planner's choice from measured speeds and links, which
+        depend on the machine (INV-9); returns the status."""
+        deadline = time.time() + timeout
+        st = None
+        while time.time() < deadline:
+            st = self.status()
+            states = [w["state"] for w in st["workers"]]
+            if st.get("serving") and len(states) == n_workers and \
+                    all(x in ("serving", "spare") for x in states):
+                return st
+            time.sleep(0.1)
+        raise AssertionError("no serving plan for %d workers in %ss: %s"
+                             % (n_workers, timeout, json.dumps(st)[:2000]))
+
     def __enter__(self):
         return self
 
@@ -176,6 +193,50 @@ class Cluster:
             for p in self.procs:
                 sys.stderr.write("---- %s stderr (tail) ----\n%s\n" % (p.name, p.stderr()[-3000:]))
         return False
+
+
+# ---- the test-only step gate (coordinator --test-hooks; docs/cluster.md "Hold") ----
+# A test makes an event happen at a known step instead of racing the
+# model's speed (INV-9): hold(c, K) parks every request once it has K
+# generated ids (or the one of request=ID), wait_held waits until the
+# requests are parked, the test acts (switch, drain, kill, cancel), then
+# release(c) lets them go on and the outputs are compared with `strata run`.
+
+def hold(c, after_tokens, request=None):
+    """Sets (or moves) the step gate; returns its state."""
+    args = ["hold", "--after-tokens", str(after_tokens), "--json"]
+    if request is not None:
+        args += ["--request", str(request)]
+    return json.loads(c.cli(*args).stdout)
+
+
+def release(c):
+    """Opens the step gate: parked requests go on."""
+    st = json.loads(c.cli("hold", "--release", "--json").stdout)
+    assert not st["on"], st
+    return st
+
+
+def held(st):
+    """The parked requests of a status: [{request_id, session_id, tokens, route}]."""
+    return st["sched"]["hold"]["held"]
+
+
+def wait_held(c, n, at=None, timeout=TIMEOUT, also=None):
+    """Waits until the gate parks n requests (each with exactly `at`
+    generated ids when given) and also(status) holds; returns the status."""
+    deadline = time.time() + timeout
+    st = None
+    while time.time() < deadline:
+        st = c.status()
+        h = held(st)
+        if len(h) == n and (at is None or all(x["tokens"] == at for x in h)) and \
+                (also is None or also(st)):
+            return st
+        time.sleep(0.05)
+    raise AssertionError("%d requests not parked%s in %ss: %s" % (
+        n, "" if at is None else " at %d ids" % at, timeout,
+        json.dumps(st["sched"] if st else None)[:1500]))
 
 
 def run_ids(model_path, prompt_ids, n, logits_out):
@@ -234,8 +295,10 @@ def case_inv1():
 
 
 def case_membership():
-    """A late join makes epoch + 1; kill -9 is detected within the heartbeat
-    timeout and the remaining workers get a new plan; generation goes on."""
+    """A late join makes epoch + 1; kill -9 is detected by the heartbeat
+    timeout (the worker is listed lost, not left) and the remaining workers
+    get a new plan; generation goes on. (The time it took is printed, not
+    asserted: it depends on the machine's load.)"""
     case = [x for x in golden_cases() if x["model"] == "synth-s-f32.gguf"][0]
     with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32"]) as c:
         c.add_worker()
@@ -247,10 +310,11 @@ def case_membership():
         check_generate_exact(c, case, c.tmp)
         t0 = time.time()
         c.workers[0].kill(signal.SIGKILL)
-        st = c.wait_serving(1, min_epoch=e2, timeout=15)
+        st = c.wait_serving(1, min_epoch=e2)
         dt = time.time() - t0
+        # detected by its missed heartbeats (it sent no Leave): listed lost
         lost = [w for w in st["workers"] if w["state"] == "lost"]
-        assert dt < 1.5 + 5.0, "new plan %.1fs after the kill" % dt
+        assert [w["name"] for w in lost] == ["worker0"], st["workers"]
         print("membership: epochs %d -> %d -> %d; kill detected and replanned in %.2fs (%d lost)"
               % (e1, e2, st["epoch"], dt, len(lost)))
         check_generate_exact(c, case, c.tmp)
@@ -260,7 +324,9 @@ def case_stale_epoch():
     """INV-2: a packet of an older epoch is refused, counted, and reported
     with both epochs; serving goes on."""
     case = [x for x in golden_cases() if x["model"] == "synth-s-f32.gguf"][0]
-    with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32", "--min-workers", "2"]) as c:
+    # (a fixed split: worker1 has a stage whatever the measured speeds)
+    with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32", "--min-workers", "2",
+                                             "--split", "3,3"]) as c:
         c.add_worker()
         c.add_worker()
         st = c.wait_serving(2)
@@ -334,7 +400,14 @@ def case_cluster_key():
         names = [w["name"] for w in st["workers"]]
         assert names == ["worker0"], "members: %s" % names
         assert st["counters"]["auth_failed"] >= 1, st["counters"]
-        time.sleep(1.0)  # the wrong-key worker keeps retrying; it must stay out
+        # the wrong-key worker keeps retrying; after another refused attempt
+        # (counted, however long they take) it must still be out
+        failed = st["counters"]["auth_failed"]
+        deadline = time.time() + TIMEOUT
+        while st["counters"]["auth_failed"] < failed + 1 and time.time() < deadline:
+            time.sleep(0.1)
+            st = c.status()
+        assert st["counters"]["auth_failed"] >= failed + 1, st["counters"]
         st = c.wait_serving(1)
         assert [w["name"] for w in st["workers"]] == ["worker0"], st["workers"]
         for args in ([good.data_addr, str(st["epoch"]), "--key", k2],
@@ -394,7 +467,7 @@ def case_shutdown():
     with Cluster(model("synth-s-q8_0.gguf"), []) as c:
         c.add_worker()
         c.add_worker()
-        c.wait_serving(2)
+        c.wait_placed(2)
         c.cli("generate", "--prompt-ids", "1,2,3", "-n", "8", "--ids")
         # idle processes sleep: no thread may spin between steps (a timed
         # wait on the wrong clock once kept a worker at 100% of a core)
@@ -424,16 +497,20 @@ def sh(*argv, check=True):
     return r
 
 
+NETNS_LIMIT = "50mbit"  # tbf on w2's egress in case netns
+NETNS_RATIO = 3.0       # the free link measures more than this times the limited one
+
+
 def case_netns():
     """Multi-host: the coordinator and two workers each in their own network
     namespace, joined by a bridge in a fourth; one link limited with tbf.
     Greedy ids and logits through the cluster equal `strata run`'s. The
     workers' measured links, in `strata status --json`: the tbf-limited one
-    (w2 -> w1) below 1.5 Gbit/s and clearly below the free one (w1 -> w2).
-    The addresses are not loopback, so the cluster runs with a key
-    (`strata keygen`; protected mode refuses them without one), and
-    encrypted: the receiver's authentication is part of each probe's round
-    trip, and opening a sealed frame costs about half of verifying a MAC."""
+    (w2 -> w1) clearly below the free one (w1 -> w2), compared with each
+    other only (INV-9). The addresses are not loopback, so the cluster runs
+    with a key (`strata keygen`; protected mode refuses them without one),
+    and encrypted: the receiver's authentication is part of each probe's
+    round trip."""
     if os.geteuid() != 0:
         raise Skip("needs root for network namespaces")
     tag = "st%d" % (os.getpid() % 100000)
@@ -462,8 +539,13 @@ def case_netns():
             sh("ip", "-n", ns, "link", "set", "lo", "up")
             sh("ip", "-n", br, "link", "set", "p" + h, "master", "br0")
             sh("ip", "-n", br, "link", "set", "p" + h, "up")
-        sh("tc", "-n", tag + "w2", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "1gbit",
-           "burst", "256kb", "latency", "10ms", check=False)
+        # a limit far below what loopback-speed veths carry even on a loaded
+        # or sanitized build (they measure above 1 Gbit/s there), so the
+        # limited link is clearly the slower one on any machine; the queue
+        # (latency) holds a whole 1 MiB probe, so tbf delays rather than drops
+        r = sh("tc", "-n", tag + "w2", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate",
+               NETNS_LIMIT, "burst", "64kb", "latency", "200ms", check=False)
+        limited = r.returncode == 0  # (no sch_tbf here: the links are not compared)
 
         def spawn(name, ns, argv):
             p = Proc(tmp, name, ["ip", "netns", "exec", tag + ns] + argv)
@@ -510,7 +592,7 @@ def case_netns():
             assert run_ids(m, case["prompt_ids"], case["n"], lr) == got
             with open(lc, "rb") as a, open(lr, "rb") as b:
                 assert a.read() == b.read(), "logits across namespaces differ from strata run's"
-        # measured links: w2's egress is limited to 1 Gbit/s by tbf, w1's is not
+        # measured links: w2's egress is limited by tbf (NETNS_LIMIT), w1's is not
         deadline = time.time() + 30
         links = {}
         while time.time() < deadline:
@@ -527,23 +609,17 @@ def case_netns():
             "links not measured in 30 s: %s" % st.get("links")
         slow, fast = links[("w2", "w1")], links[("w1", "w2")]
         gbit = lambda l: l["bandwidth_bytes_per_s"] * 8 / 1e9  # noqa: E731
-        assert gbit(slow) < 1.5, "the tbf 1gbit link measured %.2f Gbit/s" % gbit(slow)
-        # Under AddressSanitizer the software path itself (every 1 MiB probe
-        # lands in freshly mapped pages on the peer) tops out near 1-2 Gbit/s
-        # on this 2-core VM, so the free link can only be required not to be
-        # slower there; a normal build measures it several times faster.
-        with open(WORKER, "rb") as f:
-            asan = b"__asan_init" in f.read()
-        ratio = 1.0 if asan else 1.5
-        assert gbit(fast) > ratio * gbit(slow), \
-            "the free link (%.2f Gbit/s) is not %.1fx the limited one (%.2f)" % (
-                gbit(fast), ratio, gbit(slow))
+        # the two measurements against each other only (no absolute rate:
+        # what a free link carries depends on the machine and its load)
+        assert not limited or gbit(fast) > NETNS_RATIO * gbit(slow), \
+            "the free link (%.3f Gbit/s) is not %.0fx the limited one (%.3f)" % (
+                gbit(fast), NETNS_RATIO, gbit(slow))
         assert slow["latency_ms"] > 0 and fast["latency_ms"] > 0, (slow, fast)
         print("netns: 3 hosts on a bridge (%s); golden ids and bit-exact logits" % ", ".join(
             h % sub for h in hosts.values()), datas)
-        print("netns links: w2->w1 (tbf 1gbit) %.3f Gbit/s %.3f ms; w1->w2 %.3f Gbit/s %.3f ms%s" % (
-            gbit(slow), slow["latency_ms"], gbit(fast), fast["latency_ms"],
-            " (sanitizer build: free link only required not slower)" if asan else ""))
+        print("netns links: w2->w1 (tbf %s) %.3f Gbit/s %.3f ms; w1->w2 %.3f Gbit/s %.3f ms" % (
+            NETNS_LIMIT if limited else "not available: not compared", gbit(slow),
+            slow["latency_ms"], gbit(fast), fast["latency_ms"]))
     finally:
         for p in procs:
             p.kill()
