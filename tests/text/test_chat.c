@@ -72,8 +72,17 @@ START_TEST(recorded_cases)
         cJSON *gen = cJSON_GetObjectItem(c, "add_generation_prompt");
         ck_assert(cJSON_IsString(tn) && cJSON_IsString(cn) && cJSON_IsArray(ms) &&
                   cJSON_IsString(exp) && cJSON_IsBool(gen));
+        /* a case with a model uses the model's own template */
+        cJSON *model = cJSON_GetObjectItem(c, "model");
         st_chat_tmpl t;
-        st_err e = st_chat_detect(tn->valuestring, strlen(tn->valuestring), &t);
+        st_err e;
+        if (cJSON_IsString(model)) {
+            st_gguf *g = open_model(model->valuestring);
+            e = st_chat_from_gguf(g, NULL, &t);
+            st_gguf_close(g);
+        } else {
+            e = st_chat_detect(tn->valuestring, strlen(tn->valuestring), &t);
+        }
         ck_assert_msg(e == ST_OK, "%s: %s", tn->valuestring, st_errmsg(e));
         ck_assert_str_eq(st_chat_tmpl_name(t), tn->valuestring);
         st_chat_msg m[CHAT_MAX_MSGS];
