@@ -6,6 +6,7 @@
 #define ST_CLI_COMMANDS_H
 
 int st_cmd_run(int argc, char **argv);        /* cmd_run.c */
+int st_cmd_chat(int argc, char **argv);       /* cmd_chat.c */
 int st_cmd_tokenize(int argc, char **argv);   /* cmd_text.c */
 int st_cmd_detokenize(int argc, char **argv); /* cmd_text.c */
 int st_cmd_convert(int argc, char **argv);    /* cmd_convert.c */
