@@ -4,13 +4,15 @@
  * texts of each family; the override; the errors for an unknown template
  * (the names listed), a family not rendered and a model without template;
  * the encoding rule (special tokens parsed, one BOS as the vocabulary
- * asks). */
+ * asks); the conversation of `strata chat` (cli/chat_conv.c): a second
+ * turn only appends, and gives the ids of the whole rendered conversation. */
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/chat_conv.h"
 #include "common/chat.h"
 #include "common/gguf.h"
 #include "common/tokenizer.h"
@@ -268,6 +270,56 @@ START_TEST(encode_rule)
 }
 END_TEST
 
+/* ---- the conversation of strata chat ---- */
+
+START_TEST(conversation_appends)
+{
+    st_gguf *g = open_model("l3-synth-q8_0.gguf");
+    st_tokenizer *tok = NULL;
+    ck_assert_int_eq(st_tok_from_gguf(g, &tok), ST_OK);
+    for (int t = 0; t < ST_CHAT_COUNT; t++) {
+        chat_conv c;
+        ck_assert_int_eq(chat_conv_init(&c, (st_chat_tmpl)t, tok, "Be brief."), ST_OK);
+        ck_assert_int_eq(chat_conv_user(&c, "Hello there"), ST_OK);
+        ck_assert(!c.appended);
+        size_t n1 = c.n_ids;
+        /* a reply as the model would end it: its ids, then EOT */
+        int32_t *r = NULL;
+        size_t nr = 0;
+        ck_assert_int_eq(st_tok_encode_ex(tok, "Hi, how can I help?", 19, false, false, &r, &nr),
+                         ST_OK);
+        int32_t *reply = malloc((nr + 1) * sizeof *reply);
+        memcpy(reply, r, nr * sizeof *r);
+        reply[nr] = st_tok_eot(tok);
+        ck_assert_int_eq(chat_conv_reply(&c, reply, nr + 1), ST_OK);
+        ck_assert_uint_eq(c.n_ids, n1 + nr); /* the EOT is left out */
+        ck_assert_int_eq(chat_conv_user(&c, "Tell me more."), ST_OK);
+        ck_assert_msg(c.appended, "%s: the second turn was re-tokenized",
+                      st_chat_tmpl_name((st_chat_tmpl)t));
+        ck_assert_int_eq(memcmp(c.ids + n1, r, nr * sizeof *r), 0);
+        if (t == ST_CHAT_LLAMA3) {
+            /* the whole conversation rendered and tokenized at once gives
+             * the same ids (its special tokens are in this vocabulary) */
+            char *text;
+            size_t len, n;
+            int32_t *all;
+            ck_assert_int_eq(st_chat_render(c.tmpl, c.msgs, c.n_msgs, true, &text, &len), ST_OK);
+            ck_assert_int_eq(st_chat_encode(tok, text, len, true, &all, &n), ST_OK);
+            ck_assert_uint_eq(n, c.n_ids);
+            ck_assert_int_eq(memcmp(all, c.ids, n * sizeof *all), 0);
+            ck_assert_int_eq(c.ids[n1 + nr], st_tok_eot(tok)); /* the turn end */
+            free(all);
+            free(text);
+        }
+        free(reply);
+        free(r);
+        chat_conv_free(&c);
+    }
+    st_tok_free(tok);
+    st_gguf_close(g);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -283,6 +335,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, detect_texts);
     tcase_add_test(tc, detect_errors);
     tcase_add_test(tc, encode_rule);
+    tcase_add_test(tc, conversation_appends);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
