@@ -11,6 +11,11 @@ them: the server runs with --no-jinja. A case with "model" is rendered from
 that model's own tokenizer.chat_template (recognition included); the others
 use --chat-template NAME on the first model given.
 
+The "detect" entries (template text -> the name llama.cpp recognises) are
+checked, never rewritten: llama-server started with --chat-template TEXT
+must render DETECT_CONVERSATION as it does with --chat-template NAME (the
+text must parse as Jinja: the server parses it even with --no-jinja).
+
 usage: tests/text/chat_record.py [--check] [--server PATH] [--models DIR]
                                  [--port N] [--version TEXT]
 
@@ -35,6 +40,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CASES = os.path.join(HERE, "chat_cases.json")
 DEFAULT_MODEL = "l3-synth-q8_0.gguf"
 READY_TIMEOUT_S = 300
+DETECT_CONVERSATION = [{"role": "system", "content": "S"}, {"role": "user", "content": " A "},
+                       {"role": "assistant", "content": " B "}, {"role": "user", "content": "C"}]
 
 
 def post(port, path, body):
@@ -100,6 +107,15 @@ def main():
         print("recording %d cases: %s %s" % (len(cases), model, template or "(its own template)"))
         render_group(args, model, template, cases)
     bad = 0
+    for d in doc.get("detect", []):
+        probe = [{"messages": DETECT_CONVERSATION, "add_generation_prompt": True}]
+        by_name = [dict(probe[0])]
+        render_group(args, DEFAULT_MODEL, d["text"], probe)
+        render_group(args, DEFAULT_MODEL, d["detected"], by_name)
+        if probe[0]["got"] != by_name[0]["got"]:
+            bad += 1
+            print("DETECT %r: llama.cpp does not render it as %s" % (d["text"], d["detected"]))
+    print("%d template texts checked" % len(doc.get("detect", [])))
     for c in doc["cases"]:
         got = c.pop("got")
         if got != c["expected"]:
@@ -107,7 +123,7 @@ def main():
             print("DIFF %s/%s:\n  have %r\n  llama %r" % (c["template"], c["case"],
                                                           c["expected"], got))
         c["expected"] = got
-    print("%d of %d cases differ" % (bad, len(doc["cases"])))
+    print("%d of %d cases and texts differ" % (bad, len(doc["cases"]) + len(doc.get("detect", []))))
     if args.check:
         return 1 if bad else 0
     doc["provenance"] = ("recorded from llama-server POST /apply-template (--no-jinja) by "
