@@ -134,9 +134,11 @@ static st_err conv_delta(chat_conv *c, char **out, size_t *len)
     if (e == ST_OK)
         e = st_chat_render(c->tmpl, c->msgs, c->n_msgs, true, &r, &lr);
     const char *mark = e == ST_OK ? strrchr(m, CONV_MARK[0]) : NULL;
-    if (mark != NULL && lr >= lq && memcmp(r, q, lq) == 0) {
-        /* the turn end after the reply, then what the new message adds */
-        size_t lt = lm - (size_t)(mark + 1 - m);
+    size_t lt = mark ? lm - (size_t)(mark + 1 - m) : 0; /* the turn end after the reply */
+    /* the rendering without the new message ends with that turn end, and
+     * the rendering with it extends the one without */
+    if (mark != NULL && lq >= lt && memcmp(q + lq - lt, mark + 1, lt) == 0 && lr >= lq &&
+        memcmp(r, q, lq) == 0) {
         char *d = malloc(lt + (lr - lq) + 1);
         if (d == NULL) {
             e = st_errorf(ST_ENOMEM, "chat turn text");
