@@ -10,6 +10,7 @@
 #include "strata.pb-c.h"
 
 int st_cmd_run(int argc, char **argv);        /* cmd_run.c */
+int st_cmd_chat(int argc, char **argv);       /* cmd_chat.c */
 int st_cmd_tokenize(int argc, char **argv);   /* cmd_text.c */
 int st_cmd_detokenize(int argc, char **argv); /* cmd_text.c */
 int st_cmd_convert(int argc, char **argv);    /* cmd_convert.c */

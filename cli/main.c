@@ -13,6 +13,9 @@ typedef struct cli_cmd {
 
 static const cli_cmd cli_cmds[] = {
     {"run", st_cmd_run, "run MODEL (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [sampling flags]"},
+    {"chat", st_cmd_chat,
+     "chat MODEL [--system TEXT] [--chat-template NAME] [-n N] [sampling flags]\n"
+     "              [--coordinator ADDR]   (one user message per line of stdin)"},
     {"tokenize", st_cmd_tokenize, "tokenize MODEL TEXT [--special]"},
     {"detokenize", st_cmd_detokenize, "detokenize MODEL a,b,c [--special]"},
     {"convert", st_cmd_convert, "convert (llama2c IN.bin OUT.gguf | synth OUT.gguf ...)"},

@@ -241,7 +241,8 @@ void sched_append(st_sched *s, sched_req *r, sched_sess *ss,
     r->text_off[r->n_ids] = (uint32_t)r->text_len;
     r->progress_ns = now;
     r->retries = r->requeues = 0;
-    if (tok == s->cfg.eos_id) {
+    if (tok == s->cfg.eos_id || (s->cfg.tok && tok == st_tok_eot(s->cfg.tok))) {
+        /* EOS, or the end of turn of a chat model (as `strata run`) */
         sched_finish(s, r, "eos", ST_OK, NULL, now);
         return;
     }

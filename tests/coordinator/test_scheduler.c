@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/tokenizer.h"
 #include "coordinator/scheduler.h"
 #include "tests/coordinator/sched_fake.h"
 
@@ -206,6 +207,43 @@ START_TEST(eos_included_and_rng_history)
     ck_assert_uint_eq(v.n_ids, 5); /* contexts of 4..8: the 5th sample is EOS */
     ck_assert_int_eq(v.ids[4], 2); /* EOS is part of the ids, as in strata run */
     st_sched_free(s);
+}
+END_TEST
+
+/* With a tokenizer whose vocabulary has an end-of-turn id, sampling it
+ * ends the request like EOS (chat models; strata chat relies on it). */
+START_TEST(eot_ends_request)
+{
+    enum { EOT = 5 };
+    char names[V][8];
+    const char *pieces[V];
+    int32_t types[V];
+    for (int i = 0; i < V; i++) {
+        snprintf(names[i], sizeof names[i], "t%d", i);
+        pieces[i] = names[i];
+        types[i] = i <= 2 || i == EOT ? ST_TOK_CONTROL : ST_TOK_NORMAL;
+    }
+    st_tok_config tc = st_tok_config_default();
+    tc.eot_id = EOT;
+    st_tokenizer *tok = NULL;
+    ck_assert_int_eq(st_tok_from_pieces(pieces, NULL, NULL, types, V, &tc, &tok), ST_OK);
+    st_sched_cfg c = cfg_default();
+    c.tok = tok;
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[3] = {1, 7, 8};
+    st_gen_req g = req_of(p, 3, 50);
+    uint64_t id, now = 0;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &id), ST_OK);
+    fake f = {.forced = EOT};
+    drive(s, &f, &now, 100, NULL, NULL);
+    st_req_view v = view(s, id);
+    ck_assert(v.done);
+    ck_assert_str_eq(v.finish, "eos");
+    ck_assert_uint_eq(v.n_ids, 1);
+    ck_assert_int_eq(v.ids[0], EOT);
+    st_sched_free(s);
+    st_tok_free(tok);
 }
 END_TEST
 
@@ -662,6 +700,7 @@ int main(void)
     tcase_add_test(tc, prefill_chunks_then_decode);
     tcase_add_test(tc, decode_rows_first_and_budget);
     tcase_add_test(tc, eos_included_and_rng_history);
+    tcase_add_test(tc, eot_ends_request);
     tcase_add_test(tc, replan_loses_nothing);
     tcase_add_test(tc, failed_batch_retried_once);
     tcase_add_test(tc, bad_results_fail_the_batch);
