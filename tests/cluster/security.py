@@ -77,7 +77,10 @@ def case_protected():
     tmp = tempfile.mkdtemp(prefix="strata-sec-%d-" % os.getpid())
     key = keygen(tmp, "k")
     case = golden_case()
-    with Cluster(m, ["--wire", "f32", "--insecure"], listen="tcp://0.0.0.0:0") as c:
+    # a fixed split, so both workers (the --insecure one and the default one)
+    # serve whatever their measured speeds (INV-9)
+    with Cluster(m, ["--wire", "f32", "--insecure", "--min-workers", "2", "--split", "3,3"],
+                 listen="tcp://0.0.0.0:0") as c:
         w = c.add_worker("--insecure", listen="tcp://0.0.0.0:0")
         d = c.add_worker()  # no --listen: the default must be loopback
         assert d.data_addr.startswith("tcp://127.0.0.1:"), d.data_addr
