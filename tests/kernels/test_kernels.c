@@ -8,7 +8,8 @@
  * llama.cpp's tools from the same values as synth-s-f32.gguf) byte for byte;
  * a minimal GGUF reader (tk_gguf.c) finds the tensors. The dtype table
  * and variant selection are tested in test_dtype.c, the K-quants in
- * test_kquant.c; main runs the three suites. */
+ * test_kquant.c (and against llama.cpp's dequantization in
+ * test_kquant_oracle.c); main runs the four suites. */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -823,6 +824,7 @@ int main(void)
     SRunner *sr = srunner_create(tk_dtype_suite());
     srunner_add_suite(sr, kernels_suite());
     srunner_add_suite(sr, tq_kquant_suite());
+    srunner_add_suite(sr, tqo_oracle_suite());
     srunner_run_all(sr, CK_NORMAL);
     const int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

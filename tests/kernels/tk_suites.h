@@ -1,5 +1,5 @@
 /* tk_suites.h - the suites of the kernel tests besides test_kernels.c's
- * own: dtypes (test_dtype.c) and K-quants (test_kquant.c), all run by
+ * own: dtypes (test_dtype.c) and K-quants (test_kquant.c, test_kquant_oracle.c), all run by
  * test_kernels.c's main. Test code only. */
 #ifndef ST_TESTS_TK_SUITES_H
 #define ST_TESTS_TK_SUITES_H
@@ -17,5 +17,9 @@ Suite *tk_dtype_suite(void);
 
 /* tq_kquant_suite - the K-quant tests of every variant. */
 Suite *tq_kquant_suite(void);
+
+/* tqo_oracle_suite - every variant's dequantization of the shared K-quant
+ * and BF16 files equals llama.cpp's (test_kquant_oracle.c). */
+Suite *tqo_oracle_suite(void);
 
 #endif
