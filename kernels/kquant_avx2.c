@@ -33,16 +33,37 @@ static void ka_tile(ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned c
     _mm256_storeu_ps(out, acc);
 }
 
-#define KA_MUL_MAT(T)                                                                        \
-    void avx2_mul_mat_##T(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1, \
-                          const void *x, size_t x_stride, int64_t nx, float *y,              \
-                          int64_t y_stride)                                                  \
-    {                                                                                        \
-        ka_mul_mat(ka_tile, ka_unpack_##T, sizeof(st_block_##T), n, w, w_stride, i0, i1, x,  \
-                   x_stride, nx, y, y_stride);                                               \
-    }
-KA_MUL_MAT(q2_k)
-KA_MUL_MAT(q3_k)
-KA_MUL_MAT(q4_k)
-KA_MUL_MAT(q5_k)
-KA_MUL_MAT(q6_k)
+void avx2_mul_mat_q2_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    ka_mul_mat(ka_tile, ka_unpack_q2_k, sizeof(st_block_q2_k), n, w, w_stride, i0, i1, x,
+               x_stride, nx, y, y_stride);
+}
+
+void avx2_mul_mat_q3_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    ka_mul_mat(ka_tile, ka_unpack_q3_k, sizeof(st_block_q3_k), n, w, w_stride, i0, i1, x,
+               x_stride, nx, y, y_stride);
+}
+
+void avx2_mul_mat_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    ka_mul_mat(ka_tile, ka_unpack_q4_k, sizeof(st_block_q4_k), n, w, w_stride, i0, i1, x,
+               x_stride, nx, y, y_stride);
+}
+
+void avx2_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    ka_mul_mat(ka_tile, ka_unpack_q5_k, sizeof(st_block_q5_k), n, w, w_stride, i0, i1, x,
+               x_stride, nx, y, y_stride);
+}
+
+void avx2_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    ka_mul_mat(ka_tile, ka_unpack_q6_k, sizeof(st_block_q6_k), n, w, w_stride, i0, i1, x,
+               x_stride, nx, y, y_stride);
+}

@@ -276,15 +276,32 @@ static void kq_mul_mat(kq_dot_fn dot, int64_t n, const void *w, size_t w_stride,
             y[j * y_stride + i] = dot(n, wb + (size_t)i * w_stride, xb + (size_t)j * x_stride);
 }
 
-#define KQ_MUL_MAT(T)                                                                            \
-    void st_kq_mul_mat_##T(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,   \
-                           const void *x, size_t x_stride, int64_t nx, float *y,                \
-                           int64_t y_stride)                                                    \
-    {                                                                                           \
-        kq_mul_mat(st_kq_dot_##T, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);        \
-    }
-KQ_MUL_MAT(q2_k)
-KQ_MUL_MAT(q3_k)
-KQ_MUL_MAT(q4_k)
-KQ_MUL_MAT(q5_k)
-KQ_MUL_MAT(q6_k)
+void st_kq_mul_mat_q2_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    kq_mul_mat(st_kq_dot_q2_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+void st_kq_mul_mat_q3_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    kq_mul_mat(st_kq_dot_q3_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+void st_kq_mul_mat_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    kq_mul_mat(st_kq_dot_q4_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+void st_kq_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    kq_mul_mat(st_kq_dot_q5_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+void st_kq_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    kq_mul_mat(st_kq_dot_q6_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
