@@ -8,11 +8,14 @@
 #include "coordinator/workers_file.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/units.h"
+
+#define WF_WHY_MAX 256 /* bytes of a byte-count error kept for the field's error */
 
 /* wf_keys - ST_EINVAL if o has a key not in allowed (NULL-terminated). */
 static st_err wf_keys(const cJSON *o, const char *path, const char *const *allowed)
@@ -73,31 +76,8 @@ static st_err wf_bool(const cJSON *o, const char *key, const char *path, bool *o
     return ST_OK;
 }
 
-st_err st_wfile_parse_bytes(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno != 0 || !(v >= 0) || !isfinite(v))
-        return st_errorf(ST_EINVAL, "'%.40s' is not a byte count like 512M or 16G", s);
-    double mul = 1;
-    if (*end == 'k' || *end == 'K')
-        mul = 1024.0;
-    else if (*end == 'M')
-        mul = 1024.0 * 1024;
-    else if (*end == 'G')
-        mul = 1024.0 * 1024 * 1024;
-    else if (*end == 'T')
-        mul = 1024.0 * 1024 * 1024 * 1024;
-    if (mul != 1)
-        end++;
-    if (*end != '\0' || v * mul >= 18446744073709551615.0)
-        return st_errorf(ST_EINVAL, "'%.40s' is not a byte count like 512M or 16G", s);
-    *out = (uint64_t)(v * mul);
-    return ST_OK;
-}
-
-/* wf_bytes - a byte count given as a number or a string with a suffix. */
+/* wf_bytes - a byte count given as a number or a string of the grammar of
+ * common/units.h ("512M", "1.5T", "16GiB"). */
 static st_err wf_bytes(const cJSON *o, const char *key, const char *path, uint64_t *out,
                        bool *found)
 {
@@ -106,9 +86,11 @@ static st_err wf_bytes(const cJSON *o, const char *key, const char *path, uint64
     if (v == NULL)
         return ST_OK;
     if (cJSON_IsString(v) && v->valuestring) {
-        if (st_wfile_parse_bytes(v->valuestring, out) != ST_OK)
-            return st_errorf(ST_EINVAL, "%s.%s: '%.40s' is not a byte count like 512M or 16G",
-                             path, key, v->valuestring);
+        if (st_parse_bytes(v->valuestring, out) != ST_OK) {
+            char why[WF_WHY_MAX]; /* the parser's detail, before it is overwritten */
+            snprintf(why, sizeof why, "%s", st_errdetail());
+            return st_errorf(ST_EINVAL, "%s.%s: %s", path, key, why);
+        }
         return ST_OK;
     }
     double d = 0;

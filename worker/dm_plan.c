@@ -25,7 +25,6 @@
  * The plan hash is recomputed (BLAKE2b-256 of the Plan packed with an empty
  * hash) and a mismatch is logged but tolerated: the hash only has to be
  * the same in the coordinator's and the workers' packets, which it is. */
-#include <ctype.h>
 #include <errno.h>
 #include <signal.h>
 #include <sodium.h>
@@ -42,27 +41,6 @@
 #include "worker/kv.h"
 
 /* ---- small utilities (daemon.h) ---- */
-
-st_err st_parse_bytes(const char *s, uint64_t *out)
-{
-    if (s == NULL || !isdigit((unsigned char)s[0]))
-        return st_errorf(ST_EINVAL, "'%s' is not a byte count", s ? s : "");
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-    if (*end != '\0') {
-        const char *u = "kmgt";
-        const char *p = strchr(u, tolower((unsigned char)*end));
-        if (p == NULL || end[1] != '\0')
-            return st_errorf(ST_EINVAL, "'%s' is not a byte count (suffixes: k, M, G, T)", s);
-        shift = 10u * (unsigned)(p - u + 1);
-    }
-    if (errno == ERANGE || (shift > 0 && v > (UINT64_MAX >> shift)))
-        return st_errorf(ST_EINVAL, "byte count '%s' overflows", s);
-    *out = (uint64_t)v << shift;
-    return ST_OK;
-}
 
 st_err st_mem_available(uint64_t *out)
 {
