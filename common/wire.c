@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/hex.h"
 #include "common/wire_impl.h"
 
 static const char *const wire_dtype_names[ST_WIRE_DT_COUNT] = {
@@ -257,12 +258,6 @@ static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
     return ST_OK;
 }
 
-static void wire_hex8(const uint8_t *p, char out[17])
-{
-    for (int i = 0; i < 8; i++)
-        snprintf(out + 2 * i, 3, "%02x", p[i]);
-}
-
 /* wire_mac_mode - the packet's tag kind agrees with the receiver's key. */
 static st_err wire_mac_mode(const st_wire_hdr *h, const st_wire_expect *exp)
 {
@@ -280,9 +275,9 @@ static st_err wire_expect(const st_wire_hdr *h, const st_wire_expect *exp)
         return st_errorf(ST_EINVAL, "wire expectations: plan_hash, hidden and max_tokens are required");
     if (h->epoch != exp->epoch ||
         memcmp(h->plan_hash, exp->plan_hash, ST_WIRE_PLAN_HASH_SIZE) != 0) {
-        char a[17], e[17];
-        wire_hex8(h->plan_hash, a);
-        wire_hex8(exp->plan_hash, e);
+        char a[ST_HEX_SHORT_CAP], e[ST_HEX_SHORT_CAP];
+        st_hex_short(h->plan_hash, ST_WIRE_PLAN_HASH_SIZE, a);
+        st_hex_short(exp->plan_hash, ST_WIRE_PLAN_HASH_SIZE, e);
         return st_errorf(ST_EEPOCH, "wire packet: epoch %llu plan %s.. differs from the receiver's epoch %llu plan %s..",
                          (unsigned long long)h->epoch, a, (unsigned long long)exp->epoch, e);
     }

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/arch.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "worker/dm_internal.h"
@@ -116,13 +117,6 @@ uint64_t dm_stage_bytes(const st_daemon *d, int64_t first, int64_t last)
     return sum;
 }
 
-static void dm_hex8(const uint8_t *p, size_t n, char out[17])
-{
-    out[0] = '\0';
-    for (size_t i = 0; i < 8 && i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", p[i]);
-}
-
 /* dm_why - writes a refusal reason; returns ST_EINVAL. */
 static st_err dm_why(char *reason, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -148,9 +142,9 @@ static void dm_check_hash(const Strata__Plan *p)
     crypto_generichash(h, sizeof h, buf, n, NULL, 0);
     free(buf);
     if (sodium_memcmp(h, p->plan_hash.data, 32) != 0) {
-        char a[17], b[17];
-        dm_hex8(p->plan_hash.data, p->plan_hash.len, a);
-        dm_hex8(h, 32, b);
+        char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
+        st_hex_short(p->plan_hash.data, p->plan_hash.len, a);
+        st_hex_short(h, 32, b);
         st_log(ST_LOG_WARN, "control", "plan of epoch %llu: hash %s.. is not BLAKE2b-256 of the "
                "plan (%s..); accepted as the plan's name", (unsigned long long)p->epoch, a, b);
     }
@@ -173,9 +167,9 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
     if (p->plan_hash.len != 32)
         return dm_why(why, cap, "plan hash has %zu bytes; 32 expected", p->plan_hash.len);
     if (p->model_id.len != 32 || memcmp(p->model_id.data, d->model_id, 32) != 0) {
-        char a[17], b[17];
-        dm_hex8(p->model_id.data, p->model_id.len, a);
-        dm_hex8(d->model_id, 32, b);
+        char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
+        st_hex_short(p->model_id.data, p->model_id.len, a);
+        st_hex_short(d->model_id, 32, b);
         return dm_why(why, cap, "plan model id %s.. (%zu bytes) differs from this worker's model "
                       "%s.. (%s)", a, p->model_id.len, b, d->cfg.model);
     }
@@ -418,7 +412,7 @@ static void dm_publish(st_daemon *d, st_dp_stage *s)
 
 static void dm_commit(st_daemon *d, const Strata__Commit *c)
 {
-    char msg[256], a[17], b[17];
+    char msg[256], a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
     unsigned long long ep = (unsigned long long)c->epoch;
     if (c->plan_hash.len != 32) {
         snprintf(msg, sizeof msg, "commit of epoch %llu: plan hash of %zu bytes", ep,
@@ -426,10 +420,10 @@ static void dm_commit(st_daemon *d, const Strata__Commit *c)
         dm_reply_error(d, ST_EINVAL, msg);
         return;
     }
-    dm_hex8(c->plan_hash.data, 32, a);
+    st_hex_short(c->plan_hash.data, 32, a);
     if (d->pending != NULL && d->pending->plan.epoch == c->epoch) {
         if (memcmp(c->plan_hash.data, d->pending->plan.plan_hash, 32) != 0) {
-            dm_hex8(d->pending->plan.plan_hash, 32, b);
+            st_hex_short(d->pending->plan.plan_hash, 32, b);
             snprintf(msg, sizeof msg, "commit of epoch %llu with plan hash %s..; the prepared "
                      "plan's is %s..", ep, a, b);
             dm_reply_error(d, ST_EEPOCH, msg);
@@ -446,7 +440,7 @@ static void dm_commit(st_daemon *d, const Strata__Commit *c)
         if (memcmp(c->plan_hash.data, d->cur_hash, 32) == 0) {
             dm_reply_ack(d); /* a repeated commit */
         } else {
-            dm_hex8(d->cur_hash, 32, b);
+            st_hex_short(d->cur_hash, 32, b);
             snprintf(msg, sizeof msg, "commit of epoch %llu with plan hash %s..; the current "
                      "plan's is %s..", ep, a, b);
             dm_reply_error(d, ST_EEPOCH, msg);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "worker/dp_internal.h"
@@ -123,13 +124,6 @@ static void dp_fail(st_dataplane *dp, uint64_t epoch, uint64_t batch_id, st_err 
     dp_result_error(dp, epoch, batch_id, code, msg);
 }
 
-static void dp_hex8(const uint8_t *p, size_t n, char out[17])
-{
-    out[0] = '\0';
-    for (size_t i = 0; i < 8 && i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", p[i]);
-}
-
 /* dp_stale - INV-2: a batch of another epoch or plan. Nothing is computed;
  * the control thread reports it (StaleReport) and the scheduler gets an
  * ST_EEPOCH result at once. */
@@ -139,9 +133,9 @@ static void dp_stale(st_dataplane *dp, const Strata__StepMeta *m)
     uint64_t cur = s != NULL ? s->plan.epoch : 0;
     char msg[192];
     if (s != NULL && m->epoch == cur) {
-        char a[17], b[17];
-        dp_hex8(m->plan_hash.data, m->plan_hash.len, a);
-        dp_hex8(s->plan.plan_hash, ST_WIRE_PLAN_HASH_SIZE, b);
+        char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
+        st_hex_short(m->plan_hash.data, m->plan_hash.len, a);
+        st_hex_short(s->plan.plan_hash, ST_WIRE_PLAN_HASH_SIZE, b);
         snprintf(msg, sizeof msg, "epoch %llu refused: current epoch %llu (plan hash %s.. is not %s..)",
                  (unsigned long long)m->epoch, (unsigned long long)cur, a, b);
     } else {
