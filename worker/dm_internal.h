@@ -104,10 +104,6 @@ void dm_on_rep(st_daemon *d);
 /* dm_on_loader - replies to the Prepare whose loading ended (dm_plan.c). */
 void dm_on_loader(st_daemon *d);
 
-/* dm_stage_bytes - weight bytes of layers [first, last) with the
- * embedding and head they imply, from the tensor table (dm_plan.c). */
-uint64_t dm_stage_bytes(const st_daemon *d, int64_t first, int64_t last);
-
 /* dm_on_heartbeat_reply - a HeartbeatReply: hands its peers to the prober
  * and, when it says leave, leaves (or stays, --stay-after-drain) (dm_plan.c). */
 void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r);

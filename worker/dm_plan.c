@@ -8,9 +8,12 @@
  * epoch newer than the current one, a 32-byte plan hash, the model id
  * equal to this worker's file (else Refuse naming both ids), layer ranges
  * contiguous over [0, n_layer), addresses well-formed, limits sane, at
- * most ST_DP_MAX_NEXT workers (replicas) per stage, this worker at most once, boundary dtypes known, and the stage's weights plus
- * a full KV reserve (max_sessions x n_ctx) within the memory budget (else
- * Refuse with the numbers). The stage is then loaded on a loader thread so
+ * most ST_DP_MAX_NEXT workers (replicas) per stage, this worker at most
+ * once, boundary dtypes known, and the stage's weights plus a full KV
+ * reserve (max_sessions x n_ctx) within the memory budget (else Refuse
+ * with the numbers). Those bytes are common/llama.h's
+ * (st_minfo_stage_bytes, st_kv_bytes): the counts the coordinator placed
+ * the stage with. The stage is then loaded on a loader thread so
  * the control thread keeps heart-beating and the data thread keeps serving
  * the old epoch; the Prepare's reply (Ready with the resident bytes, or
  * Refuse with the loader's error) goes out when the loader ends. The REP
@@ -34,8 +37,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/arch.h"
 #include "common/hex.h"
+#include "common/llama.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "worker/dm_internal.h"
@@ -87,34 +90,6 @@ bool dm_addr_ok(const char *s)
             return false;
     return strncmp(s, "tcp://", 6) == 0 || strncmp(s, "ipc://", 6) == 0 ||
            strncmp(s, "inproc://", 9) == 0;
-}
-
-uint64_t dm_stage_bytes(const st_daemon *d, int64_t first, int64_t last)
-{
-    bool head = last == d->hp.n_layer;
-    bool tied = st_arch_head_tied(d->g);
-    uint64_t sum = 0;
-    for (uint64_t i = 0; i < st_gguf_n_tensors(d->g); i++) {
-        const st_gguf_tensor *t = st_gguf_tensor_at(d->g, i);
-        int64_t l;
-        switch (st_arch_part_of(t->name, &l)) {
-        case ST_AP_LAYER: /* every tensor of the layer: weights, norms, biases */
-            if (l >= first && l < last)
-                sum += t->nbytes;
-            break;
-        case ST_AP_EMBD:
-            if (first == 0 || (head && tied))
-                sum += t->nbytes;
-            break;
-        case ST_AP_HEAD:
-            if (head)
-                sum += t->nbytes;
-            break;
-        case ST_AP_OTHER:
-            break;
-        }
-    }
-    return sum;
 }
 
 /* dm_why - writes a refusal reason; returns ST_EINVAL. */
@@ -351,7 +326,15 @@ static void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
         dm_ready(d, epoch, 0);
         return;
     }
-    uint64_t w = dm_stage_bytes(d, plan.first, plan.last);
+    st_minfo mi;
+    st_err e = st_minfo_from_gguf(d->g, &mi);
+    if (e != ST_OK) {
+        snprintf(why, sizeof why, "the model's facts: %s", st_errmsg(e));
+        dm_refuse(d, epoch, why);
+        return;
+    }
+    uint64_t w = st_minfo_stage_bytes(&mi, (uint32_t)plan.first, (uint32_t)plan.last);
+    st_minfo_free(&mi);
     uint64_t per = st_kv_bytes(plan.last - plan.first, plan.n_ctx, d->hp.kv_dim);
     uint64_t kv = per * plan.max_sessions;
     if (per == 0 || kv / plan.max_sessions != per || w + kv < w || w + kv > d->memory) {
