@@ -1,8 +1,6 @@
-/* dm_plan.c - the worker's control server: Prepare, Commit, EndSessions
- * from the coordinator (docs/cluster.md, "Plans (two phases)"), link
- * probes from other workers (answered at once with a tiny ProbeReply; a
- * payload over 1 MiB is refused), and what a HeartbeatReply asks for
- * (peers to probe, leaving after a drain).
+/* dm_plan.c - the worker's side of the coordinator's plans: Prepare and
+ * Commit (docs/cluster.md, "Plans (two phases)"). The control REP that
+ * receives them is dm_rep.c.
  *
  * Design. A Prepare is checked whole before anything is loaded (INV-3):
  * epoch newer than the current one, a 32-byte plan hash, the model id
@@ -28,55 +26,17 @@
  * The plan hash is recomputed (BLAKE2b-256 of the Plan packed with an empty
  * hash) and a mismatch is logged but tolerated: the hash only has to be
  * the same in the coordinator's and the workers' packets, which it is. */
-#include <errno.h>
-#include <signal.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/hex.h"
 #include "common/llama.h"
 #include "common/log.h"
-#include "common/msg.h"
 #include "worker/dm_internal.h"
 #include "worker/kv.h"
-
-/* ---- small utilities (daemon.h) ---- */
-
-st_err st_mem_available(uint64_t *out)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f == NULL)
-        return st_err_errno(errno, "/proc/meminfo");
-    char line[256];
-    unsigned long long kb = 0;
-    bool found = false;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-            found = true;
-            break;
-        }
-    fclose(f);
-    if (!found)
-        return st_errorf(ST_EMISSING, "/proc/meminfo has no MemAvailable line");
-    *out = (uint64_t)kb * 1024u;
-    return ST_OK;
-}
-
-uint64_t st_rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f == NULL)
-        return 0;
-    unsigned long long size = 0, res = 0;
-    int n = fscanf(f, "%llu %llu", &size, &res);
-    fclose(f);
-    long ps = sysconf(_SC_PAGESIZE);
-    return n == 2 && ps > 0 ? (uint64_t)res * (uint64_t)ps : 0;
-}
 
 bool dm_addr_ok(const char *s)
 {
@@ -227,58 +187,6 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
     return ST_OK;
 }
 
-/* ---- replies ---- */
-
-static void dm_reply(st_daemon *d, const Strata__Msg *m)
-{
-    st_err e = st_msg_send(d->rep, &d->env_rep, ST_ENV_CONTROL, m);
-    if (e != ST_OK)
-        st_log(ST_LOG_WARN, "control", "reply (%s) not sent: %s", st_msg_case_name(m),
-               st_errmsg(e));
-}
-
-static void dm_reply_error(st_daemon *d, st_err code, const char *msg)
-{
-    Strata__Msg m;
-    Strata__Error er;
-    st_msg_error(&m, &er, code, msg);
-    dm_reply(d, &m);
-}
-
-static void dm_reply_ack(st_daemon *d)
-{
-    Strata__Ack a = STRATA__ACK__INIT;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_ACK;
-    m.ack = &a;
-    dm_reply(d, &m);
-}
-
-static void dm_refuse(st_daemon *d, uint64_t epoch, const char *reason)
-{
-    st_log(ST_LOG_WARN, "control", "refusing plan of epoch %llu: %s", (unsigned long long)epoch,
-           reason);
-    Strata__Refuse r = STRATA__REFUSE__INIT;
-    r.worker_id = d->worker_id;
-    r.epoch = epoch;
-    r.reason = (char *)reason;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_REFUSE;
-    m.refuse = &r;
-    dm_reply(d, &m);
-}
-
-static void dm_ready(st_daemon *d, uint64_t epoch, uint64_t resident)
-{
-    Strata__Ready r = STRATA__READY__INIT;
-    r.worker_id = d->worker_id;
-    r.epoch = epoch;
-    r.resident_bytes = resident;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_READY;
-    m.ready = &r;
-    dm_reply(d, &m);
-}
 
 /* ---- Prepare ---- */
 
@@ -298,7 +206,7 @@ static void *dm_loader(void *arg)
     return NULL;
 }
 
-static void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
+void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
 {
     char why[600];
     st_dp_plan plan;
@@ -393,7 +301,7 @@ static void dm_publish(st_daemon *d, st_dp_stage *s)
     memcpy(d->cur_hash, s->plan.plan_hash, 32);
 }
 
-static void dm_commit(st_daemon *d, const Strata__Commit *c)
+void dm_commit(st_daemon *d, const Strata__Commit *c)
 {
     char msg[256], a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
     unsigned long long ep = (unsigned long long)c->epoch;
@@ -456,124 +364,3 @@ static void dm_commit(st_daemon *d, const Strata__Commit *c)
     dm_reply_ack(d);
 }
 
-static void dm_end_sessions(st_daemon *d, const Strata__EndSessions *es)
-{
-    pthread_mutex_lock(&d->sh.mu);
-    for (size_t i = 0; i < es->n_session_ids; i++) {
-        if (d->sh.n_end < ST_DP_END_CAP)
-            d->sh.end_ids[d->sh.n_end++] = es->session_ids[i];
-        else
-            d->sh.end_dropped++; /* LRU eviction still bounds the caches */
-    }
-    pthread_mutex_unlock(&d->sh.mu);
-    dm_reply_ack(d);
-}
-
-/* dm_probe - answers a link probe at once with a tiny ProbeReply; a
- * payload over ST_PROBE_MAX_PAYLOAD is refused (probe.h). */
-static void dm_probe(st_daemon *d, const Strata__Probe *pb)
-{
-    if (pb->payload.len > ST_PROBE_MAX_PAYLOAD) {
-        char why[160];
-        snprintf(why, sizeof why, "probe from worker %llu: payload of %zu bytes exceeds %zu",
-                 (unsigned long long)pb->worker_id, pb->payload.len, ST_PROBE_MAX_PAYLOAD);
-        d->ctl_bad++;
-        dm_reply_error(d, ST_ERANGE, why);
-        return;
-    }
-    Strata__ProbeReply pr = STRATA__PROBE_REPLY__INIT;
-    pr.seq = pb->seq;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_PROBE_REPLY;
-    m.probe_reply = &pr;
-    dm_reply(d, &m);
-}
-
-void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r)
-{
-    if (d->probe != NULL) {
-        st_probe_peer *pp = calloc(ST_PROBE_MAX_PEERS, sizeof *pp);
-        size_t n = 0;
-        for (size_t i = 0; pp != NULL && i < r->n_peers && n < ST_PROBE_MAX_PEERS; i++) {
-            const Strata__Peer *q = r->peers[i];
-            if (q->worker_id == 0 || q->worker_id == d->worker_id || !dm_addr_ok(q->ctl_addr) ||
-                strlen(q->ctl_addr) >= ST_PROBE_ADDR_MAX)
-                continue; /* INV-3: only well-formed peers are dialled */
-            pp[n].id = q->worker_id;
-            snprintf(pp[n].addr, sizeof pp[n].addr, "%s", q->ctl_addr);
-            n++;
-        }
-        if (pp != NULL)
-            st_probe_set_peers(d->probe, d->worker_id, pp, n);
-        free(pp);
-    }
-    if (!r->leave || d->stopping)
-        return;
-    const char *why = r->reason && r->reason[0] ? r->reason : "drained";
-    if (d->cfg.stay_after_drain) {
-        if (!d->told_stay)
-            st_log(ST_LOG_INFO, "control", "drained at epoch %llu (%s); staying as a spare "
-                   "(--stay-after-drain): `strata drain %llu --undo` makes it placeable again",
-                   (unsigned long long)r->drain_epoch, why, (unsigned long long)d->worker_id);
-        d->told_stay = true;
-        return;
-    }
-    pthread_mutex_lock(&d->leave_mu);
-    bool first = !d->self_leave;
-    d->self_leave = true;
-    snprintf(d->leave_why, sizeof d->leave_why, "drained at epoch %llu: %s",
-             (unsigned long long)r->drain_epoch, why);
-    pthread_mutex_unlock(&d->leave_mu);
-    if (!first)
-        return;
-    d->leave_reason = "drained";
-    st_log(ST_LOG_INFO, "control", "drained at epoch %llu (%s): leaving the cluster",
-           (unsigned long long)r->drain_epoch, why);
-    if (d->cfg.leave_signal > 0)
-        kill(getpid(), d->cfg.leave_signal); /* main() shuts down and exits 0 */
-}
-
-void dm_on_rep(st_daemon *d)
-{
-    int rv = nng_aio_result(d->rep_aio);
-    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
-        return; /* shutting down */
-    if (rv != 0) {
-        st_log(ST_LOG_WARN, "control", "control receive: %s", nng_strerror(rv));
-        nng_recv_aio(d->rep, d->rep_aio);
-        return;
-    }
-    nng_msg *msg = nng_aio_get_msg(d->rep_aio);
-    nng_aio_set_msg(d->rep_aio, NULL);
-    Strata__Msg *m = NULL;
-    st_err e = st_msg_unpack(&d->env_rep, ST_ENV_CONTROL, msg, &m, NULL);
-    nng_msg_free(msg);
-    if (e == ST_EAUTH) { /* dropped unanswered and counted (INV-5) */
-        st_log(ST_LOG_WARN, "control", "control message dropped: %s", st_errmsg(e));
-    } else if (e != ST_OK) {
-        char why[400];
-        snprintf(why, sizeof why, "%s", st_errmsg(e));
-        d->ctl_bad++;
-        st_log(ST_LOG_WARN, "control", "bad control message: %s", why);
-        dm_reply_error(d, e, why);
-    } else if (d->stopping) {
-        dm_reply_error(d, ST_ECLOSED, "the worker is shutting down");
-    } else if (m->body_case == STRATA__MSG__BODY_PREPARE) {
-        dm_prepare(d, m->prepare);
-    } else if (m->body_case == STRATA__MSG__BODY_COMMIT) {
-        dm_commit(d, m->commit);
-    } else if (m->body_case == STRATA__MSG__BODY_END_SESSIONS) {
-        dm_end_sessions(d, m->end_sessions);
-    } else if (m->body_case == STRATA__MSG__BODY_PROBE) {
-        dm_probe(d, m->probe);
-    } else {
-        char why[160];
-        snprintf(why, sizeof why, "unexpected %s on a worker's control socket",
-                 st_msg_case_name(m));
-        d->ctl_bad++;
-        dm_reply_error(d, ST_EPROTO, why);
-    }
-    st_msg_free(m);
-    if (!d->rep_waiting)
-        nng_recv_aio(d->rep, d->rep_aio);
-}
