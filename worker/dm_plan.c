@@ -36,7 +36,6 @@
 #include "common/llama.h"
 #include "common/log.h"
 #include "worker/dm_internal.h"
-#include "worker/kv.h"
 
 bool dm_addr_ok(const char *s)
 {
