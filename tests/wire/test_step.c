@@ -1,9 +1,10 @@
 /* test_step.c - the STEP frame (common/step.h) and the sampling parameters
  * in protobuf (common/msg.h).
  *
- * Frames: a meta-only frame and a meta + packet frame round trip through
- * the envelope, open and unpack, in the open, MAC and sealed modes; the
- * unused room of a packet is dropped. Bad input is refused with its code
+ * Frames: a meta-only frame (coordinator to stage 0) and a forwarded one
+ * (the meta bytes as received, then a packet) round trip through the
+ * envelope, open and unpack, in the open, MAC and sealed modes; the unused
+ * room of a packet is dropped. Bad input is refused with its code
  * and a detail, never read past its end (each case is opened from an
  * exact-size heap copy, so ASan builds see any over-read): a body shorter
  * than the meta length field, a meta length past the end, a malformed
@@ -132,67 +133,56 @@ static st_err ts_open(st_env *rx, nng_msg *msg, Strata__StepMeta **m, uint8_t *p
     return e;
 }
 
-START_TEST(test_roundtrip_meta_only)
+/* ts_make - a frame of t's meta in *msg: packed by st_step_pack (forward
+ * false), or, as a worker forwards, the meta bytes as received and then a
+ * packet of TS_PKT_USED patterned bytes written in room for TS_PKT (the
+ * room left over is dropped). Returns the packet's length. */
+static size_t ts_make(st_env *tx, ts_meta *t, bool forward, nng_msg **msg)
 {
-    for (int mode = 0; mode < TS_MODES; mode++) {
-        st_env tx, rx;
-        ts_envs(mode, &tx, &rx);
-        ts_meta t;
-        ts_meta_init(&t);
-        nng_msg *msg;
-        ck_assert_int_eq(st_step_pack(&tx, &t.m, &msg), ST_OK);
-        size_t ml = strata__step_meta__get_packed_size(&t.m);
-        ck_assert_uint_eq(nng_msg_len(msg), st_env_size(&tx, ST_STEP_LEN_BYTES + ml));
-        Strata__StepMeta *m;
-        uint8_t pkt[TS_PKT];
-        size_t pl = 1;
-        ck_assert_int_eq(ts_open(&rx, msg, &m, pkt, &pl), ST_OK);
-        ck_assert_uint_eq(pl, 0);
-        ts_check_meta(m, &t);
-        st_step_meta_free(m);
-        nng_msg_free(msg);
-        st_env_fini(&tx);
-        st_env_fini(&rx);
+    if (!forward) {
+        ck_assert_int_eq(st_step_pack(tx, &t->m, msg), ST_OK);
+        return 0;
     }
+    size_t ml = strata__step_meta__get_packed_size(&t->m);
+    uint8_t *meta = malloc(ml);
+    ck_assert_ptr_nonnull(meta);
+    strata__step_meta__pack(&t->m, meta);
+    st_step_out so;
+    ck_assert_int_eq(st_step_begin(tx, meta, ml, TS_PKT, &so), ST_OK);
+    free(meta);
+    ck_assert_uint_eq(so.pkt_cap, TS_PKT);
+    for (size_t i = 0; i < TS_PKT_USED; i++)
+        so.pkt[i] = (uint8_t)(i * 3);
+    ck_assert_int_eq(st_step_finish(tx, &so, TS_PKT_USED, msg), ST_OK);
+    ck_assert_ptr_null(so.msg);
+    return TS_PKT_USED;
 }
-END_TEST
 
-/* A forwarded frame: the meta bytes as received, then a packet written in
- * place; the room left over is dropped before sealing. */
-START_TEST(test_roundtrip_forward)
+START_TEST(test_roundtrip)
 {
-    for (int mode = 0; mode < TS_MODES; mode++) {
-        st_env tx, rx;
-        ts_envs(mode, &tx, &rx);
-        ts_meta t;
-        ts_meta_init(&t);
-        size_t ml = strata__step_meta__get_packed_size(&t.m);
-        uint8_t *meta = malloc(ml);
-        ck_assert_ptr_nonnull(meta);
-        strata__step_meta__pack(&t.m, meta);
-        st_step_out so;
-        ck_assert_int_eq(st_step_begin(&tx, meta, ml, TS_PKT, &so), ST_OK);
-        ck_assert_uint_eq(so.pkt_cap, TS_PKT);
-        for (size_t i = 0; i < TS_PKT_USED; i++)
-            so.pkt[i] = (uint8_t)(i * 3);
-        nng_msg *msg;
-        ck_assert_int_eq(st_step_finish(&tx, &so, TS_PKT_USED, &msg), ST_OK);
-        ck_assert_ptr_null(so.msg);
-        ck_assert_uint_eq(nng_msg_len(msg), st_env_size(&tx, ST_STEP_LEN_BYTES + ml + TS_PKT_USED));
-        Strata__StepMeta *m;
-        uint8_t pkt[TS_PKT];
-        size_t pl = 0;
-        ck_assert_int_eq(ts_open(&rx, msg, &m, pkt, &pl), ST_OK);
-        ck_assert_uint_eq(pl, TS_PKT_USED);
-        for (size_t i = 0; i < TS_PKT_USED; i++)
-            ck_assert_uint_eq(pkt[i], (uint8_t)(i * 3));
-        ts_check_meta(m, &t);
-        st_step_meta_free(m);
-        nng_msg_free(msg);
-        free(meta);
-        st_env_fini(&tx);
-        st_env_fini(&rx);
-    }
+    for (int mode = 0; mode < TS_MODES; mode++)
+        for (int forward = 0; forward < 2; forward++) {
+            st_env tx, rx;
+            ts_envs(mode, &tx, &rx);
+            ts_meta t;
+            ts_meta_init(&t);
+            nng_msg *msg;
+            size_t want = ts_make(&tx, &t, forward, &msg);
+            size_t ml = strata__step_meta__get_packed_size(&t.m);
+            ck_assert_uint_eq(nng_msg_len(msg), st_env_size(&tx, ST_STEP_LEN_BYTES + ml + want));
+            Strata__StepMeta *m;
+            uint8_t pkt[TS_PKT];
+            size_t pl = TS_PKT;
+            ck_assert_int_eq(ts_open(&rx, msg, &m, pkt, &pl), ST_OK);
+            ck_assert_uint_eq(pl, want);
+            for (size_t i = 0; i < pl; i++)
+                ck_assert_uint_eq(pkt[i], (uint8_t)(i * 3));
+            ts_check_meta(m, &t);
+            st_step_meta_free(m);
+            nng_msg_free(msg);
+            st_env_fini(&tx);
+            st_env_fini(&rx);
+        }
 }
 END_TEST
 
@@ -384,8 +374,7 @@ int main(void)
 {
     Suite *s = suite_create("step");
     TCase *tc = tcase_create("frame");
-    tcase_add_test(tc, test_roundtrip_meta_only);
-    tcase_add_test(tc, test_roundtrip_forward);
+    tcase_add_test(tc, test_roundtrip);
     tcase_add_test(tc, test_truncated);
     tcase_add_test(tc, test_meta_length_past_end);
     tcase_add_test(tc, test_malformed_meta);
