@@ -589,14 +589,8 @@ int st_cmd_generate(int argc, char **argv)
         perror(o.logits_out);
         goto out;
     }
-    Strata__Sampling sp = STRATA__SAMPLING__INIT;
-    sp.temp = o.sp.temp;
-    sp.top_k = o.sp.top_k;
-    sp.top_p = o.sp.top_p;
-    sp.min_p = o.sp.min_p;
-    sp.repeat_penalty = o.sp.repeat_penalty;
-    sp.repeat_last_n = o.sp.repeat_last_n;
-    sp.seed = o.sp.seed;
+    Strata__Sampling sp;
+    st_sampling_to_pb(&o.sp, &sp);
     Strata__GenerateRequest g = STRATA__GENERATE_REQUEST__INIT;
     g.prompt = (char *)(o.prompt ? o.prompt : "");
     g.n_prompt_ids = o.n_ids;

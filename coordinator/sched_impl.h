@@ -53,7 +53,7 @@ struct sched_sess {
     int32_t *hist;      /* [n_ctx] */
     uint32_t n_hist;
     uint32_t n_cached;
-    uint64_t rng[4];
+    uint64_t rng[ST_RNG_WORDS];
     sched_req *req;
     uint64_t in_flight; /* batch id, 0 if none */
     uint64_t last_batch; /* id of the last batch it was in (decode order: oldest first) */

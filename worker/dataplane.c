@@ -10,10 +10,11 @@
  *
  * Checks come before use (INV-3), in this order: the envelope (MAC and
  * replay when keyed: a failure is counted and dropped without an answer,
- * INV-5); the StepMeta framing and protobuf; the epoch and plan hash
- * (INV-2: a mismatch computes nothing, is counted, queued for the control
- * thread's StaleReport and answered at once with an ST_EEPOCH StepResult
- * so the scheduler fails the batch instead of waiting for its deadline);
+ * INV-5); the STEP framing and the StepMeta protobuf (common/step.c); the
+ * epoch and plan hash (INV-2: a mismatch computes nothing, is counted,
+ * queued for the control thread's StaleReport and answered at once with an
+ * ST_EEPOCH StepResult so the scheduler fails the batch instead of waiting
+ * for its deadline);
  * then every row (counts, positions, ids, RNG words, sampling parameters);
  * then the activation packet (st_wire_decode checks its own CRC, header
  * and rows, which must equal the meta's). Any failure after the envelope
@@ -127,7 +128,7 @@ st_err st_dp_stage_load(const char *path, const st_dp_plan *plan, st_pool *pool,
     s->ids = calloc(T, sizeof *s->ids);
     s->rr = calloc(T, sizeof *s->rr);
     s->rrp = calloc(T, sizeof *s->rrp);
-    s->rng = calloc(T * 4, sizeof *s->rng);
+    s->rng = calloc(T * ST_RNG_WORDS, sizeof *s->rng);
     s->layer_ns = calloc((size_t)(plan->last - plan->first), sizeof *s->layer_ns);
     if (s->hin == NULL || s->hout == NULL || s->brow == NULL || s->wrow == NULL ||
         s->prow == NULL || s->ids == NULL || s->rr == NULL || s->rrp == NULL || s->rng == NULL ||

@@ -76,7 +76,7 @@ typedef struct st_dp_stage {
     uint64_t *ids;      /* sorted session ids (duplicate check) */
     Strata__RowResult *rr;
     Strata__RowResult **rrp;
-    uint64_t *rng;      /* [max_tokens][4] RNG states of results */
+    uint64_t *rng;      /* [max_tokens][ST_RNG_WORDS] RNG states of results */
     uint64_t *layer_ns; /* [last - first] this batch's layer times */
 } st_dp_stage;
 
