@@ -243,7 +243,8 @@ static void tk_check_file_bytes(const st_kernel_ops *ops, const char *file, st_d
         if (q->type != want)
             continue;
         const tk_tensor *f = tk_gguf_find(&gf, q->name);
-        ck_assert_msg(f != NULL && f->type == 0 && f->nelem == q->nelem && f->ne0 == q->ne0,
+        ck_assert_msg(f != NULL && f->type == ST_GGML_TYPE_F32 && f->nelem == q->nelem &&
+                          f->ne0 == q->ne0,
                       "%s: no matching f32 tensor", q->name);
         size_t rs;
         ck_assert_int_eq(st_row_size(t, q->ne0, &rs), ST_K_OK);
