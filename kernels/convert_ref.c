@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/fp16.h"
+#include "kernels/kernels_ref.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -147,6 +148,18 @@ static float conv_round_even(float v)
     return r;
 }
 
+void st_conv_ref_i8_round(const float *src, int8_t *dst, size_t n, float inv)
+{
+    for (size_t i = 0; i < n; i++) {
+        float q = conv_round_even(src[i] * inv);
+        if (q > 127.0f)
+            q = 127.0f;
+        if (q < -127.0f)
+            q = -127.0f;
+        dst[i] = (int8_t)q;
+    }
+}
+
 static size_t ref_f32_to_i8(const float *src, int8_t *dst, size_t n, float *scale)
 {
     float amax = 0.0f;
@@ -163,15 +176,7 @@ static size_t ref_f32_to_i8(const float *src, int8_t *dst, size_t n, float *scal
         return n;
     }
     *scale = amax / 127.0f;
-    float inv = 127.0f / amax;
-    for (size_t i = 0; i < n; i++) {
-        float q = conv_round_even(src[i] * inv);
-        if (q > 127.0f)
-            q = 127.0f;
-        if (q < -127.0f)
-            q = -127.0f;
-        dst[i] = (int8_t)q;
-    }
+    st_conv_ref_i8_round(src, dst, n, 127.0f / amax);
     return n;
 }
 
