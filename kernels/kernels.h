@@ -24,6 +24,7 @@
 #define ST_KERNELS_H
 
 #include <assert.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -249,8 +250,15 @@ typedef struct st_kernel_ops {
     int64_t (*argmax)(const float *x, int64_t n);
 } st_kernel_ops;
 
+/* st_kernels_cpu_has - whether this CPU implements the instructions of
+ * variant v (cpuid) and the OS saves their registers (xgetbv), whether or
+ * not this build contains v's table: true for ST_KVAR_REF, false for
+ * ST_KVAR_COUNT and on non-x86 machines for the SIMD variants. */
+bool st_kernels_cpu_has(st_kvariant v);
+
 /* st_kernels_get - the table of variant v, or NULL if v is not compiled in
- * or not supported by this CPU and OS (cpuid and xgetbv). */
+ * or not supported by this CPU and OS (st_kernels_cpu_has). Ignores
+ * STRATA_KERNELS (which only the selectors read). */
 const st_kernel_ops *st_kernels_get(st_kvariant v);
 
 /* st_kernels_select - the fastest supported variant, or the reference when
