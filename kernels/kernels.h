@@ -250,6 +250,10 @@ typedef struct st_kernel_ops {
     int64_t (*argmax)(const float *x, int64_t n);
 } st_kernel_ops;
 
+/* st_kvariant_name - "ref", "avx2", "avx512" (the name field of the
+ * variant's table), or NULL if v is out of range. */
+const char *st_kvariant_name(st_kvariant v);
+
 /* st_kernels_cpu_has - whether this CPU implements the instructions of
  * variant v (cpuid) and the OS saves their registers (xgetbv), whether or
  * not this build contains v's table: true for ST_KVAR_REF, false for
