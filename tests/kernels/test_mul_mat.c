@@ -80,6 +80,36 @@ static double tk_mm_bound(const st_kernel_ops *ops, st_dtype t, int64_t n, doubl
     return c * sumabs + 1e-30;
 }
 
+/* tk_mm_exact - dot(row i of W, row j of X) of the values the kernel
+ * sees, in double; *sumabs = the sum of the products' magnitudes. */
+static double tk_mm_exact(const tk_mm *m, int64_t i, int64_t j, double *sumabs)
+{
+    double s = 0.0, sa = 0.0;
+    for (int64_t c = 0; c < m->n; c++) {
+        const double p = (double)m->wf[i * m->n + c] * (double)m->xf[j * m->n + c];
+        s += p;
+        sa += fabs(p);
+    }
+    *sumabs = sa;
+    return s;
+}
+
+/* tk_mm_check_alone - each of the first nx activation rows, multiplied
+ * alone (nx = 1), gives the bits of its row of y (row j at y + j * ld). */
+static void tk_mm_check_alone(const st_kernel_ops *ops, const tk_mm *m, int64_t nx, const float *y,
+                              int64_t ld)
+{
+    float *one = tk_alloc(sizeof(float) * m->rows);
+    for (int64_t j = 0; j < nx; j++) {
+        ops->mul_mat[m->t](m->n, m->w, m->w_stride, 0, m->rows, m->x + j * m->x_stride,
+                           m->x_stride, 1, one, m->rows);
+        ck_assert_msg(memcmp(one, y + j * ld, sizeof(float) * m->rows) == 0,
+                      "%s %s: row %ld alone differs from the batch of %ld", ops->name,
+                      st_dtype_info_of(m->t)->name, (long)j, (long)nx);
+    }
+    free(one);
+}
+
 START_TEST(test_mul_mat_accuracy)
 {
     const st_kernel_ops *ops = tk_variant(_i);
@@ -93,12 +123,8 @@ START_TEST(test_mul_mat_accuracy)
             ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, y, rows);
             for (int64_t j = 0; j < nx; j++) {
                 for (int64_t i = 0; i < rows; i++) {
-                    double s = 0.0, sa = 0.0;
-                    for (int64_t c = 0; c < n; c++) {
-                        const double p = (double)m.wf[i * n + c] * (double)m.xf[j * n + c];
-                        s += p;
-                        sa += fabs(p);
-                    }
+                    double sa;
+                    const double s = tk_mm_exact(&m, i, j, &sa);
                     const double e = fabs((double)y[j * rows + i] - s);
                     ck_assert_msg(e <= tk_mm_bound(ops, (st_dtype)t, n, sa, s),
                                   "%s %s n=%ld y[%ld][%ld]=%.9g exact %.9g (err %g, sumabs %g)",
@@ -121,19 +147,11 @@ START_TEST(test_mul_mat_batch_invariance)
         const int64_t n = 256, rows = 37, nx = 5, ys = rows + 3;
         tk_mm_init(&m, ops, (st_dtype)t, n, rows, nx, 900 + (uint64_t)t);
         float *full = tk_alloc(sizeof(float) * ys * nx);
-        float *one = tk_alloc(sizeof(float) * rows);
         float *perm = tk_alloc(sizeof(float) * ys * nx);
         float *split = tk_alloc(sizeof(float) * ys * nx);
         unsigned char *xp = tk_alloc(m.x_stride * nx);
         ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, full, ys);
-        /* each row alone (nx = 1) */
-        for (int64_t j = 0; j < nx; j++) {
-            ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x + j * m.x_stride, m.x_stride, 1, one,
-                            rows);
-            ck_assert_msg(memcmp(one, full + j * ys, sizeof(float) * rows) == 0,
-                          "%s %s: row %ld differs alone vs in batch", ops->name,
-                          st_dtype_info_of((st_dtype)t)->name, (long)j);
-        }
+        tk_mm_check_alone(ops, &m, nx, full, ys); /* each row alone (nx = 1) */
         /* rows rotated to other places in the batch */
         for (int64_t j = 0; j < nx; j++)
             memcpy(xp + ((j + 2) % nx) * m.x_stride, m.x + j * m.x_stride, m.x_stride);
@@ -148,7 +166,6 @@ START_TEST(test_mul_mat_batch_invariance)
         for (int64_t j = 0; j < nx; j++)
             ck_assert(memcmp(split + j * ys, full + j * ys, sizeof(float) * rows) == 0);
         free(full);
-        free(one);
         free(perm);
         free(split);
         free(xp);
@@ -172,15 +189,10 @@ START_TEST(test_mul_mat_wide)
         tk_mm_init(&m, ref, (st_dtype)t, n, rows, nx, 4242 + (uint64_t)t);
         float *y = tk_alloc(sizeof(float) * rows * nx);
         float *yr = tk_alloc(sizeof(float) * rows * nx);
-        float *one = tk_alloc(sizeof(float) * rows);
         ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, y, rows);
         ref->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, yr, rows);
+        tk_mm_check_alone(ops, &m, nx, y, rows);
         for (int64_t j = 0; j < nx; j++) {
-            ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x + j * m.x_stride, m.x_stride, 1,
-                            one, rows);
-            ck_assert_msg(memcmp(one, y + j * rows, sizeof(float) * rows) == 0,
-                          "%s %s: row %ld differs alone vs in a batch of %ld", ops->name,
-                          st_dtype_info_of((st_dtype)t)->name, (long)j, (long)nx);
             for (int64_t i = 0; i < rows; i++) {
                 if (t == ST_DT_Q8_0 || t == ST_DT_Q4_0) {
                     ck_assert_msg(y[j * rows + i] == yr[j * rows + i],
@@ -188,12 +200,8 @@ START_TEST(test_mul_mat_wide)
                                   st_dtype_info_of((st_dtype)t)->name, (long)j, (long)i,
                                   (double)y[j * rows + i], (double)yr[j * rows + i]);
                 } else {
-                    double s = 0.0, sa = 0.0;
-                    for (int64_t c = 0; c < n; c++) {
-                        const double p = (double)m.wf[i * n + c] * (double)m.xf[j * n + c];
-                        s += p;
-                        sa += fabs(p);
-                    }
+                    double sa;
+                    const double s = tk_mm_exact(&m, i, j, &sa);
                     ck_assert(fabs((double)y[j * rows + i] - s) <=
                               tk_mm_bound(ops, (st_dtype)t, n, sa, s));
                 }
@@ -201,7 +209,6 @@ START_TEST(test_mul_mat_wide)
         }
         free(y);
         free(yr);
-        free(one);
         tk_mm_free(&m);
     }
 }
@@ -225,7 +232,6 @@ START_TEST(test_mul_mat_small_batches)
         float *y = tk_alloc(sizeof(float) * rows * nxmax);
         float *yr = tk_alloc(sizeof(float) * rows * nxmax);
         float *ys = tk_alloc(sizeof(float) * rows * nxmax);
-        float *one = tk_alloc(sizeof(float) * rows);
         for (int64_t nx = 1; nx <= nxmax; nx++) {
             ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, y, rows);
             ref->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, yr, rows);
@@ -233,12 +239,8 @@ START_TEST(test_mul_mat_small_batches)
             for (int c = 0; c + 1 < 6; c++)
                 ops->mul_mat[t](n, m.w, m.w_stride, cuts[c], cuts[c + 1], m.x, m.x_stride, nx, ys,
                                 rows);
+            tk_mm_check_alone(ops, &m, nx, y, rows);
             for (int64_t j = 0; j < nx; j++) {
-                ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x + j * m.x_stride, m.x_stride, 1,
-                                one, rows);
-                ck_assert_msg(memcmp(one, y + j * rows, sizeof(float) * rows) == 0,
-                              "%s %s: row %ld alone differs from the batch of %ld", ops->name,
-                              st_dtype_info_of((st_dtype)t)->name, (long)j, (long)nx);
                 ck_assert_msg(memcmp(ys + j * rows, y + j * rows, sizeof(float) * rows) == 0,
                               "%s %s: split ranges differ (row %ld of %ld)", ops->name,
                               st_dtype_info_of((st_dtype)t)->name, (long)j, (long)nx);
@@ -252,7 +254,6 @@ START_TEST(test_mul_mat_small_batches)
         free(y);
         free(yr);
         free(ys);
-        free(one);
         tk_mm_free(&m);
     }
 }
