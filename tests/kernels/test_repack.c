@@ -40,7 +40,8 @@ static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, 
     tk_rng r = {seed};
     for (int64_t i = 0; i < rows + nx; i++) {
         for (int64_t k = 0; k < n; k++)
-            tmp[k] = (float)((double)(tk_next(&r) >> 11) * 0x1p-53 - 0.5) * (i < rows ? 0.2f : 4.0f);
+            tmp[k] = (float)((double)(tk_next(&r) >> 11) * 0x1p-53 - 0.5) *
+                     (i < rows ? 0.2f : 4.0f);
         if (i < rows)
             ref->from_float[t](tmp, m->w + (size_t)i * m->ws, n);
         else
