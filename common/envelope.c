@@ -19,9 +19,23 @@ static_assert(ST_KEY_BYTES == crypto_auth_KEYBYTES &&
 static_assert(ST_ENV_AEAD_TAG <= ST_ENV_MAC, "ST_ENV_MAC bounds every tag");
 
 #define ENV_NONCE_BYTES crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
+#define ENV_KEYFILE_MAX_BYTES ((size_t)1 << 20) /* a key file larger than this is refused */
+#define ENV_HASH_MIN crypto_generichash_BYTES_MIN
+
+/* Domains of the keyed hashes that turn a key's text into a MAC key and a
+ * MAC key into its id (crypto_generichash keys of 16..64 bytes). */
+static const char env_text_domain[] = "strata credential text to MAC key v1";
+static const char env_id_domain[] = "strata credential key id v1";
+
+typedef struct st_env_cred {
+    uint8_t key[ST_KEY_BYTES];
+    uint16_t id;
+    st_env_role role;
+} st_env_cred;
 
 typedef struct st_env_peer {
     uint64_t sender;
+    uint32_t cred;     /* the credential that verified its frames */
     uint64_t last_seq;
     uint64_t used; /* tick of last use, 0 = free */
 } st_env_peer;
@@ -66,6 +80,15 @@ st_err st_env_init(st_env *env, const uint8_t *key, uint64_t sender)
 
 st_err st_env_init_mode(st_env *env, const uint8_t *key, bool encrypt, uint64_t sender)
 {
+    st_err e = st_env_init_cred(env, key, ST_ROLE_MEMBER, encrypt, sender);
+    if (e == ST_OK && key == NULL)
+        env->role = ST_ROLE_OPEN;
+    return e;
+}
+
+st_err st_env_init_cred(st_env *env, const uint8_t *key, st_env_role role, bool encrypt,
+                        uint64_t sender)
+{
     memset(env, 0, sizeof *env);
     if (encrypt && key == NULL)
         return st_errorf(ST_EINVAL, "--encrypt needs a cluster key (--cluster-key FILE; "
@@ -76,10 +99,14 @@ st_err st_env_init_mode(st_env *env, const uint8_t *key, bool encrypt, uint64_t 
     struct timeval tv;
     gettimeofday(&tv, NULL);
     env->seq = (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
+    if (role != ST_ROLE_MEMBER && role != ST_ROLE_CLIENT && role != ST_ROLE_ADMIN)
+        return st_errorf(ST_EINVAL, "an envelope's own key is a cluster, client or admin key");
+    env->role = role;
     if (key != NULL) {
         env->keyed = true;
         env->encrypt = encrypt;
         memcpy(env->key, key, ST_KEY_BYTES);
+        env->key_id = role == ST_ROLE_MEMBER ? 0 : st_key_id(key);
         env->peers = calloc(ST_ENV_MAX_PEERS, sizeof *env->peers);
         if (env->peers == NULL)
             return st_errorf(ST_ENOMEM, "replay table");
@@ -91,7 +118,78 @@ void st_env_fini(st_env *env)
 {
     free(env->peers);
     sodium_memzero(env->key, sizeof env->key);
+    if (env->creds != NULL)
+        sodium_memzero(env->creds, env->n_creds * sizeof *env->creds);
+    free(env->creds);
     env->peers = NULL;
+    env->creds = NULL;
+    env->n_creds = 0;
+}
+
+st_err st_env_accept(st_env *env, const uint8_t *key, st_env_role role)
+{
+    if (!env->keyed || env->role != ST_ROLE_MEMBER)
+        return st_errorf(ST_EINVAL, "client and admin keys need a cluster key (--cluster-key)");
+    if (role != ST_ROLE_CLIENT && role != ST_ROLE_ADMIN)
+        return st_errorf(ST_EINVAL, "only client and admin keys are accepted besides the "
+                                    "cluster key");
+    if (sodium_memcmp(key, env->key, ST_KEY_BYTES) == 0)
+        return st_errorf(ST_EINVAL, "a %s key equals the cluster key", st_env_role_name(role));
+    if (env->n_creds == ST_ENV_MAX_CREDS)
+        return st_errorf(ST_ERANGE, "more than %d client and admin keys", ST_ENV_MAX_CREDS);
+    st_env_cred *v = realloc(env->creds, (env->n_creds + 1) * sizeof *v);
+    if (v == NULL)
+        return st_errorf(ST_ENOMEM, "credential table");
+    env->creds = v;
+    st_env_cred *c = &v[env->n_creds++];
+    memcpy(c->key, key, ST_KEY_BYTES);
+    c->id = st_key_id(key);
+    c->role = role;
+    return ST_OK;
+}
+
+st_err st_env_seal_with(st_env *env, uint32_t cred)
+{
+    if (cred > env->n_creds)
+        return st_errorf(ST_EINVAL, "credential %u of %zu", cred, env->n_creds);
+    env->seal_cred = cred;
+    return ST_OK;
+}
+
+const char *st_env_role_name(st_env_role role)
+{
+    switch (role) {
+    case ST_ROLE_OPEN: return "open";
+    case ST_ROLE_MEMBER: return "member";
+    case ST_ROLE_ADMIN: return "admin";
+    case ST_ROLE_CLIENT: return "client";
+    }
+    return "unknown";
+}
+
+uint16_t st_key_id(const uint8_t key[ST_KEY_BYTES])
+{
+    uint8_t h[ENV_HASH_MIN];
+    crypto_generichash(h, sizeof h, key, ST_KEY_BYTES, (const uint8_t *)env_id_domain,
+                       sizeof env_id_domain - 1);
+    uint16_t id = env_get16(h);
+    return id != 0 ? id : 1; /* 0 names the cluster key */
+}
+
+st_err st_key_from_text(const char *text, size_t len, uint8_t key[ST_KEY_BYTES])
+{
+    if (len < ST_KEY_TEXT_MIN || len > ST_KEY_TEXT_MAX)
+        return st_errorf(ST_EFORMAT, "a key has %d to %d characters, not %zu", ST_KEY_TEXT_MIN,
+                         ST_KEY_TEXT_MAX, len);
+    for (size_t i = 0; i < len; i++)
+        if (text[i] <= ' ' || text[i] > '~')
+            return st_errorf(ST_EFORMAT, "a key is printable ASCII without spaces (character "
+                             "%zu is 0x%02x)", i + 1, (unsigned)(uint8_t)text[i]);
+    if (sodium_init() < 0)
+        return st_err_sodium("sodium_init");
+    crypto_generichash(key, ST_KEY_BYTES, (const uint8_t *)text, len,
+                       (const uint8_t *)env_text_domain, sizeof env_text_domain - 1);
+    return ST_OK;
 }
 
 /* env_tag_len - the bytes after the body for frame flags. */
@@ -127,11 +225,13 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
                          ST_ENV_MAX_BODY);
     uint16_t flags = env_flags(env);
     uint64_t seq = ++env->seq;
+    const st_env_cred *cr = env->seal_cred ? &env->creds[env->seal_cred - 1] : NULL;
+    const uint8_t *key = cr ? cr->key : env->key;
     memcpy(buf, "STEN", 4);
     env_put16(buf + 4, ST_ENV_VERSION);
     env_put16(buf + 6, flags);
     env_put16(buf + 8, (uint16_t)kind);
-    env_put16(buf + 10, 0);
+    env_put16(buf + 10, cr ? cr->id : env->key_id);
     env_put64(buf + 12, env->sender);
     env_put64(buf + 20, seq);
     env_put32(buf + 28, (uint32_t)body_len);
@@ -141,21 +241,21 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
         env_nonce(nonce, env->sender, seq);
         if (crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
                 body, body + body_len, NULL, body, body_len, buf, ST_ENV_HDR, NULL, nonce,
-                env->key) != 0)
+                key) != 0)
             return st_err_sodium("crypto_aead_xchacha20poly1305_ietf_encrypt_detached");
     } else if (flags & ST_ENV_FLAG_MAC) {
-        crypto_auth(body + body_len, buf, ST_ENV_HDR + body_len, env->key);
+        crypto_auth(body + body_len, buf, ST_ENV_HDR + body_len, key);
     }
     return ST_OK;
 }
 
-/* env_replay_ok - whether seq is new for sender; records it if so. */
-static bool env_replay_ok(st_env *env, uint64_t sender, uint64_t seq)
+/* env_replay_ok - whether seq is new for (sender, cred); records it if so. */
+static bool env_replay_ok(st_env *env, uint64_t sender, uint32_t cred, uint64_t seq)
 {
     st_env_peer *slot = NULL, *oldest = &env->peers[0];
     for (size_t i = 0; i < ST_ENV_MAX_PEERS; i++) {
         st_env_peer *p = &env->peers[i];
-        if (p->used && p->sender == sender) {
+        if (p->used && p->sender == sender && p->cred == cred) {
             slot = p;
             break;
         }
@@ -167,6 +267,7 @@ static bool env_replay_ok(st_env *env, uint64_t sender, uint64_t seq)
     if (slot == NULL) {
         slot = oldest; /* a free slot (used 0) or the least recently seen */
         slot->sender = sender;
+        slot->cred = cred;
     }
     slot->last_seq = seq;
     slot->used = ++env->tick;
@@ -176,8 +277,8 @@ static bool env_replay_ok(st_env *env, uint64_t sender, uint64_t seq)
 /* env_tag_ok - whether the frame's own tag (MAC or AEAD) verifies. A
  * SEALED frame is decrypted in place when this process encrypts (one pass:
  * libsodium checks the tag before it writes anything), else only checked. */
-static bool env_tag_ok(const st_env *env, uint8_t *buf, uint16_t flags, size_t body_len,
-                       uint64_t sender, uint64_t seq)
+static bool env_tag_ok(const st_env *env, const uint8_t *key, uint8_t *buf, uint16_t flags,
+                       size_t body_len, uint64_t sender, uint64_t seq)
 {
     uint8_t *body = buf + ST_ENV_HDR, *tag = body + body_len;
     if (flags & ST_ENV_FLAG_SEALED) {
@@ -186,17 +287,39 @@ static bool env_tag_ok(const st_env *env, uint8_t *buf, uint16_t flags, size_t b
         /* m = NULL: libsodium checks the tag only */
         return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
                    env->encrypt ? body : NULL, NULL, body, body_len, tag, buf, ST_ENV_HDR,
-                   nonce, env->key) == 0;
+                   nonce, key) == 0;
     }
     return (flags & ST_ENV_FLAG_MAC) &&
-           crypto_auth_verify(tag, buf, ST_ENV_HDR + body_len, env->key) == 0;
+           crypto_auth_verify(tag, buf, ST_ENV_HDR + body_len, key) == 0;
+}
+
+/* env_verify - the credential whose key verifies the frame's tag: among
+ * the keys of the frame's key id only; false if none does. */
+static bool env_verify(const st_env *env, uint8_t *buf, uint16_t flags, size_t body_len,
+                       uint64_t sender, uint64_t seq, uint32_t *cred, st_env_role *role)
+{
+    uint16_t id = env_get16(buf + 10);
+    if (id == env->key_id && env_tag_ok(env, env->key, buf, flags, body_len, sender, seq)) {
+        *cred = 0;
+        *role = env->role;
+        return true;
+    }
+    for (size_t i = 0; i < env->n_creds; i++) {
+        const st_env_cred *c = &env->creds[i];
+        if (c->id == id && env_tag_ok(env, c->key, buf, flags, body_len, sender, seq)) {
+            *cred = (uint32_t)i + 1;
+            *role = c->role;
+            return true;
+        }
+    }
+    return false;
 }
 
 /* env_check_keyed - tag, mode and replay; a frame failing any is counted. */
 static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t body_len,
-                              uint64_t sender, uint64_t seq)
+                              uint64_t sender, uint64_t seq, st_env_frame *f)
 {
-    if (!env_tag_ok(env, buf, flags, body_len, sender, seq)) {
+    if (!env_verify(env, buf, flags, body_len, sender, seq, &f->cred, &f->role)) {
         env->auth_failed++;
         return st_errorf(ST_EAUTH, "frame from sender %llu fails authentication",
                          (unsigned long long)sender);
@@ -214,7 +337,7 @@ static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t 
                          "cluster, and the CLI, must agree on --encrypt",
                          (unsigned long long)sender);
     }
-    if (!env_replay_ok(env, sender, seq)) {
+    if (!env_replay_ok(env, sender, f->cred, seq)) {
         env->auth_failed++;
         return st_errorf(ST_EAUTH, "replayed frame from sender %llu (seq %llu)",
                          (unsigned long long)sender, (unsigned long long)seq);
@@ -239,15 +362,17 @@ st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f)
         return st_errorf(ST_EFORMAT, "frame flags both MAC and SEALED");
     if (kind < ST_ENV_CONTROL || kind > ST_ENV_RESULT)
         return st_errorf(ST_EFORMAT, "unknown frame kind %u", kind);
-    if (env_get16(buf + 10) != 0)
-        return st_errorf(ST_EFORMAT, "reserved frame field is not zero");
+    if (flags == 0 && env_get16(buf + 10) != 0)
+        return st_errorf(ST_EFORMAT, "frame names key %u but carries no MAC", env_get16(buf + 10));
     uint32_t body_len = env_get32(buf + 28);
     size_t want = ST_ENV_HDR + (size_t)body_len + env_tag_len(flags);
     if (body_len > ST_ENV_MAX_BODY || len != want)
         return st_errorf(ST_ETRUNC, "frame of %zu bytes; its header says %zu", len, want);
     uint64_t sender = env_get64(buf + 12), seq = env_get64(buf + 20);
+    f->role = ST_ROLE_OPEN;
+    f->cred = 0;
     if (env->keyed) {
-        st_err e = env_check_keyed(env, buf, flags, body_len, sender, seq);
+        st_err e = env_check_keyed(env, buf, flags, body_len, sender, seq, f);
         if (e != ST_OK)
             return e;
     } else if (flags != 0) {
@@ -310,5 +435,99 @@ st_err st_key_load(const char *path, uint8_t key[ST_KEY_BYTES])
     close(fd);
     if (r != ST_KEY_BYTES)
         return st_err_errno(r < 0 ? en : EIO, path);
+    return ST_OK;
+}
+
+/* env_keyfile_text - the whole of key file path (mode checked) in *text
+ * (free it), NUL-terminated. */
+static st_err env_keyfile_text(const char *path, char **text)
+{
+    *text = NULL;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return st_err_errno(errno, path);
+    struct stat st;
+    st_err e = ST_OK;
+    if (fstat(fd, &st) != 0)
+        e = st_err_errno(errno, path);
+    else if (st.st_mode & (S_IRWXG | S_IRWXO))
+        e = st_errorf(ST_EAUTH, "key file %s is accessible by group or others (mode %o); "
+                      "chmod 600 it", path, (unsigned)(st.st_mode & 0777));
+    else if ((size_t)st.st_size > ENV_KEYFILE_MAX_BYTES)
+        e = st_errorf(ST_ERANGE, "key file %s has %lld bytes; at most %zu", path,
+                      (long long)st.st_size, ENV_KEYFILE_MAX_BYTES);
+    char *t = e == ST_OK ? malloc((size_t)st.st_size + 1) : NULL;
+    if (e == ST_OK && t == NULL)
+        e = st_errorf(ST_ENOMEM, "key file %s", path);
+    if (e == ST_OK) {
+        ssize_t r = read(fd, t, (size_t)st.st_size);
+        if (r != (ssize_t)st.st_size)
+            e = st_err_errno(r < 0 ? errno : EIO, path);
+        else
+            t[r] = '\0';
+    }
+    close(fd);
+    if (e != ST_OK) {
+        free(t);
+        return e;
+    }
+    *text = t;
+    return ST_OK;
+}
+
+st_err st_keyfile_read(const char *path, size_t max, uint8_t (**keys)[ST_KEY_BYTES], size_t *n)
+{
+    *keys = NULL;
+    *n = 0;
+    char *text;
+    st_err e = env_keyfile_text(path, &text);
+    if (e != ST_OK)
+        return e;
+    size_t cap = 0, line = 0;
+    uint8_t(*v)[ST_KEY_BYTES] = NULL;
+    for (char *p = text; *p != '\0' && e == ST_OK;) {
+        char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        line++;
+        size_t k = 0;
+        while (k < len && (p[k] == ' ' || p[k] == '\t' || p[k] == '\r'))
+            k++;
+        size_t f = k;
+        while (f < len && p[f] != ' ' && p[f] != '\t' && p[f] != '\r')
+            f++;
+        if (f > k && p[k] != '#') {
+            if (*n == max) {
+                e = st_errorf(ST_ERANGE, "key file %s: more than %zu keys (line %zu)", path, max,
+                              line);
+                break;
+            }
+            if (*n == cap) {
+                cap = cap ? cap * 2 : 4;
+                void *nv = realloc(v, cap * sizeof *v);
+                if (nv == NULL) {
+                    e = st_errorf(ST_ENOMEM, "key file %s", path);
+                    break;
+                }
+                v = nv;
+            }
+            if ((e = st_key_from_text(p + k, f - k, v[*n])) != ST_OK)
+                e = st_errwrap(e, "key file %s, line %zu", path, line);
+            else
+                ++*n;
+        }
+        p += end ? len + 1 : len;
+    }
+    sodium_memzero(text, strlen(text));
+    free(text);
+    if (e == ST_OK && *n == 0)
+        e = st_errorf(ST_EFORMAT, "key file %s holds no key (one per line; '#' comments)", path);
+    if (e != ST_OK) {
+        if (v != NULL)
+            sodium_memzero(v, cap * sizeof *v);
+        free(v);
+        *n = 0;
+        return e;
+    }
+    *keys = v;
     return ST_OK;
 }

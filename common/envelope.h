@@ -2,7 +2,7 @@
  *
  * Layout (little-endian, 32-byte header):
  *   0  magic "STEN"        4  version u16 (1)   6  flags u16 (bit 0: MAC,
- *   8  kind u16            10 reserved u16 (0)     bit 1: SEALED)
+ *   8  kind u16            10 key id u16           bit 1: SEALED)
  *   12 sender u64          20 seq u64           28 body_len u32
  *   32 body[body_len]
  *   MAC:    then mac[32] = crypto_auth(key, bytes [0, 32 + body_len)).
@@ -29,7 +29,21 @@
  * sender ids are unique per process side (random or start-time based) and
  * seq strictly increases per sender, starting at the wall clock.
  * The replay table is bounded (ST_ENV_MAX_PEERS senders, least recently
- * seen evicted), so no map grows without bound (INV-6). */
+ * seen evicted), so no map grows without bound (INV-6).
+ *
+ * Credentials and roles (docs/security.md): the key id names which key
+ * made the frame's MAC or tag. Id 0 is the cluster key (role MEMBER: the
+ * coordinator and workers); any other id is st_key_id() of a client or
+ * admin key, which a receiver accepts only after st_env_accept (only the
+ * coordinator's control socket does). The receiver verifies the tag with
+ * the keys of that id only (each check constant-time; ids of two keys
+ * may collide, then both are tried) and reports the role of the key that
+ * verified it in st_env_frame.role; a frame naming an id it does not hold
+ * fails authentication like a bad MAC. A client key is never the cluster
+ * key, and the MAC binds the key id, so no client can make a frame a
+ * worker or the coordinator takes for a member's. The replay window is
+ * kept per (sender, key), so one credential cannot push another's
+ * sequence numbers forward. Without any key every frame is role OPEN. */
 #ifndef ST_ENVELOPE_H
 #define ST_ENVELOPE_H
 
@@ -48,6 +62,17 @@
 #define ST_ENV_MAX_BODY (256u << 20)
 #define ST_ENV_MAX_PEERS 1024
 #define ST_KEY_BYTES 32
+#define ST_ENV_MAX_CREDS 1024     /* keys one receiver accepts besides its own */
+#define ST_KEY_TEXT_MIN 16        /* characters of a client or admin key, at least */
+#define ST_KEY_TEXT_MAX 256       /* ... and at most */
+
+/* Who verified a frame: the credential its key belongs to. */
+typedef enum st_env_role {
+    ST_ROLE_OPEN = 0,   /* no keys at all: an open (loopback) cluster */
+    ST_ROLE_MEMBER = 1, /* the cluster key: coordinator, workers, trusted tools */
+    ST_ROLE_ADMIN = 2,  /* an admin key */
+    ST_ROLE_CLIENT = 3, /* a client key */
+} st_env_role;
 
 typedef enum st_env_kind {
     ST_ENV_CONTROL = 1,
@@ -61,6 +86,11 @@ typedef struct st_env {
     bool keyed;
     bool encrypt;     /* frames are SEALED (needs keyed) */
     uint8_t key[ST_KEY_BYTES];
+    uint16_t key_id;  /* 0: key is the cluster key; else st_key_id(key) */
+    st_env_role role; /* the role of key */
+    struct st_env_cred *creds; /* keys accepted besides key (st_env_accept) */
+    size_t n_creds;
+    uint32_t seal_cred; /* 0: seal with key; i > 0: with creds[i - 1] */
     uint64_t sender;  /* our id in frames we send */
     uint64_t seq;     /* last sequence number sent */
     struct st_env_peer *peers; /* [ST_ENV_MAX_PEERS] replay window */
@@ -74,6 +104,8 @@ typedef struct st_env_frame {
     uint64_t seq;
     const uint8_t *body; /* into the checked buffer */
     size_t body_len;
+    st_env_role role;    /* of the key that verified it (OPEN without keys) */
+    uint32_t cred;       /* 0: the receiver's own key; i > 0: its i-th accepted key */
 } st_env_frame;
 
 /* st_env_init - key NULL for an open cluster; sender is our id. */
@@ -82,6 +114,43 @@ st_err st_env_init(st_env *env, const uint8_t *key, uint64_t sender);
 /* st_env_init_mode - st_env_init, and with encrypt every frame is sealed
  * (ST_EINVAL naming --cluster-key when encrypt is asked without a key). */
 st_err st_env_init_mode(st_env *env, const uint8_t *key, bool encrypt, uint64_t sender);
+
+/* st_env_init_cred - st_env_init_mode with a client or admin key (role
+ * ST_ROLE_CLIENT or ST_ROLE_ADMIN, key from st_keyfile_read): frames carry
+ * st_key_id(key). The CLI's side of those credentials. */
+st_err st_env_init_cred(st_env *env, const uint8_t *key, st_env_role role, bool encrypt,
+                        uint64_t sender);
+
+/* st_env_accept - env (keyed with the cluster key) also accepts frames
+ * made with key as role (ST_ROLE_CLIENT or ST_ROLE_ADMIN); ST_EINVAL
+ * without a cluster key, for another role or for the cluster key itself,
+ * ST_ERANGE beyond ST_ENV_MAX_CREDS keys. */
+st_err st_env_accept(st_env *env, const uint8_t *key, st_env_role role);
+
+/* st_env_seal_with - frames sealed from now on use credential cred (a
+ * frame's st_env_frame.cred: answer a client with its own key); 0 goes
+ * back to env's own key. ST_EINVAL for a credential env does not hold. */
+st_err st_env_seal_with(st_env *env, uint32_t cred);
+
+/* st_key_id - the 16-bit id of a client or admin key (never 0). */
+uint16_t st_key_id(const uint8_t key[ST_KEY_BYTES]);
+
+/* st_key_from_text - the MAC key of a client or admin key's text (a keyed
+ * BLAKE2b of it, so the text can also be an HTTP bearer token); ST_EFORMAT
+ * unless it has ST_KEY_TEXT_MIN..ST_KEY_TEXT_MAX printable characters. */
+st_err st_key_from_text(const char *text, size_t len, uint8_t key[ST_KEY_BYTES]);
+
+/* st_keyfile_read - the keys of a client or admin key file: one key per
+ * line (its first whitespace-separated field; fields after it are the
+ * file's own notes and ignored here), blank lines and lines starting with
+ * '#' skipped. Refuses a file group or others can access (ST_EAUTH), a
+ * key not of st_key_from_text's form and a file of no keys or more than
+ * max (ST_EFORMAT / ST_ERANGE, naming the line). *keys (free it) holds *n
+ * MAC keys. */
+st_err st_keyfile_read(const char *path, size_t max, uint8_t (**keys)[ST_KEY_BYTES], size_t *n);
+
+/* st_env_role_name - "open", "member", "admin" or "client". */
+const char *st_env_role_name(st_env_role role);
 
 /* st_env_fini - frees the replay table and wipes the key. */
 void st_env_fini(st_env *env);

@@ -5,6 +5,8 @@
  * refused sealed frame is never handed out. Also protected mode's address
  * rule (common/exposure.h): what counts as loopback, and the refusal. */
 #include <check.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -252,6 +254,161 @@ START_TEST(test_listen_check)
 }
 END_TEST
 
+/* ---- credentials and roles (issue 12) ---- */
+
+#define TE_CLIENT_TEXT "client-key-0123456789abcdef"
+#define TE_CLIENT2_TEXT "client-key-fedcba9876543210"
+#define TE_ADMIN_TEXT "admin-key-0123456789abcdef"
+
+/* te_coord - a receiver with the cluster key that also accepts one
+ * client key and one admin key (the coordinator's control socket). */
+static void te_coord(st_env *rx, const uint8_t *cluster, bool enc, uint8_t client[ST_KEY_BYTES],
+                     uint8_t admin[ST_KEY_BYTES])
+{
+    ck_assert_int_eq(st_key_from_text(TE_CLIENT_TEXT, strlen(TE_CLIENT_TEXT), client), ST_OK);
+    ck_assert_int_eq(st_key_from_text(TE_ADMIN_TEXT, strlen(TE_ADMIN_TEXT), admin), ST_OK);
+    ck_assert_int_eq(st_env_init_mode(rx, cluster, enc, TE_RECEIVER), ST_OK);
+    ck_assert_int_eq(st_env_accept(rx, client, ST_ROLE_CLIENT), ST_OK);
+    ck_assert_int_eq(st_env_accept(rx, admin, ST_ROLE_ADMIN), ST_OK);
+}
+
+/* each credential's frames open with its role; the answer sealed with the
+ * client's credential opens at the client */
+START_TEST(test_roles_reported)
+{
+    uint8_t cluster[ST_KEY_BYTES], client[ST_KEY_BYTES], admin[ST_KEY_BYTES];
+    te_key(cluster, 0x42);
+    for (int enc = 0; enc < 2; enc++) {
+        st_env rx, member, cl, ad;
+        te_coord(&rx, cluster, enc, client, admin);
+        ck_assert_int_eq(st_env_init_mode(&member, cluster, enc, TE_SENDER), ST_OK);
+        ck_assert_int_eq(st_env_init_cred(&cl, client, ST_ROLE_CLIENT, enc, TE_SENDER + 1),
+                         ST_OK);
+        ck_assert_int_eq(st_env_init_cred(&ad, admin, ST_ROLE_ADMIN, enc, TE_SENDER + 2), ST_OK);
+        st_env *tx[] = {&member, &cl, &ad};
+        const st_env_role want[] = {ST_ROLE_MEMBER, ST_ROLE_CLIENT, ST_ROLE_ADMIN};
+        for (int i = 0; i < 3; i++) {
+            te_frame f;
+            te_seal(tx[i], &f, TE_BODY);
+            st_env_frame fr;
+            ck_assert_int_eq(st_env_open(&rx, f.buf, f.len, &fr), ST_OK);
+            ck_assert_int_eq(fr.role, want[i]);
+            /* the answer, sealed with the credential that verified it */
+            ck_assert_int_eq(st_env_seal_with(&rx, fr.cred), ST_OK);
+            te_frame a;
+            te_seal(&rx, &a, TE_BODY);
+            ck_assert_int_eq(st_env_seal_with(&rx, 0), ST_OK);
+            ck_assert_int_eq(st_env_open(tx[i], a.buf, a.len, &fr), ST_OK);
+            ck_assert_int_eq(fr.role, want[i]);
+        }
+        ck_assert_uint_eq(rx.auth_failed, 0);
+        st_env_fini(&rx);
+        st_env_fini(&member);
+        st_env_fini(&cl);
+        st_env_fini(&ad);
+    }
+}
+END_TEST
+
+/* a client's frame claiming the cluster key's id, and any frame at a
+ * worker (which holds only the cluster key), is refused and counted */
+START_TEST(test_client_never_member)
+{
+    uint8_t cluster[ST_KEY_BYTES], client[ST_KEY_BYTES], admin[ST_KEY_BYTES];
+    te_key(cluster, 0x42);
+    st_env rx, worker, cl;
+    te_coord(&rx, cluster, false, client, admin);
+    ck_assert_int_eq(st_env_init_mode(&worker, cluster, false, TE_RECEIVER + 1), ST_OK);
+    ck_assert_int_eq(st_env_init_cred(&cl, client, ST_ROLE_CLIENT, false, TE_SENDER), ST_OK);
+    te_frame f;
+    te_seal(&cl, &f, TE_BODY);
+    te_frame forged = f;
+    forged.buf[10] = forged.buf[11] = 0; /* "made with the cluster key" */
+    st_env_frame fr;
+    ck_assert_int_eq(st_env_open(&rx, forged.buf, forged.len, &fr), ST_EAUTH);
+    ck_assert_int_eq(st_env_open(&worker, f.buf, f.len, &fr), ST_EAUTH);
+    ck_assert_uint_eq(rx.auth_failed, 1);
+    ck_assert_uint_eq(worker.auth_failed, 1);
+    /* an unknown client key: refused; the known one still opens */
+    st_env other;
+    uint8_t k2[ST_KEY_BYTES];
+    ck_assert_int_eq(st_key_from_text(TE_CLIENT2_TEXT, strlen(TE_CLIENT2_TEXT), k2), ST_OK);
+    ck_assert_int_eq(st_env_init_cred(&other, k2, ST_ROLE_CLIENT, false, TE_SENDER), ST_OK);
+    te_frame g;
+    te_seal(&other, &g, TE_BODY);
+    ck_assert_int_eq(st_env_open(&rx, g.buf, g.len, &fr), ST_EAUTH);
+    ck_assert_int_eq(st_env_open(&rx, f.buf, f.len, &fr), ST_OK);
+    ck_assert_int_eq(fr.role, ST_ROLE_CLIENT);
+    st_env_fini(&rx);
+    st_env_fini(&worker);
+    st_env_fini(&cl);
+    st_env_fini(&other);
+}
+END_TEST
+
+/* one sender id under two credentials: separate replay windows, so a
+ * client cannot push a member's sequence numbers forward */
+START_TEST(test_replay_per_credential)
+{
+    uint8_t cluster[ST_KEY_BYTES], client[ST_KEY_BYTES], admin[ST_KEY_BYTES];
+    te_key(cluster, 0x42);
+    st_env rx, member, cl;
+    te_coord(&rx, cluster, false, client, admin);
+    ck_assert_int_eq(st_env_init_mode(&member, cluster, false, TE_SENDER), ST_OK);
+    ck_assert_int_eq(st_env_init_cred(&cl, client, ST_ROLE_CLIENT, false, TE_SENDER), ST_OK);
+    cl.seq = member.seq + 1000000; /* far ahead */
+    te_frame a, b;
+    te_seal(&cl, &a, TE_BODY);
+    te_seal(&member, &b, TE_BODY);
+    st_env_frame fr;
+    ck_assert_int_eq(st_env_open(&rx, a.buf, a.len, &fr), ST_OK);
+    ck_assert_int_eq(st_env_open(&rx, b.buf, b.len, &fr), ST_OK);
+    ck_assert_int_eq(fr.role, ST_ROLE_MEMBER);
+    st_env_fini(&rx);
+    st_env_fini(&member);
+    st_env_fini(&cl);
+}
+END_TEST
+
+/* key texts and key files: format, mode, comments, limits */
+START_TEST(test_key_files)
+{
+    uint8_t k[ST_KEY_BYTES];
+    ck_assert_int_eq(st_key_from_text("short", 5, k), ST_EFORMAT);
+    ck_assert_int_eq(st_key_from_text("has a space 0123456", 19, k), ST_EFORMAT);
+    ck_assert_int_ne(st_key_id(k), 0);
+    char path[] = "/tmp/te_keysXXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    const char text[] = "# clients\n\n" TE_CLIENT_TEXT " alice extra fields\n  " TE_CLIENT2_TEXT
+                        "\tbob\n";
+    ck_assert_int_eq(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    uint8_t(*keys)[ST_KEY_BYTES];
+    size_t n;
+    ck_assert_int_eq(st_keyfile_read(path, 8, &keys, &n), ST_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(st_key_from_text(TE_CLIENT_TEXT, strlen(TE_CLIENT_TEXT), k), ST_OK);
+    ck_assert_int_eq(memcmp(keys[0], k, ST_KEY_BYTES), 0);
+    free(keys);
+    ck_assert_int_eq(st_keyfile_read(path, 1, &keys, &n), ST_ERANGE);
+    ck_assert_int_eq(chmod(path, 0640), 0);
+    ck_assert_int_eq(st_keyfile_read(path, 8, &keys, &n), ST_EAUTH);
+    unlink(path);
+    /* the cluster key itself is no client key */
+    st_env rx;
+    uint8_t cluster[ST_KEY_BYTES];
+    te_key(cluster, 0x42);
+    ck_assert_int_eq(st_env_init_mode(&rx, cluster, false, TE_RECEIVER), ST_OK);
+    ck_assert_int_eq(st_env_accept(&rx, cluster, ST_ROLE_CLIENT), ST_EINVAL);
+    ck_assert_int_eq(st_env_accept(&rx, k, ST_ROLE_MEMBER), ST_EINVAL);
+    st_env_fini(&rx);
+    ck_assert_int_eq(st_env_init(&rx, NULL, TE_RECEIVER), ST_OK);
+    ck_assert_int_eq(st_env_accept(&rx, k, ST_ROLE_CLIENT), ST_EINVAL);
+    st_env_fini(&rx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("envelope");
@@ -263,6 +420,10 @@ int main(void)
     tcase_add_test(tc, test_other_key_refused);
     tcase_add_test(tc, test_mode_mismatch);
     tcase_add_test(tc, test_bad_flags_and_length);
+    tcase_add_test(tc, test_roles_reported);
+    tcase_add_test(tc, test_client_never_member);
+    tcase_add_test(tc, test_replay_per_credential);
+    tcase_add_test(tc, test_key_files);
     suite_add_tcase(s, tc);
     TCase *tx = tcase_create("exposure");
     tcase_add_test(tx, test_local_addresses);
