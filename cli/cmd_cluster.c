@@ -66,6 +66,24 @@ static cJSON *cl_counters_json(const Strata__Counters *c)
     return o;
 }
 
+/* cl_security_json - requests the coordinator refused for who sent them
+ * (issue 12), and the role it saw this status request under. */
+static cJSON *cl_security_json(const Strata__SecurityCounters *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    Strata__SecurityCounters z = STRATA__SECURITY_COUNTERS__INIT;
+    if (c == NULL)
+        c = &z;
+    cli_json_u64(o, "role_refused", c->role_refused);
+    cli_json_u64(o, "member_spoofed", c->member_spoofed);
+    cli_json_u64(o, "joins_refused", c->joins_refused);
+    cli_json_u64(o, "stale_refused", c->stale_refused);
+    cli_json_u64(o, "foreign_refused", c->foreign_refused);
+    cli_json_u64(o, "quota_refused", c->quota_refused);
+    cJSON_AddStringToObject(o, "role", c->role ? c->role : "");
+    return o;
+}
+
 static cJSON *cl_sched_json(const Strata__SchedStatus *q)
 {
     cJSON *o = cJSON_CreateObject();
@@ -315,6 +333,13 @@ static void cl_status_print(const Strata__StatusReply *s)
         printf("counters: refused epochs %" PRIu64 ", failed authentications %" PRIu64
                ", f16 clamps %" PRIu64 ", bad packets %" PRIu64 ", steps %" PRIu64 "\n",
                c->refused_epoch, c->auth_failed, c->f16_clamps, c->bad_packets, c->steps);
+    const Strata__SecurityCounters *z = s->security;
+    if (z)
+        printf("refused (you are %s): by role %" PRIu64 ", member spoofs %" PRIu64
+               ", joins %" PRIu64 ", stale reports %" PRIu64 ", foreign requests %" PRIu64
+               ", over quota %" PRIu64 "\n", z->role ? z->role : "?", z->role_refused,
+               z->member_spoofed, z->joins_refused, z->stale_refused, z->foreign_refused,
+               z->quota_refused);
 }
 
 /* st_cmd_status - `strata status [--json]`: one request, one printed reply
@@ -358,6 +383,7 @@ int st_cmd_status(int argc, char **argv)
             cJSON_AddBoolToObject(j, "keyed", s->keyed);
             cJSON_AddBoolToObject(j, "encrypted", s->encrypted);
             cJSON_AddItemToObject(j, "counters", cl_counters_json(s->counters));
+            cJSON_AddItemToObject(j, "security", cl_security_json(s->security));
             if (s->sched)
                 cJSON_AddItemToObject(j, "sched", cl_sched_json(s->sched));
             cJSON *ws = cJSON_AddArrayToObject(j, "workers");
@@ -413,7 +439,8 @@ static void gen_usage(void)
             "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ids]\n"
             "       [--stop STR]... [--logits-out FILE] [--session ID] [--timeout-ms N]\n"
             "       [--max-queue-ms N]\n"
-            "       [--coordinator ADDR] [--cluster-key FILE] [--encrypt]\n");
+            "       [--coordinator ADDR] [--cluster-key FILE | --admin-key FILE |\n"
+            "        --client-key FILE] [--encrypt]\n");
 }
 
 static int gen_parse(int argc, char **argv, gen_opts *o)

@@ -22,7 +22,7 @@
 
 static const char *hold_usage_text =
     "usage: strata hold (--after-tokens K [--request ID] | --release) [--json]\n"
-    "       [--coordinator ADDR] [--cluster-key FILE] [--timeout-ms N]\n";
+    "       [--coordinator ADDR] [--cluster-key FILE | --admin-key FILE] [--timeout-ms N]\n";
 
 cJSON *cli_hold_json(const Strata__HoldState *h)
 {

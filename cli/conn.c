@@ -23,6 +23,12 @@ int cli_conn_flag(int argc, char **argv, int *i, cli_conn_opts *c, bool json_ok)
     } else if (strcmp(f, "--cluster-key") == 0) {
         if (!(c->key = cli_need_value(argc, argv, i)))
             return -1;
+    } else if (strcmp(f, "--client-key") == 0) {
+        if (!(c->client_key = cli_need_value(argc, argv, i)))
+            return -1;
+    } else if (strcmp(f, "--admin-key") == 0) {
+        if (!(c->admin_key = cli_need_value(argc, argv, i)))
+            return -1;
     } else if (strcmp(f, "--timeout-ms") == 0) {
         if (!(v = cli_need_value(argc, argv, i)) ||
             cli_parse_i64(f, v, 1, 24ll * 3600 * 1000, &c->timeout_ms))
@@ -46,6 +52,59 @@ void cli_conn_close(cli_conn *c)
     c->open = c->env_open = false;
 }
 
+/* cli_conn_cred - the credential to use: one flag, else one of the
+ * environment variables; *role and *path (NULL: none). 0 or 2 (usage). */
+static int cli_conn_cred(const cli_conn_opts *o, const char *cmd, st_env_role *role,
+                         const char **path)
+{
+    int flags = (o->key != NULL) + (o->client_key != NULL) + (o->admin_key != NULL);
+    if (flags > 1) {
+        fprintf(stderr, "strata: %s: give one of --cluster-key, --admin-key and --client-key\n",
+                cmd);
+        return 2;
+    }
+    const char *ea = getenv("STRATA_ADMIN_KEY"), *ec = getenv("STRATA_CLIENT_KEY");
+    ea = ea && ea[0] ? ea : NULL;
+    ec = ec && ec[0] ? ec : NULL;
+    if (flags == 0 && ea && ec) {
+        fprintf(stderr, "strata: %s: both STRATA_ADMIN_KEY and STRATA_CLIENT_KEY are set; unset "
+                        "one or give a key flag\n", cmd);
+        return 2;
+    }
+    *role = ST_ROLE_MEMBER;
+    *path = o->key;
+    if (o->admin_key || (flags == 0 && ea)) {
+        *role = ST_ROLE_ADMIN;
+        *path = o->admin_key ? o->admin_key : ea;
+    } else if (o->client_key || (flags == 0 && ec)) {
+        *role = ST_ROLE_CLIENT;
+        *path = o->client_key ? o->client_key : ec;
+    }
+    return 0;
+}
+
+/* cli_conn_key - loads the key of path for role into key; 0 or 1. */
+static int cli_conn_key(const char *path, st_env_role role, const char *cmd,
+                        uint8_t key[ST_KEY_BYTES])
+{
+    st_err e;
+    if (role == ST_ROLE_MEMBER) {
+        if ((e = st_key_load(path, key)) == ST_OK)
+            return 0;
+    } else {
+        uint8_t(*keys)[ST_KEY_BYTES] = NULL;
+        size_t n;
+        if ((e = st_keyfile_read(path, 1, &keys, &n)) == ST_OK) {
+            memcpy(key, keys[0], ST_KEY_BYTES);
+            sodium_memzero(keys, sizeof *keys);
+            free(keys);
+            return 0;
+        }
+    }
+    fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
+    return 1;
+}
+
 /* cl_open - connects to the coordinator (printing the error). */
 int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
 {
@@ -56,23 +115,29 @@ int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
                         "STRATA_COORDINATOR\n", cmd);
         return 2;
     }
-    if (o->encrypt && o->key == NULL) {
-        fprintf(stderr, "strata: %s: --encrypt needs --cluster-key FILE\n", cmd);
+    st_env_role role;
+    const char *path;
+    int rc = cli_conn_cred(o, cmd, &role, &path);
+    if (rc != 0)
+        return rc;
+    if (o->encrypt && path == NULL) {
+        fprintf(stderr, "strata: %s: --encrypt needs a key (--cluster-key, --admin-key or "
+                        "--client-key FILE)\n", cmd);
         return 2;
     }
     uint8_t key[ST_KEY_BYTES];
     st_err e;
-    if (o->key && (e = st_key_load(o->key, key))) {
-        fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));
+    if (path && cli_conn_key(path, role, cmd, key))
         return 1;
-    }
     if (sodium_init() < 0) {
         fprintf(stderr, "strata: %s: libsodium failed to start\n", cmd);
         return 1;
     }
     uint64_t sender;
     randombytes_buf(&sender, sizeof sender);
-    e = st_env_init_mode(&c->env, o->key ? key : NULL, o->encrypt, sender);
+    e = st_env_init_cred(&c->env, path ? key : NULL, role, o->encrypt, sender);
+    if (e == ST_OK && path == NULL)
+        c->env.role = ST_ROLE_OPEN;
     sodium_memzero(key, sizeof key);
     if (e != ST_OK) {
         fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));

@@ -25,19 +25,24 @@ typedef struct cli_conn {
 /* Flags every cluster command takes. */
 typedef struct cli_conn_opts {
     const char *addr;
-    const char *key;
+    const char *key;        /* --cluster-key: the cluster key (may do everything) */
+    const char *client_key; /* --client-key (or STRATA_CLIENT_KEY): a client key file */
+    const char *admin_key;  /* --admin-key (or STRATA_ADMIN_KEY): an admin key file */
     bool encrypt;     /* --encrypt: seal every frame (needs key) */
     int64_t timeout_ms;
     bool json;
 } cli_conn_opts;
 
 /* cli_conn_flag - parses argv[*i] if it is a common flag (--coordinator,
- * --cluster-key, --encrypt, --timeout-ms, and --json when json_ok): 1 if it was, 0 if
- * not, -1 on a bad value. */
+ * --cluster-key, --client-key, --admin-key, --encrypt, --timeout-ms, and
+ * --json when json_ok): 1 if it was, 0 if not, -1 on a bad value. */
 int cli_conn_flag(int argc, char **argv, int *i, cli_conn_opts *c, bool json_ok);
 
-/* cli_conn_open - connects to the coordinator; 0, or the exit status to
- * return (2 usage, 1 runtime) after printing the error. */
+/* cli_conn_open - connects to the coordinator with at most one credential
+ * (--cluster-key, --admin-key or --client-key; without a flag
+ * STRATA_ADMIN_KEY or STRATA_CLIENT_KEY, files of one key: docs/security.md);
+ * 0, or the exit status to return (2 usage, 1 runtime) after printing the
+ * error. */
 int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd);
 
 /* cli_conn_close - closes; safe on a zeroed or closed connection. */

@@ -379,6 +379,8 @@ st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f)
         return st_errorf(ST_EAUTH, "frame carries a %s but this process has no cluster key",
                          (flags & ST_ENV_FLAG_SEALED) ? "seal (--encrypt)" : "MAC");
     }
+    env->last_role = f->role;
+    env->last_cred = f->cred;
     f->kind = (st_env_kind)kind;
     f->sender = sender;
     f->seq = seq;

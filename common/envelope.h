@@ -91,6 +91,8 @@ typedef struct st_env {
     struct st_env_cred *creds; /* keys accepted besides key (st_env_accept) */
     size_t n_creds;
     uint32_t seal_cred; /* 0: seal with key; i > 0: with creds[i - 1] */
+    st_env_role last_role; /* role and credential of the last frame st_env_open */
+    uint32_t last_cred;    /* accepted (for callers that only see the body) */
     uint64_t sender;  /* our id in frames we send */
     uint64_t seq;     /* last sequence number sent */
     struct st_env_peer *peers; /* [ST_ENV_MAX_PEERS] replay window */

@@ -31,10 +31,13 @@
 
 #define API "api"
 
-/* api_send - packs r and answers slot (an Error reply if r cannot be packed). */
+/* api_send - packs r, sealed with the credential that verified slot's
+ * request (api_auth.c), and answers slot (an Error reply if r cannot be
+ * packed). */
 static void api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
 {
     nng_msg *out;
+    st_env_seal_with(&c->env_rep, c->slot_who ? c->slot_who[slot].cred : 0);
     st_err e = st_msg_pack(&c->env_rep, ST_ENV_CONTROL, r, &out);
     if (e != ST_OK) {
         Strata__Msg em;
@@ -44,9 +47,13 @@ static void api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
         st_msg_error(&em, &er, e, text);
         if (st_msg_pack(&c->env_rep, ST_ENV_CONTROL, &em, &out) != ST_OK) {
             st_log(ST_LOG_ERROR, API, "cannot answer control slot %u", slot);
+            st_env_seal_with(&c->env_rep, 0);
             return; /* the slot stays busy; nothing else can be done */
         }
     }
+    st_env_seal_with(&c->env_rep, 0);
+    if (c->slot_who)
+        memset(&c->slot_who[slot], 0, sizeof c->slot_who[slot]);
     st_net_reply(c->net, slot, out);
 }
 
@@ -119,10 +126,16 @@ static void api_heartbeat_reply(st_coord *c, uint32_t slot, uint64_t id)
     free(pp);
 }
 
-/* api_join - takes m on success (the member keeps it). */
-static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m)
+/* api_join - takes m on success (the member keeps it), bound to who. */
+static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who *who)
 {
     st_err e = st_join_validate(m->join, c->mi.model_id, c->cfg.wire);
+    if (e == ST_OK) {
+        uint64_t quiet = 2ull * c->cfg.heartbeat_ms * 1000000u; /* two missed heartbeats */
+        e = st_members_admit(&c->ms, m->join, who->sender, coord_now(), quiet);
+        c->sec.member_spoofed += e == ST_EAUTH;
+        c->sec.joins_refused += e == ST_EBUSY;
+    }
     if (e != ST_OK) {
         st_log(ST_LOG_WARN, API, "join refused: %s", st_errmsg(e));
         api_error(c, slot, e);
@@ -142,6 +155,8 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m)
         return false;
     }
     w->rpc = rpc;
+    w->sender = who->sender;
+    w->cred = who->cred;
     uint64_t id = w->id;
     st_log(ST_LOG_INFO, API, "worker %llu '%s' joined: data %s, control %s, budget %llu MiB, %u "
            "threads%s", (unsigned long long)id, cap->name ? cap->name : "", cap->data_addr,
@@ -160,8 +175,23 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m)
     return true; /* it is placed after its first heartbeat */
 }
 
+/* api_stale - a worker refused a batch: only a live member of the serving
+ * plan (or of the round being prepared) may fail batches, and only its own
+ * report replans. */
 static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
 {
+    const st_member *w = st_members_find(&c->ms, s->worker_id);
+    bool in_plan = (c->has_plan && st_plan_stage_of(&c->plan, s->worker_id) >= 0) ||
+                   (c->round.phase != ST_ROUND_IDLE &&
+                    st_plan_stage_of(&c->round.plan, s->worker_id) >= 0);
+    if (w == NULL || w->life != ST_MEMBER_ALIVE || !in_plan) {
+        c->sec.stale_refused++;
+        char why[160];
+        snprintf(why, sizeof why, "worker %llu is not a live worker of the plan: its stale "
+                 "report is refused", (unsigned long long)s->worker_id);
+        st_api_reply_error(c, slot, ST_EAUTH, why);
+        return;
+    }
     char text[300];
     snprintf(text, sizeof text, "worker %llu refused batch %llu: packet epoch %llu, its epoch "
              "%llu%s%s", (unsigned long long)s->worker_id, (unsigned long long)s->batch_id,
@@ -171,6 +201,7 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
     bool late = st_sched_fail(c->sched, s->batch_id, ST_EEPOCH, text, ST_SCHED_REQUEUE,
                               coord_now()) != ST_OK;
     c->stale_results += late;
+    c->sec.stale_refused += late;
     st_log(ST_LOG_WARN, API, "%s%s", text, late ? " (not in flight: dropped)" : "");
     if (c->has_plan && s->current_epoch != c->plan.epoch)
         coord_replan(c, true, "a worker serves another epoch");
@@ -178,7 +209,8 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
 
 /* ---- clients ---- */
 
-static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateRequest *g)
+static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateRequest *g,
+                         const coord_who *who)
 {
     st_gen_req q;
     memset(&q, 0, sizeof q);
@@ -223,12 +255,20 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
     q.stop = (const char *const *)g->stop;
     q.n_stop = g->n_stop;
     q.want_logits = g->want_logits;
-    q.client_session = g->session_id;
+    q.client_session = coord_auth_session(c, who, g->session_id);
     q.max_queue_ns = (uint64_t)g->max_queue_ms * 1000000u;
+    uint64_t logits = g->want_logits ? (uint64_t)g->max_tokens * c->mi.n_vocab * sizeof(float)
+                                     : 0;
+    if (!coord_auth_admit(c, slot, who, logits)) {
+        free(ids);
+        return;
+    }
     uint64_t id;
     e = st_sched_submit(c->sched, &q, coord_now(), &id);
     size_t n_prompt = q.n_prompt;
     free(ids);
+    if (e == ST_OK && (e = coord_auth_bind(c, id, who, logits)) != ST_OK)
+        st_sched_cancel(c->sched, id, coord_now());
     if (e != ST_OK) {
         api_error(c, slot, e);
         return;
@@ -305,8 +345,11 @@ static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t
         st_sched_delivered(c->sched, req_id, coord_now());
 }
 
-static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p)
+static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p,
+                     const coord_who *who)
 {
+    if (!coord_auth_owner_check(c, slot, who, p->request_id))
+        return;
     st_req_view v;
     st_err e = st_sched_view(c->sched, p->request_id, &v);
     if (e != ST_OK) {
@@ -316,13 +359,14 @@ static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p)
     st_sched_touch(c->sched, p->request_id, coord_now()); /* the client is there */
     uint32_t wait = p->wait_ms < COORD_MAX_WAIT_MS ? p->wait_ms : COORD_MAX_WAIT_MS;
     if (v.done || v.n_ids > p->after || p->after > v.n_ids || wait == 0 ||
-        c->n_parks >= c->max_parks || c->stopping) {
+        c->n_parks >= c->max_parks || c->stopping || !coord_auth_park_ok(c, who)) {
         api_poll_reply(c, slot, p->request_id, p->after);
         return;
     }
     c->parks[c->n_parks++] = (coord_park){.slot = slot, .req_id = p->request_id,
                                           .after = p->after,
-                                          .deadline_ns = coord_now() + (uint64_t)wait * 1000000u};
+                                          .deadline_ns = coord_now() + (uint64_t)wait * 1000000u,
+                                          .who = *who};
 }
 
 void st_api_parks(st_coord *c, uint64_t now_ns, bool all)
@@ -392,15 +436,22 @@ static void api_status_links_free(Strata__StatusReply *sr)
     sr->n_links = 0;
 }
 
-static void api_status(st_coord *c, uint32_t slot)
+/* api_status - detailed (workers, links, plan) for every role but a
+ * client's. */
+static void api_status(st_coord *c, uint32_t slot, st_env_role role)
 {
     Strata__StatusReply sr = STRATA__STATUS_REPLY__INIT;
-    size_t n = c->ms.n;
+    Strata__SecurityCounters sec;
+    coord_auth_pb(c, role, &sec);
+    sr.security = &sec;
+    bool detailed = role != ST_ROLE_CLIENT;
+    size_t n = detailed ? c->ms.n : 0;
     Strata__WorkerStatus *ws = calloc(n ? n : 1, sizeof *ws);
     Strata__WorkerStatus **wp = calloc(n ? n : 1, sizeof *wp);
     Strata__Plan *pb = NULL;
     Strata__HoldState *hold = NULL; /* the test-only step gate (hold.c) */
-    if (!ws || !wp || (c->has_plan && st_plan_to_pb(&c->plan, false, &pb) != ST_OK)) {
+    if (!ws || !wp ||
+        (detailed && c->has_plan && st_plan_to_pb(&c->plan, false, &pb) != ST_OK)) {
         st_api_reply_error(c, slot, ST_ENOMEM, "status");
         goto out;
     }
@@ -455,9 +506,9 @@ static void api_status(st_coord *c, uint32_t slot)
     sch.kv_kept = ss.kv_kept;
     sch.kv_reprefilled = ss.kv_reprefilled;
     sch.kv_session_bytes = c->mi.kv_bytes_per_token_layer * c->mi.n_layer * c->n_ctx;
-    for (size_t i = 0; i < n; i++)
-        if (ws[i].last && c->ms.v[i].life == ST_MEMBER_ALIVE)
-            sch.kv_bytes += ws[i].last->kv_bytes;
+    for (size_t i = 0; i < c->ms.n; i++)
+        if (c->ms.v[i].hb && c->ms.v[i].life == ST_MEMBER_ALIVE)
+            sch.kv_bytes += c->ms.v[i].hb->heartbeat->kv_bytes;
     sch.chunk = ss.chunk;
     sch.max_batch_tokens = ss.max_batch_tokens;
     uint32_t nr = ss.routes < ST_SCHED_MAX_ROUTES ? ss.routes : ST_SCHED_MAX_ROUTES;
@@ -466,7 +517,7 @@ static void api_status(st_coord *c, uint32_t slot)
     sch.route_sessions = ss.route_sessions;
     sch.n_route_batches = nr;
     sch.route_batches = ss.route_batches;
-    if (api_status_links(c, &sr) != ST_OK || coord_hold_pb(c, &hold) != ST_OK) {
+    if ((detailed && api_status_links(c, &sr) != ST_OK) || coord_hold_pb(c, &hold) != ST_OK) {
         st_api_reply_error(c, slot, ST_ENOMEM, "status links or hold state");
         goto out;
     }
@@ -517,8 +568,14 @@ static void api_plan(st_coord *c, uint32_t slot)
 void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
 {
     Strata__Msg *m;
-    st_err e = st_msg_unpack(&c->env_rep, ST_ENV_CONTROL, msg, &m, NULL);
+    coord_who who = {0};
+    c->env_rep.last_role = ST_ROLE_OPEN;
+    c->env_rep.last_cred = 0;
+    st_err e = st_msg_unpack(&c->env_rep, ST_ENV_CONTROL, msg, &m, &who.sender);
     nng_msg_free(msg);
+    who.role = c->env_rep.last_role; /* answers go back under the credential that verified */
+    who.cred = c->env_rep.last_cred;
+    c->slot_who[slot] = who;
     if (e != ST_OK) {
         if (e != ST_EAUTH)
             c->bad_msgs++;
@@ -526,14 +583,20 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         api_error(c, slot, e);
         return;
     }
+    if (!coord_auth_allowed(c, slot, &who, (int)m->body_case)) {
+        st_msg_free(m);
+        return;
+    }
     switch (m->body_case) {
     case STRATA__MSG__BODY_JOIN:
-        if (api_join(c, slot, m))
+        if (api_join(c, slot, m, &who))
             return; /* the member owns m now */
         break;
     case STRATA__MSG__BODY_HEARTBEAT: {
         bool first = false;
         uint64_t hb_id = m->heartbeat->worker_id;
+        if (!coord_auth_member(c, slot, &who, hb_id))
+            break;
         if ((e = st_members_heartbeat(&c->ms, m, coord_now(), &first)) == ST_OK) {
             api_heartbeat_reply(c, slot, hb_id);
             if (first) /* it knows its id now: it can be placed */
@@ -546,6 +609,8 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         break;
     }
     case STRATA__MSG__BODY_LEAVE: {
+        if (!coord_auth_member(c, slot, &who, m->leave->worker_id))
+            break;
         st_member *w = st_members_find(&c->ms, m->leave->worker_id);
         char why[200];
         snprintf(why, sizeof why, "left: %s", m->leave->reason ? m->leave->reason : "");
@@ -555,25 +620,28 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         break;
     }
     case STRATA__MSG__BODY_STALE:
-        api_stale(c, slot, m->stale);
+        if (coord_auth_member(c, slot, &who, m->stale->worker_id))
+            api_stale(c, slot, m->stale);
         break;
     case STRATA__MSG__BODY_GENERATE:
         if (c->stopping)
             st_api_reply_error(c, slot, ST_ECLOSED, "the coordinator is shutting down");
         else
-            api_generate(c, slot, m->generate);
+            api_generate(c, slot, m->generate, &who);
         break;
     case STRATA__MSG__BODY_POLL:
-        api_poll(c, slot, m->poll);
+        api_poll(c, slot, m->poll, &who);
         break;
     case STRATA__MSG__BODY_CANCEL:
+        if (!coord_auth_owner_check(c, slot, &who, m->cancel->request_id))
+            break;
         if ((e = st_sched_cancel(c->sched, m->cancel->request_id, coord_now())) == ST_OK)
             api_ack(c, slot);
         else
             api_error(c, slot, e);
         break;
     case STRATA__MSG__BODY_STATUS_REQ:
-        api_status(c, slot);
+        api_status(c, slot, who.role);
         break;
     case STRATA__MSG__BODY_PLAN_REQ:
         api_plan(c, slot);

@@ -183,6 +183,8 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
         e = st_errorf(ST_ENOMEM, "parked polls");
         goto fail;
     }
+    if ((e = coord_auth_open(c))) /* credentials and owners (api_auth.c) */
+        goto fail;
     c->next_epoch = st_epoch_first(c->start_ms);
     snprintf(c->plan_error, sizeof c->plan_error, "waiting for %u worker(s) to join",
              cfg->min_workers);
@@ -292,6 +294,7 @@ void st_coord_close(st_coord *c)
     st_tok_free(c->tok);
     st_minfo_free(&c->mi);
     st_gguf_close(c->gguf);
+    coord_auth_close(c);
     free(c->parks);
     free(c->split);
     memset(c->key, 0, sizeof c->key);

@@ -50,6 +50,12 @@ typedef struct st_coord_cfg {
                                     * (throughput objective; off: one worker per stage) */
     bool test_hooks;               /* accept the test-only HoldRequest (coordinator/hold.h);
                                     * never in production */
+    /* credentials and per-client caps (issue 12, docs/security.md) */
+    const char *client_keys_path;  /* client keys, one per line (needs key_path), or NULL */
+    const char *admin_key_path;    /* admin keys, same format (needs key_path), or NULL */
+    uint32_t max_requests_per_client; /* live requests of one client; 0: max_requests / 4 */
+    uint64_t max_logits_per_client;   /* logits bytes one client's requests may hold;
+                                       * 0: twice the per-request limit */
 } st_coord_cfg;
 
 /* st_coord_cfg_default - the documented defaults (model_path NULL). */

@@ -25,12 +25,34 @@
 #define COORD_FINISHED_TTL_NS (60ull * 1000000000ull)  /* a finished request stays readable */
 #define COORD_DELIVERED_TTL_NS (5ull * 1000000000ull)  /* ... once its end was polled */
 
+/* Who sent a control request: its envelope sender and the credential
+ * that verified it (api_auth.c, docs/security.md). */
+typedef struct coord_who {
+    uint64_t sender;
+    uint32_t cred;       /* st_env_frame.cred of env_rep */
+    st_env_role role;
+} coord_who;
+
+/* A request and the client that created it (api_auth.c). */
+typedef struct coord_owner {
+    uint64_t req_id;     /* 0: free */
+    coord_who who;
+    uint64_t logits_bytes; /* the most logits it may hold */
+} coord_owner;
+
+/* Requests refused for who sent them (SecurityCounters). */
+typedef struct coord_sec {
+    uint64_t role_refused, member_spoofed, joins_refused, stale_refused, foreign_refused,
+        quota_refused;
+} coord_sec;
+
 /* A long poll waiting for tokens; it holds its REP slot until answered. */
 typedef struct coord_park {
     uint32_t slot;
     uint64_t req_id;
     uint32_t after;
     uint64_t deadline_ns;
+    coord_who who;
 } coord_park;
 
 struct st_coord {
@@ -74,6 +96,14 @@ struct st_coord {
     uint64_t ops_out;           /* outgoing operations not yet ended */
     bool stopping;
     coord_pl pl;                /* placement: objective, hysteresis, imbalance (replan.h) */
+    /* credentials, owners and per-client caps (api_auth.c) */
+    coord_who *slot_who;        /* [slots]: who sent the request a slot answers */
+    coord_owner *owners;        /* [n_owners] */
+    size_t n_owners;
+    uint32_t max_req_client, max_parks_client;
+    uint64_t max_logits_client;
+    uint8_t sess_key[16];       /* keys the per-credential session namespaces */
+    coord_sec sec;
 };
 
 /* coord.c */
@@ -112,6 +142,36 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg);
 void st_api_parks(st_coord *c, uint64_t now_ns, bool all);
 /* st_api_reply_error - answers slot with Error{code, message}. */
 void st_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message);
+
+/* api_auth.c - credentials, roles, owners and per-client caps */
+/* coord_auth_open - loads --client-keys and --admin-key into env_rep and
+ * sizes the owner table (after env_rep and the scheduler exist). */
+st_err coord_auth_open(st_coord *c);
+void coord_auth_close(st_coord *c);
+/* coord_auth_allowed - whether who's role may send a request of body case
+ * bc; if not, answers slot with ST_EAUTH naming both, counts it, false. */
+bool coord_auth_allowed(st_coord *c, uint32_t slot, const coord_who *who, int bc);
+/* coord_auth_owner_check - whether who may Poll or Cancel req_id (its
+ * creator, or an admin); if not, answers slot with ST_ENOENT (as for an
+ * unknown id, so ids are not confirmed), counts it, false. */
+bool coord_auth_owner_check(st_coord *c, uint32_t slot, const coord_who *who, uint64_t req_id);
+/* coord_auth_admit - whether who may submit one more request that may
+ * hold logits_bytes of logits; if not, answers slot (ST_EBUSY), counts. */
+bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint64_t logits_bytes);
+/* coord_auth_bind - records who as req_id's creator (after a submit). */
+st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint64_t logits_bytes);
+/* coord_auth_park_ok - whether who may park one more poll; counts if not. */
+bool coord_auth_park_ok(st_coord *c, const coord_who *who);
+/* coord_auth_session - the scheduler's session id for a client's
+ * session_id: unchanged for the cluster key and an open cluster, else
+ * keyed by the credential (0 stays 0: no session). */
+uint64_t coord_auth_session(const st_coord *c, const coord_who *who, uint64_t session_id);
+/* coord_auth_member - whether who may speak for member id (it joined it);
+ * if not, answers slot with ST_EAUTH, counts, false. An unknown id passes
+ * (the caller answers it as today). */
+bool coord_auth_member(st_coord *c, uint32_t slot, const coord_who *who, uint64_t id);
+/* coord_auth_pb - the SecurityCounters of Status (role: the asker's). */
+void coord_auth_pb(const st_coord *c, st_env_role role, Strata__SecurityCounters *out);
 
 /* hold.c - the test-only step gate's admin side (hold.h) */
 /* coord_api_hold - sets or releases the gate and answers slot with the

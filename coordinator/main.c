@@ -16,6 +16,7 @@
 
 #include "common/exposure.h"
 #include "common/log.h"
+#include "common/units.h"
 #include "coordinator/coord.h"
 #include "coordinator/placement.h"
 
@@ -43,6 +44,13 @@ static void main_usage(FILE *f)
             "       [--objective latency|throughput] [--replan-margin F] [--imbalance-ms N]\n"
             "       [--no-imbalance] [--min-samples N] [--replicas] [--test-hooks]\n"
             "       [--log error|warn|info|debug]\n"
+            "       [--client-keys FILE] [--admin-key FILE] [--max-requests-per-client N]\n"
+            "       [--max-logits-per-client BYTES]\n"
+            "\n"
+            "Credentials (docs/security.md): --client-keys and --admin-key name files of\n"
+            "keys, one per line ('#' comments, mode 0600), and need --cluster-key.\n"
+            "Client keys may generate, poll and cancel their own requests; admin keys\n"
+            "also replan, drain and read the plan; only the cluster key speaks as a worker.\n"
             "\n"
             "Without --cluster-key, --listen and --results must be loopback addresses\n"
             "unless --insecure is given. --encrypt (needs the key) seals every frame with\n"
@@ -142,6 +150,21 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
             c->advertise = v;
         } else if (strcmp(f, "--cluster-key") == 0) {
             c->key_path = v;
+        /* ---- credentials and per-client caps (issue 12) ---- */
+        } else if (strcmp(f, "--client-keys") == 0) {
+            c->client_keys_path = v;
+        } else if (strcmp(f, "--admin-key") == 0) {
+            c->admin_key_path = v;
+        } else if (strcmp(f, "--max-requests-per-client") == 0) {
+            bad = main_u32(f, v, 1, 65536, &c->max_requests_per_client);
+        } else if (strcmp(f, "--max-logits-per-client") == 0) {
+            if (st_parse_bytes(v, &c->max_logits_per_client) != ST_OK ||
+                c->max_logits_per_client == 0) {
+                fprintf(stderr, "strata-coordinator: --max-logits-per-client: '%s' is not a "
+                                "positive byte count\n", v);
+                return 2;
+            }
+        /* ---- end of credentials ---- */
         } else if (strcmp(f, "--log") == 0) {
             st_log_init(v);
         } else if (strcmp(f, "--wire") == 0) {
@@ -250,6 +273,11 @@ int main(int argc, char **argv)
     if (cfg.encrypt && cfg.key_path == NULL) {
         fprintf(stderr, "strata-coordinator: --encrypt needs --cluster-key FILE (`strata keygen "
                         "FILE` makes one)\n");
+        return 2;
+    }
+    if ((cfg.client_keys_path || cfg.admin_key_path) && cfg.key_path == NULL) {
+        fprintf(stderr, "strata-coordinator: --client-keys and --admin-key need --cluster-key "
+                        "FILE (only the cluster key makes a worker)\n");
         return 2;
     }
     const char *const lflags[] = {"--listen", "--results"};

@@ -162,6 +162,37 @@ st_err st_members_add(st_members *ms, Strata__Msg *join, uint64_t now_ns, st_mem
     return ST_OK;
 }
 
+st_err st_members_admit(st_members *ms, const Strata__Join *j, uint64_t sender, uint64_t now_ns,
+                        uint64_t quiet_ns)
+{
+    size_t pending = 0;
+    for (size_t i = 0; i < ms->n; i++) {
+        const st_member *m = &ms->v[i];
+        if (m->life != ST_MEMBER_ALIVE)
+            continue;
+        pending += !m->heard;
+        if (m->sender != sender && strcmp(m->join->join->cap->ctl_addr, j->cap->ctl_addr) == 0 &&
+            now_ns - m->last_hb_ns <= quiet_ns)
+            return st_errorf(ST_EAUTH, "control address %s belongs to live worker %llu, joined "
+                             "by another sender and heard from %llu ms ago",
+                             j->cap->ctl_addr, (unsigned long long)m->id,
+                             (unsigned long long)((now_ns - m->last_hb_ns) / 1000000u));
+    }
+    if (pending >= ST_MEMBERS_PENDING_MAX)
+        return st_errorf(ST_EBUSY, "%zu workers joined and have not heartbeated yet (the limit); "
+                         "join again later", pending);
+    if (now_ns - ms->window_ns >= ST_MEMBERS_JOIN_WINDOW_NS || ms->window_ns == 0) {
+        ms->window_ns = now_ns;
+        ms->window_joins = 0;
+    }
+    if (ms->window_joins >= ST_MEMBERS_JOIN_RATE)
+        return st_errorf(ST_EBUSY, "more than %d joins within %llu ms; join again later",
+                         ST_MEMBERS_JOIN_RATE,
+                         (unsigned long long)(ST_MEMBERS_JOIN_WINDOW_NS / 1000000u));
+    ms->window_joins++;
+    return ST_OK;
+}
+
 st_member *st_members_find(st_members *ms, uint64_t id)
 {
     for (size_t i = 0; i < ms->n; i++)

@@ -19,6 +19,9 @@
 #include "strata.pb-c.h"
 
 #define ST_MEMBERS_MAX 256
+#define ST_MEMBERS_PENDING_MAX 16  /* joined, no heartbeat yet: at most this many */
+#define ST_MEMBERS_JOIN_RATE 32    /* joins admitted per ST_MEMBERS_JOIN_WINDOW_NS */
+#define ST_MEMBERS_JOIN_WINDOW_NS 1000000000ull
 #define ST_PROTOCOL_VERSION 1u
 
 typedef enum st_member_life {
@@ -49,6 +52,10 @@ typedef struct st_member {
     double rtt_ms;           /* control round trip (Commit -> Ack), EMA; 0: not measured */
     double meas_spb;         /* last measured time per byte of weights (s/B); 0: none */
     uint64_t meas_ns;        /* when meas_spb was taken */
+    /* who joined it (issue 12): only that envelope sender, with that
+     * credential, may heartbeat, report or leave for this id */
+    uint64_t sender;
+    uint32_t cred;
 } st_member;
 
 typedef struct st_members {
@@ -57,6 +64,8 @@ typedef struct st_members {
     uint64_t next_id;        /* ids are (incarnation base) + counter */
     uint64_t next_order;
     Strata__Counters retired;/* counters of members dropped from the table */
+    uint64_t window_ns;      /* start of the current join-rate window */
+    uint32_t window_joins;   /* joins admitted in it */
 } st_members;
 
 /* st_join_validate - checks a Join against docs/cluster.md: protocol
@@ -82,6 +91,18 @@ void st_members_fini(st_members *ms);
  * table is full of live members. */
 st_err st_members_add(st_members *ms, Strata__Msg *join, uint64_t now_ns, st_member **out,
                       uint64_t *replaced);
+
+/* st_members_admit - whether a Join (validated) from envelope sender
+ * `sender` may be added at now_ns, before st_members_add: ST_EBUSY when
+ * ST_MEMBERS_JOIN_RATE joins were admitted in the last window or
+ * ST_MEMBERS_PENDING_MAX live members have not heartbeated yet (a join
+ * flood cannot fill the table); ST_EAUTH when a live member that another
+ * sender joined holds its control address and was heard from within
+ * quiet_ns (a stranger cannot take a serving worker's place; a restarted
+ * worker, silent since, can). Counts the join in the rate window when it
+ * is admitted. */
+st_err st_members_admit(st_members *ms, const Strata__Join *j, uint64_t sender, uint64_t now_ns,
+                        uint64_t quiet_ns);
 
 /* st_members_find - the member with id (any life), or NULL. */
 st_member *st_members_find(st_members *ms, uint64_t id);

@@ -1,0 +1,289 @@
+/* api_auth.c - who may ask the coordinator for what (issue 12,
+ * docs/security.md).
+ *
+ * Three credentials reach the control socket. The cluster key (role
+ * MEMBER) is held by the coordinator and its workers; frames made with it
+ * may do anything, as before this file existed, so tools given the cluster
+ * key keep working. Admin keys (--admin-key FILE) may do what an operator
+ * does: generate, poll, cancel, status with every detail, plans, replan,
+ * drain and the test hooks, but never speak as a worker. Client keys
+ * (--client-keys FILE) may generate, poll and cancel their own requests
+ * and read a status without the workers, links and plan. The envelope
+ * tells which credential verified a frame (common/envelope.h: the key id);
+ * answers go back sealed with that same credential. Without any key the
+ * cluster is open (loopback only, common/exposure.h) and every role check
+ * passes, but the owner checks below still hold per envelope sender.
+ *
+ * Owners: every request is bound to who created it (envelope sender and
+ * credential); Poll and Cancel from anyone else are answered as for an
+ * unknown id, so an id is never confirmed to a stranger. Admins may poll
+ * and cancel any request. Sessions are namespaced per credential: a
+ * client's session_id maps to a keyed hash of (credential, session_id),
+ * so two clients never share KV, and PollReply.reused cannot tell one
+ * client about another's prompt.
+ *
+ * Per-client caps (a client is a client key; for the cluster key, an admin
+ * key or an open cluster, an envelope sender): live requests
+ * (--max-requests-per-client), the logits bytes its requests may hold
+ * (--max-logits-per-client) and parked long polls (a quarter of the
+ * parkable slots). Each refusal is an Error naming the cap, counted in
+ * SecurityCounters. */
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/msg.h"
+#include "coordinator/coord_impl.h"
+
+#define AUTH "auth"
+#define AUTH_OWNER_SLACK 2        /* owner table: this many times max_requests */
+#define AUTH_REQ_SHARE 4          /* default per-client share of max_requests and parks */
+#define AUTH_LOGITS_REQUESTS 2    /* default logits cap: this many requests at the limit */
+
+static st_err auth_load(st_coord *c, const char *path, st_env_role role)
+{
+    uint8_t(*keys)[ST_KEY_BYTES];
+    size_t n;
+    st_err e = st_keyfile_read(path, ST_ENV_MAX_CREDS - c->env_rep.n_creds, &keys, &n);
+    if (e != ST_OK)
+        return e;
+    for (size_t i = 0; i < n && e == ST_OK; i++)
+        e = st_env_accept(&c->env_rep, keys[i], role);
+    sodium_memzero(keys, n * sizeof *keys);
+    free(keys);
+    if (e == ST_OK)
+        st_log(ST_LOG_INFO, AUTH, "%zu %s key(s) from %s", n, st_env_role_name(role), path);
+    return e;
+}
+
+st_err coord_auth_open(st_coord *c)
+{
+    const st_coord_cfg *cfg = &c->cfg;
+    st_err e = ST_OK;
+    if ((cfg->client_keys_path || cfg->admin_key_path) && !c->keyed)
+        return st_errorf(ST_EINVAL, "--client-keys and --admin-key need --cluster-key");
+    if (cfg->client_keys_path && (e = auth_load(c, cfg->client_keys_path, ST_ROLE_CLIENT)))
+        return e;
+    if (cfg->admin_key_path && (e = auth_load(c, cfg->admin_key_path, ST_ROLE_ADMIN)))
+        return e;
+    randombytes_buf(c->sess_key, sizeof c->sess_key);
+    c->n_owners = (size_t)cfg->max_requests * AUTH_OWNER_SLACK;
+    c->slot_who = calloc(cfg->slots, sizeof *c->slot_who);
+    c->owners = calloc(c->n_owners, sizeof *c->owners);
+    if (c->slot_who == NULL || c->owners == NULL)
+        return st_errorf(ST_ENOMEM, "request owners");
+    c->max_req_client = cfg->max_requests_per_client ? cfg->max_requests_per_client
+                                                     : cfg->max_requests / AUTH_REQ_SHARE;
+    if (c->max_req_client == 0)
+        c->max_req_client = 1;
+    c->max_parks_client = (uint32_t)(c->max_parks / AUTH_REQ_SHARE);
+    if (c->max_parks_client == 0)
+        c->max_parks_client = 1;
+    c->max_logits_client = cfg->max_logits_per_client
+                               ? cfg->max_logits_per_client
+                               : AUTH_LOGITS_REQUESTS * ST_SCHED_MAX_LOGITS_BYTES;
+    return ST_OK;
+}
+
+void coord_auth_close(st_coord *c)
+{
+    free(c->slot_who);
+    free(c->owners);
+    c->slot_who = NULL;
+    c->owners = NULL;
+    sodium_memzero(c->sess_key, sizeof c->sess_key);
+}
+
+/* auth_role_may - the request kinds each role may send (docs/security.md). */
+static bool auth_role_may(st_env_role role, int bc)
+{
+    if (role == ST_ROLE_OPEN || role == ST_ROLE_MEMBER)
+        return true;
+    switch (bc) {
+    case STRATA__MSG__BODY_GENERATE:
+    case STRATA__MSG__BODY_POLL:
+    case STRATA__MSG__BODY_CANCEL:
+    case STRATA__MSG__BODY_STATUS_REQ: /* a client's leaves out workers, links and plan */
+        return true;
+    case STRATA__MSG__BODY_PLAN_REQ:
+    case STRATA__MSG__BODY_PLAN_DRY_RUN:
+    case STRATA__MSG__BODY_REPLAN:
+    case STRATA__MSG__BODY_DRAIN:
+    case STRATA__MSG__BODY_HOLD:
+        return role == ST_ROLE_ADMIN;
+    default: /* Join, Heartbeat, Leave, StaleReport and anything else: members only */
+        return false;
+    }
+}
+
+bool coord_auth_allowed(st_coord *c, uint32_t slot, const coord_who *who, int bc)
+{
+    if (auth_role_may(who->role, bc))
+        return true;
+    c->sec.role_refused++;
+    Strata__Msg probe = STRATA__MSG__INIT;
+    probe.body_case = (Strata__Msg__BodyCase)bc;
+    char text[200];
+    snprintf(text, sizeof text, "a %s key may not send %s (docs/security.md)",
+             st_env_role_name(who->role), st_msg_case_name(&probe));
+    st_log(ST_LOG_WARN, AUTH, "sender %llu: %s", (unsigned long long)who->sender, text);
+    st_api_reply_error(c, slot, ST_EAUTH, text);
+    return false;
+}
+
+static bool auth_same(const coord_who *a, const coord_who *b)
+{
+    return a->sender == b->sender && a->cred == b->cred;
+}
+
+/* auth_same_client - the unit per-client caps count: a client key, else
+ * an envelope sender. */
+static bool auth_same_client(const coord_who *a, const coord_who *b)
+{
+    if (a->role == ST_ROLE_CLIENT || b->role == ST_ROLE_CLIENT)
+        return a->cred == b->cred && a->role == b->role;
+    return auth_same(a, b);
+}
+
+/* auth_find - the owner entry of req_id, freeing entries whose request
+ * the scheduler no longer has; NULL if none. */
+static coord_owner *auth_find(st_coord *c, uint64_t req_id)
+{
+    for (size_t i = 0; i < c->n_owners; i++)
+        if (c->owners[i].req_id == req_id && req_id != 0)
+            return &c->owners[i];
+    return NULL;
+}
+
+/* auth_sweep - frees the entries of requests the scheduler forgot. */
+static void auth_sweep(st_coord *c)
+{
+    st_req_view v;
+    for (size_t i = 0; i < c->n_owners; i++)
+        if (c->owners[i].req_id != 0 && st_sched_view(c->sched, c->owners[i].req_id, &v) != ST_OK)
+            c->owners[i].req_id = 0;
+}
+
+bool coord_auth_owner_check(st_coord *c, uint32_t slot, const coord_who *who, uint64_t req_id)
+{
+    if (who->role == ST_ROLE_ADMIN)
+        return true;
+    const coord_owner *o = auth_find(c, req_id);
+    if (o == NULL || auth_same(&o->who, who))
+        return true; /* unknown: the scheduler answers it as before */
+    c->sec.foreign_refused++;
+    char text[160];
+    snprintf(text, sizeof text, "no request %llu", (unsigned long long)req_id);
+    st_log(ST_LOG_WARN, AUTH, "sender %llu (%s) asked for request %llu of another client",
+           (unsigned long long)who->sender, st_env_role_name(who->role),
+           (unsigned long long)req_id);
+    st_api_reply_error(c, slot, ST_ENOENT, text);
+    return false;
+}
+
+bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint64_t logits_bytes)
+{
+    auth_sweep(c);
+    uint32_t live = 0;
+    uint64_t logits = logits_bytes;
+    size_t free_slots = 0;
+    for (size_t i = 0; i < c->n_owners; i++) {
+        const coord_owner *o = &c->owners[i];
+        if (o->req_id == 0) {
+            free_slots++;
+            continue;
+        }
+        if (!auth_same_client(&o->who, who))
+            continue;
+        st_req_view v;
+        if (st_sched_view(c->sched, o->req_id, &v) == ST_OK && !v.done)
+            live++;
+        logits += o->logits_bytes; /* held until the request is forgotten */
+    }
+    char text[240];
+    text[0] = '\0';
+    if (live >= c->max_req_client)
+        snprintf(text, sizeof text, "busy: this client has %u live requests (the per-client "
+                 "limit, --max-requests-per-client); try later", live);
+    else if (logits > c->max_logits_client)
+        snprintf(text, sizeof text, "busy: this client's requests would hold %llu bytes of "
+                 "logits; at most %llu (--max-logits-per-client)", (unsigned long long)logits,
+                 (unsigned long long)c->max_logits_client);
+    else if (free_slots == 0)
+        snprintf(text, sizeof text, "busy: %zu requests are kept (the limit); try later",
+                 c->n_owners);
+    if (text[0] == '\0')
+        return true;
+    c->sec.quota_refused++;
+    st_log(ST_LOG_WARN, AUTH, "sender %llu (%s): %s", (unsigned long long)who->sender,
+           st_env_role_name(who->role), text);
+    st_api_reply_error(c, slot, ST_EBUSY, text);
+    return false;
+}
+
+st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint64_t logits_bytes)
+{
+    for (size_t i = 0; i < c->n_owners; i++)
+        if (c->owners[i].req_id == 0) {
+            c->owners[i] = (coord_owner){.req_id = req_id, .who = *who,
+                                         .logits_bytes = logits_bytes};
+            return ST_OK;
+        }
+    return st_errorf(ST_EBUSY, "request owner table full (%zu)", c->n_owners);
+}
+
+bool coord_auth_park_ok(st_coord *c, const coord_who *who)
+{
+    uint32_t n = 0;
+    for (size_t i = 0; i < c->n_parks; i++)
+        n += auth_same_client(&c->parks[i].who, who);
+    if (n < c->max_parks_client)
+        return true;
+    c->sec.quota_refused++;
+    return false;
+}
+
+uint64_t coord_auth_session(const st_coord *c, const coord_who *who, uint64_t session_id)
+{
+    if (session_id == 0 || who->cred == 0)
+        return session_id;
+    uint8_t in[12];
+    for (int i = 0; i < 8; i++)
+        in[i] = (uint8_t)(session_id >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        in[8 + i] = (uint8_t)(who->cred >> (8 * i));
+    uint8_t h[crypto_shorthash_BYTES];
+    crypto_shorthash(h, in, sizeof in, c->sess_key);
+    uint64_t id = 0;
+    for (int i = 7; i >= 0; i--)
+        id = id << 8 | h[i];
+    return id != 0 ? id : 1;
+}
+
+bool coord_auth_member(st_coord *c, uint32_t slot, const coord_who *who, uint64_t id)
+{
+    const st_member *m = st_members_find(&c->ms, id);
+    if (m == NULL || (m->sender == who->sender && m->cred == who->cred))
+        return true;
+    c->sec.member_spoofed++;
+    char text[200];
+    snprintf(text, sizeof text, "worker %llu was joined by another sender: only it may speak "
+             "for it", (unsigned long long)id);
+    st_log(ST_LOG_WARN, AUTH, "sender %llu: %s", (unsigned long long)who->sender, text);
+    st_api_reply_error(c, slot, ST_EAUTH, text);
+    return false;
+}
+
+void coord_auth_pb(const st_coord *c, st_env_role role, Strata__SecurityCounters *out)
+{
+    strata__security_counters__init(out);
+    out->role_refused = c->sec.role_refused;
+    out->member_spoofed = c->sec.member_spoofed;
+    out->joins_refused = c->sec.joins_refused;
+    out->stale_refused = c->sec.stale_refused;
+    out->foreign_refused = c->sec.foreign_refused;
+    out->quota_refused = c->sec.quota_refused;
+    out->role = (char *)st_env_role_name(role);
+}
