@@ -24,19 +24,6 @@
 
 #define AP "api"
 
-static void ap_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
-{
-    nng_msg *out;
-    st_err e = st_msg_pack(&c->env_rep, ST_ENV_CONTROL, r, &out);
-    if (e != ST_OK) {
-        char text[256];
-        snprintf(text, sizeof text, "reply not packed: %s", st_errmsg(e));
-        st_api_reply_error(c, slot, e, text);
-        return;
-    }
-    st_net_reply(c->net, slot, out);
-}
-
 /* ap_reason - why live member m is not a planner candidate now. */
 static const char *ap_reason(const st_member *m, uint64_t now, char *buf, size_t cap)
 {
@@ -125,7 +112,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_PLAN_PROPOSAL;
     m.plan_proposal = pp;
-    ap_send(c, slot, &m);
+    st_api_send(c, slot, &m);
     pp->n_links = 0; /* ours, not the proposal's */
     pp->links = NULL;
 out:
@@ -164,7 +151,7 @@ void coord_api_replan(st_coord *c, uint32_t slot, const Strata__ReplanRequest *q
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_REPLAN_REPLY;
     m.replan_reply = &rr;
-    ap_send(c, slot, &m);
+    st_api_send(c, slot, &m);
 }
 
 static void ap_drain_reply(st_coord *c, uint32_t slot, const st_member *w, const char *msg)
@@ -177,7 +164,7 @@ static void ap_drain_reply(st_coord *c, uint32_t slot, const st_member *w, const
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_DRAIN_REPLY;
     m.drain_reply = &dr;
-    ap_send(c, slot, &m);
+    st_api_send(c, slot, &m);
 }
 
 void coord_api_drain(st_coord *c, uint32_t slot, const Strata__DrainRequest *q)

@@ -31,10 +31,10 @@
 
 #define API "api"
 
-/* api_send - packs r, sealed with the credential that verified slot's
+/* st_api_send - packs r, sealed with the credential that verified slot's
  * request (api_auth.c), and answers slot (an Error reply if r cannot be
  * packed). */
-static void api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
+void st_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
 {
     nng_msg *out;
     st_env_seal_with(&c->env_rep, c->slot_who ? c->slot_who[slot].cred : 0);
@@ -62,7 +62,7 @@ void st_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *mes
     Strata__Msg m;
     Strata__Error er;
     st_msg_error(&m, &er, code, message);
-    api_send(c, slot, &m);
+    st_api_send(c, slot, &m);
 }
 
 /* api_error - answers with code and the current error detail. */
@@ -79,7 +79,7 @@ static void api_ack(st_coord *c, uint32_t slot)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_ACK;
     m.ack = &ack;
-    api_send(c, slot, &m);
+    st_api_send(c, slot, &m);
 }
 
 /* ---- workers ---- */
@@ -121,7 +121,7 @@ static void api_heartbeat_reply(st_coord *c, uint32_t slot, uint64_t id)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_HEARTBEAT_REPLY;
     m.heartbeat_reply = &hr;
-    api_send(c, slot, &m);
+    st_api_send(c, slot, &m);
     free(pv);
     free(pp);
 }
@@ -131,7 +131,7 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
 {
     st_err e = st_join_validate(m->join, c->mi.model_id, c->cfg.wire);
     if (e == ST_OK) {
-        uint64_t quiet = 2ull * c->cfg.heartbeat_ms * 1000000u; /* two missed heartbeats */
+        uint64_t quiet = (uint64_t)c->cfg.heartbeat_timeout_ms * 1000000u; /* not yet lost */
         e = st_members_admit(&c->ms, m->join, who->sender, coord_now(), quiet);
         c->sec.member_spoofed += e == ST_EAUTH;
         c->sec.joins_refused += e == ST_EBUSY;
@@ -169,7 +169,7 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_JOIN_REPLY;
     r.join_reply = &jr;
-    api_send(c, slot, &r);
+    st_api_send(c, slot, &r);
     if (replaced)
         coord_member_gone(c, replaced, ST_MEMBER_LEFT, "replaced by a new join from its address");
     return true; /* it is placed after its first heartbeat */
@@ -279,7 +279,7 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_GENERATE_REPLY;
     r.generate_reply = &gr;
-    api_send(c, slot, &r);
+    st_api_send(c, slot, &r);
 }
 
 /* api_poll_reply - answers a Poll of request req_id for the ids after
@@ -340,7 +340,7 @@ static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_POLL_REPLY;
     r.poll_reply = &pr;
-    api_send(c, slot, &r);
+    st_api_send(c, slot, &r);
     if (done) /* the client has everything: it need not stay 60 s */
         st_sched_delivered(c->sched, req_id, coord_now());
 }
@@ -535,7 +535,7 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_STATUS;
     r.status = &sr;
-    api_send(c, slot, &r);
+    st_api_send(c, slot, &r);
 out:
     st_plan_pb_free(pb);
     free(ws);
@@ -561,7 +561,7 @@ static void api_plan(st_coord *c, uint32_t slot)
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_PLAN;
     r.plan = pb;
-    api_send(c, slot, &r);
+    st_api_send(c, slot, &r);
     st_plan_pb_free(pb);
 }
 

@@ -140,6 +140,10 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg);
 /* st_api_parks - answers the parked polls whose request moved on, ended or
  * whose wait is over (all: every one, at shutdown). */
 void st_api_parks(st_coord *c, uint64_t now_ns, bool all);
+/* st_api_send - answers slot with r, sealed with the credential that
+ * verified its request (an Error reply if r cannot be packed). Every
+ * answer on the control socket goes out through it. */
+void st_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r);
 /* st_api_reply_error - answers slot with Error{code, message}. */
 void st_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message);
 

@@ -99,12 +99,6 @@ void coord_api_hold(st_coord *c, uint32_t slot, const Strata__HoldRequest *q)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_HOLD_STATE;
     m.hold_state = hs;
-    nng_msg *out;
-    st_err e = st_msg_pack(&c->env_rep, ST_ENV_CONTROL, &m, &out);
+    st_api_send(c, slot, &m); /* sealed with the asker's credential (api.c) */
     coord_hold_pb_free(hs);
-    if (e != ST_OK) {
-        st_api_reply_error(c, slot, e, "hold state not packed");
-        return;
-    }
-    st_net_reply(c->net, slot, out);
 }
