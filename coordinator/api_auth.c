@@ -22,8 +22,8 @@
  * so two clients never share KV, and PollReply.reused cannot tell one
  * client about another's prompt.
  *
- * Per-client caps (a client is a client key; for the cluster key, an admin
- * key or an open cluster, an envelope sender): live requests
+ * Per-client caps (a client is a client key; in an open cluster, an
+ * envelope sender; the cluster key and admin keys have none): live requests
  * (--max-requests-per-client), the logits bytes its requests may hold
  * (--max-logits-per-client) and parked long polls (a quarter of the
  * parkable slots). Each refusal is an Error naming the cap, counted in
@@ -186,6 +186,7 @@ bool coord_auth_owner_check(st_coord *c, uint32_t slot, const coord_who *who, ui
 bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint64_t logits_bytes)
 {
     auth_sweep(c);
+    bool capped = who->role == ST_ROLE_CLIENT || who->role == ST_ROLE_OPEN;
     uint32_t live = 0;
     uint64_t logits = logits_bytes;
     size_t free_slots = 0;
@@ -204,15 +205,15 @@ bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint64_t
     }
     char text[240];
     text[0] = '\0';
-    if (live >= c->max_req_client)
-        snprintf(text, sizeof text, "busy: this client has %u live requests (the per-client "
+    if (capped && live >= c->max_req_client)
+        snprintf(text, sizeof text, "this client has %u live requests (the per-client "
                  "limit, --max-requests-per-client); try later", live);
-    else if (logits > c->max_logits_client)
-        snprintf(text, sizeof text, "busy: this client's requests would hold %llu bytes of "
+    else if (capped && logits > c->max_logits_client)
+        snprintf(text, sizeof text, "this client's requests would hold %llu bytes of "
                  "logits; at most %llu (--max-logits-per-client)", (unsigned long long)logits,
                  (unsigned long long)c->max_logits_client);
     else if (free_slots == 0)
-        snprintf(text, sizeof text, "busy: %zu requests are kept (the limit); try later",
+        snprintf(text, sizeof text, "%zu requests are kept (the limit); try later",
                  c->n_owners);
     if (text[0] == '\0')
         return true;
@@ -236,6 +237,8 @@ st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint6
 
 bool coord_auth_park_ok(st_coord *c, const coord_who *who)
 {
+    if (who->role == ST_ROLE_MEMBER || who->role == ST_ROLE_ADMIN)
+        return true;
     uint32_t n = 0;
     for (size_t i = 0; i < c->n_parks; i++)
         n += auth_same_client(&c->parks[i].who, who);
