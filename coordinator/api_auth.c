@@ -175,7 +175,8 @@ bool coord_auth_owner_check(st_coord *c, uint32_t slot, const coord_who *who, ui
         return true; /* unknown: the scheduler answers it as before */
     c->sec.foreign_refused++;
     char text[160];
-    snprintf(text, sizeof text, "no request %llu", (unsigned long long)req_id);
+    snprintf(text, sizeof text, "request %llu is unknown or expired", /* as for no request */
+             (unsigned long long)req_id);
     st_log(ST_LOG_WARN, AUTH, "sender %llu (%s) asked for request %llu of another client",
            (unsigned long long)who->sender, st_env_role_name(who->role),
            (unsigned long long)req_id);
