@@ -263,18 +263,18 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
         free(ids);
         return;
     }
-    uint64_t id;
+    uint64_t id, ext = 0;
     e = st_sched_submit(c->sched, &q, coord_now(), &id);
     size_t n_prompt = q.n_prompt;
     free(ids);
-    if (e == ST_OK && (e = coord_auth_bind(c, id, who, logits)) != ST_OK)
+    if (e == ST_OK && (e = coord_auth_bind(c, id, who, logits, &ext)) != ST_OK)
         st_sched_cancel(c->sched, id, coord_now());
     if (e != ST_OK) {
         api_error(c, slot, e);
         return;
     }
     Strata__GenerateReply gr = STRATA__GENERATE_REPLY__INIT;
-    gr.request_id = id;
+    gr.request_id = ext; /* the scheduler's id stays inside (api_auth.c) */
     gr.n_prompt = (uint32_t)n_prompt;
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_GENERATE_REPLY;
@@ -295,7 +295,7 @@ static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t
     if (after > v.n_ids) {
         char text[128];
         snprintf(text, sizeof text, "after = %u is beyond the %u ids of request %llu", after,
-                 v.n_ids, (unsigned long long)req_id);
+                 v.n_ids, (unsigned long long)coord_auth_ext(c, req_id));
         st_api_reply_error(c, slot, ST_EINVAL, text);
         return;
     }
@@ -348,22 +348,23 @@ static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t
 static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p,
                      const coord_who *who)
 {
-    if (!coord_auth_owner_check(c, slot, who, p->request_id))
+    uint64_t id;
+    if (!coord_auth_request(c, slot, who, p->request_id, &id))
         return;
     st_req_view v;
-    st_err e = st_sched_view(c->sched, p->request_id, &v);
+    st_err e = st_sched_view(c->sched, id, &v);
     if (e != ST_OK) {
         api_error(c, slot, e);
         return;
     }
-    st_sched_touch(c->sched, p->request_id, coord_now()); /* the client is there */
+    st_sched_touch(c->sched, id, coord_now()); /* the client is there */
     uint32_t wait = p->wait_ms < COORD_MAX_WAIT_MS ? p->wait_ms : COORD_MAX_WAIT_MS;
     if (v.done || v.n_ids > p->after || p->after > v.n_ids || wait == 0 ||
         c->n_parks >= c->max_parks || c->stopping || !coord_auth_park_ok(c, who)) {
-        api_poll_reply(c, slot, p->request_id, p->after);
+        api_poll_reply(c, slot, id, p->after);
         return;
     }
-    c->parks[c->n_parks++] = (coord_park){.slot = slot, .req_id = p->request_id,
+    c->parks[c->n_parks++] = (coord_park){.slot = slot, .req_id = id,
                                           .after = p->after,
                                           .deadline_ns = coord_now() + (uint64_t)wait * 1000000u,
                                           .who = *who};
@@ -632,14 +633,16 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
     case STRATA__MSG__BODY_POLL:
         api_poll(c, slot, m->poll, &who);
         break;
-    case STRATA__MSG__BODY_CANCEL:
-        if (!coord_auth_owner_check(c, slot, &who, m->cancel->request_id))
+    case STRATA__MSG__BODY_CANCEL: {
+        uint64_t id;
+        if (!coord_auth_request(c, slot, &who, m->cancel->request_id, &id))
             break;
-        if ((e = st_sched_cancel(c->sched, m->cancel->request_id, coord_now())) == ST_OK)
+        if ((e = st_sched_cancel(c->sched, id, coord_now())) == ST_OK)
             api_ack(c, slot);
         else
             api_error(c, slot, e);
         break;
+    }
     case STRATA__MSG__BODY_STATUS_REQ:
         api_status(c, slot, who.role);
         break;

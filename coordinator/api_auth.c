@@ -15,9 +15,11 @@
  * passes, but the owner checks below still hold per envelope sender.
  *
  * Owners: every request is bound to who created it (envelope sender and
- * credential); Poll and Cancel from anyone else are answered as for an
- * unknown id, so an id is never confirmed to a stranger. Admins may poll
- * and cancel any request. Sessions are namespaced per credential: a
+ * credential) and known to clients by a random 64-bit id (the scheduler's
+ * own ids count up; they never leave the coordinator's control replies).
+ * Poll and Cancel from anyone else are answered as for an unknown id, so
+ * an id is never confirmed to a stranger. Admins may poll and cancel any
+ * request. Sessions are namespaced per credential: a
  * client's session_id maps to a keyed hash of (credential, session_id),
  * so two clients never share KV, and PollReply.reused cannot tell one
  * client about another's prompt.
@@ -147,14 +149,28 @@ static bool auth_same_client(const coord_who *a, const coord_who *b)
     return auth_same(a, b);
 }
 
-/* auth_find - the owner entry of req_id, freeing entries whose request
- * the scheduler no longer has; NULL if none. */
-static coord_owner *auth_find(st_coord *c, uint64_t req_id)
+/* auth_find - the owner entry of the request clients know as ext_id, or
+ * NULL. */
+static const coord_owner *auth_find(const st_coord *c, uint64_t ext_id)
 {
     for (size_t i = 0; i < c->n_owners; i++)
-        if (c->owners[i].req_id == req_id && req_id != 0)
+        if (c->owners[i].req_id != 0 && c->owners[i].ext_id == ext_id)
             return &c->owners[i];
     return NULL;
+}
+
+uint64_t coord_auth_int(const st_coord *c, uint64_t ext_id)
+{
+    const coord_owner *o = auth_find(c, ext_id);
+    return o ? o->req_id : 0;
+}
+
+uint64_t coord_auth_ext(const st_coord *c, uint64_t req_id)
+{
+    for (size_t i = 0; i < c->n_owners; i++)
+        if (req_id != 0 && c->owners[i].req_id == req_id)
+            return c->owners[i].ext_id;
+    return 0;
 }
 
 /* auth_sweep - frees the entries of requests the scheduler forgot. */
@@ -166,20 +182,22 @@ static void auth_sweep(st_coord *c)
             c->owners[i].req_id = 0;
 }
 
-bool coord_auth_owner_check(st_coord *c, uint32_t slot, const coord_who *who, uint64_t req_id)
+bool coord_auth_request(st_coord *c, uint32_t slot, const coord_who *who, uint64_t ext_id,
+                        uint64_t *req_id)
 {
-    if (who->role == ST_ROLE_ADMIN)
+    const coord_owner *o = auth_find(c, ext_id);
+    if (o != NULL && (who->role == ST_ROLE_ADMIN || auth_same(&o->who, who))) {
+        *req_id = o->req_id;
         return true;
-    const coord_owner *o = auth_find(c, req_id);
-    if (o == NULL || auth_same(&o->who, who))
-        return true; /* unknown: the scheduler answers it as before */
-    c->sec.foreign_refused++;
+    }
+    if (o != NULL) {
+        c->sec.foreign_refused++;
+        st_log(ST_LOG_WARN, AUTH, "sender %llu (%s) asked for request %llu of another client",
+               (unsigned long long)who->sender, st_env_role_name(who->role),
+               (unsigned long long)ext_id);
+    }
     char text[160];
-    snprintf(text, sizeof text, "request %llu is unknown or expired", /* as for no request */
-             (unsigned long long)req_id);
-    st_log(ST_LOG_WARN, AUTH, "sender %llu (%s) asked for request %llu of another client",
-           (unsigned long long)who->sender, st_env_role_name(who->role),
-           (unsigned long long)req_id);
+    snprintf(text, sizeof text, "request %llu is unknown or expired", (unsigned long long)ext_id);
     st_api_reply_error(c, slot, ST_ENOENT, text);
     return false;
 }
@@ -225,12 +243,18 @@ bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint64_t
     return false;
 }
 
-st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint64_t logits_bytes)
+st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint64_t logits_bytes,
+                       uint64_t *ext_id)
 {
+    uint64_t ext;
+    do /* nonzero and not in use: 64 random bits almost never need a second draw */
+        randombytes_buf(&ext, sizeof ext);
+    while (ext == 0 || auth_find(c, ext) != NULL);
     for (size_t i = 0; i < c->n_owners; i++)
         if (c->owners[i].req_id == 0) {
-            c->owners[i] = (coord_owner){.req_id = req_id, .who = *who,
+            c->owners[i] = (coord_owner){.req_id = req_id, .ext_id = ext, .who = *who,
                                          .logits_bytes = logits_bytes};
+            *ext_id = ext;
             return ST_OK;
         }
     return st_errorf(ST_EBUSY, "request owner table full (%zu)", c->n_owners);

@@ -35,7 +35,8 @@ typedef struct coord_who {
 
 /* A request and the client that created it (api_auth.c). */
 typedef struct coord_owner {
-    uint64_t req_id;     /* 0: free */
+    uint64_t req_id;     /* the scheduler's id; 0: free */
+    uint64_t ext_id;     /* the id clients see: random, unguessable */
     coord_who who;
     uint64_t logits_bytes; /* the most logits it may hold */
 } coord_owner;
@@ -155,15 +156,23 @@ void coord_auth_close(st_coord *c);
 /* coord_auth_allowed - whether who's role may send a request of body case
  * bc; if not, answers slot with ST_EAUTH naming both, counts it, false. */
 bool coord_auth_allowed(st_coord *c, uint32_t slot, const coord_who *who, int bc);
-/* coord_auth_owner_check - whether who may Poll or Cancel req_id (its
- * creator, or an admin); if not, answers slot with ST_ENOENT (as for an
- * unknown id, so ids are not confirmed), counts it, false. */
-bool coord_auth_owner_check(st_coord *c, uint32_t slot, const coord_who *who, uint64_t req_id);
+/* coord_auth_request - the scheduler's id of the request clients know as
+ * ext_id, if who may Poll or Cancel it (its creator, or an admin); else
+ * answers slot with ST_ENOENT as for an unknown id (so ids are never
+ * confirmed), counts a foreign one, false. */
+bool coord_auth_request(st_coord *c, uint32_t slot, const coord_who *who, uint64_t ext_id,
+                        uint64_t *req_id);
+/* coord_auth_ext - the id clients know for the scheduler's req_id (0 if
+ * none); coord_auth_int - the reverse (0 if none). */
+uint64_t coord_auth_ext(const st_coord *c, uint64_t req_id);
+uint64_t coord_auth_int(const st_coord *c, uint64_t ext_id);
 /* coord_auth_admit - whether who may submit one more request that may
  * hold logits_bytes of logits; if not, answers slot (ST_EBUSY), counts. */
 bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint64_t logits_bytes);
-/* coord_auth_bind - records who as req_id's creator (after a submit). */
-st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint64_t logits_bytes);
+/* coord_auth_bind - records who as req_id's creator (after a submit) and
+ * gives the request a random id for clients in *ext_id. */
+st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint64_t logits_bytes,
+                       uint64_t *ext_id);
 /* coord_auth_park_ok - whether who may park one more poll; counts if not. */
 bool coord_auth_park_ok(st_coord *c, const coord_who *who);
 /* coord_auth_session - the scheduler's session id for a client's

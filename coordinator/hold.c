@@ -41,11 +41,11 @@ st_err coord_hold_pb(const st_coord *c, Strata__HoldState **out)
     strata__hold_state__init(hs);
     hs->on = h.on;
     hs->after_tokens = h.after_tokens;
-    hs->request_id = h.request_id;
+    hs->request_id = coord_auth_ext(c, h.request_id); /* ids as clients know them */
     n = st_sched_held(c->sched, held, n);
     for (size_t i = 0; i < n; i++) {
         strata__held_request__init(&hv[i]);
-        hv[i].request_id = held[i].request_id;
+        hv[i].request_id = coord_auth_ext(c, held[i].request_id);
         hv[i].session_id = held[i].session_id;
         hv[i].tokens = held[i].tokens;
         hv[i].route = held[i].route;
@@ -80,12 +80,20 @@ void coord_api_hold(st_coord *c, uint32_t slot, const Strata__HoldRequest *q)
                            "started with --test-hooks");
         return;
     }
+    uint64_t id = q->release || q->request_id == 0 ? 0 : coord_auth_int(c, q->request_id);
+    if (!q->release && q->request_id != 0 && id == 0) {
+        char text[120];
+        snprintf(text, sizeof text, "request %llu is unknown or expired",
+                 (unsigned long long)q->request_id);
+        st_api_reply_error(c, slot, ST_ENOENT, text);
+        return;
+    }
     st_hold h = {.on = !q->release, .after_tokens = q->release ? 0 : q->after_tokens,
-                 .request_id = q->release ? 0 : q->request_id};
+                 .request_id = id};
     st_sched_set_hold(c->sched, &h);
     if (h.on && h.request_id)
         st_log(ST_LOG_INFO, HOLD, "test hook: request %llu is parked once it has %u generated ids",
-               (unsigned long long)h.request_id, h.after_tokens);
+               (unsigned long long)q->request_id, h.after_tokens);
     else if (h.on)
         st_log(ST_LOG_INFO, HOLD, "test hook: every request is parked once it has %u generated "
                "ids", h.after_tokens);

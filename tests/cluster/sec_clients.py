@@ -238,7 +238,9 @@ def case_quota():
         c.wait_serving(1)
         cluster.hold(c, 1)
         ps = [start_gen(c, "--client-key", k.alice, case) for _ in range(2)]
-        cluster.wait_held(c, 2, at=1)
+        st = cluster.wait_held(c, 2, at=1)
+        rids = sorted(x["request_id"] for x in cluster.held(st))
+        assert rids[1] - rids[0] > 1 << 20, "request ids look sequential: %s" % rids
         r = as_cred(c, "--client-key", k.alice, "generate", "--prompt-ids", "1", "-n", "2",
                     check=False)
         assert r.returncode != 0 and "--max-requests-per-client" in r.stderr, r.stderr
