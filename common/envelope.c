@@ -60,6 +60,14 @@ static void env_put64(uint8_t *p, uint64_t v)
 
 static uint16_t env_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
+/* env_now_us - the wall clock in microseconds (sequence numbers). */
+static uint64_t env_now_us(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
+}
+
 static uint32_t env_get32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -96,9 +104,7 @@ st_err st_env_init_cred(st_env *env, const uint8_t *key, st_env_role role, bool 
     if (sodium_init() < 0)
         return st_err_sodium("sodium_init");
     env->sender = sender;
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    env->seq = (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
+    env->seq = env_now_us();
     if (role != ST_ROLE_MEMBER && role != ST_ROLE_CLIENT && role != ST_ROLE_ADMIN)
         return st_errorf(ST_EINVAL, "an envelope's own key is a cluster, client or admin key");
     env->role = role;
@@ -224,7 +230,8 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
         return st_errorf(ST_ERANGE, "message body of %zu bytes exceeds %u", body_len,
                          ST_ENV_MAX_BODY);
     uint16_t flags = env_flags(env);
-    uint64_t seq = ++env->seq;
+    uint64_t now = env_now_us();
+    uint64_t seq = env->seq = now > env->seq ? now : env->seq + 1;
     const st_env_cred *cr = env->seal_cred ? &env->creds[env->seal_cred - 1] : NULL;
     const uint8_t *key = cr ? cr->key : env->key;
     memcpy(buf, "STEN", 4);
@@ -265,7 +272,11 @@ static bool env_replay_ok(st_env *env, uint64_t sender, uint32_t cred, uint64_t 
     if (slot != NULL && seq <= slot->last_seq)
         return false;
     if (slot == NULL) {
+        if (seq <= env->floor) /* perhaps a sender evicted below: never replay it */
+            return false;
         slot = oldest; /* a free slot (used 0) or the least recently seen */
+        if (slot->used && slot->last_seq > env->floor)
+            env->floor = slot->last_seq;
         slot->sender = sender;
         slot->cred = cred;
     }
@@ -336,6 +347,16 @@ static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t 
                          "without --encrypt) but this process encrypts: every member of a "
                          "cluster, and the CLI, must agree on --encrypt",
                          (unsigned long long)sender);
+    }
+    uint64_t now = env_now_us();
+    if (seq + ST_ENV_WINDOW_US < now || seq > now + ST_ENV_WINDOW_US) {
+        env->auth_failed++;
+        return st_errorf(ST_EAUTH, "frame from sender %llu is %.1f s %s this clock: outside the "
+                         "%llu s window (replayed, or the cluster's clocks disagree)",
+                         (unsigned long long)sender,
+                         (double)(seq < now ? now - seq : seq - now) * 1e-6,
+                         seq < now ? "behind" : "ahead of",
+                         (unsigned long long)(ST_ENV_WINDOW_US / 1000000u));
     }
     if (!env_replay_ok(env, sender, f->cred, seq)) {
         env->auth_failed++;

@@ -14,11 +14,16 @@
  * activation packet), 3 result (a protobuf Msg with a StepResult).
  *
  * With a cluster key every frame must carry a valid MAC and a sequence
- * number above the last one accepted from its sender (replay refused);
- * senders start their sequence at the wall clock in microseconds, so a
- * restarted process keeps counting upwards. Frames failing either check
- * are refused with ST_EAUTH and must be dropped and counted: they change
- * nothing (INV-5). Without a key, MACs are neither sent nor required.
+ * number above the last one accepted from its sender (replay refused).
+ * Sequence numbers are wall-clock microseconds: each frame takes the
+ * current time, or the last number + 1 if that is not above it, so a
+ * restarted process keeps counting upwards. A receiver refuses a frame
+ * whose number is more than ST_ENV_WINDOW_US away from its own clock (the
+ * cluster's clocks must agree within that), so a captured frame replays
+ * only within the window, also across a receiver's restart. Frames failing
+ * any check are refused with ST_EAUTH and must be dropped and counted:
+ * they change nothing (INV-5). Without a key, MACs are neither sent nor
+ * required.
  *
  * Encryption (st_env_init_mode with encrypt): every frame is SEALED
  * instead of MACed; a receiver that encrypts refuses MAC-only frames and
@@ -29,7 +34,11 @@
  * sender ids are unique per process side (random or start-time based) and
  * seq strictly increases per sender, starting at the wall clock.
  * The replay table is bounded (ST_ENV_MAX_PEERS senders, least recently
- * seen evicted), so no map grows without bound (INV-6).
+ * seen evicted), so no map grows without bound (INV-6), and it cannot be
+ * flushed: evicting a sender raises a floor to its last number, and a
+ * sender the table does not hold must be above the floor, so a frame of an
+ * evicted sender never replays (new senders start at the clock, above
+ * it).
  *
  * Credentials and roles (docs/security.md): the key id names which key
  * made the frame's MAC or tag. Id 0 is the cluster key (role MEMBER: the
@@ -61,6 +70,7 @@
 #define ST_ENV_VERSION 1
 #define ST_ENV_MAX_BODY (256u << 20)
 #define ST_ENV_MAX_PEERS 1024
+#define ST_ENV_WINDOW_US (60ull * 1000000u) /* a frame's clock may be this far off */
 #define ST_KEY_BYTES 32
 #define ST_ENV_MAX_CREDS 1024     /* keys one receiver accepts besides its own */
 #define ST_KEY_TEXT_MIN 16        /* characters of a client or admin key, at least */
@@ -97,6 +107,7 @@ typedef struct st_env {
     uint64_t seq;     /* last sequence number sent */
     struct st_env_peer *peers; /* [ST_ENV_MAX_PEERS] replay window */
     uint64_t tick;
+    uint64_t floor;   /* the highest number of a sender evicted from peers */
     uint64_t auth_failed; /* frames refused: MAC or tag, replay, other mode */
 } st_env;
 

@@ -409,6 +409,44 @@ START_TEST(test_key_files)
 }
 END_TEST
 
+/* replay (issue 12, finding 8): a captured frame still fails after more
+ * senders than the table holds came by, and a frame far from the clock
+ * fails at once */
+START_TEST(test_replay_not_flushed)
+{
+    uint8_t key[ST_KEY_BYTES];
+    te_key(key, 0x42);
+    st_env rx, tx;
+    ck_assert_int_eq(st_env_init_mode(&rx, key, false, TE_RECEIVER), ST_OK);
+    ck_assert_int_eq(st_env_init_mode(&tx, key, false, TE_SENDER), ST_OK);
+    te_frame f;
+    te_seal(&tx, &f, TE_BODY);
+    te_frame copy = f;
+    st_env_frame fr;
+    ck_assert_int_eq(st_env_open(&rx, f.buf, f.len, &fr), ST_OK);
+    for (uint64_t i = 0; i < ST_ENV_MAX_PEERS; i++) {
+        st_env o;
+        ck_assert_int_eq(st_env_init_mode(&o, key, false, TE_SENDER + 1 + i), ST_OK);
+        te_frame g;
+        te_seal(&o, &g, TE_BODY);
+        ck_assert_int_eq(st_env_open(&rx, g.buf, g.len, &fr), ST_OK);
+        st_env_fini(&o);
+    }
+    ck_assert_int_eq(st_env_open(&rx, copy.buf, copy.len, &fr), ST_EAUTH);
+    /* the evicted sender goes on with new frames */
+    te_seal(&tx, &f, TE_BODY);
+    ck_assert_int_eq(st_env_open(&rx, f.buf, f.len, &fr), ST_OK);
+    /* a frame two windows ahead of the clock */
+    tx.seq += 2 * ST_ENV_WINDOW_US;
+    te_seal(&tx, &f, TE_BODY);
+    ck_assert_int_eq(st_env_open(&rx, f.buf, f.len, &fr), ST_EAUTH);
+    ck_assert_ptr_nonnull(strstr(st_errdetail(), "window"));
+    ck_assert_uint_eq(rx.auth_failed, 2);
+    st_env_fini(&rx);
+    st_env_fini(&tx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("envelope");
@@ -424,6 +462,7 @@ int main(void)
     tcase_add_test(tc, test_client_never_member);
     tcase_add_test(tc, test_replay_per_credential);
     tcase_add_test(tc, test_key_files);
+    tcase_add_test(tc, test_replay_not_flushed);
     suite_add_tcase(s, tc);
     TCase *tx = tcase_create("exposure");
     tcase_add_test(tx, test_local_addresses);
