@@ -175,20 +175,18 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
     return true; /* it is placed after its first heartbeat */
 }
 
-/* api_stale - a worker refused a batch: only a live member of the serving
- * plan (or of the round being prepared) may fail batches, and only its own
- * report replans. */
+/* api_stale - a worker refused a batch: only a live member (speaking for
+ * itself: st_api_handle checked the sender) may fail a batch, only one in
+ * flight, and only such a report replans. (A worker outside the serving
+ * plan may still hold batches of the previous one during a switch.) */
 static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
 {
     const st_member *w = st_members_find(&c->ms, s->worker_id);
-    bool in_plan = (c->has_plan && st_plan_stage_of(&c->plan, s->worker_id) >= 0) ||
-                   (c->round.phase != ST_ROUND_IDLE &&
-                    st_plan_stage_of(&c->round.plan, s->worker_id) >= 0);
-    if (w == NULL || w->life != ST_MEMBER_ALIVE || !in_plan) {
+    if (w == NULL || w->life != ST_MEMBER_ALIVE) {
         c->sec.stale_refused++;
         char why[160];
-        snprintf(why, sizeof why, "worker %llu is not a live worker of the plan: its stale "
-                 "report is refused", (unsigned long long)s->worker_id);
+        snprintf(why, sizeof why, "worker %llu is not a live member: its stale report is "
+                 "refused", (unsigned long long)s->worker_id);
         st_api_reply_error(c, slot, ST_EAUTH, why);
         return;
     }

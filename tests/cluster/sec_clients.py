@@ -164,8 +164,10 @@ def case_members():
         code, text = inject(c, "join-steal")
         assert code == "EAUTH", "join-steal: %s" % text
         print("members: join-steal    -> %s" % text)
+        code, text = inject(c, "stale-as", "--id", "12345")  # no such member
+        assert code == "EAUTH", "stale report of a stranger: %s" % text
         sec = security(c)
-        assert sec["member_spoofed"] == 4, sec
+        assert sec["member_spoofed"] == 4 and sec["stale_refused"] == 1, sec
         r = subprocess.run([INJECT, "sec", c.addr, "join-flood", "--count", str(FLOOD)],
                            capture_output=True, text=True, timeout=TIMEOUT)
         assert r.returncode == 0, r.stderr
