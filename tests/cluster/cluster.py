@@ -708,16 +708,15 @@ def case_llama3():
     check_wave2_splits("l3-synth-q8_0.gguf", ([4], [1, 3]))
 
 
-CASES = {"inv1": case_inv1, "membership": case_membership, "stale": case_stale_epoch,
-         "key": case_cluster_key, "bad_input": case_bad_input, "shutdown": case_shutdown,
-         "netns": case_netns, "qwen2": case_qwen2, "llama3": case_llama3}
-
-if __name__ == "__main__":
-    names = sys.argv[2:] or list(CASES)
+def run_cases(cases):
+    """Runs the cases named on the command line (all by default), going on
+    after a failure; prints 'N passed, N failed, N skipped' and exits 1 on a
+    failure (77 when everything was skipped)."""
+    names = sys.argv[2:] or list(cases)
     passed = failed = skipped = 0
     for n in names:
         try:
-            CASES[n]()
+            cases[n]()
             passed += 1
             print("ok: %s" % n)
         except Skip as e:
@@ -728,3 +727,11 @@ if __name__ == "__main__":
             print("FAIL: %s: %s" % (n, e))
     print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
     sys.exit(1 if failed else (77 if skipped and not passed else 0))
+
+
+CASES = {"inv1": case_inv1, "membership": case_membership, "stale": case_stale_epoch,
+         "key": case_cluster_key, "bad_input": case_bad_input, "shutdown": case_shutdown,
+         "netns": case_netns, "qwen2": case_qwen2, "llama3": case_llama3}
+
+if __name__ == "__main__":
+    run_cases(CASES)

@@ -60,18 +60,27 @@ static int inj_print_reply(nng_socket s, st_env *env)
     return 0;
 }
 
-static int inj_req(const char *addr, const char *what, st_env *env)
+/* inj_dial - a REQ socket dialed to addr with 10 s send and receive
+ * timeouts; 0, or 1 after printing why. */
+static int inj_dial(const char *addr, nng_socket *s)
 {
-    nng_socket s;
-    int rv = nng_req0_open(&s);
+    int rv = nng_req0_open(s);
     if (rv == 0)
-        rv = nng_dial(s, addr, NULL, 0);
+        rv = nng_dial(*s, addr, NULL, 0);
     if (rv != 0) {
         fprintf(stderr, "inject: %s: %s\n", addr, nng_strerror(rv));
         return 1;
     }
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 10000);
-    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 10000);
+    nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, 10000);
+    nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, 10000);
+    return 0;
+}
+
+static int inj_req(const char *addr, const char *what, st_env *env)
+{
+    nng_socket s;
+    if (inj_dial(addr, &s))
+        return 1;
     Strata__Msg m = STRATA__MSG__INIT;
     Strata__Join join = STRATA__JOIN__INIT;
     Strata__Capability cap = STRATA__CAPABILITY__INIT;
@@ -288,15 +297,8 @@ typedef struct inj_sec {
 static int inj_sec_call(const char *addr, st_env *env, const Strata__Msg *m, Strata__Msg **out)
 {
     nng_socket s;
-    int rv = nng_req0_open(&s);
-    if (rv == 0)
-        rv = nng_dial(s, addr, NULL, 0);
-    if (rv != 0) {
-        fprintf(stderr, "inject: %s: %s\n", addr, nng_strerror(rv));
+    if (inj_dial(addr, &s))
         return 1;
-    }
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 10000);
-    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 10000);
     st_err e = st_msg_send(s, env, ST_ENV_CONTROL, m); /* an Error reply is printed, not failed */
     if (e == ST_OK)
         e = st_msg_recv(s, env, ST_ENV_CONTROL, out, NULL);

@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402
@@ -266,15 +265,4 @@ CASES = {"roles": case_roles, "members": case_members, "owners": case_owners,
          "quota": case_quota}
 
 if __name__ == "__main__":
-    names = sys.argv[2:] or list(CASES)
-    passed = failed = 0
-    for n in names:
-        try:
-            CASES[n]()
-            passed += 1
-            print("ok: %s" % n)
-        except Exception as e:  # report and go on with the next case
-            failed += 1
-            print("FAIL: %s: %s" % (n, e))
-    print("%d passed, %d failed, 0 skipped" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    cluster.run_cases(CASES)
