@@ -260,52 +260,64 @@ END_TEST
 #define TE_CLIENT2_TEXT "client-key-fedcba9876543210"
 #define TE_ADMIN_TEXT "admin-key-0123456789abcdef"
 
-/* te_coord - a receiver with the cluster key that also accepts one
- * client key and one admin key (the coordinator's control socket). */
-static void te_coord(st_env *rx, const uint8_t *cluster, bool enc, uint8_t client[ST_KEY_BYTES],
-                     uint8_t admin[ST_KEY_BYTES])
+/* The coordinator's control socket (cluster key, one client key, one
+ * admin key) and a sender of each credential. */
+typedef struct te_fx {
+    uint8_t cluster[ST_KEY_BYTES], client[ST_KEY_BYTES], admin[ST_KEY_BYTES];
+    st_env rx, member, cl, ad;
+} te_fx;
+
+/* te_fx_init - the member, client and admin senders use sender ids
+ * TE_SENDER + 0, 1, 2 when distinct, else all TE_SENDER; enc: all seal. */
+static void te_fx_init(te_fx *x, bool enc, bool distinct)
 {
-    ck_assert_int_eq(st_key_from_text(TE_CLIENT_TEXT, strlen(TE_CLIENT_TEXT), client), ST_OK);
-    ck_assert_int_eq(st_key_from_text(TE_ADMIN_TEXT, strlen(TE_ADMIN_TEXT), admin), ST_OK);
-    ck_assert_int_eq(st_env_init_mode(rx, cluster, enc, TE_RECEIVER), ST_OK);
-    ck_assert_int_eq(st_env_accept(rx, client, ST_ROLE_CLIENT), ST_OK);
-    ck_assert_int_eq(st_env_accept(rx, admin, ST_ROLE_ADMIN), ST_OK);
+    te_key(x->cluster, 0x42);
+    ck_assert_int_eq(st_key_from_text(TE_CLIENT_TEXT, strlen(TE_CLIENT_TEXT), x->client), ST_OK);
+    ck_assert_int_eq(st_key_from_text(TE_ADMIN_TEXT, strlen(TE_ADMIN_TEXT), x->admin), ST_OK);
+    ck_assert_int_eq(st_env_init_mode(&x->rx, x->cluster, enc, TE_RECEIVER), ST_OK);
+    ck_assert_int_eq(st_env_accept(&x->rx, x->client, ST_ROLE_CLIENT), ST_OK);
+    ck_assert_int_eq(st_env_accept(&x->rx, x->admin, ST_ROLE_ADMIN), ST_OK);
+    uint64_t d = distinct ? 1 : 0;
+    ck_assert_int_eq(st_env_init_mode(&x->member, x->cluster, enc, TE_SENDER), ST_OK);
+    ck_assert_int_eq(st_env_init_cred(&x->cl, x->client, ST_ROLE_CLIENT, enc, TE_SENDER + d),
+                     ST_OK);
+    ck_assert_int_eq(st_env_init_cred(&x->ad, x->admin, ST_ROLE_ADMIN, enc, TE_SENDER + 2 * d),
+                     ST_OK);
+}
+
+static void te_fx_fini(te_fx *x)
+{
+    st_env_fini(&x->rx);
+    st_env_fini(&x->member);
+    st_env_fini(&x->cl);
+    st_env_fini(&x->ad);
 }
 
 /* each credential's frames open with its role; the answer sealed with the
  * client's credential opens at the client */
 START_TEST(test_roles_reported)
 {
-    uint8_t cluster[ST_KEY_BYTES], client[ST_KEY_BYTES], admin[ST_KEY_BYTES];
-    te_key(cluster, 0x42);
     for (int enc = 0; enc < 2; enc++) {
-        st_env rx, member, cl, ad;
-        te_coord(&rx, cluster, enc, client, admin);
-        ck_assert_int_eq(st_env_init_mode(&member, cluster, enc, TE_SENDER), ST_OK);
-        ck_assert_int_eq(st_env_init_cred(&cl, client, ST_ROLE_CLIENT, enc, TE_SENDER + 1),
-                         ST_OK);
-        ck_assert_int_eq(st_env_init_cred(&ad, admin, ST_ROLE_ADMIN, enc, TE_SENDER + 2), ST_OK);
-        st_env *tx[] = {&member, &cl, &ad};
+        te_fx x;
+        te_fx_init(&x, enc, true);
+        st_env *tx[] = {&x.member, &x.cl, &x.ad};
         const st_env_role want[] = {ST_ROLE_MEMBER, ST_ROLE_CLIENT, ST_ROLE_ADMIN};
         for (int i = 0; i < 3; i++) {
             te_frame f;
             te_seal(tx[i], &f, TE_BODY);
             st_env_frame fr;
-            ck_assert_int_eq(st_env_open(&rx, f.buf, f.len, &fr), ST_OK);
+            ck_assert_int_eq(st_env_open(&x.rx, f.buf, f.len, &fr), ST_OK);
             ck_assert_int_eq(fr.role, want[i]);
             /* the answer, sealed with the credential that verified it */
-            ck_assert_int_eq(st_env_seal_with(&rx, fr.cred), ST_OK);
+            ck_assert_int_eq(st_env_seal_with(&x.rx, fr.cred), ST_OK);
             te_frame a;
-            te_seal(&rx, &a, TE_BODY);
-            ck_assert_int_eq(st_env_seal_with(&rx, 0), ST_OK);
+            te_seal(&x.rx, &a, TE_BODY);
+            ck_assert_int_eq(st_env_seal_with(&x.rx, 0), ST_OK);
             ck_assert_int_eq(st_env_open(tx[i], a.buf, a.len, &fr), ST_OK);
             ck_assert_int_eq(fr.role, want[i]);
         }
-        ck_assert_uint_eq(rx.auth_failed, 0);
-        st_env_fini(&rx);
-        st_env_fini(&member);
-        st_env_fini(&cl);
-        st_env_fini(&ad);
+        ck_assert_uint_eq(x.rx.auth_failed, 0);
+        te_fx_fini(&x);
     }
 }
 END_TEST
@@ -314,20 +326,18 @@ END_TEST
  * worker (which holds only the cluster key), is refused and counted */
 START_TEST(test_client_never_member)
 {
-    uint8_t cluster[ST_KEY_BYTES], client[ST_KEY_BYTES], admin[ST_KEY_BYTES];
-    te_key(cluster, 0x42);
-    st_env rx, worker, cl;
-    te_coord(&rx, cluster, false, client, admin);
-    ck_assert_int_eq(st_env_init_mode(&worker, cluster, false, TE_RECEIVER + 1), ST_OK);
-    ck_assert_int_eq(st_env_init_cred(&cl, client, ST_ROLE_CLIENT, false, TE_SENDER), ST_OK);
+    te_fx x;
+    te_fx_init(&x, false, true);
+    st_env worker;
+    ck_assert_int_eq(st_env_init_mode(&worker, x.cluster, false, TE_RECEIVER + 1), ST_OK);
     te_frame f;
-    te_seal(&cl, &f, TE_BODY);
+    te_seal(&x.cl, &f, TE_BODY);
     te_frame forged = f;
     forged.buf[10] = forged.buf[11] = 0; /* "made with the cluster key" */
     st_env_frame fr;
-    ck_assert_int_eq(st_env_open(&rx, forged.buf, forged.len, &fr), ST_EAUTH);
+    ck_assert_int_eq(st_env_open(&x.rx, forged.buf, forged.len, &fr), ST_EAUTH);
     ck_assert_int_eq(st_env_open(&worker, f.buf, f.len, &fr), ST_EAUTH);
-    ck_assert_uint_eq(rx.auth_failed, 1);
+    ck_assert_uint_eq(x.rx.auth_failed, 1);
     ck_assert_uint_eq(worker.auth_failed, 1);
     /* an unknown client key: refused; the known one still opens */
     st_env other;
@@ -336,12 +346,11 @@ START_TEST(test_client_never_member)
     ck_assert_int_eq(st_env_init_cred(&other, k2, ST_ROLE_CLIENT, false, TE_SENDER), ST_OK);
     te_frame g;
     te_seal(&other, &g, TE_BODY);
-    ck_assert_int_eq(st_env_open(&rx, g.buf, g.len, &fr), ST_EAUTH);
-    ck_assert_int_eq(st_env_open(&rx, f.buf, f.len, &fr), ST_OK);
+    ck_assert_int_eq(st_env_open(&x.rx, g.buf, g.len, &fr), ST_EAUTH);
+    ck_assert_int_eq(st_env_open(&x.rx, f.buf, f.len, &fr), ST_OK);
     ck_assert_int_eq(fr.role, ST_ROLE_CLIENT);
-    st_env_fini(&rx);
+    te_fx_fini(&x);
     st_env_fini(&worker);
-    st_env_fini(&cl);
     st_env_fini(&other);
 }
 END_TEST
@@ -350,23 +359,17 @@ END_TEST
  * client cannot push a member's sequence numbers forward */
 START_TEST(test_replay_per_credential)
 {
-    uint8_t cluster[ST_KEY_BYTES], client[ST_KEY_BYTES], admin[ST_KEY_BYTES];
-    te_key(cluster, 0x42);
-    st_env rx, member, cl;
-    te_coord(&rx, cluster, false, client, admin);
-    ck_assert_int_eq(st_env_init_mode(&member, cluster, false, TE_SENDER), ST_OK);
-    ck_assert_int_eq(st_env_init_cred(&cl, client, ST_ROLE_CLIENT, false, TE_SENDER), ST_OK);
-    cl.seq = member.seq + 1000000; /* far ahead */
+    te_fx x;
+    te_fx_init(&x, false, false);
+    x.cl.seq = x.member.seq + 1000000; /* a second ahead */
     te_frame a, b;
-    te_seal(&cl, &a, TE_BODY);
-    te_seal(&member, &b, TE_BODY);
+    te_seal(&x.cl, &a, TE_BODY);
+    te_seal(&x.member, &b, TE_BODY);
     st_env_frame fr;
-    ck_assert_int_eq(st_env_open(&rx, a.buf, a.len, &fr), ST_OK);
-    ck_assert_int_eq(st_env_open(&rx, b.buf, b.len, &fr), ST_OK);
+    ck_assert_int_eq(st_env_open(&x.rx, a.buf, a.len, &fr), ST_OK);
+    ck_assert_int_eq(st_env_open(&x.rx, b.buf, b.len, &fr), ST_OK);
     ck_assert_int_eq(fr.role, ST_ROLE_MEMBER);
-    st_env_fini(&rx);
-    st_env_fini(&member);
-    st_env_fini(&cl);
+    te_fx_fini(&x);
 }
 END_TEST
 
