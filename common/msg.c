@@ -82,10 +82,14 @@ st_err st_msg_decode(const uint8_t *body, size_t len, uint64_t sender, Strata__M
     return ST_OK;
 }
 
-st_err st_msg_pack(st_env *env, st_env_kind kind, const Strata__Msg *m, nng_msg **out)
+st_err st_msg_pack_max(st_env *env, st_env_kind kind, const Strata__Msg *m, size_t max_frame,
+                       nng_msg **out)
 {
     *out = NULL;
     size_t body = strata__msg__get_packed_size(m);
+    if (body > ST_ENV_MAX_BODY || st_env_size(env, body) > max_frame)
+        return st_errorf(ST_ERANGE, "%s of %zu bytes exceeds the frame limit (%zu bytes, body "
+                         "at most %u)", st_msg_case_name(m), body, max_frame, ST_ENV_MAX_BODY);
     nng_msg *msg;
     int rv = nng_msg_alloc(&msg, st_env_size(env, body));
     if (rv != 0)
@@ -119,6 +123,11 @@ st_err st_msg_unpack(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **
         *sender = f.sender;
     *out = m;
     return ST_OK;
+}
+
+st_err st_msg_pack(st_env *env, st_env_kind kind, const Strata__Msg *m, nng_msg **out)
+{
+    return st_msg_pack_max(env, kind, m, SIZE_MAX, out);
 }
 
 void st_msg_free(Strata__Msg *m)

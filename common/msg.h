@@ -33,8 +33,15 @@
  * refused before they are packed. */
 #define ST_MSG_CONTROL_MAX_FRAME ((size_t)4 << 20)
 
-/* st_msg_pack - m serialised inside an envelope of kind into *out. */
+/* st_msg_pack - m serialised inside an envelope of kind into *out;
+ * ST_ERANGE (nothing allocated) when its body exceeds ST_ENV_MAX_BODY. */
 st_err st_msg_pack(st_env *env, st_env_kind kind, const Strata__Msg *m, nng_msg **out);
+
+/* st_msg_pack_max - st_msg_pack, refusing with ST_ERANGE naming the
+ * message and sizes (before allocating) a frame longer than max_frame:
+ * what the receiver would refuse (its RECVMAXSZ). */
+st_err st_msg_pack_max(st_env *env, st_env_kind kind, const Strata__Msg *m, size_t max_frame,
+                       nng_msg **out);
 
 /* st_msg_unpack - checks msg's envelope (kind must be `kind`) and unpacks
  * its Msg; msg stays the caller's. ST_EFORMAT for a malformed protobuf or

@@ -81,6 +81,26 @@ st_err st_step_meta_unpack(const st_step_parts *p, uint64_t sender, Strata__Step
     return ST_OK;
 }
 
+st_err st_step_max_frame(uint32_t hidden, uint32_t max_tokens, size_t *out)
+{
+    *out = 0;
+    /* f32 with zstd's bound is the largest packet of any dtype and mode */
+    st_wire_hdr h = {.n_rows = 1, .hidden = hidden};
+    st_wire_row row = {.n_tokens = max_tokens};
+    st_wire_opts o = {.dtype = ST_WIRE_F32, .zstd_level = ST_WIRE_ZSTD_DEFAULT_LEVEL};
+    size_t pkt;
+    st_err e = st_wire_encode_size(&h, &row, &o, &pkt);
+    if (e != ST_OK)
+        return st_errwrap(ST_ERANGE, "STEP frame of %u tokens of %u floats", max_tokens, hidden);
+    size_t body = ST_STEP_LEN_BYTES + ST_STEP_META_MAX + pkt +
+                  (size_t)(ST_WIRE_MAX_ROWS - 1) * ST_WIRE_ROW_SIZE;
+    if (body > ST_ENV_MAX_BODY)
+        return st_errorf(ST_ERANGE, "STEP frame of %u tokens of %u floats: %zu bytes, beyond "
+                         "%u", max_tokens, hidden, body, ST_ENV_MAX_BODY);
+    *out = ST_ENV_HDR + body + ST_ENV_MAC;
+    return ST_OK;
+}
+
 void st_step_meta_free(Strata__StepMeta *m)
 {
     if (m)

@@ -59,6 +59,14 @@ st_err st_step_open(st_env *env, uint8_t *buf, size_t len, st_step_parts *out, u
  * st_step_meta_free. */
 st_err st_step_meta_unpack(const st_step_parts *p, uint64_t sender, Strata__StepMeta **out);
 
+/* st_step_max_frame - the largest STEP frame (envelope included) carrying
+ * up to max_tokens tokens of hidden floats in any wire dtype, with or
+ * without zstd, in up to ST_WIRE_MAX_ROWS rows, behind a StepMeta of up to
+ * ST_STEP_META_MAX bytes: the receive limit of a data socket. ST_ERANGE
+ * when hidden or max_tokens is 0 or the frame could not be sent at all
+ * (beyond ST_ENV_MAX_BODY). */
+st_err st_step_max_frame(uint32_t hidden, uint32_t max_tokens, size_t *out);
+
 /* st_step_meta_free - frees an unpacked StepMeta; NULL is a no-op. */
 void st_step_meta_free(Strata__StepMeta *m);
 

@@ -50,7 +50,10 @@ typedef struct st_op_tag {
 /* st_net_open - opens the control REP socket on listen_url with n_slots
  * contexts (1..ST_NET_MAX_SLOTS) and the results PULL socket on
  * results_url (NULL: derived from listen_url, port 0 on the same host),
- * each accepting frames up to max_frame bytes, and starts receiving.
+ * and starts receiving. The results socket accepts frames up to max_frame
+ * bytes (step results with logits), the control socket up to
+ * ST_MSG_CONTROL_MAX_FRAME (msg.h; max_frame if smaller): NNG refuses a
+ * longer frame from its length prefix, before allocating it.
  * Events go to q, which must outlive the st_net. */
 st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, uint32_t n_slots,
                    size_t max_frame, st_net **out);
@@ -71,6 +74,15 @@ uint32_t st_net_n_slots(const st_net *n);
 /* st_net_reply - sends msg (taken) as the answer of slot's pending
  * request; the slot then receives again. */
 void st_net_reply(st_net *n, uint32_t slot, nng_msg *msg);
+
+/* st_net_drop - abandons slot's pending request without an answer (its
+ * client times out) and receives again: for a reply that could not be
+ * packed, so the slot is never left busy. Counted. */
+void st_net_drop(st_net *n, uint32_t slot);
+
+/* st_net_reply_failures - replies dropped (st_net_drop) or whose send
+ * failed, since st_net_open; the slot received again after each. */
+uint64_t st_net_reply_failures(st_net *n);
 
 /* st_net_results_rearm - starts the next receive on the results socket. */
 void st_net_results_rearm(st_net *n);

@@ -535,7 +535,7 @@ static st_err dm_listen_rep(st_daemon *d, const char host[200], int *port)
         return st_err_nng(rv, "control socket");
     d->rep_open = true;
     nng_socket_set_ms(d->rep, NNG_OPT_SENDTIMEO, DM_REPLY_TIMEOUT_MS);
-    nng_socket_set_size(d->rep, NNG_OPT_RECVMAXSZ, ST_ENV_HDR + ST_ENV_MAX_BODY + ST_ENV_MAC);
+    nng_socket_set_size(d->rep, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
     char url[ST_DP_ADDR_MAX];
     snprintf(url, sizeof url, "tcp://%s:0", host);
     nng_listener l;
@@ -557,7 +557,7 @@ static st_err dm_dial_req(st_daemon *d)
         return st_err_nng(rv, "coordinator socket");
     d->req_open = true;
     nng_socket_set_ms(d->req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    nng_socket_set_size(d->req, NNG_OPT_RECVMAXSZ, ST_ENV_HDR + ST_ENV_MAX_BODY + ST_ENV_MAC);
+    nng_socket_set_size(d->req, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
     nng_dialer dl;
     if ((rv = nng_dialer_create(&dl, d->req, d->cfg.coordinator)) != 0)
         return st_errorf(ST_ENNG, "--coordinator %s: %s", d->cfg.coordinator, nng_strerror(rv));
@@ -677,7 +677,8 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     /* listeners first, so NNG's threads are not confined by the pool's pinning */
     int dport = 0, cport = 0;
     st_dp_cfg dc = {.listen = d->cfg.listen, .key = key, .encrypt = cfg->encrypt,
-                    .sender = d->sender + 1, .force_ref = cfg->force_ref, .name = d->name};
+                    .sender = d->sender + 1, .force_ref = cfg->force_ref, .name = d->name,
+                    .hidden = (uint32_t)d->hp.n_embd};
     if ((e = st_dp_open(&dc, &d->sh, &d->dp, &dport)) || (e = dm_listen_rep(d, host, &cport)))
         goto fail;
     printf("listening on tcp://%s:%d\ncontrol on tcp://%s:%d\n", host, dport, host, cport);

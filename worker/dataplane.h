@@ -161,10 +161,12 @@ typedef struct st_dp_cfg {
     uint64_t sender;        /* our envelope sender id on data frames */
     int force_ref;          /* scalar wire conversions */
     const char *name;       /* worker name, for error messages */
+    uint32_t hidden;        /* the model's hidden size: sizes the receive limit */
 } st_dp_cfg;
 
 /* st_dp_open - creates the sockets and binds the PULL (TCP_NODELAY,
- * receive limit of the largest frame); *bound_port is the port bound.
+ * receive limit of the largest frame of ST_DP_MAX_TOKENS tokens of
+ * cfg->hidden floats, st_step_max_frame); *bound_port is the port bound.
  * sh is borrowed and must outlive the data plane. */
 st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out,
                   int *bound_port);
