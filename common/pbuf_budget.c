@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-#define PB_VARINT_MAX_BYTES 10 /* a 64-bit varint */
+#define PB_VARINT_MAX_BYTES ST_PB_VARINT_MAX /* a 64-bit varint */
 #define PB_VARINT_BITS 7
 #define PB_VARINT_MORE 0x80u
 #define PB_TAG_TYPE_BITS 3
@@ -150,4 +150,20 @@ st_err st_pb_count(const uint8_t *buf, size_t len, const uint32_t *path, size_t 
     if (depth < 1 || depth > ST_PB_MAX_DEPTH)
         return st_errorf(ST_EINVAL, "field path of depth %zu (1..%d)", depth, ST_PB_MAX_DEPTH);
     return pb_count(buf, len, path, depth, count);
+}
+
+size_t st_pb_put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= PB_VARINT_MORE) {
+        p[n++] = (uint8_t)(v | PB_VARINT_MORE);
+        v >>= PB_VARINT_BITS;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+size_t st_pb_put_tag(uint8_t *p, uint32_t field, unsigned wt)
+{
+    return st_pb_put_varint(p, ((uint64_t)field << PB_TAG_TYPE_BITS) | (wt & PB_TAG_TYPE_MASK));
 }

@@ -79,4 +79,16 @@ st_err st_pb_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, siz
 st_err st_pb_count(const uint8_t *buf, size_t len, const uint32_t *path, size_t depth,
                    size_t *count);
 
+/* The largest encoding st_pb_put_varint and st_pb_put_tag write. */
+#define ST_PB_VARINT_MAX 10
+
+/* st_pb_put_varint - writes v as a protobuf varint at p (room for
+ * ST_PB_VARINT_MAX bytes); returns its length. For tools and tests that
+ * build wire bytes by hand (bombs, fuzz inputs). */
+size_t st_pb_put_varint(uint8_t *p, uint64_t v);
+
+/* st_pb_put_tag - writes the key of field `field` with wire type wt
+ * (0 varint, 2 length-delimited, ...) at p; returns its length. */
+size_t st_pb_put_tag(uint8_t *p, uint32_t field, unsigned wt);
+
 #endif

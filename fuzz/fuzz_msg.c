@@ -30,11 +30,7 @@
 #define FM_MODE_MSG 0
 #define FM_MODE_STEP 1
 #define FM_MODES_FIXED 2
-#define FM_TAG_BITS 3
 #define FM_WT_LEN 2
-#define FM_VARINT_MAX 10
-#define FM_VARINT_MORE 0x80u
-#define FM_VARINT_BITS 7
 #define FM_F_JOIN 1
 #define FM_F_CAP 2
 #define FM_F_KERNELS 6
@@ -46,17 +42,6 @@ static void fm_check(int cond)
 {
     if (!cond)
         abort();
-}
-
-static size_t fm_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= FM_VARINT_MORE) {
-        p[n++] = (uint8_t)(v | FM_VARINT_MORE);
-        v >>= FM_VARINT_BITS;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
 }
 
 /* fm_msg - decodes buf[0..len) as a Msg; when want (a field number) is
@@ -102,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     unsigned mode = data[0] % (FM_MODES_FIXED + d->n_fields);
     data++;
     size--;
-    uint8_t *buf = malloc(size + 2 * FM_VARINT_MAX);
+    uint8_t *buf = malloc(size + 2 * ST_PB_VARINT_MAX);
     fm_check(buf != NULL);
     if (mode == FM_MODE_MSG || mode == FM_MODE_STEP) {
         memcpy(buf, data, size); /* an exact-size view: ASan sees an over-read */
@@ -114,8 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     uint32_t field = d->fields[mode - FM_MODES_FIXED].id;
-    size_t h = fm_varint(buf, ((uint64_t)field << FM_TAG_BITS) | FM_WT_LEN);
-    h += fm_varint(buf + h, size);
+    size_t h = st_pb_put_tag(buf, field, FM_WT_LEN);
+    h += st_pb_put_varint(buf + h, size);
     uint8_t *exact = malloc(h + size);
     fm_check(exact != NULL);
     memcpy(exact, buf, h);

@@ -23,6 +23,7 @@
 
 #include "common/envelope.h"
 #include "common/msg.h"
+#include "common/pbuf_budget.h"
 #include "common/step.h"
 
 static int inj_usage(void)
@@ -285,28 +286,8 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_ste
 #define INJ_BOMB_SLACK 64     /* bytes left for tags and lengths around the elements */
 #define INJ_BOMB_TIMEOUT_MS 5000
 #define INJ_LINGER_MS 1000    /* lets a large frame leave before the socket closes */
-#define INJ_VARINT_MORE 0x80u
-#define INJ_VARINT_BITS 7
 #define INJ_WT_VARINT 0
 #define INJ_WT_LEN 2
-#define INJ_TAG_BITS 3
-
-/* inj_varint - writes v as a varint at p; returns its length. */
-static size_t inj_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= INJ_VARINT_MORE) {
-        p[n++] = (uint8_t)(v | INJ_VARINT_MORE);
-        v >>= INJ_VARINT_BITS;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-static size_t inj_tag(uint8_t *p, uint32_t field, unsigned wt)
-{
-    return inj_varint(p, ((uint64_t)field << INJ_TAG_BITS) | wt);
-}
 
 /* inj_bomb_bytes - n occurrences of field `leaf` (empty length-delimited,
  * or the varint 1 when leaf_wt is INJ_WT_VARINT) nested inside the
@@ -316,13 +297,13 @@ static size_t inj_tag(uint8_t *p, uint32_t field, unsigned wt)
 static uint8_t *inj_bomb_bytes(const uint32_t *path, size_t depth, uint32_t first, uint32_t leaf,
                                unsigned leaf_wt, size_t n, size_t *len)
 {
-    uint8_t el[16], pre[16];
-    size_t el_n = inj_tag(el, leaf, leaf_wt);
+    uint8_t el[2 * ST_PB_VARINT_MAX], pre[2 * ST_PB_VARINT_MAX];
+    size_t el_n = st_pb_put_tag(el, leaf, leaf_wt);
     el[el_n++] = leaf_wt == INJ_WT_VARINT ? 1 : 0;
-    size_t pre_n = first ? inj_tag(pre, first, INJ_WT_VARINT) : 0;
+    size_t pre_n = first ? st_pb_put_tag(pre, first, INJ_WT_VARINT) : 0;
     if (first)
         pre[pre_n++] = 1;
-    size_t inner = pre_n + n * el_n, hdr = depth * 2 * 10;
+    size_t inner = pre_n + n * el_n, hdr = depth * 2 * ST_PB_VARINT_MAX;
     uint8_t *buf = malloc(inner + hdr);
     if (buf == NULL)
         return NULL;
@@ -333,9 +314,9 @@ static uint8_t *inj_bomb_bytes(const uint32_t *path, size_t depth, uint32_t firs
         memcpy(buf + start + pre_n + i * el_n, el, el_n);
     size_t cur = inner;
     for (size_t d = depth; d-- > 0;) {
-        uint8_t h[20];
-        size_t hn = inj_tag(h, path[d], INJ_WT_LEN);
-        hn += inj_varint(h + hn, cur);
+        uint8_t h[2 * ST_PB_VARINT_MAX];
+        size_t hn = st_pb_put_tag(h, path[d], INJ_WT_LEN);
+        hn += st_pb_put_varint(h + hn, cur);
         start -= hn;
         memcpy(buf + start, h, hn);
         cur += hn;
@@ -343,6 +324,24 @@ static uint8_t *inj_bomb_bytes(const uint32_t *path, size_t depth, uint32_t firs
     memmove(buf, buf + start, cur);
     *len = cur;
     return buf;
+}
+
+/* inj_dial - a PUSH (req false) or REQ socket dialing addr, with both
+ * timeouts INJ_BOMB_TIMEOUT_MS and no REQ resend; 1 (reported) if not. */
+static int inj_dial(const char *addr, bool req, nng_socket *s)
+{
+    int rv = req ? nng_req0_open(s) : nng_push0_open(s);
+    if (rv == 0 && (rv = nng_dial(*s, addr, NULL, 0)) != 0)
+        nng_close(*s);
+    if (rv != 0) {
+        fprintf(stderr, "inject: %s: %s\n", addr, nng_strerror(rv));
+        return 1;
+    }
+    nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, INJ_BOMB_TIMEOUT_MS);
+    nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, INJ_BOMB_TIMEOUT_MS);
+    if (req)
+        nng_socket_set_ms(*s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    return 0;
 }
 
 /* inj_bomb_size - SIZE_MIB parsed (1..INJ_BOMB_MAX_MIB) in bytes, 0 if bad. */
@@ -395,15 +394,10 @@ static int inj_step_bomb(const char *addr, bool rows, const char *size_txt, st_e
     uint8_t *frame = inj_seal(env, ST_ENV_STEP, body, ST_STEP_LEN_BYTES + meta_len, &len);
     free(body);
     nng_socket s;
-    int rv = nng_push0_open(&s);
-    if (rv == 0)
-        rv = nng_dial(s, addr, NULL, 0);
-    if (rv != 0 || frame == NULL) {
-        fprintf(stderr, "inject: %s: %s\n", addr, rv ? nng_strerror(rv) : "frame not sealed");
+    if (frame == NULL || inj_dial(addr, false, &s) != 0) {
         free(frame);
         return 1;
     }
-    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, INJ_BOMB_TIMEOUT_MS);
     int rc = inj_send_raw(s, frame, len);
     free(frame);
     nng_msleep(INJ_LINGER_MS);
@@ -428,17 +422,10 @@ static int inj_req_bomb(const char *addr, const char *kind, const char *size_txt
     uint8_t *frame = body ? inj_seal(env, ST_ENV_CONTROL, body, len, &len) : NULL;
     free(body);
     nng_socket s;
-    int rv = nng_req0_open(&s);
-    if (rv == 0)
-        rv = nng_dial(s, addr, NULL, 0);
-    if (rv != 0 || frame == NULL) {
-        fprintf(stderr, "inject: %s: %s\n", addr, rv ? nng_strerror(rv) : "frame not built");
+    if (frame == NULL || inj_dial(addr, true, &s) != 0) {
         free(frame);
         return 1;
     }
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, INJ_BOMB_TIMEOUT_MS);
-    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, INJ_BOMB_TIMEOUT_MS);
-    nng_socket_set_ms(s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     int rc = inj_send_raw(s, frame, len);
     free(frame);
     printf("sent: %s bomb of %zu bytes\n", kind, len);
@@ -453,14 +440,8 @@ static int inj_join_addr(const char *addr, const char *what, st_env *env)
 {
     bool ipc = strcmp(what, "join-ipc") == 0;
     nng_socket s;
-    int rv = nng_req0_open(&s);
-    if (rv == 0)
-        rv = nng_dial(s, addr, NULL, 0);
-    if (rv != 0) {
-        fprintf(stderr, "inject: %s: %s\n", addr, nng_strerror(rv));
+    if (inj_dial(addr, true, &s) != 0)
         return 1;
-    }
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, INJ_BOMB_TIMEOUT_MS);
     uint8_t model_id[32] = {0};
     char *kernels[1] = {"ref"};
     Strata__Capability cap = STRATA__CAPABILITY__INIT;

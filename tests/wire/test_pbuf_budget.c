@@ -43,6 +43,20 @@ static uint8_t *tb_pack_msg(const Strata__Msg *m, size_t *len)
     return buf;
 }
 
+/* tb_pack_join - a Msg{join{cap{kernels[0..n)}}} packed (malloc). */
+static uint8_t *tb_pack_join(char **kernels, size_t n, size_t *len)
+{
+    Strata__Capability cap = STRATA__CAPABILITY__INIT;
+    cap.n_kernels = n;
+    cap.kernels = kernels;
+    Strata__Join j = STRATA__JOIN__INIT;
+    j.cap = &cap;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_JOIN;
+    m.join = &j;
+    return tb_pack_msg(&m, len);
+}
+
 START_TEST(test_limit)
 {
     ck_assert_uint_eq(st_pb_budget_limit(0), ST_PB_BUDGET_SLACK);
@@ -182,16 +196,8 @@ START_TEST(test_count)
 {
     /* Msg{join{cap{kernels x3}}} twice: protobuf merges the two joins */
     char *k[3] = {"a", "b", "c"};
-    Strata__Capability cap = STRATA__CAPABILITY__INIT;
-    cap.n_kernels = 3;
-    cap.kernels = k;
-    Strata__Join j = STRATA__JOIN__INIT;
-    j.cap = &cap;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_JOIN;
-    m.join = &j;
     size_t len;
-    uint8_t *one = tb_pack_msg(&m, &len);
+    uint8_t *one = tb_pack_join(k, 3, &len);
     uint8_t *two = malloc(2 * len);
     ck_assert_ptr_nonnull(two);
     memcpy(two, one, len);
@@ -224,17 +230,9 @@ START_TEST(test_msg_lists)
     char *k[ST_MSG_MAX_NAMES + 1];
     for (size_t i = 0; i <= ST_MSG_MAX_NAMES; i++)
         k[i] = "ref";
-    Strata__Capability cap = STRATA__CAPABILITY__INIT;
-    cap.kernels = k;
-    Strata__Join j = STRATA__JOIN__INIT;
-    j.cap = &cap;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_JOIN;
-    m.join = &j;
     for (size_t n = ST_MSG_MAX_NAMES; n <= ST_MSG_MAX_NAMES + 1; n++) {
-        cap.n_kernels = n;
         size_t len;
-        uint8_t *buf = tb_pack_msg(&m, &len);
+        uint8_t *buf = tb_pack_join(k, n, &len);
         Strata__Msg *out = (Strata__Msg *)buf;
         st_err e = st_msg_decode(buf, len, TB_SENDER, &out);
         if (n == ST_MSG_MAX_NAMES) {
