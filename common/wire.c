@@ -56,6 +56,17 @@ st_err st_wire_dtype_from_name(const char *name, st_wire_dtype *out)
                      name ? name : "(null)");
 }
 
+uint64_t st_wire_token_bytes(st_wire_dtype d, uint32_t hidden)
+{
+    switch (d) {
+    case ST_WIRE_F32: return 4u * (uint64_t)hidden;
+    case ST_WIRE_BF16:
+    case ST_WIRE_F16: return 2u * (uint64_t)hidden;
+    case ST_WIRE_I8: return 4u + (uint64_t)hidden;
+    default: return 0;
+    }
+}
+
 st_err st_wire_ctx_new(int force_ref, st_wire_ctx **out)
 {
     if (out == NULL)
@@ -241,7 +252,8 @@ static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
         return st_errorf(ST_ERANGE, "wire packet: field 'n_tokens' is %u, fewer than its %u rows",
                          h->n_tokens, h->n_rows);
     uint64_t need;
-    if (__builtin_mul_overflow((uint64_t)h->n_tokens, wire_record_bytes(h->dtype, h->hidden), &need))
+    if (__builtin_mul_overflow((uint64_t)h->n_tokens, st_wire_token_bytes(h->dtype, h->hidden),
+                               &need))
         return st_errorf(ST_EOVERFLOW, "wire packet: n_tokens %u x hidden %u overflows", h->n_tokens,
                          h->hidden);
     if (h->raw_len != need)
@@ -433,7 +445,7 @@ static st_err wire_dec_tokens(const st_wire_ctx *ctx, st_wire_dtype dt, uint32_t
 static st_err wire_dec_plain(st_wire_ctx *ctx, const st_wire_hdr *h, const unsigned char *pay,
                              float *out)
 {
-    const uint64_t rec = wire_record_bytes(h->dtype, h->hidden);
+    const uint64_t rec = st_wire_token_bytes(h->dtype, h->hidden);
     const uintptr_t align = h->dtype == ST_WIRE_F32 ? 4 : h->dtype == ST_WIRE_I8 ? 1 : 2;
     if ((uintptr_t)pay % align == 0)
         return wire_dec_tokens(ctx, h->dtype, h->hidden, pay, h->n_tokens, 0, out);
@@ -538,7 +550,7 @@ static st_err wire_dec_zstd(st_wire_ctx *ctx, const st_wire_hdr *h, const unsign
         return st_err_zstd(r, "wire: zstd decoder setup");
     ZSTD_inBuffer in = {pay, wl, 0};
     size_t ret = 1;
-    const size_t rec = (size_t)wire_record_bytes(h->dtype, h->hidden);
+    const size_t rec = (size_t)st_wire_token_bytes(h->dtype, h->hidden);
     const bool planes = (h->flags & ST_WIRE_F_PLANES) != 0;
     size_t tpc = rec >= WIRE_CHUNK_BYTES ? 1 : WIRE_CHUNK_BYTES / rec;
     unsigned char *s0 = NULL, *s1 = NULL;

@@ -146,6 +146,13 @@ const char *st_wire_dtype_name(st_wire_dtype d);
 /* st_wire_dtype_from_name - parses a dtype name; ST_ETYPE if unknown. */
 st_err st_wire_dtype_from_name(const char *name, st_wire_dtype *out);
 
+/* st_wire_token_bytes - payload bytes of one token of `hidden` values as
+ * d before zstd (its record, docs/wire-format.md section 2): f32 4 x
+ * hidden, bf16 and f16 2 x hidden, i8 hidden + 4 (one f32 scale); 0 for a
+ * dtype out of range. The codec sizes packets by it and the planner
+ * prices a hop's bytes per token by it. */
+uint64_t st_wire_token_bytes(st_wire_dtype d, uint32_t hidden);
+
 /* st_wire_encode_size - an upper bound of the packet's size (exact without
  * zstd) after validating h, rows and o as st_wire_encode_buf does. */
 st_err st_wire_encode_size(const st_wire_hdr *h, const st_wire_row *rows, const st_wire_opts *o,

@@ -57,7 +57,7 @@ static st_err wire_enc_check(const st_wire_hdr *h, const st_wire_row *rows, cons
         return st_errorf(ST_ERANGE, "wire encode: %llu tokens in one packet (at most %u)",
                          (unsigned long long)sum, UINT32_MAX);
     p->n_tokens = (uint32_t)sum;
-    p->rec = wire_record_bytes(o->dtype, h->hidden);
+    p->rec = st_wire_token_bytes(o->dtype, h->hidden);
     p->raw_len = sum * p->rec;
     p->payload_off = ST_WIRE_HDR_SIZE + (size_t)h->n_rows * ST_WIRE_ROW_SIZE;
     size_t wire_max = (size_t)p->raw_len;

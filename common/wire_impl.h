@@ -70,18 +70,6 @@ static inline void wire_st64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* wire_record_bytes - payload bytes of one token of `hidden` values. */
-static inline uint64_t wire_record_bytes(st_wire_dtype d, uint32_t hidden)
-{
-    switch (d) {
-    case ST_WIRE_F32: return 4u * (uint64_t)hidden;
-    case ST_WIRE_BF16:
-    case ST_WIRE_F16: return 2u * (uint64_t)hidden;
-    case ST_WIRE_I8: return 4u + (uint64_t)hidden;
-    default: return 0;
-    }
-}
-
 /* wire_integ_init - starts a tag: MAC when key is not NULL, else CRC. */
 void wire_integ_init(wire_integ *g, const st_convert_ops *cv, const uint8_t *key);
 

@@ -90,19 +90,6 @@ void coord_pl_setup(st_coord *c)
     p->calibration = 1;
 }
 
-static double coord_wire_bytes(st_wire_dtype d, uint32_t hidden)
-{
-    switch (d) {
-    case ST_WIRE_F32:
-        return 4.0 * hidden;
-    case ST_WIRE_BF16:
-    case ST_WIRE_F16:
-        return 2.0 * hidden;
-    default:
-        return (double)hidden + 4; /* i8 values and one f32 scale per token */
-    }
-}
-
 st_err coord_links(const st_coord *c, const uint64_t *ids, size_t n, st_link *out,
                    size_t *n_measured)
 {
@@ -233,7 +220,7 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
     v->o = st_place_opts_default();
     v->o.objective = objective;
     v->o.kv_tokens = (uint64_t)c->n_ctx * c->cfg.max_sessions;
-    v->o.act_bytes = coord_wire_bytes(c->cfg.wire, c->mi.n_embd);
+    v->o.act_bytes = (double)st_wire_token_bytes(c->cfg.wire, c->mi.n_embd);
     v->o.lat_s = v->lat;
     v->o.bw = v->bw;
     v->o.replicas = replicas;

@@ -1,7 +1,7 @@
 /* test_wire.c - the activation packet codec: round trips of every dtype
  * with and without zstd, byte planes and MAC, through caller buffers, odd
  * addresses and nng messages; f16 clamp counting; NaN rejection; argument
- * errors; peek; negotiation. main() also runs the conversion and
+ * errors; peek; bytes per token; negotiation. main() also runs the conversion and
  * malformed-corpus suites, and `--write-corpus DIR` writes fuzz seeds.
  *
  * Usage: test_wire [--exhaustive | --write-corpus DIR] */
@@ -467,6 +467,25 @@ START_TEST(test_peek)
 }
 END_TEST
 
+START_TEST(test_token_bytes)
+{
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_F32, 4096), 16384);
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_BF16, 4096), 8192);
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_F16, 4096), 8192);
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_I8, 4096), 4100); /* f32 scale + int8 values */
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_F32, ST_WIRE_MAX_HIDDEN), 4ull << 20);
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_DT_COUNT, 64), 0);
+    /* the packets' raw length is tokens x this */
+    wt_pkt p;
+    for (int dt = 0; dt < ST_WIRE_DT_COUNT; dt++) {
+        wt_build(&p, (st_wire_dtype)dt, 0, 0, NULL, WT_HIDDEN);
+        ck_assert_uint_eq(p.len - ST_WIRE_HDR_SIZE - 3 * ST_WIRE_ROW_SIZE,
+                          6 * st_wire_token_bytes((st_wire_dtype)dt, WT_HIDDEN));
+        wt_free(&p);
+    }
+}
+END_TEST
+
 START_TEST(test_negotiate)
 {
     st_wire_dtype out;
@@ -535,6 +554,7 @@ Suite *wt_codec_suite(void)
     tcase_add_test(tc, test_nan_rejected);
     tcase_add_test(tc, test_encode_args);
     tcase_add_test(tc, test_peek);
+    tcase_add_test(tc, test_token_bytes);
     tcase_add_test(tc, test_negotiate);
     tcase_add_test(tc, test_names_and_ratio);
     suite_add_tcase(s, tc);
