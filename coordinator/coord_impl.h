@@ -16,7 +16,7 @@
 #include "coordinator/net.h"
 #include "coordinator/placement.h"
 #include "coordinator/plan.h"
-#include "coordinator/queue.h"
+#include "common/cq.h"
 #include "coordinator/replan.h"
 #include "coordinator/switch.h"
 #include "coordinator/scheduler.h"

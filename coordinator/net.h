@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "coordinator/queue.h"
+#include "common/cq.h"
 
 #define ST_NET_ADDR_MAX 256
 #define ST_NET_MAX_SLOTS 1024

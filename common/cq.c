@@ -1,6 +1,6 @@
 /* queue.c - the event queue between NNG callbacks and the main thread
  * (see queue.h). */
-#include "coordinator/queue.h"
+#include "common/cq.h"
 
 #include <errno.h>
 #include <stdlib.h>
