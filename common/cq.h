@@ -1,40 +1,58 @@
-/* queue.h - the coordinator's event queue: the one door between NNG's
- * callback threads and the main thread that owns all state.
+/* cq.h - "callbacks post to the owner thread": the one event-loop design of
+ * the coordinator and the worker, and the queue that carries its events.
  *
- * NNG completes asynchronous operations on its own threads. Their
- * callbacks do nothing but fill an st_cq_event and push it here (a mutex
- * and a condition variable, held only for the list operation); the main
- * thread pops events one by one and is the only code that reads or writes
- * members, plans, sessions and requests. No callback ever calls into that
- * state, and nothing is called while the queue's lock is held, so there is
- * no lock order to get wrong.
+ * The rule. State has one owner thread, which alone reads and writes it:
+ * the coordinator's main thread owns members, plans, sessions and requests;
+ * the worker's control thread owns its requests to the coordinator, the
+ * stage being prepared and the replies it owes. Code on any other thread
+ * (NNG's aio callbacks, a loader thread, the worker's data thread) never
+ * calls into that state: it records what happened and wakes the owner,
+ * under a lock held only for that record, and nothing is called while the
+ * lock is held, so there is no lock order to get wrong. The owner sleeps
+ * on a condition variable on CLOCK_MONOTONIC (st_cq_cond_init) until an
+ * event or its earliest deadline (st_cq_deadline), acts on what it took
+ * outside the lock, and never spins. The record takes one of two forms:
  *
- * The queue is bounded by construction, not by a number: every producer
- * (a REP context, the results receiver, an RPC call, a step send) has at
- * most one operation outstanding and re-arms only after the main thread
- * consumed its previous event. */
-#ifndef ST_COORD_QUEUE_H
-#define ST_COORD_QUEUE_H
+ * - a queue of events (st_cq below), when each event carries something of
+ *   its own to handle (the coordinator: a request message and its REP
+ *   slot, a result frame, an ended RPC or send with its reply). The queue
+ *   is bounded by construction, not by a number: every producer (a REP
+ *   context, the results receiver, an RPC call, a step send) has at most
+ *   one operation outstanding and re-arms only after the owner consumed
+ *   its previous event. A node that cannot be allocated drops its event
+ *   (counted, its message freed): the producer then times out like any
+ *   lost message.
+ * - flags on the owner's shared state, when events carry nothing of their
+ *   own and repeated ones mean the same (the worker's control thread: "the
+ *   REQ or REP operation ended", "the loader finished", "a stale report
+ *   was queued", "stop"; worker/dataplane.h, st_worker_shared). A flag per
+ *   reason is set under the shared state's mutex and its condition
+ *   variable signalled; what goes with it (the stale reports, the loaded
+ *   stage) already sits in that state. Setting a flag allocates nothing,
+ *   so no wake-up is ever lost, and a second one before the owner woke
+ *   coalesces with the first.
+ *
+ * Threads: st_cq_push from any thread; st_cq_pop, st_cq_init and
+ * st_cq_fini from the owner only. */
+#ifndef ST_CQ_H
+#define ST_CQ_H
 
 #include <nng/nng.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "common/err.h"
 
-typedef enum st_cq_kind {
-    ST_CQ_CTL = 1,      /* a request arrived on REP context `slot` (msg set) */
-    ST_CQ_RESULT = 2,   /* a frame arrived on the results PULL socket (msg set) */
-    ST_CQ_OP_DONE = 3,  /* an outgoing operation (RPC call or step send) ended: op */
-} st_cq_kind;
-
+/* One event; kind and what else is set are the owner's convention (the
+ * coordinator's kinds: coordinator/net.h). */
 typedef struct st_cq_event {
-    st_cq_kind kind;
+    uint32_t kind;      /* what happened, in the owner's numbering (nonzero) */
     int rv;             /* NNG result (0 = success) */
-    uint32_t slot;      /* ST_CQ_CTL: the REP context index */
+    uint32_t slot;      /* which of a producer's contexts (a REP slot) */
     nng_msg *msg;       /* owned by whoever pops the event */
-    void *op;           /* ST_CQ_OP_DONE: the st_net_op */
+    void *op;           /* the owner's record of the operation that ended */
     struct st_cq_event *next;
 } st_cq_event;
 
@@ -53,8 +71,8 @@ st_err st_cq_init(st_cq *q);
  * producer can push any more (every aio stopped). */
 void st_cq_fini(st_cq *q);
 
-/* st_cq_push - appends a copy of ev and wakes the main thread. Called from
- * NNG callbacks; never blocks beyond the list lock. If the node cannot be
+/* st_cq_push - appends a copy of ev and wakes the owner. Called from NNG
+ * callbacks; never blocks beyond the list lock. If the node cannot be
  * allocated the event's msg is freed and `dropped` counted: its producer
  * then times out like any lost message. */
 void st_cq_push(st_cq *q, const st_cq_event *ev);
@@ -62,5 +80,15 @@ void st_cq_push(st_cq *q, const st_cq_event *ev);
 /* st_cq_pop - moves the oldest event into *out; waits up to wait_ns for one
  * (0: do not wait). Returns false if none came. */
 bool st_cq_pop(st_cq *q, st_cq_event *out, uint64_t wait_ns);
+
+/* st_cq_cond_init - initialises *cv so that its timed waits measure
+ * CLOCK_MONOTONIC (deadlines from st_cq_deadline); the pthread error,
+ * wrapped, if the attributes or the variable cannot be made. */
+st_err st_cq_cond_init(pthread_cond_t *cv);
+
+/* st_cq_deadline - the CLOCK_MONOTONIC instant wait_ns from now, as
+ * pthread_cond_timedwait takes it on a condition variable of
+ * st_cq_cond_init. */
+struct timespec st_cq_deadline(uint64_t wait_ns);
 
 #endif

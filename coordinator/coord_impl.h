@@ -7,6 +7,7 @@
 #ifndef ST_COORD_IMPL_H
 #define ST_COORD_IMPL_H
 
+#include "common/cq.h"
 #include "common/envelope.h"
 #include "common/gguf.h"
 #include "common/tokenizer.h"
@@ -16,10 +17,9 @@
 #include "coordinator/net.h"
 #include "coordinator/placement.h"
 #include "coordinator/plan.h"
-#include "common/cq.h"
 #include "coordinator/replan.h"
-#include "coordinator/switch.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/switch.h"
 
 #define COORD_MAX_FRAME ((size_t)64 << 20)
 #define COORD_MAX_WAIT_MS 10000u
