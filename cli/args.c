@@ -162,3 +162,18 @@ int cli_parse_local(int argc, char **argv, int *i, unsigned which, cli_local_opt
     }
     return 1;
 }
+
+int cli_operand(const char *cmd, const char *arg, const char **model, void (*usage)(void))
+{
+    if (arg[0] == '-') {
+        fprintf(stderr, "strata: %s: unknown flag '%s'\n", cmd, arg);
+        usage();
+        return 2;
+    }
+    if (*model != NULL) {
+        fprintf(stderr, "strata: %s: unexpected argument '%s'\n", cmd, arg);
+        return 2;
+    }
+    *model = arg;
+    return 0;
+}

@@ -46,6 +46,12 @@ typedef struct cli_local_opts {
  * printed). Shared by `strata run`, `strata chat` and `strata bench run`. */
 int cli_parse_local(int argc, char **argv, int *i, unsigned which, cli_local_opts *o);
 
+/* cli_operand - an argument no flag parser took: an unknown flag (its
+ * message, then usage(): returns 2), the MODEL when *model is still NULL
+ * (set: returns 0), else an unexpected argument (its message: 2). cmd
+ * names the command in the messages ("run"). */
+int cli_operand(const char *cmd, const char *arg, const char **model, void (*usage)(void));
+
 /* cli_parse_sampling - parses argv[*i] if it is one of the sampling flags
  * shared by `strata run` and `strata generate` (--temp, --top-k, --top-p,
  * --min-p, --repeat-penalty, --seed), advancing *i past its value; returns

@@ -89,14 +89,7 @@ static int chat_parse(int argc, char **argv, chat_opts *o)
                 return 2;
         } else if (strcmp(f, "--no-reuse") == 0) {
             o->no_reuse = true;
-        } else if (f[0] == '-') {
-            fprintf(stderr, "strata: chat: unknown flag '%s'\n", f);
-            chat_usage();
-            return 2;
-        } else if (o->model == NULL) {
-            o->model = f;
-        } else {
-            fprintf(stderr, "strata: chat: unexpected argument '%s'\n", f);
+        } else if (cli_operand("chat", f, &o->model, chat_usage) != 0) {
             return 2;
         }
     }

@@ -78,14 +78,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
         } else if (strcmp(f, "--logits-out") == 0) {
             if (!(o->logits_out = cli_need_value(argc, argv, &i)))
                 return 2;
-        } else if (f[0] == '-') {
-            fprintf(stderr, "strata: run: unknown flag '%s'\n", f);
-            run_usage();
-            return 2;
-        } else if (o->model == NULL) {
-            o->model = f;
-        } else {
-            fprintf(stderr, "strata: run: unexpected argument '%s'\n", f);
+        } else if (cli_operand("run", f, &o->model, run_usage) != 0) {
             return 2;
         }
     }
