@@ -2,9 +2,9 @@
  * (golden/tokenizer-llama-spm.json), over both the GGUF vocabulary and
  * llama2.c's tokenizer.bin; round trips, streaming, malformed input,
  * out-of-range ids, scaling and random bytes on the real vocabulary; the
- * shared fixtures (tok_test.h) and main(), which also runs the suites of
- * test_tokenizer_build.c (merge order, construction and file errors) and
- * test_tokenizer_cli.c (the tokenize / detokenize commands). */
+ * shared fixtures (tok_test.h) and main(), whose one test case also holds
+ * the tests of test_tokenizer_build.c (merge order, construction and file
+ * errors) and test_tokenizer_cli.c (the tokenize / detokenize commands). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -492,7 +492,7 @@ START_TEST(random_bytes_round_trip)
 }
 END_TEST
 
-Suite *tt_real_suite(void)
+static Suite *tokenizer_suite(void)
 {
     Suite *s = suite_create("tokenizer");
     TCase *tc = tcase_create("core");
@@ -505,16 +505,16 @@ Suite *tt_real_suite(void)
     tcase_add_test(tc, detok_continuation);
     tcase_add_test(tc, out_of_range_ids);
     tcase_add_test(tc, long_text_scales);
+    tt_add_build_tests(tc);
     tcase_add_test(tc, random_bytes_round_trip);
+    tt_add_cli_tests(tc);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr = srunner_create(tt_real_suite());
-    srunner_add_suite(sr, tt_build_suite());
-    srunner_add_suite(sr, tt_cli_suite());
+    SRunner *sr = srunner_create(tokenizer_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -180,6 +180,16 @@ static const char *const mini_tokens[] = {"<unk>", "<s>", "</s>", ("\xe2\x96\x81
 static const float mini_scores[] = {0, 0, 0, -1, -2};
 static const int32_t mini_types[] = {2, 3, 3, 1, 1};
 
+/* kv_mini_llama - a "llama" vocabulary of the five mini pieces, with
+ * n_scores scores (5 is consistent). */
+static void kv_mini_llama(gbuf *g, size_t n_scores)
+{
+    kv_str(g, "tokenizer.ggml.model", "llama");
+    kv_arr_str(g, "tokenizer.ggml.tokens", mini_tokens, 5);
+    kv_arr_32(g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, mini_scores, n_scores);
+    kv_arr_32(g, "tokenizer.ggml.token_type", ST_GGUF_INT32, mini_types, 5);
+}
+
 START_TEST(gguf_metadata)
 {
     st_tokenizer *tok;
@@ -194,26 +204,17 @@ START_TEST(gguf_metadata)
     ck_assert_int_eq(tok_from_buf(&g, &tok), ST_EMISSING);
 
     memset(&g, 0, sizeof g);
-    kv_str(&g, "tokenizer.ggml.model", "llama");
-    kv_arr_str(&g, "tokenizer.ggml.tokens", mini_tokens, 5);
-    kv_arr_32(&g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, mini_scores, 4);
-    kv_arr_32(&g, "tokenizer.ggml.token_type", ST_GGUF_INT32, mini_types, 5);
+    kv_mini_llama(&g, 4);
     ck_assert_int_eq(tok_from_buf(&g, &tok), ST_ESHAPE);
     ck_assert_ptr_nonnull(strstr(st_errdetail(), "scores"));
 
     memset(&g, 0, sizeof g);
-    kv_str(&g, "tokenizer.ggml.model", "llama");
-    kv_arr_str(&g, "tokenizer.ggml.tokens", mini_tokens, 5);
-    kv_arr_32(&g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, mini_scores, 5);
-    kv_arr_32(&g, "tokenizer.ggml.token_type", ST_GGUF_INT32, mini_types, 5);
+    kv_mini_llama(&g, 5);
     kv_u32(&g, "tokenizer.ggml.bos_token_id", 9);
     ck_assert_int_eq(tok_from_buf(&g, &tok), ST_ERANGE);
 
     memset(&g, 0, sizeof g);
-    kv_str(&g, "tokenizer.ggml.model", "llama");
-    kv_arr_str(&g, "tokenizer.ggml.tokens", mini_tokens, 5);
-    kv_arr_32(&g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, mini_scores, 5);
-    kv_arr_32(&g, "tokenizer.ggml.token_type", ST_GGUF_INT32, mini_types, 5);
+    kv_mini_llama(&g, 5);
     kv_u32(&g, "tokenizer.ggml.eos_token_id", 4);
     kv_bool(&g, "tokenizer.ggml.add_bos_token", 0);
     kv_bool(&g, "tokenizer.ggml.add_space_prefix", 0);
@@ -254,15 +255,10 @@ START_TEST(llama2c_damaged)
 }
 END_TEST
 
-Suite *tt_build_suite(void)
+void tt_add_build_tests(TCase *tc)
 {
-    Suite *s = suite_create("tokenizer_build");
-    TCase *tc = tcase_create("build");
-    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, merge_order);
     tcase_add_test(tc, from_pieces_errors);
     tcase_add_test(tc, gguf_metadata);
     tcase_add_test(tc, llama2c_damaged);
-    suite_add_tcase(s, tc);
-    return s;
 }

@@ -98,12 +98,4 @@ START_TEST(cli_commands)
 }
 END_TEST
 
-Suite *tt_cli_suite(void)
-{
-    Suite *s = suite_create("tokenizer_cli");
-    TCase *tc = tcase_create("cli");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, cli_commands);
-    suite_add_tcase(s, tc);
-    return s;
-}
+void tt_add_cli_tests(TCase *tc) { tcase_add_test(tc, cli_commands); }

@@ -38,12 +38,11 @@ st_tokenizer *tt_load_gguf_tok(st_gguf **g);
 /* tt_load_llama2c_tok - the tokenizer of llama2.c's tokenizer.bin. */
 st_tokenizer *tt_load_llama2c_tok(void);
 
-/* The suites: golden ids and behaviour on the real vocabulary
- * (test_tokenizer.c), tokenizers built from pieces, GGUF metadata and
- * damaged files (test_tokenizer_build.c), the tokenize / detokenize
- * commands (test_tokenizer_cli.c). */
-Suite *tt_real_suite(void);
-Suite *tt_build_suite(void);
-Suite *tt_cli_suite(void);
+/* The tests of the other files, added to main()'s one test case: the
+ * tokenizers built from pieces, GGUF metadata and damaged files
+ * (test_tokenizer_build.c), the tokenize / detokenize commands
+ * (test_tokenizer_cli.c). */
+void tt_add_build_tests(TCase *tc);
+void tt_add_cli_tests(TCase *tc);
 
 #endif
