@@ -344,7 +344,15 @@ st_err st_http_parse(st_http_kind kind, const char *body, size_t len, st_http_ge
 {
     memset(out, 0, sizeof *out);
     out->kind = kind;
-    cJSON *o = cJSON_ParseWithLength(body, len);
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, false);
+    while (o && end && end < body + len && strchr(" \t\r\n", *end) && *end)
+        end++;
+    if (o && end && end < body + len) { /* something after the value */
+        cJSON_Delete(o);
+        return http_bad(err, "invalid_json", "the body is not valid JSON (text after the value "
+                        "at byte %td)", end - body);
+    }
     if (o == NULL)
         return http_bad(err, "invalid_json", "the body is not valid JSON (near byte %td)",
                         cJSON_GetErrorPtr() && cJSON_GetErrorPtr() >= body &&
