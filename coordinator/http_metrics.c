@@ -132,10 +132,11 @@ static void met_counter(met_buf *b, const char *name, const char *help, uint64_t
     met_printf(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
-static void met_gauge(met_buf *b, const char *name, const char *help, double v)
+/* met_gauge - an integer gauge, printed exactly (epochs exceed 2^53). */
+static void met_gauge(met_buf *b, const char *name, const char *help, uint64_t v)
 {
     met_head(b, name, "gauge", help);
-    met_printf(b, "%s %.17g\n", name, v);
+    met_printf(b, "%s %llu\n", name, (unsigned long long)v);
 }
 
 static void met_gateway(met_buf *b, st_http_metrics *m)
@@ -161,8 +162,9 @@ static void met_gateway(met_buf *b, st_http_metrics *m)
                 "request ended (the request was cancelled).", atomic_load(&m->disconnects));
     met_counter(b, "strata_replans_total", "Plan switches (epoch changes) the gateway observed.",
                 atomic_load(&m->replans));
+    int64_t streams = atomic_load(&m->streams);
     met_gauge(b, "strata_http_streams", "Generation requests in progress over HTTP.",
-              (double)atomic_load(&m->streams));
+              streams > 0 ? (uint64_t)streams : 0);
     met_hist(b, "strata_time_to_first_token_seconds", "Time from an accepted request to its "
              "first token.", &m->ttft, met_ttft_le, ST_HTTP_TTFT_BUCKETS);
     met_hist(b, "strata_inter_token_latency_seconds", "Time between consecutive tokens of a "
@@ -204,7 +206,7 @@ static void met_cluster(met_buf *b, const Strata__StatusReply *s, const char *mo
     char lm[256];
     met_head(b, "strata_info", "gauge", "The model served (label), always 1.");
     met_printf(b, "strata_info{model=\"%s\"} 1\n", met_label(model, lm, sizeof lm));
-    met_gauge(b, "strata_epoch", "The epoch of the serving plan (0: none).", (double)s->epoch);
+    met_gauge(b, "strata_epoch", "The epoch of the serving plan (0: none).", s->epoch);
     const Strata__SchedStatus *q = s->sched;
     if (q) {
         met_gauge(b, "strata_queue_depth", "Requests waiting for a session.", q->queued);
@@ -213,7 +215,7 @@ static void met_cluster(met_buf *b, const Strata__StatusReply *s, const char *mo
                   q->sessions);
         met_gauge(b, "strata_sessions_max", "KV slots per worker in the serving plan.",
                   q->max_sessions);
-        met_gauge(b, "strata_kv_bytes", "KV bytes allocated on the workers.", (double)q->kv_bytes);
+        met_gauge(b, "strata_kv_bytes", "KV bytes allocated on the workers.", q->kv_bytes);
         met_counter(b, "strata_batches_total", "Batches formed.", q->batches);
         met_counter(b, "strata_scheduled_tokens_total", "Tokens in formed batches.", q->tokens);
         met_counter(b, "strata_busy_refused_total", "Requests refused at submit: too many in "
