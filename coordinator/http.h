@@ -27,6 +27,7 @@ typedef struct st_http_cfg {
     const char *listen;        /* HOST:PORT (port 0: any free port) */
     const char *model_path;    /* the coordinator's model: template, tokenizer, id */
     const char *alias;         /* another model name, or NULL */
+    const char *chat_template; /* a template name or text over the file's, or NULL */
     const char *coord_addr;    /* the coordinator's control address to dial */
     const uint8_t *cluster_key; /* NULL: an open cluster */
     bool encrypt;

@@ -53,7 +53,8 @@ static void main_usage(FILE *f)
             "       [--objective latency|throughput] [--replan-margin F] [--imbalance-ms N]\n"
             "       [--no-imbalance] [--min-samples N] [--replicas] [--test-hooks]\n"
             "       [--log error|warn|info|debug]\n"
-            "       [--http HOST:PORT [--alias NAME] [--api-key-file FILE] [--max-body BYTES]\n"
+            "       [--http HOST:PORT [--alias NAME] [--chat-template NAME] [--api-key-file FILE]\n"
+            "        [--max-body BYTES]\n"
             "        [--http-streams N] [--http-threads N] [--http-max-conns N]\n"
             "        [--http-per-ip N] [--http-timeout-s N] [--rate-rpm N] [--rate-tpm N]\n"
             "        [--rate-table-size N]]\n"
@@ -119,6 +120,8 @@ static int main_http_flag(const char *f, const char *v, st_http_cfg *h, int *bad
         h->listen = v;
     } else if (strcmp(f, "--alias") == 0) {
         h->alias = v;
+    } else if (strcmp(f, "--chat-template") == 0) {
+        h->chat_template = v;
     } else if (strcmp(f, "--api-key-file") == 0) {
         h->api_key_file = v;
     } else if (strcmp(f, "--max-body") == 0) {

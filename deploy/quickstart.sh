@@ -4,7 +4,10 @@
 # kernel), generates text through it, and stops the cluster again. The
 # cluster is keyed and encrypted: `strata keygen` makes a fresh key (mode
 # 0600) that the coordinator, the workers and the CLI all use, with
-# --encrypt (docs/cluster.md "Security").
+# --encrypt (docs/cluster.md "Security"). The coordinator also serves the
+# OpenAI-compatible HTTP API on 127.0.0.1:8080 (docs/http-api.md); the
+# script ends by showing a curl chat request against it (and, on a
+# terminal, keeps the cluster up until Enter so you can send your own).
 # With no MODEL, a small synthetic llama is written to build/demo.gguf
 # first (its weights are random, so its text is too).
 # Usage: deploy/quickstart.sh [MODEL.gguf] [PROMPT]
@@ -46,8 +49,12 @@ wait_addr() {
     echo "quickstart: no '$2' line in $1" >&2; cat "$1" "$1.err" >&2 || true; return 1
 }
 
+HTTP=127.0.0.1:8080
+# the synthetic model has no chat template of its own: ChatML renders its chats
+TMPL=""
+[ -n "${1:-}" ] || TMPL="--chat-template chatml"
 $B/coordinator/strata-coordinator --model "$MODEL" --listen tcp://127.0.0.1:0 --min-workers 2 \
-    $SEC >"$RUN/coord" 2>"$RUN/coord.err" &
+    --http "$HTTP" $TMPL $SEC >"$RUN/coord" 2>"$RUN/coord.err" &
 PIDS="$PIDS $!"
 COORD=$(wait_addr "$RUN/coord" "listening on")
 echo "quickstart: coordinator at $COORD"
@@ -66,4 +73,19 @@ done
 $B/cli/strata status --coordinator "$COORD" $SEC
 echo "quickstart: strata generate --prompt \"$PROMPT\" -n 48"
 $B/cli/strata generate --coordinator "$COORD" $SEC --prompt "$PROMPT" -n 48 --temp 0.8 --seed 42
+i=0
+until curl -sf "http://$HTTP/health" >/dev/null; do
+    i=$((i + 1))
+    if [ $i -gt 300 ]; then echo "quickstart: http://$HTTP/health did not answer 200" >&2; exit 1; fi
+    sleep 0.1
+done
+CURL="curl -s http://$HTTP/v1/chat/completions -H 'Content-Type: application/json' -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'"
+echo "quickstart: the OpenAI-compatible API: $CURL"
+sh -c "$CURL"
+echo
+if [ -t 0 ]; then
+    echo "quickstart: the cluster serves http://$HTTP/v1 until you press Enter; try:"
+    echo "  $CURL"
+    read -r _
+fi
 echo "quickstart: stopping the cluster"
