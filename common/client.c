@@ -169,3 +169,23 @@ st_err st_client_start(st_client *c, const Strata__Msg *m, int timeout_ms, st_cl
     nng_ctx_send(c->ctx, c->aio);
     return ST_OK;
 }
+
+bool st_client_serving(const Strata__StatusReply *s)
+{
+    if (s->plan == NULL || s->plan->n_stages == 0)
+        return false;
+    for (size_t i = 0; i < s->plan->n_stages; i++) {
+        const Strata__Stage *st = s->plan->stages[i];
+        if (st->n_worker_ids == 0)
+            return false;
+        for (size_t k = 0; k < st->n_worker_ids; k++) {
+            bool ok = false;
+            for (size_t w = 0; w < s->n_workers && !ok; w++)
+                ok = s->workers[w]->id == st->worker_ids[k] && s->workers[w]->state &&
+                     strcmp(s->workers[w]->state, "serving") == 0;
+            if (!ok)
+                return false;
+        }
+    }
+    return true;
+}

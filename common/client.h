@@ -57,4 +57,9 @@ st_err st_client_call(st_client *c, const Strata__Msg *m, int timeout_ms, Strata
 st_err st_client_start(st_client *c, const Strata__Msg *m, int timeout_ms, st_client_done done,
                        void *arg);
 
+/* st_client_serving - whether a StatusReply shows a serving cluster: a
+ * committed plan whose every stage worker (replicas included) is in state
+ * "serving". */
+bool st_client_serving(const Strata__StatusReply *s);
+
 #endif

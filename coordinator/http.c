@@ -37,11 +37,13 @@
 #include "coordinator/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "common/clock.h"
@@ -53,6 +55,10 @@
 #define HTTP_STATUS_MS 500u          /* status refresh period */
 #define HTTP_STATUS_CALL_MS 1000     /* also bounds how long close waits for the thread */
 #define HTTP_CLOSE_WAIT_NS (5ull * 1000000000ull) /* jobs to end at close */
+#define HTTP_CLOSE_POLL_MS 100
+#define HTTP_NS_PER_S 1000000000u
+#define HTTP_BODY_FIRST_CAP 4096
+#define HTTP_FD_RESERVE 256         /* descriptors beyond the connections: lanes, files */
 #define HTTP_NS_PER_MS 1000000u
 #define HTTP_BEARER "Bearer "
 #define HTTP_JSON "application/json"
@@ -134,27 +140,6 @@ static enum MHD_Result http_fail(st_http *h, struct MHD_Connection *conn, st_htt
 
 /* ---- the status poller ---- */
 
-/* http_plan_serves - a plan whose every stage worker is "serving". */
-static bool http_plan_serves(const Strata__StatusReply *s)
-{
-    if (s->plan == NULL || s->plan->n_stages == 0)
-        return false;
-    for (size_t i = 0; i < s->plan->n_stages; i++) {
-        const Strata__Stage *st = s->plan->stages[i];
-        if (st->n_worker_ids == 0)
-            return false;
-        for (size_t k = 0; k < st->n_worker_ids; k++) {
-            bool ok = false;
-            for (size_t w = 0; w < s->n_workers && !ok; w++)
-                ok = s->workers[w]->id == st->worker_ids[k] && s->workers[w]->state &&
-                     strcmp(s->workers[w]->state, "serving") == 0;
-            if (!ok)
-                return false;
-        }
-    }
-    return true;
-}
-
 static void *http_status_main(void *arg)
 {
     st_http *h = arg;
@@ -179,7 +164,7 @@ static void *http_status_main(void *arg)
             if (h->epoch && s->epoch != h->epoch)
                 atomic_fetch_add(&h->met.replans, 1);
             h->epoch = s->epoch;
-            h->serving = http_plan_serves(s);
+            h->serving = st_client_serving(s);
             h->n_ctx = s->plan ? s->plan->n_ctx : 0;
             st_msg_free(h->status);
             h->status = r;
@@ -191,8 +176,8 @@ static void *http_status_main(void *arg)
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)HTTP_STATUS_MS * HTTP_NS_PER_MS;
-        ts.tv_sec += (time_t)(ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
+        ts.tv_sec += (time_t)(ns / HTTP_NS_PER_S);
+        ts.tv_nsec = (long)(ns % HTTP_NS_PER_S);
         pthread_cond_timedwait(&h->st_cv, &h->st_mu, &ts);
     }
     pthread_mutex_unlock(&h->st_mu);
@@ -388,7 +373,7 @@ static void http_body(st_http *h, http_conn *hc, const char *data, size_t n)
         return;
     }
     if (hc->len + n + 1 > hc->cap) {
-        size_t c = hc->cap ? hc->cap : 4096;
+        size_t c = hc->cap ? hc->cap : HTTP_BODY_FIRST_CAP;
         while (c < hc->len + n + 1)
             c *= 2;
         char *p = realloc(hc->body, c);
@@ -534,11 +519,34 @@ static st_err http_load_model(st_http *h)
     return ST_OK;
 }
 
+/* http_fds - raises the descriptor limit to what --http-max-conns needs
+ * (up to the hard limit); ST_ERANGE naming both when it cannot. */
+static st_err http_fds(const st_http_cfg *cfg)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return st_err_errno(errno, "getrlimit");
+    rlim_t need = (rlim_t)cfg->max_conns + HTTP_FD_RESERVE + 2 * (rlim_t)cfg->streams;
+    if (rl.rlim_cur >= need)
+        return ST_OK;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+        return st_errorf(ST_ERANGE, "--http-max-conns %u needs %llu file descriptors; the hard "
+                         "limit is %llu (lower --http-max-conns or raise ulimit -Hn)",
+                         cfg->max_conns, (unsigned long long)need,
+                         (unsigned long long)rl.rlim_max);
+    rl.rlim_cur = need;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return st_err_errno(errno, "setrlimit RLIMIT_NOFILE");
+    return ST_OK;
+}
+
 static st_err http_start_daemon(st_http *h)
 {
     struct sockaddr_storage sa;
     socklen_t salen;
     st_err e = http_bind(h->cfg.listen, &sa, &salen);
+    if (e == ST_OK)
+        e = http_fds(&h->cfg);
     if (e != ST_OK)
         return e;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
@@ -631,11 +639,9 @@ void st_http_close(st_http *h)
     while (h->jobs && st_now_ns() < deadline && h->d) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)(HTTP_STATUS_MS * HTTP_NS_PER_MS / 5);
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)HTTP_CLOSE_POLL_MS * HTTP_NS_PER_MS;
+        ts.tv_sec += (time_t)(ns / HTTP_NS_PER_S);
+        ts.tv_nsec = (long)(ns % HTTP_NS_PER_S);
         pthread_cond_timedwait(&h->cv, &h->mu, &ts);
     }
     pthread_mutex_unlock(&h->mu);

@@ -16,7 +16,7 @@
 
 /* Defaults of the flags (main.c's usage names them). */
 #define ST_HTTP_DEFAULT_MAX_BODY ((size_t)1 << 20)
-#define ST_HTTP_DEFAULT_MAX_CONNS 1024u
+#define ST_HTTP_DEFAULT_MAX_CONNS 4096u
 #define ST_HTTP_DEFAULT_TIMEOUT_S 30u
 #define ST_HTTP_DEFAULT_STREAMS 64u
 #define ST_HTTP_DEFAULT_THREADS 2u

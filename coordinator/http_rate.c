@@ -13,6 +13,8 @@
 #define RATE_NONE UINT32_MAX
 #define RATE_NS_PER_S 1e9
 #define RATE_S_PER_MIN 60.0
+#define RATE_FNV_OFFSET 1469598103934665603ull /* FNV-1a, 64-bit */
+#define RATE_FNV_PRIME 1099511628211ull
 
 typedef struct rate_bucket {
     double level;     /* tokens now (may be negative: debt) */
@@ -24,7 +26,6 @@ typedef struct rate_entry {
     rate_bucket req, tok;
     uint32_t hnext;           /* hash chain */
     uint32_t prev, next;      /* recency: head is the most recent */
-    bool used;
 } rate_entry;
 
 struct st_http_rate {
@@ -90,9 +91,9 @@ static void rate_key(const char *id, char out[ST_HTTP_RATE_ID_MAX + 1])
 
 static uint32_t rate_slot(const st_http_rate *r, const char *key)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    uint64_t h = RATE_FNV_OFFSET;
     for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-        h = (h ^ *p) * 1099511628211ull;
+        h = (h ^ *p) * RATE_FNV_PRIME;
     return (uint32_t)(h & (r->n_heads - 1));
 }
 
@@ -154,7 +155,6 @@ static rate_entry *rate_get(st_http_rate *r, const char *id, st_http_limits lim,
     memcpy(x->id, key, sizeof x->id);
     x->req = (rate_bucket){.level = lim.rpm, .at_ns = now};
     x->tok = (rate_bucket){.level = lim.tpm, .at_ns = now};
-    x->used = true;
     x->hnext = r->heads[s];
     r->heads[s] = i;
     rate_push_front(r, i);

@@ -5,35 +5,34 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* resp_text - a JSON string of text[0..len): cJSON strings end at a NUL,
- * so a text holding one is added as a raw, escaped string. */
+/* resp_string - a cJSON string of NUL-free text[0..len). */
+static cJSON *resp_string(const char *text, size_t len)
+{
+    char *s = malloc(len + 1);
+    if (s == NULL)
+        return NULL;
+    memcpy(s, text, len);
+    s[len] = '\0';
+    cJSON *v = cJSON_CreateString(s);
+    free(s);
+    return v;
+}
+
 /* resp_escape - the JSON string literal of NUL-free text[0..len). */
 static char *resp_escape(const char *text, size_t len)
 {
-    char *piece = malloc(len + 1);
-    if (piece == NULL)
-        return NULL;
-    memcpy(piece, text, len);
-    piece[len] = '\0';
-    cJSON *s = cJSON_CreateString(piece);
-    free(piece);
+    cJSON *s = resp_string(text, len);
     char *esc = s ? cJSON_PrintUnformatted(s) : NULL;
     cJSON_Delete(s);
     return esc;
 }
 
+/* resp_text - a JSON string of text[0..len): cJSON strings end at a NUL,
+ * so a text holding one is added as a raw, escaped string. */
 static cJSON *resp_text(const char *text, size_t len)
 {
-    if (memchr(text, '\0', len) == NULL) {
-        char *s = malloc(len + 1);
-        if (s == NULL)
-            return NULL;
-        memcpy(s, text, len);
-        s[len] = '\0';
-        cJSON *v = cJSON_CreateString(s);
-        free(s);
-        return v;
-    }
+    if (memchr(text, '\0', len) == NULL)
+        return resp_string(text, len);
     /* split at the NULs, escape the pieces with cJSON, join with \u0000 */
     size_t cap = len * 6 + 3, at = 0;
     char *raw = malloc(cap);

@@ -13,6 +13,7 @@ with the test-only step gate. Prints 'N passed, N failed' last."""
 import http.client
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -27,6 +28,7 @@ from cluster import COORD, TIMEOUT, Cluster, hold, model, release, wait_held  # 
 MODEL = "l3-synth-q8_0.gguf"
 MODEL_ID = "l3-synth-q8_0"
 HTTP_TIMEOUT = 60
+IDLE = 2000  # idle connections of the hostile case
 
 
 class HttpCluster(Cluster):
@@ -355,8 +357,11 @@ def case_hostile():
     auth = {"Authorization": "Bearer sk-test-aaaaaaaa"}
     with HttpCluster(["--api-key-file", good, "--http-timeout-s", "5",
                       "--rate-table-size", "64"]) as c:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < IDLE + 256:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, IDLE + 256), hard))
         idle = []
-        for _ in range(200):  # connections that never send a byte
+        for _ in range(IDLE):  # connections that never send a byte
             idle.append(socket.create_connection((c.host, c.port)))
         trickle = socket.create_connection((c.host, c.port))
         stop = threading.Event()
@@ -374,7 +379,9 @@ def case_hostile():
         t.start()
         s, _, b = c.post("/v1/completions", {"prompt": "still here", "max_tokens": 4}, auth)
         assert s == 200, (s, b)
-        print("hostile: served with 200 idle connections and a trickled header")
+        print("hostile: served with %d idle connections and a trickled header; %d threads" % (
+            IDLE, len(os.listdir("/proc/%d/task" % c.coord.p.pid))))
+        assert len(os.listdir("/proc/%d/task" % c.coord.p.pid)) < 64, "a thread per connection?"
         # a 10 MiB chunked body (no declared length): 413, and the server serves on
         k = c.conn()
         k.putrequest("POST", "/v1/completions")
