@@ -23,7 +23,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import COORD, TIMEOUT, Cluster, hold, model, release, wait_held  # noqa: E402
+from cluster import (COORD, STRATA, TIMEOUT, Cluster, hold, model, release,  # noqa: E402
+                     wait_held)
 
 MODEL = "l3-synth-q8_0.gguf"
 MODEL_ID = "l3-synth-q8_0"
@@ -34,9 +35,10 @@ IDLE = 2000  # idle connections of the hostile case
 class HttpCluster(Cluster):
     """A Cluster whose coordinator serves --http on a free loopback port."""
 
-    def __init__(self, coord_args=(), workers=2, wait=True):
+    def __init__(self, coord_args=(), workers=2, wait=True, key=None, encrypt=False):
         super().__init__(model(MODEL), ["--http", "127.0.0.1:0", "--min-workers", str(workers),
-                                        "--alias", "strata-test"] + list(coord_args))
+                                        "--alias", "strata-test"] + list(coord_args),
+                         key=key, encrypt=encrypt)
         m = self.coord.wait_line(r"http on http://([0-9.]+):(\d+)")
         self.host, self.port = m.group(1), int(m.group(2))
         if wait:
@@ -306,6 +308,34 @@ def case_keys():
         print("keys: 401 without or with a wrong key, 429 with Retry-After %s" % h["retry-after"])
 
 
+def case_keyed():
+    """A keyed, encrypted cluster: the gateway seals its frames with the
+    cluster key like any client; 64 streams at once (each lane its own
+    sender, so the replay window refuses nothing) and no frame refused."""
+    tmp = tempfile.mkdtemp(prefix="strata-http-%d-" % os.getpid())
+    key = os.path.join(tmp, "cluster.key")
+    r = subprocess.run([STRATA, "keygen", key], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with HttpCluster(key=key, encrypt=True) as c:
+        assert c.status()["encrypted"] is True
+        results = [None] * 64
+
+        def one(i):
+            results[i] = c.stream("/v1/completions", {"prompt": "n%d" % i, "max_tokens": 12,
+                                                     "temperature": 0, "stream": True})
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(64)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        for s, ev in results:
+            assert s == 200, ev
+            check_stream(ev, "completion")
+        st = c.status()
+        assert st["counters"]["auth_failed"] == 0, st["counters"]
+        print("keyed: 64 concurrent streams through an encrypted cluster, no frame refused")
+
+
 def case_abort():
     """20 streams aborted mid-way (each after a token, parked by the step
     gate so none can finish first), then a normal request is served and no
@@ -473,8 +503,8 @@ def case_prometheus():
         raise AssertionError("prometheus never showed the token counter: %r" % last)
 
 
-CASES = {"basic": case_basic, "keys": case_keys, "abort": case_abort, "hostile": case_hostile,
-         "prometheus": case_prometheus}
+CASES = {"basic": case_basic, "keys": case_keys, "keyed": case_keyed, "abort": case_abort,
+         "hostile": case_hostile, "prometheus": case_prometheus}
 
 if __name__ == "__main__":
     names = sys.argv[2:] or list(CASES)
