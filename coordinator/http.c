@@ -76,6 +76,7 @@ st_http_cfg st_http_cfg_default(void)
     c.streams = ST_HTTP_DEFAULT_STREAMS;
     c.threads = ST_HTTP_DEFAULT_THREADS;
     c.rate_table = ST_HTTP_DEFAULT_RATE_TABLE;
+    c.ping_s = ST_HTTP_DEFAULT_PING_S;
     return c;
 }
 
@@ -574,9 +575,10 @@ static st_err http_start_daemon(st_http *h)
 st_err st_http_open(const st_http_cfg *cfg, st_http **out)
 {
     *out = NULL;
-    if (cfg->streams < 1 || cfg->streams > ST_HTTP_MAX_STREAMS || cfg->threads < 1)
-        return st_errorf(ST_EINVAL, "http: streams %u (1..%u), threads %u", cfg->streams,
-                         ST_HTTP_MAX_STREAMS, cfg->threads);
+    if (cfg->streams < 1 || cfg->streams > ST_HTTP_MAX_STREAMS || cfg->threads < 1 ||
+        cfg->ping_s < 1)
+        return st_errorf(ST_EINVAL, "http: streams %u (1..%u), threads %u, ping %u s",
+                         cfg->streams, ST_HTTP_MAX_STREAMS, cfg->threads, cfg->ping_s);
     st_http *h = calloc(1, sizeof *h);
     if (h == NULL)
         return st_errorf(ST_ENOMEM, "http gateway");

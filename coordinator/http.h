@@ -22,6 +22,7 @@
 #define ST_HTTP_DEFAULT_THREADS 2u
 #define ST_HTTP_DEFAULT_RATE_TABLE 16384u
 #define ST_HTTP_MAX_STREAMS 1024u
+#define ST_HTTP_DEFAULT_PING_S 15u
 
 typedef struct st_http_cfg {
     const char *listen;        /* HOST:PORT (port 0: any free port) */
@@ -39,6 +40,7 @@ typedef struct st_http_cfg {
     uint32_t streams;          /* generation requests at once (control lanes) */
     uint32_t threads;          /* HTTP threads (each polls many connections) */
     uint32_t rate_table;       /* identities the rate limiter remembers */
+    uint32_t ping_s;           /* an SSE comment after this much silence of a stream */
     st_http_limits limits;     /* per key or address, unless the key file says else */
 } st_http_cfg;
 

@@ -35,7 +35,7 @@
 #define GEN_POLL_WAIT_MS 10000u     /* one long poll at most */
 #define GEN_SLACK_MS 15000          /* a reply's time on the wire beyond its wait */
 #define GEN_CALL_MS 10000           /* Generate and Cancel */
-#define GEN_PING_NS (15ull * 1000000000ull) /* an SSE comment after this much silence */
+#define GEN_NS_PER_S 1000000000ull
 #define GEN_NS_PER_MS 1000000u
 #define GEN_BLOCK 16384             /* bytes MHD asks the stream reader for at most */
 #define GEN_ID_BYTES 12
@@ -259,6 +259,9 @@ static st_err job_start(http_job *j, const Strata__Msg *m, int timeout_ms, st_cl
 
 /* job_next - starts j's next exchange: Cancel when its client is gone,
  * else a Poll; false when none was started (the lane's part is over). */
+/* job_ping_ns - the silence after which a stream gets an SSE comment. */
+static uint64_t job_ping_ns(const http_job *j) { return (uint64_t)j->h->cfg.ping_s * GEN_NS_PER_S; }
+
 static bool job_next(http_job *j)
 {
     Strata__Msg m = STRATA__MSG__INIT;
@@ -272,8 +275,8 @@ static bool job_next(http_job *j)
     } else {
         uint32_t wait = GEN_POLL_WAIT_MS;
         uint64_t now = st_now_ns();
-        if (j->stream && j->answered && j->last_byte_ns + GEN_PING_NS > now) {
-            uint64_t due = (j->last_byte_ns + GEN_PING_NS - now) / GEN_NS_PER_MS + 1;
+        if (j->stream && j->last_byte_ns + job_ping_ns(j) > now) {
+            uint64_t due = (j->last_byte_ns + job_ping_ns(j) - now) / GEN_NS_PER_MS + 1;
             wait = due < wait ? (uint32_t)due : wait;
         }
         Strata__PollRequest p = STRATA__POLL_REQUEST__INIT;
@@ -359,12 +362,15 @@ static void job_poll_done(void *arg, st_err e, Strata__Msg *reply)
     else
         job_take_poll(j, reply->poll_reply);
     st_msg_free(reply);
-    bool more = !j->done && job_next(j);
     if (j->stream && j->answered) {
         job_emit(j);
-        if (!j->done && st_now_ns() >= j->last_byte_ns + GEN_PING_NS)
+        if (!j->done && st_now_ns() >= j->last_byte_ns + job_ping_ns(j))
             job_out(j, GEN_PING, strlen(GEN_PING)); /* silence while it waits */
     }
+    bool was_done = j->done;
+    bool more = !j->done && job_next(j); /* its wait ends when the next ping is due */
+    if (j->stream && j->answered && j->done && !was_done)
+        job_emit(j); /* the next exchange could not start: the error event */
     if (j->done || (j->stream && j->out_off < j->out_len))
         job_wake(j);
     pthread_mutex_unlock(&j->mu);
@@ -385,6 +391,7 @@ static void job_gen_done(void *arg, st_err e, Strata__Msg *reply)
         j->req_id = reply->generate_reply->request_id;
         j->n_prompt = reply->generate_reply->n_prompt;
         j->accepted = true;
+        j->last_byte_ns = st_now_ns(); /* its headers go out now: the first ping is due from here */
         atomic_fetch_add(&j->h->met.prompt_tokens, j->n_prompt);
     }
     st_msg_free(reply);

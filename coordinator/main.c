@@ -56,7 +56,8 @@ static void main_usage(FILE *f)
             "       [--http HOST:PORT [--alias NAME] [--chat-template NAME] [--api-key-file FILE]\n"
             "        [--max-body BYTES]\n"
             "        [--http-streams N] [--http-threads N] [--http-max-conns N]\n"
-            "        [--http-per-ip N] [--http-timeout-s N] [--rate-rpm N] [--rate-tpm N]\n"
+            "        [--http-per-ip N] [--http-timeout-s N] [--http-ping-s N]\n"
+            "        [--rate-rpm N] [--rate-tpm N]\n"
             "        [--rate-table-size N]]\n"
             "\n"
             "--http serves the OpenAI-compatible API (docs/http-api.md). Without\n"
@@ -137,6 +138,8 @@ static int main_http_flag(const char *f, const char *v, st_http_cfg *h, int *bad
         *bad = main_u32(f, v, 0, 1000000, &h->per_ip_conns);
     } else if (strcmp(f, "--http-timeout-s") == 0) {
         *bad = main_u32(f, v, 1, 3600, &h->timeout_s);
+    } else if (strcmp(f, "--http-ping-s") == 0) {
+        *bad = main_u32(f, v, 1, 3600, &h->ping_s);
     } else if (strcmp(f, "--rate-rpm") == 0) {
         *bad = main_u32(f, v, 0, UINT32_MAX, &h->limits.rpm);
     } else if (strcmp(f, "--rate-tpm") == 0) {

@@ -336,6 +336,37 @@ def case_keyed():
         print("keyed: 64 concurrent streams through an encrypted cluster, no frame refused")
 
 
+def case_ping():
+    """A stream that waits (parked by the step gate after its first token)
+    gets SSE comment pings (--http-ping-s 1), then goes on to [DONE]."""
+    with HttpCluster(["--test-hooks", "--http-ping-s", "1"]) as c:
+        hold(c, 1)
+        k = c.conn()
+        k.request("POST", "/v1/chat/completions", body=json.dumps(
+            {"messages": CHAT, "max_tokens": 6, "temperature": 0, "stream": True}),
+            headers={"Content-Type": "application/json"})
+        r = k.getresponse()
+        assert r.status == 200, r.status
+        wait_held(c, 1, at=1)
+        raw = b""
+        deadline = time.time() + TIMEOUT
+        while raw.count(b": ping\n\n") < 2:
+            assert time.time() < deadline, "no pings while waiting: %r" % raw
+            raw += r.read1(65536)
+        release(c)
+        while not raw.endswith(b"data: [DONE]\n\n"):
+            got = r.read1(65536)
+            assert got, "the stream ended without [DONE]: %r" % raw
+            raw += got
+        k.close()
+        events = [x[6:] for x in raw.decode().split("\n") if x.startswith("data: ")]
+        text, finish, _ = check_stream(["[DONE]" if e == "[DONE]" else json.loads(e)
+                                        for e in events], "chat")
+        assert finish in ("stop", "length"), finish
+        print("ping: %d pings while parked, then %d events to [DONE]" % (
+            raw.count(b": ping"), len(events)))
+
+
 def case_abort():
     """20 streams aborted mid-way (each after a token, parked by the step
     gate so none can finish first), then a normal request is served and no
@@ -503,8 +534,8 @@ def case_prometheus():
         raise AssertionError("prometheus never showed the token counter: %r" % last)
 
 
-CASES = {"basic": case_basic, "keys": case_keys, "keyed": case_keyed, "abort": case_abort,
-         "hostile": case_hostile, "prometheus": case_prometheus}
+CASES = {"basic": case_basic, "keys": case_keys, "keyed": case_keyed, "ping": case_ping,
+         "abort": case_abort, "hostile": case_hostile, "prometheus": case_prometheus}
 
 if __name__ == "__main__":
     names = sys.argv[2:] or list(CASES)
