@@ -342,6 +342,7 @@ START_TEST(test_rate_lru_bounded)
     longid[sizeof longid - 1] = '\0';
     ck_assert_uint_eq(st_http_rate_admit(r, longid, l, t), 0);
     ck_assert_uint_eq(st_http_rate_admit(r, longid, l, t), 60);
+    st_http_rate_close(r);
     ck_assert_int_eq(st_http_rate_open(0, &r), ST_EINVAL);
     st_http_rate_close(NULL);
 }
