@@ -1,13 +1,14 @@
-/* cmd_cluster.c - the CLI's cluster commands: `strata status`, `strata
- * plan`, `strata generate` (talk to a coordinator) and `strata keygen`.
+/* cmd_cluster.c - `strata status` and `strata generate`, which talk to a
+ * coordinator, and `strata keygen`, which writes a cluster key. The other
+ * cluster commands live in cmd_plan.c (plan, replan, drain) and cmd_hold.c
+ * (hold).
  *
- * Each command opens a REQ socket to the coordinator given by
- * --coordinator ADDR or the STRATA_COORDINATOR environment variable,
- * with the cluster key of --cluster-key FILE when the cluster has one
- * (the coordinator refuses unauthenticated frames) and --encrypt when it
- * encrypts (the coordinator refuses frames of the other mode), and exchanges control
- * messages (docs/cluster.md). REQ resends are off: a resent frame would be
- * a replay under a key. The envelope's sender id is random per process.
+ * The connection is cli/conn.h's: a REQ socket to the coordinator given by
+ * --coordinator ADDR or the STRATA_COORDINATOR environment variable, with
+ * the cluster key of --cluster-key FILE when the cluster has one (the
+ * coordinator refuses unauthenticated frames) and --encrypt when it
+ * encrypts (the coordinator refuses frames of the other mode), exchanging
+ * control messages (docs/cluster.md).
  *
  * `strata generate` submits a request, then long-polls for tokens and
  * prints their text as it arrives (the coordinator's detokenizer never
@@ -589,14 +590,8 @@ int st_cmd_generate(int argc, char **argv)
         perror(o.logits_out);
         goto out;
     }
-    Strata__Sampling sp = STRATA__SAMPLING__INIT;
-    sp.temp = o.sp.temp;
-    sp.top_k = o.sp.top_k;
-    sp.top_p = o.sp.top_p;
-    sp.min_p = o.sp.min_p;
-    sp.repeat_penalty = o.sp.repeat_penalty;
-    sp.repeat_last_n = o.sp.repeat_last_n;
-    sp.seed = o.sp.seed;
+    Strata__Sampling sp;
+    st_sampling_to_pb(&o.sp, &sp);
     Strata__GenerateRequest g = STRATA__GENERATE_REQUEST__INIT;
     g.prompt = (char *)(o.prompt ? o.prompt : "");
     g.n_prompt_ids = o.n_ids;

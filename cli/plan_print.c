@@ -6,17 +6,18 @@
 #include <stdlib.h>
 
 #include "cli/conn.h"
+#include "common/hex.h"
 
-void cli_hex(const uint8_t *p, size_t n, char *out)
+/* Plan hashes and model ids are 32 bytes: 64 hex digits and the NUL. */
+#define PP_ID_BYTES 32
+#define PP_ID_HEX_CAP (2 * PP_ID_BYTES + 1)
+
+/* pp_id_hex - an id or hash of the plan as hex; one of another length
+ * than PP_ID_BYTES' (a coordinator's bug) says its length instead. */
+static void pp_id_hex(ProtobufCBinaryData b, char out[PP_ID_HEX_CAP])
 {
-    static const char digits[] = "0123456789abcdef";
-    if (n > 32)
-        n = 32;
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[p[i] >> 4];
-        out[2 * i + 1] = digits[p[i] & 15];
-    }
-    out[2 * n] = '\0';
+    if (b.len != PP_ID_BYTES || st_hex(b.data, b.len, out, PP_ID_HEX_CAP) != ST_OK)
+        snprintf(out, PP_ID_HEX_CAP, "(%zu bytes, not %d)", b.len, PP_ID_BYTES);
 }
 
 int cli_print_json(cJSON *o)
@@ -35,11 +36,11 @@ int cli_print_json(cJSON *o)
 cJSON *cli_plan_json(const Strata__Plan *p)
 {
     cJSON *o = cJSON_CreateObject();
-    char hex[65];
+    char hex[PP_ID_HEX_CAP];
     cli_json_u64(o, "epoch", p->epoch);
-    cli_hex(p->plan_hash.data, p->plan_hash.len, hex);
+    pp_id_hex(p->plan_hash, hex);
     cJSON_AddStringToObject(o, "plan_hash", hex);
-    cli_hex(p->model_id.data, p->model_id.len, hex);
+    pp_id_hex(p->model_id, hex);
     cJSON_AddStringToObject(o, "model_id", hex);
     cJSON_AddBoolToObject(o, "zstd", p->zstd);
     cJSON_AddStringToObject(o, "result_addr", p->result_addr ? p->result_addr : "");
@@ -72,9 +73,9 @@ cJSON *cli_plan_json(const Strata__Plan *p)
 
 void cli_plan_print(const Strata__Plan *p)
 {
-    char hash[65], mid[65];
-    cli_hex(p->plan_hash.data, p->plan_hash.len, hash);
-    cli_hex(p->model_id.data, p->model_id.len, mid);
+    char hash[PP_ID_HEX_CAP], mid[PP_ID_HEX_CAP];
+    pp_id_hex(p->plan_hash, hash);
+    pp_id_hex(p->model_id, mid);
     const char *wire = p->n_stages > 0 && p->stages[0]->in_dtype ? p->stages[0]->in_dtype : "?";
     printf("epoch %" PRIu64 "  hash %.16s...  model %.16s...\n", p->epoch, hash, mid);
     printf("wire %s%s, %u layers, %u tokens per batch, context %u, %u sessions, results at %s\n",

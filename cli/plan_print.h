@@ -11,10 +11,6 @@
 
 #include "strata.pb-c.h"
 
-/* cli_hex - the first min(n, 32) bytes of p as lower-case hex in out
- * (at least 65 bytes), NUL-terminated. */
-void cli_hex(const uint8_t *p, size_t n, char *out);
-
 /* cli_print_json - prints o (pretty) on stdout and frees it; returns 0, or
  * 1 with a message when it cannot be rendered. */
 int cli_print_json(cJSON *o);

@@ -25,6 +25,20 @@ static const char *const arch_key_suffix[ST_AK_COUNT] = {
     [ST_AK_VOCAB_SIZE] = "vocab_size",
 };
 
+static const char *const arch_gkey_names[ST_AG_COUNT] = {
+    [ST_AG_ARCHITECTURE] = "general.architecture",
+    [ST_AG_NAME] = "general.name",
+    [ST_AG_FILE_TYPE] = "general.file_type",
+    [ST_AG_ALIGNMENT] = "general.alignment",
+    [ST_AG_TOK_MODEL] = "tokenizer.ggml.model",
+    [ST_AG_TOK_TOKENS] = "tokenizer.ggml.tokens",
+    [ST_AG_TOK_SCORES] = "tokenizer.ggml.scores",
+    [ST_AG_TOK_TYPES] = "tokenizer.ggml.token_type",
+    [ST_AG_TOK_BOS] = "tokenizer.ggml.bos_token_id",
+    [ST_AG_TOK_EOS] = "tokenizer.ggml.eos_token_id",
+    [ST_AG_TOK_UNK] = "tokenizer.ggml.unknown_token_id",
+};
+
 /* names without the ".weight"/".bias" kind, and which kind */
 static const struct {
     const char *base;
@@ -83,6 +97,8 @@ const char *st_arch_key_name(const st_arch *a, st_arch_key k, char buf[ST_ARCH_N
     snprintf(buf, ST_ARCH_NAME_MAX, "%s.%s", a->name, arch_key_suffix[k]);
     return buf;
 }
+
+const char *st_arch_gkey_name(st_arch_gkey k) { return arch_gkey_names[k]; }
 
 const char *st_arch_tensor_name(st_arch_tensor t, int64_t layer, char buf[ST_ARCH_NAME_MAX])
 {
@@ -152,7 +168,7 @@ st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out)
 {
     *out = NULL;
     st_gguf_str name;
-    st_err e = st_gguf_get_str(g, "general.architecture", &name);
+    st_err e = st_gguf_get_str(g, st_arch_gkey_name(ST_AG_ARCHITECTURE), &name);
     if (e != ST_OK)
         return e;
     const st_arch *a = NULL;
@@ -160,8 +176,8 @@ st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out)
         if (st_gguf_str_eq(name, arch_table[i].name))
             a = &arch_table[i];
     if (a == NULL) /* the list below: the names of arch_table */
-        return st_errorf(ST_ETYPE, "general.architecture is '%.*s'; supported: 'llama', 'qwen2'",
-                         (int)(name.len > 64 ? 64 : name.len), name.data);
+        return st_errorf(ST_ETYPE, "%s is '%.*s'; supported: 'llama', 'qwen2'",
+                         st_arch_gkey_name(ST_AG_ARCHITECTURE), (int)(name.len > 64 ? 64 : name.len), name.data);
     if ((e = arch_check_rope_scaling(g, a)) || (e = arch_check_absent(g, a)))
         return e;
     *out = a;

@@ -17,7 +17,13 @@
  * scaling is not implemented: a file asking for it (rope.scaling.type other
  * than "none", rope.scale_linear other than 1, or llama3-style frequency
  * factors in rope_freqs.weight) is refused by st_arch_from_gguf with an
- * error naming what it asked for. */
+ * error naming what it asked for.
+ *
+ * This file is the table; common/llama.h computes from it (hyperparameters,
+ * bytes per layer, KV bytes). Keys outside the architecture's prefix that
+ * every llama-family file carries (general.*, tokenizer.ggml.*) are named
+ * here too (st_arch_gkey), for the writer of such files (`strata convert`)
+ * and the readers that go through this table. */
 #ifndef ST_ARCH_H
 #define ST_ARCH_H
 
@@ -49,6 +55,22 @@ typedef enum st_arch_key {
     ST_AK_VOCAB_SIZE,
     ST_AK_COUNT
 } st_arch_key;
+
+/* Keys without the architecture's prefix. */
+typedef enum st_arch_gkey {
+    ST_AG_ARCHITECTURE = 0, /* general.architecture: the row of the table */
+    ST_AG_NAME,             /* general.name */
+    ST_AG_FILE_TYPE,        /* general.file_type (llama.cpp's ftype number) */
+    ST_AG_ALIGNMENT,        /* general.alignment */
+    ST_AG_TOK_MODEL,        /* tokenizer.ggml.model ("llama": SentencePiece, "gpt2": BPE) */
+    ST_AG_TOK_TOKENS,       /* tokenizer.ggml.tokens */
+    ST_AG_TOK_SCORES,       /* tokenizer.ggml.scores */
+    ST_AG_TOK_TYPES,        /* tokenizer.ggml.token_type */
+    ST_AG_TOK_BOS,          /* tokenizer.ggml.bos_token_id */
+    ST_AG_TOK_EOS,          /* tokenizer.ggml.eos_token_id */
+    ST_AG_TOK_UNK,          /* tokenizer.ggml.unknown_token_id */
+    ST_AG_COUNT
+} st_arch_gkey;
 
 /* Tensors: global ones, then the per-layer ones ("blk.N." prefix). */
 typedef enum st_arch_tensor {
@@ -100,6 +122,9 @@ const st_arch *st_arch_by_name(const char *name);
 
 /* st_arch_key_name - "<arch>.<suffix>" of key k into buf; returns buf. */
 const char *st_arch_key_name(const st_arch *a, st_arch_key k, char buf[ST_ARCH_NAME_MAX]);
+
+/* st_arch_gkey_name - the full name of key k (a static string). */
+const char *st_arch_gkey_name(st_arch_gkey k);
 
 /* st_arch_tensor_name - the file's name of tensor t ("blk.<layer>." prefix
  * for per-layer tensors; layer is ignored for global ones); returns buf. */

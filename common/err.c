@@ -8,8 +8,15 @@
 #include <string.h>
 #include <zstd.h>
 
-static _Thread_local char err_detail[512];
-static _Thread_local char err_msgbuf[640];
+#define ERR_DETAIL_BYTES 512
+#define ERR_MSG_BYTES 640
+
+static _Thread_local char err_detail[ERR_DETAIL_BYTES];
+static _Thread_local char err_wrapbuf[ERR_DETAIL_BYTES];
+static _Thread_local char err_msgbuf[ERR_MSG_BYTES];
+
+/* the end of a detail cut to fit its buffer */
+static const char err_cut[] = "...";
 
 static const char *const err_names[ST_ERR_COUNT] = {
     [ST_OK] = "success",
@@ -53,6 +60,27 @@ st_err st_errorf(st_err e, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err_detail, sizeof err_detail, fmt, ap);
     va_end(ap);
+    return e;
+}
+
+st_err st_errwrap(st_err e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(err_wrapbuf, sizeof err_wrapbuf, fmt, ap);
+    va_end(ap);
+    if (n < 0) /* an encoding error in the context: the old detail stays */
+        return e;
+    size_t used = (size_t)n;
+    if (used < sizeof err_wrapbuf && err_detail[0] != '\0') {
+        n = snprintf(err_wrapbuf + used, sizeof err_wrapbuf - used, ": %s", err_detail);
+        if (n < 0)
+            return e;
+        used += (size_t)n;
+    }
+    if (used >= sizeof err_wrapbuf)
+        memcpy(err_wrapbuf + sizeof err_wrapbuf - sizeof err_cut, err_cut, sizeof err_cut);
+    memcpy(err_detail, err_wrapbuf, sizeof err_detail);
     return e;
 }
 

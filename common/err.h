@@ -54,6 +54,13 @@ const char *st_strerror(st_err e);
 st_err st_errorf(st_err e, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* st_errwrap - puts a formatted context in front of this thread's detail
+ * and returns e: after a callee recorded "temp nan must be ...",
+ * `return st_errwrap(e, "row %zu", i)` leaves "row 3: temp nan must be
+ * ..." (just the context when there was no detail). A detail longer than
+ * the buffer keeps its start and ends in "...", never cut silently. */
+st_err st_errwrap(st_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* st_errdetail - the detail recorded last on this thread ("" if none). */
 const char *st_errdetail(void);
 

@@ -115,6 +115,32 @@ void st_msg_error(Strata__Msg *m, Strata__Error *e, st_err code, const char *mes
     m->error = e;
 }
 
+void st_sampling_to_pb(const st_sampler_params *p, Strata__Sampling *out)
+{
+    strata__sampling__init(out);
+    out->temp = p->temp;
+    out->top_k = p->top_k;
+    out->top_p = p->top_p;
+    out->min_p = p->min_p;
+    out->repeat_penalty = p->repeat_penalty;
+    out->repeat_last_n = p->repeat_last_n;
+    out->seed = p->seed;
+}
+
+st_err st_sampling_from_pb(const Strata__Sampling *s, st_sampler_params *out)
+{
+    if (s == NULL) {
+        *out = st_sampler_params_default();
+        return ST_OK;
+    }
+    st_sampler_params p = {
+        .temp = s->temp, .top_k = s->top_k, .top_p = s->top_p, .min_p = s->min_p,
+        .repeat_penalty = s->repeat_penalty, .repeat_last_n = s->repeat_last_n, .seed = s->seed,
+    };
+    *out = p;
+    return st_sampler_params_validate(out);
+}
+
 const char *st_msg_case_name(const Strata__Msg *m)
 {
     const ProtobufCFieldDescriptor *fd =

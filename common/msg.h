@@ -14,6 +14,7 @@
 
 #include "common/envelope.h"
 #include "common/err.h"
+#include "common/sampling.h"
 #include "strata.pb-c.h"
 
 /* st_msg_pack - m serialised inside an envelope of kind into *out. */
@@ -44,6 +45,17 @@ st_err st_msg_call(nng_socket req, st_env *env, const Strata__Msg *m, int timeou
 
 /* st_msg_error - fills m (and e) as an Error reply of code with message. */
 void st_msg_error(Strata__Msg *m, Strata__Error *e, st_err code, const char *message);
+
+/* st_sampling_to_pb - out (initialised here) with the fields of p; the one
+ * place sampling parameters become protobuf. */
+void st_sampling_to_pb(const st_sampler_params *p, Strata__Sampling *out);
+
+/* st_sampling_from_pb - the parameters of a received Sampling (s NULL:
+ * st_sampler_params_default()), range-checked before anyone uses them:
+ * ST_EINVAL naming the field for a NaN or negative temperature, a top_p
+ * outside (0, 1], ... (st_sampler_params_validate). The one place protobuf
+ * becomes sampling parameters. */
+st_err st_sampling_from_pb(const Strata__Sampling *s, st_sampler_params *out);
 
 /* st_msg_case_name - the name of m's body case, for logs. */
 const char *st_msg_case_name(const Strata__Msg *m);

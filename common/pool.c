@@ -16,6 +16,7 @@
 #include <hwloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 #include "common/log.h"
 
 #define POOL_SPIN_NS 50000L /* longest spin before sleeping */
+#define POOL_SPINS_PER_CLOCK 64 /* spins between two reads of the clock */
 
 typedef struct pool_thread {
     struct st_pool *pool;
@@ -86,23 +88,45 @@ static void pool_pin(st_pool *p, int ith)
     hwloc_bitmap_free(set);
 }
 
-/* pool_wait_job - returns once gen differs from seen or stop is set:
- * spins up to POOL_SPIN_NS, then sleeps on cv_work. */
-static void pool_wait_job(st_pool *p, unsigned long seen)
+/* pool_job_ready - a new job (gen differs from seen) or stop. */
+static bool pool_job_ready(st_pool *p, unsigned long seen)
+{
+    return atomic_load(&p->gen) != seen || atomic_load(&p->stop);
+}
+
+/* pool_workers_done - no worker still runs the job (seen unused). */
+static bool pool_workers_done(st_pool *p, unsigned long seen)
+{
+    (void)seen;
+    return atomic_load(&p->pending) == 0;
+}
+
+/* pool_spin - spins until ready(p, seen) holds (returns true) or about
+ * POOL_SPIN_NS have passed (returns false: the caller sleeps). The clock is
+ * read every POOL_SPINS_PER_CLOCK spins, starting from the first read. */
+static bool pool_spin(st_pool *p, bool (*ready)(st_pool *, unsigned long), unsigned long seen)
 {
     long t0 = 0;
-    for (unsigned spins = 0;; spins++) {
-        if (atomic_load(&p->gen) != seen || atomic_load(&p->stop))
-            return;
+    for (unsigned spins = 1;; spins++) {
+        if (ready(p, seen))
+            return true;
         pool_relax();
-        if ((spins & 63) == 63) {
+        if (spins % POOL_SPINS_PER_CLOCK == 0) {
             long t = pool_now_ns();
             if (t0 == 0)
                 t0 = t;
             else if (t - t0 > POOL_SPIN_NS)
-                break;
+                return false;
         }
     }
+}
+
+/* pool_wait_job - returns once gen differs from seen or stop is set:
+ * spins up to POOL_SPIN_NS, then sleeps on cv_work. */
+static void pool_wait_job(st_pool *p, unsigned long seen)
+{
+    if (pool_spin(p, pool_job_ready, seen))
+        return;
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->sleepers, 1);
     while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
@@ -260,19 +284,8 @@ void st_pool_run(st_pool *p, st_pool_fn fn, void *arg)
 
     fn(arg, 0, p->nth);
 
-    long t0 = 0;
-    for (unsigned spins = 0;; spins++) {
-        if (atomic_load(&p->pending) == 0)
-            return;
-        pool_relax();
-        if ((spins & 63) == 63) {
-            long t = pool_now_ns();
-            if (t0 == 0)
-                t0 = t;
-            else if (t - t0 > POOL_SPIN_NS)
-                break;
-        }
-    }
+    if (pool_spin(p, pool_workers_done, 0))
+        return;
     pthread_mutex_lock(&p->mu);
     atomic_store(&p->caller_waiting, 1);
     while (atomic_load(&p->pending) > 0)

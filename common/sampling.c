@@ -76,7 +76,7 @@ static uint64_t smp_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k));
 void st_rng_seed(st_rng *r, uint64_t seed)
 {
     uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < ST_RNG_WORDS; i++)
         r->s[i] = smp_splitmix64(&x);
 }
 

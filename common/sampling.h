@@ -34,9 +34,11 @@ st_sampler_params st_sampler_params_default(void);
  * number > 0. */
 st_err st_sampler_params_validate(const st_sampler_params *p);
 
-/* The RNG: xoshiro256** seeded through splitmix64. Plain data. */
+/* The RNG: xoshiro256** seeded through splitmix64. Plain data: its
+ * ST_RNG_WORDS words travel with a session (StepRow.rng, RowResult.rng). */
+#define ST_RNG_WORDS 4
 typedef struct st_rng {
-    uint64_t s[4];
+    uint64_t s[ST_RNG_WORDS];
 } st_rng;
 
 /* st_rng_seed - the state for seed (every seed, 0 included, is valid). */

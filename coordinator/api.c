@@ -183,23 +183,19 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
     st_gen_req q;
     memset(&q, 0, sizeof q);
     q.sp = st_sampler_params_default();
+    st_err e = ST_OK;
     if (g->has_sampling) {
-        const Strata__Sampling *s = g->sampling;
-        if (s == NULL) {
+        if (g->sampling == NULL) {
             st_api_reply_error(c, slot, ST_EINVAL, "has_sampling is set but sampling is absent");
             return;
         }
-        q.sp.temp = s->temp;
-        q.sp.top_k = s->top_k;
-        q.sp.top_p = s->top_p;
-        q.sp.min_p = s->min_p;
-        q.sp.repeat_penalty = s->repeat_penalty;
-        q.sp.repeat_last_n = s->repeat_last_n;
-        q.sp.seed = s->seed;
+        if ((e = st_sampling_from_pb(g->sampling, &q.sp)) != ST_OK) {
+            api_error(c, slot, e);
+            return;
+        }
     }
     int32_t *ids = NULL;
     size_t n = 0;
-    st_err e = ST_OK;
     if (g->n_prompt_ids > 0) {
         q.prompt = g->prompt_ids;
         q.n_prompt = g->n_prompt_ids;
@@ -527,7 +523,7 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         if (e != ST_EAUTH)
             c->bad_msgs++;
         st_log(ST_LOG_WARN, API, "control message dropped: %s", st_errmsg(e));
-        api_error(c, slot, e == ST_EAUTH ? ST_EAUTH : e);
+        api_error(c, slot, e);
         return;
     }
     switch (m->body_case) {

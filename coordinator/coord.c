@@ -14,7 +14,7 @@
  * blocks here: every outgoing
  * message is an asynchronous operation with a timeout.
  *
- * Plans and membership changes live in replan.c; the requests of the
+ * Plans live in replan.c (which) and switch.c (the switch); the requests of the
  * control socket in api.c; this file has start-up and shutdown, the loop,
  * the step pump (form a batch, send it to stage 0) and step results. A
  * result applies to the batch it names only if that batch is still in
@@ -31,6 +31,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/msg.h"
+#include "common/step.h"
 
 #define CO "coordinator"
 /* envelope sender ids: start_ms << 8 | side (below 2^52), and random bits
@@ -449,14 +450,7 @@ static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
     for (uint32_t i = 0; i < b->n_rows; i++) {
         const st_sched_row *r = &b->rows[i];
         strata__step_row__init(&rows[i]);
-        strata__sampling__init(&sp[i]);
-        sp[i].temp = r->sp.temp;
-        sp[i].top_k = r->sp.top_k;
-        sp[i].top_p = r->sp.top_p;
-        sp[i].min_p = r->sp.min_p;
-        sp[i].repeat_penalty = r->sp.repeat_penalty;
-        sp[i].repeat_last_n = r->sp.repeat_last_n;
-        sp[i].seed = r->sp.seed;
+        st_sampling_to_pb(&r->sp, &sp[i]);
         rows[i].session_id = r->session_id;
         rows[i].pos = r->pos;
         rows[i].n_tok = r->n_tok;
@@ -464,7 +458,7 @@ static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
         rows[i].tokens = (int32_t *)r->tokens;
         rows[i].sample = r->sample;
         rows[i].sampling = &sp[i];
-        rows[i].n_rng = 4;
+        rows[i].n_rng = ST_RNG_WORDS;
         rows[i].rng = (uint64_t *)r->rng;
         rows[i].n_history = r->n_hist;
         rows[i].history = (int32_t *)r->hist;
@@ -485,19 +479,7 @@ static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
         meta.n_route = c->plan.n_stages;
         meta.route = route;
     }
-    size_t len = strata__step_meta__get_packed_size(&meta);
-    size_t body = 4 + len;
-    int rv = nng_msg_alloc(&msg, st_env_size(&c->env_step, body));
-    if (rv != 0) {
-        msg = NULL;
-        e = st_err_nng(rv, "step message");
-        goto out;
-    }
-    uint8_t *buf = nng_msg_body(msg);
-    for (int i = 0; i < 4; i++)
-        buf[ST_ENV_HDR + i] = (uint8_t)(len >> (8 * i));
-    strata__step_meta__pack(&meta, buf + ST_ENV_HDR + 4);
-    if ((e = st_env_seal(&c->env_step, ST_ENV_STEP, buf, body)))
+    if ((e = st_step_pack(&c->env_step, &meta, &msg)))
         goto out;
     st_op_tag tag = {.what = ST_OP_STEP, .batch_id = b->id, .epoch = b->epoch};
     e = st_peer_start(push, &c->q, msg, (int)c->cfg.step_timeout_ms, &tag);

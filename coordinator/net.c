@@ -84,9 +84,9 @@ static st_err net_listen(nng_socket s, const char *url, char *bound, size_t cap)
     return ST_OK;
 }
 
-static void net_post(st_cq *q, st_cq_kind kind, int rv, uint32_t slot, nng_msg *msg, void *op)
+static void net_post(st_cq *q, st_net_event kind, int rv, uint32_t slot, nng_msg *msg, void *op)
 {
-    st_cq_event ev = {.kind = kind, .rv = rv, .slot = slot, .msg = msg, .op = op};
+    st_cq_event ev = {.kind = (uint32_t)kind, .rv = rv, .slot = slot, .msg = msg, .op = op};
     st_cq_push(q, &ev);
 }
 

@@ -566,10 +566,10 @@ static st_err sched_check(const st_sched *s, const st_sched_batch *b,
             return st_errorf(ST_EPROTO, "result of batch %llu: token %d of session %llu is "
                              "outside the vocabulary of %u", (unsigned long long)b->id,
                              rr->token, (unsigned long long)row->session_id, s->cfg.n_vocab);
-        if (rr->n_rng != 4)
+        if (rr->n_rng != ST_RNG_WORDS)
             return st_errorf(ST_EPROTO, "result of batch %llu: session %llu's RNG state has %zu "
-                             "words, not 4", (unsigned long long)b->id,
-                             (unsigned long long)row->session_id, rr->n_rng);
+                             "words, not %d", (unsigned long long)b->id,
+                             (unsigned long long)row->session_id, rr->n_rng, ST_RNG_WORDS);
         if (row->want_logits && rr->n_logits != s->cfg.n_vocab)
             return st_errorf(ST_EPROTO, "result of batch %llu: session %llu has %zu logits, not "
                              "%u", (unsigned long long)b->id, (unsigned long long)row->session_id,

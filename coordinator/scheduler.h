@@ -105,7 +105,7 @@ typedef struct st_sched_row {
     bool sample;             /* the row reaches the end of the history */
     bool want_logits;
     st_sampler_params sp;
-    uint64_t rng[4];
+    uint64_t rng[ST_RNG_WORDS];
     const int32_t *hist;     /* last repeat_last_n ids (penalty on and sample only) */
     uint32_t n_hist;
 } st_sched_row;

@@ -8,11 +8,15 @@
 #include "coordinator/workers_file.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/units.h"
+#include "common/wire.h"
+
+#define WF_WHY_MAX 256 /* bytes of a byte-count error kept for the field's error */
 
 /* wf_keys - ST_EINVAL if o has a key not in allowed (NULL-terminated). */
 static st_err wf_keys(const cJSON *o, const char *path, const char *const *allowed)
@@ -73,31 +77,8 @@ static st_err wf_bool(const cJSON *o, const char *key, const char *path, bool *o
     return ST_OK;
 }
 
-st_err st_wfile_parse_bytes(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno != 0 || !(v >= 0) || !isfinite(v))
-        return st_errorf(ST_EINVAL, "'%.40s' is not a byte count like 512M or 16G", s);
-    double mul = 1;
-    if (*end == 'k' || *end == 'K')
-        mul = 1024.0;
-    else if (*end == 'M')
-        mul = 1024.0 * 1024;
-    else if (*end == 'G')
-        mul = 1024.0 * 1024 * 1024;
-    else if (*end == 'T')
-        mul = 1024.0 * 1024 * 1024 * 1024;
-    if (mul != 1)
-        end++;
-    if (*end != '\0' || v * mul >= 18446744073709551615.0)
-        return st_errorf(ST_EINVAL, "'%.40s' is not a byte count like 512M or 16G", s);
-    *out = (uint64_t)(v * mul);
-    return ST_OK;
-}
-
-/* wf_bytes - a byte count given as a number or a string with a suffix. */
+/* wf_bytes - a byte count given as a number or a string of the grammar of
+ * common/units.h ("512M", "1.5T", "16GiB"). */
 static st_err wf_bytes(const cJSON *o, const char *key, const char *path, uint64_t *out,
                        bool *found)
 {
@@ -106,9 +87,11 @@ static st_err wf_bytes(const cJSON *o, const char *key, const char *path, uint64
     if (v == NULL)
         return ST_OK;
     if (cJSON_IsString(v) && v->valuestring) {
-        if (st_wfile_parse_bytes(v->valuestring, out) != ST_OK)
-            return st_errorf(ST_EINVAL, "%s.%s: '%.40s' is not a byte count like 512M or 16G",
-                             path, key, v->valuestring);
+        if (st_parse_bytes(v->valuestring, out) != ST_OK) {
+            char why[WF_WHY_MAX]; /* the parser's detail, before it is overwritten */
+            snprintf(why, sizeof why, "%s", st_errdetail());
+            return st_errorf(ST_EINVAL, "%s.%s: %s", path, key, why);
+        }
         return ST_OK;
     }
     double d = 0;
@@ -381,22 +364,14 @@ void st_wfile_free(st_wfile *f)
     memset(f, 0, sizeof *f);
 }
 
-static double wf_wire_size(const char *wire, uint32_t hidden)
-{
-    if (strcmp(wire, "f32") == 0)
-        return 4.0 * hidden;
-    if (strcmp(wire, "i8") == 0)
-        return (double)hidden + 4;
-    return 2.0 * hidden; /* f16, bf16 */
-}
-
 st_err st_wfile_inputs(const st_wfile *f, uint32_t n_layer, const char *dtype, uint32_t hidden,
                        st_place_worker *w, double *lat_s, double *bw, double *act_bytes)
 {
     const char *wire = f->wire[0] ? f->wire : "f16";
-    if (strcmp(wire, "f32") && strcmp(wire, "f16") && strcmp(wire, "bf16") && strcmp(wire, "i8"))
+    st_wire_dtype dt;
+    if (st_wire_dtype_from_name(wire, &dt) != ST_OK)
         return st_errorf(ST_EINVAL, "wire: '%s' is not f32, bf16, f16 or i8", wire);
-    *act_bytes = wf_wire_size(wire, hidden);
+    *act_bytes = (double)st_wire_token_bytes(dt, hidden);
     for (size_t i = 0; i < f->n; i++) {
         const st_wfile_worker *x = &f->w[i];
         double speed = x->bytes_per_s;

@@ -78,8 +78,4 @@ void st_wfile_free(st_wfile *f);
 st_err st_wfile_inputs(const st_wfile *f, uint32_t n_layer, const char *dtype, uint32_t hidden,
                        st_place_worker *w, double *lat_s, double *bw, double *act_bytes);
 
-/* st_wfile_parse_bytes - "123", "16G", "512M", "1.5T" (k, M, G, T binary)
- * into *out; ST_EINVAL otherwise. */
-st_err st_wfile_parse_bytes(const char *s, uint64_t *out);
-
 #endif

@@ -10,14 +10,11 @@
 #include "kernels/convert.h"
 
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/fp16.h"
-
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
+#include "kernels/kernels_ref.h"
+#include "kernels/variants.h"
 
 #define CONV_CRC_POLY 0x82F63B78u
 
@@ -147,6 +144,18 @@ static float conv_round_even(float v)
     return r;
 }
 
+void st_conv_ref_i8_round(const float *src, int8_t *dst, size_t n, float inv)
+{
+    for (size_t i = 0; i < n; i++) {
+        float q = conv_round_even(src[i] * inv);
+        if (q > 127.0f)
+            q = 127.0f;
+        if (q < -127.0f)
+            q = -127.0f;
+        dst[i] = (int8_t)q;
+    }
+}
+
 static size_t ref_f32_to_i8(const float *src, int8_t *dst, size_t n, float *scale)
 {
     float amax = 0.0f;
@@ -163,15 +172,7 @@ static size_t ref_f32_to_i8(const float *src, int8_t *dst, size_t n, float *scal
         return n;
     }
     *scale = amax / 127.0f;
-    float inv = 127.0f / amax;
-    for (size_t i = 0; i < n; i++) {
-        float q = conv_round_even(src[i] * inv);
-        if (q > 127.0f)
-            q = 127.0f;
-        if (q < -127.0f)
-            q = -127.0f;
-        dst[i] = (int8_t)q;
-    }
+    st_conv_ref_i8_round(src, dst, n, 127.0f / amax);
     return n;
 }
 
@@ -258,41 +259,19 @@ static const st_convert_ops conv_ref_ops = {
 
 const st_convert_ops *st_convert_ref(void) { return &conv_ref_ops; }
 
-#if defined(__x86_64__)
-/* conv_x86_supported - cpuid says AVX, AVX2, FMA, F16C, SSE4.2, PCLMULQDQ and OSXSAVE,
- * and xgetbv says the OS saves the XMM and YMM state. */
-static int conv_x86_supported(void)
-{
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return 0;
-    const unsigned need1 = (1u << 1) /* PCLMULQDQ */ | (1u << 12) /* FMA */ | (1u << 20) /* SSE4.2 */ |
-                           (1u << 27) /* OSXSAVE */ | (1u << 28) /* AVX */ |
-                           (1u << 29) /* F16C */;
-    if ((c & need1) != need1)
-        return 0;
-    unsigned lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    if ((lo & 6u) != 6u)
-        return 0;
-    if (__get_cpuid_max(0, NULL) < 7)
-        return 0;
-    __cpuid_count(7, 0, a, b, c, d);
-    return (b & (1u << 5)) != 0; /* AVX2 */
-}
-#endif
-
 const st_convert_ops *st_convert_get(st_convert_variant v)
 {
     switch (v) {
     case ST_CONV_REF:
         return &conv_ref_ops;
     case ST_CONV_X86:
+        /* the AVX2 kernels' checks (AVX, AVX2, FMA, F16C, XMM and YMM state
+         * saved by the OS) plus SSE4.2 and PCLMULQDQ */
 #if defined(__x86_64__)
-        return conv_x86_supported() ? st_convert_x86_ops() : NULL;
-#else
-        return NULL;
+        if (st_kernels_cpu_has(ST_KVAR_AVX2) && st_kernels_cpu_has_crc_clmul())
+            return st_convert_x86_ops();
 #endif
+        return NULL;
     default:
         return NULL;
     }
@@ -300,8 +279,7 @@ const st_convert_ops *st_convert_get(st_convert_variant v)
 
 const st_convert_ops *st_convert_select(int force_ref)
 {
-    const char *env = getenv("STRATA_KERNELS");
-    if (force_ref || (env != NULL && strcmp(env, "ref") == 0))
+    if (force_ref || st_kernels_env_forces_ref())
         return &conv_ref_ops;
     const st_convert_ops *x86 = st_convert_get(ST_CONV_X86);
     return x86 != NULL ? x86 : &conv_ref_ops;

@@ -18,15 +18,15 @@
  *   (constants below; the tests check the result against the reference on
  *   every length class).
  * Non-finite inputs are detected by OR-ing lane masks; only when one was
- * seen does a scalar pass find the first index. Tails use scalar code with
- * the reference's exact arithmetic. */
+ * seen does a scalar pass find the first index. Tails use the reference's
+ * scalar code (fp16.h's conversions, kernels_ref.h's i8 rounding). */
 #include "kernels/convert.h"
 
 #include <immintrin.h>
-#include <math.h>
 #include <string.h>
 
 #include "kernels/fp16.h"
+#include "kernels/kernels_ref.h"
 
 /* x86_first_nonfinite - index of the first NaN/Inf in src[0..n), or n. */
 static size_t x86_first_nonfinite(const float *src, size_t n, uint32_t limit)
@@ -251,16 +251,6 @@ static size_t x86_bf16_to_f32(const uint16_t *src, float *dst, size_t n)
     return anybad ? x86_first_bad16(src, n, 0x7f80u) : n;
 }
 
-/* x86_round_even_scalar - the reference's tie-to-even rounding. */
-static float x86_round_even_scalar(float v)
-{
-    float r = floorf(v);
-    float d = v - r;
-    if (d > 0.5f || (d == 0.5f && ((int32_t)r & 1) != 0))
-        r += 1.0f;
-    return r;
-}
-
 /* x86_i8_q - round_half_even(x * inv) for 8 values. |x * inv| is at most
  * 127 * (1 + 2^-23), so the result is within [-127, 127] and the
  * reference's clamp never acts; the saturating packs would keep it anyway. */
@@ -312,12 +302,7 @@ static size_t x86_f32_to_i8(const float *src, int8_t *dst, size_t n, float *scal
         __m256i q = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd), perm);
         _mm256_storeu_si256((__m256i *)(dst + i), q);
     }
-    for (; i < n; i++) {
-        float q = x86_round_even_scalar(src[i] * invs);
-        q = q > 127.0f ? 127.0f : q;
-        q = q < -127.0f ? -127.0f : q;
-        dst[i] = (int8_t)q;
-    }
+    st_conv_ref_i8_round(src + i, dst + i, n - i, invs);
     return n;
 }
 

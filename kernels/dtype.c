@@ -8,18 +8,30 @@
 
 #include <string.h>
 
+/* f16 and bf16 elements are their 16-bit patterns. */
 static const st_dtype_info dtype_table[ST_DT_COUNT] = {
-    [ST_DT_F32] = {"f32", 1, 4, ST_DT_F32, ST_GGML_F32},
-    [ST_DT_F16] = {"f16", 1, 2, ST_DT_F16, ST_GGML_F16},
-    [ST_DT_BF16] = {"bf16", 1, 2, ST_DT_BF16, ST_GGML_BF16},
-    [ST_DT_Q8_0] = {"q8_0", ST_QK, sizeof(st_block_q8_0), ST_DT_Q8_0, ST_GGML_Q8_0},
-    [ST_DT_Q4_0] = {"q4_0", ST_QK, sizeof(st_block_q4_0), ST_DT_Q8_0, ST_GGML_Q4_0},
-    [ST_DT_Q2_K] = {"q2_k", ST_QK_K, sizeof(st_block_q2_k), ST_DT_Q8_K, ST_GGML_Q2_K},
-    [ST_DT_Q3_K] = {"q3_k", ST_QK_K, sizeof(st_block_q3_k), ST_DT_Q8_K, ST_GGML_Q3_K},
-    [ST_DT_Q4_K] = {"q4_k", ST_QK_K, sizeof(st_block_q4_k), ST_DT_Q8_K, ST_GGML_Q4_K},
-    [ST_DT_Q5_K] = {"q5_k", ST_QK_K, sizeof(st_block_q5_k), ST_DT_Q8_K, ST_GGML_Q5_K},
-    [ST_DT_Q6_K] = {"q6_k", ST_QK_K, sizeof(st_block_q6_k), ST_DT_Q8_K, ST_GGML_Q6_K},
-    [ST_DT_Q8_K] = {"q8_k", ST_QK_K, sizeof(st_block_q8_k), ST_DT_Q8_K, ST_GGML_Q8_K},
+    [ST_DT_F32] = {.name = "f32", .ggml_type = ST_GGML_TYPE_F32, .act = ST_DT_F32,
+                   .blck = 1, .blck_bytes = sizeof(float)},
+    [ST_DT_F16] = {.name = "f16", .ggml_type = ST_GGML_TYPE_F16, .act = ST_DT_F16,
+                   .blck = 1, .blck_bytes = sizeof(uint16_t)},
+    [ST_DT_BF16] = {.name = "bf16", .ggml_type = ST_GGML_TYPE_BF16, .act = ST_DT_BF16,
+                    .blck = 1, .blck_bytes = sizeof(uint16_t)},
+    [ST_DT_Q8_0] = {.name = "q8_0", .ggml_type = ST_GGML_TYPE_Q8_0, .act = ST_DT_Q8_0,
+                    .blck = ST_QK, .blck_bytes = sizeof(st_block_q8_0)},
+    [ST_DT_Q4_0] = {.name = "q4_0", .ggml_type = ST_GGML_TYPE_Q4_0, .act = ST_DT_Q8_0,
+                    .blck = ST_QK, .blck_bytes = sizeof(st_block_q4_0)},
+    [ST_DT_Q2_K] = {.name = "q2_k", .ggml_type = ST_GGML_TYPE_Q2_K, .act = ST_DT_Q8_K,
+                    .blck = ST_QK_K, .blck_bytes = sizeof(st_block_q2_k)},
+    [ST_DT_Q3_K] = {.name = "q3_k", .ggml_type = ST_GGML_TYPE_Q3_K, .act = ST_DT_Q8_K,
+                    .blck = ST_QK_K, .blck_bytes = sizeof(st_block_q3_k)},
+    [ST_DT_Q4_K] = {.name = "q4_k", .ggml_type = ST_GGML_TYPE_Q4_K, .act = ST_DT_Q8_K,
+                    .blck = ST_QK_K, .blck_bytes = sizeof(st_block_q4_k)},
+    [ST_DT_Q5_K] = {.name = "q5_k", .ggml_type = ST_GGML_TYPE_Q5_K, .act = ST_DT_Q8_K,
+                    .blck = ST_QK_K, .blck_bytes = sizeof(st_block_q5_k)},
+    [ST_DT_Q6_K] = {.name = "q6_k", .ggml_type = ST_GGML_TYPE_Q6_K, .act = ST_DT_Q8_K,
+                    .blck = ST_QK_K, .blck_bytes = sizeof(st_block_q6_k)},
+    [ST_DT_Q8_K] = {.name = "q8_k", .ggml_type = ST_GGML_TYPE_Q8_K, .act = ST_DT_Q8_K,
+                    .blck = ST_QK_K, .blck_bytes = sizeof(st_block_q8_k)},
 };
 
 const st_dtype_info *st_dtype_info_of(st_dtype t)

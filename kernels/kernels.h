@@ -24,6 +24,7 @@
 #define ST_KERNELS_H
 
 #include <assert.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,21 +43,23 @@ typedef enum st_dtype {
     ST_DT_COUNT
 } st_dtype;
 
-/* The ggml/GGUF type numbers of the dtypes above (the numbers in a GGUF
- * tensor table; ggml's enum ggml_type). */
-enum {
-    ST_GGML_F32 = 0,
-    ST_GGML_F16 = 1,
-    ST_GGML_Q4_0 = 2,
-    ST_GGML_Q8_0 = 8,
-    ST_GGML_Q2_K = 10,
-    ST_GGML_Q3_K = 11,
-    ST_GGML_Q4_K = 12,
-    ST_GGML_Q5_K = 13,
-    ST_GGML_Q6_K = 14,
-    ST_GGML_Q8_K = 15,
-    ST_GGML_BF16 = 30,
-};
+/* The ggml/GGUF type numbers of the dtypes above: the numbers of a GGUF
+ * tensor table, named after ggml's enum ggml_type (GGML_TYPE_F32 = 0, ...).
+ * ggml's other types (Q4_1 = 3, Q5_0 = 6, IQ2_XXS = 16, ...) are not
+ * supported. */
+typedef enum st_ggml_type {
+    ST_GGML_TYPE_F32 = 0,
+    ST_GGML_TYPE_F16 = 1,
+    ST_GGML_TYPE_Q4_0 = 2,
+    ST_GGML_TYPE_Q8_0 = 8,
+    ST_GGML_TYPE_Q2_K = 10,
+    ST_GGML_TYPE_Q3_K = 11,
+    ST_GGML_TYPE_Q4_K = 12,
+    ST_GGML_TYPE_Q5_K = 13,
+    ST_GGML_TYPE_Q6_K = 14,
+    ST_GGML_TYPE_Q8_K = 15,
+    ST_GGML_TYPE_BF16 = 30,
+} st_ggml_type;
 
 /* Status codes of the kernel layer (0 = success). */
 enum {
@@ -153,7 +156,7 @@ typedef struct st_dtype_info {
     int64_t blck;       /* elements per block (1 for float types) */
     size_t blck_bytes;  /* bytes per block */
     st_dtype act;       /* dtype activations take in products with it */
-    uint32_t ggml_type; /* the GGUF/ggml type number */
+    uint32_t ggml_type; /* the GGUF/ggml type number (an st_ggml_type) */
 } st_dtype_info;
 
 /* st_dtype_info_of - static description of t (NULL if t is out of range). */
@@ -247,8 +250,19 @@ typedef struct st_kernel_ops {
     int64_t (*argmax)(const float *x, int64_t n);
 } st_kernel_ops;
 
+/* st_kvariant_name - "ref", "avx2", "avx512" (the name field of the
+ * variant's table), or NULL if v is out of range. */
+const char *st_kvariant_name(st_kvariant v);
+
+/* st_kernels_cpu_has - whether this CPU implements the instructions of
+ * variant v (cpuid) and the OS saves their registers (xgetbv), whether or
+ * not this build contains v's table: true for ST_KVAR_REF, false for
+ * ST_KVAR_COUNT and on non-x86 machines for the SIMD variants. */
+bool st_kernels_cpu_has(st_kvariant v);
+
 /* st_kernels_get - the table of variant v, or NULL if v is not compiled in
- * or not supported by this CPU and OS (cpuid and xgetbv). */
+ * or not supported by this CPU and OS (st_kernels_cpu_has). Ignores
+ * STRATA_KERNELS (which only the selectors read). */
 const st_kernel_ops *st_kernels_get(st_kvariant v);
 
 /* st_kernels_select - the fastest supported variant, or the reference when

@@ -4,9 +4,10 @@
  *
  * Design. Conversions are bit-identical to the reference (the tests demand
  * it, and converted files must match llama.cpp's byte for byte): the same
- * float operations in the same order, done 8 lanes at a time, and the
- * reference's own scalar code for tails and for blocks holding a NaN,
- * whose handling in the reference depends on element order. Rounding of
+ * float operations in the same order, done 8 lanes at a time; blocks
+ * holding a NaN, whose handling in the reference depends on element order,
+ * go to the reference's own block quantizers (kernels_ref.h), and tails to
+ * fp16.h's scalar conversions. Rounding of
  * Q8_0 is round-half-away-from-zero like roundf: truncate, then step away
  * from zero when the exact remainder is at least one half.
  * Row operations follow the reference's formulas with vector arithmetic:
@@ -14,14 +15,16 @@
  * recomputes the same values for every head) and rotates with the same
  * multiplications; rmsnorm and softmax keep their double sums (in 4 lanes);
  * softmax and silu use a vector expf (Cephes' polynomial, about 1 ulp),
- * within the tests' 2e-6 / 1e-6 relative bounds. argmax stays scalar (its
- * tie and NaN rules are order-defined, and it runs once per token). */
+ * within the tests' 2e-6 / 1e-6 relative bounds. argmax and the f32
+ * copies are the reference's functions (argmax's tie and NaN rules are
+ * order-defined, and it runs once per token). */
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #include "kernels/fp16.h"
 #include "kernels/kernels_avx2_int.h"
+#include "kernels/kernels_ref.h"
 #include "kernels/kquant.h"
 #include "kernels/variants.h"
 
@@ -86,11 +89,6 @@ static inline int a2_has_nan(const float *x, int64_t n)
 }
 
 /* ---- conversions to float ---- */
-
-static void a2_f32_to_float(const void *src, float *dst, int64_t n)
-{
-    memmove(dst, src, (size_t)n * sizeof(float));
-}
 
 static void a2_f16_to_float(const void *src, float *dst, int64_t n)
 {
@@ -159,11 +157,6 @@ static void a2_q4_0_to_float(const void *src, float *dst, int64_t n)
 
 /* ---- conversions from float ---- */
 
-static void a2_f32_from_float(const float *src, void *dst, int64_t n)
-{
-    memmove(dst, src, (size_t)n * sizeof(float));
-}
-
 static void a2_f16_from_float(const float *src, void *dst, int64_t n)
 {
     uint16_t *d = dst;
@@ -199,63 +192,6 @@ static void a2_bf16_from_float(const float *src, void *dst, int64_t n)
         d[i] = st_f32_to_bf16(src[i]);
 }
 
-/* The reference's scalar quantizers (kernels_ref.c), for blocks with NaN. */
-static int8_t a2_round_q8(float v)
-{
-    if (!(v == v))
-        return 0;
-    float r = roundf(v);
-    if (r > 127.0f)
-        return 127;
-    if (r < -127.0f)
-        return -127;
-    return (int8_t)r;
-}
-
-static void a2_q8_0_block_scalar(const float *x, st_block_q8_0 *b)
-{
-    float amax = 0.0f;
-    for (int j = 0; j < ST_QK; j++) {
-        const float a = fabsf(x[j]);
-        amax = amax > a ? amax : a;
-    }
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b->d = st_f32_to_f16(d);
-    for (int j = 0; j < ST_QK; j++)
-        b->qs[j] = a2_round_q8(x[j] * id);
-}
-
-static uint8_t a2_nibble_q4(float v)
-{
-    const float t = v + 8.5f;
-    if (!(t >= 0.0f))
-        return 0;
-    if (t >= 15.0f)
-        return 15;
-    return (uint8_t)(int)t;
-}
-
-static void a2_q4_0_block_scalar(const float *x, st_block_q4_0 *b)
-{
-    float amax = 0.0f;
-    float max = 0.0f;
-    for (int j = 0; j < ST_QK; j++) {
-        if (amax < fabsf(x[j])) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
-    }
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    b->d = st_f32_to_f16(d);
-    for (int j = 0; j < ST_QK / 2; j++) {
-        const uint8_t lo = a2_nibble_q4(x[j] * id);
-        const uint8_t hi = a2_nibble_q4(x[j + ST_QK / 2] * id);
-        b->qs[j] = (uint8_t)(lo | (hi << 4));
-    }
-}
-
 /* a2_block_amax - max |x| of 32 floats (no NaN among them). */
 static inline float a2_block_amax(const __m256 v[4])
 {
@@ -277,7 +213,7 @@ static void a2_q8_0_from_float(const float *src, void *dst, int64_t n)
     for (int64_t ib = 0; ib < n / ST_QK; ib++) {
         const float *x = src + ib * ST_QK;
         if (a2_has_nan(x, ST_QK)) {
-            a2_q8_0_block_scalar(x, &b[ib]);
+            st_ref_q8_0_block(x, &b[ib]);
             continue;
         }
         __m256 v[4];
@@ -313,7 +249,7 @@ static void a2_q4_0_from_float(const float *src, void *dst, int64_t n)
     for (int64_t ib = 0; ib < n / ST_QK; ib++) {
         const float *x = src + ib * ST_QK;
         if (a2_has_nan(x, ST_QK)) {
-            a2_q4_0_block_scalar(x, &b[ib]);
+            st_ref_q4_0_block(x, &b[ib]);
             continue;
         }
         __m256 v[4];
@@ -550,26 +486,16 @@ static void a2_attn_head(const float *q, const float *k, const float *v, int64_t
     }
 }
 
-static int64_t a2_argmax(const float *x, int64_t n)
-{
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++) {
-        if (x[i] > x[best])
-            best = i;
-    }
-    return best;
-}
-
 static const st_kernel_ops a2_ops = {
     .name = "avx2",
     .variant = ST_KVAR_AVX2,
-    .to_float = {[ST_DT_F32] = a2_f32_to_float, [ST_DT_F16] = a2_f16_to_float,
+    .to_float = {[ST_DT_F32] = st_ref_f32_to_float, [ST_DT_F16] = a2_f16_to_float,
                  [ST_DT_BF16] = a2_bf16_to_float, [ST_DT_Q8_0] = a2_q8_0_to_float,
                  [ST_DT_Q4_0] = a2_q4_0_to_float, [ST_DT_Q2_K] = st_kq_to_float_q2_k,
                  [ST_DT_Q3_K] = st_kq_to_float_q3_k, [ST_DT_Q4_K] = st_kq_to_float_q4_k,
                  [ST_DT_Q5_K] = st_kq_to_float_q5_k, [ST_DT_Q6_K] = st_kq_to_float_q6_k,
                  [ST_DT_Q8_K] = st_kq_to_float_q8_k},
-    .from_float = {[ST_DT_F32] = a2_f32_from_float, [ST_DT_F16] = a2_f16_from_float,
+    .from_float = {[ST_DT_F32] = st_ref_f32_from_float, [ST_DT_F16] = a2_f16_from_float,
                    [ST_DT_BF16] = a2_bf16_from_float, [ST_DT_Q8_0] = a2_q8_0_from_float,
                    [ST_DT_Q4_0] = a2_q4_0_from_float, [ST_DT_Q8_K] = st_kq_from_float_q8_k},
     .mul_mat = {[ST_DT_F32] = avx2_mul_mat_f32, [ST_DT_F16] = avx2_mul_mat_f16,
@@ -585,7 +511,7 @@ static const st_kernel_ops a2_ops = {
     .silu_mul = a2_silu_mul,
     .add = a2_add,
     .attn_head = a2_attn_head,
-    .argmax = a2_argmax,
+    .argmax = st_ref_argmax,
 };
 
 const st_kernel_ops *st_kernels_avx2_table(void) { return &a2_ops; }
@@ -597,13 +523,13 @@ const st_kernel_ops *st_kernels_avx2_table(void) { return &a2_ops; }
 static const st_kernel_ops a5_ops = {
     .name = "avx512",
     .variant = ST_KVAR_AVX512,
-    .to_float = {[ST_DT_F32] = a2_f32_to_float, [ST_DT_F16] = a2_f16_to_float,
+    .to_float = {[ST_DT_F32] = st_ref_f32_to_float, [ST_DT_F16] = a2_f16_to_float,
                  [ST_DT_BF16] = a2_bf16_to_float, [ST_DT_Q8_0] = a2_q8_0_to_float,
                  [ST_DT_Q4_0] = a2_q4_0_to_float, [ST_DT_Q2_K] = st_kq_to_float_q2_k,
                  [ST_DT_Q3_K] = st_kq_to_float_q3_k, [ST_DT_Q4_K] = st_kq_to_float_q4_k,
                  [ST_DT_Q5_K] = st_kq_to_float_q5_k, [ST_DT_Q6_K] = st_kq_to_float_q6_k,
                  [ST_DT_Q8_K] = st_kq_to_float_q8_k},
-    .from_float = {[ST_DT_F32] = a2_f32_from_float, [ST_DT_F16] = a2_f16_from_float,
+    .from_float = {[ST_DT_F32] = st_ref_f32_from_float, [ST_DT_F16] = a2_f16_from_float,
                    [ST_DT_BF16] = a2_bf16_from_float, [ST_DT_Q8_0] = a2_q8_0_from_float,
                    [ST_DT_Q4_0] = a2_q4_0_from_float, [ST_DT_Q8_K] = st_kq_from_float_q8_k},
     .mul_mat = {[ST_DT_F32] = avx2_mul_mat_f32, [ST_DT_F16] = avx2_mul_mat_f16,
@@ -619,7 +545,7 @@ static const st_kernel_ops a5_ops = {
     .silu_mul = a2_silu_mul,
     .add = a2_add,
     .attn_head = a2_attn_head,
-    .argmax = a2_argmax,
+    .argmax = st_ref_argmax,
 };
 
 const st_kernel_ops *st_kernels_avx512_table(void) { return &a5_ops; }

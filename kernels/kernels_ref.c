@@ -19,7 +19,7 @@
  * and activation row, the result cannot depend on the batch size, the row's
  * place in the batch or the [i0, i1) split (batch invariance, INV-7).
  * Nothing here allocates, locks or keeps state. */
-#include "kernels/kernels.h"
+#include "kernels/kernels_ref.h"
 
 #include <math.h>
 #include <string.h>
@@ -30,7 +30,7 @@
 
 /* ---- conversions to float ---- */
 
-static void ref_f32_to_float(const void *src, float *dst, int64_t n)
+void st_ref_f32_to_float(const void *src, float *dst, int64_t n)
 {
     memmove(dst, src, (size_t)n * sizeof(float));
 }
@@ -75,7 +75,7 @@ static void ref_q4_0_to_float(const void *src, float *dst, int64_t n)
 
 /* ---- conversions from float ---- */
 
-static void ref_f32_from_float(const float *src, void *dst, int64_t n)
+void st_ref_f32_from_float(const float *src, void *dst, int64_t n)
 {
     memmove(dst, src, (size_t)n * sizeof(float));
 }
@@ -110,22 +110,25 @@ static int8_t ref_round_q8(float v)
     return (int8_t)r;
 }
 
+void st_ref_q8_0_block(const float *x, st_block_q8_0 *b)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < ST_QK; j++) {
+        const float a = fabsf(x[j]);
+        amax = amax > a ? amax : a;
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b->d = st_f32_to_f16(d);
+    for (int j = 0; j < ST_QK; j++)
+        b->qs[j] = ref_round_q8(x[j] * id);
+}
+
 static void ref_q8_0_from_float(const float *src, void *dst, int64_t n)
 {
     st_block_q8_0 *b = dst;
-    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
-        const float *x = src + ib * ST_QK;
-        float amax = 0.0f;
-        for (int j = 0; j < ST_QK; j++) {
-            const float a = fabsf(x[j]);
-            amax = amax > a ? amax : a;
-        }
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        b[ib].d = st_f32_to_f16(d);
-        for (int j = 0; j < ST_QK; j++)
-            b[ib].qs[j] = ref_round_q8(x[j] * id);
-    }
+    for (int64_t ib = 0; ib < n / ST_QK; ib++)
+        st_ref_q8_0_block(src + ib * ST_QK, &b[ib]);
 }
 
 /* ref_nibble_q4 - ggml's MIN(15, (int8_t)(v + 8.5f)) for v in [-8, 8],
@@ -140,28 +143,31 @@ static uint8_t ref_nibble_q4(float v)
     return (uint8_t)(int)t;
 }
 
+void st_ref_q4_0_block(const float *x, st_block_q4_0 *b)
+{
+    float amax = 0.0f;
+    float max = 0.0f;
+    for (int j = 0; j < ST_QK; j++) {
+        if (amax < fabsf(x[j])) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b->d = st_f32_to_f16(d);
+    for (int j = 0; j < ST_QK / 2; j++) {
+        const uint8_t lo = ref_nibble_q4(x[j] * id);
+        const uint8_t hi = ref_nibble_q4(x[j + ST_QK / 2] * id);
+        b->qs[j] = (uint8_t)(lo | (hi << 4));
+    }
+}
+
 static void ref_q4_0_from_float(const float *src, void *dst, int64_t n)
 {
     st_block_q4_0 *b = dst;
-    for (int64_t ib = 0; ib < n / ST_QK; ib++) {
-        const float *x = src + ib * ST_QK;
-        float amax = 0.0f;
-        float max = 0.0f;
-        for (int j = 0; j < ST_QK; j++) {
-            if (amax < fabsf(x[j])) {
-                amax = fabsf(x[j]);
-                max = x[j];
-            }
-        }
-        const float d = max / -8.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        b[ib].d = st_f32_to_f16(d);
-        for (int j = 0; j < ST_QK / 2; j++) {
-            const uint8_t lo = ref_nibble_q4(x[j] * id);
-            const uint8_t hi = ref_nibble_q4(x[j + ST_QK / 2] * id);
-            b[ib].qs[j] = (uint8_t)(lo | (hi << 4));
-        }
-    }
+    for (int64_t ib = 0; ib < n / ST_QK; ib++)
+        st_ref_q4_0_block(src + ib * ST_QK, &b[ib]);
 }
 
 /* ---- dot products: one output element each ---- */
@@ -409,7 +415,7 @@ static void ref_attn_head(const float *q, const float *k, const float *v, int64_
     }
 }
 
-static int64_t ref_argmax(const float *x, int64_t n)
+int64_t st_ref_argmax(const float *x, int64_t n)
 {
     int64_t best = 0;
     for (int64_t i = 1; i < n; i++) {
@@ -422,13 +428,13 @@ static int64_t ref_argmax(const float *x, int64_t n)
 static const st_kernel_ops ref_ops = {
     .name = "ref",
     .variant = ST_KVAR_REF,
-    .to_float = {[ST_DT_F32] = ref_f32_to_float, [ST_DT_F16] = ref_f16_to_float,
+    .to_float = {[ST_DT_F32] = st_ref_f32_to_float, [ST_DT_F16] = ref_f16_to_float,
                  [ST_DT_BF16] = ref_bf16_to_float, [ST_DT_Q8_0] = ref_q8_0_to_float,
                  [ST_DT_Q4_0] = ref_q4_0_to_float, [ST_DT_Q2_K] = st_kq_to_float_q2_k,
                  [ST_DT_Q3_K] = st_kq_to_float_q3_k, [ST_DT_Q4_K] = st_kq_to_float_q4_k,
                  [ST_DT_Q5_K] = st_kq_to_float_q5_k, [ST_DT_Q6_K] = st_kq_to_float_q6_k,
                  [ST_DT_Q8_K] = st_kq_to_float_q8_k},
-    .from_float = {[ST_DT_F32] = ref_f32_from_float, [ST_DT_F16] = ref_f16_from_float,
+    .from_float = {[ST_DT_F32] = st_ref_f32_from_float, [ST_DT_F16] = ref_f16_from_float,
                    [ST_DT_BF16] = ref_bf16_from_float, [ST_DT_Q8_0] = ref_q8_0_from_float,
                    [ST_DT_Q4_0] = ref_q4_0_from_float, [ST_DT_Q8_K] = st_kq_from_float_q8_k},
     .mul_mat = {[ST_DT_F32] = ref_mul_mat_f32, [ST_DT_F16] = ref_mul_mat_f16,
@@ -444,7 +450,7 @@ static const st_kernel_ops ref_ops = {
     .silu_mul = ref_silu_mul,
     .add = ref_add,
     .attn_head = ref_attn_head,
-    .argmax = ref_argmax,
+    .argmax = st_ref_argmax,
 };
 
 const st_kernel_ops *st_kernels_ref(void) { return &ref_ops; }

@@ -1,4 +1,5 @@
-/* variants.h - private hooks between select.c and the SIMD variants.
+/* variants.h - private hooks between select.c, the SIMD variants and the
+ * wire conversions' selector (convert_ref.c).
  *
  * Each SIMD variant lives in its own translation unit, compiled with the
  * ISA flags it needs, and exposes only a function returning its table (or
@@ -8,7 +9,19 @@
 #ifndef ST_KERNELS_VARIANTS_H
 #define ST_KERNELS_VARIANTS_H
 
+#include <stdbool.h>
+
 #include "kernels/kernels.h"
+
+/* st_kernels_cpu_has_crc_clmul - SSE4.2 (crc32) and PCLMULQDQ in cpuid
+ * (what the x86 wire conversions of convert_x86.c need besides
+ * st_kernels_cpu_has(ST_KVAR_AVX2)); false on non-x86 machines. */
+bool st_kernels_cpu_has_crc_clmul(void);
+
+/* st_kernels_env_forces_ref - whether the environment sets
+ * STRATA_KERNELS=ref (read on each call), which st_kernels_select and
+ * st_convert_select obey. */
+bool st_kernels_env_forces_ref(void);
 
 /* st_kernels_avx2_table - the AVX2+FMA+F16C table, or NULL if this build
  * has none yet. Call only when the CPU and OS support AVX2, FMA and F16C. */

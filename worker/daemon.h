@@ -68,14 +68,11 @@ bool st_daemon_leaving(st_daemon *d, const char **why);
  * NULL is a no-op. */
 void st_daemon_close(st_daemon *d);
 
-/* st_parse_bytes - "123", "64k", "512M", "2G", "1T" (binary multiples)
- * into bytes; ST_EINVAL for anything else or an overflow. */
-st_err st_parse_bytes(const char *s, uint64_t *out);
-
-/* st_mem_available - MemAvailable of /proc/meminfo in bytes. */
+/* st_mem_available - MemAvailable of /proc/meminfo in bytes (procfs.c). */
 st_err st_mem_available(uint64_t *out);
 
-/* st_rss_bytes - the resident set of this process (/proc/self/statm). */
+/* st_rss_bytes - the resident set of this process (/proc/self/statm;
+ * procfs.c). */
 uint64_t st_rss_bytes(void);
 
 #endif

@@ -10,10 +10,11 @@
  *
  * Checks come before use (INV-3), in this order: the envelope (MAC and
  * replay when keyed: a failure is counted and dropped without an answer,
- * INV-5); the StepMeta framing and protobuf; the epoch and plan hash
- * (INV-2: a mismatch computes nothing, is counted, queued for the control
- * thread's StaleReport and answered at once with an ST_EEPOCH StepResult
- * so the scheduler fails the batch instead of waiting for its deadline);
+ * INV-5); the STEP framing and the StepMeta protobuf (common/step.c); the
+ * epoch and plan hash (INV-2: a mismatch computes nothing, is counted,
+ * queued for the control thread's StaleReport and answered at once with an
+ * ST_EEPOCH StepResult so the scheduler fails the batch instead of waiting
+ * for its deadline);
  * then every row (counts, positions, ids, RNG words, sampling parameters);
  * then the activation packet (st_wire_decode checks its own CRC, header
  * and rows, which must equal the meta's). Any failure after the envelope
@@ -44,6 +45,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/cq.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "worker/dp_internal.h"
@@ -55,18 +57,15 @@ st_err st_worker_shared_init(st_worker_shared *sh)
     sh->end_ids = calloc(ST_DP_END_CAP, sizeof *sh->end_ids);
     if (sh->end_ids == NULL)
         return st_errorf(ST_ENOMEM, "EndSessions buffer");
-    pthread_condattr_t ca;
-    if (pthread_mutex_init(&sh->mu, NULL) != 0 || pthread_condattr_init(&ca) != 0) {
+    if (pthread_mutex_init(&sh->mu, NULL) != 0) {
         free(sh->end_ids);
-        return st_errorf(ST_EINTERNAL, "mutex or condition attributes");
+        return st_errorf(ST_EINTERNAL, "mutex of the shared state");
     }
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int rv = pthread_cond_init(&sh->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rv != 0) {
+    st_err e = st_cq_cond_init(&sh->cv);
+    if (e != ST_OK) {
         pthread_mutex_destroy(&sh->mu);
         free(sh->end_ids);
-        return st_errorf(ST_EINTERNAL, "condition variable");
+        return e;
     }
     return ST_OK;
 }
@@ -127,7 +126,7 @@ st_err st_dp_stage_load(const char *path, const st_dp_plan *plan, st_pool *pool,
     s->ids = calloc(T, sizeof *s->ids);
     s->rr = calloc(T, sizeof *s->rr);
     s->rrp = calloc(T, sizeof *s->rrp);
-    s->rng = calloc(T * 4, sizeof *s->rng);
+    s->rng = calloc(T * ST_RNG_WORDS, sizeof *s->rng);
     s->layer_ns = calloc((size_t)(plan->last - plan->first), sizeof *s->layer_ns);
     if (s->hin == NULL || s->hout == NULL || s->brow == NULL || s->wrow == NULL ||
         s->prow == NULL || s->ids == NULL || s->rr == NULL || s->rrp == NULL || s->rng == NULL ||

@@ -1,6 +1,8 @@
 /* dm_internal.h - internals shared by daemon.c (assembly, the control
- * thread's loop, requests to the coordinator) and dm_plan.c (the control
- * server: Prepare, Commit, EndSessions). Not for use outside the daemon. */
+ * thread's loop, requests to the coordinator), dm_rep.c (the control
+ * server: its REP socket and replies, EndSessions, probes), dm_plan.c
+ * (Prepare and Commit) and dm_heartbeat.c (what a HeartbeatReply asks).
+ * Not for use outside the daemon. */
 #ifndef ST_WORKER_DM_INTERNAL_H
 #define ST_WORKER_DM_INTERNAL_H
 
@@ -98,21 +100,37 @@ struct st_daemon {
     const char *leave_reason; /* the Leave's reason ("shutdown" when NULL) */
 };
 
-/* dm_on_rep - handles a completed receive on the control REP (dm_plan.c). */
+/* dm_on_rep - handles a completed receive on the control REP (dm_rep.c). */
 void dm_on_rep(st_daemon *d);
+
+/* Replies on the control REP (dm_rep.c); a failed send is logged. dm_reply
+ * sends m; dm_reply_error an Error of code and msg; dm_reply_ack an Ack;
+ * dm_refuse a Refuse of the plan of epoch for reason (logged too);
+ * dm_ready a Ready of epoch with the resident bytes. */
+void dm_reply(st_daemon *d, const Strata__Msg *m);
+void dm_reply_error(st_daemon *d, st_err code, const char *msg);
+void dm_reply_ack(st_daemon *d);
+void dm_refuse(st_daemon *d, uint64_t epoch, const char *reason);
+void dm_ready(st_daemon *d, uint64_t epoch, uint64_t resident);
+
+/* dm_prepare - checks a Prepare and starts loading its stage, or refuses
+ * it; the reply waits for the loader (dm_plan.c). */
+void dm_prepare(st_daemon *d, const Strata__Prepare *pr);
 
 /* dm_on_loader - replies to the Prepare whose loading ended (dm_plan.c). */
 void dm_on_loader(st_daemon *d);
 
-/* dm_stage_bytes - weight bytes of layers [first, last) with the
- * embedding and head they imply, from the tensor table (dm_plan.c). */
-uint64_t dm_stage_bytes(const st_daemon *d, int64_t first, int64_t last);
+/* dm_commit - publishes the prepared stage of a Commit, or becomes a spare
+ * for an epoch without this worker; replies Ack or Error (dm_plan.c). */
+void dm_commit(st_daemon *d, const Strata__Commit *c);
 
 /* dm_on_heartbeat_reply - a HeartbeatReply: hands its peers to the prober
- * and, when it says leave, leaves (or stays, --stay-after-drain) (dm_plan.c). */
+ * and, when it says leave, leaves (or stays, --stay-after-drain)
+ * (dm_heartbeat.c). */
 void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r);
 
-/* dm_addr_ok - a tcp://, ipc:// or inproc:// URL of 1..255 printable bytes. */
+/* dm_addr_ok - a tcp://, ipc:// or inproc:// URL of 1..255 printable
+ * bytes (dm_plan.c). */
 bool dm_addr_ok(const char *s);
 
 #endif

@@ -1,16 +1,17 @@
-/* dm_plan.c - the worker's control server: Prepare, Commit, EndSessions
- * from the coordinator (docs/cluster.md, "Plans (two phases)"), link
- * probes from other workers (answered at once with a tiny ProbeReply; a
- * payload over 1 MiB is refused), and what a HeartbeatReply asks for
- * (peers to probe, leaving after a drain).
+/* dm_plan.c - the worker's side of the coordinator's plans: Prepare and
+ * Commit (docs/cluster.md, "Plans (two phases)"). The control REP that
+ * receives them is dm_rep.c.
  *
  * Design. A Prepare is checked whole before anything is loaded (INV-3):
  * epoch newer than the current one, a 32-byte plan hash, the model id
  * equal to this worker's file (else Refuse naming both ids), layer ranges
  * contiguous over [0, n_layer), addresses well-formed, limits sane, at
- * most ST_DP_MAX_NEXT workers (replicas) per stage, this worker at most once, boundary dtypes known, and the stage's weights plus
- * a full KV reserve (max_sessions x n_ctx) within the memory budget (else
- * Refuse with the numbers). The stage is then loaded on a loader thread so
+ * most ST_DP_MAX_NEXT workers (replicas) per stage, this worker at most
+ * once, boundary dtypes known, and the stage's weights plus a full KV
+ * reserve (max_sessions x n_ctx) within the memory budget (else Refuse
+ * with the numbers). Those bytes are common/llama.h's
+ * (st_minfo_stage_bytes, st_kv_bytes): the counts the coordinator placed
+ * the stage with. The stage is then loaded on a loader thread so
  * the control thread keeps heart-beating and the data thread keeps serving
  * the old epoch; the Prepare's reply (Ready with the resident bytes, or
  * Refuse with the loader's error) goes out when the loader ends. The REP
@@ -25,76 +26,16 @@
  * The plan hash is recomputed (BLAKE2b-256 of the Plan packed with an empty
  * hash) and a mismatch is logged but tolerated: the hash only has to be
  * the same in the coordinator's and the workers' packets, which it is. */
-#include <ctype.h>
-#include <errno.h>
-#include <signal.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "common/arch.h"
+#include "common/hex.h"
+#include "common/llama.h"
 #include "common/log.h"
-#include "common/msg.h"
 #include "worker/dm_internal.h"
-#include "worker/kv.h"
-
-/* ---- small utilities (daemon.h) ---- */
-
-st_err st_parse_bytes(const char *s, uint64_t *out)
-{
-    if (s == NULL || !isdigit((unsigned char)s[0]))
-        return st_errorf(ST_EINVAL, "'%s' is not a byte count", s ? s : "");
-    errno = 0;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = 0;
-    if (*end != '\0') {
-        const char *u = "kmgt";
-        const char *p = strchr(u, tolower((unsigned char)*end));
-        if (p == NULL || end[1] != '\0')
-            return st_errorf(ST_EINVAL, "'%s' is not a byte count (suffixes: k, M, G, T)", s);
-        shift = 10u * (unsigned)(p - u + 1);
-    }
-    if (errno == ERANGE || (shift > 0 && v > (UINT64_MAX >> shift)))
-        return st_errorf(ST_EINVAL, "byte count '%s' overflows", s);
-    *out = (uint64_t)v << shift;
-    return ST_OK;
-}
-
-st_err st_mem_available(uint64_t *out)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f == NULL)
-        return st_err_errno(errno, "/proc/meminfo");
-    char line[256];
-    unsigned long long kb = 0;
-    bool found = false;
-    while (fgets(line, sizeof line, f) != NULL)
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-            found = true;
-            break;
-        }
-    fclose(f);
-    if (!found)
-        return st_errorf(ST_EMISSING, "/proc/meminfo has no MemAvailable line");
-    *out = (uint64_t)kb * 1024u;
-    return ST_OK;
-}
-
-uint64_t st_rss_bytes(void)
-{
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f == NULL)
-        return 0;
-    unsigned long long size = 0, res = 0;
-    int n = fscanf(f, "%llu %llu", &size, &res);
-    fclose(f);
-    long ps = sysconf(_SC_PAGESIZE);
-    return n == 2 && ps > 0 ? (uint64_t)res * (uint64_t)ps : 0;
-}
 
 bool dm_addr_ok(const char *s)
 {
@@ -108,41 +49,6 @@ bool dm_addr_ok(const char *s)
             return false;
     return strncmp(s, "tcp://", 6) == 0 || strncmp(s, "ipc://", 6) == 0 ||
            strncmp(s, "inproc://", 9) == 0;
-}
-
-uint64_t dm_stage_bytes(const st_daemon *d, int64_t first, int64_t last)
-{
-    bool head = last == d->hp.n_layer;
-    bool tied = st_arch_head_tied(d->g);
-    uint64_t sum = 0;
-    for (uint64_t i = 0; i < st_gguf_n_tensors(d->g); i++) {
-        const st_gguf_tensor *t = st_gguf_tensor_at(d->g, i);
-        int64_t l;
-        switch (st_arch_part_of(t->name, &l)) {
-        case ST_AP_LAYER: /* every tensor of the layer: weights, norms, biases */
-            if (l >= first && l < last)
-                sum += t->nbytes;
-            break;
-        case ST_AP_EMBD:
-            if (first == 0 || (head && tied))
-                sum += t->nbytes;
-            break;
-        case ST_AP_HEAD:
-            if (head)
-                sum += t->nbytes;
-            break;
-        case ST_AP_OTHER:
-            break;
-        }
-    }
-    return sum;
-}
-
-static void dm_hex8(const uint8_t *p, size_t n, char out[17])
-{
-    out[0] = '\0';
-    for (size_t i = 0; i < 8 && i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", p[i]);
 }
 
 /* dm_why - writes a refusal reason; returns ST_EINVAL. */
@@ -170,9 +76,9 @@ static void dm_check_hash(const Strata__Plan *p)
     crypto_generichash(h, sizeof h, buf, n, NULL, 0);
     free(buf);
     if (sodium_memcmp(h, p->plan_hash.data, 32) != 0) {
-        char a[17], b[17];
-        dm_hex8(p->plan_hash.data, p->plan_hash.len, a);
-        dm_hex8(h, 32, b);
+        char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
+        st_hex_short(p->plan_hash.data, p->plan_hash.len, a);
+        st_hex_short(h, 32, b);
         st_log(ST_LOG_WARN, "control", "plan of epoch %llu: hash %s.. is not BLAKE2b-256 of the "
                "plan (%s..); accepted as the plan's name", (unsigned long long)p->epoch, a, b);
     }
@@ -195,9 +101,9 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
     if (p->plan_hash.len != 32)
         return dm_why(why, cap, "plan hash has %zu bytes; 32 expected", p->plan_hash.len);
     if (p->model_id.len != 32 || memcmp(p->model_id.data, d->model_id, 32) != 0) {
-        char a[17], b[17];
-        dm_hex8(p->model_id.data, p->model_id.len, a);
-        dm_hex8(d->model_id, 32, b);
+        char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
+        st_hex_short(p->model_id.data, p->model_id.len, a);
+        st_hex_short(d->model_id, 32, b);
         return dm_why(why, cap, "plan model id %s.. (%zu bytes) differs from this worker's model "
                       "%s.. (%s)", a, p->model_id.len, b, d->cfg.model);
     }
@@ -280,58 +186,6 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
     return ST_OK;
 }
 
-/* ---- replies ---- */
-
-static void dm_reply(st_daemon *d, const Strata__Msg *m)
-{
-    st_err e = st_msg_send(d->rep, &d->env_rep, ST_ENV_CONTROL, m);
-    if (e != ST_OK)
-        st_log(ST_LOG_WARN, "control", "reply (%s) not sent: %s", st_msg_case_name(m),
-               st_errmsg(e));
-}
-
-static void dm_reply_error(st_daemon *d, st_err code, const char *msg)
-{
-    Strata__Msg m;
-    Strata__Error er;
-    st_msg_error(&m, &er, code, msg);
-    dm_reply(d, &m);
-}
-
-static void dm_reply_ack(st_daemon *d)
-{
-    Strata__Ack a = STRATA__ACK__INIT;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_ACK;
-    m.ack = &a;
-    dm_reply(d, &m);
-}
-
-static void dm_refuse(st_daemon *d, uint64_t epoch, const char *reason)
-{
-    st_log(ST_LOG_WARN, "control", "refusing plan of epoch %llu: %s", (unsigned long long)epoch,
-           reason);
-    Strata__Refuse r = STRATA__REFUSE__INIT;
-    r.worker_id = d->worker_id;
-    r.epoch = epoch;
-    r.reason = (char *)reason;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_REFUSE;
-    m.refuse = &r;
-    dm_reply(d, &m);
-}
-
-static void dm_ready(st_daemon *d, uint64_t epoch, uint64_t resident)
-{
-    Strata__Ready r = STRATA__READY__INIT;
-    r.worker_id = d->worker_id;
-    r.epoch = epoch;
-    r.resident_bytes = resident;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_READY;
-    m.ready = &r;
-    dm_reply(d, &m);
-}
 
 /* ---- Prepare ---- */
 
@@ -351,7 +205,7 @@ static void *dm_loader(void *arg)
     return NULL;
 }
 
-static void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
+void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
 {
     char why[600];
     st_dp_plan plan;
@@ -379,7 +233,15 @@ static void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
         dm_ready(d, epoch, 0);
         return;
     }
-    uint64_t w = dm_stage_bytes(d, plan.first, plan.last);
+    st_minfo mi;
+    st_err e = st_minfo_from_gguf(d->g, &mi);
+    if (e != ST_OK) {
+        snprintf(why, sizeof why, "the model's facts: %s", st_errmsg(e));
+        dm_refuse(d, epoch, why);
+        return;
+    }
+    uint64_t w = st_minfo_stage_bytes(&mi, (uint32_t)plan.first, (uint32_t)plan.last);
+    st_minfo_free(&mi);
     uint64_t per = st_kv_bytes(plan.last - plan.first, plan.n_ctx, d->hp.kv_dim);
     uint64_t kv = per * plan.max_sessions;
     if (per == 0 || kv / plan.max_sessions != per || w + kv < w || w + kv > d->memory) {
@@ -438,9 +300,9 @@ static void dm_publish(st_daemon *d, st_dp_stage *s)
     memcpy(d->cur_hash, s->plan.plan_hash, 32);
 }
 
-static void dm_commit(st_daemon *d, const Strata__Commit *c)
+void dm_commit(st_daemon *d, const Strata__Commit *c)
 {
-    char msg[256], a[17], b[17];
+    char msg[256], a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
     unsigned long long ep = (unsigned long long)c->epoch;
     if (c->plan_hash.len != 32) {
         snprintf(msg, sizeof msg, "commit of epoch %llu: plan hash of %zu bytes", ep,
@@ -448,10 +310,10 @@ static void dm_commit(st_daemon *d, const Strata__Commit *c)
         dm_reply_error(d, ST_EINVAL, msg);
         return;
     }
-    dm_hex8(c->plan_hash.data, 32, a);
+    st_hex_short(c->plan_hash.data, 32, a);
     if (d->pending != NULL && d->pending->plan.epoch == c->epoch) {
         if (memcmp(c->plan_hash.data, d->pending->plan.plan_hash, 32) != 0) {
-            dm_hex8(d->pending->plan.plan_hash, 32, b);
+            st_hex_short(d->pending->plan.plan_hash, 32, b);
             snprintf(msg, sizeof msg, "commit of epoch %llu with plan hash %s..; the prepared "
                      "plan's is %s..", ep, a, b);
             dm_reply_error(d, ST_EEPOCH, msg);
@@ -468,7 +330,7 @@ static void dm_commit(st_daemon *d, const Strata__Commit *c)
         if (memcmp(c->plan_hash.data, d->cur_hash, 32) == 0) {
             dm_reply_ack(d); /* a repeated commit */
         } else {
-            dm_hex8(d->cur_hash, 32, b);
+            st_hex_short(d->cur_hash, 32, b);
             snprintf(msg, sizeof msg, "commit of epoch %llu with plan hash %s..; the current "
                      "plan's is %s..", ep, a, b);
             dm_reply_error(d, ST_EEPOCH, msg);
@@ -501,124 +363,3 @@ static void dm_commit(st_daemon *d, const Strata__Commit *c)
     dm_reply_ack(d);
 }
 
-static void dm_end_sessions(st_daemon *d, const Strata__EndSessions *es)
-{
-    pthread_mutex_lock(&d->sh.mu);
-    for (size_t i = 0; i < es->n_session_ids; i++) {
-        if (d->sh.n_end < ST_DP_END_CAP)
-            d->sh.end_ids[d->sh.n_end++] = es->session_ids[i];
-        else
-            d->sh.end_dropped++; /* LRU eviction still bounds the caches */
-    }
-    pthread_mutex_unlock(&d->sh.mu);
-    dm_reply_ack(d);
-}
-
-/* dm_probe - answers a link probe at once with a tiny ProbeReply; a
- * payload over ST_PROBE_MAX_PAYLOAD is refused (probe.h). */
-static void dm_probe(st_daemon *d, const Strata__Probe *pb)
-{
-    if (pb->payload.len > ST_PROBE_MAX_PAYLOAD) {
-        char why[160];
-        snprintf(why, sizeof why, "probe from worker %llu: payload of %zu bytes exceeds %zu",
-                 (unsigned long long)pb->worker_id, pb->payload.len, ST_PROBE_MAX_PAYLOAD);
-        d->ctl_bad++;
-        dm_reply_error(d, ST_ERANGE, why);
-        return;
-    }
-    Strata__ProbeReply pr = STRATA__PROBE_REPLY__INIT;
-    pr.seq = pb->seq;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_PROBE_REPLY;
-    m.probe_reply = &pr;
-    dm_reply(d, &m);
-}
-
-void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r)
-{
-    if (d->probe != NULL) {
-        st_probe_peer *pp = calloc(ST_PROBE_MAX_PEERS, sizeof *pp);
-        size_t n = 0;
-        for (size_t i = 0; pp != NULL && i < r->n_peers && n < ST_PROBE_MAX_PEERS; i++) {
-            const Strata__Peer *q = r->peers[i];
-            if (q->worker_id == 0 || q->worker_id == d->worker_id || !dm_addr_ok(q->ctl_addr) ||
-                strlen(q->ctl_addr) >= ST_PROBE_ADDR_MAX)
-                continue; /* INV-3: only well-formed peers are dialled */
-            pp[n].id = q->worker_id;
-            snprintf(pp[n].addr, sizeof pp[n].addr, "%s", q->ctl_addr);
-            n++;
-        }
-        if (pp != NULL)
-            st_probe_set_peers(d->probe, d->worker_id, pp, n);
-        free(pp);
-    }
-    if (!r->leave || d->stopping)
-        return;
-    const char *why = r->reason && r->reason[0] ? r->reason : "drained";
-    if (d->cfg.stay_after_drain) {
-        if (!d->told_stay)
-            st_log(ST_LOG_INFO, "control", "drained at epoch %llu (%s); staying as a spare "
-                   "(--stay-after-drain): `strata drain %llu --undo` makes it placeable again",
-                   (unsigned long long)r->drain_epoch, why, (unsigned long long)d->worker_id);
-        d->told_stay = true;
-        return;
-    }
-    pthread_mutex_lock(&d->leave_mu);
-    bool first = !d->self_leave;
-    d->self_leave = true;
-    snprintf(d->leave_why, sizeof d->leave_why, "drained at epoch %llu: %s",
-             (unsigned long long)r->drain_epoch, why);
-    pthread_mutex_unlock(&d->leave_mu);
-    if (!first)
-        return;
-    d->leave_reason = "drained";
-    st_log(ST_LOG_INFO, "control", "drained at epoch %llu (%s): leaving the cluster",
-           (unsigned long long)r->drain_epoch, why);
-    if (d->cfg.leave_signal > 0)
-        kill(getpid(), d->cfg.leave_signal); /* main() shuts down and exits 0 */
-}
-
-void dm_on_rep(st_daemon *d)
-{
-    int rv = nng_aio_result(d->rep_aio);
-    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
-        return; /* shutting down */
-    if (rv != 0) {
-        st_log(ST_LOG_WARN, "control", "control receive: %s", nng_strerror(rv));
-        nng_recv_aio(d->rep, d->rep_aio);
-        return;
-    }
-    nng_msg *msg = nng_aio_get_msg(d->rep_aio);
-    nng_aio_set_msg(d->rep_aio, NULL);
-    Strata__Msg *m = NULL;
-    st_err e = st_msg_unpack(&d->env_rep, ST_ENV_CONTROL, msg, &m, NULL);
-    nng_msg_free(msg);
-    if (e == ST_EAUTH) { /* dropped unanswered and counted (INV-5) */
-        st_log(ST_LOG_WARN, "control", "control message dropped: %s", st_errmsg(e));
-    } else if (e != ST_OK) {
-        char why[400];
-        snprintf(why, sizeof why, "%s", st_errmsg(e));
-        d->ctl_bad++;
-        st_log(ST_LOG_WARN, "control", "bad control message: %s", why);
-        dm_reply_error(d, e, why);
-    } else if (d->stopping) {
-        dm_reply_error(d, ST_ECLOSED, "the worker is shutting down");
-    } else if (m->body_case == STRATA__MSG__BODY_PREPARE) {
-        dm_prepare(d, m->prepare);
-    } else if (m->body_case == STRATA__MSG__BODY_COMMIT) {
-        dm_commit(d, m->commit);
-    } else if (m->body_case == STRATA__MSG__BODY_END_SESSIONS) {
-        dm_end_sessions(d, m->end_sessions);
-    } else if (m->body_case == STRATA__MSG__BODY_PROBE) {
-        dm_probe(d, m->probe);
-    } else {
-        char why[160];
-        snprintf(why, sizeof why, "unexpected %s on a worker's control socket",
-                 st_msg_case_name(m));
-        d->ctl_bad++;
-        dm_reply_error(d, ST_EPROTO, why);
-    }
-    st_msg_free(m);
-    if (!d->rep_waiting)
-        nng_recv_aio(d->rep, d->rep_aio);
-}

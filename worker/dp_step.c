@@ -10,8 +10,10 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/hex.h"
 #include "common/log.h"
 #include "common/msg.h"
+#include "common/step.h"
 #include "worker/dp_internal.h"
 
 /* dp_warn - a warning about bad input, at most one a second (the others
@@ -106,13 +108,21 @@ static void dp_result_error(st_dataplane *dp, uint64_t epoch, uint64_t batch_id,
 }
 
 /* dp_fail - answers a batch that cannot be served with an error result
- * naming this worker, its stage and the detail recorded with code;
+ * naming this worker, its stage, code and the reason formatted from fmt;
  * counts it as a bad packet when the input was at fault. */
-static void dp_fail(st_dataplane *dp, uint64_t epoch, uint64_t batch_id, st_err code, bool bad)
+static void dp_fail(st_dataplane *dp, uint64_t epoch, uint64_t batch_id, bool bad, st_err code,
+                    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void dp_fail(st_dataplane *dp, uint64_t epoch, uint64_t batch_id, bool bad, st_err code,
+                    const char *fmt, ...)
 {
-    char msg[640];
-    snprintf(msg, sizeof msg, "worker %s stage %d: %s", dp->name,
-             dp->cur != NULL ? dp->cur->plan.index : -1, st_errmsg(code));
+    char why[512], msg[640];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(msg, sizeof msg, "worker %s stage %d: %s%s%s", dp->name,
+             dp->cur != NULL ? dp->cur->plan.index : -1, st_strerror(code), why[0] ? ": " : "",
+             why);
     if (bad) {
         pthread_mutex_lock(&dp->sh->mu);
         dp->sh->c.bad_packets++;
@@ -121,13 +131,6 @@ static void dp_fail(st_dataplane *dp, uint64_t epoch, uint64_t batch_id, st_err 
     dp_warn(dp, "batch %llu of epoch %llu failed: %s", (unsigned long long)batch_id,
             (unsigned long long)epoch, msg);
     dp_result_error(dp, epoch, batch_id, code, msg);
-}
-
-static void dp_hex8(const uint8_t *p, size_t n, char out[17])
-{
-    out[0] = '\0';
-    for (size_t i = 0; i < 8 && i < n; i++)
-        snprintf(out + 2 * i, 3, "%02x", p[i]);
 }
 
 /* dp_stale - INV-2: a batch of another epoch or plan. Nothing is computed;
@@ -139,9 +142,9 @@ static void dp_stale(st_dataplane *dp, const Strata__StepMeta *m)
     uint64_t cur = s != NULL ? s->plan.epoch : 0;
     char msg[192];
     if (s != NULL && m->epoch == cur) {
-        char a[17], b[17];
-        dp_hex8(m->plan_hash.data, m->plan_hash.len, a);
-        dp_hex8(s->plan.plan_hash, ST_WIRE_PLAN_HASH_SIZE, b);
+        char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
+        st_hex_short(m->plan_hash.data, m->plan_hash.len, a);
+        st_hex_short(s->plan.plan_hash, ST_WIRE_PLAN_HASH_SIZE, b);
         snprintf(msg, sizeof msg, "epoch %llu refused: current epoch %llu (plan hash %s.. is not %s..)",
                  (unsigned long long)m->epoch, (unsigned long long)cur, a, b);
     } else {
@@ -167,17 +170,6 @@ static void dp_stale(st_dataplane *dp, const Strata__StepMeta *m)
     pthread_mutex_unlock(&sh->mu);
     dp_warn(dp, "batch %llu: %s", (unsigned long long)m->batch_id, msg);
     dp_result_error(dp, m->epoch, m->batch_id, ST_EEPOCH, msg);
-}
-
-static st_sampler_params dp_params(const Strata__Sampling *s)
-{
-    if (s == NULL)
-        return st_sampler_params_default();
-    st_sampler_params p = {
-        .temp = s->temp, .top_k = s->top_k, .top_p = s->top_p, .min_p = s->min_p,
-        .repeat_penalty = s->repeat_penalty, .repeat_last_n = s->repeat_last_n, .seed = s->seed,
-    };
-    return p;
 }
 
 static int dp_cmp_u64(const void *a, const void *b)
@@ -261,15 +253,12 @@ static st_err dp_check(st_dp_stage *s, const Strata__StepMeta *m, size_t pkt_len
             return e;
         if (!r->sample)
             continue;
-        if (r->n_rng != 4)
-            return st_errorf(ST_EINVAL, "row %zu (session %llu): rng has %zu words; 4 are "
-                             "required", i, sid, r->n_rng);
-        st_sampler_params sp = dp_params(r->sampling);
-        if ((e = st_sampler_params_validate(&sp)) != ST_OK) {
-            char d[256];
-            snprintf(d, sizeof d, "%s", st_errdetail());
-            return st_errorf(e, "row %zu (session %llu): %s", i, sid, d);
-        }
+        if (r->n_rng != ST_RNG_WORDS)
+            return st_errorf(ST_EINVAL, "row %zu (session %llu): rng has %zu words; %d are "
+                             "required", i, sid, r->n_rng, ST_RNG_WORDS);
+        st_sampler_params sp;
+        if ((e = st_sampling_from_pb(r->sampling, &sp)) != ST_OK)
+            return st_errwrap(e, "row %zu (session %llu)", i, sid);
         if (r->n_history > p->n_ctx)
             return st_errorf(ST_ERANGE, "row %zu (session %llu): history of %zu ids exceeds the "
                              "context of %u", i, sid, r->n_history, p->n_ctx);
@@ -305,7 +294,7 @@ static st_err dp_input(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta 
     st_wire_expect ex = {
         .epoch = p->epoch, .plan_hash = p->plan_hash, .stage = (uint16_t)p->index,
         .hidden = (uint32_t)s->n_embd, .max_tokens = p->max_tokens,
-        .dtype_mask = 1u << p->in_dtype, .key = NULL,
+        .dtype_mask = 1u << p->in_dtype,
     };
     st_wire_hdr h;
     st_err e = st_wire_decode(dp->wire, pkt, len, &ex, &h, s->prow, p->max_tokens, s->hin,
@@ -359,10 +348,8 @@ static st_err dp_bind(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta *
                 return st_errorf(e, "no KV slot for session %llu: this batch uses all %u slots",
                                  sid, dp->ses.cap);
             if (x->kv == NULL && (e = st_stage_kv_alloc(s->ctx, p->n_ctx, &x->kv)) != ST_OK) {
-                char d[256];
-                snprintf(d, sizeof d, "%s", st_errdetail());
                 st_sessions_end(&dp->ses, r->session_id);
-                return st_errorf(e, "KV cache of session %llu: %s", sid, d);
+                return st_errwrap(e, "KV cache of session %llu", sid);
             }
             if (r->pos == 0)
                 st_kv_reset(x->kv);
@@ -401,7 +388,7 @@ static st_err dp_forward(st_dataplane *dp, st_dp_stage *s, size_t n_rows, uint64
 /* dp_send_step - encodes the hidden states for the next stage and sends
  * STEP{meta as received, packet} on; *clamps gets the f16 clamp count. */
 static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta *m,
-                           const uint8_t *meta, uint32_t ml, uint64_t *clamps)
+                           const st_step_parts *in, uint64_t *clamps)
 {
     const st_dp_plan *p = &s->plan;
     uint32_t k = dp_route_at(m, (uint32_t)p->index + 1); /* checked by dp_check_route */
@@ -425,36 +412,25 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
     st_wire_opts o = {
         .dtype = p->out_dtype, .zstd_level = p->zstd ? ST_WIRE_ZSTD_DEFAULT_LEVEL : 0,
         .plane_split = p->zstd && (p->out_dtype == ST_WIRE_F16 || p->out_dtype == ST_WIRE_BF16),
-        .key = NULL,
     };
     size_t bound, len;
     st_err e = st_wire_encode_size(&h, s->wrow, &o, &bound);
     if (e != ST_OK)
         return e;
-    if (bound > ST_ENV_MAX_BODY - 4 - (size_t)ml)
-        return st_errorf(ST_ERANGE, "STEP frame of batch %llu would exceed %u bytes",
-                         (unsigned long long)m->batch_id, ST_ENV_MAX_BODY);
-    size_t cap = 4 + (size_t)ml + bound;
-    nng_msg *out;
-    int rv = nng_msg_alloc(&out, st_env_size(&dp->tx, cap));
-    if (rv != 0)
-        return st_err_nng(rv, "STEP frame");
-    uint8_t *buf = nng_msg_body(out);
-    uint8_t *b = buf + ST_ENV_HDR;
-    for (int i = 0; i < 4; i++)
-        b[i] = (uint8_t)(ml >> (8 * i));
-    memcpy(b + 4, meta, ml);
+    st_step_out so; /* the meta as received, then this stage's packet */
+    if ((e = st_step_begin(&dp->tx, in->meta, in->meta_len, bound, &so)) != ST_OK)
+        return st_errwrap(e, "batch %llu", (unsigned long long)m->batch_id);
     st_wire_stats st;
-    e = st_wire_encode_buf(&h, s->wrow, s->hout, &o, dp->wire, b + 4 + ml, bound, &len, &st);
-    if (e == ST_OK)
-        e = st_env_seal(&dp->tx, ST_ENV_STEP, buf, 4 + ml + len);
-    if (e == ST_OK && len < bound && (rv = nng_msg_chop(out, bound - len)) != 0)
-        e = st_err_nng(rv, "STEP frame");
+    e = st_wire_encode_buf(&h, s->wrow, s->hout, &o, dp->wire, so.pkt, bound, &len, &st);
     if (e != ST_OK) {
-        nng_msg_free(out);
+        st_step_abort(&so);
         return e;
     }
+    nng_msg *out;
+    if ((e = st_step_finish(&dp->tx, &so, len, &out)) != ST_OK)
+        return e;
     *clamps = st.n_clamped;
+    int rv;
     if ((rv = nng_sendmsg(dp->push_next[k], out, 0)) != 0) { /* a successful send takes it */
         nng_msg_free(out);
         return st_errorf(ST_ENNG, "sending batch %llu to %s: %s", (unsigned long long)m->batch_id,
@@ -477,24 +453,23 @@ static st_err dp_send_results(st_dataplane *dp, st_dp_stage *s, const Strata__St
         if (!r->sample)
             continue;
         float *lg = s->hout + i * nv;
-        st_sampler_params sp = dp_params(r->sampling);
+        st_sampler_params sp;
         st_rng rng;
-        memcpy(rng.s, r->rng, sizeof rng.s);
+        memcpy(rng.s, r->rng, sizeof rng.s); /* ST_RNG_WORDS words: checked by dp_check */
         memcpy(s->lrow, lg, nv * sizeof(float)); /* the penalty modifies its input */
         int32_t tok;
-        st_err e = st_sample(&sp, &rng, s->lrow, nv, r->history, r->n_history, &s->scratch, &tok);
-        if (e != ST_OK) {
-            char d[256];
-            snprintf(d, sizeof d, "%s", st_errdetail());
-            return st_errorf(e, "sampling row %zu (session %llu): %s", i,
-                             (unsigned long long)r->session_id, d);
-        }
+        st_err e = st_sampling_from_pb(r->sampling, &sp);
+        if (e == ST_OK)
+            e = st_sample(&sp, &rng, s->lrow, nv, r->history, r->n_history, &s->scratch, &tok);
+        if (e != ST_OK)
+            return st_errwrap(e, "sampling row %zu (session %llu)", i,
+                              (unsigned long long)r->session_id);
         Strata__RowResult *x = &s->rr[n];
         strata__row_result__init(x);
         x->session_id = r->session_id;
         x->token = tok;
-        x->n_rng = 4;
-        x->rng = s->rng + 4 * n;
+        x->n_rng = ST_RNG_WORDS;
+        x->rng = s->rng + ST_RNG_WORDS * n;
         memcpy(x->rng, rng.s, sizeof rng.s);
         if (r->want_logits) {
             x->n_logits = nv;
@@ -526,8 +501,7 @@ static st_err dp_send_results(st_dataplane *dp, st_dp_stage *s, const Strata__St
 }
 
 /* dp_step - one checked batch of the current epoch. */
-static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const uint8_t *meta, uint32_t ml,
-                    const uint8_t *pkt, size_t pkt_len)
+static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const st_step_parts *in)
 {
     st_dp_stage *s = dp->cur;
     if (s == NULL || m->epoch != s->plan.epoch || m->plan_hash.len != ST_WIRE_PLAN_HASH_SIZE ||
@@ -536,9 +510,9 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const uint8_t *
         return;
     }
     if (s->model == NULL) {
-        st_errorf(ST_EPROTO, "this worker has no stage in epoch %llu (spare)",
-                  (unsigned long long)s->plan.epoch);
-        dp_fail(dp, m->epoch, m->batch_id, ST_EPROTO, true);
+        dp_fail(dp, m->epoch, m->batch_id, true, ST_EPROTO,
+                "this worker has no stage in epoch %llu (spare)",
+                (unsigned long long)s->plan.epoch);
         return;
     }
     uint64_t t0 = st_now_ns(), compute_ns = 0, clamps = 0;
@@ -546,9 +520,9 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const uint8_t *
     dp->sh->in_flight = 1;
     pthread_mutex_unlock(&dp->sh->mu);
     bool computed = false, bad = true;
-    st_err e = dp_check(s, m, pkt_len);
+    st_err e = dp_check(s, m, in->pkt_len);
     if (e == ST_OK)
-        e = dp_input(dp, s, m, pkt, pkt_len);
+        e = dp_input(dp, s, m, in->pkt, in->pkt_len);
     if (e == ST_OK) {
         bad = false;
         /* sessions the scheduler ended before this batch: their slots may
@@ -565,10 +539,10 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const uint8_t *
         if (s->is_last)
             e = dp_send_results(dp, s, m, (double)compute_ns / 1e6);
         else
-            e = dp_send_step(dp, s, m, meta, ml, &clamps);
+            e = dp_send_step(dp, s, m, in, &clamps);
     }
     if (e != ST_OK)
-        dp_fail(dp, m->epoch, m->batch_id, e, bad);
+        dp_fail(dp, m->epoch, m->batch_id, bad, e, "%s", st_errdetail());
     pthread_mutex_lock(&dp->sh->mu);
     st_worker_shared *sh = dp->sh;
     sh->in_flight = 0;
@@ -584,19 +558,9 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const uint8_t *
 
 void dp_frame(st_dataplane *dp, nng_msg *msg)
 {
-    st_env_frame f;
-    st_err e = st_env_open(&dp->rx, nng_msg_body(msg), nng_msg_len(msg), &f);
-    if (e == ST_OK && f.kind != ST_ENV_STEP)
-        e = st_errorf(ST_EPROTO, "frame of kind %d on the data socket", (int)f.kind);
-    uint32_t ml = 0;
-    if (e == ST_OK && f.body_len < 4)
-        e = st_errorf(ST_ETRUNC, "STEP frame of %zu bytes has no meta length", f.body_len);
-    if (e == ST_OK) {
-        ml = (uint32_t)f.body[0] | (uint32_t)f.body[1] << 8 | (uint32_t)f.body[2] << 16 |
-             (uint32_t)f.body[3] << 24;
-        if (ml > f.body_len - 4)
-            e = st_errorf(ST_ETRUNC, "STEP meta of %u bytes in a body of %zu", ml, f.body_len);
-    }
+    st_step_parts in;
+    uint64_t sender;
+    st_err e = st_step_open(&dp->rx, nng_msg_body(msg), nng_msg_len(msg), &in, &sender);
     if (e != ST_OK) { /* no batch id to answer to: count and drop (INV-5 for ST_EAUTH) */
         pthread_mutex_lock(&dp->sh->mu);
         if (e == ST_EAUTH)
@@ -607,13 +571,11 @@ void dp_frame(st_dataplane *dp, nng_msg *msg)
         dp_warn(dp, "frame dropped: %s", st_errmsg(e));
         return;
     }
-    Strata__StepMeta *m = strata__step_meta__unpack(NULL, ml, f.body + 4);
-    if (m == NULL) {
-        st_errorf(ST_EFORMAT, "malformed StepMeta (%u bytes) from sender %llu", ml,
-                  (unsigned long long)f.sender);
-        dp_fail(dp, dp->cur != NULL ? dp->cur->plan.epoch : 0, 0, ST_EFORMAT, true);
+    Strata__StepMeta *m;
+    if ((e = st_step_meta_unpack(&in, sender, &m)) != ST_OK) {
+        dp_fail(dp, dp->cur != NULL ? dp->cur->plan.epoch : 0, 0, true, e, "%s", st_errdetail());
         return;
     }
-    dp_step(dp, m, f.body + 4, ml, f.body + 4 + ml, f.body_len - 4 - ml);
-    strata__step_meta__free_unpacked(m, NULL);
+    dp_step(dp, m, &in);
+    st_step_meta_free(m);
 }

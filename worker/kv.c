@@ -3,17 +3,6 @@
 
 #include <stdlib.h>
 
-size_t st_kv_bytes(int64_t n_layers, int64_t n_ctx, int64_t kv_dim)
-{
-    if (n_layers <= 0 || n_ctx <= 0 || kv_dim <= 0)
-        return 0;
-    unsigned __int128 b = (unsigned __int128)n_layers * (uint64_t)n_ctx * (uint64_t)kv_dim *
-                          sizeof(float) * 2u;
-    if (b > (unsigned __int128)SIZE_MAX / 2)
-        return 0;
-    return (size_t)b;
-}
-
 st_err st_kv_alloc(int64_t n_layers, int64_t n_ctx, int64_t kv_dim, st_kv **out)
 {
     *out = NULL;

@@ -4,7 +4,8 @@
  * n_head_kv * head_dim), so one KV head of consecutive positions is a
  * strided run of rows. The cache records how many positions are filled;
  * a forward pass may append at n_filled or rewrite from an earlier
- * position (teacher forcing, re-prefill), never leave a gap. */
+ * position (teacher forcing, re-prefill), never leave a gap. Its size is
+ * st_kv_bytes (common/llama.h), the one count the coordinator reserves. */
 #ifndef ST_KV_H
 #define ST_KV_H
 
@@ -12,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/llama.h" /* st_kv_bytes: the bytes of a cache */
 
 typedef struct st_kv {
     int64_t n_layers; /* layers of the owning stage */
@@ -28,9 +30,6 @@ st_err st_kv_alloc(int64_t n_layers, int64_t n_ctx, int64_t kv_dim, st_kv **out)
 
 /* st_kv_free - frees; NULL is a no-op. */
 void st_kv_free(st_kv *kv);
-
-/* st_kv_bytes - bytes a cache of these dimensions takes (0 on overflow). */
-size_t st_kv_bytes(int64_t n_layers, int64_t n_ctx, int64_t kv_dim);
 
 /* st_kv_reset - forgets every position (the memory is reused). */
 void st_kv_reset(st_kv *kv);

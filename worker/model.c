@@ -7,11 +7,11 @@
  * before the engine sees a pointer: every tensor the stage needs must
  * exist, have a supported type, and have exactly the shape the
  * hyperparameters imply; norms and biases must be f32. Key and tensor
- * names come from common/arch.h. A missing key or tensor is
+ * names come from common/arch.h, the hyperparameters from common/llama.h
+ * (st_hparams_from_gguf). A missing key or tensor is
  * ST_EMISSING, a contradicting shape ST_ESHAPE, each naming the culprit. */
 #include "worker/model.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,10 +20,6 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "kernels/repack.h"
-
-/* Defaults of optional keys (llama.cpp's). */
-#define MODEL_DEFAULT_CTX 2048
-#define MODEL_DEFAULT_ROPE_BASE 10000.0f
 
 struct st_model {
     st_gguf *owned;       /* the file, if we opened it */
@@ -41,82 +37,6 @@ struct st_model {
     void *r8_buf;         /* the repacked matrices (st_model_repack), or NULL */
     size_t r8_len;
 };
-
-static st_err model_get_i64(const st_gguf *g, const char *key, int64_t *out, bool required,
-                            int64_t dflt)
-{
-    uint64_t v;
-    st_err e = st_gguf_get_u64(g, key, &v);
-    if (e == ST_EMISSING && !required) {
-        *out = dflt;
-        st_errclear();
-        return ST_OK;
-    }
-    if (e != ST_OK)
-        return e;
-    if (v == 0 || v > (1ull << 31))
-        return st_errorf(ST_ERANGE, "key '%s' = %llu is out of range 1..2^31", key,
-                         (unsigned long long)v);
-    *out = (int64_t)v;
-    return ST_OK;
-}
-
-st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
-{
-    memset(hp, 0, sizeof *hp);
-    const st_arch *a;
-    st_err e = st_arch_from_gguf(g, &a);
-    if (e != ST_OK)
-        return e;
-    hp->arch = a;
-    hp->rope = a->rope;
-    char k[ST_AK_COUNT][ST_ARCH_NAME_MAX];
-    for (int i = 0; i < ST_AK_COUNT; i++)
-        st_arch_key_name(a, (st_arch_key)i, k[i]);
-    if ((e = model_get_i64(g, k[ST_AK_EMBEDDING_LENGTH], &hp->n_embd, true, 0)) ||
-        (e = model_get_i64(g, k[ST_AK_BLOCK_COUNT], &hp->n_layer, true, 0)) ||
-        (e = model_get_i64(g, k[ST_AK_HEAD_COUNT], &hp->n_head, true, 0)) ||
-        (e = model_get_i64(g, k[ST_AK_FEED_FORWARD_LENGTH], &hp->n_ff, true, 0)) ||
-        (e = model_get_i64(g, k[ST_AK_HEAD_COUNT_KV], &hp->n_head_kv, false, hp->n_head)) ||
-        (e = model_get_i64(g, k[ST_AK_CONTEXT_LENGTH], &hp->n_ctx_train, false,
-                           MODEL_DEFAULT_CTX)))
-        return e;
-    if (hp->n_embd % hp->n_head != 0)
-        return st_errorf(ST_ESHAPE, "embedding_length %lld is not a multiple of head_count %lld",
-                         (long long)hp->n_embd, (long long)hp->n_head);
-    if (hp->n_head % hp->n_head_kv != 0)
-        return st_errorf(ST_ESHAPE, "head_count %lld is not a multiple of head_count_kv %lld",
-                         (long long)hp->n_head, (long long)hp->n_head_kv);
-    hp->head_dim = hp->n_embd / hp->n_head;
-    hp->kv_dim = hp->n_head_kv * hp->head_dim;
-    if ((e = model_get_i64(g, k[ST_AK_ROPE_DIMENSION_COUNT], &hp->n_rot, false, hp->head_dim)))
-        return e;
-    if (hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0)
-        return st_errorf(ST_ESHAPE, "rope.dimension_count %lld must be even and <= head dim %lld",
-                         (long long)hp->n_rot, (long long)hp->head_dim);
-    hp->rope_base = MODEL_DEFAULT_ROPE_BASE;
-    e = st_gguf_get_f32(g, k[ST_AK_ROPE_FREQ_BASE], &hp->rope_base);
-    if (e == ST_EMISSING)
-        st_errclear();
-    else if (e != ST_OK)
-        return e;
-    if ((e = st_gguf_get_f32(g, k[ST_AK_RMS_EPS], &hp->rms_eps)))
-        return e;
-    if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f))
-        return st_errorf(ST_ERANGE, "layer_norm_rms_epsilon %g is not in (0, 1)",
-                         (double)hp->rms_eps);
-    if (!(hp->rope_base > 0.0f && isfinite(hp->rope_base)))
-        return st_errorf(ST_ERANGE, "rope.freq_base %g is not positive and finite",
-                         (double)hp->rope_base);
-    /* vocab: from the key if present, else from the embedding's shape */
-    const st_gguf_tensor *te = st_arch_find(g, ST_AT_TOKEN_EMBD, 0);
-    if (te == NULL)
-        return st_errorf(ST_EMISSING, "tensor '%s' is missing",
-                         st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, k[0]));
-    if ((e = model_get_i64(g, k[ST_AK_VOCAB_SIZE], &hp->n_vocab, false, te->ne[1])))
-        return e;
-    return ST_OK;
-}
 
 /* model_tensor - finds name and checks its dims equal (ne0, ne1). */
 static st_err model_tensor(st_model *m, const char *name, int64_t ne0, int64_t ne1,

@@ -1,7 +1,8 @@
 /* model.h - a llama-family model, or the part of it that one stage needs.
  *
  * The architectures are those of common/arch.h (llama, qwen2): their key
- * and tensor names, optional q/k/v biases and rope layout come from there.
+ * and tensor names, optional q/k/v biases and rope layout come from there;
+ * the hyperparameters (st_hparams) are read by common/llama.h.
  *
  * st_model_open() maps a GGUF file, reads and checks the hyperparameters,
  * and binds the tensors of the layer range [first, last): the token
@@ -20,25 +21,9 @@
 #include "common/arch.h"
 #include "common/err.h"
 #include "common/gguf.h"
+#include "common/llama.h"
 #include "common/pool.h"
 #include "kernels/kernels.h"
-
-typedef struct st_hparams {
-    const st_arch *arch; /* the architecture's row of common/arch.h */
-    st_rope_layout rope; /* pairing of rotated dims (arch->rope) */
-    int64_t n_embd;      /* model width */
-    int64_t n_layer;     /* blocks */
-    int64_t n_head;      /* query heads */
-    int64_t n_head_kv;   /* key/value heads (GQA when < n_head) */
-    int64_t head_dim;    /* n_embd / n_head */
-    int64_t kv_dim;      /* n_head_kv * head_dim */
-    int64_t n_ff;        /* FFN width */
-    int64_t n_vocab;     /* vocabulary */
-    int64_t n_ctx_train; /* context the model was trained for */
-    int64_t n_rot;       /* rotated dims per head (rope.dimension_count) */
-    float rope_base;     /* rope.freq_base */
-    float rms_eps;       /* attention.layer_norm_rms_epsilon */
-} st_hparams;
 
 /* A weight matrix mapping n_in inputs to n_out outputs: n_out rows of
  * row_bytes bytes, each n_in elements of dtype (GGUF ne0 = n_in). */
@@ -67,13 +52,6 @@ typedef struct st_layer {
 } st_layer;
 
 typedef struct st_model st_model;
-
-/* st_hparams_from_gguf - reads the hyperparameters of g and checks them
- * (a supported architecture without rope scaling: st_arch_from_gguf;
- * required keys present, heads dividing the width, KV heads dividing
- * heads, rotated dims even and within a head, positive finite epsilon and
- * base). */
-st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp);
 
 /* st_model_open - maps path and binds the tensors of layers [first, last)
  * (see the file comment). last < 0 means n_layer. */

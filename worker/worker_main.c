@@ -20,6 +20,7 @@
 
 #include "common/exposure.h"
 #include "common/log.h"
+#include "common/units.h"
 #include "worker/daemon.h"
 
 static void wm_usage(FILE *f)

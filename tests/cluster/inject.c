@@ -23,6 +23,7 @@
 
 #include "common/envelope.h"
 #include "common/msg.h"
+#include "common/step.h"
 
 static int inj_usage(void)
 {
@@ -247,21 +248,17 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_ste
     row.n_tok = 1;
     row.tokens = &tok;
     row.n_tokens = 1;
-    size_t ml = strata__step_meta__get_packed_size(&meta);
-    size_t body = 4 + ml;
-    size_t n = st_env_size(env, body);
-    uint8_t *buf = calloc(1, n);
-    uint8_t *p = buf + ST_ENV_HDR;
-    p[0] = (uint8_t)ml;
-    p[1] = (uint8_t)(ml >> 8);
-    p[2] = (uint8_t)(ml >> 16);
-    p[3] = (uint8_t)(ml >> 24);
-    strata__step_meta__pack(&meta, p + 4);
-    st_env_seal(env, ST_ENV_STEP, buf, body);
+    nng_msg *msg;
+    st_err e = st_step_pack(env, &meta, &msg);
+    if (e != ST_OK) {
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+        nng_close(s);
+        return 1;
+    }
     if (o->bad_mac)
-        buf[n - 1] ^= 0x5a;
-    int rc = inj_send_raw(s, buf, n);
-    free(buf);
+        ((uint8_t *)nng_msg_body(msg))[nng_msg_len(msg) - 1] ^= 0x5a;
+    int rc = inj_send_raw(s, nng_msg_body(msg), nng_msg_len(msg));
+    nng_msg_free(msg);
     nng_msleep(200); /* let the message leave before the socket closes */
     nng_close(s);
     if (rc == 0)

@@ -12,7 +12,7 @@ static int32_t fake_next(const int32_t *ctx, uint32_t n)
     return (int32_t)(3 + h % (V - 3)); /* never BOS/EOS/UNK */
 }
 
-static void rng_step(const uint64_t in[4], uint64_t out[4])
+static void rng_step(const uint64_t in[ST_RNG_WORDS], uint64_t out[ST_RNG_WORDS])
 {
     for (int i = 0; i < 4; i++)
         out[i] = in[i] * 6364136223846793005ull + 1442695040888963407ull;
@@ -20,7 +20,7 @@ static void rng_step(const uint64_t in[4], uint64_t out[4])
 
 /* fake_run - runs batch b; fills res (and rng storage) for sampled rows. */
 size_t fake_run(fake *f, const st_sched_batch *b, st_sched_result_row *res,
-                       uint64_t (*rng)[4])
+                       uint64_t (*rng)[ST_RNG_WORDS])
 {
     size_t n = 0;
     for (uint32_t i = 0; i < b->n_rows; i++) {
@@ -80,7 +80,7 @@ int drive(st_sched *s, fake *f, uint64_t *now, int max_steps,
                  void (*fault)(st_sched *, int, const st_sched_batch *, void *), void *arg)
 {
     st_sched_result_row res[64];
-    uint64_t rng[64][4];
+    uint64_t rng[64][ST_RNG_WORDS];
     int steps = 0;
     for (; steps < max_steps; steps++) {
         const st_sched_batch *b;
@@ -131,7 +131,7 @@ void reference(const int32_t *p, size_t n, uint32_t max, int32_t *out, uint32_t 
 void fake_complete(st_sched *s, fake *f, const st_sched_batch *b, uint64_t now)
 {
     st_sched_result_row res[64];
-    uint64_t rng[64][4];
+    uint64_t rng[64][ST_RNG_WORDS];
     size_t n = fake_run(f, b, res, rng);
     ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, now), ST_OK);
 }

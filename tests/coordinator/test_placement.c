@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "common/gguf.h"
-#include "coordinator/minfo.h"
+#include "common/llama.h"
 #include "coordinator/placement.h"
 
 #define BIG (1ull << 40)

@@ -51,7 +51,7 @@ START_TEST(client_session_reuses_kv)
     ck_assert_int_eq(b->rows[0].tokens[1], 7);
     ck_assert_int_eq(b->rows[0].tokens[2], 8);
     st_sched_result_row res[4];
-    uint64_t rng[4][4];
+    uint64_t rng[4][ST_RNG_WORDS];
     size_t n = fake_run(&f, b, res, rng);
     ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, now), ST_OK);
     drive(s, &f, &now, 100, NULL, NULL);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/units.h"
 #include "coordinator/planner_pb.h"
 #include "coordinator/workers_file.h"
 
@@ -190,18 +191,18 @@ END_TEST
 START_TEST(byte_counts)
 {
     uint64_t v;
-    ck_assert_int_eq(st_wfile_parse_bytes("123", &v), ST_OK);
+    ck_assert_int_eq(st_parse_bytes("123", &v), ST_OK);
     ck_assert_uint_eq(v, 123);
-    ck_assert_int_eq(st_wfile_parse_bytes("16G", &v), ST_OK);
+    ck_assert_int_eq(st_parse_bytes("16G", &v), ST_OK);
     ck_assert_uint_eq(v, 16ull << 30);
-    ck_assert_int_eq(st_wfile_parse_bytes("1.5T", &v), ST_OK);
+    ck_assert_int_eq(st_parse_bytes("1.5T", &v), ST_OK);
     ck_assert_uint_eq(v, 3ull << 39);
-    ck_assert_int_eq(st_wfile_parse_bytes("4k", &v), ST_OK);
+    ck_assert_int_eq(st_parse_bytes("4k", &v), ST_OK);
     ck_assert_uint_eq(v, 4096);
-    ck_assert_int_eq(st_wfile_parse_bytes("", &v), ST_EINVAL);
-    ck_assert_int_eq(st_wfile_parse_bytes("-1", &v), ST_EINVAL);
-    ck_assert_int_eq(st_wfile_parse_bytes("5GB", &v), ST_EINVAL);
-    ck_assert_int_eq(st_wfile_parse_bytes("1e30", &v), ST_EINVAL);
+    ck_assert_int_eq(st_parse_bytes("", &v), ST_EINVAL);
+    ck_assert_int_eq(st_parse_bytes("-1", &v), ST_EINVAL);
+    ck_assert_int_eq(st_parse_bytes("5GB", &v), ST_EINVAL);
+    ck_assert_int_eq(st_parse_bytes("1e30", &v), ST_EINVAL);
 }
 END_TEST
 

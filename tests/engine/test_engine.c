@@ -251,6 +251,10 @@ END_TEST
 
 int main(void)
 {
+    /* the loops run each model with eng_ops(0) and eng_ops(1) */
+    printf("engine: kernels run: %s and %s (the one st_kernels_select picks)\n", eng_ops(0)->name,
+           eng_ops(1)->name);
+    fflush(stdout);
     Suite *s = suite_create("engine");
     TCase *tc = tcase_create("engine");
     tcase_set_timeout(tc, 600);

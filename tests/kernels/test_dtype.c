@@ -6,6 +6,7 @@
 
 #include "kernels/kernels.h"
 #include "tests/kernels/tk_suites.h"
+#include "tests/kernels/tk_util.h"
 
 /* ---- dtype table ---- */
 
@@ -100,11 +101,10 @@ START_TEST(test_select)
     ck_assert_int_eq(setenv("STRATA_KERNELS", "ref", 1), 0);
     ck_assert_ptr_eq(st_kernels_select(0), ref);
     unsetenv("STRATA_KERNELS");
-    for (int v = 0; v < ST_KVAR_COUNT; v++) {
-        const st_kernel_ops *ops = st_kernels_get((st_kvariant)v);
-        if (ops == NULL)
-            continue;
-        ck_assert_int_eq(ops->variant, v);
+    for (int i = 0; i < tk_variant_count(); i++) {
+        const st_kernel_ops *ops = tk_variant(i);
+        ck_assert_ptr_eq(st_kernels_get(ops->variant), ops);
+        ck_assert_str_eq(ops->name, st_kvariant_name(ops->variant));
         for (int t = 0; t < TK_N_PLAIN_DTYPES; t++) {
             ck_assert_ptr_nonnull(ops->to_float[t]);
             ck_assert_ptr_nonnull(ops->from_float[t]);
@@ -137,5 +137,6 @@ Suite *tk_dtype_suite(void)
     tcase_add_test(tc, test_row_size);
     tcase_add_test(tc, test_select);
     suite_add_tcase(s, tc);
+    suite_add_tcase(s, tk_variants_tcase());
     return s;
 }

@@ -1,15 +1,18 @@
-/* test_kernels.c - unit tests of kernels/: dtypes, conversions and every op.
+/* test_kernels.c - unit tests of kernels/: conversions and the row and
+ * element-wise ops; main runs every suite of the 'kernels' test.
  *
- * Every op test runs over each variant st_kernels_get returns (the
- * reference, and SIMD tables once they exist), against a double-precision
- * oracle with a per-dtype bound, so a new variant is checked without new
- * test code. Conversions must be bit-exact across variants, and the Q8_0 /
- * Q4_0 / F16 converters must reproduce the shared synth-s files (written by
- * llama.cpp's tools from the same values as synth-s-f32.gguf) byte for byte;
- * a minimal GGUF reader (tk_gguf.c) finds the tensors. The dtype table
- * and variant selection are tested in test_dtype.c, the K-quants in
- * test_kquant.c (and against llama.cpp's dequantization in
- * test_kquant_oracle.c); main runs the four suites. */
+ * Every op test runs over each variant st_kernels_get returns on this
+ * machine (tk_util.h: none is skipped silently, a supported variant
+ * without a table fails, and each suite prints which variants it runs),
+ * against a double-precision oracle with a per-dtype bound, so a new
+ * variant is checked without new test code. Conversions must be bit-exact
+ * across variants, and the Q8_0 / Q4_0 / F16 converters must reproduce the
+ * shared synth-s files (written by llama.cpp's tools from the same values
+ * as synth-s-f32.gguf) byte for byte; a minimal GGUF reader (tk_gguf.c)
+ * finds the tensors. The other suites: the dtype table, variant selection
+ * and the variant list (test_dtype.c), the products (test_mul_mat.c), the
+ * K-quants (test_kquant.c, and against llama.cpp's dequantization in
+ * test_kquant_oracle.c). */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -21,43 +24,9 @@
 #include "kernels/kernels.h"
 #include "tests/kernels/tk_gguf.h"
 #include "tests/kernels/tk_suites.h"
-
-/* ---- deterministic random numbers ---- */
-
-typedef struct tk_rng {
-    uint64_t s;
-} tk_rng;
-
-static uint64_t tk_next(tk_rng *r)
-{
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* tk_unif - uniform in [-1, 1). */
-static float tk_unif(tk_rng *r) { return (float)((double)(tk_next(r) >> 11) * 0x1p-52 - 1.0); }
-
-static void tk_fill(tk_rng *r, float *x, int64_t n, float scale)
-{
-    for (int64_t i = 0; i < n; i++)
-        x[i] = tk_unif(r) * scale;
-}
-
-static void *tk_alloc(size_t n)
-{
-    void *p = calloc(1, n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
+#include "tests/kernels/tk_util.h"
 
 static int tk_is_nan(float f) { return f != f; }
-
-/* The dtypes the generic op tests below cover: the float types and the
- * 32-element block types, each with a from_float. The K-quants (256-value
- * super-blocks, no weight quantizer) are tested in test_kquant.c. */
-#define TK_N_PLAIN TK_N_PLAIN_DTYPES
 
 /* ---- f16 / bf16 conversions (each variant) ---- */
 
@@ -77,9 +46,7 @@ static uint16_t tk_to_bf16(const st_kernel_ops *ops, float f)
 
 START_TEST(test_f16_convert)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     static const struct {
         float f;
         uint16_t h;
@@ -123,9 +90,7 @@ END_TEST
 
 START_TEST(test_bf16_convert)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     static const struct {
         float f;
         uint16_t h;
@@ -168,9 +133,7 @@ END_TEST
 
 START_TEST(test_quant_error_bounds)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     const int64_t n = 32 * 64;
     tk_rng r = {7};
     float *x = tk_alloc(n * sizeof(float)), *y = tk_alloc(n * sizeof(float));
@@ -243,7 +206,8 @@ static void tk_check_file_bytes(const st_kernel_ops *ops, const char *file, st_d
         if (q->type != want)
             continue;
         const tk_tensor *f = tk_gguf_find(&gf, q->name);
-        ck_assert_msg(f != NULL && f->type == 0 && f->nelem == q->nelem && f->ne0 == q->ne0,
+        ck_assert_msg(f != NULL && f->type == ST_GGML_TYPE_F32 && f->nelem == q->nelem &&
+                          f->ne0 == q->ne0,
                       "%s: no matching f32 tensor", q->name);
         size_t rs;
         ck_assert_int_eq(st_row_size(t, q->ne0, &rs), ST_K_OK);
@@ -274,265 +238,10 @@ static void tk_check_file_bytes(const st_kernel_ops *ops, const char *file, st_d
 
 START_TEST(test_quant_matches_llama_cpp)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     tk_check_file_bytes(ops, "synth-s-q8_0.gguf", ST_DT_Q8_0);
     tk_check_file_bytes(ops, "synth-s-q4_0.gguf", ST_DT_Q4_0);
     tk_check_file_bytes(ops, "synth-s-f16.gguf", ST_DT_F16);
-}
-END_TEST
-
-/* ---- mul_mat ---- */
-
-typedef struct tk_mm {
-    st_dtype t, act;
-    int64_t n, rows, nx;
-    size_t w_stride, x_stride;
-    unsigned char *w, *x; /* in t, resp. act */
-    float *wf, *xf;       /* dequantized (exact values the kernel sees) */
-} tk_mm;
-
-static void tk_mm_init(tk_mm *m, const st_kernel_ops *ops, st_dtype t, int64_t n, int64_t rows,
-                       int64_t nx, uint64_t seed)
-{
-    tk_rng r = {seed};
-    m->t = t;
-    m->act = st_dtype_info_of(t)->act;
-    m->n = n;
-    m->rows = rows;
-    m->nx = nx;
-    ck_assert_int_eq(st_row_size(t, n, &m->w_stride), ST_K_OK);
-    ck_assert_int_eq(st_row_size(m->act, n, &m->x_stride), ST_K_OK);
-    m->w = tk_alloc(m->w_stride * rows);
-    m->x = tk_alloc(m->x_stride * nx);
-    m->wf = tk_alloc(sizeof(float) * n * rows);
-    m->xf = tk_alloc(sizeof(float) * n * nx);
-    float *tmp = tk_alloc(sizeof(float) * n);
-    for (int64_t i = 0; i < rows; i++) {
-        tk_fill(&r, tmp, n, 0.1f);
-        ops->from_float[t](tmp, m->w + i * m->w_stride, n);
-        ops->to_float[t](m->w + i * m->w_stride, m->wf + i * n, n);
-    }
-    for (int64_t j = 0; j < nx; j++) {
-        tk_fill(&r, tmp, n, 2.0f);
-        ops->from_float[m->act](tmp, m->x + j * m->x_stride, n);
-        ops->to_float[m->act](m->x + j * m->x_stride, m->xf + j * n, n);
-    }
-    free(tmp);
-}
-
-static void tk_mm_free(tk_mm *m)
-{
-    free(m->w);
-    free(m->x);
-    free(m->wf);
-    free(m->xf);
-}
-
-/* tk_mm_bound - allowed |y - exact| given sum_k |w_k x_k|: the reference's
- * own order is tight (f16/bf16: exact products summed in double, so one
- * final rounding; Q8_0/Q4_0: one rounding per block); other variants may
- * accumulate in float. */
-static double tk_mm_bound(const st_kernel_ops *ops, st_dtype t, int64_t n, double sumabs,
-                          double exact)
-{
-    if (ops->variant == ST_KVAR_REF && (t == ST_DT_F16 || t == ST_DT_BF16))
-        return 0x1p-24 * fabs(exact) + (double)n * 0x1p-52 * sumabs + 1e-30; /* one rounding */
-    const double u = 0x1p-24;
-    double c;
-    if (ops->variant != ST_KVAR_REF)
-        c = 2.0 * (double)n * u;
-    else if (t == ST_DT_F32)
-        c = 1.01 * (double)n * u;
-    else
-        c = 2.0 * ((double)(n / 32) + 1.0) * u;
-    return c * sumabs + 1e-30;
-}
-
-START_TEST(test_mul_mat_accuracy)
-{
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
-    const int64_t ns[] = {32, 256, 768};
-    for (int t = 0; t < TK_N_PLAIN; t++) {
-        for (size_t k = 0; k < 3; k++) {
-            tk_mm m;
-            const int64_t n = ns[k], rows = 13, nx = 3;
-            tk_mm_init(&m, ops, (st_dtype)t, n, rows, nx, 100 + (uint64_t)t * 10 + k);
-            float *y = tk_alloc(sizeof(float) * rows * nx);
-            ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, y, rows);
-            for (int64_t j = 0; j < nx; j++) {
-                for (int64_t i = 0; i < rows; i++) {
-                    double s = 0.0, sa = 0.0;
-                    for (int64_t c = 0; c < n; c++) {
-                        const double p = (double)m.wf[i * n + c] * (double)m.xf[j * n + c];
-                        s += p;
-                        sa += fabs(p);
-                    }
-                    const double e = fabs((double)y[j * rows + i] - s);
-                    ck_assert_msg(e <= tk_mm_bound(ops, (st_dtype)t, n, sa, s),
-                                  "%s %s n=%ld y[%ld][%ld]=%.9g exact %.9g (err %g, sumabs %g)",
-                                  ops->name, st_dtype_info_of((st_dtype)t)->name, (long)n,
-                                  (long)j, (long)i, (double)y[j * rows + i], s, e, sa);
-                }
-            }
-            free(y);
-            tk_mm_free(&m);
-        }
-    }
-}
-END_TEST
-
-START_TEST(test_mul_mat_batch_invariance)
-{
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
-    for (int t = 0; t < TK_N_PLAIN; t++) {
-        tk_mm m;
-        const int64_t n = 256, rows = 37, nx = 5, ys = rows + 3;
-        tk_mm_init(&m, ops, (st_dtype)t, n, rows, nx, 900 + (uint64_t)t);
-        float *full = tk_alloc(sizeof(float) * ys * nx);
-        float *one = tk_alloc(sizeof(float) * rows);
-        float *perm = tk_alloc(sizeof(float) * ys * nx);
-        float *split = tk_alloc(sizeof(float) * ys * nx);
-        unsigned char *xp = tk_alloc(m.x_stride * nx);
-        ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, full, ys);
-        /* each row alone (nx = 1) */
-        for (int64_t j = 0; j < nx; j++) {
-            ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x + j * m.x_stride, m.x_stride, 1, one,
-                            rows);
-            ck_assert_msg(memcmp(one, full + j * ys, sizeof(float) * rows) == 0,
-                          "%s %s: row %ld differs alone vs in batch", ops->name,
-                          st_dtype_info_of((st_dtype)t)->name, (long)j);
-        }
-        /* rows rotated to other places in the batch */
-        for (int64_t j = 0; j < nx; j++)
-            memcpy(xp + ((j + 2) % nx) * m.x_stride, m.x + j * m.x_stride, m.x_stride);
-        ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, xp, m.x_stride, nx, perm, ys);
-        for (int64_t j = 0; j < nx; j++)
-            ck_assert(memcmp(perm + ((j + 2) % nx) * ys, full + j * ys, sizeof(float) * rows) == 0);
-        /* output rows split in uneven ranges */
-        const int64_t cuts[] = {0, 1, 8, 9, 30, rows};
-        for (size_t c = 0; c + 1 < sizeof(cuts) / sizeof(cuts[0]); c++)
-            ops->mul_mat[t](n, m.w, m.w_stride, cuts[c], cuts[c + 1], m.x, m.x_stride, nx, split,
-                            ys);
-        for (int64_t j = 0; j < nx; j++)
-            ck_assert(memcmp(split + j * ys, full + j * ys, sizeof(float) * rows) == 0);
-        free(full);
-        free(one);
-        free(perm);
-        free(split);
-        free(xp);
-        tk_mm_free(&m);
-    }
-}
-END_TEST
-
-/* Prefill shapes: wide rows (5632 = TinyLlama's FFN) and more activation
- * rows than one tile (70 > 64), so the blocked paths of the SIMD variants
- * run. Q8_0/Q4_0 variants must equal the reference bit for bit (integer
- * block sums); float dtypes stay within their bound. Every activation row
- * must also equal its own 1-row product (batch invariance). */
-START_TEST(test_mul_mat_wide)
-{
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    const st_kernel_ops *ref = st_kernels_ref();
-    if (ops == NULL)
-        return;
-    for (int t = 0; t < TK_N_PLAIN; t++) {
-        tk_mm m;
-        const int64_t n = 5632, rows = 19, nx = 70;
-        tk_mm_init(&m, ref, (st_dtype)t, n, rows, nx, 4242 + (uint64_t)t);
-        float *y = tk_alloc(sizeof(float) * rows * nx);
-        float *yr = tk_alloc(sizeof(float) * rows * nx);
-        float *one = tk_alloc(sizeof(float) * rows);
-        ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, y, rows);
-        ref->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, yr, rows);
-        for (int64_t j = 0; j < nx; j++) {
-            ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x + j * m.x_stride, m.x_stride, 1,
-                            one, rows);
-            ck_assert_msg(memcmp(one, y + j * rows, sizeof(float) * rows) == 0,
-                          "%s %s: row %ld differs alone vs in a batch of %ld", ops->name,
-                          st_dtype_info_of((st_dtype)t)->name, (long)j, (long)nx);
-            for (int64_t i = 0; i < rows; i++) {
-                if (t == ST_DT_Q8_0 || t == ST_DT_Q4_0) {
-                    ck_assert_msg(y[j * rows + i] == yr[j * rows + i],
-                                  "%s %s: y[%ld][%ld] %.9g != reference %.9g", ops->name,
-                                  st_dtype_info_of((st_dtype)t)->name, (long)j, (long)i,
-                                  (double)y[j * rows + i], (double)yr[j * rows + i]);
-                } else {
-                    double s = 0.0, sa = 0.0;
-                    for (int64_t c = 0; c < n; c++) {
-                        const double p = (double)m.wf[i * n + c] * (double)m.xf[j * n + c];
-                        s += p;
-                        sa += fabs(p);
-                    }
-                    ck_assert(fabs((double)y[j * rows + i] - s) <=
-                              tk_mm_bound(ops, (st_dtype)t, n, sa, s));
-                }
-            }
-        }
-        free(y);
-        free(yr);
-        free(one);
-        tk_mm_free(&m);
-    }
-}
-END_TEST
-
-/* Every batch size a step can have (1..12 activation rows) against 23
- * weight rows (groups of 8 and of 4 plus a tail of 3), whole and split at
- * uneven places: each path of the quantized variants (one row, 8-row
- * decode, 4-row small batch, panel) and each switch between them must
- * equal the reference bit for bit, and every row must equal its own
- * 1-row product. Float dtypes must equal their own 1-row products. */
-START_TEST(test_mul_mat_small_batches)
-{
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    const st_kernel_ops *ref = st_kernels_ref();
-    if (ops == NULL)
-        return;
-    for (int t = 0; t < TK_N_PLAIN; t++) {
-        const int exact = t == ST_DT_Q8_0 || t == ST_DT_Q4_0;
-        const int64_t n = 1056, rows = 23, nxmax = 12;
-        tk_mm m;
-        tk_mm_init(&m, ref, (st_dtype)t, n, rows, nxmax, 7000 + (uint64_t)t);
-        float *y = tk_alloc(sizeof(float) * rows * nxmax);
-        float *yr = tk_alloc(sizeof(float) * rows * nxmax);
-        float *ys = tk_alloc(sizeof(float) * rows * nxmax);
-        float *one = tk_alloc(sizeof(float) * rows);
-        for (int64_t nx = 1; nx <= nxmax; nx++) {
-            ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, y, rows);
-            ref->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x, m.x_stride, nx, yr, rows);
-            const int64_t cuts[] = {0, 3, 7, 16, 20, rows};
-            for (int c = 0; c + 1 < 6; c++)
-                ops->mul_mat[t](n, m.w, m.w_stride, cuts[c], cuts[c + 1], m.x, m.x_stride, nx, ys,
-                                rows);
-            for (int64_t j = 0; j < nx; j++) {
-                ops->mul_mat[t](n, m.w, m.w_stride, 0, rows, m.x + j * m.x_stride, m.x_stride, 1,
-                                one, rows);
-                ck_assert_msg(memcmp(one, y + j * rows, sizeof(float) * rows) == 0,
-                              "%s %s: row %ld alone differs from the batch of %ld", ops->name,
-                              st_dtype_info_of((st_dtype)t)->name, (long)j, (long)nx);
-                ck_assert_msg(memcmp(ys + j * rows, y + j * rows, sizeof(float) * rows) == 0,
-                              "%s %s: split ranges differ (row %ld of %ld)", ops->name,
-                              st_dtype_info_of((st_dtype)t)->name, (long)j, (long)nx);
-                if (exact)
-                    ck_assert_msg(memcmp(yr + j * rows, y + j * rows, sizeof(float) * rows) == 0,
-                                  "%s %s: row %ld of a batch of %ld differs from the reference",
-                                  ops->name, st_dtype_info_of((st_dtype)t)->name, (long)j,
-                                  (long)nx);
-            }
-        }
-        free(y);
-        free(yr);
-        free(ys);
-        free(one);
-        tk_mm_free(&m);
-    }
 }
 END_TEST
 
@@ -540,9 +249,7 @@ END_TEST
 
 START_TEST(test_rmsnorm)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     tk_rng r = {42};
     const int64_t n = 256;
     float x[256], w[256], y[256];
@@ -567,9 +274,7 @@ END_TEST
 
 START_TEST(test_rope)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     const int64_t n_head = 3, head_dim = 64;
     const int64_t n_rots[] = {64, 32};
     const int64_t poss[] = {0, 3, 300};
@@ -612,9 +317,7 @@ START_TEST(test_rope_neox)
     /* NEOX pairing (i, i + n_rot/2) against double math, and bit-identical
      * to the reference in every variant; n_rot 40: a tail of 4 pairs after
      * the 8-wide SIMD steps, and 24 untouched dims per head */
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     const int64_t n_head = 3, head_dim = 64;
     const int64_t n_rots[] = {64, 40};
     const int64_t poss[] = {0, 3, 300};
@@ -666,9 +369,7 @@ static void tk_softmax_exact(const float *x, double *p, int64_t n)
 
 START_TEST(test_softmax_silu_add)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     tk_rng r = {9};
     const int64_t n = 300;
     float x[300], g[300], u[300], y[300];
@@ -700,9 +401,7 @@ END_TEST
 
 START_TEST(test_attn_head)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     tk_rng r = {11};
     const int64_t head_dim = 32, stride = 64, n_kvs[] = {1, 7, 100};
     float q[32], out[32], kbuf[100 * 64], vbuf[100 * 64], scores[100], sc[100];
@@ -737,9 +436,7 @@ END_TEST
 
 START_TEST(test_argmax)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     const float a[] = {1.0f, 3.0f, 3.0f, 2.0f};
     ck_assert_int_eq(ops->argmax(a, 4), 1);
     const float b[] = {-5.0f, -5.0f, -5.0f};
@@ -760,17 +457,15 @@ END_TEST
 
 START_TEST(test_variant_conversions_match_ref)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
+    const st_kernel_ops *ops = tk_variant(_i); /* _i >= 1: a SIMD variant */
     const st_kernel_ops *ref = st_kernels_ref();
-    if (ops == NULL || ops == ref)
-        return;
     const int64_t n = 32 * 40;
     tk_rng r = {77};
     float *x = tk_alloc(n * 4), *a = tk_alloc(n * 4), *b = tk_alloc(n * 4);
     unsigned char *qa = tk_alloc(n * 4), *qb = tk_alloc(n * 4);
     for (int64_t i = 0; i < n; i++)
         x[i] = tk_unif(&r) * ldexpf(1.0f, (int)(i % 61) - 30);
-    for (int t = 0; t < TK_N_PLAIN; t++) {
+    for (int t = 0; t < TK_N_PLAIN_DTYPES; t++) {
         size_t rs;
         ck_assert_int_eq(st_row_size((st_dtype)t, n, &rs), ST_K_OK);
         ref->from_float[t](x, qa, n);
@@ -793,36 +488,32 @@ END_TEST
 static Suite *kernels_suite(void)
 {
     Suite *s = suite_create("kernels");
-    /* every op test runs once per variant index; absent variants return early */
+    tk_variants_print("kernels");
+    const int nv = tk_variant_count();
+    /* every op test runs once per variant present (tk_variant(_i)) */
     TCase *tc = tcase_create("ops");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, test_f16_convert, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_bf16_convert, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_quant_error_bounds, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_quant_matches_llama_cpp, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_mul_mat_accuracy, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_mul_mat_batch_invariance, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_mul_mat_wide, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_mul_mat_small_batches, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_rmsnorm, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_rope, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_rope_neox, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_softmax_silu_add, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_attn_head, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_argmax, 0, ST_KVAR_COUNT);
-    tcase_add_loop_test(tc, test_variant_conversions_match_ref, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_f16_convert, 0, nv);
+    tcase_add_loop_test(tc, test_bf16_convert, 0, nv);
+    tcase_add_loop_test(tc, test_quant_error_bounds, 0, nv);
+    tcase_add_loop_test(tc, test_quant_matches_llama_cpp, 0, nv);
+    tcase_add_loop_test(tc, test_rmsnorm, 0, nv);
+    tcase_add_loop_test(tc, test_rope, 0, nv);
+    tcase_add_loop_test(tc, test_rope_neox, 0, nv);
+    tcase_add_loop_test(tc, test_softmax_silu_add, 0, nv);
+    tcase_add_loop_test(tc, test_attn_head, 0, nv);
+    tcase_add_loop_test(tc, test_argmax, 0, nv);
+    /* against the reference: the variants after it */
+    tcase_add_loop_test(tc, test_variant_conversions_match_ref, 1, nv);
     suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    for (int v = 0; v < ST_KVAR_COUNT; v++) {
-        const st_kernel_ops *ops = st_kernels_get((st_kvariant)v);
-        printf("variant %d: %s\n", v, ops ? ops->name : "(not available)");
-    }
     SRunner *sr = srunner_create(tk_dtype_suite());
     srunner_add_suite(sr, kernels_suite());
+    srunner_add_suite(sr, tk_mul_mat_suite());
     srunner_add_suite(sr, tq_kquant_suite());
     srunner_add_suite(sr, tqo_oracle_suite());
     srunner_run_all(sr, CK_NORMAL);

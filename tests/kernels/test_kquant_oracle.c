@@ -20,6 +20,7 @@
 #include "kernels/kernels.h"
 #include "tests/kernels/tk_gguf.h"
 #include "tests/kernels/tk_suites.h"
+#include "tests/kernels/tk_util.h"
 
 #ifndef TQO_DATA_DIR
 #error "TQO_DATA_DIR (tests/kernels/data) must be defined by the build"
@@ -138,11 +139,7 @@ static int tqo_check_file(const st_kernel_ops *ops, const char *file, const cJSO
 
 START_TEST(test_dequant_equals_llama_cpp)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL) {
-        printf("kquant oracle: variant %d not available on this CPU\n", _i);
-        return;
-    }
+    const st_kernel_ops *ops = tk_variant(_i);
     cJSON *root = tqo_load_json();
     const cJSON *files = cJSON_GetObjectItemCaseSensitive(root, "files");
     ck_assert(cJSON_IsObject(files));
@@ -165,9 +162,10 @@ END_TEST
 Suite *tqo_oracle_suite(void)
 {
     Suite *s = suite_create("kquant_oracle");
+    tk_variants_print("kquant_oracle");
     TCase *tc = tcase_create("kquant_oracle");
     tcase_set_timeout(tc, 300);
-    tcase_add_loop_test(tc, test_dequant_equals_llama_cpp, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_dequant_equals_llama_cpp, 0, tk_variant_count());
     suite_add_tcase(s, tc);
     return s;
 }

@@ -13,21 +13,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/repack.h"
-
-static uint64_t tr_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static void *tr_alloc(size_t n)
-{
-    void *p = malloc(n ? n : 1);
-    ck_assert_ptr_nonnull(p);
-    return p;
-}
+#include "tests/kernels/tk_util.h"
 
 typedef struct tr_mat {
     st_dtype t;
@@ -47,14 +33,15 @@ static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, 
     m->nx = nx;
     ck_assert_int_eq(st_row_size(t, n, &m->ws), ST_K_OK);
     ck_assert_int_eq(st_row_size(ST_DT_Q8_0, n, &m->xs), ST_K_OK);
-    m->w = tr_alloc(m->ws * (size_t)rows);
-    m->wr = tr_alloc(m->ws * (size_t)rows);
-    m->x = tr_alloc(m->xs * (size_t)nx);
-    float *tmp = tr_alloc(sizeof(float) * (size_t)n);
-    uint64_t s = seed;
+    m->w = tk_alloc(m->ws * (size_t)rows);
+    m->wr = tk_alloc(m->ws * (size_t)rows);
+    m->x = tk_alloc(m->xs * (size_t)nx);
+    float *tmp = tk_alloc(sizeof(float) * (size_t)n);
+    tk_rng r = {seed};
     for (int64_t i = 0; i < rows + nx; i++) {
         for (int64_t k = 0; k < n; k++)
-            tmp[k] = (float)((double)(tr_next(&s) >> 11) * 0x1p-53 - 0.5) * (i < rows ? 0.2f : 4.0f);
+            tmp[k] = (float)((double)(tk_next(&r) >> 11) * 0x1p-53 - 0.5) *
+                     (i < rows ? 0.2f : 4.0f);
         if (i < rows)
             ref->from_float[t](tmp, m->w + (size_t)i * m->ws, n);
         else
@@ -109,7 +96,7 @@ START_TEST(test_layout)
             ck_assert(memcmp(&g, p, sizeof g) == 0);
         }
     /* deterministic: a second repacking gives the same bytes */
-    uint8_t *again = tr_alloc(m.ws * 16);
+    uint8_t *again = tk_alloc(m.ws * 16);
     ck_assert_int_eq(st_r8_repack(ST_DT_Q4_0, 64, m.w, m.ws, 16, again), ST_K_OK);
     ck_assert(memcmp(again, m.wr, m.ws * 16) == 0);
     free(again);
@@ -138,8 +125,8 @@ END_TEST
 static void tr_check(const st_kernel_ops *ops, const tr_mat *m, int64_t nx, int64_t i0, int64_t i1)
 {
     const st_kernel_ops *ref = st_kernels_ref();
-    float *a = tr_alloc(sizeof(float) * (size_t)(m->rows * nx));
-    float *b = tr_alloc(sizeof(float) * (size_t)(m->rows * nx));
+    float *a = tk_alloc(sizeof(float) * (size_t)(m->rows * nx));
+    float *b = tk_alloc(sizeof(float) * (size_t)(m->rows * nx));
     for (int64_t k = 0; k < m->rows * nx; k++)
         a[k] = b[k] = -1.0f;
     ops->mul_mat_r8[m->t](m->n, m->wr, m->ws, i0, i1, m->x, m->xs, nx, a, m->rows);
@@ -157,9 +144,7 @@ static void tr_check(const st_kernel_ops *ops, const tr_mat *m, int64_t nx, int6
 
 START_TEST(test_products)
 {
-    const st_kernel_ops *ops = st_kernels_get((st_kvariant)_i);
-    if (ops == NULL)
-        return;
+    const st_kernel_ops *ops = tk_variant(_i);
     const st_dtype ts[] = {ST_DT_Q8_0, ST_DT_Q4_0};
     for (int k = 0; k < 2; k++) {
         ck_assert_ptr_nonnull(ops->mul_mat_r8[ts[k]]);
@@ -185,12 +170,14 @@ END_TEST
 static Suite *repack_suite(void)
 {
     Suite *s = suite_create("repack");
+    tk_variants_print("repack");
     TCase *tc = tcase_create("repack");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_bad_shapes);
-    tcase_add_loop_test(tc, test_products, 0, ST_KVAR_COUNT);
+    tcase_add_loop_test(tc, test_products, 0, tk_variant_count());
     suite_add_tcase(s, tc);
+    suite_add_tcase(s, tk_variants_tcase());
     return s;
 }
 

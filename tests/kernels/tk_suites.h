@@ -1,5 +1,6 @@
 /* tk_suites.h - the suites of the kernel tests besides test_kernels.c's
- * own: dtypes (test_dtype.c) and K-quants (test_kquant.c, test_kquant_oracle.c), all run by
+ * own: dtypes and variants (test_dtype.c), products (test_mul_mat.c) and
+ * K-quants (test_kquant.c, test_kquant_oracle.c), all run by
  * test_kernels.c's main. Test code only. */
 #ifndef ST_TESTS_TK_SUITES_H
 #define ST_TESTS_TK_SUITES_H
@@ -9,11 +10,15 @@
 #include "kernels/kernels.h"
 
 /* The dtypes before the K-quants: float types and 32-value blocks, each
- * with a from_float (the generic op tests of test_kernels.c cover them). */
+ * with a from_float (the generic op tests of test_kernels.c and
+ * test_mul_mat.c cover them). */
 #define TK_N_PLAIN_DTYPES ST_DT_Q2_K
 
 /* tk_dtype_suite - the dtype table, row sizes and variant selection. */
 Suite *tk_dtype_suite(void);
+
+/* tk_mul_mat_suite - the float and Q8_0 / Q4_0 products (test_mul_mat.c). */
+Suite *tk_mul_mat_suite(void);
 
 /* tq_kquant_suite - the K-quant tests of every variant. */
 Suite *tq_kquant_suite(void);

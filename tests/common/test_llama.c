@@ -1,0 +1,134 @@
+/* test_llama.c - common/llama.h on every model in $STRATA_SHARED/models:
+ * the worker's and the coordinator's counts of a stage's bytes agree.
+ *
+ * For each GGUF file and each stage [a, b) of it: the bytes the worker's
+ * Prepare checks (st_minfo_stage_bytes) equal the bytes the stage engine
+ * binds when it loads that stage (st_model_weight_bytes), and the bytes
+ * the coordinator's placement holds the stage to (st_place_stage_bytes
+ * over the same st_minfo) equal them too, KV included: a reserve of
+ * kv_tokens per layer is st_kv_bytes of the stage, the worker's count.
+ * One difference is known and pinned here: for a single stage of a model
+ * with a tied head, placement counts the embedding twice (as the first
+ * stage's and as the head's), the worker once (it binds one tensor). */
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/llama.h"
+#include "coordinator/placement.h"
+#include "worker/model.h"
+
+#define TL_KV_CTX 64      /* positions per session in the KV reserve checked */
+#define TL_KV_SESSIONS 3  /* sessions in it */
+#define TL_PATH_MAX 1024
+
+static char tl_dir[TL_PATH_MAX];
+
+static void tl_setup(void)
+{
+    const char *sh = getenv("STRATA_SHARED");
+    snprintf(tl_dir, sizeof tl_dir, "%s/models", sh ? sh : "../shared");
+}
+
+/* tl_check_model - every assertion of the file comment on one file. */
+static void tl_check_model(const char *path, int *n_stages)
+{
+    st_gguf *g;
+    st_err e = st_gguf_open(path, &g);
+    ck_assert_msg(e == ST_OK, "%s: %s", path, st_errmsg(e));
+    st_hparams hp;
+    st_minfo mi;
+    e = st_hparams_from_gguf(g, &hp);
+    ck_assert_msg(e == ST_OK, "%s: %s", path, st_errmsg(e));
+    e = st_minfo_from_gguf(g, &mi);
+    ck_assert_msg(e == ST_OK, "%s: %s", path, st_errmsg(e));
+    /* one reader: the coordinator's facts are the engine's hyperparameters */
+    ck_assert_int_eq(mi.n_layer, hp.n_layer);
+    ck_assert_int_eq(mi.n_embd, hp.n_embd);
+    ck_assert_int_eq(mi.n_head, hp.n_head);
+    ck_assert_int_eq(mi.n_head_kv, hp.n_head_kv);
+    ck_assert_int_eq(mi.n_vocab, hp.n_vocab);
+    ck_assert_int_eq(mi.n_ctx_train, hp.n_ctx_train);
+    ck_assert_uint_eq(mi.kv_bytes_per_token_layer, st_kv_bytes(1, 1, hp.kv_dim));
+    ck_assert_uint_eq(mi.head_tied, st_arch_head_tied(g));
+    st_place_model pm = {.n_layer = mi.n_layer, .layer_bytes = mi.layer_bytes,
+                         .embd_bytes = mi.embd_bytes, .head_bytes = mi.head_bytes,
+                         .kv_bytes_per_token_layer = mi.kv_bytes_per_token_layer};
+    const uint64_t kv_tokens = (uint64_t)TL_KV_CTX * TL_KV_SESSIONS;
+    for (uint32_t a = 0; a < mi.n_layer; a++)
+        for (uint32_t b = a + 1; b <= mi.n_layer; b++) {
+            st_model *m;
+            e = st_model_open_gguf(g, a, b, &m);
+            ck_assert_msg(e == ST_OK, "%s [%u, %u): %s", path, a, b, st_errmsg(e));
+            const uint64_t worker = st_minfo_stage_bytes(&mi, a, b);
+            ck_assert_msg(worker == st_model_weight_bytes(m),
+                          "%s [%u, %u): the worker checks %llu bytes, the engine binds %zu",
+                          path, a, b, (unsigned long long)worker, st_model_weight_bytes(m));
+            st_model_close(m);
+            const uint64_t kv = st_kv_bytes(b - a, TL_KV_CTX, hp.kv_dim) * TL_KV_SESSIONS;
+            uint64_t place = st_place_stage_bytes(&pm, kv_tokens, a, b);
+            if (a == 0 && b == mi.n_layer && mi.head_tied)
+                place -= mi.embd_bytes; /* the known difference (file comment) */
+            ck_assert_msg(place == worker + kv,
+                          "%s [%u, %u): placement holds %llu bytes, the worker %llu + %llu KV",
+                          path, a, b, (unsigned long long)place, (unsigned long long)worker,
+                          (unsigned long long)kv);
+            (*n_stages)++;
+        }
+    st_minfo_free(&mi);
+    st_gguf_close(g);
+}
+
+START_TEST(worker_and_coordinator_agree)
+{
+    DIR *dir = opendir(tl_dir);
+    ck_assert_msg(dir != NULL, "cannot open %s", tl_dir);
+    int n_models = 0, n_stages = 0, n_tied = 0;
+    for (struct dirent *de; (de = readdir(dir)) != NULL;) {
+        size_t len = strlen(de->d_name);
+        const char *ext = ".gguf";
+        if (len <= strlen(ext) || strcmp(de->d_name + len - strlen(ext), ext) != 0)
+            continue;
+        char path[TL_PATH_MAX * 2];
+        snprintf(path, sizeof path, "%s/%s", tl_dir, de->d_name);
+        tl_check_model(path, &n_stages);
+        st_gguf *g;
+        ck_assert_int_eq(st_gguf_open(path, &g), ST_OK);
+        n_tied += st_arch_head_tied(g);
+        st_gguf_close(g);
+        n_models++;
+    }
+    closedir(dir);
+    printf("%d models, %d of them with a tied head, %d stages\n", n_models, n_tied, n_stages);
+    ck_assert_int_gt(n_models, 0);
+    ck_assert_int_gt(n_tied, 0); /* the tied case is among them */
+}
+END_TEST
+
+/* The KV count: both sides' formula, and its refusals. */
+START_TEST(kv_bytes)
+{
+    ck_assert_uint_eq(st_kv_bytes(3, 5, 7), 3u * 5 * 7 * ST_KV_ELEM_BYTES * 2);
+    ck_assert_uint_eq(st_kv_bytes(0, 5, 7), 0);
+    ck_assert_uint_eq(st_kv_bytes(3, -1, 7), 0);
+    ck_assert_uint_eq(st_kv_bytes(3, 5, 0), 0);
+    ck_assert_uint_eq(st_kv_bytes(INT64_MAX, INT64_MAX, INT64_MAX), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("llama");
+    TCase *tc = tcase_create("core");
+    tcase_add_unchecked_fixture(tc, tl_setup, NULL);
+    tcase_add_test(tc, worker_and_coordinator_agree);
+    tcase_add_test(tc, kv_bytes);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,56 @@
+/* dm_heartbeat.c - what a HeartbeatReply from the coordinator asks of the
+ * worker: the peers whose links to probe (handed to the prober, only
+ * well-formed ones, INV-3), and leaving when a drain is complete (or
+ * staying as a drained spare with --stay-after-drain; daemon.h). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "worker/dm_internal.h"
+
+void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r)
+{
+    if (d->probe != NULL) {
+        st_probe_peer *pp = calloc(ST_PROBE_MAX_PEERS, sizeof *pp);
+        size_t n = 0;
+        for (size_t i = 0; pp != NULL && i < r->n_peers && n < ST_PROBE_MAX_PEERS; i++) {
+            const Strata__Peer *q = r->peers[i];
+            if (q->worker_id == 0 || q->worker_id == d->worker_id || !dm_addr_ok(q->ctl_addr) ||
+                strlen(q->ctl_addr) >= ST_PROBE_ADDR_MAX)
+                continue; /* INV-3: only well-formed peers are dialled */
+            pp[n].id = q->worker_id;
+            snprintf(pp[n].addr, sizeof pp[n].addr, "%s", q->ctl_addr);
+            n++;
+        }
+        if (pp != NULL)
+            st_probe_set_peers(d->probe, d->worker_id, pp, n);
+        free(pp);
+    }
+    if (!r->leave || d->stopping)
+        return;
+    const char *why = r->reason && r->reason[0] ? r->reason : "drained";
+    if (d->cfg.stay_after_drain) {
+        if (!d->told_stay)
+            st_log(ST_LOG_INFO, "control", "drained at epoch %llu (%s); staying as a spare "
+                   "(--stay-after-drain): `strata drain %llu --undo` makes it placeable again",
+                   (unsigned long long)r->drain_epoch, why, (unsigned long long)d->worker_id);
+        d->told_stay = true;
+        return;
+    }
+    pthread_mutex_lock(&d->leave_mu);
+    bool first = !d->self_leave;
+    d->self_leave = true;
+    snprintf(d->leave_why, sizeof d->leave_why, "drained at epoch %llu: %s",
+             (unsigned long long)r->drain_epoch, why);
+    pthread_mutex_unlock(&d->leave_mu);
+    if (!first)
+        return;
+    d->leave_reason = "drained";
+    st_log(ST_LOG_INFO, "control", "drained at epoch %llu (%s): leaving the cluster",
+           (unsigned long long)r->drain_epoch, why);
+    if (d->cfg.leave_signal > 0)
+        kill(getpid(), d->cfg.leave_signal); /* main() shuts down and exits 0 */
+}

@@ -1,0 +1,149 @@
+/* dm_rep.c - the worker's control server: the REP socket the coordinator
+ * sends Prepare, Commit and EndSessions to and other workers send link
+ * probes to, and the replies it answers with.
+ *
+ * Design. One request at a time, as REP serialises them: dm_on_rep
+ * unpacks a received message (a message that fails authentication is
+ * dropped unanswered and counted, INV-5; any other bad message gets an
+ * Error reply naming the fault), dispatches it, and arms the next
+ * receive, except while a Prepare's stage is loading (dm_plan.c): its
+ * reply, and so the next receive, waits for the loader. A probe is
+ * answered at once with a tiny ProbeReply; a payload over
+ * ST_PROBE_MAX_PAYLOAD is refused (probe.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/msg.h"
+#include "worker/dm_internal.h"
+
+void dm_reply(st_daemon *d, const Strata__Msg *m)
+{
+    st_err e = st_msg_send(d->rep, &d->env_rep, ST_ENV_CONTROL, m);
+    if (e != ST_OK)
+        st_log(ST_LOG_WARN, "control", "reply (%s) not sent: %s", st_msg_case_name(m),
+               st_errmsg(e));
+}
+
+void dm_reply_error(st_daemon *d, st_err code, const char *msg)
+{
+    Strata__Msg m;
+    Strata__Error er;
+    st_msg_error(&m, &er, code, msg);
+    dm_reply(d, &m);
+}
+
+void dm_reply_ack(st_daemon *d)
+{
+    Strata__Ack a = STRATA__ACK__INIT;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_ACK;
+    m.ack = &a;
+    dm_reply(d, &m);
+}
+
+void dm_refuse(st_daemon *d, uint64_t epoch, const char *reason)
+{
+    st_log(ST_LOG_WARN, "control", "refusing plan of epoch %llu: %s", (unsigned long long)epoch,
+           reason);
+    Strata__Refuse r = STRATA__REFUSE__INIT;
+    r.worker_id = d->worker_id;
+    r.epoch = epoch;
+    r.reason = (char *)reason;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_REFUSE;
+    m.refuse = &r;
+    dm_reply(d, &m);
+}
+
+void dm_ready(st_daemon *d, uint64_t epoch, uint64_t resident)
+{
+    Strata__Ready r = STRATA__READY__INIT;
+    r.worker_id = d->worker_id;
+    r.epoch = epoch;
+    r.resident_bytes = resident;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_READY;
+    m.ready = &r;
+    dm_reply(d, &m);
+}
+
+
+static void dm_end_sessions(st_daemon *d, const Strata__EndSessions *es)
+{
+    pthread_mutex_lock(&d->sh.mu);
+    for (size_t i = 0; i < es->n_session_ids; i++) {
+        if (d->sh.n_end < ST_DP_END_CAP)
+            d->sh.end_ids[d->sh.n_end++] = es->session_ids[i];
+        else
+            d->sh.end_dropped++; /* LRU eviction still bounds the caches */
+    }
+    pthread_mutex_unlock(&d->sh.mu);
+    dm_reply_ack(d);
+}
+
+/* dm_probe - answers a link probe at once with a tiny ProbeReply; a
+ * payload over ST_PROBE_MAX_PAYLOAD is refused (probe.h). */
+static void dm_probe(st_daemon *d, const Strata__Probe *pb)
+{
+    if (pb->payload.len > ST_PROBE_MAX_PAYLOAD) {
+        char why[160];
+        snprintf(why, sizeof why, "probe from worker %llu: payload of %zu bytes exceeds %zu",
+                 (unsigned long long)pb->worker_id, pb->payload.len, ST_PROBE_MAX_PAYLOAD);
+        d->ctl_bad++;
+        dm_reply_error(d, ST_ERANGE, why);
+        return;
+    }
+    Strata__ProbeReply pr = STRATA__PROBE_REPLY__INIT;
+    pr.seq = pb->seq;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_PROBE_REPLY;
+    m.probe_reply = &pr;
+    dm_reply(d, &m);
+}
+
+void dm_on_rep(st_daemon *d)
+{
+    int rv = nng_aio_result(d->rep_aio);
+    if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
+        return; /* shutting down */
+    if (rv != 0) {
+        st_log(ST_LOG_WARN, "control", "control receive: %s", nng_strerror(rv));
+        nng_recv_aio(d->rep, d->rep_aio);
+        return;
+    }
+    nng_msg *msg = nng_aio_get_msg(d->rep_aio);
+    nng_aio_set_msg(d->rep_aio, NULL);
+    Strata__Msg *m = NULL;
+    st_err e = st_msg_unpack(&d->env_rep, ST_ENV_CONTROL, msg, &m, NULL);
+    nng_msg_free(msg);
+    if (e == ST_EAUTH) { /* dropped unanswered and counted (INV-5) */
+        st_log(ST_LOG_WARN, "control", "control message dropped: %s", st_errmsg(e));
+    } else if (e != ST_OK) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", st_errmsg(e));
+        d->ctl_bad++;
+        st_log(ST_LOG_WARN, "control", "bad control message: %s", why);
+        dm_reply_error(d, e, why);
+    } else if (d->stopping) {
+        dm_reply_error(d, ST_ECLOSED, "the worker is shutting down");
+    } else if (m->body_case == STRATA__MSG__BODY_PREPARE) {
+        dm_prepare(d, m->prepare);
+    } else if (m->body_case == STRATA__MSG__BODY_COMMIT) {
+        dm_commit(d, m->commit);
+    } else if (m->body_case == STRATA__MSG__BODY_END_SESSIONS) {
+        dm_end_sessions(d, m->end_sessions);
+    } else if (m->body_case == STRATA__MSG__BODY_PROBE) {
+        dm_probe(d, m->probe);
+    } else {
+        char why[160];
+        snprintf(why, sizeof why, "unexpected %s on a worker's control socket",
+                 st_msg_case_name(m));
+        d->ctl_bad++;
+        dm_reply_error(d, ST_EPROTO, why);
+    }
+    st_msg_free(m);
+    if (!d->rep_waiting)
+        nng_recv_aio(d->rep, d->rep_aio);
+}
+
