@@ -18,31 +18,15 @@ CLIENTS=${3:-64}
 PROMPT_LEN=16
 SESSIONS=8
 RUN=$(mktemp -d /tmp/strata-http-load.XXXXXX)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$RUN"
-}
-trap cleanup EXIT INT TERM
-
-# wait_line FILE PATTERN - the first word after PATTERN in FILE
-wait_line() {
-    i=0
-    while [ $i -lt 600 ]; do
-        a=$(sed -n "s|^$2 \([^ ]*\).*|\1|p" "$1" 2>/dev/null | head -n 1)
-        if [ -n "$a" ]; then echo "$a"; return 0; fi
-        i=$((i + 1)); sleep 0.1
-    done
-    echo "http-load: no '$2' line in $1" >&2; cat "$1.err" >&2 || true; return 1
-}
+NAME=http-load
+. deploy/procs.sh
 
 $B/coordinator/strata-coordinator --model "$MODEL" --listen tcp://127.0.0.1:0 --min-workers 2 \
     --max-sessions $SESSIONS --http 127.0.0.1:0 --http-streams "$CLIENTS" \
     >"$RUN/coord" 2>"$RUN/coord.err" &
 PIDS="$PIDS $!"
-COORD=$(wait_line "$RUN/coord" "listening on")
-URL=$(wait_line "$RUN/coord" "http on")
+COORD=$(wait_word "$RUN/coord" "listening on")
+URL=$(wait_word "$RUN/coord" "http on")
 for w in 0 1; do
     $B/worker/strata-worker --coordinator "$COORD" --model "$MODEL" --listen tcp://127.0.0.1:0 \
         --threads 1 --name "w$w" >"$RUN/w$w" 2>"$RUN/w$w.err" &

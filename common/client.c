@@ -35,17 +35,7 @@ static st_err client_reply(st_client *c, nng_msg *msg, Strata__Msg **out)
     Strata__Msg *r;
     st_err e = st_msg_unpack(&c->env, ST_ENV_CONTROL, msg, &r, NULL);
     nng_msg_free(msg);
-    if (e != ST_OK)
-        return e;
-    if (r->body_case == STRATA__MSG__BODY_ERROR) {
-        const Strata__Error *er = r->error;
-        st_err code = (er->code > 0 && er->code < ST_ERR_COUNT) ? (st_err)er->code : ST_EPROTO;
-        e = st_errorf(code, "%s", er->message ? er->message : "");
-        st_msg_free(r);
-        return e;
-    }
-    *out = r;
-    return ST_OK;
+    return e != ST_OK ? e : st_msg_reply(r, out);
 }
 
 static void client_cb(void *arg)

@@ -466,13 +466,7 @@ static st_err gen_sampling(const st_http_gen *g, Strata__Sampling *sp, st_http_e
                           "%s", st_errmsg(e));
         return e;
     }
-    sp->temp = p.temp;
-    sp->top_k = p.top_k;
-    sp->top_p = p.top_p;
-    sp->min_p = p.min_p;
-    sp->repeat_penalty = p.repeat_penalty;
-    sp->repeat_last_n = p.repeat_last_n;
-    sp->seed = p.seed;
+    st_sampling_to_pb(&p, sp);
     return ST_OK;
 }
 

@@ -27,27 +27,11 @@ if [ -z "$MODEL" ]; then
 fi
 
 RUN=$(mktemp -d /tmp/strata-quickstart.XXXXXX)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$RUN"
-}
-trap cleanup EXIT INT TERM
+NAME=quickstart
+. deploy/procs.sh
 KEY="$RUN/cluster.key"
 $B/cli/strata keygen "$KEY"
 SEC="--cluster-key $KEY --encrypt"
-
-# wait_addr FILE PATTERN - the first tcp:// address after PATTERN in FILE
-wait_addr() {
-    i=0
-    while [ $i -lt 300 ]; do
-        a=$(sed -n "s|^$2 \(tcp://[^ ]*\).*|\1|p" "$1" 2>/dev/null | head -n 1)
-        if [ -n "$a" ]; then echo "$a"; return 0; fi
-        i=$((i + 1)); sleep 0.1
-    done
-    echo "quickstart: no '$2' line in $1" >&2; cat "$1" "$1.err" >&2 || true; return 1
-}
 
 HTTP=127.0.0.1:8080
 # the synthetic model has no chat template of its own: ChatML renders its chats
@@ -56,13 +40,13 @@ TMPL=""
 $B/coordinator/strata-coordinator --model "$MODEL" --listen tcp://127.0.0.1:0 --min-workers 2 \
     --http "$HTTP" $TMPL $SEC >"$RUN/coord" 2>"$RUN/coord.err" &
 PIDS="$PIDS $!"
-COORD=$(wait_addr "$RUN/coord" "listening on")
+COORD=$(wait_word "$RUN/coord" "listening on")
 echo "quickstart: coordinator at $COORD"
 for w in 1 2; do
     $B/worker/strata-worker --coordinator "$COORD" --model "$MODEL" --listen tcp://127.0.0.1:0 \
         --threads 1 --name "worker$w" $SEC >"$RUN/w$w" 2>"$RUN/w$w.err" &
     PIDS="$PIDS $!"
-    echo "quickstart: worker$w data plane at $(wait_addr "$RUN/w$w" "listening on")"
+    echo "quickstart: worker$w data plane at $(wait_word "$RUN/w$w" "listening on")"
 done
 i=0
 until $B/cli/strata status --json --coordinator "$COORD" $SEC 2>/dev/null | grep -Eq '"serving":[[:space:]]*true'; do
