@@ -32,12 +32,7 @@ for w in 0 1; do
         --threads 1 --name "w$w" >"$RUN/w$w" 2>"$RUN/w$w.err" &
     PIDS="$PIDS $!"
 done
-i=0
-until curl -sf "$URL/health" >/dev/null; do
-    i=$((i + 1))
-    if [ $i -gt 600 ]; then echo "http-load: the cluster did not start serving" >&2; exit 1; fi
-    sleep 0.1
-done
+wait_health "$URL"
 # the same prompts as http-load.mjs makes
 node -e '
 const [c, n, len] = process.argv.slice(1).map(Number);

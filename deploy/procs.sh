@@ -21,3 +21,14 @@ wait_word() {
     done
     echo "$NAME: no '$2' line in $1" >&2; cat "$1" "$1.err" >&2 || true; return 1
 }
+
+# wait_health URL - waits up to 30 s for GET URL/health to answer 200 (the
+# HTTP API of a coordinator whose plan serves)
+wait_health() {
+    i=0
+    until curl -sf "$1/health" >/dev/null; do
+        i=$((i + 1))
+        if [ $i -gt 300 ]; then echo "$NAME: $1/health did not answer 200" >&2; return 1; fi
+        sleep 0.1
+    done
+}

@@ -57,12 +57,7 @@ done
 $B/cli/strata status --coordinator "$COORD" $SEC
 echo "quickstart: strata generate --prompt \"$PROMPT\" -n 48"
 $B/cli/strata generate --coordinator "$COORD" $SEC --prompt "$PROMPT" -n 48 --temp 0.8 --seed 42
-i=0
-until curl -sf "http://$HTTP/health" >/dev/null; do
-    i=$((i + 1))
-    if [ $i -gt 300 ]; then echo "quickstart: http://$HTTP/health did not answer 200" >&2; exit 1; fi
-    sleep 0.1
-done
+wait_health "http://$HTTP"
 CURL="curl -s http://$HTTP/v1/chat/completions -H 'Content-Type: application/json' -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'"
 echo "quickstart: the OpenAI-compatible API: $CURL"
 sh -c "$CURL"
