@@ -324,8 +324,11 @@ int main(int argc, char **argv)
     }
     uint8_t key[ST_KEY_BYTES];
     if (hcfg.listen != NULL) {
-        char url[320];
-        snprintf(url, sizeof url, "tcp://%s", hcfg.listen);
+        char url[ST_NET_ADDR_MAX];
+        if ((size_t)snprintf(url, sizeof url, "tcp://%s", hcfg.listen) >= sizeof url) {
+            fprintf(stderr, "strata-coordinator: --http: '%.40s...' is too long\n", hcfg.listen);
+            return 2;
+        }
         const char *hflag[] = {"--http"};
         const char *hurl[] = {url};
         if (st_listen_check("coordinator", hflag, hurl, 1, hcfg.api_key_file != NULL,
