@@ -161,6 +161,8 @@ st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, ui
     nng_socket_set_size(n->ctl, NNG_OPT_RECVMAXSZ, max_frame);
     if ((e = net_listen(n->ctl, listen_url, n->ctl_addr, sizeof n->ctl_addr)))
         goto fail;
+    if ((e = net_listen(n->ctl, ST_NET_INPROC_URL, rurl, sizeof rurl)))
+        goto fail;
     if ((rv = nng_pull0_open(&n->res)) != 0) {
         e = st_err_nng(rv, "pull socket");
         goto fail;

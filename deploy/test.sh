@@ -64,8 +64,8 @@ suite asan env UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     meson test -C build-asan --print-errorlogs --num-processes $JOBS --timeout-multiplier 3
 
 step "fuzzing (${FUZZ_SECONDS:-60} s per target)"
-if deploy/fuzz.sh "${FUZZ_SECONDS:-60}" fuzz_gguf fuzz_wire fuzz_envelope fuzz_step; then
-    echo "fuzz 4 0 0" >> "$SUMMARY"
+if deploy/fuzz.sh "${FUZZ_SECONDS:-60}" fuzz_gguf fuzz_wire fuzz_envelope fuzz_step fuzz_http_body; then
+    echo "fuzz 5 0 0" >> "$SUMMARY"
 else
     echo "fuzz 0 1 0" >> "$SUMMARY"
 fi
