@@ -175,10 +175,16 @@ st_err st_msg_call(nng_socket req, st_env *env, const Strata__Msg *m, int timeou
     Strata__Msg *r;
     if ((e = st_msg_recv(req, env, ST_ENV_CONTROL, &r, NULL)))
         return e;
+    return st_msg_reply(r, reply);
+}
+
+st_err st_msg_reply(Strata__Msg *r, Strata__Msg **reply)
+{
+    *reply = NULL;
     if (r->body_case == STRATA__MSG__BODY_ERROR) {
         const Strata__Error *er = r->error;
         st_err code = (er->code > 0 && er->code < ST_ERR_COUNT) ? (st_err)er->code : ST_EPROTO;
-        e = st_errorf(code, "%s", er->message ? er->message : "");
+        st_err e = st_errorf(code, "%s", er->message ? er->message : "");
         st_msg_free(r);
         return e;
     }

@@ -73,6 +73,12 @@ st_err st_msg_recv(nng_socket s, st_env *env, st_env_kind kind, Strata__Msg **ou
 st_err st_msg_call(nng_socket req, st_env *env, const Strata__Msg *m, int timeout_ms,
                    Strata__Msg **reply);
 
+/* st_msg_reply - a received reply r (taken): ST_OK with *reply = r, or,
+ * for an Error reply, its code (ST_EPROTO when outside st_err) with its
+ * message as detail and *reply NULL (r freed). st_msg_call's last step,
+ * for callers that receive replies themselves (common/client.c). */
+st_err st_msg_reply(Strata__Msg *r, Strata__Msg **reply);
+
 /* st_msg_error - fills m (and e) as an Error reply of code with message. */
 void st_msg_error(Strata__Msg *m, Strata__Error *e, st_err code, const char *message);
 

@@ -87,9 +87,9 @@ static st_err net_listen(nng_socket s, const char *url, char *bound, size_t cap)
     return ST_OK;
 }
 
-static void net_post(st_cq *q, st_cq_kind kind, int rv, uint32_t slot, nng_msg *msg, void *op)
+static void net_post(st_cq *q, st_net_event kind, int rv, uint32_t slot, nng_msg *msg, void *op)
 {
-    st_cq_event ev = {.kind = kind, .rv = rv, .slot = slot, .msg = msg, .op = op};
+    st_cq_event ev = {.kind = (uint32_t)kind, .rv = rv, .slot = slot, .msg = msg, .op = op};
     st_cq_push(q, &ev);
 }
 
@@ -167,6 +167,8 @@ st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, ui
     nng_socket_set_size(n->ctl, NNG_OPT_RECVMAXSZ,
                         max_frame < ST_MSG_CONTROL_MAX_FRAME ? max_frame : ST_MSG_CONTROL_MAX_FRAME);
     if ((e = net_listen(n->ctl, listen_url, n->ctl_addr, sizeof n->ctl_addr)))
+        goto fail;
+    if ((e = net_listen(n->ctl, ST_NET_INPROC_URL, rurl, sizeof rurl)))
         goto fail;
     if ((rv = nng_pull0_open(&n->res)) != 0) {
         e = st_err_nng(rv, "pull socket");

@@ -23,10 +23,21 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "coordinator/queue.h"
+#include "common/cq.h"
 
 #define ST_NET_ADDR_MAX 256
 #define ST_NET_MAX_SLOTS 1024
+/* The control socket's in-process address: the HTTP gateway (http.h)
+ * dials it. One st_net per process (a second one cannot bind it). */
+#define ST_NET_INPROC_URL "inproc://strata-coordinator-control"
+
+/* The kinds of the events the sockets post (st_cq_event.kind; the queue
+ * and the rule it serves: common/cq.h). */
+typedef enum st_net_event {
+    ST_CQ_CTL = 1,      /* a request arrived on REP context `slot` (msg set) */
+    ST_CQ_RESULT = 2,   /* a frame arrived on the results PULL socket (msg set) */
+    ST_CQ_OP_DONE = 3,  /* an outgoing operation (RPC call or step send) ended: op */
+} st_net_event;
 
 typedef struct st_net st_net;
 typedef struct st_peer st_peer;
@@ -47,7 +58,8 @@ typedef struct st_op_tag {
     uint64_t batch_id;
 } st_op_tag;
 
-/* st_net_open - opens the control REP socket on listen_url with n_slots
+/* st_net_open - opens the control REP socket on listen_url and on
+ * ST_NET_INPROC_URL with n_slots
  * contexts (1..ST_NET_MAX_SLOTS) and the results PULL socket on
  * results_url (NULL: derived from listen_url, port 0 on the same host),
  * and starts receiving. The results socket accepts frames up to max_frame

@@ -45,6 +45,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/cq.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "common/step.h"
@@ -57,18 +58,15 @@ st_err st_worker_shared_init(st_worker_shared *sh)
     sh->end_ids = calloc(ST_DP_END_CAP, sizeof *sh->end_ids);
     if (sh->end_ids == NULL)
         return st_errorf(ST_ENOMEM, "EndSessions buffer");
-    pthread_condattr_t ca;
-    if (pthread_mutex_init(&sh->mu, NULL) != 0 || pthread_condattr_init(&ca) != 0) {
+    if (pthread_mutex_init(&sh->mu, NULL) != 0) {
         free(sh->end_ids);
-        return st_errorf(ST_EINTERNAL, "mutex or condition attributes");
+        return st_errorf(ST_EINTERNAL, "mutex of the shared state");
     }
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int rv = pthread_cond_init(&sh->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rv != 0) {
+    st_err e = st_cq_cond_init(&sh->cv);
+    if (e != ST_OK) {
         pthread_mutex_destroy(&sh->mu);
         free(sh->end_ids);
-        return st_errorf(ST_EINTERNAL, "condition variable");
+        return e;
     }
     return ST_OK;
 }

@@ -141,12 +141,13 @@ typedef struct st_worker_shared {
     uint64_t weight_bytes;    /* weights of the served stage */
     uint64_t serving_epoch;   /* epoch of the stage the data thread runs */
 
-    /* wake-up reasons of the control thread */
+    /* wake-up reasons of the control thread: the "flags" form of the
+     * owner-thread rule of common/cq.h; set under mu, then cv signalled */
     bool ev_rep, ev_req, ev_loader, ev_stale, ev_stop;
 } st_worker_shared;
 
-/* st_worker_shared_init - a zeroed state with mu, cv (monotonic clock),
- * the EndSessions buffer and throttle 1. */
+/* st_worker_shared_init - a zeroed state with mu, cv (st_cq_cond_init:
+ * monotonic clock), the EndSessions buffer and throttle 1. */
 st_err st_worker_shared_init(st_worker_shared *sh);
 
 /* st_worker_shared_fini - frees (also a stage left in next). */
