@@ -24,6 +24,7 @@
 
 #include "common/envelope.h"
 #include "common/msg.h"
+#include "common/pbuf_budget.h"
 #include "common/step.h"
 
 static int inj_usage(void)
@@ -60,27 +61,18 @@ static int inj_print_reply(nng_socket s, st_env *env)
     return 0;
 }
 
-/* inj_dial - a REQ socket dialed to addr with 10 s send and receive
- * timeouts; 0, or 1 after printing why. */
-static int inj_dial(const char *addr, nng_socket *s)
+static int inj_req(const char *addr, const char *what, st_env *env)
 {
-    int rv = nng_req0_open(s);
+    nng_socket s;
+    int rv = nng_req0_open(&s);
     if (rv == 0)
-        rv = nng_dial(*s, addr, NULL, 0);
+        rv = nng_dial(s, addr, NULL, 0);
     if (rv != 0) {
         fprintf(stderr, "inject: %s: %s\n", addr, nng_strerror(rv));
         return 1;
     }
-    nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, 10000);
-    nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, 10000);
-    return 0;
-}
-
-static int inj_req(const char *addr, const char *what, st_env *env)
-{
-    nng_socket s;
-    if (inj_dial(addr, &s))
-        return 1;
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, 10000);
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 10000);
     Strata__Msg m = STRATA__MSG__INIT;
     Strata__Join join = STRATA__JOIN__INIT;
     Strata__Capability cap = STRATA__CAPABILITY__INIT;
@@ -276,6 +268,223 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_ste
     return rc;
 }
 
+/* ---- decoder bombs and transports (issue 12, findings 3 and 9) ----
+ *   inject step-rows-bomb ADDR SIZE_MIB   a STEP frame of about SIZE_MIB MiB
+ *       whose StepMeta is millions of empty rows, to a worker's data socket
+ *   inject step-scalar-bomb ADDR SIZE_MIB   the same with millions of
+ *       occurrences of StepMeta.batch_id = 1 (no list to count: protobuf-c's
+ *       scratch record per occurrence is what the budget must stop)
+ *   inject req-bomb ADDR join|heartbeat SIZE_MIB   a control request of
+ *       about SIZE_MIB MiB: a Join listing millions of empty kernel names,
+ *       or a Heartbeat of millions of empty layers; prints the reply or
+ *       "reply: none (...)" when the receiver dropped it (both exit 0)
+ *   inject req ADDR join-ipc | join-inproc   a Join announcing
+ *       ipc:///tmp/x as its control address (inproc://x as its data one)
+ * Keyless only: the bombs test what an unauthenticated stranger can do. */
+
+#define INJ_MIB ((size_t)1 << 20)
+#define INJ_BOMB_MAX_MIB 256  /* ST_ENV_MAX_BODY */
+#define INJ_BOMB_SLACK 64     /* bytes left for tags and lengths around the elements */
+#define INJ_BOMB_TIMEOUT_MS 5000
+#define INJ_LINGER_MS 1000    /* lets a large frame leave before the socket closes */
+#define INJ_WT_VARINT 0
+#define INJ_WT_LEN 2
+
+/* inj_bomb_bytes - n occurrences of field `leaf` (empty length-delimited,
+ * or the varint 1 when leaf_wt is INJ_WT_VARINT) nested inside the
+ * length-delimited fields path[0..depth) (outermost first), after a
+ * varint field `first` = 1 in the innermost message (0: none). Returns
+ * the bytes (malloc) and their length. */
+static uint8_t *inj_bomb_bytes(const uint32_t *path, size_t depth, uint32_t first, uint32_t leaf,
+                               unsigned leaf_wt, size_t n, size_t *len)
+{
+    uint8_t el[2 * ST_PB_VARINT_MAX], pre[2 * ST_PB_VARINT_MAX];
+    size_t el_n = st_pb_put_tag(el, leaf, leaf_wt);
+    el[el_n++] = leaf_wt == INJ_WT_VARINT ? 1 : 0;
+    size_t pre_n = first ? st_pb_put_tag(pre, first, INJ_WT_VARINT) : 0;
+    if (first)
+        pre[pre_n++] = 1;
+    size_t inner = pre_n + n * el_n, hdr = depth * 2 * ST_PB_VARINT_MAX;
+    uint8_t *buf = malloc(inner + hdr);
+    if (buf == NULL)
+        return NULL;
+    /* the innermost message at the end of buf, wrapped outwards */
+    size_t start = hdr;
+    memcpy(buf + start, pre, pre_n);
+    for (size_t i = 0; i < n; i++)
+        memcpy(buf + start + pre_n + i * el_n, el, el_n);
+    size_t cur = inner;
+    for (size_t d = depth; d-- > 0;) {
+        uint8_t h[2 * ST_PB_VARINT_MAX];
+        size_t hn = st_pb_put_tag(h, path[d], INJ_WT_LEN);
+        hn += st_pb_put_varint(h + hn, cur);
+        start -= hn;
+        memcpy(buf + start, h, hn);
+        cur += hn;
+    }
+    memmove(buf, buf + start, cur);
+    *len = cur;
+    return buf;
+}
+
+/* inj_dial - a PUSH (req false) or REQ socket dialing addr, with both
+ * timeouts INJ_BOMB_TIMEOUT_MS and no REQ resend; 1 (reported) if not. */
+static int inj_dial(const char *addr, bool req, nng_socket *s)
+{
+    int rv = req ? nng_req0_open(s) : nng_push0_open(s);
+    if (rv == 0 && (rv = nng_dial(*s, addr, NULL, 0)) != 0)
+        nng_close(*s);
+    if (rv != 0) {
+        fprintf(stderr, "inject: %s: %s\n", addr, nng_strerror(rv));
+        return 1;
+    }
+    nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, INJ_BOMB_TIMEOUT_MS);
+    nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, INJ_BOMB_TIMEOUT_MS);
+    if (req)
+        nng_socket_set_ms(*s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
+    return 0;
+}
+
+/* inj_bomb_size - SIZE_MIB parsed (1..INJ_BOMB_MAX_MIB) in bytes, 0 if bad. */
+static size_t inj_bomb_size(const char *txt)
+{
+    char *end;
+    unsigned long v = strtoul(txt, &end, 10);
+    if (end == txt || *end != '\0' || v < 1 || v > INJ_BOMB_MAX_MIB)
+        return 0;
+    return (size_t)v * INJ_MIB;
+}
+
+/* inj_seal - body[0..n) in a keyless envelope of kind (malloc). */
+static uint8_t *inj_seal(st_env *env, st_env_kind kind, const uint8_t *body, size_t n,
+                         size_t *len)
+{
+    *len = st_env_size(env, n);
+    uint8_t *buf = malloc(*len);
+    if (buf == NULL)
+        return NULL;
+    memcpy(buf + ST_ENV_HDR, body, n);
+    if (st_env_seal(env, kind, buf, n) != ST_OK) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static int inj_step_bomb(const char *addr, bool rows, const char *size_txt, st_env *env)
+{
+    static const uint32_t meta_rows = 4, meta_epoch = 1, meta_batch = 3; /* StepMeta fields */
+    size_t size = inj_bomb_size(size_txt);
+    if (size == 0)
+        return inj_usage();
+    size_t body_max = size - st_env_size(env, 0) - ST_STEP_LEN_BYTES - INJ_BOMB_SLACK;
+    size_t meta_len;
+    uint8_t *meta = inj_bomb_bytes(NULL, 0, meta_epoch, rows ? meta_rows : meta_batch,
+                                   rows ? INJ_WT_LEN : INJ_WT_VARINT, body_max / 2, &meta_len);
+    uint8_t *body = meta ? malloc(ST_STEP_LEN_BYTES + meta_len) : NULL;
+    if (body == NULL) {
+        free(meta);
+        fprintf(stderr, "inject: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < ST_STEP_LEN_BYTES; i++)
+        body[i] = (uint8_t)(meta_len >> (8 * i));
+    memcpy(body + ST_STEP_LEN_BYTES, meta, meta_len);
+    free(meta);
+    size_t len;
+    uint8_t *frame = inj_seal(env, ST_ENV_STEP, body, ST_STEP_LEN_BYTES + meta_len, &len);
+    free(body);
+    nng_socket s;
+    if (frame == NULL || inj_dial(addr, false, &s) != 0) {
+        free(frame);
+        return 1;
+    }
+    int rc = inj_send_raw(s, frame, len);
+    free(frame);
+    nng_msleep(INJ_LINGER_MS);
+    nng_close(s);
+    if (rc == 0)
+        printf("sent: step %s bomb of %zu bytes (StepMeta of %zu bytes)\n",
+               rows ? "rows" : "scalar", len, meta_len);
+    return rc;
+}
+
+static int inj_req_bomb(const char *addr, const char *kind, const char *size_txt, st_env *env)
+{
+    static const uint32_t join_path[] = {1, 2}, hb_path[] = {3}; /* Msg.join.cap, Msg.heartbeat */
+    static const uint32_t cap_kernels = 6, hb_worker_id = 1, hb_layers = 7;
+    size_t size = inj_bomb_size(size_txt), n = 0, len = 0;
+    if (size == 0 || (strcmp(kind, "join") != 0 && strcmp(kind, "heartbeat") != 0))
+        return inj_usage();
+    n = (size - st_env_size(env, 0) - INJ_BOMB_SLACK) / 2;
+    bool join = strcmp(kind, "join") == 0;
+    uint8_t *body = join ? inj_bomb_bytes(join_path, 2, 0, cap_kernels, INJ_WT_LEN, n, &len)
+                         : inj_bomb_bytes(hb_path, 1, hb_worker_id, hb_layers, INJ_WT_LEN, n, &len);
+    uint8_t *frame = body ? inj_seal(env, ST_ENV_CONTROL, body, len, &len) : NULL;
+    free(body);
+    nng_socket s;
+    if (frame == NULL || inj_dial(addr, true, &s) != 0) {
+        free(frame);
+        return 1;
+    }
+    int rc = inj_send_raw(s, frame, len);
+    free(frame);
+    printf("sent: %s bomb of %zu bytes\n", kind, len);
+    if (rc == 0)
+        inj_print_reply(s, env); /* "reply: none" when the receiver dropped it */
+    nng_close(s);
+    return rc;
+}
+
+/* inj_join_addr - a Join announcing ctl (and data) addresses; prints the reply. */
+static int inj_join_addr(const char *addr, const char *what, st_env *env)
+{
+    bool ipc = strcmp(what, "join-ipc") == 0;
+    nng_socket s;
+    if (inj_dial(addr, true, &s) != 0)
+        return 1;
+    uint8_t model_id[32] = {0};
+    char *kernels[1] = {"ref"};
+    Strata__Capability cap = STRATA__CAPABILITY__INIT;
+    cap.name = "inject";
+    cap.cores = 1;
+    cap.threads = 1;
+    cap.memory_budget = (uint64_t)1 << 30;
+    cap.data_addr = ipc ? "tcp://127.0.0.1:1" : "inproc://x";
+    cap.ctl_addr = ipc ? "ipc:///tmp/x" : "tcp://127.0.0.1:2";
+    cap.model_id.data = model_id;
+    cap.model_id.len = sizeof model_id;
+    cap.n_kernels = 1;
+    cap.kernels = kernels;
+    Strata__Join join = STRATA__JOIN__INIT;
+    join.protocol = STRATA__VERSION__PROTOCOL;
+    join.cap = &cap;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_JOIN;
+    m.join = &join;
+    st_err e = st_msg_send(s, env, ST_ENV_CONTROL, &m);
+    int rc = e == ST_OK ? inj_print_reply(s, env) : 1;
+    if (e != ST_OK)
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+    nng_close(s);
+    return rc;
+}
+
+/* inj_sec_main - the commands above; -1 when argv is none of them. */
+static int inj_sec_main(int argc, char **argv, st_env *env)
+{
+    if ((strcmp(argv[1], "step-rows-bomb") == 0 || strcmp(argv[1], "step-scalar-bomb") == 0) &&
+        argc == 4)
+        return inj_step_bomb(argv[2], strcmp(argv[1], "step-rows-bomb") == 0, argv[3], env);
+    if (strcmp(argv[1], "req-bomb") == 0 && argc == 5)
+        return inj_req_bomb(argv[2], argv[3], argv[4], env);
+    if (strcmp(argv[1], "req") == 0 && argc == 4 &&
+        (strcmp(argv[3], "join-ipc") == 0 || strcmp(argv[3], "join-inproc") == 0))
+        return inj_join_addr(argv[2], argv[3], env);
+    return -1;
+}
+/* ---- end of the decoder bombs and transports ---- */
+
 /* ---- issue 12 (secC): requests checked against who sends them ----
  *   inject sec ADDR CASE [--key FILE | --client-key FILE | --admin-key FILE]
  *              [--id N] [--count N]
@@ -287,17 +496,17 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_ste
  *   worker's capability and control address) | join-flood (--count Joins
  *   with the first worker's capability at fresh addresses; prints
  *   "joins: accepted A refused B"). */
-typedef struct inj_sec {
+typedef struct inj_role {
     const char *addr, *what;
     uint64_t id;
     uint32_t count;
-} inj_sec;
+} inj_role;
 
-/* inj_sec_call - one request/reply on a fresh REQ socket; *out the reply. */
-static int inj_sec_call(const char *addr, st_env *env, const Strata__Msg *m, Strata__Msg **out)
+/* inj_role_call - one request/reply on a fresh REQ socket; *out the reply. */
+static int inj_role_call(const char *addr, st_env *env, const Strata__Msg *m, Strata__Msg **out)
 {
     nng_socket s;
-    if (inj_dial(addr, &s))
+    if (inj_dial(addr, true, &s)) /* the bombs' dial: REQ, timeouts, no resend */
         return 1;
     st_err e = st_msg_send(s, env, ST_ENV_CONTROL, m); /* an Error reply is printed, not failed */
     if (e == ST_OK)
@@ -310,7 +519,7 @@ static int inj_sec_call(const char *addr, st_env *env, const Strata__Msg *m, Str
     return 0;
 }
 
-static void inj_sec_print(const Strata__Msg *r)
+static void inj_role_print(const Strata__Msg *r)
 {
     if (r->body_case == STRATA__MSG__BODY_ERROR)
         printf("reply: error %u %s: %s\n", r->error->code, st_strerror((st_err)r->error->code),
@@ -319,15 +528,15 @@ static void inj_sec_print(const Strata__Msg *r)
         printf("reply: %s\n", st_msg_case_name(r));
 }
 
-/* inj_sec_joins - Joins copying the first worker's capability (from a
+/* inj_role_joins - Joins copying the first worker's capability (from a
  * Status): at its own control address (steal) or at count fresh ones. */
-static int inj_sec_joins(const inj_sec *o, st_env *env)
+static int inj_role_joins(const inj_role *o, st_env *env)
 {
     Strata__StatusRequest sq = STRATA__STATUS_REQUEST__INIT;
     Strata__Msg m = STRATA__MSG__INIT, *st = NULL;
     m.body_case = STRATA__MSG__BODY_STATUS_REQ;
     m.status_req = &sq;
-    if (inj_sec_call(o->addr, env, &m, &st))
+    if (inj_role_call(o->addr, env, &m, &st))
         return 1;
     if (st->body_case != STRATA__MSG__BODY_STATUS || st->status->n_workers == 0) {
         fprintf(stderr, "inject: no worker to copy in the status\n");
@@ -352,10 +561,10 @@ static int inj_sec_joins(const inj_sec *o, st_env *env)
             cap.data_addr = data;
         }
         Strata__Msg *r = NULL;
-        if ((rc = inj_sec_call(o->addr, env, &m, &r)) != 0)
+        if ((rc = inj_role_call(o->addr, env, &m, &r)) != 0)
             break;
         if (steal)
-            inj_sec_print(r);
+            inj_role_print(r);
         ok += r->body_case == STRATA__MSG__BODY_JOIN_REPLY;
         refused += r->body_case == STRATA__MSG__BODY_ERROR;
         st_msg_free(r);
@@ -366,10 +575,10 @@ static int inj_sec_joins(const inj_sec *o, st_env *env)
     return rc;
 }
 
-static int inj_sec_req(const inj_sec *o, st_env *env)
+static int inj_role_req(const inj_role *o, st_env *env)
 {
     if (strncmp(o->what, "join-", 5) == 0)
-        return inj_sec_joins(o, env);
+        return inj_role_joins(o, env);
     Strata__Msg m = STRATA__MSG__INIT;
     Strata__Heartbeat hb = STRATA__HEARTBEAT__INIT;
     Strata__Leave lv = STRATA__LEAVE__INIT;
@@ -411,17 +620,17 @@ static int inj_sec_req(const inj_sec *o, st_env *env)
         return 2;
     }
     Strata__Msg *r = NULL;
-    if (inj_sec_call(o->addr, env, &m, &r))
+    if (inj_role_call(o->addr, env, &m, &r))
         return 1;
-    inj_sec_print(r);
+    inj_role_print(r);
     st_msg_free(r);
     return 0;
 }
 
-/* inj_sec_main - `inject sec ...`: the credential, then the case. */
-static int inj_sec_main(int argc, char **argv)
+/* inj_role_main - `inject sec ...`: the credential, then the case. */
+static int inj_role_main(int argc, char **argv)
 {
-    inj_sec o = {.addr = argv[2], .what = argv[3], .count = 1};
+    inj_role o = {.addr = argv[2], .what = argv[3], .count = 1};
     const char *path = NULL;
     st_env_role role = ST_ROLE_OPEN;
     for (int i = 4; i + 1 < argc; i += 2) {
@@ -460,7 +669,7 @@ static int inj_sec_main(int argc, char **argv)
     uint64_t sender = 0xbeef0000u + (uint64_t)getpid();
     if (st_env_init_cred(&env, path ? key : NULL, path ? role : ST_ROLE_MEMBER, false, sender))
         return 1;
-    int rc = inj_sec_req(&o, &env);
+    int rc = inj_role_req(&o, &env);
     st_env_fini(&env);
     return rc;
 }
@@ -470,8 +679,15 @@ int main(int argc, char **argv)
 {
     if (argc < 4)
         return inj_usage();
-    if (strcmp(argv[1], "sec") == 0) /* issue 12 (secC) */
-        return inj_sec_main(argc, argv);
+    if (strcmp(argv[1], "sec") == 0) /* issue 12 (secC): roles, owners, members */
+        return inj_role_main(argc, argv);
+    st_env sec_env; /* the decoder bombs and transports: keyless, own arguments */
+    if (st_env_init_mode(&sec_env, NULL, false, 0xdead0000u + (uint64_t)rand()) != ST_OK)
+        return 1;
+    int sec_rc = inj_sec_main(argc, argv, &sec_env);
+    st_env_fini(&sec_env);
+    if (sec_rc >= 0)
+        return sec_rc;
     const char *keyfile = NULL;
     bool encrypt = false;
     uint64_t epoch = 0;
