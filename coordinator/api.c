@@ -265,7 +265,7 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
     q.max_queue_ns = (uint64_t)g->max_queue_ms * 1000000u;
     uint64_t logits = g->want_logits ? (uint64_t)g->max_tokens * c->mi.n_vocab * sizeof(float)
                                      : 0;
-    if (!coord_auth_admit(c, slot, who, logits)) {
+    if (!coord_auth_admit(c, slot, who, g->max_tokens, logits)) {
         free(ids);
         return;
     }

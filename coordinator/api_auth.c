@@ -27,8 +27,8 @@
  * Per-client caps (a client is a client key; in an open cluster, an
  * envelope sender; the cluster key and admin keys have none): live requests
  * (--max-requests-per-client), the logits bytes its requests may hold
- * (--max-logits-per-client) and parked long polls (a quarter of the
- * parkable slots). Each refusal is an Error naming the cap, counted in
+ * (--max-logits-per-client), parked long polls (a quarter of the parkable
+ * slots), and per request, max_tokens (--max-new-tokens). Each refusal is an Error naming the cap, counted in
  * SecurityCounters. */
 #include <sodium.h>
 #include <stdio.h>
@@ -202,7 +202,8 @@ bool coord_auth_request(st_coord *c, uint32_t slot, const coord_who *who, uint64
     return false;
 }
 
-bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint64_t logits_bytes)
+bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint32_t max_tokens,
+                      uint64_t logits_bytes)
 {
     auth_sweep(c);
     bool capped = who->role == ST_ROLE_CLIENT || who->role == ST_ROLE_OPEN;
@@ -224,7 +225,12 @@ bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint64_t
     }
     char text[240];
     text[0] = '\0';
-    if (capped && live >= c->max_req_client)
+    st_err code = ST_EBUSY;
+    if (capped && c->cfg.max_new_tokens && max_tokens > c->cfg.max_new_tokens) {
+        code = ST_ERANGE;
+        snprintf(text, sizeof text, "max_tokens %u exceeds %u (--max-new-tokens)", max_tokens,
+                 c->cfg.max_new_tokens);
+    } else if (capped && live >= c->max_req_client)
         snprintf(text, sizeof text, "this client has %u live requests (the per-client "
                  "limit, --max-requests-per-client); try later", live);
     else if (capped && logits > c->max_logits_client)
@@ -239,7 +245,7 @@ bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint64_t
     c->sec.quota_refused++;
     st_log(ST_LOG_WARN, AUTH, "sender %llu (%s): %s", (unsigned long long)who->sender,
            st_env_role_name(who->role), text);
-    st_api_reply_error(c, slot, ST_EBUSY, text);
+    st_api_reply_error(c, slot, code, text);
     return false;
 }
 

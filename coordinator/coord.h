@@ -56,6 +56,7 @@ typedef struct st_coord_cfg {
     uint32_t max_requests_per_client; /* live requests of one client; 0: max_requests / 4 */
     uint64_t max_logits_per_client;   /* logits bytes one client's requests may hold;
                                        * 0: twice the per-request limit */
+    uint32_t max_new_tokens;       /* max_tokens a client may ask for; 0: the context */
 } st_coord_cfg;
 
 /* st_coord_cfg_default - the documented defaults (model_path NULL). */

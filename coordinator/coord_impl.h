@@ -152,9 +152,11 @@ bool coord_auth_request(st_coord *c, uint32_t slot, const coord_who *who, uint64
  * none); coord_auth_int - the reverse (0 if none). */
 uint64_t coord_auth_ext(const st_coord *c, uint64_t req_id);
 uint64_t coord_auth_int(const st_coord *c, uint64_t ext_id);
-/* coord_auth_admit - whether who may submit one more request that may
- * hold logits_bytes of logits; if not, answers slot (ST_EBUSY), counts. */
-bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint64_t logits_bytes);
+/* coord_auth_admit - whether who may submit one more request of
+ * max_tokens ids that may hold logits_bytes of logits; if not, answers
+ * slot (ST_ERANGE over --max-new-tokens, else ST_EBUSY), counts. */
+bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint32_t max_tokens,
+                      uint64_t logits_bytes);
 /* coord_auth_bind - records who as req_id's creator (after a submit) and
  * gives the request a random id for clients in *ext_id. */
 st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint64_t logits_bytes,

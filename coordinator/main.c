@@ -61,7 +61,7 @@ static void main_usage(FILE *f)
             "        [--rate-rpm N] [--rate-tpm N]\n"
             "        [--rate-table-size N]]\n"
             "       [--client-keys FILE] [--admin-key FILE] [--max-requests-per-client N]\n"
-            "       [--max-logits-per-client BYTES]\n"
+            "       [--max-logits-per-client BYTES] [--max-new-tokens N]\n"
             "\n"
             "Credentials (docs/security.md): --client-keys and --admin-key name files of\n"
             "keys, one per line ('#' comments, mode 0600), and need --cluster-key.\n"
@@ -226,6 +226,8 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
                                 "positive byte count\n", v);
                 return 2;
             }
+        } else if (strcmp(f, "--max-new-tokens") == 0) {
+            bad = main_u32(f, v, 1, 1u << 24, &c->max_new_tokens);
         /* ---- end of credentials ---- */
         } else if (strcmp(f, "--log") == 0) {
             st_log_init(v);

@@ -226,14 +226,15 @@ def case_owners():
 
 
 def case_quota():
-    """Findings 6-7: a client over --max-requests-per-client or
-    --max-logits-per-client is refused with EBUSY naming the cap
-    (quota_refused); another client is served meanwhile; the held requests
-    end with golden ids."""
+    """Findings 6-7: a client over --max-requests-per-client,
+    --max-logits-per-client (EBUSY) or --max-new-tokens (ERANGE) is refused
+    with the flag named (quota_refused); another client is served
+    meanwhile; the held requests end with golden ids."""
     k = Keys()
     case = golden_case()
     with Cluster(model(SYNTH), ["--wire", "f32", "--test-hooks", "--max-requests-per-client", "2",
-                                "--max-logits-per-client", "40000"] + k.coord_args(),
+                                "--max-logits-per-client", "40000", "--max-new-tokens",
+                                str(case["n"])] + k.coord_args(),
                  key=k.cluster) as c:
         c.add_worker()
         c.wait_serving(1)
@@ -252,8 +253,11 @@ def case_quota():
         r = as_cred(c, "--client-key", k.bob, "generate", "--prompt-ids", "1", "-n", "32",
                     "--logits-out", lo, check=False)
         assert r.returncode != 0 and "--max-logits-per-client" in r.stderr, r.stderr
+        r = as_cred(c, "--client-key", k.bob, "generate", "--prompt-ids", "1", "-n",
+                    str(case["n"] + 1), check=False)
+        assert r.returncode != 0 and "--max-new-tokens" in r.stderr, r.stderr
         sec = security(c)
-        assert sec["quota_refused"] == 2, sec
+        assert sec["quota_refused"] == 3, sec
         cluster.release(c)
         for p in ps + [pb]:
             finish_gen(p, case)
