@@ -81,6 +81,8 @@ static cJSON *cl_security_json(const Strata__SecurityCounters *c)
     cli_json_u64(o, "stale_refused", c->stale_refused);
     cli_json_u64(o, "foreign_refused", c->foreign_refused);
     cli_json_u64(o, "quota_refused", c->quota_refused);
+    cli_json_u64(o, "pipes_closed", c->pipes_closed);
+    cli_json_u64(o, "slots_refused", c->slots_refused);
     cJSON_AddStringToObject(o, "role", c->role ? c->role : "");
     return o;
 }
@@ -338,9 +340,10 @@ static void cl_status_print(const Strata__StatusReply *s)
     if (z)
         printf("refused (you are %s): by role %" PRIu64 ", member spoofs %" PRIu64
                ", joins %" PRIu64 ", stale reports %" PRIu64 ", foreign requests %" PRIu64
-               ", over quota %" PRIu64 "\n", z->role ? z->role : "?", z->role_refused,
+               ", over quota %" PRIu64 ", connections closed %" PRIu64 ", slots kept for "
+               "members %" PRIu64 "\n", z->role ? z->role : "?", z->role_refused,
                z->member_spoofed, z->joins_refused, z->stale_refused, z->foreign_refused,
-               z->quota_refused);
+               z->quota_refused, z->pipes_closed, z->slots_refused);
 }
 
 /* st_cmd_status - `strata status [--json]`: one request, one printed reply

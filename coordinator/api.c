@@ -583,6 +583,11 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
     who.role = c->env_rep.last_role; /* answers go back under the credential that verified */
     who.cred = c->env_rep.last_cred;
     c->slot_who[slot] = who;
+    if (!coord_auth_slot_ok(c, slot, &who, !c->keyed || who.role == ST_ROLE_MEMBER)) {
+        if (e == ST_OK) /* dropped unanswered: the members' slots (api_auth.c) */
+            st_msg_free(m);
+        return;
+    }
     if (e != ST_OK) {
         if (e != ST_EAUTH)
             c->bad_msgs++;

@@ -24,6 +24,16 @@
  * so two clients never share KV, and PollReply.reused cannot tell one
  * client about another's prompt.
  *
+ * Slots (finding 6): a request holds a control slot until its answer has
+ * left, and a client that never reads its answers can hold one for the
+ * reply timeout. So requests not made with the cluster key (in a keyed
+ * cluster) may not take the last idle slots (a reserve for heartbeats and
+ * worker messages: they are dropped unanswered, never answered into a
+ * socket that may not drain), and a connection with AUTH_PIPE_MAX_STUCK
+ * answers stuck for AUTH_STUCK_NS (it does not read them; a client using
+ * one request at a time never has more than one) is closed, which frees
+ * their slots.
+ *
  * Per-client caps (a client is a client key; in an open cluster, an
  * envelope sender; the cluster key and admin keys have none): live requests
  * (--max-requests-per-client), the logits bytes its requests may hold
@@ -43,6 +53,10 @@
 #define AUTH_OWNER_SLACK 2        /* owner table: this many times max_requests */
 #define AUTH_REQ_SHARE 4          /* default per-client share of max_requests and parks */
 #define AUTH_LOGITS_REQUESTS 2    /* default logits cap: this many requests at the limit */
+#define AUTH_PIPE_MAX_STUCK 4     /* answers stuck in one client connection at most */
+#define AUTH_STUCK_NS 250000000ull /* an answer leaving this long is stuck: not read */
+#define AUTH_RESERVE_MIN 4        /* idle slots kept for members: at least this many, */
+#define AUTH_RESERVE_DIV 8        /* ... or this fraction of the slots */
 
 static st_err auth_load(st_coord *c, const char *path, st_env_role role)
 {
@@ -310,6 +324,29 @@ bool coord_auth_member(st_coord *c, uint32_t slot, const coord_who *who, uint64_
     return false;
 }
 
+bool coord_auth_slot_ok(st_coord *c, uint32_t slot, const coord_who *who, bool trusted)
+{
+    if (trusted)
+        return true;
+    uint32_t n = st_net_n_slots(c->net), reserve = n / AUTH_RESERVE_DIV;
+    if (reserve < AUTH_RESERVE_MIN)
+        reserve = AUTH_RESERVE_MIN;
+    if (st_net_pipe_stuck(c->net, slot, AUTH_STUCK_NS) >= AUTH_PIPE_MAX_STUCK) {
+        c->sec.pipes_closed++;
+        st_log(ST_LOG_WARN, AUTH, "sender %llu (%s): its connection does not read its answers "
+               "(%d are stuck): closed", (unsigned long long)who->sender,
+               st_env_role_name(who->role), AUTH_PIPE_MAX_STUCK);
+        st_net_close_pipe(c->net, slot);
+    } else if (st_net_slots_idle(c->net) < reserve) {
+        c->sec.slots_refused++;
+    } else {
+        return true;
+    }
+    memset(&c->slot_who[slot], 0, sizeof c->slot_who[slot]);
+    st_net_drop(c->net, slot);
+    return false;
+}
+
 void coord_auth_pb(const st_coord *c, st_env_role role, Strata__SecurityCounters *out)
 {
     strata__security_counters__init(out);
@@ -319,5 +356,7 @@ void coord_auth_pb(const st_coord *c, st_env_role role, Strata__SecurityCounters
     out->stale_refused = c->sec.stale_refused;
     out->foreign_refused = c->sec.foreign_refused;
     out->quota_refused = c->sec.quota_refused;
+    out->pipes_closed = c->sec.pipes_closed;
+    out->slots_refused = c->sec.slots_refused;
     out->role = (char *)st_env_role_name(role);
 }

@@ -48,7 +48,7 @@ typedef struct coord_owner {
 /* Requests refused for who sent them (SecurityCounters). */
 typedef struct coord_sec {
     uint64_t role_refused, member_spoofed, joins_refused, stale_refused, foreign_refused,
-        quota_refused;
+        quota_refused, pipes_closed, slots_refused;
 } coord_sec;
 
 /* A long poll waiting for tokens; it holds its REP slot until answered. */
@@ -171,6 +171,13 @@ uint64_t coord_auth_session(const st_coord *c, const coord_who *who, uint64_t se
  * if not, answers slot with ST_EAUTH, counts, false. An unknown id passes
  * (the caller answers it as today). */
 bool coord_auth_member(st_coord *c, uint32_t slot, const coord_who *who, uint64_t id);
+/* coord_auth_slot_ok - whether slot's request (from who; trusted: the
+ * cluster key, or any sender of an open cluster) may hold its slot: a
+ * connection with 4 answers it does not read is closed, and an
+ * untrusted request is dropped unanswered while fewer slots than the
+ * members' reserve are idle (an answer to a client that does not read
+ * would hold the slot). Counts; false after dropping the request. */
+bool coord_auth_slot_ok(st_coord *c, uint32_t slot, const coord_who *who, bool trusted);
 /* coord_auth_pb - the SecurityCounters of Status (role: the asker's). */
 void coord_auth_pb(const st_coord *c, st_env_role role, Strata__SecurityCounters *out);
 

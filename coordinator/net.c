@@ -19,6 +19,7 @@
 #define NET_REPLY_TIMEOUT_MS 5000
 
 enum { NET_RECV = 0, NET_SEND = 1 };
+enum { NET_IDLE = 0, NET_HELD = 1, NET_SENDING = 2 }; /* net_slot.held */
 
 typedef struct net_slot {
     st_net *net;
@@ -26,6 +27,10 @@ typedef struct net_slot {
     nng_ctx ctx;
     nng_aio *aio;
     int phase; /* written by the main thread before a send, by the callback after */
+    /* read by the main thread for any slot (st_net_slots_idle, st_net_pipe_held): */
+    atomic_uint held;     /* NET_IDLE, NET_HELD (a request, unanswered), NET_SENDING */
+    atomic_uint pipe_id;  /* the connection that request came on */
+    atomic_uint_fast64_t send_ns; /* when its answer's send began (NET_SENDING) */
 } net_slot;
 
 struct st_net {
@@ -104,10 +109,13 @@ static void net_slot_cb(void *arg)
             atomic_fetch_add(&s->net->reply_failures, 1);
         }
         s->phase = NET_RECV;
+        atomic_store(&s->held, NET_IDLE);
         nng_ctx_recv(s->ctx, s->aio);
         return;
     }
     if (rv == 0) {
+        atomic_store(&s->pipe_id, nng_pipe_id(nng_msg_get_pipe(nng_aio_get_msg(s->aio))));
+        atomic_store(&s->held, NET_HELD);
         net_post(s->net->q, ST_CQ_CTL, 0, s->idx, nng_aio_get_msg(s->aio), NULL);
         return;
     }
@@ -233,6 +241,8 @@ void st_net_reply(st_net *n, uint32_t slot, nng_msg *msg)
 {
     net_slot *s = &n->slots[slot];
     s->phase = NET_SEND;
+    atomic_store(&s->send_ns, st_now_ns());
+    atomic_store(&s->held, NET_SENDING);
     nng_aio_set_msg(s->aio, msg);
     nng_aio_set_timeout(s->aio, NET_REPLY_TIMEOUT_MS);
     nng_ctx_send(s->ctx, s->aio);
@@ -243,7 +253,36 @@ void st_net_drop(st_net *n, uint32_t slot)
     net_slot *s = &n->slots[slot];
     atomic_fetch_add(&n->reply_failures, 1);
     s->phase = NET_RECV; /* a REP context that receives again abandons its request */
+    atomic_store(&s->held, NET_IDLE);
     nng_ctx_recv(s->ctx, s->aio);
+}
+
+uint32_t st_net_slots_idle(const st_net *n)
+{
+    uint32_t idle = 0;
+    for (uint32_t i = 0; i < n->n_slots; i++)
+        idle += atomic_load(&n->slots[i].held) == NET_IDLE;
+    return idle;
+}
+
+uint32_t st_net_pipe_stuck(const st_net *n, uint32_t slot, uint64_t age_ns)
+{
+    unsigned pipe = atomic_load(&n->slots[slot].pipe_id);
+    uint64_t now = st_now_ns();
+    uint32_t stuck = 0;
+    for (uint32_t i = 0; i < n->n_slots; i++) {
+        const net_slot *s = &n->slots[i];
+        stuck += i != slot && atomic_load(&s->held) == NET_SENDING &&
+                 atomic_load(&s->pipe_id) == pipe && now - atomic_load(&s->send_ns) > age_ns;
+    }
+    return stuck;
+}
+
+void st_net_close_pipe(st_net *n, uint32_t slot)
+{
+    nng_pipe p;
+    p.id = atomic_load(&n->slots[slot].pipe_id);
+    nng_pipe_close(p); /* its pending answers fail at once: their slots receive again */
 }
 
 uint64_t st_net_reply_failures(st_net *n) { return atomic_load(&n->reply_failures); }

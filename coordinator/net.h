@@ -92,6 +92,20 @@ void st_net_reply(st_net *n, uint32_t slot, nng_msg *msg);
  * packed, so the slot is never left busy. Counted. */
 void st_net_drop(st_net *n, uint32_t slot);
 
+/* Slots and connections (issue 12, finding 6: clients must not starve
+ * heartbeats of slots). A slot is held from the request it received until
+ * its answer left or was dropped; a stuck send (a client that does not
+ * read) holds it for up to the reply timeout. */
+/* st_net_slots_idle - slots waiting for a request now. */
+uint32_t st_net_slots_idle(const st_net *n);
+/* st_net_pipe_stuck - other slots whose answer to the connection slot's
+ * request came on has been leaving for more than age_ns (its reader does
+ * not read). */
+uint32_t st_net_pipe_stuck(const st_net *n, uint32_t slot, uint64_t age_ns);
+/* st_net_close_pipe - closes the connection slot's request came on (the
+ * answers pending on it fail, freeing their slots). */
+void st_net_close_pipe(st_net *n, uint32_t slot);
+
 /* st_net_reply_failures - replies dropped (st_net_drop) or whose send
  * failed, since st_net_open; the slot received again after each. */
 uint64_t st_net_reply_failures(st_net *n);

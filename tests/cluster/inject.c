@@ -17,6 +17,7 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -495,12 +496,63 @@ static int inj_sec_main(int argc, char **argv, st_env *env)
  *   drain-as (worker --id) | join-steal (a Join copying the first
  *   worker's capability and control address) | join-flood (--count Joins
  *   with the first worker's capability at fresh addresses; prints
- *   "joins: accepted A refused B"). */
+ *   "joins: accepted A refused B") | slot-flood (--count Status requests
+ *   pipelined on one raw REQ connection whose answers are never read; the
+ *   connection is kept --hold-ms, then closed; prints "sent N"). */
 typedef struct inj_role {
     const char *addr, *what;
     uint64_t id;
-    uint32_t count;
+    uint32_t count, hold_ms;
 } inj_role;
+
+static volatile sig_atomic_t inj_role_closed; /* the flood's connection was closed */
+
+static void inj_role_pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg)
+{
+    (void)p;
+    (void)ev;
+    (void)arg;
+    inj_role_closed = 1;
+}
+
+/* inj_role_flood - o->count Status requests on one raw REQ connection,
+ * none of whose answers is read, until the coordinator closes it; the
+ * connection stays open o->hold_ms (prints "sent N, closed yes|no"). */
+static int inj_role_flood(const inj_role *o, st_env *env)
+{
+    static const uint32_t req_id_bit = 0x80000000u; /* NNG's REQ request id marker */
+    nng_socket s;
+    int rv = nng_req0_open_raw(&s);
+    if (rv == 0)
+        rv = nng_pipe_notify(s, NNG_PIPE_EV_REM_POST, inj_role_pipe_gone, NULL);
+    if (rv == 0)
+        rv = nng_dial(s, o->addr, NULL, 0);
+    if (rv != 0) {
+        fprintf(stderr, "inject: %s: %s\n", o->addr, nng_strerror(rv));
+        return 1;
+    }
+    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 1000); /* a closed connection ends the flood */
+    Strata__StatusRequest sq = STRATA__STATUS_REQUEST__INIT;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_STATUS_REQ;
+    m.status_req = &sq;
+    uint32_t sent = 0;
+    for (uint32_t i = 0; i < o->count && !inj_role_closed; i++) {
+        nng_msg *msg;
+        if (st_msg_pack(env, ST_ENV_CONTROL, &m, &msg) != ST_OK)
+            break;
+        if (nng_msg_header_append_u32(msg, req_id_bit | (i + 1)) != 0 ||
+            nng_sendmsg(s, msg, 0) != 0) {
+            nng_msg_free(msg);
+            break; /* the coordinator closed the connection */
+        }
+        sent++;
+    }
+    nng_msleep(o->hold_ms);
+    printf("sent %u, closed %s\n", sent, inj_role_closed ? "yes" : "no");
+    nng_close(s);
+    return 0;
+}
 
 /* inj_role_call - one request/reply on a fresh REQ socket; *out the reply. */
 static int inj_role_call(const char *addr, st_env *env, const Strata__Msg *m, Strata__Msg **out)
@@ -579,6 +631,8 @@ static int inj_role_req(const inj_role *o, st_env *env)
 {
     if (strncmp(o->what, "join-", 5) == 0)
         return inj_role_joins(o, env);
+    if (strcmp(o->what, "slot-flood") == 0)
+        return inj_role_flood(o, env);
     Strata__Msg m = STRATA__MSG__INIT;
     Strata__Heartbeat hb = STRATA__HEARTBEAT__INIT;
     Strata__Leave lv = STRATA__LEAVE__INIT;
@@ -643,6 +697,8 @@ static int inj_role_main(int argc, char **argv)
             o.id = strtoull(v, NULL, 10);
         } else if (strcmp(f, "--count") == 0) {
             o.count = (uint32_t)strtoul(v, NULL, 10);
+        } else if (strcmp(f, "--hold-ms") == 0) {
+            o.hold_ms = (uint32_t)strtoul(v, NULL, 10);
         } else {
             return inj_usage();
         }

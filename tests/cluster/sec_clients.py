@@ -26,6 +26,8 @@ ALICE = "alice-client-key-0123456789"
 BOB = "bob-client-key-9876543210abc"
 ADMIN = "admin-key-00112233445566778899"
 FLOOD = 256  # fake joins: more than the member table holds
+SLOT_FLOOD = 20000  # Status answers: more than the connection's socket buffers hold
+SLOT_HOLD_MS = 3000  # the unread connection stays open twice the heartbeat timeout
 CODES = {4: "ENOENT", 15: "EAUTH", 18: "EBUSY"}  # common/err.h
 
 
@@ -265,8 +267,34 @@ def case_quota():
         check_generate_exact(c, case, c.tmp)
 
 
+def case_slots():
+    """Finding 6: an admin connection pipelining Status requests and never
+    reading the answers would hold every control slot (each stuck answer
+    for 5 s, longer than the heartbeat timeout); the connection is closed
+    once it holds 4 slots (pipes_closed), the workers keep heartbeating (no
+    worker lost, the epoch unchanged), and serving goes on."""
+    k = Keys()
+    case = golden_case()
+    with Cluster(model(SYNTH), ["--wire", "f32"] + k.coord_args(), key=k.cluster) as c:
+        c.add_worker()
+        st = c.wait_serving(1)
+        epoch = st["epoch"]
+        r = subprocess.run([INJECT, "sec", c.addr, "slot-flood", "--admin-key", k.admin,
+                            "--count", str(SLOT_FLOOD), "--hold-ms", str(SLOT_HOLD_MS)],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        st = c.status()
+        sec = st["security"]
+        assert sec["pipes_closed"] >= 1, sec
+        lost = [w["name"] for w in st["workers"] if w["state"] != "serving"]
+        assert not lost and st["epoch"] == epoch, "workers %s, epoch %d -> %d" % (
+            [(w["name"], w["state"]) for w in st["workers"]], epoch, st["epoch"])
+        print("slots: %s; %s; the worker kept serving" % (r.stdout.strip(), sec))
+        check_generate_exact(c, case, c.tmp)
+
+
 CASES = {"roles": case_roles, "members": case_members, "owners": case_owners,
-         "quota": case_quota}
+         "quota": case_quota, "slots": case_slots}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)
