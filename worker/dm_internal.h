@@ -71,6 +71,7 @@ struct st_daemon {
     /* ---- owned by the control thread ---- */
     bool joined;
     uint64_t worker_id, incarnation;
+    uint64_t coord_ctl;     /* the joined coordinator's control sender (JoinReply); 0: none */
     uint32_t hb_ms;
     double next_join, backoff, next_hb, last_hb_s;
     uint64_t last_busy_ns;
@@ -81,6 +82,7 @@ struct st_daemon {
     bool req_cancelled;
     bool stopping, leave_done;
     uint64_t ctl_bad;       /* malformed control messages */
+    uint64_t ctl_refused;   /* control requests refused (dm_ctl_allowed, Prepare, Commit) */
     double throttle;
     /* plans */
     bool have_cur;
@@ -102,6 +104,15 @@ struct st_daemon {
 
 /* dm_on_rep - handles a completed receive on the control REP (dm_rep.c). */
 void dm_on_rep(st_daemon *d);
+
+/* dm_on_join_reply - records the coordinator this worker joined: its id
+ * for us, its incarnation, its heartbeat interval and the sender id its
+ * control requests come from (dm_rep.c). */
+void dm_on_join_reply(st_daemon *d, const Strata__JoinReply *jr, double now);
+
+/* dm_refused - counts a refused control request and answers it with an
+ * Error of code and msg, also logged (dm_rep.c). */
+void dm_refused(st_daemon *d, st_err code, const char *msg);
 
 /* Replies on the control REP (dm_rep.c); a failed send is logged. dm_reply
  * sends m; dm_reply_error an Error of code and msg; dm_reply_ack an Ack;
