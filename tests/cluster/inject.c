@@ -11,12 +11,28 @@
  *       pushes one STEP frame with the given epoch to a worker's data
  *       socket (nothing is expected back on this socket); --hash sets the
  *       plan hash (64 hex digits; default zeros), --route the replica index
- *       of each stage (StepMeta.route; default none). */
+ *       of each stage (StepMeta.route; default none).
+ *   inject sec CASE ARGS... [--sender N]
+ *       hostile control and data frames (issue 12, findings 1 and 2), from
+ *       a stranger's envelope sender id, or N (a copied id: without a key
+ *       sender ids are not authenticated, and the other checks must hold):
+ *       commit-unprepared WORKER_CTL EPOCH      Commit of an unprepared epoch
+ *       prepare-commit-reroute COORD WORKER_CTL TARGET
+ *           the serving plan (asked of COORD) as epoch + 1 with every data
+ *           and result address TARGET, correctly hashed: Prepare, Commit
+ *       commit-bad-hash COORD WORKER_CTL        the plan as epoch + 1 with
+ *           the old plan's hash: Prepare, then Commit of that hash
+ *       step-forged-session WORKER_DATA EPOCH HASH SESSION POS NTOK [TOKEN]
+ *           a stage-0 STEP rewriting positions [POS, POS + NTOK) of SESSION
+ *       result-forged RESULTS BATCH SESSION[,SESSION...] [TOKEN]
+ *           a StepResult of BATCH giving each session TOKEN
+ *       Replies are printed as for req ("reply: refuse: REASON" too). */
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/push.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 #include <math.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +44,8 @@
 static int inj_usage(void)
 {
     fprintf(stderr, "usage: inject req ADDR CASE [--key FILE] | inject step ADDR EPOCH "
-                    "[--key FILE] [--encrypt] [--bad-mac] [--hash HEX] [--route R,R,...]\n");
+                    "[--key FILE] [--encrypt] [--bad-mac] [--hash HEX] [--route R,R,...] | "
+                    "inject sec CASE ARGS... [--sender N]\n");
     return 2;
 }
 
@@ -53,6 +70,8 @@ static int inj_print_reply(nng_socket s, st_env *env)
     if (r->body_case == STRATA__MSG__BODY_ERROR)
         printf("reply: error %u %s: %s\n", r->error->code, st_strerror((st_err)r->error->code),
                r->error->message);
+    else if (r->body_case == STRATA__MSG__BODY_REFUSE)
+        printf("reply: refuse: %s\n", r->refuse->reason ? r->refuse->reason : "");
     else
         printf("reply: %s\n", st_msg_case_name(r));
     st_msg_free(r);
@@ -266,8 +285,271 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_ste
     return rc;
 }
 
+/* ---- sec: hostile control and data frames (issue 12, findings 1 and 2) ---- */
+
+#define INJ_SEC_TIMEOUT_MS 30000 /* a Prepare's reply waits for the stage to load */
+#define INJ_SEC_TOKEN 3          /* a valid id of every test model, not BOS/EOS */
+
+/* inj_sec_dial - a REQ (req) or PUSH socket dialing addr; -1 on failure. */
+static int inj_sec_dial(const char *addr, bool req, nng_socket *s)
+{
+    int rv = req ? nng_req0_open(s) : nng_push0_open(s);
+    if (rv == 0)
+        rv = nng_dial(*s, addr, NULL, 0);
+    if (rv != 0) {
+        fprintf(stderr, "inject: %s: %s\n", addr, nng_strerror(rv));
+        return -1;
+    }
+    nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, INJ_SEC_TIMEOUT_MS);
+    nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, INJ_SEC_TIMEOUT_MS);
+    return 0;
+}
+
+/* inj_sec_rpc - sends m to the REP at addr and prints the reply. */
+static int inj_sec_rpc(const char *addr, st_env *env, const Strata__Msg *m)
+{
+    nng_socket s;
+    if (inj_sec_dial(addr, true, &s) != 0)
+        return 1;
+    st_err e = st_msg_send(s, env, ST_ENV_CONTROL, m);
+    int rc = e == ST_OK ? inj_print_reply(s, env) : 1;
+    if (e != ST_OK)
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+    nng_close(s);
+    return rc;
+}
+
+/* inj_sec_commit - Commit{epoch, hash} to the worker at addr. */
+static int inj_sec_commit(const char *addr, st_env *env, uint64_t epoch, const uint8_t hash[32])
+{
+    Strata__Commit c = STRATA__COMMIT__INIT;
+    c.epoch = epoch;
+    c.plan_hash.data = (uint8_t *)hash;
+    c.plan_hash.len = 32;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_COMMIT;
+    m.commit = &c;
+    return inj_sec_rpc(addr, env, &m);
+}
+
+/* inj_sec_plan - the serving plan, asked of the coordinator at addr (a
+ * PlanRequest, as `strata plan` does); free the reply with st_msg_free. */
+static int inj_sec_plan(const char *addr, st_env *env, Strata__Msg **reply)
+{
+    nng_socket s;
+    if (inj_sec_dial(addr, true, &s) != 0)
+        return 1;
+    Strata__PlanRequest pq = STRATA__PLAN_REQUEST__INIT;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_PLAN_REQ;
+    m.plan_req = &pq;
+    st_err e = st_msg_call(s, env, &m, INJ_SEC_TIMEOUT_MS, reply);
+    nng_close(s);
+    if (e == ST_OK && (*reply)->body_case != STRATA__MSG__BODY_PLAN) {
+        st_msg_free(*reply);
+        e = st_errorf(ST_EPROTO, "no plan in the reply");
+    }
+    if (e != ST_OK) {
+        fprintf(stderr, "inject: plan from %s: %s\n", addr, st_errmsg(e));
+        return 1;
+    }
+    return 0;
+}
+
+/* inj_sec_prepare - sends the plan p as epoch + 1 (data and result
+ * addresses target when not NULL; hashed correctly unless bad_hash, which
+ * keeps the serving plan's hash) to the worker at wctl, then Commit of
+ * that epoch and hash. */
+static int inj_sec_prepare(const char *coord, const char *wctl, const char *target, bool bad_hash,
+                           st_env *env)
+{
+    Strata__Msg *pm;
+    if (inj_sec_plan(coord, env, &pm) != 0)
+        return 1;
+    Strata__Plan *p = pm->plan;
+    if (p->plan_hash.len != 32) {
+        fprintf(stderr, "inject: the coordinator serves no plan\n");
+        st_msg_free(pm);
+        return 1;
+    }
+    uint8_t hash[32];
+    memcpy(hash, p->plan_hash.data, 32);
+    p->epoch++;
+    for (size_t i = 0; target != NULL && i <= p->n_stages; i++) { /* st_msg_free frees them */
+        size_t nk = i < p->n_stages ? p->stages[i]->n_data_addrs : 1;
+        for (size_t k = 0; k < nk; k++) {
+            char **a = i < p->n_stages ? &p->stages[i]->data_addrs[k] : &p->result_addr;
+            free(*a);
+            *a = strdup(target);
+        }
+    }
+    if (!bad_hash) { /* BLAKE2b-256 of the plan packed with an empty hash (coordinator/plan.c) */
+        p->plan_hash.len = 0;
+        size_t n = strata__plan__get_packed_size(p);
+        uint8_t *buf = malloc(n ? n : 1);
+        if (buf == NULL || sodium_init() < 0) {
+            free(buf);
+            st_msg_free(pm);
+            return 1;
+        }
+        strata__plan__pack(p, buf);
+        crypto_generichash(hash, sizeof hash, buf, n, NULL, 0);
+        free(buf);
+        p->plan_hash.len = 32;
+    }
+    memcpy(p->plan_hash.data, hash, 32); /* the reply's own buffer, 32 bytes */
+    Strata__Prepare pr = STRATA__PREPARE__INIT;
+    pr.plan = p;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_PREPARE;
+    m.prepare = &pr;
+    uint64_t epoch = p->epoch;
+    int rc = inj_sec_rpc(wctl, env, &m);
+    st_msg_free(pm);
+    return rc != 0 ? rc : inj_sec_commit(wctl, env, epoch, hash);
+}
+
+/* inj_sec_step - a stage-0 STEP of the current epoch and plan hash whose
+ * one row rewrites positions [pos, pos + ntok) of session sid with token. */
+static int inj_sec_step(const char *addr, st_env *env, uint64_t epoch, const uint8_t hash[32],
+                        uint64_t sid, uint32_t pos, uint32_t ntok, int32_t token)
+{
+    int32_t *toks = calloc(ntok ? ntok : 1, sizeof *toks);
+    nng_socket s;
+    if (toks == NULL || inj_sec_dial(addr, false, &s) != 0) {
+        free(toks);
+        return 1;
+    }
+    for (uint32_t i = 0; i < ntok; i++)
+        toks[i] = token;
+    Strata__StepRow row = STRATA__STEP_ROW__INIT;
+    Strata__StepRow *rows[1] = {&row};
+    row.session_id = sid;
+    row.pos = pos;
+    row.n_tok = ntok;
+    row.n_tokens = ntok;
+    row.tokens = toks;
+    Strata__StepMeta meta = STRATA__STEP_META__INIT;
+    meta.epoch = epoch;
+    meta.plan_hash.data = (uint8_t *)hash;
+    meta.plan_hash.len = 32;
+    randombytes_buf(&meta.batch_id, sizeof meta.batch_id);
+    meta.n_rows = 1;
+    meta.rows = rows;
+    nng_msg *msg;
+    st_err e = st_step_pack(env, &meta, &msg);
+    free(toks);
+    int rc = e == ST_OK ? inj_send_raw(s, nng_msg_body(msg), nng_msg_len(msg)) : 1;
+    if (e == ST_OK)
+        nng_msg_free(msg);
+    else
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+    nng_msleep(200); /* let the message leave before the socket closes */
+    nng_close(s);
+    if (rc == 0)
+        printf("sent: step session %llu positions [%u, %u)\n", (unsigned long long)sid, pos,
+               pos + ntok);
+    return rc;
+}
+
+/* inj_sec_result - a StepResult of batch giving each of sids[0..n) token. */
+static int inj_sec_result(const char *addr, st_env *env, uint64_t batch, const uint64_t *sids,
+                          size_t n, int32_t token)
+{
+    Strata__RowResult rr[16], *rp[16];
+    uint64_t rng[4] = {1, 2, 3, 4};
+    nng_socket s;
+    if (n > 16 || inj_sec_dial(addr, false, &s) != 0)
+        return 1;
+    for (size_t i = 0; i < n; i++) {
+        strata__row_result__init(&rr[i]);
+        rr[i].session_id = sids[i];
+        rr[i].token = token;
+        rr[i].n_rng = 4;
+        rr[i].rng = rng;
+        rp[i] = &rr[i];
+    }
+    Strata__StepResult r = STRATA__STEP_RESULT__INIT;
+    r.batch_id = batch;
+    r.n_rows = n;
+    r.rows = rp;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_RESULT;
+    m.result = &r;
+    nng_msg *msg;
+    st_err e = st_msg_pack(env, ST_ENV_RESULT, &m, &msg);
+    int rc = e == ST_OK ? inj_send_raw(s, nng_msg_body(msg), nng_msg_len(msg)) : 1;
+    if (e == ST_OK)
+        nng_msg_free(msg);
+    nng_msleep(200);
+    nng_close(s);
+    if (rc == 0)
+        printf("sent: result of batch %llu for %zu session(s)\n", (unsigned long long)batch, n);
+    return rc;
+}
+
+/* inj_sec_ids - "A,B,..." into ids (at most cap); -1 if malformed. */
+static int inj_sec_ids(const char *txt, uint64_t *ids, size_t cap, size_t *n)
+{
+    *n = 0;
+    for (const char *q = txt; *q != '\0';) {
+        char *end;
+        unsigned long long v = strtoull(q, &end, 10);
+        if (end == q || *n == cap || (*end != ',' && *end != '\0'))
+            return -1;
+        ids[(*n)++] = v;
+        q = *end == ',' ? end + 1 : end;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+static int inj_sec_main(int argc, char **argv)
+{
+    uint64_t sender;
+    randombytes_buf(&sender, sizeof sender); /* a stranger */
+    int n = 0; /* positional arguments: CASE ARGS... */
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--sender") == 0 && i + 1 < argc)
+            sender = strtoull(argv[++i], NULL, 10);
+        else
+            argv[n++] = argv[i];
+    }
+    st_env env;
+    if (n < 2 || st_env_init(&env, NULL, sender) != ST_OK)
+        return inj_usage();
+    const char *what = argv[0];
+    uint8_t hash[32];
+    uint64_t ids[16];
+    size_t nid;
+    int rc = 2;
+    if (strcmp(what, "commit-unprepared") == 0 && n == 3) {
+        randombytes_buf(hash, sizeof hash);
+        rc = inj_sec_commit(argv[1], &env, strtoull(argv[2], NULL, 10), hash);
+    } else if (strcmp(what, "prepare-commit-reroute") == 0 && n == 4) {
+        rc = inj_sec_prepare(argv[1], argv[2], argv[3], false, &env);
+    } else if (strcmp(what, "commit-bad-hash") == 0 && n == 3) {
+        rc = inj_sec_prepare(argv[1], argv[2], NULL, true, &env);
+    } else if (strcmp(what, "step-forged-session") == 0 && (n == 7 || n == 8) &&
+               inj_parse_hash(argv[3], hash) == 0) {
+        rc = inj_sec_step(argv[1], &env, strtoull(argv[2], NULL, 10), hash,
+                          strtoull(argv[4], NULL, 10), (uint32_t)strtoul(argv[5], NULL, 10),
+                          (uint32_t)strtoul(argv[6], NULL, 10),
+                          n == 8 ? (int32_t)strtol(argv[7], NULL, 10) : INJ_SEC_TOKEN);
+    } else if (strcmp(what, "result-forged") == 0 && (n == 4 || n == 5) &&
+               inj_sec_ids(argv[3], ids, 16, &nid) == 0) {
+        rc = inj_sec_result(argv[1], &env, strtoull(argv[2], NULL, 10), ids, nid,
+                            n == 5 ? (int32_t)strtol(argv[4], NULL, 10) : INJ_SEC_TOKEN);
+    }
+    st_env_fini(&env);
+    if (rc == 2)
+        fprintf(stderr, "inject: sec: unknown case or arguments '%s'\n", what);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "sec") == 0)
+        return inj_sec_main(argc - 2, argv + 2);
     if (argc < 4)
         return inj_usage();
     const char *keyfile = NULL;
