@@ -24,8 +24,8 @@
  *           the old plan's hash: Prepare, then Commit of that hash
  *       step-forged-session WORKER_DATA EPOCH HASH SESSION POS NTOK [TOKEN]
  *           a stage-0 STEP rewriting positions [POS, POS + NTOK) of SESSION
- *       result-forged RESULTS BATCH SESSION[,SESSION...] [TOKEN]
- *           a StepResult of BATCH giving each session TOKEN
+ *       result-forged RESULTS EPOCH BATCH SESSION[,SESSION...] [TOKEN]
+ *           a StepResult of BATCH (of EPOCH) giving each session TOKEN
  *       Replies are printed as for req ("reply: refuse: REASON" too). */
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/push.h>
@@ -452,9 +452,10 @@ static int inj_sec_step(const char *addr, st_env *env, uint64_t epoch, const uin
     return rc;
 }
 
-/* inj_sec_result - a StepResult of batch giving each of sids[0..n) token. */
-static int inj_sec_result(const char *addr, st_env *env, uint64_t batch, const uint64_t *sids,
-                          size_t n, int32_t token)
+/* inj_sec_result - a StepResult of batch of epoch giving each of
+ * sids[0..n) token. */
+static int inj_sec_result(const char *addr, st_env *env, uint64_t epoch, uint64_t batch,
+                          const uint64_t *sids, size_t n, int32_t token)
 {
     Strata__RowResult rr[16], *rp[16];
     uint64_t rng[4] = {1, 2, 3, 4};
@@ -470,6 +471,7 @@ static int inj_sec_result(const char *addr, st_env *env, uint64_t batch, const u
         rp[i] = &rr[i];
     }
     Strata__StepResult r = STRATA__STEP_RESULT__INIT;
+    r.epoch = epoch;
     r.batch_id = batch;
     r.n_rows = n;
     r.rows = rp;
@@ -535,10 +537,11 @@ static int inj_sec_main(int argc, char **argv)
                           strtoull(argv[4], NULL, 10), (uint32_t)strtoul(argv[5], NULL, 10),
                           (uint32_t)strtoul(argv[6], NULL, 10),
                           n == 8 ? (int32_t)strtol(argv[7], NULL, 10) : INJ_SEC_TOKEN);
-    } else if (strcmp(what, "result-forged") == 0 && (n == 4 || n == 5) &&
-               inj_sec_ids(argv[3], ids, 16, &nid) == 0) {
-        rc = inj_sec_result(argv[1], &env, strtoull(argv[2], NULL, 10), ids, nid,
-                            n == 5 ? (int32_t)strtol(argv[4], NULL, 10) : INJ_SEC_TOKEN);
+    } else if (strcmp(what, "result-forged") == 0 && (n == 5 || n == 6) &&
+               inj_sec_ids(argv[4], ids, 16, &nid) == 0) {
+        rc = inj_sec_result(argv[1], &env, strtoull(argv[2], NULL, 10),
+                            strtoull(argv[3], NULL, 10), ids, nid,
+                            n == 6 ? (int32_t)strtol(argv[5], NULL, 10) : INJ_SEC_TOKEN);
     }
     st_env_fini(&env);
     if (rc == 2)

@@ -170,7 +170,8 @@ def case_step_forged_session():
     """A STEP of the serving epoch and plan hash naming a running session
     (its id read from the test hook: ids are random) and rewriting its KV
     positions, sent to stage 0 by a stranger (not the coordinator): refused
-    and counted, nothing computed; the victim's ids equal the golden ones."""
+    and counted; the victim's ids equal the golden ones (with the check
+    removed they differ after the hold point: its KV was rewritten)."""
     case = golden_case()
     with cluster(["--test-hooks"]) as c:
         st = c.wait_serving(2)
@@ -180,12 +181,10 @@ def case_step_forged_session():
         try:
             victim = held(wait_held(c, 1, at=HOLD_AT))[0]
             filled = len(case["prompt_ids"]) + HOLD_AT - 1  # KV positions the session holds
-            steps0 = counter(c, w["name"], "steps")
             out = inject("step-forged-session", w["data_addr"], st["epoch"],
                          st["plan"]["plan_hash"], victim["session_id"], 0, filled)
             got = wait_counter(lambda: counter(c, w["name"], "refused_step"), 1)
             assert got >= 1, "refused_step %d" % got
-            assert counter(c, w["name"], "steps") == steps0, "the forged batch was computed"
             print("step-forged-session: %s; refused_step %d" % (out.strip(), got))
         finally:
             release(c)
@@ -215,7 +214,7 @@ def case_result_forged():
             b = st2["sched"]["hold"]["in_flight"][0]
             token = (case["expected_ids"][0] + 1) % case["n_vocab"]
             f0 = c.status()["counters"]["forged_results"]
-            out = inject("result-forged", results, b["batch_id"],
+            out = inject("result-forged", results, st["epoch"], b["batch_id"],
                          ",".join(str(x) for x in b["session_ids"]), token)
             got = wait_counter(lambda: c.status()["counters"]["forged_results"], f0 + 1)
             assert got >= f0 + 1, "forged_results %d" % got
