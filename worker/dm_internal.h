@@ -12,6 +12,7 @@
 
 #include "common/envelope.h"
 #include "common/gguf.h"
+#include "worker/ctl_check.h"
 #include "worker/daemon.h"
 #include "worker/dataplane.h"
 #include "worker/measure.h"
@@ -123,6 +124,9 @@ void dm_reply_error(st_daemon *d, st_err code, const char *msg);
 void dm_reply_ack(st_daemon *d);
 void dm_refuse(st_daemon *d, uint64_t epoch, const char *reason);
 void dm_ready(st_daemon *d, uint64_t epoch, uint64_t resident);
+
+/* dm_ctl_state - what the checks of ctl_check.h read of d (dm_plan.c). */
+st_ctl_state dm_ctl_state(const st_daemon *d);
 
 /* dm_prepare - checks a Prepare and starts loading its stage, or refuses
  * it; the reply waits for the loader (dm_plan.c). */

@@ -18,7 +18,8 @@
  * socket receives nothing else meanwhile: its next receive is armed only
  * after the reply, which is how REP serialises requests anyway.
  *
- * Commit publishes the prepared stage to the data thread. Only the
+ * Commit publishes the prepared stage to the data thread. The rules that
+ * follow are pure functions of ctl_check.h (unit-tested). Only the
  * coordinator this worker joined may send either (dm_rep.c); and whoever
  * sends them, a Commit must name the epoch and plan hash of the Prepare
  * this worker answered Ready to: a Commit without that Prepare (another
@@ -37,7 +38,6 @@
  * send this stage STEP frames (st_dp_plan.prev_senders): the coordinator's
  * step sender for stage 0, else the data senders of the previous stage's
  * workers; a plan without them is refused. */
-#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,36 +74,6 @@ static st_err dm_why(char *reason, size_t cap, const char *fmt, ...)
     return ST_EINVAL;
 }
 
-/* dm_check_hash - ST_OK when the plan's 32-byte hash is BLAKE2b-256 of the
- * plan packed with an empty hash; else ST_EEPOCH with why. */
-static st_err dm_check_hash(const Strata__Plan *p, char *why, size_t cap)
-{
-    Strata__Plan c = *p;
-    c.plan_hash.len = 0;
-    c.plan_hash.data = NULL;
-    size_t n = strata__plan__get_packed_size(&c);
-    uint8_t *buf = malloc(n ? n : 1), h[32];
-    if (buf == NULL) {
-        snprintf(why, cap, "out of memory for the plan's %zu bytes", n);
-        return ST_ENOMEM;
-    }
-    strata__plan__pack(&c, buf);
-    int rc = crypto_generichash(h, sizeof h, buf, n, NULL, 0);
-    free(buf);
-    if (rc != 0) {
-        snprintf(why, cap, "crypto_generichash failed on the plan");
-        return ST_ESODIUM;
-    }
-    if (sodium_memcmp(h, p->plan_hash.data, 32) == 0)
-        return ST_OK;
-    char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
-    st_hex_short(p->plan_hash.data, p->plan_hash.len, a);
-    st_hex_short(h, 32, b);
-    snprintf(why, cap, "plan of epoch %llu: hash %s.. is not BLAKE2b-256 of the plan (%s..)",
-             (unsigned long long)p->epoch, a, b);
-    return ST_EEPOCH;
-}
-
 /* dm_plan_senders - who may send STEP frames to stage me of p (see the
  * file comment) into o; false when the plan does not say. */
 static bool dm_plan_senders(const Strata__Plan *p, int32_t me, st_dp_plan *o)
@@ -126,30 +96,25 @@ static bool dm_plan_senders(const Strata__Plan *p, int32_t me, st_dp_plan *o)
     return true;
 }
 
-/* dm_plan_check - validates plan (see the file comment) and extracts this
- * worker's part into *o (index -1 when it is not in the plan). */
+st_ctl_state dm_ctl_state(const st_daemon *d)
+{
+    st_ctl_state s = {.coord_ctl = d->coord_ctl, .incarnation = d->incarnation,
+                      .have_cur = d->have_cur, .cur_epoch = d->cur_epoch,
+                      .have_pending = d->pending != NULL};
+    if (d->pending != NULL) {
+        s.pending_epoch = d->pending->plan.epoch;
+        memcpy(s.pending_hash, d->pending->plan.plan_hash, sizeof s.pending_hash);
+    }
+    return s;
+}
+
+/* dm_plan_check - validates the layout of plan (see the file comment;
+ * its epoch, incarnation and hash are st_ctl_prepare_check's) and extracts
+ * this worker's part into *o (index -1 when it is not in the plan). */
 static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_plan *o,
                             char *why, size_t cap)
 {
-    memset(o, 0, sizeof *o);
-    if (p == NULL)
-        return dm_why(why, cap, "Prepare carries no plan");
-    unsigned long long ep = (unsigned long long)p->epoch;
-    if (p->epoch == 0)
-        return dm_why(why, cap, "plan epoch 0 is invalid");
-    if (d->have_cur && p->epoch <= d->cur_epoch) {
-        dm_why(why, cap, "plan epoch %llu is not newer than the current epoch %llu (stale)", ep,
-               (unsigned long long)d->cur_epoch);
-        return ST_EEPOCH;
-    }
-    if (p->incarnation != d->incarnation) {
-        dm_why(why, cap, "plan of epoch %llu is of coordinator incarnation %llu; this worker "
-               "joined incarnation %llu", ep, (unsigned long long)p->incarnation,
-               (unsigned long long)d->incarnation);
-        return ST_EAUTH;
-    }
-    if (p->plan_hash.len != 32)
-        return dm_why(why, cap, "plan hash has %zu bytes; 32 expected", p->plan_hash.len);
+    memset(o, 0, sizeof *o); /* epoch, incarnation and hash: st_ctl_prepare_check */
     if (p->model_id.len != 32 || memcmp(p->model_id.data, d->model_id, 32) != 0) {
         char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
         st_hex_short(p->model_id.data, p->model_id.len, a);
@@ -268,9 +233,10 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
         dm_refuse(d, epoch, "this worker has not joined yet");
         return;
     }
-    st_err ce = dm_plan_check(d, pr->plan, &plan, why, sizeof why);
+    st_ctl_state cs = dm_ctl_state(d);
+    st_err ce = st_ctl_prepare_check(&cs, pr->plan, why, sizeof why);
     if (ce == ST_OK)
-        ce = dm_check_hash(pr->plan, why, sizeof why);
+        ce = dm_plan_check(d, pr->plan, &plan, why, sizeof why);
     if (ce != ST_OK) {
         if (ce == ST_EEPOCH || ce == ST_EAUTH)
             d->ctl_refused++; /* stale, another incarnation's, a wrong hash */
@@ -360,44 +326,19 @@ static void dm_publish(st_daemon *d, st_dp_stage *s)
 
 void dm_commit(st_daemon *d, const Strata__Commit *c)
 {
-    char msg[320], a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
-    unsigned long long ep = (unsigned long long)c->epoch;
-    if (c->plan_hash.len != 32) {
-        snprintf(msg, sizeof msg, "commit of epoch %llu: plan hash of %zu bytes", ep,
-                 c->plan_hash.len);
-        dm_refused(d, ST_EINVAL, msg);
-        return;
-    }
-    st_hex_short(c->plan_hash.data, 32, a);
-    if (d->have_cur && c->epoch <= d->cur_epoch) {
-        snprintf(msg, sizeof msg, "commit of epoch %llu is stale: epoch %llu is committed", ep,
-                 (unsigned long long)d->cur_epoch);
-        dm_refused(d, ST_EEPOCH, msg);
-        return;
-    }
-    if (d->pending == NULL || d->pending->plan.epoch != c->epoch) {
-        if (d->pending != NULL)
-            snprintf(msg, sizeof msg, "commit of epoch %llu (plan hash %s..) without a matching "
-                     "Prepare: epoch %llu is prepared", ep, a,
-                     (unsigned long long)d->pending->plan.epoch);
-        else
-            snprintf(msg, sizeof msg, "commit of epoch %llu (plan hash %s..) without a matching "
-                     "Prepare: no plan is prepared", ep, a);
-        dm_refused(d, ST_EPROTO, msg);
-        return;
-    }
-    if (sodium_memcmp(c->plan_hash.data, d->pending->plan.plan_hash, 32) != 0) {
-        st_hex_short(d->pending->plan.plan_hash, 32, b);
-        snprintf(msg, sizeof msg, "commit of epoch %llu with plan hash %s..; the prepared "
-                 "plan's is %s..", ep, a, b);
-        dm_refused(d, ST_EEPOCH, msg); /* the prepared plan stays for its own Commit */
+    char msg[320];
+    st_ctl_state cs = dm_ctl_state(d);
+    st_err e = st_ctl_commit_check(&cs, c->epoch, c->plan_hash.data, c->plan_hash.len, msg,
+                                   sizeof msg);
+    if (e != ST_OK) {
+        dm_refused(d, e, msg); /* a prepared plan stays for its own Commit */
         return;
     }
     st_dp_stage *s = d->pending;
     d->pending = NULL;
     bool spare = s->plan.index < 0;
     dm_publish(d, s);
-    st_log(ST_LOG_INFO, "control", "committed epoch %llu%s", ep,
+    st_log(ST_LOG_INFO, "control", "committed epoch %llu%s", (unsigned long long)c->epoch,
            spare ? " without this worker: spare" : "");
     dm_reply_ack(d);
 }

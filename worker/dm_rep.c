@@ -118,18 +118,12 @@ void dm_on_join_reply(st_daemon *d, const Strata__JoinReply *jr, double now)
  * comment); else it is refused and counted. */
 static bool dm_ctl_allowed(st_daemon *d, const Strata__Msg *m, uint64_t sender)
 {
-    if (d->coord_ctl != 0 && sender == d->coord_ctl)
-        return true;
     char why[240];
-    if (d->coord_ctl == 0)
-        snprintf(why, sizeof why, "%s from sender %llu: this worker has joined no coordinator",
-                 st_msg_case_name(m), (unsigned long long)sender);
-    else
-        snprintf(why, sizeof why, "%s from sender %llu: only the coordinator this worker joined "
-                 "(sender %llu, incarnation %llu) may send it", st_msg_case_name(m),
-                 (unsigned long long)sender, (unsigned long long)d->coord_ctl,
-                 (unsigned long long)d->incarnation);
-    dm_refused(d, ST_EAUTH, why);
+    st_ctl_state cs = dm_ctl_state(d);
+    st_err e = st_ctl_sender_check(&cs, st_msg_case_name(m), sender, why, sizeof why);
+    if (e == ST_OK)
+        return true;
+    dm_refused(d, e, why);
     return false;
 }
 

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/msg.h"
 #include "common/step.h"
+#include "worker/ctl_check.h"
 #include "worker/dp_internal.h"
 
 /* dp_warn - a warning about bad input, at most one a second (the others
@@ -294,9 +295,10 @@ static bool dp_check_sender(st_dataplane *dp, const st_dp_stage *s, const Strata
                             uint64_t sender)
 {
     const st_dp_plan *p = &s->plan;
-    for (uint32_t k = 0; k < p->n_prev && k < ST_DP_MAX_NEXT; k++)
-        if (p->prev_senders[k] == sender)
-            return true;
+    if (st_ctl_step_sender_ok(p->prev_senders, p->n_prev < ST_DP_MAX_NEXT ? p->n_prev
+                                                                          : ST_DP_MAX_NEXT,
+                              sender))
+        return true;
     pthread_mutex_lock(&dp->sh->mu);
     dp->sh->c.refused_step++;
     pthread_mutex_unlock(&dp->sh->mu);
