@@ -289,6 +289,7 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_ste
 
 #define INJ_SEC_TIMEOUT_MS 30000 /* a Prepare's reply waits for the stage to load */
 #define INJ_SEC_TOKEN 3          /* a valid id of every test model, not BOS/EOS */
+#define INJ_SEC_MAX_ROWS 16      /* sessions of a forged result */
 
 /* inj_sec_dial - a REQ (req) or PUSH socket dialing addr; -1 on failure. */
 static int inj_sec_dial(const char *addr, bool req, nng_socket *s)
@@ -409,17 +410,32 @@ static int inj_sec_prepare(const char *coord, const char *wctl, const char *targ
     return rc != 0 ? rc : inj_sec_commit(wctl, env, epoch, hash);
 }
 
+/* inj_sec_push - pushes msg (packed with e; freed here) to the PULL at addr. */
+static int inj_sec_push(const char *addr, st_err e, nng_msg *msg)
+{
+    nng_socket s;
+    if (e != ST_OK) {
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+        return 1;
+    }
+    int rc = 1;
+    if (inj_sec_dial(addr, false, &s) == 0) {
+        rc = inj_send_raw(s, nng_msg_body(msg), nng_msg_len(msg));
+        nng_msleep(200); /* let the message leave before the socket closes */
+        nng_close(s);
+    }
+    nng_msg_free(msg);
+    return rc;
+}
+
 /* inj_sec_step - a stage-0 STEP of the current epoch and plan hash whose
  * one row rewrites positions [pos, pos + ntok) of session sid with token. */
 static int inj_sec_step(const char *addr, st_env *env, uint64_t epoch, const uint8_t hash[32],
                         uint64_t sid, uint32_t pos, uint32_t ntok, int32_t token)
 {
     int32_t *toks = calloc(ntok ? ntok : 1, sizeof *toks);
-    nng_socket s;
-    if (toks == NULL || inj_sec_dial(addr, false, &s) != 0) {
-        free(toks);
+    if (toks == NULL)
         return 1;
-    }
     for (uint32_t i = 0; i < ntok; i++)
         toks[i] = token;
     Strata__StepRow row = STRATA__STEP_ROW__INIT;
@@ -436,16 +452,10 @@ static int inj_sec_step(const char *addr, st_env *env, uint64_t epoch, const uin
     randombytes_buf(&meta.batch_id, sizeof meta.batch_id);
     meta.n_rows = 1;
     meta.rows = rows;
-    nng_msg *msg;
+    nng_msg *msg = NULL;
     st_err e = st_step_pack(env, &meta, &msg);
     free(toks);
-    int rc = e == ST_OK ? inj_send_raw(s, nng_msg_body(msg), nng_msg_len(msg)) : 1;
-    if (e == ST_OK)
-        nng_msg_free(msg);
-    else
-        fprintf(stderr, "inject: %s\n", st_errmsg(e));
-    nng_msleep(200); /* let the message leave before the socket closes */
-    nng_close(s);
+    int rc = inj_sec_push(addr, e, msg);
     if (rc == 0)
         printf("sent: step session %llu positions [%u, %u)\n", (unsigned long long)sid, pos,
                pos + ntok);
@@ -457,16 +467,15 @@ static int inj_sec_step(const char *addr, st_env *env, uint64_t epoch, const uin
 static int inj_sec_result(const char *addr, st_env *env, uint64_t epoch, uint64_t batch,
                           const uint64_t *sids, size_t n, int32_t token)
 {
-    Strata__RowResult rr[16], *rp[16];
-    uint64_t rng[4] = {1, 2, 3, 4};
-    nng_socket s;
-    if (n > 16 || inj_sec_dial(addr, false, &s) != 0)
+    Strata__RowResult rr[INJ_SEC_MAX_ROWS], *rp[INJ_SEC_MAX_ROWS];
+    uint64_t rng[ST_RNG_WORDS] = {1, 2, 3, 4}; /* any state: the coordinator keeps it */
+    if (n > INJ_SEC_MAX_ROWS)
         return 1;
     for (size_t i = 0; i < n; i++) {
         strata__row_result__init(&rr[i]);
         rr[i].session_id = sids[i];
         rr[i].token = token;
-        rr[i].n_rng = 4;
+        rr[i].n_rng = ST_RNG_WORDS;
         rr[i].rng = rng;
         rp[i] = &rr[i];
     }
@@ -478,13 +487,9 @@ static int inj_sec_result(const char *addr, st_env *env, uint64_t epoch, uint64_
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_RESULT;
     m.result = &r;
-    nng_msg *msg;
+    nng_msg *msg = NULL;
     st_err e = st_msg_pack(env, ST_ENV_RESULT, &m, &msg);
-    int rc = e == ST_OK ? inj_send_raw(s, nng_msg_body(msg), nng_msg_len(msg)) : 1;
-    if (e == ST_OK)
-        nng_msg_free(msg);
-    nng_msleep(200);
-    nng_close(s);
+    int rc = inj_sec_push(addr, e, msg);
     if (rc == 0)
         printf("sent: result of batch %llu for %zu session(s)\n", (unsigned long long)batch, n);
     return rc;
@@ -521,7 +526,7 @@ static int inj_sec_main(int argc, char **argv)
         return inj_usage();
     const char *what = argv[0];
     uint8_t hash[32];
-    uint64_t ids[16];
+    uint64_t ids[INJ_SEC_MAX_ROWS];
     size_t nid;
     int rc = 2;
     if (strcmp(what, "commit-unprepared") == 0 && n == 3) {
@@ -538,7 +543,7 @@ static int inj_sec_main(int argc, char **argv)
                           (uint32_t)strtoul(argv[6], NULL, 10),
                           n == 8 ? (int32_t)strtol(argv[7], NULL, 10) : INJ_SEC_TOKEN);
     } else if (strcmp(what, "result-forged") == 0 && (n == 5 || n == 6) &&
-               inj_sec_ids(argv[4], ids, 16, &nid) == 0) {
+               inj_sec_ids(argv[4], ids, INJ_SEC_MAX_ROWS, &nid) == 0) {
         rc = inj_sec_result(argv[1], &env, strtoull(argv[2], NULL, 10),
                             strtoull(argv[3], NULL, 10), ids, nid,
                             n == 6 ? (int32_t)strtol(argv[5], NULL, 10) : INJ_SEC_TOKEN);

@@ -75,15 +75,18 @@ def replies(out):
     return [ln for ln in out.splitlines() if ln.startswith("reply:")]
 
 
-def still_serves(c, st, case):
-    """The worker kept its epoch; a forced replan still commits (the real
-    coordinator's next plan) and the cluster serves the golden ids."""
+def refused_and_serving(c, st, w, case, tag, n=2):
+    """Worker w counted n refused control requests; the epoch did not move;
+    a forced replan still commits (the real coordinator's next plan) and
+    the cluster serves the golden ids."""
+    got = wait_counter(lambda: counter(c, w["name"], "refused_control"), n)
+    assert got >= n, "refused_control %d" % got
     e0 = st["epoch"]
     assert c.status()["epoch"] == e0, "the epoch moved under the attack"
     c.cli("replan", "--force", "--json")
-    st = c.wait_serving(2, min_epoch=e0)
+    e = c.wait_serving(2, min_epoch=e0)["epoch"]
     check_generate_exact(c, case, c.tmp)
-    return st["epoch"]
+    print("%s: refused_control %d; epoch %d -> %d committed; golden ids" % (tag, got, e0, e))
 
 
 def start_generate(c, case):
@@ -116,11 +119,7 @@ def case_commit_unprepared():
                      control_sender(c.workers[i]))
         assert "without a matching Prepare" in out, out
         print("commit-unprepared: coordinator's id copied: %s" % replies(out)[0])
-        got = wait_counter(lambda: counter(c, w["name"], "refused_control"), 2)
-        assert got >= 2, "refused_control %d" % got
-        e = still_serves(c, st, case)
-        print("commit-unprepared: refused_control %d; epoch %d -> %d committed, golden ids"
-              % (got, st["epoch"], e))
+        refused_and_serving(c, st, w, case, "commit-unprepared")
 
 
 def case_prepare_commit_reroute():
@@ -136,12 +135,7 @@ def case_prepare_commit_reroute():
         r = replies(out)
         assert len(r) == 2 and all("only the coordinator this worker joined" in x for x in r), out
         print("prepare-commit-reroute: %s" % " / ".join(r))
-        got = wait_counter(lambda: counter(c, w["name"], "refused_control"), 2)
-        assert got >= 2, "refused_control %d" % got
-        check_generate_exact(c, case, c.tmp)
-        e = still_serves(c, st, case)
-        print("prepare-commit-reroute: refused_control %d; golden ids; epoch %d -> %d"
-              % (got, st["epoch"], e))
+        refused_and_serving(c, st, w, case, "prepare-commit-reroute")
 
 
 def case_commit_bad_hash():
@@ -159,11 +153,7 @@ def case_commit_bad_hash():
         assert r[0].startswith("reply: refuse:") and "is not BLAKE2b-256 of the plan" in r[0], out
         assert "without a matching Prepare" in r[1], out
         print("commit-bad-hash: %s / %s" % (r[0], r[1]))
-        got = wait_counter(lambda: counter(c, w["name"], "refused_control"), 2)
-        assert got >= 2, "refused_control %d" % got
-        e = still_serves(c, st, case)
-        print("commit-bad-hash: refused_control %d; epoch %d -> %d, golden ids"
-              % (got, st["epoch"], e))
+        refused_and_serving(c, st, w, case, "commit-bad-hash")
 
 
 def case_step_forged_session():

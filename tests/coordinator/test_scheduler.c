@@ -756,22 +756,30 @@ START_TEST(random_ids)
 }
 END_TEST
 
-START_TEST(ids_in_use_drawn_again)
+/* two_played - a scheduler whose ids l plays back, with two requests
+ * submitted (their ids in req[2]). */
+static st_sched *two_played(id_list *l, uint64_t req[2])
 {
-    const uint64_t seq[] = {0, 7, 7, 8, 8, 7, 9};
-    id_list l = {.ids = seq, .n = sizeof seq / sizeof *seq};
     st_sched_cfg c = cfg_default();
     c.new_id = id_play;
-    c.id_arg = &l;
+    c.id_arg = l;
     st_sched *s;
     ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
     int32_t p[2] = {1, 5};
     st_gen_req g = req_of(p, 2, 4);
-    uint64_t a, b_id, now = 0;
-    ck_assert_int_eq(st_sched_submit(s, &g, now, &a), ST_OK);
-    ck_assert_int_eq(st_sched_submit(s, &g, now, &b_id), ST_OK);
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(st_sched_submit(s, &g, 0, &req[k]), ST_OK);
+    return s;
+}
+
+START_TEST(ids_in_use_drawn_again)
+{
+    const uint64_t seq[] = {0, 7, 7, 8, 8, 7, 9};
+    id_list l = {.ids = seq, .n = sizeof seq / sizeof *seq};
+    uint64_t req[2];
+    st_sched *s = two_played(&l, req);
     const st_sched_batch *b;
-    ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
+    ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
     ck_assert_ptr_nonnull(b);
     ck_assert_uint_eq(b->rows[0].session_id, 7); /* 0 drawn again */
     ck_assert_uint_eq(b->rows[1].session_id, 8); /* 7 is in use */
@@ -784,23 +792,15 @@ START_TEST(ids_exhausted_is_an_error)
 {
     const uint64_t seq[] = {5};
     id_list l = {.ids = seq, .n = 1}; /* then 0 forever */
-    st_sched_cfg c = cfg_default();
-    c.new_id = id_play;
-    c.id_arg = &l;
-    st_sched *s;
-    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
-    int32_t p[2] = {1, 5};
-    st_gen_req g = req_of(p, 2, 4);
-    uint64_t a, b_id, now = 0;
-    ck_assert_int_eq(st_sched_submit(s, &g, now, &a), ST_OK);
-    ck_assert_int_eq(st_sched_submit(s, &g, now, &b_id), ST_OK);
+    uint64_t req[2];
+    st_sched *s = two_played(&l, req);
     const st_sched_batch *b = NULL;
-    ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_EINTERNAL); /* no batch id */
+    ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_EINTERNAL); /* no batch id */
     ck_assert_ptr_null(b);
-    st_req_view v = view(s, b_id); /* no session id: it ends with the error, never shares one */
+    st_req_view v = view(s, req[1]); /* no session id: it ends with the error, never shares one */
     ck_assert(v.done);
     ck_assert_int_eq(v.err, ST_EINTERNAL);
-    ck_assert(!view(s, a).done);
+    ck_assert(!view(s, req[0]).done);
     st_sched_free(s);
 }
 END_TEST
