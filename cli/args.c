@@ -135,3 +135,45 @@ int cli_parse_sampling(int argc, char **argv, int *i, st_sampler_params *sp)
     return 1;
 }
 
+int cli_parse_local(int argc, char **argv, int *i, unsigned which, cli_local_opts *o)
+{
+    const char *f = argv[*i];
+    const char *v;
+    if ((which & CLI_LOCAL_THREADS) && (strcmp(f, "--threads") == 0 || strcmp(f, "-t") == 0)) {
+        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_i64(f, v, 1, 1024, &o->threads))
+            return -1;
+    } else if ((which & CLI_LOCAL_CHUNK) && strcmp(f, "--chunk") == 0) {
+        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_i64(f, v, 1, 4096, &o->chunk))
+            return -1;
+    } else if ((which & CLI_LOCAL_CTX) && strcmp(f, "--ctx") == 0) {
+        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_i64(f, v, 1, 1 << 24, &o->ctx))
+            return -1;
+    } else if ((which & CLI_LOCAL_KERNELS) && strcmp(f, "--kernels") == 0) {
+        if (!(v = cli_need_value(argc, argv, i)))
+            return -1;
+        if (strcmp(v, "ref") == 0) {
+            o->force_ref = 1;
+        } else if (strcmp(v, "auto") != 0) {
+            fprintf(stderr, "strata: --kernels: '%s' is not ref or auto\n", v);
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+int cli_operand(const char *cmd, const char *arg, const char **model, void (*usage)(void))
+{
+    if (arg[0] == '-') {
+        fprintf(stderr, "strata: %s: unknown flag '%s'\n", cmd, arg);
+        usage();
+        return 2;
+    }
+    if (*model != NULL) {
+        fprintf(stderr, "strata: %s: unexpected argument '%s'\n", cmd, arg);
+        return 2;
+    }
+    *model = arg;
+    return 0;
+}

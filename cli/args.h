@@ -26,6 +26,32 @@ int cli_parse_ids(const char *flag, const char *s, int32_t **ids, size_t *n);
  * prints "FLAG needs a value" and returns NULL. */
 const char *cli_need_value(int argc, char **argv, int *i);
 
+/* The flags of the local engine (cli/local.h) a command may take. */
+typedef enum cli_local_flag {
+    CLI_LOCAL_THREADS = 1u << 0, /* --threads N, -t N: 1..1024 (unset 0: every core) */
+    CLI_LOCAL_CHUNK = 1u << 1,   /* --chunk N: 1..4096 tokens per prefill forward */
+    CLI_LOCAL_CTX = 1u << 2,     /* --ctx N: 1..2^24 KV positions (unset 0: the model's) */
+    CLI_LOCAL_KERNELS = 1u << 3, /* --kernels ref|auto: ref sets force_ref */
+} cli_local_flag;
+
+/* Their values; a command presets its defaults before parsing. */
+typedef struct cli_local_opts {
+    int64_t threads, chunk, ctx;
+    int force_ref;
+} cli_local_opts;
+
+/* cli_parse_local - parses argv[*i] if it is one of the local engine's
+ * flags that `which` (cli_local_flag bits) admits, advancing *i past its
+ * value; returns 1 if it was, 0 if not, -1 on a bad value (message
+ * printed). Shared by `strata run`, `strata chat` and `strata bench run`. */
+int cli_parse_local(int argc, char **argv, int *i, unsigned which, cli_local_opts *o);
+
+/* cli_operand - an argument no flag parser took: an unknown flag (its
+ * message, then usage(): returns 2), the MODEL when *model is still NULL
+ * (set: returns 0), else an unexpected argument (its message: 2). cmd
+ * names the command in the messages ("run"). */
+int cli_operand(const char *cmd, const char *arg, const char **model, void (*usage)(void));
+
 /* cli_parse_sampling - parses argv[*i] if it is one of the sampling flags
  * shared by `strata run` and `strata generate` (--temp, --top-k, --top-p,
  * --min-p, --repeat-penalty, --seed), advancing *i past its value; returns

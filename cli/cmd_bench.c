@@ -104,8 +104,8 @@ static int br_cpu_busy(double *machine, double *self)
 
 typedef struct br_opts {
     const char *model;
-    int64_t prompt, gen, threads, repeat, chunk;
-    int force_ref;
+    int64_t prompt, gen, repeat;
+    cli_local_opts eng; /* --threads, --chunk, --kernels */
 } br_opts;
 
 static void br_usage(void)
@@ -120,34 +120,25 @@ static int br_parse(int argc, char **argv, br_opts *o)
     o->prompt = 64;
     o->gen = 128;
     o->repeat = 5;
-    o->chunk = 128;
+    o->eng.chunk = 128;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v;
+        int r = cli_parse_local(argc, argv, &i, CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK |
+                                CLI_LOCAL_KERNELS, &o->eng);
+        if (r < 0)
+            return 2;
+        if (r > 0)
+            continue;
         if (strcmp(f, "--prompt") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1 << 20, &o->prompt))
                 return 2;
         } else if (strcmp(f, "--gen") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1 << 20, &o->gen))
                 return 2;
-        } else if (strcmp(f, "--threads") == 0 || strcmp(f, "-t") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1024, &o->threads))
-                return 2;
         } else if (strcmp(f, "--repeat") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1000, &o->repeat))
                 return 2;
-        } else if (strcmp(f, "--chunk") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 4096, &o->chunk))
-                return 2;
-        } else if (strcmp(f, "--kernels") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)))
-                return 2;
-            if (strcmp(v, "ref") == 0) {
-                o->force_ref = 1;
-            } else if (strcmp(v, "auto") != 0) {
-                fprintf(stderr, "strata: --kernels: '%s' is neither ref nor auto\n", v);
-                return 2;
-            }
         } else if (f[0] == '-' || o->model != NULL) {
             br_usage();
             return 2;
@@ -217,7 +208,7 @@ int st_bench_run(int argc, char **argv)
     if (rc != 0)
         return rc;
     cli_local l;
-    st_err e = cli_local_open(&l, o.model, (int)o.threads, o.force_ref, o.chunk, 0);
+    st_err e = cli_local_open(&l, o.model, (int)o.eng.threads, o.eng.force_ref, o.eng.chunk, 0);
     if (e != ST_OK) {
         fprintf(stderr, "strata: bench run: %s\n", st_errmsg(e));
         return 1;

@@ -44,7 +44,7 @@ typedef struct chat_opts {
     const char *system;
     const char *tmpl;
     int64_t n;
-    int64_t threads, chunk, ctx;
+    cli_local_opts eng; /* --threads, --chunk, --ctx */
     bool no_reuse; /* local: prefill the whole conversation every turn */
     st_sampler_params sp;
     cli_conn_opts c;
@@ -65,10 +65,13 @@ static int chat_parse(int argc, char **argv, chat_opts *o)
     memset(o, 0, sizeof *o);
     o->sp = st_sampler_params_default();
     o->n = CHAT_DEFAULT_N;
-    o->chunk = CHAT_DEFAULT_CHUNK;
+    o->eng.chunk = CHAT_DEFAULT_CHUNK;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         int r = cli_parse_sampling(argc, argv, &i, &o->sp);
+        if (r == 0)
+            r = cli_parse_local(argc, argv, &i, CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX,
+                                &o->eng);
         if (r == 0)
             r = cli_conn_flag(argc, argv, &i, &o->c, false);
         if (r < 0)
@@ -84,25 +87,9 @@ static int chat_parse(int argc, char **argv, chat_opts *o)
         } else if (strcmp(f, "-n") == 0 || strcmp(f, "--n-predict") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1 << 24, &o->n))
                 return 2;
-        } else if (strcmp(f, "--threads") == 0 || strcmp(f, "-t") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1024, &o->threads))
-                return 2;
-        } else if (strcmp(f, "--chunk") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 4096, &o->chunk))
-                return 2;
-        } else if (strcmp(f, "--ctx") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1 << 24, &o->ctx))
-                return 2;
         } else if (strcmp(f, "--no-reuse") == 0) {
             o->no_reuse = true;
-        } else if (f[0] == '-') {
-            fprintf(stderr, "strata: chat: unknown flag '%s'\n", f);
-            chat_usage();
-            return 2;
-        } else if (o->model == NULL) {
-            o->model = f;
-        } else {
-            fprintf(stderr, "strata: chat: unexpected argument '%s'\n", f);
+        } else if (cli_operand("chat", f, &o->model, chat_usage) != 0) {
             return 2;
         }
     }
@@ -231,7 +218,7 @@ static int chat_local_run(const chat_opts *o)
     char *line = NULL;
     size_t cap = 0;
     int rc = 1;
-    st_err e = cli_local_open(&x.l, o->model, (int)o->threads, 0, o->chunk, o->ctx);
+    st_err e = cli_local_open(&x.l, o->model, (int)o->eng.threads, 0, o->eng.chunk, o->eng.ctx);
     if (e != ST_OK) {
         fprintf(stderr, "strata: chat: %s: %s\n", o->model, st_errmsg(e));
         return 1;

@@ -1,13 +1,14 @@
-/* cmd_cluster.c - the CLI's cluster commands: `strata status`, `strata
- * plan`, `strata generate` (talk to a coordinator) and `strata keygen`.
+/* cmd_cluster.c - `strata status` and `strata generate`, which talk to a
+ * coordinator, and `strata keygen`, which writes a cluster key. The other
+ * cluster commands live in cmd_plan.c (plan, replan, drain) and cmd_hold.c
+ * (hold).
  *
- * Each command opens a REQ socket to the coordinator given by
- * --coordinator ADDR or the STRATA_COORDINATOR environment variable,
- * with the cluster key of --cluster-key FILE when the cluster has one
- * (the coordinator refuses unauthenticated frames) and --encrypt when it
- * encrypts (the coordinator refuses frames of the other mode), and exchanges control
- * messages (docs/cluster.md). REQ resends are off: a resent frame would be
- * a replay under a key. The envelope's sender id is random per process.
+ * The connection is cli/conn.h's: a REQ socket to the coordinator given by
+ * --coordinator ADDR or the STRATA_COORDINATOR environment variable, with
+ * the cluster key of --cluster-key FILE when the cluster has one (the
+ * coordinator refuses unauthenticated frames) and --encrypt when it
+ * encrypts (the coordinator refuses frames of the other mode), exchanging
+ * control messages (docs/cluster.md).
  *
  * `strata generate` submits a request, then long-polls for tokens and
  * prints their text as it arrives (the coordinator's detokenizer never

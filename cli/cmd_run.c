@@ -27,11 +27,8 @@ typedef struct run_opts {
     size_t n_force;
     int64_t n;
     int n_set;
-    int64_t threads;
-    int64_t chunk;
-    int64_t ctx;
+    cli_local_opts eng; /* --threads, --chunk, --ctx, --kernels */
     int ids_only;
-    int force_ref;
     const char *logits_out;
     st_sampler_params sp;
 } run_opts;
@@ -50,11 +47,14 @@ static int run_parse(int argc, char **argv, run_opts *o)
     memset(o, 0, sizeof *o);
     o->sp = st_sampler_params_default();
     o->n = 64;
-    o->chunk = 128;
+    o->eng.chunk = 128;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v;
         int r = cli_parse_sampling(argc, argv, &i, &o->sp);
+        if (r == 0)
+            r = cli_parse_local(argc, argv, &i, CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX |
+                                CLI_LOCAL_KERNELS, &o->eng);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -73,37 +73,12 @@ static int run_parse(int argc, char **argv, run_opts *o)
             if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 0, 1 << 24, &o->n))
                 return 2;
             o->n_set = 1;
-        } else if (strcmp(f, "--threads") == 0 || strcmp(f, "-t") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1024, &o->threads))
-                return 2;
-        } else if (strcmp(f, "--chunk") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 4096, &o->chunk))
-                return 2;
-        } else if (strcmp(f, "--ctx") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1 << 24, &o->ctx))
-                return 2;
         } else if (strcmp(f, "--ids") == 0) {
             o->ids_only = 1;
         } else if (strcmp(f, "--logits-out") == 0) {
             if (!(o->logits_out = cli_need_value(argc, argv, &i)))
                 return 2;
-        } else if (strcmp(f, "--kernels") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)))
-                return 2;
-            if (strcmp(v, "ref") == 0) {
-                o->force_ref = 1;
-            } else if (strcmp(v, "auto") != 0) {
-                fprintf(stderr, "strata: --kernels: '%s' is not ref or auto\n", v);
-                return 2;
-            }
-        } else if (f[0] == '-') {
-            fprintf(stderr, "strata: run: unknown flag '%s'\n", f);
-            run_usage();
-            return 2;
-        } else if (o->model == NULL) {
-            o->model = f;
-        } else {
-            fprintf(stderr, "strata: run: unexpected argument '%s'\n", f);
+        } else if (cli_operand("run", f, &o->model, run_usage) != 0) {
             return 2;
         }
     }
@@ -259,7 +234,8 @@ int st_cmd_run(int argc, char **argv)
     st_tokenizer *tok = NULL;
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
-    st_err e = cli_local_open(&l, o.model, (int)o.threads, o.force_ref, o.chunk, o.ctx);
+    st_err e = cli_local_open(&l, o.model, (int)o.eng.threads, o.eng.force_ref, o.eng.chunk,
+                              o.eng.ctx);
     if (e != ST_OK) {
         fprintf(stderr, "strata: run: %s: %s\n", o.model, st_errmsg(e));
         run_free(&o);

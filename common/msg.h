@@ -5,7 +5,8 @@
  * Strata__Msg returned through an out-parameter belongs to the caller, who
  * frees it with st_msg_free(). Every received message is checked (envelope,
  * MAC and replay when keyed, protobuf well-formedness, a body set in the
- * oneof) before any field is used. */
+ * oneof) before any field is used, and decoded within a memory budget
+ * (st_msg_decode). */
 #ifndef ST_MSG_H
 #define ST_MSG_H
 
@@ -17,14 +18,43 @@
 #include "common/sampling.h"
 #include "strata.pb-c.h"
 
-/* st_msg_pack - m serialised inside an envelope of kind into *out. */
+/* Limits of the lists a received Msg may carry, checked on its wire bytes
+ * before it is decoded (msg.c): names (kernels, dtypes, speeds, wire
+ * dtypes of a Join), layers (of a Heartbeat, stages of a Plan), peers
+ * (links of a Heartbeat, peers of a HeartbeatReply), stop strings of a
+ * GenerateRequest; StepResult rows are bounded by ST_WIRE_MAX_ROWS. */
+#define ST_MSG_MAX_NAMES 64
+#define ST_MSG_MAX_LAYERS 65535
+#define ST_MSG_MAX_PEERS 1024
+#define ST_MSG_MAX_STOP 256
+
+/* The largest frame a control socket (REQ/REP between members and
+ * clients) accepts: its RECVMAXSZ. Replies that would exceed it are
+ * refused before they are packed. */
+#define ST_MSG_CONTROL_MAX_FRAME ((size_t)4 << 20)
+
+/* st_msg_pack - m serialised inside an envelope of kind into *out;
+ * ST_ERANGE (nothing allocated) when its body exceeds ST_ENV_MAX_BODY. */
 st_err st_msg_pack(st_env *env, st_env_kind kind, const Strata__Msg *m, nng_msg **out);
+
+/* st_msg_pack_max - st_msg_pack, refusing with ST_ERANGE naming the
+ * message and sizes (before allocating) a frame longer than max_frame:
+ * what the receiver would refuse (its RECVMAXSZ). */
+st_err st_msg_pack_max(st_env *env, st_env_kind kind, const Strata__Msg *m, size_t max_frame,
+                       nng_msg **out);
 
 /* st_msg_unpack - checks msg's envelope (kind must be `kind`) and unpacks
  * its Msg; msg stays the caller's. ST_EFORMAT for a malformed protobuf or
- * an empty oneof, ST_EAUTH for a MAC or replay failure. */
+ * an empty oneof, ST_ERANGE for one over its budget or list limits
+ * (st_msg_decode), ST_EAUTH for a MAC or replay failure. */
 st_err st_msg_unpack(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **out,
                      uint64_t *sender);
+
+/* st_msg_decode - the Msg of body[0..len) (sender names it in errors),
+ * bounded before decoding (pbuf_budget.h): ST_ERANGE naming the list,
+ * count and limit, or the size and budget, when it asks for more;
+ * ST_EFORMAT for malformed bytes or an empty oneof. */
+st_err st_msg_decode(const uint8_t *body, size_t len, uint64_t sender, Strata__Msg **out);
 
 /* st_msg_free - frees an unpacked Msg; NULL is a no-op. */
 void st_msg_free(Strata__Msg *m);
@@ -42,6 +72,12 @@ st_err st_msg_recv(nng_socket s, st_env *env, st_env_kind kind, Strata__Msg **ou
  * with its message as detail (and *reply is NULL). */
 st_err st_msg_call(nng_socket req, st_env *env, const Strata__Msg *m, int timeout_ms,
                    Strata__Msg **reply);
+
+/* st_msg_reply - a received reply r (taken): ST_OK with *reply = r, or,
+ * for an Error reply, its code (ST_EPROTO when outside st_err) with its
+ * message as detail and *reply NULL (r freed). st_msg_call's last step,
+ * for callers that receive replies themselves (common/client.c). */
+st_err st_msg_reply(Strata__Msg *r, Strata__Msg **reply);
 
 /* st_msg_error - fills m (and e) as an Error reply of code with message. */
 void st_msg_error(Strata__Msg *m, Strata__Error *e, st_err code, const char *message);

@@ -1,11 +1,18 @@
 /* step.c - packing and opening the STEP frame (the layout and the rules
  * are in step.h). The meta length is written and read byte by byte, so
- * the frame's byte order does not depend on the host's. */
+ * the frame's byte order does not depend on the host's. A received
+ * StepMeta is bounded before protobuf-c allocates (pbuf_budget.h): its
+ * size (ST_STEP_META_MAX), then its rows counted on the wire bytes
+ * (ST_WIRE_MAX_ROWS), then the decoding budget of its size. */
 #include "common/step.h"
 
 #include <string.h>
 
+#include "common/pbuf_budget.h"
+#include "common/wire.h"
+
 #define STEP_BITS_PER_BYTE 8
+#define STEP_META_F_ROWS 4 /* StepMeta.rows (strata.proto) */
 
 static void step_put_u32(uint8_t *p, uint32_t v)
 {
@@ -52,10 +59,45 @@ st_err st_step_open(st_env *env, uint8_t *buf, size_t len, st_step_parts *out, u
 
 st_err st_step_meta_unpack(const st_step_parts *p, uint64_t sender, Strata__StepMeta **out)
 {
-    *out = strata__step_meta__unpack(NULL, p->meta_len, p->meta);
-    if (*out == NULL)
-        return st_errorf(ST_EFORMAT, "malformed StepMeta (%zu bytes) from sender %llu",
-                         p->meta_len, (unsigned long long)sender);
+    *out = NULL;
+    if (p->meta_len > ST_STEP_META_MAX)
+        return st_errorf(ST_ERANGE, "StepMeta of %zu bytes from sender %llu; at most %zu",
+                         p->meta_len, (unsigned long long)sender, ST_STEP_META_MAX);
+    static const uint32_t rows_path[] = {STEP_META_F_ROWS};
+    size_t n_rows;
+    st_err e = st_pb_count(p->meta, p->meta_len, rows_path, 1, &n_rows);
+    if (e != ST_OK)
+        return st_errwrap(e, "malformed StepMeta (%zu bytes) from sender %llu", p->meta_len,
+                          (unsigned long long)sender);
+    if (n_rows > ST_WIRE_MAX_ROWS)
+        return st_errorf(ST_ERANGE, "StepMeta of %zu bytes from sender %llu has %zu rows; at "
+                         "most %u", p->meta_len, (unsigned long long)sender, n_rows,
+                         ST_WIRE_MAX_ROWS);
+    ProtobufCMessage *m;
+    if ((e = st_pb_unpack(&strata__step_meta__descriptor, p->meta, p->meta_len, "StepMeta",
+                          sender, &m)) != ST_OK)
+        return e;
+    *out = (Strata__StepMeta *)m;
+    return ST_OK;
+}
+
+st_err st_step_max_frame(uint32_t hidden, uint32_t max_tokens, size_t *out)
+{
+    *out = 0;
+    /* f32 with zstd's bound is the largest packet of any dtype and mode */
+    st_wire_hdr h = {.n_rows = 1, .hidden = hidden};
+    st_wire_row row = {.n_tokens = max_tokens};
+    st_wire_opts o = {.dtype = ST_WIRE_F32, .zstd_level = ST_WIRE_ZSTD_DEFAULT_LEVEL};
+    size_t pkt;
+    st_err e = st_wire_encode_size(&h, &row, &o, &pkt);
+    if (e != ST_OK)
+        return st_errwrap(ST_ERANGE, "STEP frame of %u tokens of %u floats", max_tokens, hidden);
+    size_t body = ST_STEP_LEN_BYTES + ST_STEP_META_MAX + pkt +
+                  (size_t)(ST_WIRE_MAX_ROWS - 1) * ST_WIRE_ROW_SIZE;
+    if (body > ST_ENV_MAX_BODY)
+        return st_errorf(ST_ERANGE, "STEP frame of %u tokens of %u floats: %zu bytes, beyond "
+                         "%u", max_tokens, hidden, body, ST_ENV_MAX_BODY);
+    *out = ST_ENV_HDR + body + ST_ENV_MAC;
     return ST_OK;
 }
 

@@ -28,6 +28,10 @@
 /* bytes of the meta length in front of the StepMeta */
 #define ST_STEP_LEN_BYTES 4
 
+/* the largest StepMeta a receiver decodes (rows of up to ST_WIRE_MAX_ROWS
+ * sessions with their tokens and repetition histories fit many times) */
+#define ST_STEP_META_MAX ((size_t)8 << 20)
+
 /* The parts of an opened STEP body; both point into the checked body. */
 typedef struct st_step_parts {
     const uint8_t *meta; /* the StepMeta protobuf */
@@ -48,9 +52,20 @@ st_err st_step_split(const uint8_t *body, size_t len, st_step_parts *out);
 st_err st_step_open(st_env *env, uint8_t *buf, size_t len, st_step_parts *out, uint64_t *sender);
 
 /* st_step_meta_unpack - the StepMeta of p; ST_EFORMAT naming its size and
- * sender when it is not a well-formed protobuf. The caller frees *out with
+ * sender when it is not a well-formed protobuf; ST_ERANGE naming the
+ * sizes when it is larger than ST_STEP_META_MAX, has more rows than
+ * ST_WIRE_MAX_ROWS or would decode beyond its budget (pbuf_budget.h),
+ * all checked before it is decoded. The caller frees *out with
  * st_step_meta_free. */
 st_err st_step_meta_unpack(const st_step_parts *p, uint64_t sender, Strata__StepMeta **out);
+
+/* st_step_max_frame - the largest STEP frame (envelope included) carrying
+ * up to max_tokens tokens of hidden floats in any wire dtype, with or
+ * without zstd, in up to ST_WIRE_MAX_ROWS rows, behind a StepMeta of up to
+ * ST_STEP_META_MAX bytes: the receive limit of a data socket. ST_ERANGE
+ * when hidden or max_tokens is 0 or the frame could not be sent at all
+ * (beyond ST_ENV_MAX_BODY). */
+st_err st_step_max_frame(uint32_t hidden, uint32_t max_tokens, size_t *out);
 
 /* st_step_meta_free - frees an unpacked StepMeta; NULL is a no-op. */
 void st_step_meta_free(Strata__StepMeta *m);

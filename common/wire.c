@@ -10,9 +10,9 @@
  *  1. framing - magic, version, header length, known flags, the row count
  *     and the payload length agree with the bytes received (nothing beyond
  *     the 128-byte header is read yet, and only to size the packet);
- *  2. integrity - CRC-32C, or with a cluster key a keyed BLAKE2b-128 MAC,
- *     over payload, rows and header (tag zeroed), in that order so the
- *     encoder can fold the checksum into its conversion pass;
+ *  2. integrity - CRC-32C over payload, rows and header (tag zeroed), in
+ *     that order so the encoder can fold the checksum into its conversion
+ *     pass (authenticity is the envelope's, common/envelope.h);
  *  3. fields - reserved bytes, dtype, flag combinations, hidden size, and
  *     raw length = tokens x record size; then the receiver's expectations
  *     (epoch and plan hash, stage, hidden size, token limit, dtype);
@@ -21,8 +21,6 @@
  *     its content size, equal to the raw length, must end exactly at the
  *     packet's end and may not need a window above 2^17 bytes; it is
  *     decompressed in token-sized chunks that never exceed the raw length.
- * st_wire_peek runs layers 1 and 3 only: a cheap way to drop stale
- * packets, whose verdict is unauthenticated.
  *
  * Every error names its field and both values where there are two (the
  * packet's epoch and the receiver's). Conversions come from kernels/
@@ -56,12 +54,21 @@ st_err st_wire_dtype_from_name(const char *name, st_wire_dtype *out)
                      name ? name : "(null)");
 }
 
+uint64_t st_wire_token_bytes(st_wire_dtype d, uint32_t hidden)
+{
+    switch (d) {
+    case ST_WIRE_F32: return 4u * (uint64_t)hidden;
+    case ST_WIRE_BF16:
+    case ST_WIRE_F16: return 2u * (uint64_t)hidden;
+    case ST_WIRE_I8: return 4u + (uint64_t)hidden;
+    default: return 0;
+    }
+}
+
 st_err st_wire_ctx_new(int force_ref, st_wire_ctx **out)
 {
     if (out == NULL)
         return st_errorf(ST_EINVAL, "st_wire_ctx_new: out is NULL");
-    if (sodium_init() < 0)
-        return st_err_sodium("sodium_init");
     st_wire_ctx *ctx = calloc(1, sizeof *ctx);
     if (ctx == NULL)
         return st_errorf(ST_ENOMEM, "wire context: %zu bytes", sizeof *ctx);
@@ -111,23 +118,15 @@ void wire_merge_planes(const unsigned char *src, uint16_t *dst, size_t n)
         dst[i] = (uint16_t)((src[i] << 8) | src[n + i]);
 }
 
-void wire_integ_init(wire_integ *g, const st_convert_ops *cv, const uint8_t *key)
+void wire_integ_init(wire_integ *g, const st_convert_ops *cv)
 {
-    g->mac = key != NULL;
     g->crc = 0;
     g->cv = cv;
-    if (g->mac)
-        crypto_generichash_blake2b_init_salt_personal(&g->st, key, ST_WIRE_KEY_SIZE,
-                                                      ST_WIRE_TAG_SIZE, NULL,
-                                                      (const unsigned char *)WIRE_MAC_PERSONAL);
 }
 
 void wire_integ_update(wire_integ *g, const void *p, size_t n)
 {
-    if (g->mac)
-        crypto_generichash_blake2b_update(&g->st, p, n);
-    else
-        g->crc = g->cv->crc32c(g->crc, p, n);
+    g->crc = g->cv->crc32c(g->crc, p, n);
 }
 
 void wire_integ_header(wire_integ *g, const unsigned char *hdr)
@@ -141,10 +140,7 @@ void wire_integ_header(wire_integ *g, const unsigned char *hdr)
 void wire_integ_final(wire_integ *g, uint8_t tag[ST_WIRE_TAG_SIZE])
 {
     memset(tag, 0, ST_WIRE_TAG_SIZE);
-    if (g->mac)
-        crypto_generichash_blake2b_final(&g->st, tag, ST_WIRE_TAG_SIZE);
-    else
-        wire_st32(tag, g->crc);
+    wire_st32(tag, g->crc);
 }
 
 /* wire_frame - layer 1: parses the header into *h and checks what sizes
@@ -173,7 +169,7 @@ static st_err wire_frame(const unsigned char *b, size_t len, st_wire_hdr *h, siz
                          len, ST_WIRE_HDR_SIZE);
     h->flags = wire_ld32(b + ST_WIRE_OFF_FLAGS);
     if (h->flags & ~ST_WIRE_F_KNOWN)
-        return st_errorf(ST_EFORMAT, "wire packet: field 'flags' is 0x%x with unknown bits 0x%x (known: 0x1 zstd, 0x2 planes, 0x4 mac)",
+        return st_errorf(ST_EFORMAT, "wire packet: field 'flags' is 0x%x with unknown bits 0x%x (known: 0x1 zstd, 0x2 planes)",
                          h->flags, h->flags & ~ST_WIRE_F_KNOWN);
     h->dtype = (st_wire_dtype)b[ST_WIRE_OFF_DTYPE];
     h->stage = wire_ld16(b + ST_WIRE_OFF_STAGE);
@@ -219,10 +215,9 @@ static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
             if (b[rsv[r].off + i] != 0)
                 return st_errorf(ST_EFORMAT, "wire packet: field '%s' (offset %u) is not zero",
                                  rsv[r].name, rsv[r].off + i);
-    if (!(h->flags & ST_WIRE_F_MAC))
-        for (unsigned i = 4; i < ST_WIRE_TAG_SIZE; i++)
-            if (b[ST_WIRE_OFF_TAG + i] != 0)
-                return st_errorf(ST_EFORMAT, "wire packet: field 'tag' byte %u is not zero in CRC mode", i);
+    for (unsigned i = 4; i < ST_WIRE_TAG_SIZE; i++)
+        if (b[ST_WIRE_OFF_TAG + i] != 0)
+            return st_errorf(ST_EFORMAT, "wire packet: field 'tag' byte %u is not zero (CRC padding)", i);
     if ((unsigned)h->dtype >= ST_WIRE_DT_COUNT)
         return st_errorf(ST_ETYPE, "wire packet: field 'dtype' is %u (known: 0 f32, 1 bf16, 2 f16, 3 i8)",
                          (unsigned)h->dtype);
@@ -241,7 +236,8 @@ static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
         return st_errorf(ST_ERANGE, "wire packet: field 'n_tokens' is %u, fewer than its %u rows",
                          h->n_tokens, h->n_rows);
     uint64_t need;
-    if (__builtin_mul_overflow((uint64_t)h->n_tokens, wire_record_bytes(h->dtype, h->hidden), &need))
+    if (__builtin_mul_overflow((uint64_t)h->n_tokens, st_wire_token_bytes(h->dtype, h->hidden),
+                               &need))
         return st_errorf(ST_EOVERFLOW, "wire packet: n_tokens %u x hidden %u overflows", h->n_tokens,
                          h->hidden);
     if (h->raw_len != need)
@@ -255,16 +251,6 @@ static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
         return st_errorf(ST_EFORMAT, "wire packet: field 'wire_len' %llu exceeds zstd's bound %zu for raw_len %llu",
                          (unsigned long long)h->wire_len, ZSTD_compressBound((size_t)h->raw_len),
                          (unsigned long long)h->raw_len);
-    return ST_OK;
-}
-
-/* wire_mac_mode - the packet's tag kind agrees with the receiver's key. */
-static st_err wire_mac_mode(const st_wire_hdr *h, const st_wire_expect *exp)
-{
-    if (exp->key != NULL && !(h->flags & ST_WIRE_F_MAC))
-        return st_errorf(ST_EAUTH, "wire packet: no MAC (CRC only) but a cluster key is set");
-    if (exp->key == NULL && (h->flags & ST_WIRE_F_MAC))
-        return st_errorf(ST_EAUTH, "wire packet: carries a MAC but no cluster key is set");
     return ST_OK;
 }
 
@@ -296,55 +282,14 @@ static st_err wire_expect(const st_wire_hdr *h, const st_wire_expect *exp)
     return ST_OK;
 }
 
-st_err st_wire_peek(const void *buf, size_t len, const st_wire_expect *exp, st_wire_hdr *h)
-{
-    size_t off;
-    st_err e = wire_frame(buf, len, h, &off);
-    if (e == ST_OK && exp != NULL)
-        e = wire_mac_mode(h, exp);
-    if (e == ST_OK)
-        e = wire_fields(buf, h);
-    if (e == ST_OK && exp != NULL)
-        e = wire_expect(h, exp);
-    return e;
-}
-
-st_err st_wire_seal(void *buf, size_t len, const uint8_t *key)
-{
-    st_wire_hdr h;
-    size_t off;
-    unsigned char *b = buf;
-    st_err e = wire_frame(b, len, &h, &off);
-    if (e != ST_OK)
-        return e;
-    uint32_t flags = key ? (h.flags | ST_WIRE_F_MAC) : (h.flags & ~ST_WIRE_F_MAC);
-    wire_st32(b + ST_WIRE_OFF_FLAGS, flags);
-    wire_integ g;
-    wire_integ_init(&g, st_convert_select(0), key);
-    wire_integ_update(&g, b + off, len - off);
-    wire_integ_update(&g, b + ST_WIRE_HDR_SIZE, off - ST_WIRE_HDR_SIZE);
-    wire_integ_header(&g, b);
-    wire_integ_final(&g, b + ST_WIRE_OFF_TAG);
-    return ST_OK;
-}
-
 /* wire_verify - layer 2: the packet's tag. */
-static st_err wire_verify(const st_wire_ctx *ctx, const unsigned char *b, size_t len, size_t off,
-                          const st_wire_hdr *h, const uint8_t *key)
+static st_err wire_verify(const st_wire_ctx *ctx, const unsigned char *b, size_t len, size_t off)
 {
     wire_integ g;
-    uint8_t tag[ST_WIRE_TAG_SIZE];
-    wire_integ_init(&g, ctx->cv, (h->flags & ST_WIRE_F_MAC) ? key : NULL);
+    wire_integ_init(&g, ctx->cv);
     wire_integ_update(&g, b + off, len - off);
     wire_integ_update(&g, b + ST_WIRE_HDR_SIZE, off - ST_WIRE_HDR_SIZE);
     wire_integ_header(&g, b);
-    wire_integ_final(&g, tag);
-    if (g.mac) {
-        if (sodium_memcmp(tag, b + ST_WIRE_OFF_TAG, ST_WIRE_TAG_SIZE) != 0)
-            return st_errorf(ST_EAUTH, "wire packet: MAC mismatch (epoch field %llu, seq %llu)",
-                             (unsigned long long)h->epoch, (unsigned long long)h->seq);
-        return ST_OK;
-    }
     uint32_t want = wire_ld32(b + ST_WIRE_OFF_TAG);
     if (want != g.crc)
         return st_errorf(ST_ECHECKSUM, "wire packet: CRC-32C is 0x%08x, field 'tag' says 0x%08x",
@@ -433,7 +378,7 @@ static st_err wire_dec_tokens(const st_wire_ctx *ctx, st_wire_dtype dt, uint32_t
 static st_err wire_dec_plain(st_wire_ctx *ctx, const st_wire_hdr *h, const unsigned char *pay,
                              float *out)
 {
-    const uint64_t rec = wire_record_bytes(h->dtype, h->hidden);
+    const uint64_t rec = st_wire_token_bytes(h->dtype, h->hidden);
     const uintptr_t align = h->dtype == ST_WIRE_F32 ? 4 : h->dtype == ST_WIRE_I8 ? 1 : 2;
     if ((uintptr_t)pay % align == 0)
         return wire_dec_tokens(ctx, h->dtype, h->hidden, pay, h->n_tokens, 0, out);
@@ -538,7 +483,7 @@ static st_err wire_dec_zstd(st_wire_ctx *ctx, const st_wire_hdr *h, const unsign
         return st_err_zstd(r, "wire: zstd decoder setup");
     ZSTD_inBuffer in = {pay, wl, 0};
     size_t ret = 1;
-    const size_t rec = (size_t)wire_record_bytes(h->dtype, h->hidden);
+    const size_t rec = (size_t)st_wire_token_bytes(h->dtype, h->hidden);
     const bool planes = (h->flags & ST_WIRE_F_PLANES) != 0;
     size_t tpc = rec >= WIRE_CHUNK_BYTES ? 1 : WIRE_CHUNK_BYTES / rec;
     unsigned char *s0 = NULL, *s1 = NULL;
@@ -568,12 +513,10 @@ st_err st_wire_decode(st_wire_ctx *ctx, const void *buf, size_t len, const st_wi
     if (ctx == NULL || exp == NULL || h == NULL)
         return st_errorf(ST_EINVAL, "st_wire_decode: ctx, exp and h are required");
     const unsigned char *b = buf;
-    size_t off;
+    size_t off = 0;
     st_err e = wire_frame(b, len, h, &off);
     if (e == ST_OK)
-        e = wire_mac_mode(h, exp);
-    if (e == ST_OK)
-        e = wire_verify(ctx, b, len, off, h, exp->key);
+        e = wire_verify(ctx, b, len, off);
     if (e == ST_OK)
         e = wire_fields(b, h);
     if (e == ST_OK)

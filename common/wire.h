@@ -6,9 +6,11 @@
  * payload: the hidden states of every token of every row, in row order, as
  * f32, bf16, f16 or per-token i8 (a f32 scale, then the token's int8
  * values), optionally one zstd frame (with 16-bit payloads optionally split
- * per token into a high-byte plane and a low-byte plane). An integrity tag
- * covers the whole packet: CRC-32C, or with a cluster key a keyed BLAKE2b
- * MAC; the decoder checks it before it trusts any field beyond the framing.
+ * per token into a high-byte plane and a low-byte plane). A CRC-32C tag
+ * covers the whole packet; the decoder checks it before it trusts any field
+ * beyond the framing. It detects corruption, not forgery: between processes
+ * a packet always travels inside an envelope (common/envelope.h), whose
+ * MAC, or AEAD with --encrypt, authenticates it under a cluster key.
  *
  * Threads: an st_wire_ctx (zstd contexts, scratch) belongs to one thread at
  * a time; everything else is stateless. Errors name the field at fault in
@@ -28,8 +30,7 @@
 #define ST_WIRE_HDR_SIZE 128u     /* fixed header of version 1 */
 #define ST_WIRE_ROW_SIZE 16u      /* one row descriptor */
 #define ST_WIRE_PLAN_HASH_SIZE 32u
-#define ST_WIRE_TAG_SIZE 16u      /* CRC-32C (4 bytes + 12 zero) or MAC */
-#define ST_WIRE_KEY_SIZE 32u      /* cluster key for the MAC */
+#define ST_WIRE_TAG_SIZE 16u      /* CRC-32C (4 bytes + 12 zero) */
 #define ST_WIRE_MAX_ROWS 4096u
 #define ST_WIRE_MAX_HIDDEN (1u << 20)
 #define ST_WIRE_ZSTD_DEFAULT_LEVEL 1
@@ -61,8 +62,7 @@ enum {
 /* Header flags. Bits not in ST_WIRE_F_KNOWN are rejected. */
 #define ST_WIRE_F_ZSTD 0x1u   /* payload is one zstd frame */
 #define ST_WIRE_F_PLANES 0x2u /* 16-bit payload split in byte planes (needs ZSTD) */
-#define ST_WIRE_F_MAC 0x4u    /* tag is a keyed BLAKE2b MAC, not a CRC-32C */
-#define ST_WIRE_F_KNOWN 0x7u
+#define ST_WIRE_F_KNOWN 0x3u
 
 /* Payload dtypes (their wire codes). */
 typedef enum st_wire_dtype {
@@ -75,7 +75,7 @@ typedef enum st_wire_dtype {
 
 /* The header fields. Encoding reads epoch, batch_id, seq, plan_hash, stage,
  * n_rows and hidden; the rest comes from the rows and the options.
- * Decoding and peeking fill every field. */
+ * Decoding fills every field. */
 typedef struct st_wire_hdr {
     uint16_t version;
     uint32_t flags;
@@ -104,7 +104,6 @@ typedef struct st_wire_opts {
     st_wire_dtype dtype;
     int zstd_level;       /* 0: no zstd; else a zstd level (ST_WIRE_ZSTD_DEFAULT_LEVEL) */
     bool plane_split;     /* with zstd and bf16/f16 only */
-    const uint8_t *key;   /* ST_WIRE_KEY_SIZE bytes: MAC; NULL: CRC-32C */
 } st_wire_opts;
 
 /* What a receiver expects. plan_hash, hidden and max_tokens are required;
@@ -116,7 +115,6 @@ typedef struct st_wire_expect {
     uint32_t hidden;
     uint32_t max_tokens;      /* most tokens one packet may carry */
     uint32_t dtype_mask;      /* bit (1 << dtype) per accepted dtype; 0: any */
-    const uint8_t *key;       /* cluster key, or NULL: CRC-32C packets only */
 } st_wire_expect;
 
 /* Encoder statistics of one packet. */
@@ -131,7 +129,7 @@ typedef struct st_wire_ctx st_wire_ctx;
 
 /* st_wire_ctx_new - a codec context (zstd contexts created on first use,
  * scratch grown on demand) using the fastest conversions this CPU runs, or
- * the scalar references when force_ref is nonzero. Initialises libsodium. */
+ * the scalar references when force_ref is nonzero. */
 st_err st_wire_ctx_new(int force_ref, st_wire_ctx **out);
 
 /* st_wire_ctx_free - frees ctx (NULL is fine). */
@@ -145,6 +143,13 @@ const char *st_wire_dtype_name(st_wire_dtype d);
 
 /* st_wire_dtype_from_name - parses a dtype name; ST_ETYPE if unknown. */
 st_err st_wire_dtype_from_name(const char *name, st_wire_dtype *out);
+
+/* st_wire_token_bytes - payload bytes of one token of `hidden` values as
+ * d before zstd (its record, docs/wire-format.md section 2): f32 4 x
+ * hidden, bf16 and f16 2 x hidden, i8 hidden + 4 (one f32 scale); 0 for a
+ * dtype out of range. The codec sizes packets by it and the planner
+ * prices a hop's bytes per token by it. */
+uint64_t st_wire_token_bytes(st_wire_dtype d, uint32_t hidden);
 
 /* st_wire_encode_size - an upper bound of the packet's size (exact without
  * zstd) after validating h, rows and o as st_wire_encode_buf does. */
@@ -166,20 +171,13 @@ st_err st_wire_encode(const st_wire_hdr *h, const st_wire_row *rows, const float
                       const st_wire_opts *o, st_wire_ctx *ctx, nng_msg **out,
                       st_wire_stats *stats);
 
-/* st_wire_peek - parses and checks the fixed header only (framing, known
- * version and flags, reserved bytes, dtype, sizes, and, when exp is not
- * NULL, epoch / plan hash / stage / hidden / token limit / dtype / MAC
- * presence) and fills *h. It does NOT check the integrity tag, so its
- * verdict may be used to drop a packet cheaply, never to act on it. */
-st_err st_wire_peek(const void *buf, size_t len, const st_wire_expect *exp, st_wire_hdr *h);
-
-/* st_wire_decode - checks the framing, then the CRC or MAC over the whole
+/* st_wire_decode - checks the framing, then the CRC over the whole
  * packet, then every field against exp, the rows (at most rows_cap) and the
  * sizes, and only then decodes the payload into hidden_out (room for
  * hidden_cap_floats floats; n_tokens * hidden are written). Errors:
  * ST_ETRUNC short packet; ST_EFORMAT bad magic, header length, flags,
  * reserved bytes or inconsistent lengths; ST_EVERSION unknown version;
- * ST_ECHECKSUM bad CRC; ST_EAUTH bad or missing MAC; ST_EEPOCH epoch or
+ * ST_ECHECKSUM bad CRC; ST_EEPOCH epoch or
  * plan hash differs (both epochs named); ST_EPROTO wrong stage; ST_ESHAPE
  * hidden size differs; ST_ETYPE dtype unknown or not accepted; ST_ERANGE
  * counts out of range or caller buffers too small; ST_EOVERFLOW sizes
@@ -188,16 +186,11 @@ st_err st_wire_decode(st_wire_ctx *ctx, const void *buf, size_t len, const st_wi
                       st_wire_hdr *h, st_wire_row *rows, size_t rows_cap, float *hidden_out,
                       size_t hidden_cap_floats);
 
-/* st_wire_seal - recomputes the integrity tag of the packet in buf[0, len):
- * a MAC with key (setting ST_WIRE_F_MAC) or a CRC-32C without (clearing
- * it). For tests and tools that build packets by hand; needs only a
- * readable version-1 header (ST_ETRUNC / ST_EFORMAT otherwise). */
-st_err st_wire_seal(void *buf, size_t len, const uint8_t *key);
-
 /* st_wire_negotiate - the dtype of a boundary whose sides accept a[0..na)
  * and b[0..nb) (each in its preference order): the highest-precision dtype
  * both accept, in the order f32 > f16 > bf16 > i8, with i8 only when
- * allow_i8. ST_ETYPE for an unknown entry or when no dtype is common. */
+ * allow_i8. ST_ETYPE for an unknown entry or when no dtype is common.
+ * Used by tests today; issue 17's per-boundary dtype will call it. */
 st_err st_wire_negotiate(const st_wire_dtype *a, size_t na, const st_wire_dtype *b, size_t nb,
                          bool allow_i8, st_wire_dtype *out);
 

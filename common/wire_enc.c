@@ -57,7 +57,7 @@ static st_err wire_enc_check(const st_wire_hdr *h, const st_wire_row *rows, cons
         return st_errorf(ST_ERANGE, "wire encode: %llu tokens in one packet (at most %u)",
                          (unsigned long long)sum, UINT32_MAX);
     p->n_tokens = (uint32_t)sum;
-    p->rec = wire_record_bytes(o->dtype, h->hidden);
+    p->rec = st_wire_token_bytes(o->dtype, h->hidden);
     p->raw_len = sum * p->rec;
     p->payload_off = ST_WIRE_HDR_SIZE + (size_t)h->n_rows * ST_WIRE_ROW_SIZE;
     size_t wire_max = (size_t)p->raw_len;
@@ -171,13 +171,11 @@ static st_err wire_enc_plain(st_wire_ctx *ctx, st_wire_dtype dt, uint32_t hidden
     const uint64_t n = (uint64_t)p->n_tokens * hidden;
     for (uint64_t i = 0; i < n; i += per) {
         size_t k = (size_t)(n - i < per ? n - i : per);
-        size_t r = wire_enc_elems(cv, dt, src + i, pay + i * esz, k, clamped, g->mac ? NULL : &g->crc);
+        size_t r = wire_enc_elems(cv, dt, src + i, pay + i * esz, k, clamped, &g->crc);
         if (r != k) {
             *bad = i + r;
             return ST_OK;
         }
-        if (g->mac)
-            wire_integ_update(g, pay + i * esz, k * esz);
     }
     return ST_OK;
 }
@@ -268,7 +266,7 @@ st_err st_wire_encode_buf(const st_wire_hdr *h, const st_wire_row *rows, const f
     unsigned char *b = buf;
     unsigned char *pay = b + p.payload_off;
     wire_integ g;
-    wire_integ_init(&g, ctx->cv, o->key);
+    wire_integ_init(&g, ctx->cv);
     uint64_t clamped = 0, bad = UINT64_MAX;
     size_t wire_len = (size_t)p.raw_len;
     if (o->zstd_level != 0)
@@ -288,8 +286,7 @@ st_err st_wire_encode_buf(const st_wire_hdr *h, const st_wire_row *rows, const f
     }
     wire_integ_update(&g, b + ST_WIRE_HDR_SIZE, p.payload_off - ST_WIRE_HDR_SIZE);
     memset(b, 0, ST_WIRE_HDR_SIZE);
-    uint32_t flags = (o->zstd_level ? ST_WIRE_F_ZSTD : 0) | (o->plane_split ? ST_WIRE_F_PLANES : 0) |
-                     (o->key ? ST_WIRE_F_MAC : 0);
+    uint32_t flags = (o->zstd_level ? ST_WIRE_F_ZSTD : 0) | (o->plane_split ? ST_WIRE_F_PLANES : 0);
     wire_st32(b + ST_WIRE_OFF_MAGIC, ST_WIRE_MAGIC);
     wire_st16(b + ST_WIRE_OFF_VERSION, ST_WIRE_VERSION);
     wire_st16(b + ST_WIRE_OFF_HDR_LEN, ST_WIRE_HDR_SIZE);

@@ -3,7 +3,6 @@
 #ifndef ST_WIRE_IMPL_H
 #define ST_WIRE_IMPL_H
 
-#include <sodium.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -16,9 +15,6 @@
  * pass reads them back from L1/L2. */
 #define WIRE_CHUNK_BYTES (24u * 1024u)
 
-/* The personalisation string of the keyed BLAKE2b MAC (16 bytes). */
-#define WIRE_MAC_PERSONAL "strata.wire.v1\0\0"
-
 struct st_wire_ctx {
     const st_convert_ops *cv;
     ZSTD_CCtx *cctx;             /* created on first use */
@@ -27,13 +23,11 @@ struct st_wire_ctx {
     size_t scratch_cap[2];
 };
 
-/* The running integrity tag of one packet: CRC-32C or keyed BLAKE2b-128
- * over payload, then rows, then the header with its tag field zeroed. */
+/* The running integrity tag of one packet: CRC-32C over payload, then
+ * rows, then the header with its tag field zeroed. */
 typedef struct wire_integ {
-    bool mac;
     uint32_t crc;
     const st_convert_ops *cv;
-    crypto_generichash_blake2b_state st;
 } wire_integ;
 
 static inline uint16_t wire_ld16(const unsigned char *p)
@@ -70,20 +64,8 @@ static inline void wire_st64(unsigned char *p, uint64_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* wire_record_bytes - payload bytes of one token of `hidden` values. */
-static inline uint64_t wire_record_bytes(st_wire_dtype d, uint32_t hidden)
-{
-    switch (d) {
-    case ST_WIRE_F32: return 4u * (uint64_t)hidden;
-    case ST_WIRE_BF16:
-    case ST_WIRE_F16: return 2u * (uint64_t)hidden;
-    case ST_WIRE_I8: return 4u + (uint64_t)hidden;
-    default: return 0;
-    }
-}
-
-/* wire_integ_init - starts a tag: MAC when key is not NULL, else CRC. */
-void wire_integ_init(wire_integ *g, const st_convert_ops *cv, const uint8_t *key);
+/* wire_integ_init - starts a tag. */
+void wire_integ_init(wire_integ *g, const st_convert_ops *cv);
 
 /* wire_integ_update - feeds n bytes. */
 void wire_integ_update(wire_integ *g, const void *p, size_t n);

@@ -31,20 +31,26 @@
 
 #define API "api"
 
-/* api_send - packs r and answers slot (an Error reply if r cannot be packed). */
+/* api_send - packs r and answers slot: an Error reply if r cannot be
+ * packed or would exceed the frame a client accepts (a large Status is
+ * refused before it is packed); when not even that can be packed, the
+ * request is dropped (counted by st_net_drop) so the slot serves again. */
 static void api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
 {
     nng_msg *out;
-    st_err e = st_msg_pack(&c->env_rep, ST_ENV_CONTROL, r, &out);
+    st_err e = st_msg_pack_max(&c->env_rep, ST_ENV_CONTROL, r, COORD_MAX_FRAME, &out);
     if (e != ST_OK) {
         Strata__Msg em;
         Strata__Error er;
         char text[256];
         snprintf(text, sizeof text, "reply not packed: %s", st_errmsg(e));
+        st_log(ST_LOG_WARN, API, "control slot %u: %s", slot, text);
         st_msg_error(&em, &er, e, text);
-        if (st_msg_pack(&c->env_rep, ST_ENV_CONTROL, &em, &out) != ST_OK) {
-            st_log(ST_LOG_ERROR, API, "cannot answer control slot %u", slot);
-            return; /* the slot stays busy; nothing else can be done */
+        if ((e = st_msg_pack(&c->env_rep, ST_ENV_CONTROL, &em, &out)) != ST_OK) {
+            st_log(ST_LOG_ERROR, API, "control slot %u: request dropped, no reply packed: %s",
+                   slot, st_errmsg(e));
+            st_net_drop(c->net, slot);
+            return;
         }
     }
     st_net_reply(c->net, slot, out);
@@ -125,12 +131,13 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m)
     st_err e = st_join_validate(m->join, c->mi.model_id, c->cfg.wire);
     if (e != ST_OK) {
         st_log(ST_LOG_WARN, API, "join refused: %s", st_errmsg(e));
+        c->bad_msgs++; /* counted: status bad_packets */
         api_error(c, slot, e);
         return false;
     }
     const Strata__Capability *cap = m->join->cap;
     st_peer *rpc;
-    if ((e = st_peer_open_req(cap->ctl_addr, COORD_MAX_FRAME, &rpc))) {
+    if ((e = st_peer_open_req(cap->ctl_addr, ST_MSG_CONTROL_MAX_FRAME, &rpc))) {
         api_error(c, slot, e);
         return false;
     }

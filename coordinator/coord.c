@@ -14,7 +14,7 @@
  * blocks here: every outgoing
  * message is an asynchronous operation with a timeout.
  *
- * Plans and membership changes live in replan.c; the requests of the
+ * Plans live in replan.c (which) and switch.c (the switch); the requests of the
  * control socket in api.c; this file has start-up and shutdown, the loop,
  * the step pump (form a batch, send it to stage 0) and step results. A
  * result applies to the batch it names only if that batch is still in

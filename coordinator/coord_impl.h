@@ -1,21 +1,25 @@
-/* coord_impl.h - the coordinator's state, shared by coord.c (loop, plans,
- * steps, results) and api.c (the control socket's requests). Only the
- * main thread touches any of it. */
+/* coord_impl.h - the coordinator's state, shared by the files of the
+ * strata-coordinator executable: coord.c (start-up, the loop, steps and
+ * results, shutdown), api.c (the control socket's requests), replan.c (the
+ * replan decision), switch.c (the two-phase switch), admin_plan.c (dry
+ * runs, replans and drains asked by admins) and hold.c (the test-only step
+ * gate). Only the main thread touches any of it. */
 #ifndef ST_COORD_IMPL_H
 #define ST_COORD_IMPL_H
 
+#include "common/cq.h"
 #include "common/envelope.h"
 #include "common/gguf.h"
+#include "common/llama.h"
 #include "common/tokenizer.h"
 #include "coordinator/coord.h"
 #include "coordinator/membership.h"
-#include "coordinator/minfo.h"
 #include "coordinator/net.h"
 #include "coordinator/placement.h"
 #include "coordinator/plan.h"
-#include "coordinator/queue.h"
 #include "coordinator/replan.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/switch.h"
 
 #define COORD_MAX_FRAME ((size_t)64 << 20)
 #define COORD_MAX_WAIT_MS 10000u
@@ -85,24 +89,6 @@ bool coord_serving(const st_coord *c);
 uint64_t coord_now(void);
 /* coord_close_pushes - closes the PUSH sockets to stage 0. */
 void coord_close_pushes(st_coord *c);
-
-/* replan.c */
-/* coord_replan - makes a new plan from the placeable workers and starts
- * its round (or remembers the wish while a round is in progress). force:
- * switch even to a plan with the serving plan's layout. */
-void coord_replan(st_coord *c, bool force, const char *why);
-/* coord_member_gone - worker id was lost or left: closes its peer, breaks
- * the serving plan if it had a stage, ends a round it was in, replans. */
-void coord_member_gone(st_coord *c, uint64_t id, st_member_life life, const char *why);
-/* coord_rpc - sends m to worker id's control socket as an op tagged tag. */
-st_err coord_rpc(st_coord *c, uint64_t id, const Strata__Msg *m, int timeout_ms,
-                 const st_op_tag *tag);
-/* coord_commit_all - sends Commit of the ready round to every live worker. */
-void coord_commit_all(st_coord *c);
-/* coord_on_prepare_reply / coord_on_commit_reply - an ended Prepare or
- * Commit op (rv: its NNG result; reply: the answer, or NULL). */
-void coord_on_prepare_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply);
-void coord_on_commit_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply);
 
 /* api.c */
 /* st_api_handle - handles one request (msg, freed here) of control slot

@@ -7,19 +7,29 @@
  * (bad flag, unreadable model, key file readable by others, address in
  * use) is one line on stderr and exit status 1 (2 for usage errors).
  * Protected mode (common/exposure.h): without --cluster-key, a --listen or
- * --results beyond loopback is a usage error unless --insecure. */
+ * --results beyond loopback is a usage error unless --insecure; so is an
+ * --http beyond loopback without --api-key-file. With --http the gateway
+ * (http.h) starts after the coordinator and prints "http on http://...",
+ * and stops before it. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sodium.h>
 #include <string.h>
 
+#include "common/envelope.h"
 #include "common/exposure.h"
 #include "common/log.h"
 #include "coordinator/coord.h"
+#include "coordinator/http.h"
+#include "coordinator/net.h"
 #include "coordinator/placement.h"
 
 #define MAX_SPLIT 256
+/* Control contexts beyond the HTTP lanes' long polls (heartbeats, CLI). */
+#define MAIN_BASE_SLOTS 64u
+#define MAIN_MAX_BODY ((size_t)1 << 30)
 
 static volatile sig_atomic_t main_stop;
 
@@ -43,7 +53,15 @@ static void main_usage(FILE *f)
             "       [--objective latency|throughput] [--replan-margin F] [--imbalance-ms N]\n"
             "       [--no-imbalance] [--min-samples N] [--replicas] [--test-hooks]\n"
             "       [--log error|warn|info|debug]\n"
+            "       [--http HOST:PORT [--alias NAME] [--chat-template NAME] [--api-key-file FILE]\n"
+            "        [--max-body BYTES]\n"
+            "        [--http-streams N] [--http-threads N] [--http-max-conns N]\n"
+            "        [--http-per-ip N] [--http-timeout-s N] [--http-ping-s N]\n"
+            "        [--rate-rpm N] [--rate-tpm N]\n"
+            "        [--rate-table-size N]]\n"
             "\n"
+            "--http serves the OpenAI-compatible API (docs/http-api.md). Without\n"
+            "--api-key-file it must be a loopback address unless --insecure is given.\n"
             "Without --cluster-key, --listen and --results must be loopback addresses\n"
             "unless --insecure is given. --encrypt (needs the key) seals every frame with\n"
             "XChaCha20-Poly1305; every worker and client must then use --encrypt too.\n");
@@ -94,7 +112,48 @@ static const char *main_value(int argc, char **argv, int *i)
     return argv[++*i];
 }
 
-static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, bool *max_set)
+/* main_http_flag - f v if it is an HTTP flag: 1 if it was (*bad set on a
+ * bad value), 0 if not. */
+static int main_http_flag(const char *f, const char *v, st_http_cfg *h, int *bad)
+{
+    uint32_t x = 0;
+    if (strcmp(f, "--http") == 0) {
+        h->listen = v;
+    } else if (strcmp(f, "--alias") == 0) {
+        h->alias = v;
+    } else if (strcmp(f, "--chat-template") == 0) {
+        h->chat_template = v;
+    } else if (strcmp(f, "--api-key-file") == 0) {
+        h->api_key_file = v;
+    } else if (strcmp(f, "--max-body") == 0) {
+        *bad = main_u32(f, v, 1024, (uint32_t)MAIN_MAX_BODY, &x);
+        h->max_body = x;
+    } else if (strcmp(f, "--http-streams") == 0) {
+        *bad = main_u32(f, v, 1, ST_HTTP_MAX_STREAMS, &h->streams);
+    } else if (strcmp(f, "--http-threads") == 0) {
+        *bad = main_u32(f, v, 1, 64, &h->threads);
+    } else if (strcmp(f, "--http-max-conns") == 0) {
+        *bad = main_u32(f, v, 1, 1000000, &h->max_conns);
+    } else if (strcmp(f, "--http-per-ip") == 0) {
+        *bad = main_u32(f, v, 0, 1000000, &h->per_ip_conns);
+    } else if (strcmp(f, "--http-timeout-s") == 0) {
+        *bad = main_u32(f, v, 1, 3600, &h->timeout_s);
+    } else if (strcmp(f, "--http-ping-s") == 0) {
+        *bad = main_u32(f, v, 1, 3600, &h->ping_s);
+    } else if (strcmp(f, "--rate-rpm") == 0) {
+        *bad = main_u32(f, v, 0, UINT32_MAX, &h->limits.rpm);
+    } else if (strcmp(f, "--rate-tpm") == 0) {
+        *bad = main_u32(f, v, 0, UINT32_MAX, &h->limits.tpm);
+    } else if (strcmp(f, "--rate-table-size") == 0) {
+        *bad = main_u32(f, v, 1, 1u << 22, &h->rate_table);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, bool *max_set,
+                      st_http_cfg *hc)
 {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = NULL;
@@ -132,7 +191,10 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
                 fprintf(stderr, "strata-coordinator: unexpected argument '%s'\n", f);
             return 2;
         }
-        if (strcmp(f, "--model") == 0) {
+        if (main_http_flag(f, v, hc, &bad)) {
+            if (bad)
+                return 2;
+        } else if (strcmp(f, "--model") == 0) {
             c->model_path = v;
         } else if (strcmp(f, "--listen") == 0) {
             c->listen = v;
@@ -227,7 +289,8 @@ int main(int argc, char **argv)
     st_coord_cfg cfg = st_coord_cfg_default();
     uint32_t split[MAX_SPLIT];
     bool max_set = false;
-    int rc = main_parse(argc, argv, &cfg, split, &max_set);
+    st_http_cfg hcfg = st_http_cfg_default();
+    int rc = main_parse(argc, argv, &cfg, split, &max_set, &hcfg);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     if (cfg.model_path == NULL) {
@@ -259,6 +322,37 @@ int main(int argc, char **argv)
         fprintf(stderr, "strata-coordinator: %s\n", st_errdetail());
         return 2;
     }
+    uint8_t key[ST_KEY_BYTES];
+    if (hcfg.listen != NULL) {
+        char url[ST_NET_ADDR_MAX];
+        if ((size_t)snprintf(url, sizeof url, "tcp://%s", hcfg.listen) >= sizeof url) {
+            fprintf(stderr, "strata-coordinator: --http: '%.40s...' is too long\n", hcfg.listen);
+            return 2;
+        }
+        const char *hflag[] = {"--http"};
+        const char *hurl[] = {url};
+        if (st_listen_check("coordinator", hflag, hurl, 1, hcfg.api_key_file != NULL,
+                            cfg.insecure)) {
+            fprintf(stderr, "strata-coordinator: %s (for --http the key is --api-key-file)\n",
+                    st_errdetail());
+            return 2;
+        }
+        /* room for every lane's long poll, with the parking limit of api.c
+         * (three quarters of the slots) still leaving the base free */
+        uint32_t slots = MAIN_BASE_SLOTS + 2 * hcfg.streams;
+        cfg.slots = slots < ST_NET_MAX_SLOTS ? slots : ST_NET_MAX_SLOTS;
+        hcfg.model_path = cfg.model_path;
+        hcfg.coord_addr = ST_NET_INPROC_URL;
+        hcfg.encrypt = cfg.encrypt;
+        if (cfg.key_path) {
+            st_err ke = st_key_load(cfg.key_path, key);
+            if (ke != ST_OK) {
+                fprintf(stderr, "strata-coordinator: %s\n", st_errmsg(ke));
+                return 1;
+            }
+            hcfg.cluster_key = key;
+        }
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = main_on_signal;
@@ -273,8 +367,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "strata-coordinator: %s\n", st_errmsg(e));
         return 1;
     }
+    st_http *http = NULL;
+    if (hcfg.listen && (e = st_http_open(&hcfg, &http)) != ST_OK) {
+        fprintf(stderr, "strata-coordinator: %s\n", st_errmsg(e));
+        st_coord_close(c);
+        return 1;
+    }
     st_coord_run(c, &main_stop);
     st_log(ST_LOG_INFO, "coordinator", "shutting down");
+    st_http_close(http);
     st_coord_close(c);
+    sodium_memzero(key, sizeof key);
     return 0;
 }

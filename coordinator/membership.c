@@ -14,15 +14,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define MS_TRANSPORT "tcp://" /* the one scheme a worker may announce */
+#define MS_URL_MAX 255
+
+/* ms_url_ok - an address the coordinator and the workers' probers may
+ * dial: tcp:// only (a worker listens on nothing else, daemon.c), of
+ * 1..MS_URL_MAX bytes. ipc:// and inproc:// would let a joiner make
+ * the coordinator and every prober dial local sockets of their hosts. */
 static bool ms_url_ok(const char *s)
 {
     if (s == NULL)
         return false;
     size_t n = strlen(s);
-    if (n < 1 || n > 255)
-        return false;
-    return strncmp(s, "tcp://", 6) == 0 || strncmp(s, "ipc://", 6) == 0 ||
-           strncmp(s, "inproc://", 9) == 0;
+    return n > strlen(MS_TRANSPORT) && n <= MS_URL_MAX &&
+           strncmp(s, MS_TRANSPORT, strlen(MS_TRANSPORT)) == 0;
 }
 
 st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wire_dtype wire)
@@ -44,11 +49,13 @@ st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wi
         return st_errorf(ST_EINVAL, "capability name has %zu bytes; at most 255",
                          strlen(c->name));
     if (!ms_url_ok(c->data_addr))
-        return st_errorf(ST_EINVAL, "capability data_addr '%.64s' is not a tcp://, ipc:// or "
-                         "inproc:// address of 1..255 bytes", c->data_addr ? c->data_addr : "");
+        return st_errorf(ST_EINVAL, "capability data_addr '%.64s' is not a %s address of 1..%d "
+                         "bytes (no other transport is dialed)", c->data_addr ? c->data_addr : "",
+                         MS_TRANSPORT, MS_URL_MAX);
     if (!ms_url_ok(c->ctl_addr))
-        return st_errorf(ST_EINVAL, "capability ctl_addr '%.64s' is not a tcp://, ipc:// or "
-                         "inproc:// address of 1..255 bytes", c->ctl_addr ? c->ctl_addr : "");
+        return st_errorf(ST_EINVAL, "capability ctl_addr '%.64s' is not a %s address of 1..%d "
+                         "bytes (no other transport is dialed)", c->ctl_addr ? c->ctl_addr : "",
+                         MS_TRANSPORT, MS_URL_MAX);
     for (size_t i = 0; i < c->n_speeds; i++) {
         const Strata__DtypeSpeed *sp = c->speeds[i];
         if (sp == NULL || sp->dtype == NULL || sp->dtype[0] == '\0' || strlen(sp->dtype) > 15)

@@ -63,7 +63,7 @@ typedef struct st_members {
  * version (ST_EVERSION "protocol N; coordinator speaks 1"), capability
  * present, cores and threads 1..4096, memory budget 1 MiB..1 PiB, name at
  * most 255 bytes, data and control addresses of 1..255 bytes with a
- * tcp://, ipc:// or inproc:// scheme, speeds finite and positive with a
+ * tcp:// scheme (the only transport dialed), speeds finite and positive with a
  * dtype name, throttle 0 or finite and positive, model id of 32 bytes
  * equal to model_id, and, when it lists wire dtypes, one of them `wire`
  * (ST_EINVAL or ST_EPROTO naming the field). */

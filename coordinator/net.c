@@ -7,12 +7,14 @@
 #include <nng/protocol/pipeline0/push.h>
 #include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/msg.h"
 
 #define NET_REPLY_TIMEOUT_MS 5000
 
@@ -36,6 +38,7 @@ struct st_net {
     nng_aio *res_aio;
     char ctl_addr[ST_NET_ADDR_MAX];
     char res_addr[ST_NET_ADDR_MAX];
+    atomic_uint_fast64_t reply_failures; /* replies not sent (callbacks count too) */
 };
 
 struct st_peer {
@@ -84,9 +87,9 @@ static st_err net_listen(nng_socket s, const char *url, char *bound, size_t cap)
     return ST_OK;
 }
 
-static void net_post(st_cq *q, st_cq_kind kind, int rv, uint32_t slot, nng_msg *msg, void *op)
+static void net_post(st_cq *q, st_net_event kind, int rv, uint32_t slot, nng_msg *msg, void *op)
 {
-    st_cq_event ev = {.kind = kind, .rv = rv, .slot = slot, .msg = msg, .op = op};
+    st_cq_event ev = {.kind = (uint32_t)kind, .rv = rv, .slot = slot, .msg = msg, .op = op};
     st_cq_push(q, &ev);
 }
 
@@ -95,8 +98,11 @@ static void net_slot_cb(void *arg)
     net_slot *s = arg;
     int rv = nng_aio_result(s->aio);
     if (s->phase == NET_SEND) {
-        if (rv != 0)
+        if (rv != 0) {
             nng_msg_free(nng_aio_get_msg(s->aio));
+            nng_aio_set_msg(s->aio, NULL);
+            atomic_fetch_add(&s->net->reply_failures, 1);
+        }
         s->phase = NET_RECV;
         nng_ctx_recv(s->ctx, s->aio);
         return;
@@ -158,8 +164,11 @@ st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, ui
         goto fail;
     }
     n->ctl_open = true;
-    nng_socket_set_size(n->ctl, NNG_OPT_RECVMAXSZ, max_frame);
+    nng_socket_set_size(n->ctl, NNG_OPT_RECVMAXSZ,
+                        max_frame < ST_MSG_CONTROL_MAX_FRAME ? max_frame : ST_MSG_CONTROL_MAX_FRAME);
     if ((e = net_listen(n->ctl, listen_url, n->ctl_addr, sizeof n->ctl_addr)))
+        goto fail;
+    if ((e = net_listen(n->ctl, ST_NET_INPROC_URL, rurl, sizeof rurl)))
         goto fail;
     if ((rv = nng_pull0_open(&n->res)) != 0) {
         e = st_err_nng(rv, "pull socket");
@@ -228,6 +237,16 @@ void st_net_reply(st_net *n, uint32_t slot, nng_msg *msg)
     nng_aio_set_timeout(s->aio, NET_REPLY_TIMEOUT_MS);
     nng_ctx_send(s->ctx, s->aio);
 }
+
+void st_net_drop(st_net *n, uint32_t slot)
+{
+    net_slot *s = &n->slots[slot];
+    atomic_fetch_add(&n->reply_failures, 1);
+    s->phase = NET_RECV; /* a REP context that receives again abandons its request */
+    nng_ctx_recv(s->ctx, s->aio);
+}
+
+uint64_t st_net_reply_failures(st_net *n) { return atomic_load(&n->reply_failures); }
 
 void st_net_results_rearm(st_net *n) { nng_recv_aio(n->res, n->res_aio); }
 

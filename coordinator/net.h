@@ -23,10 +23,21 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "coordinator/queue.h"
+#include "common/cq.h"
 
 #define ST_NET_ADDR_MAX 256
 #define ST_NET_MAX_SLOTS 1024
+/* The control socket's in-process address: the HTTP gateway (http.h)
+ * dials it. One st_net per process (a second one cannot bind it). */
+#define ST_NET_INPROC_URL "inproc://strata-coordinator-control"
+
+/* The kinds of the events the sockets post (st_cq_event.kind; the queue
+ * and the rule it serves: common/cq.h). */
+typedef enum st_net_event {
+    ST_CQ_CTL = 1,      /* a request arrived on REP context `slot` (msg set) */
+    ST_CQ_RESULT = 2,   /* a frame arrived on the results PULL socket (msg set) */
+    ST_CQ_OP_DONE = 3,  /* an outgoing operation (RPC call or step send) ended: op */
+} st_net_event;
 
 typedef struct st_net st_net;
 typedef struct st_peer st_peer;
@@ -47,10 +58,14 @@ typedef struct st_op_tag {
     uint64_t batch_id;
 } st_op_tag;
 
-/* st_net_open - opens the control REP socket on listen_url with n_slots
+/* st_net_open - opens the control REP socket on listen_url and on
+ * ST_NET_INPROC_URL with n_slots
  * contexts (1..ST_NET_MAX_SLOTS) and the results PULL socket on
  * results_url (NULL: derived from listen_url, port 0 on the same host),
- * each accepting frames up to max_frame bytes, and starts receiving.
+ * and starts receiving. The results socket accepts frames up to max_frame
+ * bytes (step results with logits), the control socket up to
+ * ST_MSG_CONTROL_MAX_FRAME (msg.h; max_frame if smaller): NNG refuses a
+ * longer frame from its length prefix, before allocating it.
  * Events go to q, which must outlive the st_net. */
 st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, uint32_t n_slots,
                    size_t max_frame, st_net **out);
@@ -71,6 +86,15 @@ uint32_t st_net_n_slots(const st_net *n);
 /* st_net_reply - sends msg (taken) as the answer of slot's pending
  * request; the slot then receives again. */
 void st_net_reply(st_net *n, uint32_t slot, nng_msg *msg);
+
+/* st_net_drop - abandons slot's pending request without an answer (its
+ * client times out) and receives again: for a reply that could not be
+ * packed, so the slot is never left busy. Counted. */
+void st_net_drop(st_net *n, uint32_t slot);
+
+/* st_net_reply_failures - replies dropped (st_net_drop) or whose send
+ * failed, since st_net_open; the slot received again after each. */
+uint64_t st_net_reply_failures(st_net *n);
 
 /* st_net_results_rearm - starts the next receive on the results socket. */
 void st_net_results_rearm(st_net *n);

@@ -221,14 +221,6 @@ uint32_t st_plan_n_workers(const st_plan *p)
     return n;
 }
 
-bool st_plan_replicated(const st_plan *p)
-{
-    for (uint32_t i = 0; i < p->n_stages; i++)
-        if (p->stages[i].n_workers > 1)
-            return true;
-    return false;
-}
-
 static uint32_t plan_gcd(uint32_t a, uint32_t b)
 {
     while (b != 0) {

@@ -85,9 +85,6 @@ bool st_plan_route_sender(const st_plan *p, uint32_t route, uint64_t sender, boo
 /* st_plan_n_workers - the workers of every stage of p, replicas included. */
 uint32_t st_plan_n_workers(const st_plan *p);
 
-/* st_plan_replicated - whether some stage of p has more than one worker. */
-bool st_plan_replicated(const st_plan *p);
-
 /* st_plan_routes - the number of routes through p's replicas: the least
  * common multiple of the stages' worker counts when it is at most
  * max_routes, else the largest worker count. Route k goes through worker

@@ -1,7 +1,8 @@
 /* replan.h - the coordinator's placement state and the entry points of
- * replan.c (when and how to replan) and admin_plan.c (the admin requests
- * about plans: dry run, replan, drain). Included by coord_impl.h; only the
- * main thread uses any of it. */
+ * replan.c (the replan decision: when to replan, which plan, the planner's
+ * inputs) and admin_plan.c (the admin requests about plans: dry run,
+ * replan, drain). Switching to a plan is switch.h's. Included by
+ * coord_impl.h; only the main thread uses any of it. */
 #ifndef ST_COORD_REPLAN_H
 #define ST_COORD_REPLAN_H
 
@@ -64,6 +65,17 @@ st_err coord_links(const st_coord *c, const uint64_t *ids, size_t n, st_link *ou
 
 /* coord_pl_view_free - NULL is a no-op. */
 void coord_pl_view_free(coord_pl_view *v);
+
+/* coord_replan - makes a new plan from the placeable workers and starts
+ * its round (coord_prepare_all), or remembers the wish while a round is in
+ * progress (the round's end makes it). force: switch even to a plan with
+ * the serving plan's layout, or one the hysteresis margin would keep. */
+void coord_replan(st_coord *c, bool force, const char *why);
+
+/* coord_member_gone - worker id was lost or left: closes its peer, breaks
+ * the serving plan if it had a stage (failing the batches in flight on its
+ * routes), ends a round it was in (coord_switch_on_gone), replans. */
+void coord_member_gone(st_coord *c, uint64_t id, st_member_life life, const char *why);
 
 /* coord_pl_setup - fills c's placement state from its configuration (once). */
 void coord_pl_setup(st_coord *c);

@@ -1,7 +1,8 @@
 /* sched_impl.h - the scheduler's internal state, shared by scheduler.c
- * (sessions, admission, batches, results, deadlines) and sched_req.c
- * (requests: validation, text and stop strings, views, cancel). Nothing
- * outside those two files includes it. */
+ * (sessions, admission, batches, results, deadlines), sched_req.c
+ * (requests: validation, text and stop strings, views, cancel) and
+ * sched_routes.c (routes: which a new session takes, re-pinning, KV kept
+ * across a switch). Nothing outside those three files includes it. */
 #ifndef ST_COORD_SCHED_IMPL_H
 #define ST_COORD_SCHED_IMPL_H
 

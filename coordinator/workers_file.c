@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/units.h"
+#include "common/wire.h"
 
 #define WF_WHY_MAX 256 /* bytes of a byte-count error kept for the field's error */
 
@@ -363,22 +364,14 @@ void st_wfile_free(st_wfile *f)
     memset(f, 0, sizeof *f);
 }
 
-static double wf_wire_size(const char *wire, uint32_t hidden)
-{
-    if (strcmp(wire, "f32") == 0)
-        return 4.0 * hidden;
-    if (strcmp(wire, "i8") == 0)
-        return (double)hidden + 4;
-    return 2.0 * hidden; /* f16, bf16 */
-}
-
 st_err st_wfile_inputs(const st_wfile *f, uint32_t n_layer, const char *dtype, uint32_t hidden,
                        st_place_worker *w, double *lat_s, double *bw, double *act_bytes)
 {
     const char *wire = f->wire[0] ? f->wire : "f16";
-    if (strcmp(wire, "f32") && strcmp(wire, "f16") && strcmp(wire, "bf16") && strcmp(wire, "i8"))
+    st_wire_dtype dt;
+    if (st_wire_dtype_from_name(wire, &dt) != ST_OK)
         return st_errorf(ST_EINVAL, "wire: '%s' is not f32, bf16, f16 or i8", wire);
-    *act_bytes = wf_wire_size(wire, hidden);
+    *act_bytes = (double)st_wire_token_bytes(dt, hidden);
     for (size_t i = 0; i < f->n; i++) {
         const st_wfile_worker *x = &f->w[i];
         double speed = x->bytes_per_s;

@@ -4,7 +4,10 @@
 # kernel), generates text through it, and stops the cluster again. The
 # cluster is keyed and encrypted: `strata keygen` makes a fresh key (mode
 # 0600) that the coordinator, the workers and the CLI all use, with
-# --encrypt (docs/cluster.md "Security").
+# --encrypt (docs/cluster.md "Security"). The coordinator also serves the
+# OpenAI-compatible HTTP API on 127.0.0.1:8080 (docs/http-api.md); the
+# script ends by showing a curl chat request against it (and, on a
+# terminal, keeps the cluster up until Enter so you can send your own).
 # With no MODEL, a small synthetic llama is written to build/demo.gguf
 # first (its weights are random, so its text is too).
 # Usage: deploy/quickstart.sh [MODEL.gguf] [PROMPT]
@@ -24,38 +27,26 @@ if [ -z "$MODEL" ]; then
 fi
 
 RUN=$(mktemp -d /tmp/strata-quickstart.XXXXXX)
-PIDS=""
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$RUN"
-}
-trap cleanup EXIT INT TERM
+NAME=quickstart
+. deploy/procs.sh
 KEY="$RUN/cluster.key"
 $B/cli/strata keygen "$KEY"
 SEC="--cluster-key $KEY --encrypt"
 
-# wait_addr FILE PATTERN - the first tcp:// address after PATTERN in FILE
-wait_addr() {
-    i=0
-    while [ $i -lt 300 ]; do
-        a=$(sed -n "s|^$2 \(tcp://[^ ]*\).*|\1|p" "$1" 2>/dev/null | head -n 1)
-        if [ -n "$a" ]; then echo "$a"; return 0; fi
-        i=$((i + 1)); sleep 0.1
-    done
-    echo "quickstart: no '$2' line in $1" >&2; cat "$1" "$1.err" >&2 || true; return 1
-}
-
+HTTP=127.0.0.1:8080
+# the synthetic model has no chat template of its own: ChatML renders its chats
+TMPL=""
+[ -n "${1:-}" ] || TMPL="--chat-template chatml"
 $B/coordinator/strata-coordinator --model "$MODEL" --listen tcp://127.0.0.1:0 --min-workers 2 \
-    $SEC >"$RUN/coord" 2>"$RUN/coord.err" &
+    --http "$HTTP" $TMPL $SEC >"$RUN/coord" 2>"$RUN/coord.err" &
 PIDS="$PIDS $!"
-COORD=$(wait_addr "$RUN/coord" "listening on")
+COORD=$(wait_word "$RUN/coord" "listening on")
 echo "quickstart: coordinator at $COORD"
 for w in 1 2; do
     $B/worker/strata-worker --coordinator "$COORD" --model "$MODEL" --listen tcp://127.0.0.1:0 \
         --threads 1 --name "worker$w" $SEC >"$RUN/w$w" 2>"$RUN/w$w.err" &
     PIDS="$PIDS $!"
-    echo "quickstart: worker$w data plane at $(wait_addr "$RUN/w$w" "listening on")"
+    echo "quickstart: worker$w data plane at $(wait_word "$RUN/w$w" "listening on")"
 done
 i=0
 until $B/cli/strata status --json --coordinator "$COORD" $SEC 2>/dev/null | grep -Eq '"serving":[[:space:]]*true'; do
@@ -66,4 +57,14 @@ done
 $B/cli/strata status --coordinator "$COORD" $SEC
 echo "quickstart: strata generate --prompt \"$PROMPT\" -n 48"
 $B/cli/strata generate --coordinator "$COORD" $SEC --prompt "$PROMPT" -n 48 --temp 0.8 --seed 42
+wait_health "http://$HTTP"
+CURL="curl -s http://$HTTP/v1/chat/completions -H 'Content-Type: application/json' -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 32}'"
+echo "quickstart: the OpenAI-compatible API: $CURL"
+sh -c "$CURL"
+echo
+if [ -t 0 ]; then
+    echo "quickstart: the cluster serves http://$HTTP/v1 until you press Enter; try:"
+    echo "  $CURL"
+    read -r _
+fi
 echo "quickstart: stopping the cluster"

@@ -7,11 +7,15 @@
  * coordinator (Join, Heartbeat, StaleReport, Leave on one REQ socket),
  * requests from the coordinator on its REP socket (dm_plan.c), the end of a
  * stage being loaded, stale reports queued by the data thread, the next
- * heartbeat or join attempt, and the stop request. All of those are events
- * on one condition variable: the REQ and REP sockets are driven with NNG
- * aios whose callbacks only set a flag and signal, so the thread is never
- * blocked inside a round trip (a heartbeat to a slow coordinator does not
- * delay a Commit reply, and a Prepare's loading does not delay
+ * heartbeat or join attempt, and the stop request. The thread owns its
+ * state and the others only post to it, by the rule of common/cq.h in its
+ * "flags" form: the REQ and REP sockets are driven with NNG aios whose
+ * callbacks, like the loader and the data thread, only set a flag of
+ * st_worker_shared and signal its condition variable (these events carry
+ * nothing of their own, so a flag cannot be lost and repeats coalesce,
+ * where the coordinator's events carry messages and queue). So the thread
+ * is never blocked inside a round trip (a heartbeat to a slow coordinator
+ * does not delay a Commit reply, and a Prepare's loading does not delay
  * heartbeats). It sleeps on the condition variable until the earliest
  * deadline; it never spins.
  *
@@ -45,6 +49,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/cq.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "worker/dm_internal.h"
@@ -459,15 +464,7 @@ static void *dm_main(void *arg)
             double now = st_now_s(), wake = dm_wake_at(d, now);
             if (wake <= now)
                 break;
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            double dt = wake - now;
-            ts.tv_sec += (time_t)dt;
-            ts.tv_nsec += (long)((dt - (double)(time_t)dt) * 1e9);
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            struct timespec ts = st_cq_deadline((uint64_t)((wake - now) * 1e9));
             pthread_cond_timedwait(&sh->cv, &sh->mu, &ts);
         }
         bool rep = sh->ev_rep, req = sh->ev_req, ld = sh->ev_loader;
@@ -521,7 +518,7 @@ static st_err dm_listen_rep(st_daemon *d, const char host[200], int *port)
         return st_err_nng(rv, "control socket");
     d->rep_open = true;
     nng_socket_set_ms(d->rep, NNG_OPT_SENDTIMEO, DM_REPLY_TIMEOUT_MS);
-    nng_socket_set_size(d->rep, NNG_OPT_RECVMAXSZ, ST_ENV_HDR + ST_ENV_MAX_BODY + ST_ENV_MAC);
+    nng_socket_set_size(d->rep, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
     char url[ST_DP_ADDR_MAX];
     snprintf(url, sizeof url, "tcp://%s:0", host);
     nng_listener l;
@@ -543,7 +540,7 @@ static st_err dm_dial_req(st_daemon *d)
         return st_err_nng(rv, "coordinator socket");
     d->req_open = true;
     nng_socket_set_ms(d->req, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
-    nng_socket_set_size(d->req, NNG_OPT_RECVMAXSZ, ST_ENV_HDR + ST_ENV_MAX_BODY + ST_ENV_MAC);
+    nng_socket_set_size(d->req, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
     nng_dialer dl;
     if ((rv = nng_dialer_create(&dl, d->req, d->cfg.coordinator)) != 0)
         return st_errorf(ST_ENNG, "--coordinator %s: %s", d->cfg.coordinator, nng_strerror(rv));
@@ -663,7 +660,8 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     /* listeners first, so NNG's threads are not confined by the pool's pinning */
     int dport = 0, cport = 0;
     st_dp_cfg dc = {.listen = d->cfg.listen, .key = key, .encrypt = cfg->encrypt,
-                    .sender = d->sender + 1, .force_ref = cfg->force_ref, .name = d->name};
+                    .sender = d->sender + 1, .force_ref = cfg->force_ref, .name = d->name,
+                    .hidden = (uint32_t)d->hp.n_embd};
     if ((e = st_dp_open(&dc, &d->sh, &d->dp, &dport)) || (e = dm_listen_rep(d, host, &cport)))
         goto fail;
     printf("listening on tcp://%s:%d\ncontrol on tcp://%s:%d\n", host, dport, host, cport);

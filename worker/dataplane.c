@@ -48,8 +48,10 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/cq.h"
 #include "common/log.h"
 #include "common/msg.h"
+#include "common/step.h"
 #include "worker/dp_internal.h"
 
 st_err st_worker_shared_init(st_worker_shared *sh)
@@ -59,18 +61,15 @@ st_err st_worker_shared_init(st_worker_shared *sh)
     sh->end_ids = calloc(ST_DP_END_CAP, sizeof *sh->end_ids);
     if (sh->end_ids == NULL)
         return st_errorf(ST_ENOMEM, "EndSessions buffer");
-    pthread_condattr_t ca;
-    if (pthread_mutex_init(&sh->mu, NULL) != 0 || pthread_condattr_init(&ca) != 0) {
+    if (pthread_mutex_init(&sh->mu, NULL) != 0) {
         free(sh->end_ids);
-        return st_errorf(ST_EINTERNAL, "mutex or condition attributes");
+        return st_errorf(ST_EINTERNAL, "mutex of the shared state");
     }
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    int rv = pthread_cond_init(&sh->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    if (rv != 0) {
+    st_err e = st_cq_cond_init(&sh->cv);
+    if (e != ST_OK) {
         pthread_mutex_destroy(&sh->mu);
         free(sh->end_ids);
-        return st_errorf(ST_EINTERNAL, "condition variable");
+        return e;
     }
     return ST_OK;
 }
@@ -222,7 +221,9 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
     snprintf(dp->name, sizeof dp->name, "%s", cfg->name ? cfg->name : "worker");
     st_err e;
     int rv;
-    if ((e = st_env_init_mode(&dp->rx, cfg->key, cfg->encrypt, cfg->sender)) ||
+    size_t max_frame; /* what the largest batch of this model needs (step.h) */
+    if ((e = st_step_max_frame(cfg->hidden, ST_DP_MAX_TOKENS, &max_frame)) ||
+        (e = st_env_init_mode(&dp->rx, cfg->key, cfg->encrypt, cfg->sender)) ||
         (e = st_env_init_mode(&dp->tx, cfg->key, cfg->encrypt, cfg->sender)) ||
         (e = st_wire_ctx_new(cfg->force_ref, &dp->wire)) ||
         (e = st_sessions_init(&dp->ses, 1)))
@@ -245,7 +246,7 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
         nng_socket_set_ms(dp->push_next[k], NNG_OPT_SENDTIMEO, ST_DP_SEND_MS);
         nng_socket_set_int(dp->push_next[k], NNG_OPT_SENDBUF, 16);
     }
-    nng_socket_set_size(dp->pull, NNG_OPT_RECVMAXSZ, ST_ENV_HDR + ST_ENV_MAX_BODY + ST_ENV_MAC);
+    nng_socket_set_size(dp->pull, NNG_OPT_RECVMAXSZ, max_frame);
     nng_socket_set_ms(dp->pull, NNG_OPT_RECVTIMEO, ST_DP_POLL_MS);
     nng_socket_set_int(dp->pull, NNG_OPT_RECVBUF, 16);
     nng_socket_set_ms(dp->push_res, NNG_OPT_SENDTIMEO, ST_DP_SEND_MS);
@@ -256,7 +257,7 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
         goto fail;
     }
     nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true);
-    nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, ST_ENV_HDR + ST_ENV_MAX_BODY + ST_ENV_MAC);
+    nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, max_frame);
     if ((rv = nng_listener_start(l, 0)) != 0) {
         e = st_errorf(ST_ENNG, "cannot listen on %s: %s", cfg->listen, nng_strerror(rv));
         goto fail;

@@ -147,12 +147,13 @@ typedef struct st_worker_shared {
     uint64_t weight_bytes;    /* weights of the served stage */
     uint64_t serving_epoch;   /* epoch of the stage the data thread runs */
 
-    /* wake-up reasons of the control thread */
+    /* wake-up reasons of the control thread: the "flags" form of the
+     * owner-thread rule of common/cq.h; set under mu, then cv signalled */
     bool ev_rep, ev_req, ev_loader, ev_stale, ev_stop;
 } st_worker_shared;
 
-/* st_worker_shared_init - a zeroed state with mu, cv (monotonic clock),
- * the EndSessions buffer and throttle 1. */
+/* st_worker_shared_init - a zeroed state with mu, cv (st_cq_cond_init:
+ * monotonic clock), the EndSessions buffer and throttle 1. */
 st_err st_worker_shared_init(st_worker_shared *sh);
 
 /* st_worker_shared_fini - frees (also a stage left in next). */
@@ -167,10 +168,12 @@ typedef struct st_dp_cfg {
     uint64_t sender;        /* our envelope sender id on data frames */
     int force_ref;          /* scalar wire conversions */
     const char *name;       /* worker name, for error messages */
+    uint32_t hidden;        /* the model's hidden size: sizes the receive limit */
 } st_dp_cfg;
 
 /* st_dp_open - creates the sockets and binds the PULL (TCP_NODELAY,
- * receive limit of the largest frame); *bound_port is the port bound.
+ * receive limit of the largest frame of ST_DP_MAX_TOKENS tokens of
+ * cfg->hidden floats, st_step_max_frame); *bound_port is the port bound.
  * sh is borrowed and must outlive the data plane. */
 st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out,
                   int *bound_port);

@@ -98,6 +98,7 @@ struct st_daemon {
     st_err ld_err;
     char ld_msg[512];
     bool rep_waiting;
+    uint64_t reply_failed; /* control replies not packed or not sent (dm_rep.c) */
     /* drain (HeartbeatReply.leave) */
     bool told_stay;         /* logged once: drained, staying (--stay-after-drain) */
     const char *leave_reason; /* the Leave's reason ("shutdown" when NULL) */

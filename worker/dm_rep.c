@@ -30,12 +30,30 @@
 #include "common/msg.h"
 #include "worker/dm_internal.h"
 
+/* dm_reply - answers the pending request with m; a reply that cannot be
+ * packed (or would exceed what a control socket accepts) is answered with
+ * an Error instead. A failure is logged and counted; the REP socket
+ * receives again either way (dm_on_rep, dm_on_loader), which abandons an
+ * unanswered request, so the control server is never left waiting. */
 void dm_reply(st_daemon *d, const Strata__Msg *m)
 {
-    st_err e = st_msg_send(d->rep, &d->env_rep, ST_ENV_CONTROL, m);
-    if (e != ST_OK)
-        st_log(ST_LOG_WARN, "control", "reply (%s) not sent: %s", st_msg_case_name(m),
-               st_errmsg(e));
+    nng_msg *out;
+    st_err e = st_msg_pack_max(&d->env_rep, ST_ENV_CONTROL, m, ST_MSG_CONTROL_MAX_FRAME, &out);
+    int rv = 0;
+    if (e == ST_OK && (rv = nng_sendmsg(d->rep, out, 0)) != 0) {
+        nng_msg_free(out);
+        e = st_err_nng(rv, "send");
+    }
+    if (e == ST_OK)
+        return;
+    d->reply_failed++;
+    st_log(ST_LOG_WARN, "control", "reply (%s) not sent (%llu so far): %s", st_msg_case_name(m),
+           (unsigned long long)d->reply_failed, st_errmsg(e));
+    if (rv == 0 && m->body_case != STRATA__MSG__BODY_ERROR) {
+        char why[400];
+        snprintf(why, sizeof why, "reply not packed: %s", st_errmsg(e));
+        dm_reply_error(d, e, why);
+    }
 }
 
 void dm_reply_error(st_daemon *d, st_err code, const char *msg)

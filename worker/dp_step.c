@@ -318,7 +318,7 @@ static st_err dp_input(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta 
     st_wire_expect ex = {
         .epoch = p->epoch, .plan_hash = p->plan_hash, .stage = (uint16_t)p->index,
         .hidden = (uint32_t)s->n_embd, .max_tokens = p->max_tokens,
-        .dtype_mask = 1u << p->in_dtype, .key = NULL,
+        .dtype_mask = 1u << p->in_dtype,
     };
     st_wire_hdr h;
     st_err e = st_wire_decode(dp->wire, pkt, len, &ex, &h, s->prow, p->max_tokens, s->hin,
@@ -436,7 +436,6 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
     st_wire_opts o = {
         .dtype = p->out_dtype, .zstd_level = p->zstd ? ST_WIRE_ZSTD_DEFAULT_LEVEL : 0,
         .plane_split = p->zstd && (p->out_dtype == ST_WIRE_F16 || p->out_dtype == ST_WIRE_BF16),
-        .key = NULL,
     };
     size_t bound, len;
     st_err e = st_wire_encode_size(&h, s->wrow, &o, &bound);

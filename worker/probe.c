@@ -39,6 +39,7 @@
 #include "common/msg.h"
 
 #define PR "probe"
+#define PR_TRANSPORT "tcp://" /* the one transport a prober dials */
 
 typedef struct pr_peer {
     st_probe_peer peer;
@@ -62,6 +63,7 @@ struct st_prober {
     st_env env;
     bool env_ok;
     uint8_t *payload;      /* ST_PROBE_PAYLOAD zero bytes */
+    uint64_t refused_addrs; /* peers not dialed for their transport (under mu) */
 };
 
 double st_probe_median(double *v, size_t n)
@@ -338,25 +340,34 @@ void st_probe_set_peers(st_prober *p, uint64_t self_id, const st_probe_peer *pee
         return; /* keep the current table; the next heartbeat reply tries again */
     double now = st_now_s();
     pthread_mutex_lock(&p->mu);
-    bool changed = n != p->n || self_id != p->self_id;
+    size_t k = 0; /* peers kept */
+    bool changed = self_id != p->self_id;
     p->self_id = self_id;
     for (size_t i = 0; i < n; i++) {
+        if (strncmp(peers[i].addr, PR_TRANSPORT, strlen(PR_TRANSPORT)) != 0) {
+            p->refused_addrs++; /* never dialed: ipc:// or inproc:// would reach local sockets */
+            st_log(ST_LOG_WARN, PR, "peer %llu at '%.64s' not probed: only %s addresses are "
+                   "dialed (%llu refused so far)", (unsigned long long)peers[i].id, peers[i].addr,
+                   PR_TRANSPORT, (unsigned long long)p->refused_addrs);
+            continue;
+        }
         bool known = false;
         for (size_t j = 0; j < p->n && !known; j++)
             if (p->peers[j].peer.id == peers[i].id &&
                 strcmp(p->peers[j].peer.addr, peers[i].addr) == 0) {
-                next[i] = p->peers[j]; /* known: keep its result and schedule */
+                next[k] = p->peers[j]; /* known: keep its result and schedule */
                 known = true;
             }
         if (!known) {
-            next[i].peer = peers[i];
-            next[i].due_s = now + ST_PROBE_FIRST_S;
+            next[k].peer = peers[i];
+            next[k].due_s = now + ST_PROBE_FIRST_S;
         }
         changed = changed || !known;
+        k++;
     }
-    if (changed) {
+    if (changed || k != p->n) {
         memcpy(p->peers, next, ST_PROBE_MAX_PEERS * sizeof *next);
-        p->n = n;
+        p->n = k;
         pthread_cond_broadcast(&p->cv);
     }
     pthread_mutex_unlock(&p->mu);

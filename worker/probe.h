@@ -88,7 +88,9 @@ st_err st_probe_start(st_prober *p);
 /* st_probe_set_peers - the peers to measure from now on (self_id: this
  * worker's id, sent in probes). New peers or changed addresses are
  * measured at once; peers no longer listed are forgotten with their
- * results. At most ST_PROBE_MAX_PEERS are kept (the rest ignored, logged). */
+ * results. At most ST_PROBE_MAX_PEERS are kept (the rest ignored, logged).
+ * Only tcp:// peers are kept: another address (ipc://, inproc://) is
+ * never dialed, logged and counted. */
 void st_probe_set_peers(st_prober *p, uint64_t self_id, const st_probe_peer *peers, size_t n);
 
 /* st_probe_links - copies up to cap measured links into out; returns how many. */

@@ -39,6 +39,7 @@
 
 #include "common/envelope.h"
 #include "common/msg.h"
+#include "common/pbuf_budget.h"
 #include "common/step.h"
 
 static int inj_usage(void)
@@ -285,33 +286,236 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_ste
     return rc;
 }
 
-/* ---- sec: hostile control and data frames (issue 12, findings 1 and 2) ---- */
+/* ---- decoder bombs and transports (issue 12, findings 3 and 9) ----
+ *   inject step-rows-bomb ADDR SIZE_MIB   a STEP frame of about SIZE_MIB MiB
+ *       whose StepMeta is millions of empty rows, to a worker's data socket
+ *   inject step-scalar-bomb ADDR SIZE_MIB   the same with millions of
+ *       occurrences of StepMeta.batch_id = 1 (no list to count: protobuf-c's
+ *       scratch record per occurrence is what the budget must stop)
+ *   inject req-bomb ADDR join|heartbeat SIZE_MIB   a control request of
+ *       about SIZE_MIB MiB: a Join listing millions of empty kernel names,
+ *       or a Heartbeat of millions of empty layers; prints the reply or
+ *       "reply: none (...)" when the receiver dropped it (both exit 0)
+ *   inject req ADDR join-ipc | join-inproc   a Join announcing
+ *       ipc:///tmp/x as its control address (inproc://x as its data one)
+ * Keyless only: the bombs test what an unauthenticated stranger can do. */
 
-#define INJ_SEC_TIMEOUT_MS 30000 /* a Prepare's reply waits for the stage to load */
-#define INJ_SEC_TOKEN 3          /* a valid id of every test model, not BOS/EOS */
-#define INJ_SEC_MAX_ROWS 16      /* sessions of a forged result */
+#define INJ_MIB ((size_t)1 << 20)
+#define INJ_BOMB_MAX_MIB 256  /* ST_ENV_MAX_BODY */
+#define INJ_BOMB_SLACK 64     /* bytes left for tags and lengths around the elements */
+#define INJ_BOMB_TIMEOUT_MS 5000
+#define INJ_LINGER_MS 1000    /* lets a large frame leave before the socket closes */
+#define INJ_WT_VARINT 0
+#define INJ_WT_LEN 2
 
-/* inj_sec_dial - a REQ (req) or PUSH socket dialing addr; -1 on failure. */
-static int inj_sec_dial(const char *addr, bool req, nng_socket *s)
+/* inj_bomb_bytes - n occurrences of field `leaf` (empty length-delimited,
+ * or the varint 1 when leaf_wt is INJ_WT_VARINT) nested inside the
+ * length-delimited fields path[0..depth) (outermost first), after a
+ * varint field `first` = 1 in the innermost message (0: none). Returns
+ * the bytes (malloc) and their length. */
+static uint8_t *inj_bomb_bytes(const uint32_t *path, size_t depth, uint32_t first, uint32_t leaf,
+                               unsigned leaf_wt, size_t n, size_t *len)
+{
+    uint8_t el[2 * ST_PB_VARINT_MAX], pre[2 * ST_PB_VARINT_MAX];
+    size_t el_n = st_pb_put_tag(el, leaf, leaf_wt);
+    el[el_n++] = leaf_wt == INJ_WT_VARINT ? 1 : 0;
+    size_t pre_n = first ? st_pb_put_tag(pre, first, INJ_WT_VARINT) : 0;
+    if (first)
+        pre[pre_n++] = 1;
+    size_t inner = pre_n + n * el_n, hdr = depth * 2 * ST_PB_VARINT_MAX;
+    uint8_t *buf = malloc(inner + hdr);
+    if (buf == NULL)
+        return NULL;
+    /* the innermost message at the end of buf, wrapped outwards */
+    size_t start = hdr;
+    memcpy(buf + start, pre, pre_n);
+    for (size_t i = 0; i < n; i++)
+        memcpy(buf + start + pre_n + i * el_n, el, el_n);
+    size_t cur = inner;
+    for (size_t d = depth; d-- > 0;) {
+        uint8_t h[2 * ST_PB_VARINT_MAX];
+        size_t hn = st_pb_put_tag(h, path[d], INJ_WT_LEN);
+        hn += st_pb_put_varint(h + hn, cur);
+        start -= hn;
+        memcpy(buf + start, h, hn);
+        cur += hn;
+    }
+    memmove(buf, buf + start, cur);
+    *len = cur;
+    return buf;
+}
+
+/* inj_dial - a PUSH (req false) or REQ socket dialing addr, with both
+ * timeouts INJ_BOMB_TIMEOUT_MS and no REQ resend; 1 (reported) if not. */
+static int inj_dial(const char *addr, bool req, nng_socket *s)
 {
     int rv = req ? nng_req0_open(s) : nng_push0_open(s);
-    if (rv == 0)
-        rv = nng_dial(*s, addr, NULL, 0);
+    if (rv == 0 && (rv = nng_dial(*s, addr, NULL, 0)) != 0)
+        nng_close(*s);
     if (rv != 0) {
         fprintf(stderr, "inject: %s: %s\n", addr, nng_strerror(rv));
-        return -1;
+        return 1;
     }
-    nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, INJ_SEC_TIMEOUT_MS);
-    nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, INJ_SEC_TIMEOUT_MS);
+    nng_socket_set_ms(*s, NNG_OPT_SENDTIMEO, INJ_BOMB_TIMEOUT_MS);
+    nng_socket_set_ms(*s, NNG_OPT_RECVTIMEO, INJ_BOMB_TIMEOUT_MS);
+    if (req)
+        nng_socket_set_ms(*s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE);
     return 0;
 }
 
-/* inj_sec_rpc - sends m to the REP at addr and prints the reply. */
-static int inj_sec_rpc(const char *addr, st_env *env, const Strata__Msg *m)
+/* inj_bomb_size - SIZE_MIB parsed (1..INJ_BOMB_MAX_MIB) in bytes, 0 if bad. */
+static size_t inj_bomb_size(const char *txt)
+{
+    char *end;
+    unsigned long v = strtoul(txt, &end, 10);
+    if (end == txt || *end != '\0' || v < 1 || v > INJ_BOMB_MAX_MIB)
+        return 0;
+    return (size_t)v * INJ_MIB;
+}
+
+/* inj_seal - body[0..n) in a keyless envelope of kind (malloc). */
+static uint8_t *inj_seal(st_env *env, st_env_kind kind, const uint8_t *body, size_t n,
+                         size_t *len)
+{
+    *len = st_env_size(env, n);
+    uint8_t *buf = malloc(*len);
+    if (buf == NULL)
+        return NULL;
+    memcpy(buf + ST_ENV_HDR, body, n);
+    if (st_env_seal(env, kind, buf, n) != ST_OK) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static int inj_step_bomb(const char *addr, bool rows, const char *size_txt, st_env *env)
+{
+    static const uint32_t meta_rows = 4, meta_epoch = 1, meta_batch = 3; /* StepMeta fields */
+    size_t size = inj_bomb_size(size_txt);
+    if (size == 0)
+        return inj_usage();
+    size_t body_max = size - st_env_size(env, 0) - ST_STEP_LEN_BYTES - INJ_BOMB_SLACK;
+    size_t meta_len;
+    uint8_t *meta = inj_bomb_bytes(NULL, 0, meta_epoch, rows ? meta_rows : meta_batch,
+                                   rows ? INJ_WT_LEN : INJ_WT_VARINT, body_max / 2, &meta_len);
+    uint8_t *body = meta ? malloc(ST_STEP_LEN_BYTES + meta_len) : NULL;
+    if (body == NULL) {
+        free(meta);
+        fprintf(stderr, "inject: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < ST_STEP_LEN_BYTES; i++)
+        body[i] = (uint8_t)(meta_len >> (8 * i));
+    memcpy(body + ST_STEP_LEN_BYTES, meta, meta_len);
+    free(meta);
+    size_t len;
+    uint8_t *frame = inj_seal(env, ST_ENV_STEP, body, ST_STEP_LEN_BYTES + meta_len, &len);
+    free(body);
+    nng_socket s;
+    if (frame == NULL || inj_dial(addr, false, &s) != 0) {
+        free(frame);
+        return 1;
+    }
+    int rc = inj_send_raw(s, frame, len);
+    free(frame);
+    nng_msleep(INJ_LINGER_MS);
+    nng_close(s);
+    if (rc == 0)
+        printf("sent: step %s bomb of %zu bytes (StepMeta of %zu bytes)\n",
+               rows ? "rows" : "scalar", len, meta_len);
+    return rc;
+}
+
+static int inj_req_bomb(const char *addr, const char *kind, const char *size_txt, st_env *env)
+{
+    static const uint32_t join_path[] = {1, 2}, hb_path[] = {3}; /* Msg.join.cap, Msg.heartbeat */
+    static const uint32_t cap_kernels = 6, hb_worker_id = 1, hb_layers = 7;
+    size_t size = inj_bomb_size(size_txt), n = 0, len = 0;
+    if (size == 0 || (strcmp(kind, "join") != 0 && strcmp(kind, "heartbeat") != 0))
+        return inj_usage();
+    n = (size - st_env_size(env, 0) - INJ_BOMB_SLACK) / 2;
+    bool join = strcmp(kind, "join") == 0;
+    uint8_t *body = join ? inj_bomb_bytes(join_path, 2, 0, cap_kernels, INJ_WT_LEN, n, &len)
+                         : inj_bomb_bytes(hb_path, 1, hb_worker_id, hb_layers, INJ_WT_LEN, n, &len);
+    uint8_t *frame = body ? inj_seal(env, ST_ENV_CONTROL, body, len, &len) : NULL;
+    free(body);
+    nng_socket s;
+    if (frame == NULL || inj_dial(addr, true, &s) != 0) {
+        free(frame);
+        return 1;
+    }
+    int rc = inj_send_raw(s, frame, len);
+    free(frame);
+    printf("sent: %s bomb of %zu bytes\n", kind, len);
+    if (rc == 0)
+        inj_print_reply(s, env); /* "reply: none" when the receiver dropped it */
+    nng_close(s);
+    return rc;
+}
+
+/* inj_join_addr - a Join announcing ctl (and data) addresses; prints the reply. */
+static int inj_join_addr(const char *addr, const char *what, st_env *env)
+{
+    bool ipc = strcmp(what, "join-ipc") == 0;
+    nng_socket s;
+    if (inj_dial(addr, true, &s) != 0)
+        return 1;
+    uint8_t model_id[32] = {0};
+    char *kernels[1] = {"ref"};
+    Strata__Capability cap = STRATA__CAPABILITY__INIT;
+    cap.name = "inject";
+    cap.cores = 1;
+    cap.threads = 1;
+    cap.memory_budget = (uint64_t)1 << 30;
+    cap.data_addr = ipc ? "tcp://127.0.0.1:1" : "inproc://x";
+    cap.ctl_addr = ipc ? "ipc:///tmp/x" : "tcp://127.0.0.1:2";
+    cap.model_id.data = model_id;
+    cap.model_id.len = sizeof model_id;
+    cap.n_kernels = 1;
+    cap.kernels = kernels;
+    Strata__Join join = STRATA__JOIN__INIT;
+    join.protocol = STRATA__VERSION__PROTOCOL;
+    join.cap = &cap;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_JOIN;
+    m.join = &join;
+    st_err e = st_msg_send(s, env, ST_ENV_CONTROL, &m);
+    int rc = e == ST_OK ? inj_print_reply(s, env) : 1;
+    if (e != ST_OK)
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+    nng_close(s);
+    return rc;
+}
+
+/* inj_sec_main - the commands above; -1 when argv is none of them. */
+static int inj_sec_main(int argc, char **argv, st_env *env)
+{
+    if ((strcmp(argv[1], "step-rows-bomb") == 0 || strcmp(argv[1], "step-scalar-bomb") == 0) &&
+        argc == 4)
+        return inj_step_bomb(argv[2], strcmp(argv[1], "step-rows-bomb") == 0, argv[3], env);
+    if (strcmp(argv[1], "req-bomb") == 0 && argc == 5)
+        return inj_req_bomb(argv[2], argv[3], argv[4], env);
+    if (strcmp(argv[1], "req") == 0 && argc == 4 &&
+        (strcmp(argv[3], "join-ipc") == 0 || strcmp(argv[3], "join-inproc") == 0))
+        return inj_join_addr(argv[2], argv[3], env);
+    return -1;
+}
+/* ---- end of the decoder bombs and transports ---- */
+
+/* ---- hostile control and data frames (issue 12, findings 1 and 2): inject sec ---- */
+
+#define INJ_CTL_TIMEOUT_MS 30000 /* a Prepare's reply waits for the stage to load */
+#define INJ_CTL_TOKEN 3          /* a valid id of every test model, not BOS/EOS */
+#define INJ_CTL_MAX_ROWS 16      /* sessions of a forged result */
+
+/* inj_ctl_rpc - sends m to the REP at addr and prints the reply. */
+static int inj_ctl_rpc(const char *addr, st_env *env, const Strata__Msg *m)
 {
     nng_socket s;
-    if (inj_sec_dial(addr, true, &s) != 0)
+    if (inj_dial(addr, true, &s) != 0)
         return 1;
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, INJ_CTL_TIMEOUT_MS);
     st_err e = st_msg_send(s, env, ST_ENV_CONTROL, m);
     int rc = e == ST_OK ? inj_print_reply(s, env) : 1;
     if (e != ST_OK)
@@ -320,8 +524,8 @@ static int inj_sec_rpc(const char *addr, st_env *env, const Strata__Msg *m)
     return rc;
 }
 
-/* inj_sec_commit - Commit{epoch, hash} to the worker at addr. */
-static int inj_sec_commit(const char *addr, st_env *env, uint64_t epoch, const uint8_t hash[32])
+/* inj_ctl_commit - Commit{epoch, hash} to the worker at addr. */
+static int inj_ctl_commit(const char *addr, st_env *env, uint64_t epoch, const uint8_t hash[32])
 {
     Strata__Commit c = STRATA__COMMIT__INIT;
     c.epoch = epoch;
@@ -330,21 +534,21 @@ static int inj_sec_commit(const char *addr, st_env *env, uint64_t epoch, const u
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_COMMIT;
     m.commit = &c;
-    return inj_sec_rpc(addr, env, &m);
+    return inj_ctl_rpc(addr, env, &m);
 }
 
-/* inj_sec_plan - the serving plan, asked of the coordinator at addr (a
+/* inj_ctl_plan - the serving plan, asked of the coordinator at addr (a
  * PlanRequest, as `strata plan` does); free the reply with st_msg_free. */
-static int inj_sec_plan(const char *addr, st_env *env, Strata__Msg **reply)
+static int inj_ctl_plan(const char *addr, st_env *env, Strata__Msg **reply)
 {
     nng_socket s;
-    if (inj_sec_dial(addr, true, &s) != 0)
+    if (inj_dial(addr, true, &s) != 0)
         return 1;
     Strata__PlanRequest pq = STRATA__PLAN_REQUEST__INIT;
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_PLAN_REQ;
     m.plan_req = &pq;
-    st_err e = st_msg_call(s, env, &m, INJ_SEC_TIMEOUT_MS, reply);
+    st_err e = st_msg_call(s, env, &m, INJ_CTL_TIMEOUT_MS, reply);
     nng_close(s);
     if (e == ST_OK && (*reply)->body_case != STRATA__MSG__BODY_PLAN) {
         st_msg_free(*reply);
@@ -357,15 +561,15 @@ static int inj_sec_plan(const char *addr, st_env *env, Strata__Msg **reply)
     return 0;
 }
 
-/* inj_sec_prepare - sends the plan p as epoch + 1 (data and result
+/* inj_ctl_prepare - sends the plan p as epoch + 1 (data and result
  * addresses target when not NULL; hashed correctly unless bad_hash, which
  * keeps the serving plan's hash) to the worker at wctl, then Commit of
  * that epoch and hash. */
-static int inj_sec_prepare(const char *coord, const char *wctl, const char *target, bool bad_hash,
+static int inj_ctl_prepare(const char *coord, const char *wctl, const char *target, bool bad_hash,
                            st_env *env)
 {
     Strata__Msg *pm;
-    if (inj_sec_plan(coord, env, &pm) != 0)
+    if (inj_ctl_plan(coord, env, &pm) != 0)
         return 1;
     Strata__Plan *p = pm->plan;
     if (p->plan_hash.len != 32) {
@@ -405,13 +609,13 @@ static int inj_sec_prepare(const char *coord, const char *wctl, const char *targ
     m.body_case = STRATA__MSG__BODY_PREPARE;
     m.prepare = &pr;
     uint64_t epoch = p->epoch;
-    int rc = inj_sec_rpc(wctl, env, &m);
+    int rc = inj_ctl_rpc(wctl, env, &m);
     st_msg_free(pm);
-    return rc != 0 ? rc : inj_sec_commit(wctl, env, epoch, hash);
+    return rc != 0 ? rc : inj_ctl_commit(wctl, env, epoch, hash);
 }
 
-/* inj_sec_push - pushes msg (packed with e; freed here) to the PULL at addr. */
-static int inj_sec_push(const char *addr, st_err e, nng_msg *msg)
+/* inj_ctl_push - pushes msg (packed with e; freed here) to the PULL at addr. */
+static int inj_ctl_push(const char *addr, st_err e, nng_msg *msg)
 {
     nng_socket s;
     if (e != ST_OK) {
@@ -419,7 +623,7 @@ static int inj_sec_push(const char *addr, st_err e, nng_msg *msg)
         return 1;
     }
     int rc = 1;
-    if (inj_sec_dial(addr, false, &s) == 0) {
+    if (inj_dial(addr, false, &s) == 0) {
         rc = inj_send_raw(s, nng_msg_body(msg), nng_msg_len(msg));
         nng_msleep(200); /* let the message leave before the socket closes */
         nng_close(s);
@@ -428,9 +632,9 @@ static int inj_sec_push(const char *addr, st_err e, nng_msg *msg)
     return rc;
 }
 
-/* inj_sec_step - a stage-0 STEP of the current epoch and plan hash whose
+/* inj_ctl_step - a stage-0 STEP of the current epoch and plan hash whose
  * one row rewrites positions [pos, pos + ntok) of session sid with token. */
-static int inj_sec_step(const char *addr, st_env *env, uint64_t epoch, const uint8_t hash[32],
+static int inj_ctl_step(const char *addr, st_env *env, uint64_t epoch, const uint8_t hash[32],
                         uint64_t sid, uint32_t pos, uint32_t ntok, int32_t token)
 {
     int32_t *toks = calloc(ntok ? ntok : 1, sizeof *toks);
@@ -455,21 +659,21 @@ static int inj_sec_step(const char *addr, st_env *env, uint64_t epoch, const uin
     nng_msg *msg = NULL;
     st_err e = st_step_pack(env, &meta, &msg);
     free(toks);
-    int rc = inj_sec_push(addr, e, msg);
+    int rc = inj_ctl_push(addr, e, msg);
     if (rc == 0)
         printf("sent: step session %llu positions [%u, %u)\n", (unsigned long long)sid, pos,
                pos + ntok);
     return rc;
 }
 
-/* inj_sec_result - a StepResult of batch of epoch giving each of
+/* inj_ctl_result - a StepResult of batch of epoch giving each of
  * sids[0..n) token. */
-static int inj_sec_result(const char *addr, st_env *env, uint64_t epoch, uint64_t batch,
+static int inj_ctl_result(const char *addr, st_env *env, uint64_t epoch, uint64_t batch,
                           const uint64_t *sids, size_t n, int32_t token)
 {
-    Strata__RowResult rr[INJ_SEC_MAX_ROWS], *rp[INJ_SEC_MAX_ROWS];
+    Strata__RowResult rr[INJ_CTL_MAX_ROWS], *rp[INJ_CTL_MAX_ROWS];
     uint64_t rng[ST_RNG_WORDS] = {1, 2, 3, 4}; /* any state: the coordinator keeps it */
-    if (n > INJ_SEC_MAX_ROWS)
+    if (n > INJ_CTL_MAX_ROWS)
         return 1;
     for (size_t i = 0; i < n; i++) {
         strata__row_result__init(&rr[i]);
@@ -489,14 +693,14 @@ static int inj_sec_result(const char *addr, st_env *env, uint64_t epoch, uint64_
     m.result = &r;
     nng_msg *msg = NULL;
     st_err e = st_msg_pack(env, ST_ENV_RESULT, &m, &msg);
-    int rc = inj_sec_push(addr, e, msg);
+    int rc = inj_ctl_push(addr, e, msg);
     if (rc == 0)
         printf("sent: result of batch %llu for %zu session(s)\n", (unsigned long long)batch, n);
     return rc;
 }
 
-/* inj_sec_ids - "A,B,..." into ids (at most cap); -1 if malformed. */
-static int inj_sec_ids(const char *txt, uint64_t *ids, size_t cap, size_t *n)
+/* inj_ctl_ids - "A,B,..." into ids (at most cap); -1 if malformed. */
+static int inj_ctl_ids(const char *txt, uint64_t *ids, size_t cap, size_t *n)
 {
     *n = 0;
     for (const char *q = txt; *q != '\0';) {
@@ -510,7 +714,7 @@ static int inj_sec_ids(const char *txt, uint64_t *ids, size_t cap, size_t *n)
     return *n > 0 ? 0 : -1;
 }
 
-static int inj_sec_main(int argc, char **argv)
+static int inj_ctl_main(int argc, char **argv)
 {
     uint64_t sender;
     randombytes_buf(&sender, sizeof sender); /* a stranger */
@@ -526,40 +730,49 @@ static int inj_sec_main(int argc, char **argv)
         return inj_usage();
     const char *what = argv[0];
     uint8_t hash[32];
-    uint64_t ids[INJ_SEC_MAX_ROWS];
+    uint64_t ids[INJ_CTL_MAX_ROWS];
     size_t nid;
     int rc = 2;
     if (strcmp(what, "commit-unprepared") == 0 && n == 3) {
         randombytes_buf(hash, sizeof hash);
-        rc = inj_sec_commit(argv[1], &env, strtoull(argv[2], NULL, 10), hash);
+        rc = inj_ctl_commit(argv[1], &env, strtoull(argv[2], NULL, 10), hash);
     } else if (strcmp(what, "prepare-commit-reroute") == 0 && n == 4) {
-        rc = inj_sec_prepare(argv[1], argv[2], argv[3], false, &env);
+        rc = inj_ctl_prepare(argv[1], argv[2], argv[3], false, &env);
     } else if (strcmp(what, "commit-bad-hash") == 0 && n == 3) {
-        rc = inj_sec_prepare(argv[1], argv[2], NULL, true, &env);
+        rc = inj_ctl_prepare(argv[1], argv[2], NULL, true, &env);
     } else if (strcmp(what, "step-forged-session") == 0 && (n == 7 || n == 8) &&
                inj_parse_hash(argv[3], hash) == 0) {
-        rc = inj_sec_step(argv[1], &env, strtoull(argv[2], NULL, 10), hash,
+        rc = inj_ctl_step(argv[1], &env, strtoull(argv[2], NULL, 10), hash,
                           strtoull(argv[4], NULL, 10), (uint32_t)strtoul(argv[5], NULL, 10),
                           (uint32_t)strtoul(argv[6], NULL, 10),
-                          n == 8 ? (int32_t)strtol(argv[7], NULL, 10) : INJ_SEC_TOKEN);
+                          n == 8 ? (int32_t)strtol(argv[7], NULL, 10) : INJ_CTL_TOKEN);
     } else if (strcmp(what, "result-forged") == 0 && (n == 5 || n == 6) &&
-               inj_sec_ids(argv[4], ids, INJ_SEC_MAX_ROWS, &nid) == 0) {
-        rc = inj_sec_result(argv[1], &env, strtoull(argv[2], NULL, 10),
+               inj_ctl_ids(argv[4], ids, INJ_CTL_MAX_ROWS, &nid) == 0) {
+        rc = inj_ctl_result(argv[1], &env, strtoull(argv[2], NULL, 10),
                             strtoull(argv[3], NULL, 10), ids, nid,
-                            n == 6 ? (int32_t)strtol(argv[5], NULL, 10) : INJ_SEC_TOKEN);
+                            n == 6 ? (int32_t)strtol(argv[5], NULL, 10) : INJ_CTL_TOKEN);
     }
     st_env_fini(&env);
     if (rc == 2)
         fprintf(stderr, "inject: sec: unknown case or arguments '%s'\n", what);
     return rc;
 }
+/* ---- end of the hostile control and data frames ---- */
+
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "sec") == 0)
-        return inj_sec_main(argc - 2, argv + 2);
+    if (argc >= 2 && strcmp(argv[1], "sec") == 0) /* hostile control and data frames */
+        return inj_ctl_main(argc - 2, argv + 2);
     if (argc < 4)
         return inj_usage();
+    st_env sec_env; /* the decoder bombs and transports: keyless, own arguments */
+    if (st_env_init_mode(&sec_env, NULL, false, 0xdead0000u + (uint64_t)rand()) != ST_OK)
+        return 1;
+    int sec_rc = inj_sec_main(argc, argv, &sec_env);
+    st_env_fini(&sec_env);
+    if (sec_rc >= 0)
+        return sec_rc;
     const char *keyfile = NULL;
     bool encrypt = false;
     uint64_t epoch = 0;

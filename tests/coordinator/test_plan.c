@@ -176,7 +176,6 @@ START_TEST(replicated_plan)
     p.stages[1].n_workers = 2;
     p.stages[1].worker_ids[1] = 14;
     strcpy(p.stages[1].data_addrs[1], "tcp://127.0.0.1:4004");
-    ck_assert(st_plan_replicated(&p));
     ck_assert_uint_eq(st_plan_n_workers(&p), 3);
     ck_assert_int_eq(st_plan_stage_of(&p, 14), 1);
     ck_assert_int_eq(st_plan_replica_of(&p, 14), 1);

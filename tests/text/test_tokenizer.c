@@ -1,35 +1,27 @@
 /* test_tokenizer.c - the SentencePiece tokenizer against llama.cpp's ids
  * (golden/tokenizer-llama-spm.json), over both the GGUF vocabulary and
  * llama2.c's tokenizer.bin; round trips, streaming, malformed input,
- * merge order, error paths and scaling. */
-#include <check.h>
-#include <fcntl.h>
+ * out-of-range ids, scaling and random bytes on the real vocabulary; the
+ * shared fixtures (tok_test.h) and main(), whose one test case also holds
+ * the tests of test_tokenizer_build.c (merge order, construction and file
+ * errors) and test_tokenizer_cli.c (the tokenize / detokenize commands). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "cli/commands.h"
-#include "common/gguf.h"
-#include "common/tokenizer.h"
+#include "tests/text/tok_test.h"
 
 /* ---- fixtures ----------------------------------------------------------- */
 
-typedef struct golden_case {
-    char *text;
-    int32_t *ids;
-    size_t n;
-} golden_case;
-
-static const char *shared_dir(void)
+const char *tt_shared_dir(void)
 {
     const char *s = getenv("STRATA_SHARED");
     return s && *s ? s : "../shared";
 }
 
-static char *read_all(const char *path, size_t *len)
+char *tt_read_all(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     ck_assert_msg(f != NULL, "cannot open %s", path);
@@ -45,19 +37,19 @@ static char *read_all(const char *path, size_t *len)
     return b;
 }
 
-static golden_case *load_golden(size_t *n_cases)
+tt_golden *tt_load_golden(size_t *n_cases)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/golden/tokenizer-llama-spm.json", shared_dir());
+    snprintf(path, sizeof path, "%s/golden/tokenizer-llama-spm.json", tt_shared_dir());
     size_t len;
-    char *js = read_all(path, &len);
+    char *js = tt_read_all(path, &len);
     cJSON *root = cJSON_Parse(js);
     ck_assert_msg(root != NULL, "bad JSON in %s", path);
     cJSON *cases = cJSON_GetObjectItem(root, "cases");
     ck_assert(cJSON_IsArray(cases));
     size_t n = (size_t)cJSON_GetArraySize(cases);
     ck_assert_uint_gt(n, 10);
-    golden_case *gc = calloc(n, sizeof *gc);
+    tt_golden *gc = calloc(n, sizeof *gc);
     for (size_t i = 0; i < n; i++) {
         cJSON *c = cJSON_GetArrayItem(cases, (int)i);
         cJSON *t = cJSON_GetObjectItem(c, "text"), *ids = cJSON_GetObjectItem(c, "ids");
@@ -74,7 +66,7 @@ static golden_case *load_golden(size_t *n_cases)
     return gc;
 }
 
-static void free_golden(golden_case *gc, size_t n)
+void tt_free_golden(tt_golden *gc, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(gc[i].text);
@@ -83,10 +75,10 @@ static void free_golden(golden_case *gc, size_t n)
     free(gc);
 }
 
-static st_tokenizer *load_gguf_tok(st_gguf **g)
+st_tokenizer *tt_load_gguf_tok(st_gguf **g)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/models/llama-2-tiny-random.gguf", shared_dir());
+    snprintf(path, sizeof path, "%s/models/llama-2-tiny-random.gguf", tt_shared_dir());
     st_err e = st_gguf_open(path, g);
     ck_assert_msg(e == ST_OK, "st_gguf_open: %s", st_errmsg(e));
     st_tokenizer *tok;
@@ -95,10 +87,10 @@ static st_tokenizer *load_gguf_tok(st_gguf **g)
     return tok;
 }
 
-static st_tokenizer *load_llama2c_tok(void)
+st_tokenizer *tt_load_llama2c_tok(void)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/models/tokenizer.bin", shared_dir());
+    snprintf(path, sizeof path, "%s/models/tokenizer.bin", tt_shared_dir());
     st_tokenizer *tok;
     st_err e = st_tok_from_llama2c(path, &tok);
     ck_assert_msg(e == ST_OK, "st_tok_from_llama2c: %s", st_errmsg(e));
@@ -148,7 +140,7 @@ static int utf8_valid(const unsigned char *s, size_t n)
 static size_t check_golden(const st_tokenizer *tok, const char *label)
 {
     size_t n_cases;
-    golden_case *gc = load_golden(&n_cases);
+    tt_golden *gc = tt_load_golden(&n_cases);
     size_t passed = 0;
     size_t cap = st_detok_bound(tok);
     char *chunk = malloc(cap);
@@ -205,7 +197,7 @@ static size_t check_golden(const st_tokenizer *tok, const char *label)
         passed++;
     }
     free(chunk);
-    free_golden(gc, n_cases);
+    tt_free_golden(gc, n_cases);
     fprintf(stderr, "%s: %zu/%zu golden cases match llama.cpp\n", label, passed, n_cases);
     return passed;
 }
@@ -215,7 +207,7 @@ static size_t check_golden(const st_tokenizer *tok, const char *label)
 START_TEST(golden_gguf)
 {
     st_gguf *g;
-    st_tokenizer *tok = load_gguf_tok(&g);
+    st_tokenizer *tok = tt_load_gguf_tok(&g);
     ck_assert_uint_eq(st_tok_n_vocab(tok), 32000);
     ck_assert_int_eq(st_tok_bos(tok), 1);
     ck_assert_int_eq(st_tok_eos(tok), 2);
@@ -230,7 +222,7 @@ END_TEST
 
 START_TEST(golden_llama2c)
 {
-    st_tokenizer *tok = load_llama2c_tok();
+    st_tokenizer *tok = tt_load_llama2c_tok();
     ck_assert_uint_eq(st_tok_n_vocab(tok), 32000);
     ck_assert_uint_gt(check_golden(tok, "llama2c"), 10);
     st_tok_free(tok);
@@ -240,8 +232,8 @@ END_TEST
 START_TEST(llama2c_matches_gguf_vocab)
 {
     st_gguf *g;
-    st_tokenizer *a = load_gguf_tok(&g);
-    st_tokenizer *b = load_llama2c_tok();
+    st_tokenizer *a = tt_load_gguf_tok(&g);
+    st_tokenizer *b = tt_load_llama2c_tok();
     ck_assert_uint_eq(st_tok_n_vocab(a), st_tok_n_vocab(b));
     size_t nonzero = 0;
     for (int32_t id = 0; id < (int32_t)st_tok_n_vocab(a); id++) {
@@ -271,7 +263,7 @@ END_TEST
 
 START_TEST(empty_and_bos)
 {
-    st_tokenizer *tok = load_llama2c_tok();
+    st_tokenizer *tok = tt_load_llama2c_tok();
     int32_t *ids;
     size_t n;
     ck_assert_int_eq(st_tok_encode(tok, "", 0, true, &ids, &n), ST_OK);
@@ -299,7 +291,7 @@ END_TEST
 
 START_TEST(malformed_utf8)
 {
-    st_tokenizer *tok = load_llama2c_tok();
+    st_tokenizer *tok = tt_load_llama2c_tok();
     const char x[] = "a\xff b\xe6\x97\xed\xa0\x80" "c\xc0\xaf\xf4\x90\x80\x80 \xe2\x82";
     size_t xl = sizeof x - 1;
     int32_t *ids;
@@ -347,7 +339,7 @@ END_TEST
 
 START_TEST(detok_continuation)
 {
-    st_tokenizer *tok = load_llama2c_tok();
+    st_tokenizer *tok = tt_load_llama2c_tok();
     int32_t *ids;
     size_t n;
     ck_assert_int_eq(st_tok_encode(tok, "there was", 9, false, &ids, &n), ST_OK);
@@ -389,7 +381,7 @@ END_TEST
 
 START_TEST(out_of_range_ids)
 {
-    st_tokenizer *tok = load_llama2c_tok();
+    st_tokenizer *tok = tt_load_llama2c_tok();
     int32_t bad[] = {1, 15043, 32000};
     char *text = (char *)1;
     size_t len;
@@ -428,9 +420,9 @@ static double now_s(void)
 
 START_TEST(long_text_scales)
 {
-    st_tokenizer *tok = load_llama2c_tok();
+    st_tokenizer *tok = tt_load_llama2c_tok();
     size_t n_cases;
-    golden_case *gc = load_golden(&n_cases);
+    tt_golden *gc = tt_load_golden(&n_cases);
     size_t cap = 1 << 19, k = 0;
     char *big = malloc(cap + 1);
     for (size_t i = 0; k < cap; i = (i + 1) % n_cases) {
@@ -466,251 +458,8 @@ START_TEST(long_text_scales)
     fprintf(stderr, "encode 512 KiB: mixed %.3f s, 'aaaa' %.3f s\n", t1 - t0, t3 - t2);
     ck_assert_msg(t1 - t0 < 20.0 && t3 - t2 < 20.0, "encoding does not scale");
     free(big);
-    free_golden(gc, n_cases);
+    tt_free_golden(gc, n_cases);
     st_tok_free(tok);
-}
-END_TEST
-
-/* ---- merge order on a tiny vocabulary ----------------------------------- */
-
-static st_tokenizer *tiny(float ab, float ba, bool prefix)
-{
-    const char *p[] = {"<unk>", "<s>", "</s>", "a", "b", "ab", "ba", "\xe2\x96\x81", "c", "abc",
-                       "bc", "a"};
-    float s[] = {0, 0, 0, 0, 0, ab, ba, 0, 0, 5, 0.5f, 0};
-    int32_t t[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    st_tok_config cfg = st_tok_config_default();
-    cfg.add_space_prefix = prefix;
-    st_tokenizer *tok;
-    ck_assert_int_eq(st_tok_from_pieces(p, NULL, s, t, 12, &cfg, &tok), ST_OK);
-    return tok;
-}
-
-static void expect_ids(st_tokenizer *tok, const char *text, const int32_t *want, size_t nw)
-{
-    int32_t *ids;
-    size_t n;
-    ck_assert_int_eq(st_tok_encode(tok, text, strlen(text), false, &ids, &n), ST_OK);
-    ck_assert_msg(n == nw && memcmp(ids, want, n * sizeof *ids) == 0, "'%s': got %zu ids", text,
-                  n);
-    free(ids);
-}
-
-START_TEST(merge_order)
-{
-    st_tokenizer *tok = tiny(1, 1, false);
-    /* later duplicate of "a" (id 11) wins the lookup, as in llama.cpp */
-    expect_ids(tok, "aba", (int32_t[]){5, 11}, 2);       /* tie: leftmost pair merges */
-    expect_ids(tok, "bab", (int32_t[]){6, 4}, 2);
-    expect_ids(tok, "abc", (int32_t[]){9}, 1);           /* ab first, then abc */
-    expect_ids(tok, "bc", (int32_t[]){10}, 1);
-    expect_ids(tok, "abx", (int32_t[]){5, 0}, 2);        /* no byte tokens: UNK */
-    st_tok_free(tok);
-    tok = tiny(1, 2, false);
-    expect_ids(tok, "aba", (int32_t[]){11, 6}, 2);       /* higher score wins */
-    st_tok_free(tok);
-    tok = tiny(1, 1, true);
-    expect_ids(tok, " a", (int32_t[]){7, 7, 11}, 3);
-    char *text;
-    size_t len;
-    ck_assert_int_eq(st_tok_decode(tok, (int32_t[]){7, 7, 11}, 3, &text, &len), ST_OK);
-    ck_assert_str_eq(text, " a");
-    free(text);
-    st_tok_free(tok);
-    tok = tiny(1, 1, false);
-    ck_assert_int_eq(st_tok_decode(tok, (int32_t[]){7, 11}, 2, &text, &len), ST_OK);
-    ck_assert_str_eq(text, " a"); /* no prefix, no strip */
-    free(text);
-    st_tok_free(tok);
-}
-END_TEST
-
-START_TEST(from_pieces_errors)
-{
-    const char *p[] = {"<unk>", "<s>", "</s>", "<0x4G>"};
-    int32_t t[] = {2, 3, 3, 6};
-    st_tok_config cfg = st_tok_config_default();
-    st_tokenizer *tok = (st_tokenizer *)1;
-    ck_assert_int_eq(st_tok_from_pieces(p, NULL, NULL, t, 4, &cfg, &tok), ST_EFORMAT);
-    ck_assert_ptr_null(tok);
-    t[3] = 7;
-    ck_assert_int_eq(st_tok_from_pieces(p, NULL, NULL, t, 4, &cfg, &tok), ST_ERANGE);
-    t[3] = 1;
-    cfg.eos_id = 4;
-    ck_assert_int_eq(st_tok_from_pieces(p, NULL, NULL, t, 4, &cfg, &tok), ST_ERANGE);
-    ck_assert_ptr_nonnull(strstr(st_errdetail(), "eos"));
-    cfg = st_tok_config_default();
-    ck_assert_int_eq(st_tok_from_pieces(p, NULL, NULL, t, 0, &cfg, &tok), ST_EINVAL);
-    float s[] = {0, 0, 0, NAN};
-    ck_assert_int_eq(st_tok_from_pieces(p, NULL, s, t, 4, &cfg, &tok), ST_EFORMAT);
-    ck_assert_int_eq(st_tok_from_pieces(p, NULL, NULL, t, 4, &cfg, &tok), ST_OK);
-    st_tok_free(tok);
-}
-END_TEST
-
-/* ---- GGUF metadata errors (files built in memory) ----------------------- */
-
-typedef struct gbuf {
-    uint8_t b[4096];
-    size_t n;
-    uint64_t nkv;
-} gbuf;
-
-static void put(gbuf *g, const void *p, size_t n)
-{
-    ck_assert_uint_le(g->n + n, sizeof g->b);
-    memcpy(g->b + g->n, p, n);
-    g->n += n;
-}
-static void put_u32(gbuf *g, uint32_t v) { put(g, &v, 4); }
-static void put_u64(gbuf *g, uint64_t v) { put(g, &v, 8); }
-static void put_str(gbuf *g, const char *s)
-{
-    put_u64(g, strlen(s));
-    put(g, s, strlen(s));
-}
-static void kv_head(gbuf *g, const char *key, uint32_t type)
-{
-    put_str(g, key);
-    put_u32(g, type);
-    g->nkv++;
-}
-static void kv_str(gbuf *g, const char *key, const char *v)
-{
-    kv_head(g, key, ST_GGUF_STRING);
-    put_str(g, v);
-}
-static void kv_u32(gbuf *g, const char *key, uint32_t v)
-{
-    kv_head(g, key, ST_GGUF_UINT32);
-    put_u32(g, v);
-}
-static void kv_bool(gbuf *g, const char *key, uint8_t v)
-{
-    kv_head(g, key, ST_GGUF_BOOL);
-    put(g, &v, 1);
-}
-static void kv_arr_str(gbuf *g, const char *key, const char *const *v, size_t n)
-{
-    kv_head(g, key, ST_GGUF_ARRAY);
-    put_u32(g, ST_GGUF_STRING);
-    put_u64(g, n);
-    for (size_t i = 0; i < n; i++)
-        put_str(g, v[i]);
-}
-static void kv_arr_32(gbuf *g, const char *key, uint32_t type, const void *v, size_t n)
-{
-    kv_head(g, key, ST_GGUF_ARRAY);
-    put_u32(g, type);
-    put_u64(g, n);
-    put(g, v, 4 * n);
-}
-
-/* finish - header in front, padded to the alignment; returns the file. */
-static uint8_t *finish(const gbuf *g, size_t *len)
-{
-    size_t n = 24 + g->n;
-    n = (n + 31) / 32 * 32;
-    uint8_t *f = calloc(1, n);
-    memcpy(f, "GGUF", 4);
-    uint32_t ver = 3;
-    uint64_t nt = 0;
-    memcpy(f + 4, &ver, 4);
-    memcpy(f + 8, &nt, 8);
-    memcpy(f + 16, &g->nkv, 8);
-    memcpy(f + 24, g->b, g->n);
-    *len = n;
-    return f;
-}
-
-static st_err tok_from_buf(const gbuf *g, st_tokenizer **tok)
-{
-    size_t len;
-    uint8_t *f = finish(g, &len);
-    st_gguf *gg;
-    st_err e = st_gguf_open_mem(f, len, &gg);
-    ck_assert_msg(e == ST_OK, "st_gguf_open_mem: %s", st_errmsg(e));
-    e = st_tok_from_gguf(gg, tok);
-    st_gguf_close(gg);
-    free(f);
-    return e;
-}
-
-static const char *const mini_tokens[] = {"<unk>", "<s>", "</s>", ("\xe2\x96\x81" "a"), "b"};
-static const float mini_scores[] = {0, 0, 0, -1, -2};
-static const int32_t mini_types[] = {2, 3, 3, 1, 1};
-
-START_TEST(gguf_metadata)
-{
-    st_tokenizer *tok;
-    gbuf g = {0};
-    kv_str(&g, "tokenizer.ggml.model", "t5");
-    kv_arr_str(&g, "tokenizer.ggml.tokens", mini_tokens, 5);
-    ck_assert_int_eq(tok_from_buf(&g, &tok), ST_ETYPE);
-    ck_assert_ptr_nonnull(strstr(st_errdetail(), "t5"));
-
-    memset(&g, 0, sizeof g);
-    kv_str(&g, "tokenizer.ggml.model", "llama");
-    ck_assert_int_eq(tok_from_buf(&g, &tok), ST_EMISSING);
-
-    memset(&g, 0, sizeof g);
-    kv_str(&g, "tokenizer.ggml.model", "llama");
-    kv_arr_str(&g, "tokenizer.ggml.tokens", mini_tokens, 5);
-    kv_arr_32(&g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, mini_scores, 4);
-    kv_arr_32(&g, "tokenizer.ggml.token_type", ST_GGUF_INT32, mini_types, 5);
-    ck_assert_int_eq(tok_from_buf(&g, &tok), ST_ESHAPE);
-    ck_assert_ptr_nonnull(strstr(st_errdetail(), "scores"));
-
-    memset(&g, 0, sizeof g);
-    kv_str(&g, "tokenizer.ggml.model", "llama");
-    kv_arr_str(&g, "tokenizer.ggml.tokens", mini_tokens, 5);
-    kv_arr_32(&g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, mini_scores, 5);
-    kv_arr_32(&g, "tokenizer.ggml.token_type", ST_GGUF_INT32, mini_types, 5);
-    kv_u32(&g, "tokenizer.ggml.bos_token_id", 9);
-    ck_assert_int_eq(tok_from_buf(&g, &tok), ST_ERANGE);
-
-    memset(&g, 0, sizeof g);
-    kv_str(&g, "tokenizer.ggml.model", "llama");
-    kv_arr_str(&g, "tokenizer.ggml.tokens", mini_tokens, 5);
-    kv_arr_32(&g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, mini_scores, 5);
-    kv_arr_32(&g, "tokenizer.ggml.token_type", ST_GGUF_INT32, mini_types, 5);
-    kv_u32(&g, "tokenizer.ggml.eos_token_id", 4);
-    kv_bool(&g, "tokenizer.ggml.add_bos_token", 0);
-    kv_bool(&g, "tokenizer.ggml.add_space_prefix", 0);
-    ck_assert_int_eq(tok_from_buf(&g, &tok), ST_OK);
-    ck_assert(!st_tok_add_bos(tok));
-    ck_assert(!st_tok_add_space_prefix(tok));
-    ck_assert_int_eq(st_tok_eos(tok), 4);
-    ck_assert_int_eq(st_tok_bos(tok), 1);
-    expect_ids(tok, "\xe2\x96\x81" "ab", (int32_t[]){3, 4}, 2);
-    expect_ids(tok, "a", (int32_t[]){0}, 1); /* no "a", no byte tokens: UNK */
-    st_tok_free(tok);
-}
-END_TEST
-
-START_TEST(llama2c_damaged)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/tokenizer.bin", shared_dir());
-    size_t len;
-    char *full = read_all(path, &len);
-    char tmp[] = "/tmp/st_tok_XXXXXX";
-    int fd = mkstemp(tmp);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(write(fd, full, len - 3), (ssize_t)(len - 3));
-    close(fd);
-    st_tokenizer *tok;
-    ck_assert_int_eq(st_tok_from_llama2c(tmp, &tok), ST_ETRUNC);
-    ck_assert_ptr_nonnull(strstr(st_errdetail(), "31999"));
-    fd = open(tmp, O_WRONLY | O_TRUNC);
-    ck_assert_int_ge(fd, 0);
-    int32_t bad_len[3] = {27, 0, 100}; /* max 27, then a token claiming 100 bytes */
-    ck_assert_int_eq(write(fd, bad_len, sizeof bad_len), (ssize_t)sizeof bad_len);
-    close(fd);
-    ck_assert_int_eq(st_tok_from_llama2c(tmp, &tok), ST_EFORMAT);
-    unlink(tmp);
-    ck_assert_int_eq(st_tok_from_llama2c("/nonexistent/tokenizer.bin", &tok), ST_ENOENT);
-    free(full);
 }
 END_TEST
 
@@ -718,7 +467,7 @@ END_TEST
 
 START_TEST(random_bytes_round_trip)
 {
-    st_tokenizer *tok = load_llama2c_tok();
+    st_tokenizer *tok = tt_load_llama2c_tok();
     uint64_t x = 0x1234567;
     char buf[64];
     for (int t = 0; t < 3000; t++) {
@@ -743,95 +492,6 @@ START_TEST(random_bytes_round_trip)
 }
 END_TEST
 
-/* ---- the CLI commands (cmd_text.c, linked into this test) --------------- */
-
-/* run_cmd - runs a command with stdout and stderr captured into out / err
- * (NUL-terminated, at most cap - 1 bytes each); returns its exit status. */
-static int run_cmd(int (*fn)(int, char **), int argc, char **argv, char *out, char *err,
-                   size_t cap)
-{
-    char po[] = "/tmp/st_cli_out_XXXXXX", pe[] = "/tmp/st_cli_err_XXXXXX";
-    int fo = mkstemp(po), fe = mkstemp(pe);
-    ck_assert(fo >= 0 && fe >= 0);
-    fflush(stdout);
-    fflush(stderr);
-    int so = dup(1), se = dup(2);
-    dup2(fo, 1);
-    dup2(fe, 2);
-    int rc = fn(argc, argv);
-    fflush(stdout);
-    fflush(stderr);
-    dup2(so, 1);
-    dup2(se, 2);
-    close(so);
-    close(se);
-    ssize_t a = pread(fo, out, cap - 1, 0), b = pread(fe, err, cap - 1, 0);
-    out[a > 0 ? a : 0] = '\0';
-    err[b > 0 ? b : 0] = '\0';
-    close(fo);
-    close(fe);
-    unlink(po);
-    unlink(pe);
-    return rc;
-}
-
-static int one_line(const char *s)
-{
-    const char *nl = strchr(s, '\n');
-    return nl != NULL && nl[1] == '\0' && nl != s;
-}
-
-START_TEST(cli_commands)
-{
-    char model[1024], out[4096], err[4096];
-    snprintf(model, sizeof model, "%s/models/llama-2-tiny-random.gguf", shared_dir());
-    size_t n_cases;
-    golden_case *gc = load_golden(&n_cases);
-    for (size_t i = 0; i < n_cases; i++) {
-        char *argv[] = {"tokenize", model, gc[i].text, NULL};
-        ck_assert_int_eq(run_cmd(st_cmd_tokenize, 3, argv, out, err, sizeof out), 0);
-        char want[4096] = "ids: ";
-        size_t k = strlen(want);
-        for (size_t j = 0; j < gc[i].n; j++)
-            k += (size_t)snprintf(want + k, sizeof want - k, j ? ",%d" : "%d", gc[i].ids[j]);
-        snprintf(want + k, sizeof want - k, "\n");
-        ck_assert_str_eq(out, want);
-        ck_assert_str_eq(err, "");
-        /* detokenize the same ids: the text and a newline */
-        char *ids_arg = want + 5;
-        ids_arg[strlen(ids_arg) - 1] = '\0';
-        char *dargv[] = {"detokenize", model, ids_arg, NULL};
-        ck_assert_int_eq(run_cmd(st_cmd_detokenize, 3, dargv, out, err, sizeof out), 0);
-        ck_assert_uint_eq(strlen(out), strlen(gc[i].text) + 1);
-        ck_assert_mem_eq(out, gc[i].text, strlen(gc[i].text));
-    }
-    free_golden(gc, n_cases);
-
-    char *a1[] = {"detokenize", model, "1,15043,32000", NULL};
-    ck_assert_int_eq(run_cmd(st_cmd_detokenize, 3, a1, out, err, sizeof out), 1);
-    ck_assert_str_eq(out, "");
-    ck_assert(one_line(err) && strstr(err, "32000") != NULL);
-    char *a2[] = {"detokenize", model, "1,x", NULL};
-    ck_assert_int_eq(run_cmd(st_cmd_detokenize, 3, a2, out, err, sizeof out), 2);
-    ck_assert(one_line(err));
-    char *a3[] = {"tokenize", "/nonexistent/model.gguf", "hi", NULL};
-    ck_assert_int_eq(run_cmd(st_cmd_tokenize, 3, a3, out, err, sizeof out), 1);
-    ck_assert(one_line(err) && strstr(err, "/nonexistent/model.gguf") != NULL);
-    char *a4[] = {"tokenize", model, NULL};
-    ck_assert_int_eq(run_cmd(st_cmd_tokenize, 2, a4, out, err, sizeof out), 2);
-    ck_assert(one_line(err));
-    char *a5[] = {"detokenize", model, "1", "2", NULL};
-    ck_assert_int_eq(run_cmd(st_cmd_detokenize, 4, a5, out, err, sizeof out), 2);
-    ck_assert(one_line(err));
-    char notgguf[1024];
-    snprintf(notgguf, sizeof notgguf, "%s/models/tokenizer.bin", shared_dir());
-    char *a6[] = {"tokenize", notgguf, "hi", NULL};
-    ck_assert_int_eq(run_cmd(st_cmd_tokenize, 3, a6, out, err, sizeof out), 1);
-    ck_assert(one_line(err));
-    ck_assert_str_eq(out, "");
-}
-END_TEST
-
 static Suite *tokenizer_suite(void)
 {
     Suite *s = suite_create("tokenizer");
@@ -845,12 +505,9 @@ static Suite *tokenizer_suite(void)
     tcase_add_test(tc, detok_continuation);
     tcase_add_test(tc, out_of_range_ids);
     tcase_add_test(tc, long_text_scales);
-    tcase_add_test(tc, merge_order);
-    tcase_add_test(tc, from_pieces_errors);
-    tcase_add_test(tc, gguf_metadata);
-    tcase_add_test(tc, llama2c_damaged);
+    tt_add_build_tests(tc);
     tcase_add_test(tc, random_bytes_round_trip);
-    tcase_add_test(tc, cli_commands);
+    tt_add_cli_tests(tc);
     suite_add_tcase(s, tc);
     return s;
 }

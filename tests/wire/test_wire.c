@@ -1,7 +1,7 @@
 /* test_wire.c - the activation packet codec: round trips of every dtype
- * with and without zstd, byte planes and MAC, through caller buffers, odd
+ * with and without zstd and byte planes, through caller buffers, odd
  * addresses and nng messages; f16 clamp counting; NaN rejection; argument
- * errors; peek; negotiation. main() also runs the conversion and
+ * errors; bytes per token; negotiation. main() also runs the conversion and
  * malformed-corpus suites, and `--write-corpus DIR` writes fuzz seeds.
  *
  * Usage: test_wire [--exhaustive | --write-corpus DIR] */
@@ -57,13 +57,6 @@ const uint8_t *wt_plan_hash(void)
     return h;
 }
 
-const uint8_t *wt_key(void)
-{
-    static uint8_t k[ST_WIRE_KEY_SIZE];
-    memset(k, WT_KEY_BYTE, sizeof k);
-    return k;
-}
-
 void wt_put32(unsigned char *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)
@@ -88,8 +81,7 @@ static void wt_header(st_wire_hdr *h, uint32_t hidden)
     memcpy(h->plan_hash, wt_plan_hash(), ST_WIRE_PLAN_HASH_SIZE);
 }
 
-void wt_build(wt_pkt *p, st_wire_dtype dt, int zstd_level, int planes, const uint8_t *key,
-              uint32_t hidden)
+void wt_build(wt_pkt *p, st_wire_dtype dt, int zstd_level, int planes, uint32_t hidden)
 {
     memset(p, 0, sizeof *p);
     wt_header(&p->h, hidden);
@@ -99,7 +91,7 @@ void wt_build(wt_pkt *p, st_wire_dtype dt, int zstd_level, int planes, const uin
     p->n_floats = 6 * (size_t)hidden;
     p->x = malloc(p->n_floats * sizeof *p->x);
     wt_activations(p->x, 6, hidden, 5 + hidden + (uint64_t)dt);
-    st_wire_opts o = {.dtype = dt, .zstd_level = zstd_level, .plane_split = planes != 0, .key = key};
+    st_wire_opts o = {.dtype = dt, .zstd_level = zstd_level, .plane_split = planes != 0};
     st_wire_ctx *ctx;
     ck_assert_int_eq(st_wire_ctx_new(0, &ctx), ST_OK);
     size_t cap;
@@ -116,7 +108,7 @@ void wt_free(wt_pkt *p)
     free(p->x);
 }
 
-void wt_expect(st_wire_expect *e, const uint8_t *key)
+void wt_expect(st_wire_expect *e)
 {
     memset(e, 0, sizeof *e);
     e->epoch = WT_EPOCH;
@@ -124,7 +116,6 @@ void wt_expect(st_wire_expect *e, const uint8_t *key)
     e->stage = WT_STAGE;
     e->hidden = WT_HIDDEN;
     e->max_tokens = WT_MAX_TOKENS;
-    e->key = key;
 }
 
 /* wt_reference - what decoding must yield, from the scalar references. */
@@ -158,7 +149,7 @@ static void wt_reference(st_wire_dtype dt, const float *x, size_t n_tok, uint32_
 
 /* wt_roundtrip - encode with ctx, decode, compare with the references and
  * with what a reference-only context encodes. */
-static void wt_roundtrip(st_wire_dtype dt, int level, int planes, int keyed, uint32_t hidden,
+static void wt_roundtrip(st_wire_dtype dt, int level, int planes, uint32_t hidden,
                          const st_wire_row *rows, uint32_t n_rows, size_t misalign)
 {
     size_t n_tok = 0;
@@ -172,8 +163,7 @@ static void wt_roundtrip(st_wire_dtype dt, int level, int planes, int keyed, uin
     st_wire_hdr h;
     wt_header(&h, hidden);
     h.n_rows = n_rows;
-    const uint8_t *key = keyed ? wt_key() : NULL;
-    st_wire_opts o = {.dtype = dt, .zstd_level = level, .plane_split = planes != 0, .key = key};
+    st_wire_opts o = {.dtype = dt, .zstd_level = level, .plane_split = planes != 0};
     st_wire_ctx *ctx, *rctx;
     ck_assert_int_eq(st_wire_ctx_new(0, &ctx), ST_OK);
     ck_assert_int_eq(st_wire_ctx_new(1, &rctx), ST_OK);
@@ -195,7 +185,7 @@ static void wt_roundtrip(st_wire_dtype dt, int level, int planes, int keyed, uin
         ck_assert_uint_eq(st.wire_bytes, st.raw_bytes);
 
     st_wire_expect ex;
-    wt_expect(&ex, key);
+    wt_expect(&ex);
     ex.hidden = hidden;
     st_wire_hdr d;
     st_wire_row rd[8];
@@ -203,8 +193,8 @@ static void wt_roundtrip(st_wire_dtype dt, int level, int planes, int keyed, uin
         for (size_t i = 0; i < n + 8; i++)
             got[i] = -7.0f;
         e = st_wire_decode(k ? rctx : ctx, buf, len, &ex, &d, rd, 8, got, n);
-        ck_assert_msg(e == ST_OK, "decode %s zstd %d planes %d key %d hidden %u: %s",
-                      st_wire_dtype_name(dt), level, planes, keyed, hidden, st_errmsg(e));
+        ck_assert_msg(e == ST_OK, "decode %s zstd %d planes %d hidden %u: %s",
+                      st_wire_dtype_name(dt), level, planes, hidden, st_errmsg(e));
         ck_assert_msg(memcmp(got, want, n * sizeof *got) == 0, "%s zstd %d: values differ",
                       st_wire_dtype_name(dt), level);
         ck_assert(got[n] == -7.0f); /* nothing beyond the tokens */
@@ -215,8 +205,7 @@ static void wt_roundtrip(st_wire_dtype dt, int level, int planes, int keyed, uin
     ck_assert_uint_eq(d.stage, WT_STAGE);
     ck_assert_int_eq(d.dtype, dt);
     ck_assert_uint_eq(d.n_tokens, n_tok);
-    ck_assert_uint_eq(d.flags, (level ? ST_WIRE_F_ZSTD : 0u) | (planes ? ST_WIRE_F_PLANES : 0u) |
-                                   (keyed ? ST_WIRE_F_MAC : 0u));
+    ck_assert_uint_eq(d.flags, (level ? ST_WIRE_F_ZSTD : 0u) | (planes ? ST_WIRE_F_PLANES : 0u));
     ck_assert(memcmp(d.plan_hash, wt_plan_hash(), ST_WIRE_PLAN_HASH_SIZE) == 0);
     for (uint32_t r = 0; r < n_rows; r++) {
         ck_assert_uint_eq(rd[r].session_id, rows[r].session_id);
@@ -232,10 +221,10 @@ static void wt_roundtrip(st_wire_dtype dt, int level, int planes, int keyed, uin
     free(got);
 }
 
-/* Combinations of the round-trip loop test: dtype x zstd x planes x key. */
+/* Combinations of the round-trip loop test: dtype x zstd x planes. */
 typedef struct wt_combo {
     st_wire_dtype dt;
-    int level, planes, keyed;
+    int level, planes;
 } wt_combo;
 
 static size_t wt_combos(wt_combo *c)
@@ -244,15 +233,14 @@ static size_t wt_combos(wt_combo *c)
     size_t n = 0;
     for (int dt = 0; dt < ST_WIRE_DT_COUNT; dt++)
         for (size_t l = 0; l < 3; l++)
-            for (int planes = 0; planes <= 1; planes++)
-                for (int keyed = 0; keyed <= 1; keyed++) {
-                    bool sixteen = dt == ST_WIRE_F16 || dt == ST_WIRE_BF16;
-                    if (planes && (!levels[l] || !sixteen))
-                        continue;
-                    if (c != NULL)
-                        c[n] = (wt_combo){(st_wire_dtype)dt, levels[l], planes, keyed};
-                    n++;
-                }
+            for (int planes = 0; planes <= 1; planes++) {
+                bool sixteen = dt == ST_WIRE_F16 || dt == ST_WIRE_BF16;
+                if (planes && (!levels[l] || !sixteen))
+                    continue;
+                if (c != NULL)
+                    c[n] = (wt_combo){(st_wire_dtype)dt, levels[l], planes};
+                n++;
+            }
     return n;
 }
 
@@ -269,22 +257,22 @@ START_TEST(test_roundtrip)
         {.session_id = 14, .pos0 = 100, .n_tokens = 9},
     };
     for (size_t k = 0; k < sizeof hiddens / sizeof hiddens[0]; k++)
-        wt_roundtrip(c[_i].dt, c[_i].level, c[_i].planes, c[_i].keyed, hiddens[k], rows, 4, 0);
+        wt_roundtrip(c[_i].dt, c[_i].level, c[_i].planes, hiddens[k], rows, 4, 0);
 }
 END_TEST
 
 START_TEST(test_large_and_misaligned)
 {
     st_wire_row big = {.session_id = 5, .pos0 = 0, .n_tokens = 256};
-    wt_roundtrip(ST_WIRE_F16, 1, 1, 0, 4096, &big, 1, 0);
-    wt_roundtrip(ST_WIRE_I8, 1, 0, 0, 2048, &big, 1, 0);
-    wt_roundtrip(ST_WIRE_BF16, 0, 0, 1, 4096, &big, 1, 0);
+    wt_roundtrip(ST_WIRE_F16, 1, 1, 4096, &big, 1, 0);
+    wt_roundtrip(ST_WIRE_I8, 1, 0, 2048, &big, 1, 0);
+    wt_roundtrip(ST_WIRE_BF16, 0, 0, 4096, &big, 1, 0);
     st_wire_row rows[2] = {{.session_id = 1, .pos0 = 0, .n_tokens = 3},
                            {.session_id = 2, .pos0 = 9, .n_tokens = 2}};
     for (int dt = 0; dt < ST_WIRE_DT_COUNT; dt++)
         for (size_t mis = 1; mis < 4; mis++) {
-            wt_roundtrip((st_wire_dtype)dt, 0, 0, 0, 33, rows, 2, mis);
-            wt_roundtrip((st_wire_dtype)dt, 1, 0, 0, 33, rows, 2, mis);
+            wt_roundtrip((st_wire_dtype)dt, 0, 0, 33, rows, 2, mis);
+            wt_roundtrip((st_wire_dtype)dt, 1, 0, 33, rows, 2, mis);
         }
 }
 END_TEST
@@ -292,7 +280,7 @@ END_TEST
 START_TEST(test_nng_msg)
 {
     wt_pkt p;
-    wt_build(&p, ST_WIRE_BF16, 1, 1, NULL, WT_HIDDEN);
+    wt_build(&p, ST_WIRE_BF16, 1, 1, WT_HIDDEN);
     st_wire_opts o = {.dtype = ST_WIRE_BF16, .zstd_level = 1, .plane_split = true};
     st_wire_ctx *ctx;
     ck_assert_int_eq(st_wire_ctx_new(0, &ctx), ST_OK);
@@ -303,7 +291,7 @@ START_TEST(test_nng_msg)
     ck_assert_uint_eq(nng_msg_len(m), p.len);
     ck_assert(memcmp(nng_msg_body(m), p.buf, p.len) == 0);
     st_wire_expect ex;
-    wt_expect(&ex, NULL);
+    wt_expect(&ex);
     st_wire_hdr h;
     st_wire_row rows[3];
     float *out = malloc(p.n_floats * sizeof *out), *want = malloc(p.n_floats * sizeof *want);
@@ -343,7 +331,7 @@ START_TEST(test_f16_clamp)
         ck_assert_int_eq(st_wire_encode_buf(&h, &row, x, &o, ctx, buf, sizeof buf, &len, &st), ST_OK);
         ck_assert_uint_eq(st.n_clamped, 7);
         st_wire_expect ex;
-        wt_expect(&ex, NULL);
+        wt_expect(&ex);
         ex.hidden = 8;
         st_wire_hdr d;
         st_wire_row rd;
@@ -364,7 +352,7 @@ START_TEST(test_nan_rejected)
         for (int level = 0; level <= 1; level++)
             for (size_t b = 0; b < 3; b++) {
                 wt_pkt p;
-                wt_build(&p, (st_wire_dtype)dt, 0, 0, NULL, WT_HIDDEN);
+                wt_build(&p, (st_wire_dtype)dt, 0, 0, WT_HIDDEN);
                 /* row 2 (session 1003) starts at token 3; token 1 of it is token 4 */
                 p.x[4 * WT_HIDDEN + 5] = st_bits_f32(bad[b]);
                 st_wire_opts o = {.dtype = (st_wire_dtype)dt, .zstd_level = level};
@@ -385,7 +373,7 @@ START_TEST(test_nan_rejected)
             }
     /* bf16 refuses finite values that would round to Inf; f16 clamps them */
     wt_pkt p;
-    wt_build(&p, ST_WIRE_F32, 0, 0, NULL, WT_HIDDEN);
+    wt_build(&p, ST_WIRE_F32, 0, 0, WT_HIDDEN);
     p.x[7] = 3.4e38f;
     st_wire_ctx *ctx;
     ck_assert_int_eq(st_wire_ctx_new(0, &ctx), ST_OK);
@@ -405,7 +393,7 @@ END_TEST
 START_TEST(test_encode_args)
 {
     wt_pkt p;
-    wt_build(&p, ST_WIRE_F32, 0, 0, NULL, WT_HIDDEN);
+    wt_build(&p, ST_WIRE_F32, 0, 0, WT_HIDDEN);
     st_wire_ctx *ctx;
     ck_assert_int_eq(st_wire_ctx_new(0, &ctx), ST_OK);
     unsigned char *buf = malloc(p.len + 4096);
@@ -440,30 +428,22 @@ START_TEST(test_encode_args)
 }
 END_TEST
 
-START_TEST(test_peek)
+START_TEST(test_token_bytes)
 {
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_F32, 4096), 16384);
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_BF16, 4096), 8192);
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_F16, 4096), 8192);
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_I8, 4096), 4100); /* f32 scale + int8 values */
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_F32, ST_WIRE_MAX_HIDDEN), 4ull << 20);
+    ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_DT_COUNT, 64), 0);
+    /* the packets' raw length is tokens x this */
     wt_pkt p;
-    wt_build(&p, ST_WIRE_I8, 1, 0, NULL, WT_HIDDEN);
-    st_wire_hdr h;
-    ck_assert_int_eq(st_wire_peek(p.buf, p.len, NULL, &h), ST_OK);
-    ck_assert_uint_eq(h.n_tokens, 6);
-    ck_assert_uint_eq(h.n_rows, 3);
-    ck_assert_int_eq(h.dtype, ST_WIRE_I8);
-    ck_assert_uint_eq(h.raw_len, 6 * (4 + WT_HIDDEN));
-    st_wire_expect ex;
-    wt_expect(&ex, NULL);
-    ck_assert_int_eq(st_wire_peek(p.buf, p.len, &ex, &h), ST_OK);
-    ex.epoch = WT_EPOCH + 1;
-    ck_assert_int_eq(st_wire_peek(p.buf, p.len, &ex, &h), ST_EEPOCH);
-    ck_assert_ptr_nonnull(strstr(st_errdetail(), "epoch 7 "));
-    ck_assert_ptr_nonnull(strstr(st_errdetail(), "epoch 8 "));
-    /* peek does not read the tag: a corrupted payload passes it */
-    ex.epoch = WT_EPOCH;
-    p.buf[p.len - 1] ^= 1;
-    ck_assert_int_eq(st_wire_peek(p.buf, p.len, &ex, &h), ST_OK);
-    ex.key = wt_key();
-    ck_assert_int_eq(st_wire_peek(p.buf, p.len, &ex, &h), ST_EAUTH);
-    wt_free(&p);
+    for (int dt = 0; dt < ST_WIRE_DT_COUNT; dt++) {
+        wt_build(&p, (st_wire_dtype)dt, 0, 0, WT_HIDDEN);
+        ck_assert_uint_eq(p.len - ST_WIRE_HDR_SIZE - 3 * ST_WIRE_ROW_SIZE,
+                          6 * st_wire_token_bytes((st_wire_dtype)dt, WT_HIDDEN));
+        wt_free(&p);
+    }
 }
 END_TEST
 
@@ -534,7 +514,7 @@ Suite *wt_codec_suite(void)
     tcase_add_test(tc, test_f16_clamp);
     tcase_add_test(tc, test_nan_rejected);
     tcase_add_test(tc, test_encode_args);
-    tcase_add_test(tc, test_peek);
+    tcase_add_test(tc, test_token_bytes);
     tcase_add_test(tc, test_negotiate);
     tcase_add_test(tc, test_names_and_ratio);
     suite_add_tcase(s, tc);

@@ -17,7 +17,6 @@
 #define WT_STAGE 1u
 #define WT_HIDDEN 64u
 #define WT_PLAN_BYTE 0xABu
-#define WT_KEY_BYTE 0x5Cu
 #define WT_MAX_TOKENS 4096u
 
 /* wt_rng - splitmix64 stream. */
@@ -38,9 +37,8 @@ float wt_gauss(wt_rng *r);
  * N(0, 1), a few channels scaled x20, and rare x50 outliers. */
 void wt_activations(float *x, size_t n_tok, uint32_t hidden, uint64_t seed);
 
-/* wt_plan_hash / wt_key - the fixed plan hash and cluster key. */
+/* wt_plan_hash - the fixed plan hash. */
 const uint8_t *wt_plan_hash(void);
-const uint8_t *wt_key(void);
 
 /* A packet under test with what it was made from. */
 typedef struct wt_pkt {
@@ -54,14 +52,13 @@ typedef struct wt_pkt {
 
 /* wt_build - a valid packet of three rows (1, 2 and 3 tokens) of hidden
  * values. Aborts the test on failure. */
-void wt_build(wt_pkt *p, st_wire_dtype dt, int zstd_level, int planes, const uint8_t *key,
-              uint32_t hidden);
+void wt_build(wt_pkt *p, st_wire_dtype dt, int zstd_level, int planes, uint32_t hidden);
 
 /* wt_free - frees p's buffers. */
 void wt_free(wt_pkt *p);
 
 /* wt_expect - the receiver expectations matching wt_build's packets. */
-void wt_expect(st_wire_expect *e, const uint8_t *key);
+void wt_expect(st_wire_expect *e);
 
 /* wt_put32 / wt_put64 - little-endian stores into a packet. */
 void wt_put32(unsigned char *p, uint32_t v);

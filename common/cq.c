@@ -1,10 +1,36 @@
-/* queue.c - the event queue between NNG callbacks and the main thread
- * (see queue.h). */
-#include "coordinator/queue.h"
+/* cq.c - the owner thread's event queue and its wait helpers (see cq.h,
+ * where the event-loop rule they serve is stated). */
+#include "common/cq.h"
 
 #include <errno.h>
 #include <stdlib.h>
-#include <time.h>
+
+#define CQ_NS_PER_S 1000000000u
+
+st_err st_cq_cond_init(pthread_cond_t *cv)
+{
+    pthread_condattr_t ca;
+    int rv = pthread_condattr_init(&ca);
+    if (rv != 0)
+        return st_err_errno(rv, "condition variable attributes");
+    rv = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    if (rv == 0)
+        rv = pthread_cond_init(cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (rv != 0)
+        return st_err_errno(rv, "condition variable on CLOCK_MONOTONIC");
+    return ST_OK;
+}
+
+struct timespec st_cq_deadline(uint64_t wait_ns)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + wait_ns % CQ_NS_PER_S;
+    ts.tv_sec += (time_t)(wait_ns / CQ_NS_PER_S + ns / CQ_NS_PER_S);
+    ts.tv_nsec = (long)(ns % CQ_NS_PER_S);
+    return ts;
+}
 
 st_err st_cq_init(st_cq *q)
 {
@@ -12,14 +38,11 @@ st_err st_cq_init(st_cq *q)
     q->dropped = 0;
     if (pthread_mutex_init(&q->mu, NULL) != 0)
         return st_errorf(ST_EINTERNAL, "event queue mutex");
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0 ||
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
-        pthread_cond_init(&q->cv, &ca) != 0) {
+    st_err e = st_cq_cond_init(&q->cv);
+    if (e != ST_OK) {
         pthread_mutex_destroy(&q->mu);
-        return st_errorf(ST_EINTERNAL, "event queue condition variable");
+        return e;
     }
-    pthread_condattr_destroy(&ca);
     return ST_OK;
 }
 
@@ -64,11 +87,7 @@ bool st_cq_pop(st_cq *q, st_cq_event *out, uint64_t wait_ns)
 {
     pthread_mutex_lock(&q->mu);
     if (q->head == NULL && wait_ns > 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + wait_ns % 1000000000u;
-        ts.tv_sec += (time_t)(wait_ns / 1000000000u + ns / 1000000000u);
-        ts.tv_nsec = (long)(ns % 1000000000u);
+        struct timespec ts = st_cq_deadline(wait_ns);
         while (q->head == NULL) {
             if (pthread_cond_timedwait(&q->cv, &q->mu, &ts) == ETIMEDOUT)
                 break;
