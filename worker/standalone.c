@@ -84,10 +84,10 @@ static void sa_error(st_standalone *s, st_err e)
 {
     Strata__Error er = STRATA__ERROR__INIT;
     er.code = (uint32_t)e;
-    er.message = (char *)st_errmsg(e);
+    er.message = (char *)st_errdetail();
     Strata__ShardReply r = STRATA__SHARD_REPLY__INIT;
     r.error = &er;
-    st_log(ST_LOG_DEBUG, "shard", "error reply: %s", er.message);
+    st_log(ST_LOG_DEBUG, "shard", "error reply: %s", st_errmsg(e));
     nng_msg *msg;
     if (st_shard_frame(&s->env, &r.base, NULL, NULL, NULL, NULL, NULL, &msg) == ST_OK)
         sa_send(s, msg);
