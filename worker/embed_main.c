@@ -1,0 +1,132 @@
+/* embed_main.c - `strata-embed`: the flags, signals and life cycle of the
+ * embedding and head service (worker/embed_http.h, docs/shards.md).
+ * Signals as in worker_main.c: blocked everywhere, waited for by main.
+ * Protected mode (common/exposure.h): the service has no API keys yet, so
+ * an --http host beyond loopback needs --insecure. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/exposure.h"
+#include "common/log.h"
+#include "common/units.h"
+#include "worker/embed_http.h"
+
+#define EM_HOST_MAX 64
+#define EM_URL_MAX 96
+#define EM_PORT_MAX 65535
+
+static void em_usage(FILE *f)
+{
+    fprintf(f, "usage: strata-embed --model PATH --http HOST:PORT [--max-body BYTES]\n"
+               "       [--threads N] [--kernels ref|auto] [--insecure] [--log LEVEL]\n"
+               "\n"
+               "Serves the token embedding and the output head of the model (only those\n"
+               "tensors and the tokenizer are loaded): POST /v1/embed, /v1/logits,\n"
+               "/v1/tokenize, /v1/detokenize; GET /v1/embeddings/ID (docs/shards.md).\n"
+               "  --http HOST:PORT   an IPv4 address and port (0 picks one); beyond loopback\n"
+               "                     it needs --insecure\n"
+               "  --max-body BYTES   larger request bodies get 413 (default 1M)\n"
+               "Prints `http on http://HOST:PORT` on its first line.\n");
+}
+
+/* em_hostport - splits "HOST:PORT". */
+static int em_hostport(const char *v, char host[EM_HOST_MAX], int *port)
+{
+    const char *c = strrchr(v, ':');
+    char *end;
+    if (c == NULL || c == v || (size_t)(c - v) >= EM_HOST_MAX)
+        return -1;
+    errno = 0;
+    long p = strtol(c + 1, &end, 10);
+    if (end == c + 1 || *end != '\0' || errno != 0 || p < 0 || p > EM_PORT_MAX)
+        return -1;
+    memcpy(host, v, (size_t)(c - v));
+    host[c - v] = '\0';
+    *port = (int)p;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *model = getenv("STRATA_MODEL"), *http = NULL, *level = NULL;
+    bool insecure = false, force_ref = false;
+    int threads = 0;
+    uint64_t max_body = ST_EMBED_MAX_BODY_DEFAULT;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
+            em_usage(stdout);
+            return 0;
+        }
+        if (strcmp(f, "--insecure") == 0) {
+            insecure = true;
+            continue;
+        }
+        if (i + 1 >= argc || argv[i + 1][0] == '\0') {
+            fprintf(stderr, "strata-embed: %s: unknown, or it needs a value (see --help)\n", f);
+            return 2;
+        }
+        const char *v = argv[++i];
+        char *end;
+        if (strcmp(f, "--model") == 0) {
+            model = v;
+        } else if (strcmp(f, "--http") == 0) {
+            http = v;
+        } else if (strcmp(f, "--log") == 0) {
+            level = v;
+        } else if (strcmp(f, "--kernels") == 0 && (!strcmp(v, "ref") || !strcmp(v, "auto"))) {
+            force_ref = strcmp(v, "ref") == 0;
+        } else if (strcmp(f, "--threads") == 0 && (threads = (int)strtol(v, &end, 10)) > 0 &&
+                   *end == '\0') {
+            continue;
+        } else if (strcmp(f, "--max-body") == 0 && st_parse_bytes(v, &max_body) == ST_OK &&
+                   max_body > 0) {
+            continue;
+        } else {
+            fprintf(stderr, "strata-embed: %s '%s': unknown or invalid (see --help)\n", f, v);
+            return 2;
+        }
+    }
+    char host[EM_HOST_MAX], url[EM_URL_MAX];
+    int port = 0;
+    if (model == NULL || http == NULL || em_hostport(http, host, &port) != 0) {
+        fprintf(stderr, "strata-embed: --model PATH and --http HOST:PORT are required\n");
+        return 2;
+    }
+    st_log_init(level != NULL ? level : getenv("STRATA_LOG") != NULL ? NULL : "info");
+    snprintf(url, sizeof url, "tcp://%s:%d", host, port);
+    const char *const flag = "--http", *urlp = url;
+    if (st_listen_check("embed", &flag, &urlp, 1, false, insecure)) {
+        fprintf(stderr, "strata-embed: %s\n", st_errdetail());
+        return 2;
+    }
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL); /* inherited by every thread */
+    signal(SIGPIPE, SIG_IGN);
+    st_ends *ends = NULL;
+    st_embed_srv *srv = NULL;
+    int bound = 0;
+    st_err e = st_ends_open(model, threads, force_ref, true, true, &ends);
+    if (e == ST_OK)
+        e = st_embed_srv_open(ends, host, port, (size_t)max_body, &srv, &bound);
+    if (e != ST_OK) {
+        fprintf(stderr, "strata-embed: %s\n", st_errmsg(e));
+        st_ends_close(ends);
+        return 1;
+    }
+    printf("http on http://%s:%d\n", host, bound);
+    fflush(stdout);
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0)
+        ;
+    st_log(ST_LOG_INFO, "embed", "%s: exiting", strsignal(sig));
+    st_embed_srv_close(srv);
+    st_ends_close(ends);
+    return 0;
+}
