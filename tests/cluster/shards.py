@@ -18,6 +18,11 @@ Cases:
   an unknown session past position 0, another model's packet, and a frame
   beyond the receive limit each get their error (the last: the connection
   is dropped, no reply); after each, the server still serves a chain.
+- embed: `strata-embed` on synth-s-f32: /v1/embed rows equal the file's
+  token_embd rows bit for bit; GET /v1/embeddings/N has an ETag per model
+  and id, is immutable, and answers 304 with no body to If-None-Match; bad
+  ids 400/404, a body over --max-body 413, a hidden state of the wrong
+  size 422; /v1/logits gives sorted logprobs; tokenize/detokenize.
 - pkgconfig: `meson install --destdir` into a temporary directory, then
   examples/chain.c compiled with `pkg-config --cflags --libs strata` from
   there; it runs against two servers and prints what `strata run --shards`
@@ -263,8 +268,149 @@ def case_rss():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ---- the embedding service
+
+EMBED = os.path.join(BUILD, "worker", "strata-embed")
+# GGUF value types with a fixed size (bytes), by type number
+GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+GGUF_STRING, GGUF_ARRAY, GGUF_F32 = 8, 9, 0
+
+
+def gguf_f32_rows(path, name, ids):
+    """The rows ids of the f32 matrix `name` of a GGUF file (a reader of
+    just what this needs: the header, the key/values skipped, the tensor
+    table, the alignment)."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    off = 0
+
+    def take(fmt):
+        nonlocal off
+        v = struct.unpack_from("<" + fmt, data, off)
+        off += struct.calcsize("<" + fmt)
+        return v[0] if len(v) == 1 else v
+
+    def string():
+        nonlocal off
+        n = take("Q")
+        off += n
+        return data[off - n:off].decode("utf-8", "replace")
+
+    def skip(t):
+        nonlocal off
+        if t == GGUF_STRING:
+            string()
+        elif t == GGUF_ARRAY:
+            at, n = take("I"), take("Q")
+            for _ in range(n):
+                skip(at)
+        else:
+            off += GGUF_FIXED[t]
+
+    assert data[:4] == b"GGUF"
+    off = 8
+    n_t, n_kv = take("Q"), take("Q")
+    align = 32
+    for _ in range(n_kv):
+        k, t = string(), take("I")
+        if k == "general.alignment":
+            align = take("I")
+        else:
+            skip(t)
+    info = {}
+    for _ in range(n_t):
+        nm = string()
+        nd = take("I")
+        ne = [take("Q") for _ in range(nd)]
+        info[nm] = (ne, take("I"), take("Q"))
+    base = (off + align - 1) // align * align
+    ne, typ, toff = info[name]
+    assert typ == GGUF_F32, "%s is not f32" % name
+    w = ne[0]
+    return [list(struct.unpack_from("<%df" % w, data, base + toff + 4 * w * i)) for i in ids]
+
+
+def f32(row):
+    """JSON numbers read as f32 (the service prints each so that it reads
+    back to the same f32, not to the same double)."""
+    import struct
+    return list(struct.unpack("<%df" % len(row), struct.pack("<%df" % len(row), *row)))
+
+
+def http(url, body=None, headers=None):
+    """(status, headers, body bytes) of a request; errors too."""
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(url, data=body, headers=headers or {},
+                                 method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def case_embed():
+    import json
+    m = model("synth-s-f32.gguf")
+    tmp = tempfile.mkdtemp(prefix="strata-embed-")
+    p = Proc(tmp, "embed", [EMBED, "--model", m, "--http", "127.0.0.1:0", "--threads", "1",
+                            "--max-body", "64k"])
+    try:
+        u = p.wait_line(r"http on (http://\S+)").group(1)
+        ids = [0, 5, 17, 255]
+        want = gguf_f32_rows(m, "token_embd.weight", ids)
+        st, _, b = http(u + "/v1/embed", json.dumps({"token_ids": ids}).encode())
+        assert st == 200, b
+        rows = json.loads(b)["rows"]
+        assert [f32(r) for r in rows] == want, "/v1/embed rows differ from token_embd's"
+        print("/v1/embed: %d rows equal token_embd's bit for bit" % len(rows))
+        st, h, b = http(u + "/v1/embeddings/17")
+        assert st == 200 and f32(json.loads(b)["row"]) == want[2], (st, b[:100])
+        etag = h["ETag"]
+        assert h["Cache-Control"] == "public, max-age=31536000, immutable", h["Cache-Control"]
+        st, h2, b = http(u + "/v1/embeddings/17", headers={"If-None-Match": etag})
+        assert st == 304 and b == b"" and h2["ETag"] == etag, (st, b)
+        st, _, b = http(u + "/v1/embeddings/17", headers={"If-None-Match": '"other-17"'})
+        assert st == 200, st
+        st18 = http(u + "/v1/embeddings/18")[1]["ETag"]
+        assert st18 != etag, "two ids share an ETag"
+        print("GET /v1/embeddings/17: ETag %s, immutable; 304 with no body on If-None-Match"
+              % etag)
+        bad = [("/v1/embeddings/abc", None, 400), ("/v1/embeddings/-1", None, 400),
+               ("/v1/embeddings/99999999", None, 404), ("/v1/embed", b"[1,", 400),
+               ("/v1/embed", json.dumps({"token_ids": [1, 1 << 30]}).encode(), 400),
+               ("/v1/embed", b"{" + b" " * 70000 + b"}", 413),
+               ("/v1/logits", json.dumps({"hidden": [0.5] * 7, "top_k": 3}).encode(), 422),
+               ("/v1/nothing", b"{}", 404)]
+        for path, body, code in bad:
+            st, _, b = http(u + path, body)
+            assert st == code, "%s: %d, expected %d: %s" % (path, st, code, b[:200])
+            assert "error" in json.loads(b), b
+        print("bad ids, sizes and bodies: %s" % ", ".join("%s %d" % (x[0], x[2]) for x in bad))
+        hidden = want[1] * 1  # any width-sized vector
+        st, _, b = http(u + "/v1/logits",
+                        json.dumps({"hidden": hidden, "top_k": 5, "temperature": 1}).encode())
+        assert st == 200, b
+        top = json.loads(b)["top_k"]
+        lp = [t["logprob"] for t in top]
+        assert len(top) == 5 and lp == sorted(lp, reverse=True) and lp[0] <= 0, top
+        st, _, b = http(u + "/v1/tokenize", json.dumps({"text": PROMPT}).encode())
+        toks = json.loads(b)["tokens"]
+        st, _, b = http(u + "/v1/detokenize", json.dumps({"tokens": toks}).encode())
+        assert st == 200 and PROMPT in json.loads(b)["text"], b
+        print("/v1/logits top 5 %s; tokenize/detokenize round trip" % [t["id"] for t in top])
+        assert p.p.poll() is None, "the service died"
+    finally:
+        p.kill()
+        p.p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+
 CASES = {"exact": case_exact, "failover": case_failover, "bad_input": case_bad_input,
-         "pkgconfig": case_pkgconfig, "rss": case_rss}
+         "pkgconfig": case_pkgconfig, "rss": case_rss, "embed": case_embed}
 
 if __name__ == "__main__":
     names = sys.argv[2:] or list(CASES)
