@@ -27,6 +27,7 @@
 typedef struct run_shard_opts {
     char *list;            /* --shards ADDR[,ADDR...] (a copy, split in place) */
     const char *key;       /* --shard-key FILE */
+    const char *embed;     /* --embed ADDR: an embedding service's NNG address */
     const char *dtype;     /* --shard-dtype f32|bf16|f16|i8 */
     int64_t timeout_ms;    /* --shard-timeout-ms */
     int64_t pause_after;   /* --pause-after N: test hold point (0: none) */
@@ -55,7 +56,8 @@ static void run_usage(void)
             "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
             "       [--threads N] [--ctx N] [--chunk N] [--ids] [--logits-out FILE]\n"
             "       [--force-ids a,b,c] [--kernels ref|auto]\n"
-            "       [--shards ADDR[,ADDR...] [--shard-key FILE] [--shard-dtype f32|bf16|f16|i8]\n"
+            "       [--shards ADDR[,ADDR...] [--embed ADDR] [--shard-key FILE]\n"
+            "        [--shard-dtype f32|bf16|f16|i8]\n"
             "        [--shard-timeout-ms N] [--pause-after N]]\n");
 }
 
@@ -93,6 +95,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
         } else if (strcmp(f, "--ids") == 0) {
             o->ids_only = 1;
         } else if (strcmp(f, "--shards") == 0 || strcmp(f, "--shard-key") == 0 ||
+                   strcmp(f, "--embed") == 0 ||
                    strcmp(f, "--shard-dtype") == 0 || strcmp(f, "--shard-timeout-ms") == 0 ||
                    strcmp(f, "--pause-after") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)))
@@ -103,6 +106,8 @@ static int run_parse(int argc, char **argv, run_opts *o)
                     return 2;
             } else if (strcmp(f, "--shard-key") == 0) {
                 o->sh.key = v;
+            } else if (strcmp(f, "--embed") == 0) {
+                o->sh.embed = v;
             } else if (strcmp(f, "--shard-dtype") == 0) {
                 o->sh.dtype = v;
             } else if (strcmp(f, "--shard-timeout-ms") == 0) {
@@ -293,6 +298,10 @@ static int run_shard_token(void *arg, int32_t id, const char *text, size_t len)
 
 static int run_shards(run_opts *o)
 {
+    if (o->sh.list == NULL) {
+        fprintf(stderr, "strata: run: --embed needs --shards\n");
+        return 2;
+    }
     if (o->force != NULL || o->logits_out != NULL || o->eng.force_ref) {
         fprintf(stderr, "strata: run: --force-ids, --logits-out and --kernels ref are not "
                         "available with --shards\n");
@@ -311,7 +320,7 @@ static int run_shards(run_opts *o)
     strata_chain_config cfg = {.model = o->model, .shards = addrs, .n_shards = n,
                                .key_file = o->sh.key, .dtype = o->sh.dtype,
                                .threads = (int)o->eng.threads,
-                               .timeout_ms = (int)o->sh.timeout_ms};
+                               .timeout_ms = (int)o->sh.timeout_ms, .embed = o->sh.embed};
     char err[512];
     strata_chain *c;
     if (strata_chain_open(&cfg, &c, err, sizeof err) != 0) {
@@ -359,7 +368,7 @@ int st_cmd_run(int argc, char **argv)
         run_free(&o);
         return rc;
     }
-    if (o.sh.list != NULL) {
+    if (o.sh.list != NULL || o.sh.embed != NULL) {
         rc = run_shards(&o);
         run_free(&o);
         return rc;

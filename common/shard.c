@@ -201,7 +201,8 @@ static st_err shard_hello(st_shard *s)
     const Strata__ShardInfo *in = r->info;
     if (in == NULL || in->model_id.len != ST_WIRE_PLAN_HASH_SIZE || in->hidden == 0 ||
         in->hidden > ST_WIRE_MAX_HIDDEN || in->first > in->last || in->last > in->n_layer ||
-        in->max_tokens == 0 || in->n_ctx == 0) {
+        in->max_tokens == 0 || in->n_ctx == 0 || (in->ends && (in->n_vocab == 0 ||
+                                                                in->n_vocab > ST_WIRE_MAX_HIDDEN))) {
         e = st_errorf(ST_EPROTO, "shard server %s: a malformed hello reply", s->addr);
     } else {
         st_shard_info *i = &s->info;
@@ -215,6 +216,8 @@ static st_err shard_hello(st_shard *s)
         i->n_ctx = in->n_ctx;
         i->max_sessions = in->max_sessions;
         i->ttl_s = in->ttl_s;
+        i->ends = in->ends;
+        i->n_vocab = in->n_vocab;
     }
     protobuf_c_message_free_unpacked(&r->base, NULL);
     nng_msg_free(held);
@@ -256,8 +259,9 @@ st_err st_shard_connect(const char *addr, const uint8_t *key, bool encrypt, st_w
     if (e == ST_OK)
         e = shard_hello(s);
     size_t max_frame = 0; /* the replies of steps: the server's largest */
-    if (e == ST_OK && (e = st_step_max_frame(s->info.hidden, s->info.max_tokens, &max_frame)) ==
-                          ST_OK)
+    const uint32_t widest = s->info.ends && s->info.n_vocab > s->info.hidden ? s->info.n_vocab
+                                                                              : s->info.hidden;
+    if (e == ST_OK && (e = st_step_max_frame(widest, s->info.max_tokens, &max_frame)) == ST_OK)
         nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, max_frame);
     if (e == ST_OK && (s->info.dtype_mask & (1u << dtype)) == 0)
         e = st_errorf(ST_ETYPE, "shard server %s does not accept %s packets", addr,
@@ -273,48 +277,107 @@ st_err st_shard_connect(const char *addr, const uint8_t *key, bool encrypt, st_w
 const st_shard_info *st_shard_info_of(const st_shard *s) { return &s->info; }
 const char *st_shard_addr(const st_shard *s) { return s->addr; }
 
-st_err st_shard_step(st_shard *s, uint64_t session, int64_t pos, int64_t n_tok, const float *in,
-                     float *out)
+/* shard_exchange - sends rq (with the packet of h and in when h is not
+ * NULL) and decodes the reply packet: one row (session, pos, n_tok) of
+ * out_hidden floats per token, at stage out_stage, into out. */
+static st_err shard_exchange(st_shard *s, Strata__ShardRequest *rq, const st_wire_hdr *h,
+                             const float *in, uint16_t out_stage, uint32_t out_hidden,
+                             uint64_t session, int64_t pos, int64_t n_tok, float *out)
 {
-    const st_shard_info *i = &s->info;
-    if (n_tok < 1 || n_tok > (int64_t)i->max_tokens || pos < 0 || pos + n_tok > (int64_t)i->n_ctx)
-        return st_errorf(ST_ERANGE, "shard server %s: %lld tokens at position %lld (at most %u "
-                         "tokens, a context of %u)", s->addr, (long long)n_tok, (long long)pos,
-                         i->max_tokens, i->n_ctx);
-    Strata__ShardStep st = STRATA__SHARD_STEP__INIT;
-    st.reply_dtype = (uint32_t)s->dtype;
-    Strata__ShardRequest rq = STRATA__SHARD_REQUEST__INIT;
-    rq.req_case = STRATA__SHARD_REQUEST__REQ_STEP;
-    rq.step = &st;
-    st_wire_hdr h;
-    memset(&h, 0, sizeof h);
-    memcpy(h.plan_hash, i->model_id, ST_WIRE_PLAN_HASH_SIZE);
-    h.stage = (uint16_t)i->first;
-    h.n_rows = 1;
-    h.hidden = i->hidden;
-    s->rows[0] = (st_wire_row){.session_id = session, .pos0 = (uint32_t)pos,
-                               .n_tokens = (uint32_t)n_tok};
     nng_msg *req, *held;
     Strata__ShardReply *r;
     st_step_parts parts;
-    st_err e = shard_request(s, &rq, &h, in, &req);
+    st_err e = shard_request(s, rq, h, in, &req);
     if (e == ST_OK)
         e = shard_call(s, req, &r, &parts, &held);
     if (e != ST_OK)
         return e;
-    st_wire_expect x = {.plan_hash = i->model_id, .stage = (uint16_t)i->last,
-                        .hidden = i->hidden, .max_tokens = (uint32_t)n_tok,
-                        .dtype_mask = 1u << s->dtype};
+    st_wire_expect x = {.plan_hash = s->info.model_id, .stage = out_stage, .hidden = out_hidden,
+                        .max_tokens = (uint32_t)n_tok, .dtype_mask = 1u << s->dtype};
     st_wire_hdr rh;
     st_wire_row rr;
     e = st_wire_decode(s->wctx, parts.pkt, parts.pkt_len, &x, &rh, &rr, 1, out,
-                       (size_t)n_tok * i->hidden);
+                       (size_t)n_tok * out_hidden);
     if (e == ST_OK && (rh.n_rows != 1 || rr.session_id != session || rr.pos0 != (uint32_t)pos ||
                        rr.n_tokens != (uint32_t)n_tok))
         e = st_errorf(ST_EPROTO, "shard server %s answered for other rows", s->addr);
     protobuf_c_message_free_unpacked(&r->base, NULL);
     nng_msg_free(held);
     return e == ST_OK ? ST_OK : st_errwrap(e, "shard server %s: reply packet", s->addr);
+}
+
+/* shard_hdr - the header of a request packet of one row to stage. */
+static void shard_hdr(st_shard *s, uint16_t stage, uint32_t hidden, uint64_t session, int64_t pos,
+                      int64_t n_tok, st_wire_hdr *h)
+{
+    memset(h, 0, sizeof *h);
+    memcpy(h->plan_hash, s->info.model_id, ST_WIRE_PLAN_HASH_SIZE);
+    h->stage = stage;
+    h->n_rows = 1;
+    h->hidden = hidden;
+    s->rows[0] = (st_wire_row){.session_id = session, .pos0 = (uint32_t)pos,
+                               .n_tokens = (uint32_t)n_tok};
+}
+
+/* shard_fits - n_tok tokens at pos fit one request to s. */
+static st_err shard_fits(const st_shard *s, int64_t pos, int64_t n_tok)
+{
+    const st_shard_info *i = &s->info;
+    if (n_tok < 1 || n_tok > (int64_t)i->max_tokens || pos < 0 || pos + n_tok > (int64_t)i->n_ctx)
+        return st_errorf(ST_ERANGE, "shard server %s: %lld tokens at position %lld (at most %u "
+                         "tokens, a context of %u)", s->addr, (long long)n_tok, (long long)pos,
+                         i->max_tokens, i->n_ctx);
+    return ST_OK;
+}
+
+st_err st_shard_step(st_shard *s, uint64_t session, int64_t pos, int64_t n_tok, const float *in,
+                     float *out)
+{
+    st_err e = shard_fits(s, pos, n_tok);
+    if (e != ST_OK)
+        return e;
+    Strata__ShardStep st = STRATA__SHARD_STEP__INIT;
+    st.reply_dtype = (uint32_t)s->dtype;
+    Strata__ShardRequest rq = STRATA__SHARD_REQUEST__INIT;
+    rq.req_case = STRATA__SHARD_REQUEST__REQ_STEP;
+    rq.step = &st;
+    st_wire_hdr h;
+    shard_hdr(s, (uint16_t)s->info.first, s->info.hidden, session, pos, n_tok, &h);
+    return shard_exchange(s, &rq, &h, in, (uint16_t)s->info.last, s->info.hidden, session, pos,
+                          n_tok, out);
+}
+
+st_err st_shard_embed(st_shard *s, const int32_t *ids, int64_t n, float *out)
+{
+    st_err e = shard_fits(s, 0, n);
+    if (e != ST_OK)
+        return e;
+    if (!s->info.ends)
+        return st_errorf(ST_EINVAL, "%s is not an embedding service", s->addr);
+    Strata__ShardEmbed em = STRATA__SHARD_EMBED__INIT;
+    em.token_ids = (int32_t *)ids;
+    em.n_token_ids = (size_t)n;
+    Strata__ShardRequest rq = STRATA__SHARD_REQUEST__INIT;
+    rq.req_case = STRATA__SHARD_REQUEST__REQ_EMBED;
+    rq.embed = &em;
+    return shard_exchange(s, &rq, NULL, NULL, 0, s->info.hidden, 0, 0, n, out);
+}
+
+st_err st_shard_logits(st_shard *s, const float *hidden, int64_t n, float *out)
+{
+    st_err e = shard_fits(s, 0, n);
+    if (e != ST_OK)
+        return e;
+    if (!s->info.ends)
+        return st_errorf(ST_EINVAL, "%s is not an embedding service", s->addr);
+    Strata__ShardLogits lg = STRATA__SHARD_LOGITS__INIT;
+    Strata__ShardRequest rq = STRATA__SHARD_REQUEST__INIT;
+    rq.req_case = STRATA__SHARD_REQUEST__REQ_LOGITS;
+    rq.logits = &lg;
+    st_wire_hdr h;
+    const uint16_t head = (uint16_t)s->info.n_layer;
+    shard_hdr(s, head, s->info.hidden, 0, 0, n, &h);
+    return shard_exchange(s, &rq, &h, hidden, head, s->info.n_vocab, 0, 0, n, out);
 }
 
 st_err st_shard_end(st_shard *s, uint64_t session)

@@ -43,6 +43,8 @@ typedef struct st_shard_info {
     uint32_t n_ctx;
     uint32_t max_sessions;
     uint32_t ttl_s;
+    bool ends;          /* an embedding service (strata-embed --listen) */
+    uint32_t n_vocab;   /* with ends */
 } st_shard_info;
 
 /* st_shard_frame - a sealed STEP frame in *out (the caller's to send or
@@ -84,6 +86,14 @@ const char *st_shard_addr(const st_shard *s);
  * the wire's errors for a bad reply packet. */
 st_err st_shard_step(st_shard *s, uint64_t session, int64_t pos, int64_t n_tok, const float *in,
                      float *out);
+
+/* st_shard_embed - from an embedding service (info.ends): the rows of
+ * ids[0..n) into out[n][hidden]; n at most max_tokens. */
+st_err st_shard_embed(st_shard *s, const int32_t *ids, int64_t n, float *out);
+
+/* st_shard_logits - from an embedding service: the output norm and head
+ * applied to hidden[n][hidden], out[n][n_vocab]; n at most max_tokens. */
+st_err st_shard_logits(st_shard *s, const float *hidden, int64_t n, float *out);
 
 /* st_shard_end - asks the server to forget session (its reply ignored on
  * a lost connection). */

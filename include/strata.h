@@ -4,7 +4,8 @@
  * calling process. See docs/shards.md.
  *
  * A chain is opened from a local GGUF file (the embedding, head and
- * tokenizer are read from it; no layer is loaded) and a list of shard
+ * tokenizer are read from it; no layer is loaded; or, with an embedding
+ * service, the tokenizer alone) and a list of shard
  * server addresses in layer order; a server whose layer range is already
  * covered is a replacement. The library keeps each generation's token
  * history; when a server is lost (its connection closes), does not answer
@@ -42,6 +43,10 @@ typedef struct strata_chain_config {
     const char *dtype;          /* wire dtype: "f32" (NULL), "bf16", "f16", "i8" */
     int threads;                /* for the head; 0: the cores */
     int timeout_ms;             /* per exchange with a server; 0: 60000 */
+    const char *embed;          /* NULL: the ends are local; else the NNG address
+                                 * of an embedding service (strata-embed
+                                 * --listen): rows and logits are asked of it
+                                 * and only the tokenizer is read from model */
 } strata_chain_config;
 
 /* Sampling, as `strata run`'s flags; strata_sampling_default() gives its

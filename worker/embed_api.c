@@ -1,6 +1,6 @@
 /* embed_api.c - libstrata's public API (include/strata.h): a chain of
- * shard servers (common/chain.h) between the local ends of the model
- * (worker/embed_local.h), and the generation loop of `strata run` around
+ * shard servers (common/chain.h) between the ends of the model, local
+ * (worker/embed_local.h) or an embedding service's (common/shard.h), and the generation loop of `strata run` around
  * them: the same sampler, seeded the same way, over the same logits, with
  * the same stop rules, so the ids are those of `strata run`. */
 #include "include/strata.h"
@@ -12,6 +12,7 @@
 
 #include "common/chain.h"
 #include "common/envelope.h"
+#include "common/shard.h"
 #include "common/sampling.h"
 #include "worker/embed_local.h"
 
@@ -19,7 +20,8 @@
 #define API_ERR_MAX 512
 
 struct strata_chain {
-    st_ends *ends;
+    st_ends *ends;      /* the tokenizer; the embedding and head unless remote */
+    st_shard *remote;   /* an embedding service, or NULL */
     st_chain *chain;
     int64_t n_ctx;
     int64_t n_vocab;
@@ -54,17 +56,28 @@ static st_err api_open(const strata_chain_config *cfg, strata_chain *c)
         return st_errorf(ST_EINVAL, "encryption needs a key file");
     if (cfg->key_file != NULL && (e = st_key_load(cfg->key_file, key)) != ST_OK)
         return st_errwrap(e, "key %s", cfg->key_file);
-    if ((e = st_ends_open(cfg->model, cfg->threads, false, true, true, &c->ends)) != ST_OK) {
+    const bool local = cfg->embed == NULL;
+    const int tmo = cfg->timeout_ms > 0 ? cfg->timeout_ms : API_TIMEOUT_DEFAULT_MS;
+    const uint8_t *k = cfg->key_file ? key : NULL;
+    if ((e = st_ends_open(cfg->model, cfg->threads, false, local, local, &c->ends)) != ST_OK)
         e = st_errwrap(e, "%s", cfg->model);
-    } else {
-        int tmo = cfg->timeout_ms > 0 ? cfg->timeout_ms : API_TIMEOUT_DEFAULT_MS;
-        e = st_chain_open((const char *const *)cfg->shards, cfg->n_shards,
-                          cfg->key_file ? key : NULL, cfg->encrypt != 0, dt, tmo, &c->chain);
-    }
+    if (e == ST_OK && !local &&
+        (e = st_shard_connect(cfg->embed, k, cfg->encrypt != 0, ST_WIRE_F32, tmo, &c->remote)) ==
+            ST_OK &&
+        !st_shard_info_of(c->remote)->ends)
+        e = st_errorf(ST_EINVAL, "%s is a shard server, not an embedding service", cfg->embed);
+    if (e == ST_OK)
+        e = st_chain_open((const char *const *)cfg->shards, cfg->n_shards, k, cfg->encrypt != 0,
+                          dt, tmo, &c->chain);
     sodium_memzero(key, sizeof key);
     if (e != ST_OK)
         return e;
     const st_hparams *hp = st_ends_hparams(c->ends);
+    if (c->remote != NULL &&
+        (memcmp(st_shard_info_of(c->remote)->model_id, st_ends_model_id(c->ends), 32) != 0 ||
+         st_shard_info_of(c->remote)->n_vocab != hp->n_vocab))
+        return st_errorf(ST_EEPOCH, "the embedding service serves another model than %s",
+                         cfg->model);
     if (memcmp(st_chain_model_id(c->chain), st_ends_model_id(c->ends), 32) != 0 ||
         st_chain_n_layer(c->chain) != hp->n_layer || st_chain_hidden(c->chain) != hp->n_embd)
         return st_errorf(ST_EEPOCH, "the shard servers serve another model than %s", cfg->model);
@@ -100,6 +113,7 @@ void strata_chain_close(strata_chain *c)
     if (c == NULL)
         return;
     st_chain_close(c->chain);
+    st_shard_close(c->remote);
     st_ends_close(c->ends);
     free(c);
 }
@@ -113,10 +127,21 @@ int strata_tokenize(strata_chain *c, const char *text, int32_t **ids, size_t *n)
 
 void strata_free(void *p) { free(p); }
 
-/* api_embed - the chain's embedding callback: the local embedding. */
+/* api_embed - the chain's embedding callback: local, or asked of the
+ * embedding service in chunks it takes. */
 static st_err api_embed(void *arg, const int32_t *ids, int64_t n, float *out)
 {
-    return st_ends_embed(arg, ids, n, out);
+    strata_chain *c = arg;
+    if (c->remote == NULL)
+        return st_ends_embed(c->ends, ids, n, out);
+    const st_shard_info *i = st_shard_info_of(c->remote);
+    for (int64_t d = 0; d < n; d += i->max_tokens) {
+        const int64_t k = n - d < (int64_t)i->max_tokens ? n - d : (int64_t)i->max_tokens;
+        st_err e = st_shard_embed(c->remote, ids + d, k, out + (size_t)d * i->hidden);
+        if (e != ST_OK)
+            return e;
+    }
+    return ST_OK;
 }
 
 /* A generation's buffers. */
@@ -142,9 +167,11 @@ static void api_gen_free(api_gen *g)
  * g->logits. */
 static st_err api_eval(strata_chain *c, api_gen *g, uint64_t session, int64_t n_hist, int64_t pos)
 {
-    st_err e = st_chain_forward(c->chain, session, g->hist, n_hist, pos, api_embed, c->ends,
-                                g->last);
-    return e != ST_OK ? e : st_ends_logits(c->ends, g->last, 1, g->logits);
+    st_err e = st_chain_forward(c->chain, session, g->hist, n_hist, pos, api_embed, c, g->last);
+    if (e != ST_OK)
+        return e;
+    return c->remote ? st_shard_logits(c->remote, g->last, 1, g->logits)
+                     : st_ends_logits(c->ends, g->last, 1, g->logits);
 }
 
 static st_err api_generate(strata_chain *c, api_gen *g, const int32_t *prompt, size_t n_prompt,

@@ -6,7 +6,8 @@
  * dropped and the answer is 413), parsed as JSON, checked field by field
  * (types, counts, ids inside the vocabulary, the hidden size) and only then
  * computed. libmicrohttpd runs one internal polling thread, which calls
- * every handler, so the ends (one thread at a time) need no lock. Rows are
+ * every handler; the ends are used under the lock they share with the
+ * service's NNG side (--listen, worker/standalone.h). Rows are
  * immutable facts of the model file, so GET /v1/embeddings/N is made for
  * caches: its ETag names the model hash and the id, it is valid forever,
  * and a client or proxy presenting the ETag gets 304 with no body. */
@@ -16,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,7 @@
 
 struct st_embed_srv {
     st_ends *ends;
+    pthread_mutex_t *lock; /* shared with the NNG side (worker/standalone.h) */
     struct MHD_Daemon *d;
     size_t max_body;
     char hash[2 * EH_ETAG_HASH_BYTES + 1];   /* the ETags' model part */
@@ -394,7 +397,10 @@ static enum MHD_Result eh_access(void *cls, struct MHD_Connection *c, const char
         q->len += n;
         return MHD_YES;
     }
-    return eh_route(s, c, url, method, q);
+    pthread_mutex_lock(s->lock);
+    enum MHD_Result r = eh_route(s, c, url, method, q);
+    pthread_mutex_unlock(s->lock);
+    return r;
 }
 
 static void eh_completed(void *cls, struct MHD_Connection *c, void **req_cls,
@@ -411,14 +417,15 @@ static void eh_completed(void *cls, struct MHD_Connection *c, void **req_cls,
     *req_cls = NULL;
 }
 
-st_err st_embed_srv_open(st_ends *ends, const char *host, int port, size_t max_body,
-                         st_embed_srv **out, int *bound)
+st_err st_embed_srv_open(st_ends *ends, pthread_mutex_t *lock, const char *host, int port,
+                         size_t max_body, st_embed_srv **out, int *bound)
 {
     *out = NULL;
     st_embed_srv *s = calloc(1, sizeof *s);
     if (s == NULL)
         return st_errorf(ST_ENOMEM, "embedding service");
     s->ends = ends;
+    s->lock = lock;
     s->max_body = max_body;
     st_hex(st_ends_model_id(ends), EH_ETAG_HASH_BYTES, s->hash, sizeof s->hash);
     st_hex(st_ends_model_id(ends), 32, s->model_hex, sizeof s->model_hex);

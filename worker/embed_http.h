@@ -13,6 +13,8 @@
  *                         304 without a body on a matching If-None-Match
  *   POST /v1/tokenize     {"text"} -> {"tokens"}
  *   POST /v1/detokenize   {"tokens"} -> {"text"}
+ * With --listen the same ends answer ShardEmbed and ShardLogits requests
+ * over NNG (worker/standalone.h), the client library's remote ends.
  * Errors are JSON {"error": {"message", "code"}} with their status: 400 a
  * malformed body or id, 404 an id outside the vocabulary or an unknown
  * path, 405 a wrong method, 413 a body over the limit, 422 a hidden state
@@ -21,6 +23,7 @@
 #ifndef ST_WORKER_EMBED_HTTP_H
 #define ST_WORKER_EMBED_HTTP_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,10 +36,11 @@
 
 typedef struct st_embed_srv st_embed_srv;
 
-/* st_embed_srv_open - serves ends (borrowed) on host:port (port 0 picks
- * one); bodies over max_body bytes get 413. *port gets the bound port. */
-st_err st_embed_srv_open(st_ends *ends, const char *host, int port, size_t max_body,
-                         st_embed_srv **out, int *bound);
+/* st_embed_srv_open - serves ends (borrowed, used under lock) on
+ * host:port (port 0 picks one); bodies over max_body bytes get 413.
+ * *bound gets the bound port. */
+st_err st_embed_srv_open(st_ends *ends, pthread_mutex_t *lock, const char *host, int port,
+                         size_t max_body, st_embed_srv **out, int *bound);
 
 /* st_embed_srv_close - stops the daemon and frees; NULL is a no-op. */
 void st_embed_srv_close(st_embed_srv *s);

@@ -45,7 +45,8 @@ st_err st_ends_open(const char *path, int threads, bool force_ref, bool embd, bo
                  (e = st_model_repack(x->head, x->ops, x->pool)) ||
                  (e = st_stage_ctx_open(x->head, ST_ENDS_MAX_TOKENS, x->pool, x->ops, &x->hctx))))
         goto fail;
-    memcpy(x->id, st_model_id(x->embd ? x->embd : x->head), sizeof x->id);
+    if ((e = st_gguf_model_id(x->g, x->id)) != ST_OK)
+        goto fail;
     *out = x;
     return ST_OK;
 fail:

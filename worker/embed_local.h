@@ -22,7 +22,8 @@
 typedef struct st_ends st_ends;
 
 /* st_ends_open - maps path and binds the embedding (embd) and/or the head
- * (head), with the tokenizer; threads 0: the cores. */
+ * (head), with the tokenizer (neither: the tokenizer alone, for a client
+ * whose ends are remote); threads 0: the cores. */
 st_err st_ends_open(const char *path, int threads, bool force_ref, bool embd, bool head,
                     st_ends **out);
 

@@ -62,7 +62,10 @@ struct st_standalone {
     pthread_t thread;
     bool started;
     char url[SA_URL_MAX];
+    const st_hparams *hp;     /* of the model or of the ends */
+    const uint8_t *model_id;
     uint32_t hidden;
+    size_t out_floats;        /* room of out */
     float *in, *out;      /* [max_tokens][hidden] */
     st_wire_row *rows;    /* [ST_SHARD_MAX_ROWS] */
     st_batch_row *brows;  /* [ST_SHARD_MAX_ROWS] */
@@ -101,15 +104,17 @@ static st_err sa_hello(st_standalone *s, const Strata__ShardHello *hi, nng_msg *
     Strata__ShardInfo in = STRATA__SHARD_INFO__INIT;
     in.first = (uint32_t)s->cfg.first;
     in.last = (uint32_t)s->cfg.last;
-    in.n_layer = (uint32_t)st_model_hparams(s->m)->n_layer;
+    in.n_layer = (uint32_t)s->hp->n_layer;
     in.hidden = s->hidden;
-    in.model_id.data = (uint8_t *)st_model_id(s->m);
+    in.model_id.data = (uint8_t *)s->model_id;
     in.model_id.len = ST_WIRE_PLAN_HASH_SIZE;
     in.dtype_mask = s->cfg.dtype_mask;
     in.max_tokens = (uint32_t)s->cfg.max_tokens;
     in.n_ctx = (uint32_t)s->cfg.n_ctx;
     in.max_sessions = s->cfg.max_sessions;
     in.ttl_s = s->cfg.ttl_s;
+    in.ends = s->cfg.ends != NULL;
+    in.n_vocab = (uint32_t)s->hp->n_vocab;
     Strata__ShardReply r = STRATA__SHARD_REPLY__INIT;
     r.info = &in;
     return st_shard_frame(&s->env, &r.base, NULL, NULL, NULL, NULL, NULL, out);
@@ -161,7 +166,9 @@ static st_err sa_step(st_standalone *s, const Strata__ShardStep *st, const st_st
     if (st->reply_dtype >= ST_WIRE_DT_COUNT || (s->cfg.dtype_mask & (1u << st->reply_dtype)) == 0)
         return st_errorf(ST_ETYPE, "reply dtype %u is not among those this server sends (mask "
                          "0x%x)", st->reply_dtype, s->cfg.dtype_mask);
-    st_wire_expect x = {.plan_hash = st_model_id(s->m), .stage = (uint16_t)s->cfg.first,
+    if (s->cfg.ends != NULL)
+        return st_errorf(ST_EPROTO, "an embedding service runs no layers");
+    st_wire_expect x = {.plan_hash = s->model_id, .stage = (uint16_t)s->cfg.first,
                         .hidden = s->hidden, .max_tokens = (uint32_t)s->cfg.max_tokens,
                         .dtype_mask = s->cfg.dtype_mask};
     st_wire_hdr h;
@@ -203,6 +210,59 @@ static st_err sa_step(st_standalone *s, const Strata__ShardStep *st, const st_st
     return st_shard_frame(&s->env, &r.base, &rh, s->rows, s->out, &o, s->wctx, out);
 }
 
+/* sa_ends_reply - the reply packet of n rows of w floats (out) for an
+ * embedding service's request, sent to stage. */
+static st_err sa_ends_reply(st_standalone *s, uint16_t stage, uint32_t w, uint32_t n,
+                            nng_msg **out)
+{
+    st_wire_hdr h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.plan_hash, s->model_id, ST_WIRE_PLAN_HASH_SIZE);
+    h.stage = stage;
+    h.n_rows = 1;
+    h.hidden = w;
+    h.n_tokens = n;
+    s->rows[0] = (st_wire_row){.session_id = 0, .pos0 = 0, .n_tokens = n};
+    st_wire_opts o = {.dtype = ST_WIRE_F32};
+    Strata__ShardReply r = STRATA__SHARD_REPLY__INIT;
+    return st_shard_frame(&s->env, &r.base, &h, s->rows, s->out, &o, s->wctx, out);
+}
+
+static st_err sa_embed(st_standalone *s, const Strata__ShardEmbed *em, nng_msg **out)
+{
+    if (s->cfg.ends == NULL)
+        return st_errorf(ST_EPROTO, "a shard server serves no embedding");
+    if (em->n_token_ids == 0 || em->n_token_ids > (size_t)s->cfg.max_tokens)
+        return st_errorf(ST_ERANGE, "%zu ids (1..%lld at a time)", em->n_token_ids,
+                         (long long)s->cfg.max_tokens);
+    pthread_mutex_lock(s->cfg.lock);
+    st_err e = st_ends_embed(s->cfg.ends, em->token_ids, (int64_t)em->n_token_ids, s->out);
+    pthread_mutex_unlock(s->cfg.lock);
+    if (e != ST_OK)
+        return e;
+    return sa_ends_reply(s, 0, s->hidden, (uint32_t)em->n_token_ids, out);
+}
+
+static st_err sa_logits(st_standalone *s, const st_step_parts *p, nng_msg **out)
+{
+    if (s->cfg.ends == NULL)
+        return st_errorf(ST_EPROTO, "a shard server serves no head");
+    const uint16_t head = (uint16_t)s->hp->n_layer;
+    st_wire_expect x = {.plan_hash = s->model_id, .stage = head, .hidden = s->hidden,
+                        .max_tokens = (uint32_t)s->cfg.max_tokens, .dtype_mask = 1u << ST_WIRE_F32};
+    st_wire_hdr h;
+    st_err e = st_wire_decode(s->wctx, p->pkt, p->pkt_len, &x, &h, s->rows, 1, s->in,
+                              (size_t)s->cfg.max_tokens * s->hidden);
+    if (e != ST_OK)
+        return st_errwrap(e, "logits packet");
+    pthread_mutex_lock(s->cfg.lock);
+    e = st_ends_logits(s->cfg.ends, s->in, h.n_tokens, s->out);
+    pthread_mutex_unlock(s->cfg.lock);
+    if (e != ST_OK)
+        return e;
+    return sa_ends_reply(s, head, (uint32_t)s->hp->n_vocab, h.n_tokens, out);
+}
+
 /* sa_handle - answers one request (or drops it: a failed MAC). */
 static void sa_handle(st_standalone *s, nng_msg *msg)
 {
@@ -226,6 +286,12 @@ static void sa_handle(st_standalone *s, nng_msg *msg)
             break;
         case STRATA__SHARD_REQUEST__REQ_STEP:
             e = sa_step(s, rq->step, &p, &reply);
+            break;
+        case STRATA__SHARD_REQUEST__REQ_EMBED:
+            e = sa_embed(s, rq->embed, &reply);
+            break;
+        case STRATA__SHARD_REQUEST__REQ_LOGITS:
+            e = sa_logits(s, &p, &reply);
             break;
         case STRATA__SHARD_REQUEST__REQ_END: {
             st_sessions_end(&s->sess, rq->end->session_id);
@@ -296,36 +362,56 @@ static st_err sa_listen(st_standalone *s)
     return ST_OK;
 }
 
+/* sa_load_stage - the layers, the engine and the sessions. */
+static st_err sa_load_stage(st_standalone *s)
+{
+    st_standalone_cfg *c = &s->cfg;
+    st_err e;
+    if (c->first >= c->last)
+        return st_errorf(ST_ERANGE, "--layers %lld:%lld is empty", (long long)c->first,
+                         (long long)c->last);
+    if ((e = st_model_open(c->model, c->first, c->last, &s->m)) != ST_OK)
+        return st_errwrap(e, "%s", c->model);
+    s->hp = st_model_hparams(s->m);
+    s->model_id = st_model_id(s->m);
+    s->ops = st_kernels_select(c->force_ref);
+    if ((e = st_pool_open(c->threads, 1, &s->pool)) ||
+        (e = st_model_repack(s->m, s->ops, s->pool)) ||
+        (e = st_stage_ctx_open(s->m, c->max_tokens, s->pool, s->ops, &s->ctx)) ||
+        (e = st_sessions_init(&s->sess, c->max_sessions)))
+        return e;
+    s->used_at = calloc(c->max_sessions, sizeof *s->used_at);
+    return s->used_at ? ST_OK : st_errorf(ST_ENOMEM, "session table");
+}
+
 static st_err sa_load(st_standalone *s, const uint8_t *key)
 {
     st_standalone_cfg *c = &s->cfg;
     st_err e;
-    if ((e = st_model_open(c->model, c->first, c->last, &s->m)) != ST_OK)
-        return st_errwrap(e, "%s", c->model);
-    const st_hparams *hp = st_model_hparams(s->m);
-    if (c->first >= c->last)
-        return st_errorf(ST_ERANGE, "--layers %lld:%lld is empty", (long long)c->first,
-                         (long long)c->last);
-    if (c->n_ctx <= 0 || c->n_ctx > hp->n_ctx_train)
-        c->n_ctx = hp->n_ctx_train;
-    s->hidden = (uint32_t)hp->n_embd;
-    s->ops = st_kernels_select(c->force_ref);
+    if (c->ends != NULL) {
+        s->hp = st_ends_hparams(c->ends);
+        s->model_id = st_ends_model_id(c->ends);
+        s->ops = st_kernels_select(c->force_ref);
+    } else if ((e = sa_load_stage(s)) != ST_OK) {
+        return e;
+    }
+    if (c->n_ctx <= 0 || c->n_ctx > s->hp->n_ctx_train)
+        c->n_ctx = s->hp->n_ctx_train;
+    s->hidden = (uint32_t)s->hp->n_embd;
     uint64_t sender;
     randombytes_buf(&sender, sizeof sender);
     size_t n = (size_t)c->max_tokens * s->hidden;
-    if ((e = st_pool_open(c->threads, 1, &s->pool)) ||
-        (e = st_model_repack(s->m, s->ops, s->pool)) ||
-        (e = st_stage_ctx_open(s->m, c->max_tokens, s->pool, s->ops, &s->ctx)) ||
-        (e = st_sessions_init(&s->sess, c->max_sessions)) ||
-        (e = st_env_init_mode(&s->env, key, c->encrypt, sender | 1)) ||
+    s->out_floats = c->ends != NULL && s->hp->n_vocab > s->hp->n_embd
+                        ? (size_t)c->max_tokens * (size_t)s->hp->n_vocab
+                        : n;
+    if ((e = st_env_init_mode(&s->env, key, c->encrypt, sender | 1)) ||
         (e = st_wire_ctx_new(c->force_ref, &s->wctx)))
         return e;
-    s->used_at = calloc(c->max_sessions, sizeof *s->used_at);
     s->in = malloc(n * sizeof *s->in);
-    s->out = malloc(n * sizeof *s->out);
+    s->out = malloc(s->out_floats * sizeof *s->out);
     s->rows = calloc(ST_SHARD_MAX_ROWS, sizeof *s->rows);
     s->brows = calloc(ST_SHARD_MAX_ROWS, sizeof *s->brows);
-    if (!s->used_at || !s->in || !s->out || !s->rows || !s->brows)
+    if (!s->in || !s->out || !s->rows || !s->brows)
         return st_errorf(ST_ENOMEM, "shard buffers for %lld tokens", (long long)c->max_tokens);
     return ST_OK;
 }
@@ -350,12 +436,12 @@ st_err st_standalone_open(const st_standalone_cfg *cfg, st_standalone **out)
         st_standalone_close(s);
         return e;
     }
-    st_log(ST_LOG_INFO, "shard", "layers [%lld, %lld) of %lld, %zu weight bytes; %u sessions of "
-           "%lld positions, TTL %u s, %lld tokens per step; kernels %s",
-           (long long)cfg->first, (long long)cfg->last,
-           (long long)st_model_hparams(s->m)->n_layer, st_model_weight_bytes(s->m),
-           cfg->max_sessions, (long long)s->cfg.n_ctx, cfg->ttl_s, (long long)cfg->max_tokens,
-           s->ops->name);
+    if (s->m != NULL)
+        st_log(ST_LOG_INFO, "shard", "layers [%lld, %lld) of %lld, %zu weight bytes; %u sessions "
+               "of %lld positions, TTL %u s, %lld tokens per step; kernels %s",
+               (long long)cfg->first, (long long)cfg->last, (long long)s->hp->n_layer,
+               st_model_weight_bytes(s->m), cfg->max_sessions, (long long)s->cfg.n_ctx,
+               cfg->ttl_s, (long long)cfg->max_tokens, s->ops->name);
     *out = s;
     return ST_OK;
 }

@@ -21,14 +21,21 @@
  * history, which the client library does). Bad input gets an error reply
  * and changes nothing else; a frame failing its MAC is dropped and
  * counted (INV-5); frames beyond the receive limit are dropped by NNG.
- * Nothing aborts on remote input. */
+ * Nothing aborts on remote input.
+ *
+ * The same server answers for an embedding service (cfg.ends): its hello
+ * says `ends`, and it runs ShardEmbed (ids -> rows) and ShardLogits
+ * (final hidden states -> logits) requests instead of steps. */
 #ifndef ST_WORKER_STANDALONE_H
 #define ST_WORKER_STANDALONE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include "common/err.h"
+#include "worker/embed_local.h"
 
 #define ST_STANDALONE_SESSIONS_DEFAULT 16
 #define ST_STANDALONE_TTL_DEFAULT_S 600
@@ -47,6 +54,12 @@ typedef struct st_standalone_cfg {
     int64_t n_ctx;           /* positions per session; 0: the model's */
     int64_t max_tokens;      /* tokens per step at most */
     uint32_t dtype_mask;     /* bit (1 << st_wire_dtype) per accepted dtype */
+    /* An embedding service instead (strata-embed --listen): no layers are
+     * loaded (model, first and last are unused); embed and logits requests
+     * are answered with these ends, borrowed, used under lock (shared with
+     * the HTTP side). */
+    st_ends *ends;
+    pthread_mutex_t *lock;
 } st_standalone_cfg;
 
 typedef struct st_standalone st_standalone;
