@@ -6,10 +6,11 @@ the `shard_poke` tool and examples/chain.c built against the installed
 library.
 
 Cases:
-- exact: shard [0, k) -> shard [k, L) with the local embedding and head, f32
-  packets, on synth-s-f32 and l3-synth-q8_0: the ids equal `strata run`'s,
-  greedy and sampled with a seed.
-- failover: with a replacement of [k, L) configured, the client pauses
+- exact: shard [0, k) -> shard [k, L) with the local embedding and head, and
+  with those of an embedding service (strata-embed --listen), f32 packets,
+  on synth-s-f32 and l3-synth-q8_0: the ids equal `strata run`'s, greedy
+  and sampled with a seed.
+- failover: with two replacements of [k, L) configured, the client pauses
   after N tokens (its --pause-after hold point: nothing races the
   generation), the test SIGKILLs the serving [k, L) server, lets the client
   go on: the ids are still those of `strata run`, and one replay is
@@ -27,10 +28,11 @@ Cases:
   examples/chain.c compiled with `pkg-config --cflags --libs strata` from
   there; it runs against two servers and prints what `strata run --shards`
   prints after the prompt.
-- rss: the peak resident memory of `strata run --shards` (the thin client:
-  embedding, head and tokenizer) and of `strata run` (the whole model) on a
-  TinyLlama-shaped Q8_0 model synthesized for the test; printed, and the
-  client must need less than a quarter of the whole model's.
+- rss: the peak resident memory of `strata run` (the whole model), of
+  `strata run --shards` with local ends (embedding, head, tokenizer) and
+  with an embedding service's (the tokenizer alone) on a TinyLlama-shaped
+  Q8_0 model synthesized for the test: printed; local ends must need less
+  than a quarter of the whole model's, remote ends less than 64 MiB.
 
 Usage: shards.py BUILD_DIR CASE...   Every process is killed at the end,
 also on failure. Prints 'N passed, N failed' as its last line."""
@@ -46,11 +48,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import BUILD, STRATA, TIMEOUT, WORKER, Proc, model, parse_ids  # noqa: E402
 
 POKE = os.path.join(BUILD, "tests", "cluster", "shard_poke")
+EMBED = os.path.join(BUILD, "worker", "strata-embed")
 PROMPT = "Once upon a time"
 N_GEN = 24
 PAUSE_AT = 6
 SAMPLED = ["--temp", "0.8", "--seed", "1234"]
 GREEDY = ["--temp", "0"]
+# the thin client's bound when the embedding and head are remote (issue 18)
+RSS_THIN_MIB = 64
 # (model, layers, split layer k)
 MODELS = [("synth-s-f32.gguf", 6, 2), ("l3-synth-q8_0.gguf", 4, 1)]
 
@@ -71,6 +76,14 @@ class Servers:
                   self.model, "--threads", "1"] + self.extra)
         self.procs.append(p)
         return p, p.wait_line(r"listening on (tcp://\S+)").group(1)
+
+    def embed(self):
+        """An embedding service of the model with --listen; its NNG address."""
+        p = Proc(self.tmp, "embed%d" % len(self.procs),
+                 [EMBED, "--model", self.model, "--http", "127.0.0.1:0", "--listen",
+                  "tcp://127.0.0.1:0", "--threads", "1"])
+        self.procs.append(p)
+        return p.wait_line(r"listening on (tcp://\S+)").group(1)
 
     def __enter__(self):
         return self
@@ -94,9 +107,10 @@ def local_ids(model_path, sampling):
                           "--threads", "1"] + sampling).stdout)
 
 
-def shard_ids(model_path, addrs, sampling):
+def shard_ids(model_path, addrs, sampling, embed=None):
     return parse_ids(run([model_path, "--prompt", PROMPT, "-n", str(N_GEN), "--ids",
-                          "--threads", "1", "--shards", ",".join(addrs)] + sampling).stdout)
+                          "--threads", "1", "--shards", ",".join(addrs)] + sampling
+                         + (["--embed", embed] if embed else [])).stdout)
 
 
 def case_exact():
@@ -105,12 +119,16 @@ def case_exact():
         with Servers(m) as s:
             a = s.start(0, k)[1]
             b = s.start(k, n_layer)[1]
+            e = s.embed()
             for label, sp in (("greedy", GREEDY), ("sampled", SAMPLED)):
                 want = local_ids(m, sp)
                 got = shard_ids(m, [a, b], sp)
                 assert got == want, "%s %s: shards %s != strata run %s" % (name, label, got, want)
-                print("%s: [0,%d) -> [%d,%d) %s: %d ids equal strata run's"
-                      % (name, k, k, n_layer, label, len(got)))
+                got = shard_ids(m, [a, b], sp, embed=e)
+                assert got == want, "%s %s: with the embedding service %s != strata run %s" % (
+                    name, label, got, want)
+                print("%s: [0,%d) -> [%d,%d) %s: %d ids equal strata run's, with local ends and "
+                      "with the embedding service's" % (name, k, k, n_layer, label, len(got)))
 
 
 def paused_run(model_path, addrs, sampling):
@@ -138,8 +156,8 @@ def case_failover():
             with Servers(m) as s:
                 a = s.start(0, k)[1]
                 victim, b = s.start(k, n_layer)
-                spare = s.start(k, n_layer)[1]
-                p, _ = paused_run(m, [a, b, spare], sp)
+                spares = [s.start(k, n_layer)[1], s.start(k, n_layer)[1]]
+                p, _ = paused_run(m, [a, b] + spares, sp)
                 victim.kill(signal.SIGKILL)
                 victim.p.wait()
                 out, err = p.communicate("\n", timeout=TIMEOUT)
@@ -147,8 +165,8 @@ def case_failover():
                 got = parse_ids(out)
                 assert got == want, "%s %s: after the kill %s != %s" % (name, label, got, want)
                 assert "1 replays" in err, err
-                print("%s %s: SIGKILL of [%d,%d) after %d tokens, replacement took over: ids "
-                      "equal strata run's" % (name, label, k, n_layer, PAUSE_AT))
+                print("%s %s: SIGKILL of [%d,%d) after %d tokens (two replacements), one took "
+                      "over: ids equal strata run's" % (name, label, k, n_layer, PAUSE_AT))
     name, n_layer, k = MODELS[0]
     m = model(name)
     with Servers(m) as s:
@@ -248,8 +266,11 @@ def case_rss():
         with Servers(m) as s:
             a = s.start(0, 11)[1]
             b = s.start(11, 22)[1]
+            e = s.embed()
             for label, extra in (("strata run", []),
-                                 ("strata run --shards", ["--shards", a + "," + b])):
+                                 ("strata run --shards", ["--shards", a + "," + b]),
+                                 ("strata run --shards --embed",
+                                  ["--shards", a + "," + b, "--embed", e])):
                 # a helper's ru_maxrss of its children: strata's peak alone
                 code = ("import resource,subprocess,sys;"
                         "r=subprocess.run(sys.argv[1:],capture_output=True);"
@@ -261,16 +282,18 @@ def case_rss():
                                    timeout=TIMEOUT * 5)
                 assert r.returncode == 0, r.stderr
                 res[label] = int(r.stdout.strip()) / 1024.0
-        print("%s: peak RSS strata run %.1f MiB, strata run --shards (local embedding and head) "
-              "%.1f MiB" % (os.path.basename(m), res["strata run"], res["strata run --shards"]))
+        print("%s: peak RSS strata run %.1f MiB; strata run --shards: local embedding and head "
+              "%.1f MiB, the embedding service's %.1f MiB"
+              % (os.path.basename(m), res["strata run"], res["strata run --shards"],
+                 res["strata run --shards --embed"]))
         assert res["strata run --shards"] * 4 < res["strata run"], res
+        assert res["strata run --shards --embed"] < RSS_THIN_MIB, res
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 # ---- the embedding service
 
-EMBED = os.path.join(BUILD, "worker", "strata-embed")
 # GGUF value types with a fixed size (bytes), by type number
 GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 GGUF_STRING, GGUF_ARRAY, GGUF_F32 = 8, 9, 0
