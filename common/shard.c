@@ -183,6 +183,29 @@ static st_err shard_request(st_shard *s, Strata__ShardRequest *rq, const st_wire
     return st_shard_frame(&s->env, &rq->base, h, s->rows, hidden, &o, s->wctx, out);
 }
 
+/* A reply being read: the ShardReply and the packet point into held. */
+typedef struct shard_reply {
+    Strata__ShardReply *r;
+    st_step_parts parts;
+    nng_msg *held;
+} shard_reply;
+
+static void shard_reply_free(shard_reply *rp)
+{
+    protobuf_c_message_free_unpacked(&rp->r->base, NULL);
+    nng_msg_free(rp->held);
+}
+
+/* shard_roundtrip - rq (and the packet of h and in, when h is not NULL)
+ * there and its reply back into *rp (freed with shard_reply_free). */
+static st_err shard_roundtrip(st_shard *s, Strata__ShardRequest *rq, const st_wire_hdr *h,
+                              const float *in, shard_reply *rp)
+{
+    nng_msg *req;
+    st_err e = shard_request(s, rq, h, in, &req);
+    return e != ST_OK ? e : shard_call(s, req, &rp->r, &rp->parts, &rp->held);
+}
+
 static st_err shard_hello(st_shard *s)
 {
     Strata__ShardHello hi = STRATA__SHARD_HELLO__INIT;
@@ -190,15 +213,11 @@ static st_err shard_hello(st_shard *s)
     Strata__ShardRequest rq = STRATA__SHARD_REQUEST__INIT;
     rq.req_case = STRATA__SHARD_REQUEST__REQ_HELLO;
     rq.hello = &hi;
-    nng_msg *req, *held;
-    Strata__ShardReply *r;
-    st_step_parts parts;
-    st_err e = shard_request(s, &rq, NULL, NULL, &req);
-    if (e == ST_OK)
-        e = shard_call(s, req, &r, &parts, &held);
+    shard_reply rp;
+    st_err e = shard_roundtrip(s, &rq, NULL, NULL, &rp);
     if (e != ST_OK)
         return e;
-    const Strata__ShardInfo *in = r->info;
+    const Strata__ShardInfo *in = rp.r->info;
     if (in == NULL || in->model_id.len != ST_WIRE_PLAN_HASH_SIZE || in->hidden == 0 ||
         in->hidden > ST_WIRE_MAX_HIDDEN || in->first > in->last || in->last > in->n_layer ||
         in->max_tokens == 0 || in->n_ctx == 0 || (in->ends && (in->n_vocab == 0 ||
@@ -219,8 +238,7 @@ static st_err shard_hello(st_shard *s)
         i->ends = in->ends;
         i->n_vocab = in->n_vocab;
     }
-    protobuf_c_message_free_unpacked(&r->base, NULL);
-    nng_msg_free(held);
+    shard_reply_free(&rp);
     return e;
 }
 
@@ -284,25 +302,20 @@ static st_err shard_exchange(st_shard *s, Strata__ShardRequest *rq, const st_wir
                              const float *in, uint16_t out_stage, uint32_t out_hidden,
                              uint64_t session, int64_t pos, int64_t n_tok, float *out)
 {
-    nng_msg *req, *held;
-    Strata__ShardReply *r;
-    st_step_parts parts;
-    st_err e = shard_request(s, rq, h, in, &req);
-    if (e == ST_OK)
-        e = shard_call(s, req, &r, &parts, &held);
+    shard_reply rp;
+    st_err e = shard_roundtrip(s, rq, h, in, &rp);
     if (e != ST_OK)
         return e;
     st_wire_expect x = {.plan_hash = s->info.model_id, .stage = out_stage, .hidden = out_hidden,
                         .max_tokens = (uint32_t)n_tok, .dtype_mask = 1u << s->dtype};
     st_wire_hdr rh;
     st_wire_row rr;
-    e = st_wire_decode(s->wctx, parts.pkt, parts.pkt_len, &x, &rh, &rr, 1, out,
+    e = st_wire_decode(s->wctx, rp.parts.pkt, rp.parts.pkt_len, &x, &rh, &rr, 1, out,
                        (size_t)n_tok * out_hidden);
     if (e == ST_OK && (rh.n_rows != 1 || rr.session_id != session || rr.pos0 != (uint32_t)pos ||
                        rr.n_tokens != (uint32_t)n_tok))
         e = st_errorf(ST_EPROTO, "shard server %s answered for other rows", s->addr);
-    protobuf_c_message_free_unpacked(&r->base, NULL);
-    nng_msg_free(held);
+    shard_reply_free(&rp);
     return e == ST_OK ? ST_OK : st_errwrap(e, "shard server %s: reply packet", s->addr);
 }
 
@@ -347,13 +360,19 @@ st_err st_shard_step(st_shard *s, uint64_t session, int64_t pos, int64_t n_tok, 
                           n_tok, out);
 }
 
-st_err st_shard_embed(st_shard *s, const int32_t *ids, int64_t n, float *out)
+/* shard_ends_fits - s is an embedding service and n rows fit a request. */
+static st_err shard_ends_fits(const st_shard *s, int64_t n)
 {
-    st_err e = shard_fits(s, 0, n);
-    if (e != ST_OK)
-        return e;
     if (!s->info.ends)
         return st_errorf(ST_EINVAL, "%s is not an embedding service", s->addr);
+    return shard_fits(s, 0, n);
+}
+
+st_err st_shard_embed(st_shard *s, const int32_t *ids, int64_t n, float *out)
+{
+    st_err e = shard_ends_fits(s, n);
+    if (e != ST_OK)
+        return e;
     Strata__ShardEmbed em = STRATA__SHARD_EMBED__INIT;
     em.token_ids = (int32_t *)ids;
     em.n_token_ids = (size_t)n;
@@ -365,11 +384,9 @@ st_err st_shard_embed(st_shard *s, const int32_t *ids, int64_t n, float *out)
 
 st_err st_shard_logits(st_shard *s, const float *hidden, int64_t n, float *out)
 {
-    st_err e = shard_fits(s, 0, n);
+    st_err e = shard_ends_fits(s, n);
     if (e != ST_OK)
         return e;
-    if (!s->info.ends)
-        return st_errorf(ST_EINVAL, "%s is not an embedding service", s->addr);
     Strata__ShardLogits lg = STRATA__SHARD_LOGITS__INIT;
     Strata__ShardRequest rq = STRATA__SHARD_REQUEST__INIT;
     rq.req_case = STRATA__SHARD_REQUEST__REQ_LOGITS;
@@ -387,17 +404,11 @@ st_err st_shard_end(st_shard *s, uint64_t session)
     Strata__ShardRequest rq = STRATA__SHARD_REQUEST__INIT;
     rq.req_case = STRATA__SHARD_REQUEST__REQ_END;
     rq.end = &en;
-    nng_msg *req, *held;
-    Strata__ShardReply *r;
-    st_step_parts parts;
-    st_err e = shard_request(s, &rq, NULL, NULL, &req);
+    shard_reply rp;
+    st_err e = shard_roundtrip(s, &rq, NULL, NULL, &rp);
     if (e == ST_OK)
-        e = shard_call(s, req, &r, &parts, &held);
-    if (e != ST_OK)
-        return e;
-    protobuf_c_message_free_unpacked(&r->base, NULL);
-    nng_msg_free(held);
-    return ST_OK;
+        shard_reply_free(&rp);
+    return e;
 }
 
 void st_shard_close(st_shard *s)

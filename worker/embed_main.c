@@ -120,11 +120,7 @@ int main(int argc, char **argv)
         return 2;
     }
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL); /* inherited by every thread */
-    signal(SIGPIPE, SIG_IGN);
+    st_standalone_block_signals(&set);
     st_ends *ends = NULL;
     st_embed_srv *srv = NULL;
     int bound = 0;

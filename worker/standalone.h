@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include <pthread.h>
+#include <signal.h>
 
 #include "common/err.h"
 #include "worker/embed_local.h"
@@ -77,6 +78,11 @@ st_err st_standalone_start(st_standalone *s);
 /* st_standalone_close - stops serving (the request in progress
  * finishes), joins the thread and frees; NULL is a no-op. */
 void st_standalone_close(st_standalone *s);
+
+/* st_standalone_block_signals - blocks SIGINT and SIGTERM (in *set, for
+ * main's sigwait) in this thread and those it creates later, and ignores
+ * SIGPIPE: a server's signal set-up, before any thread exists. */
+void st_standalone_block_signals(sigset_t *set);
 
 /* st_standalone_main - `strata-worker --standalone ...`: flags, signals,
  * life cycle; returns the exit status. */

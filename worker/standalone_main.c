@@ -118,14 +118,14 @@ static int sm_parse(int argc, char **argv, st_standalone_cfg *c, const char **le
             sm_usage(stdout);
             return 1;
         }
-        if (strcmp(f, "--standalone") == 0)
-            continue;
-        if (strcmp(f, "--encrypt") == 0) {
-            c->encrypt = true;
-            continue;
-        }
-        if (strcmp(f, "--insecure") == 0) {
-            *insecure = true;
+        bool *const sw[] = {NULL, &c->encrypt, insecure}; /* the switches, by name below */
+        const char *const sw_name[] = {"--standalone", "--encrypt", "--insecure"};
+        size_t k = 0;
+        while (k < sizeof sw / sizeof sw[0] && strcmp(f, sw_name[k]) != 0)
+            k++;
+        if (k < sizeof sw / sizeof sw[0]) {
+            if (sw[k] != NULL)
+                *sw[k] = true;
             continue;
         }
         if (i + 1 >= argc || argv[i + 1][0] == '\0') {
@@ -190,6 +190,15 @@ static int sm_parse(int argc, char **argv, st_standalone_cfg *c, const char **le
     return 0;
 }
 
+void st_standalone_block_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, set, NULL); /* inherited by every thread */
+    signal(SIGPIPE, SIG_IGN);
+}
+
 int st_standalone_main(int argc, char **argv)
 {
     st_standalone_cfg cfg;
@@ -205,11 +214,7 @@ int st_standalone_main(int argc, char **argv)
         return 2;
     }
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL); /* inherited by every thread */
-    signal(SIGPIPE, SIG_IGN);
+    st_standalone_block_signals(&set);
     st_standalone *s;
     st_err e = st_standalone_open(&cfg, &s);
     if (e == ST_OK && (e = st_standalone_start(s)) != ST_OK)
