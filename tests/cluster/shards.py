@@ -15,6 +15,8 @@ Cases:
   generation), the test SIGKILLs the serving [k, L) server, lets the client
   go on: the ids are still those of `strata run`, and one replay is
   reported. Without a replacement the same kill gives a clear error.
+- sessions: a session evicted (--sessions 1, another client) or expired
+  (--ttl-s 1) while its client is paused is replayed: the same ids.
 - bad_input: garbage, a wrong dtype, a packet of too many tokens, a step of
   an unknown session past position 0, another model's packet, and a frame
   beyond the receive limit each get their error (the last: the connection
@@ -43,6 +45,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import BUILD, STRATA, TIMEOUT, WORKER, Proc, model, parse_ids  # noqa: E402
@@ -179,6 +182,34 @@ def case_failover():
         assert p.returncode != 0, "no replacement, yet it went on: %s" % out
         assert "no replacement is left" in err, err
         print("no replacement: %s" % err.strip().splitlines()[-2])
+
+
+def case_sessions():
+    """Eviction and expiry cost a replay, never the ids: with --sessions 1, a
+    client paused mid-generation loses its caches to another client's
+    generation; with --ttl-s 1, a client paused for longer than the TTL
+    loses them to expiry. Each resumes (replaying its history) with the ids
+    of `strata run` and reports one replay."""
+    name, n_layer, k = MODELS[0]
+    m = model(name)
+    want = local_ids(m, SAMPLED)
+    with Servers(m, ["--sessions", "1"]) as s:
+        addrs = [s.start(0, k)[1], s.start(k, n_layer)[1]]
+        p, _ = paused_run(m, addrs, SAMPLED)
+        assert shard_ids(m, addrs, GREEDY) == local_ids(m, GREEDY)  # takes the only slot
+        out, err = p.communicate("\n", timeout=TIMEOUT)
+        assert p.returncode == 0 and parse_ids(out) == want, err
+        assert "1 replays" in err, err
+        print("--sessions 1: evicted while paused, replayed: ids equal strata run's")
+    ttl = 1
+    with Servers(m, ["--ttl-s", str(ttl)]) as s:
+        addrs = [s.start(0, k)[1], s.start(k, n_layer)[1]]
+        p, _ = paused_run(m, addrs, SAMPLED)
+        time.sleep(2 * ttl)  # idle past the TTL (a lower bound: nothing races it)
+        out, err = p.communicate("\n", timeout=TIMEOUT)
+        assert p.returncode == 0 and parse_ids(out) == want, err
+        assert "1 replays" in err, err
+        print("--ttl-s %d: expired while paused, replayed: ids equal strata run's" % ttl)
 
 
 def poke(addr, case):
@@ -432,7 +463,8 @@ def case_embed():
 
 
 
-CASES = {"exact": case_exact, "failover": case_failover, "bad_input": case_bad_input,
+CASES = {"exact": case_exact, "failover": case_failover, "sessions": case_sessions,
+         "bad_input": case_bad_input,
          "pkgconfig": case_pkgconfig, "rss": case_rss, "embed": case_embed}
 
 if __name__ == "__main__":
