@@ -74,11 +74,13 @@ static st_err api_open(const strata_chain_config *cfg, strata_chain *c)
         return e;
     const st_hparams *hp = st_ends_hparams(c->ends);
     if (c->remote != NULL &&
-        (memcmp(st_shard_info_of(c->remote)->model_id, st_ends_model_id(c->ends), 32) != 0 ||
+        (memcmp(st_shard_info_of(c->remote)->model_id, st_ends_model_id(c->ends),
+                ST_WIRE_PLAN_HASH_SIZE) != 0 ||
          st_shard_info_of(c->remote)->n_vocab != hp->n_vocab))
         return st_errorf(ST_EEPOCH, "the embedding service serves another model than %s",
                          cfg->model);
-    if (memcmp(st_chain_model_id(c->chain), st_ends_model_id(c->ends), 32) != 0 ||
+    if (memcmp(st_chain_model_id(c->chain), st_ends_model_id(c->ends),
+                ST_WIRE_PLAN_HASH_SIZE) != 0 ||
         st_chain_n_layer(c->chain) != hp->n_layer || st_chain_hidden(c->chain) != hp->n_embd)
         return st_errorf(ST_EEPOCH, "the shard servers serve another model than %s", cfg->model);
     c->n_ctx = st_chain_n_ctx(c->chain) < hp->n_ctx_train ? st_chain_n_ctx(c->chain)

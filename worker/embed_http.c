@@ -36,7 +36,7 @@ struct st_embed_srv {
     struct MHD_Daemon *d;
     size_t max_body;
     char hash[2 * EH_ETAG_HASH_BYTES + 1];   /* the ETags' model part */
-    char model_hex[2 * 32 + 1];
+    char model_hex[2 * ST_ENDS_ID_BYTES + 1];
 };
 
 typedef struct eh_req {
@@ -428,7 +428,7 @@ st_err st_embed_srv_open(st_ends *ends, pthread_mutex_t *lock, const char *host,
     s->lock = lock;
     s->max_body = max_body;
     st_hex(st_ends_model_id(ends), EH_ETAG_HASH_BYTES, s->hash, sizeof s->hash);
-    st_hex(st_ends_model_id(ends), 32, s->model_hex, sizeof s->model_hex);
+    st_hex(st_ends_model_id(ends), ST_ENDS_ID_BYTES, s->model_hex, sizeof s->model_hex);
     struct sockaddr_in sa;
     memset(&sa, 0, sizeof sa);
     sa.sin_family = AF_INET;

@@ -22,7 +22,7 @@ struct st_ends {
     const st_kernel_ops *ops;
     st_tokenizer *tok;
     st_hparams hp;
-    uint8_t id[32];
+    uint8_t id[ST_ENDS_ID_BYTES];
 };
 
 st_err st_ends_open(const char *path, int threads, bool force_ref, bool embd, bool head,

@@ -16,6 +16,8 @@
 #include "common/llama.h"
 #include "common/tokenizer.h"
 
+/* bytes of a model id (BLAKE2b of the metadata and tensor table) */
+#define ST_ENDS_ID_BYTES 32
 /* tokens per engine pass of the embedding or the head */
 #define ST_ENDS_MAX_TOKENS 128
 
