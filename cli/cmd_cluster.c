@@ -64,6 +64,9 @@ static cJSON *cl_counters_json(const Strata__Counters *c)
     cli_json_u64(o, "f16_clamps", c->f16_clamps);
     cli_json_u64(o, "bad_packets", c->bad_packets);
     cli_json_u64(o, "steps", c->steps);
+    cli_json_u64(o, "refused_control", c->refused_control);
+    cli_json_u64(o, "refused_step", c->refused_step);
+    cli_json_u64(o, "forged_results", c->forged_results);
     return o;
 }
 
@@ -336,6 +339,10 @@ static void cl_status_print(const Strata__StatusReply *s)
         printf("counters: refused epochs %" PRIu64 ", failed authentications %" PRIu64
                ", f16 clamps %" PRIu64 ", bad packets %" PRIu64 ", steps %" PRIu64 "\n",
                c->refused_epoch, c->auth_failed, c->f16_clamps, c->bad_packets, c->steps);
+    if (c)
+        printf("refused: control requests %" PRIu64 ", STEP frames %" PRIu64
+               ", forged results %" PRIu64 "\n", c->refused_control, c->refused_step,
+               c->forged_results);
     const Strata__SecurityCounters *z = s->security;
     if (z)
         printf("refused (you are %s): by role %" PRIu64 ", member spoofs %" PRIu64

@@ -40,6 +40,20 @@ cJSON *cli_hold_json(const Strata__HoldState *h)
         cJSON_AddNumberToObject(x, "route", r->route);
         cJSON_AddItemToArray(a, x);
     }
+    cJSON *f = cJSON_AddArrayToObject(o, "in_flight"); /* batches in flight now */
+    for (size_t i = 0; i < h->n_in_flight; i++) {
+        const Strata__InFlightBatch *b = h->in_flight[i];
+        cJSON *x = cJSON_CreateObject();
+        cli_json_u64(x, "batch_id", b->batch_id);
+        cJSON_AddNumberToObject(x, "route", b->route);
+        cJSON *ss = cJSON_AddArrayToObject(x, "session_ids");
+        for (size_t k = 0; k < b->n_session_ids; k++) {
+            char v[24];
+            snprintf(v, sizeof v, "%" PRIu64, b->session_ids[k]); /* exact, as cli_json_u64 */
+            cJSON_AddItemToArray(ss, cJSON_CreateRaw(v));
+        }
+        cJSON_AddItemToArray(f, x);
+    }
     return o;
 }
 

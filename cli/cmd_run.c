@@ -17,6 +17,21 @@
 #include "common/log.h"
 #include "common/sampling.h"
 #include "common/tokenizer.h"
+#include "include/strata.h"
+
+#define ST_RUN_MAX_SHARDS 64
+
+/* --shards: the chain of shard servers run through libstrata (include/strata.h,
+ * docs/shards.md) instead of the local engine; the model file gives the
+ * embedding, head and tokenizer only. */
+typedef struct run_shard_opts {
+    char *list;            /* --shards ADDR[,ADDR...] (a copy, split in place) */
+    const char *key;       /* --shard-key FILE */
+    const char *embed;     /* --embed ADDR: an embedding service's NNG address */
+    const char *dtype;     /* --shard-dtype f32|bf16|f16|i8 */
+    int64_t timeout_ms;    /* --shard-timeout-ms */
+    int64_t pause_after;   /* --pause-after N: test hold point (0: none) */
+} run_shard_opts;
 
 typedef struct run_opts {
     const char *model;
@@ -31,6 +46,7 @@ typedef struct run_opts {
     int ids_only;
     const char *logits_out;
     st_sampler_params sp;
+    run_shard_opts sh; /* --shards and its flags */
 } run_opts;
 
 static void run_usage(void)
@@ -39,7 +55,10 @@ static void run_usage(void)
             "usage: strata run MODEL (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
             "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
             "       [--threads N] [--ctx N] [--chunk N] [--ids] [--logits-out FILE]\n"
-            "       [--force-ids a,b,c] [--kernels ref|auto]\n");
+            "       [--force-ids a,b,c] [--kernels ref|auto]\n"
+            "       [--shards ADDR[,ADDR...] [--embed ADDR] [--shard-key FILE]\n"
+            "        [--shard-dtype f32|bf16|f16|i8]\n"
+            "        [--shard-timeout-ms N] [--pause-after N]]\n");
 }
 
 static int run_parse(int argc, char **argv, run_opts *o)
@@ -75,6 +94,28 @@ static int run_parse(int argc, char **argv, run_opts *o)
             o->n_set = 1;
         } else if (strcmp(f, "--ids") == 0) {
             o->ids_only = 1;
+        } else if (strcmp(f, "--shards") == 0 || strcmp(f, "--shard-key") == 0 ||
+                   strcmp(f, "--embed") == 0 ||
+                   strcmp(f, "--shard-dtype") == 0 || strcmp(f, "--shard-timeout-ms") == 0 ||
+                   strcmp(f, "--pause-after") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)))
+                return 2;
+            if (strcmp(f, "--shards") == 0) {
+                free(o->sh.list);
+                if ((o->sh.list = strdup(v)) == NULL)
+                    return 2;
+            } else if (strcmp(f, "--shard-key") == 0) {
+                o->sh.key = v;
+            } else if (strcmp(f, "--embed") == 0) {
+                o->sh.embed = v;
+            } else if (strcmp(f, "--shard-dtype") == 0) {
+                o->sh.dtype = v;
+            } else if (strcmp(f, "--shard-timeout-ms") == 0) {
+                if (cli_parse_i64(f, v, 1, 86400000, &o->sh.timeout_ms))
+                    return 2;
+            } else if (cli_parse_i64(f, v, 1, 1 << 24, &o->sh.pause_after)) {
+                return 2;
+            }
         } else if (strcmp(f, "--logits-out") == 0) {
             if (!(o->logits_out = cli_need_value(argc, argv, &i)))
                 return 2;
@@ -102,6 +143,7 @@ static void run_free(run_opts *o)
 {
     free(o->prompt_ids);
     free(o->force);
+    free(o->sh.list);
 }
 
 /* run_write - writes n bytes to stdout and flushes (streaming). */
@@ -222,11 +264,112 @@ out:
     return rc;
 }
 
+/* ---- --shards: generation through libstrata ---- */
+
+typedef struct run_shard_cb {
+    const run_opts *o;
+    int64_t n_gen;
+    int32_t *ids;      /* [o->n] the generated ids (--ids) */
+} run_shard_cb;
+
+/* run_shard_token - libstrata's token callback: stream the text (or keep
+ * the id), and at --pause-after N tokens stop until a line on stdin (the
+ * tests' hold point: they act on the servers, then let it go on). */
+static int run_shard_token(void *arg, int32_t id, const char *text, size_t len)
+{
+    run_shard_cb *cb = arg;
+    if (id < 0) { /* the bytes left at the end */
+        if (!cb->o->ids_only)
+            run_write(text, len);
+        return 0;
+    }
+    cb->ids[cb->n_gen++] = id;
+    if (!cb->o->ids_only)
+        run_write(text, len);
+    if (cb->n_gen == cb->o->sh.pause_after) {
+        char line[16];
+        fprintf(stderr, "paused after %lld tokens\n", (long long)cb->n_gen);
+        fflush(stderr);
+        if (fgets(line, sizeof line, stdin) == NULL)
+            fprintf(stderr, "strata: run: stdin closed while paused; going on\n");
+    }
+    return 0;
+}
+
+static int run_shards(run_opts *o)
+{
+    if (o->sh.list == NULL) {
+        fprintf(stderr, "strata: run: --embed needs --shards\n");
+        return 2;
+    }
+    if (o->force != NULL || o->logits_out != NULL || o->eng.force_ref) {
+        fprintf(stderr, "strata: run: --force-ids, --logits-out and --kernels ref are not "
+                        "available with --shards\n");
+        return 2;
+    }
+    const char *addrs[ST_RUN_MAX_SHARDS];
+    size_t n = 0;
+    for (char *save = NULL, *t = strtok_r(o->sh.list, ",", &save); t != NULL;
+         t = strtok_r(NULL, ",", &save)) {
+        if (n == ST_RUN_MAX_SHARDS) {
+            fprintf(stderr, "strata: run: more than %d shard servers\n", ST_RUN_MAX_SHARDS);
+            return 2;
+        }
+        addrs[n++] = t;
+    }
+    strata_chain_config cfg = {.model = o->model, .shards = addrs, .n_shards = n,
+                               .key_file = o->sh.key, .dtype = o->sh.dtype,
+                               .threads = (int)o->eng.threads,
+                               .timeout_ms = (int)o->sh.timeout_ms, .embed = o->sh.embed};
+    char err[512];
+    strata_chain *c;
+    if (strata_chain_open(&cfg, &c, err, sizeof err) != 0) {
+        fprintf(stderr, "strata: run: %s\n", err);
+        return 1;
+    }
+    int32_t *prompt = o->prompt_ids;
+    size_t n_prompt = o->n_prompt_ids;
+    int rc = o->prompt ? strata_tokenize(c, o->prompt, &prompt, &n_prompt) : 0;
+    run_shard_cb cb = {.o = o, .ids = malloc(((size_t)o->n + 1) * sizeof *cb.ids)};
+    strata_sampling sp = {.temp = o->sp.temp, .top_k = o->sp.top_k, .top_p = o->sp.top_p,
+                          .min_p = o->sp.min_p, .repeat_penalty = o->sp.repeat_penalty,
+                          .repeat_last_n = o->sp.repeat_last_n, .seed = o->sp.seed};
+    if (rc == 0 && cb.ids == NULL)
+        rc = ST_ENOMEM;
+    if (rc == 0 && o->prompt && !o->ids_only)
+        run_write(o->prompt, strlen(o->prompt));
+    if (rc == 0)
+        rc = strata_generate(c, prompt, n_prompt, (int)o->n, &sp, run_shard_token, &cb);
+    if (rc != 0) {
+        fprintf(stderr, "strata: run: %s\n", strata_chain_error(c)[0] ? strata_chain_error(c)
+                                                                      : strata_strerror(rc));
+    } else if (o->ids_only) {
+        printf("ids: ");
+        for (int64_t i = 0; i < cb.n_gen; i++)
+            printf("%s%d", i > 0 ? "," : "", cb.ids[i]);
+        printf("\n");
+    } else {
+        printf("\n");
+    }
+    fprintf(stderr, "shards: %zu servers; %llu replays\n", n,
+            (unsigned long long)strata_chain_replays(c));
+    if (prompt != o->prompt_ids)
+        strata_free(prompt);
+    free(cb.ids);
+    strata_chain_close(c);
+    return rc == 0 ? 0 : 1;
+}
+
 int st_cmd_run(int argc, char **argv)
 {
     run_opts o;
     int rc = run_parse(argc, argv, &o);
     if (rc != 0) {
+        run_free(&o);
+        return rc;
+    }
+    if (o.sh.list != NULL || o.sh.embed != NULL) {
+        rc = run_shards(&o);
         run_free(&o);
         return rc;
     }

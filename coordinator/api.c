@@ -174,6 +174,7 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
     jr.worker_id = id;
     jr.incarnation = c->start_ms;
     jr.heartbeat_ms = c->cfg.heartbeat_ms;
+    jr.control_sender = c->env_rpc.sender; /* the worker takes Prepare/Commit from it only */
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_JOIN_REPLY;
     r.join_reply = &jr;
@@ -489,6 +490,7 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
     cn.auth_failed = c->env_rep.auth_failed + c->env_rpc.auth_failed + c->env_res.auth_failed;
     cn.bad_packets = c->bad_msgs;
     cn.steps = c->steps;
+    cn.forged_results = c->forged_results;
     st_members_counters(&c->ms, &cn);
     st_sched_stats ss;
     st_sched_get_stats(c->sched, &ss);

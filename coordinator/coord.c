@@ -19,7 +19,13 @@
  * the step pump (form a batch, send it to stage 0) and step results. A
  * result applies to the batch it names only if that batch is still in
  * flight; anything else (a batch that already failed, a forged or late
- * frame) is counted and dropped. */
+ * frame) is counted and dropped. And only if it comes from the batch's
+ * route (coord_result_from_route): sampled rows from the data sender of
+ * the route's last-stage worker, an error from any worker of the route
+ * (the stage that failed it); a result of a batch in flight from any
+ * other sender is counted (forged_results) and dropped. Batch and session
+ * ids are random (scheduler.h), so a stranger cannot name a batch in
+ * flight or a session to begin with. */
 #include "coordinator/coord_impl.h"
 
 #include <sodium.h>
@@ -348,11 +354,31 @@ static st_sched_retry coord_retry_of(st_err code)
     }
 }
 
+/* coord_result_from_route - whether result r from sender may apply (see
+ * the file comment); a batch not in flight passes here and is counted
+ * stale by the scheduler. A refused one is counted and logged. */
+static bool coord_result_from_route(st_coord *c, const Strata__StepResult *r, uint64_t sender)
+{
+    const st_sched_batch *b = st_sched_batch_find(c->sched, r->batch_id);
+    if (b == NULL)
+        return true;
+    bool rows = r->error == NULL;
+    if (c->has_plan && st_plan_route_sender(&c->plan, b->route, sender, rows))
+        return true;
+    c->forged_results++;
+    st_log(ST_LOG_WARN, CO, "%s of batch %llu dropped: sender %llu (claiming worker %llu) is not "
+           "%s of route %u", rows ? "result" : "error result", (unsigned long long)r->batch_id,
+           (unsigned long long)sender, (unsigned long long)r->worker_id,
+           rows ? "the last-stage worker" : "a worker", b->route);
+    return false;
+}
+
 static void coord_on_result(st_coord *c, nng_msg *msg)
 {
     Strata__Msg *m;
     uint64_t now = coord_now();
-    st_err e = st_msg_unpack(&c->env_res, ST_ENV_RESULT, msg, &m, NULL);
+    uint64_t sender = 0;
+    st_err e = st_msg_unpack(&c->env_res, ST_ENV_RESULT, msg, &m, &sender);
     if (e != ST_OK) {
         if (e != ST_EAUTH)
             c->bad_msgs++;
@@ -366,6 +392,10 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
         return;
     }
     const Strata__StepResult *r = m->result;
+    if (!coord_result_from_route(c, r, sender)) {
+        st_msg_free(m);
+        return;
+    }
     if (r->error) {
         char text[300];
         snprintf(text, sizeof text, "worker %llu failed batch %llu: %s",

@@ -97,6 +97,7 @@ struct st_coord {
     uint64_t bad_msgs;
     uint64_t stale_results;     /* results or reports for batches not in flight */
     uint64_t refused_epoch;     /* results of another epoch */
+    uint64_t forged_results;    /* results of a batch in flight not from a worker of its route */
     uint64_t steps;
     uint64_t ops_out;           /* outgoing operations not yet ended */
     bool stopping;

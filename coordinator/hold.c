@@ -7,7 +7,8 @@
  * never turns on, and status carries no HoldState. With --test-hooks,
  * HoldRequest{release} opens the gate and HoldRequest{after_tokens,
  * request_id} sets (or moves) it; either answers with the HoldState, the
- * gate as set and the requests it parks now. The event loop forms the
+ * gate as set and the requests it parks now (and the batches in flight,
+ * so a security test can forge the result of one). The event loop forms the
  * next batches after every request (coord_pump), so a release takes
  * effect at once. */
 #include <stdio.h>
@@ -18,6 +19,46 @@
 #include "coordinator/coord_impl.h"
 
 #define HOLD "hold"
+
+/* hold_in_flight - the batches in flight into hs (arrays freed by
+ * coord_hold_pb_free through in_flight[0]). */
+static st_err hold_in_flight(const st_coord *c, Strata__HoldState *hs)
+{
+    size_t n = st_sched_in_flight(c->sched), rows = 0;
+    if (n == 0)
+        return ST_OK;
+    const st_sched_batch **bs = calloc(n, sizeof *bs);
+    if (bs == NULL)
+        return st_errorf(ST_ENOMEM, "%zu batches in flight", n);
+    n = st_sched_batches(c->sched, bs, n);
+    for (size_t i = 0; i < n; i++)
+        rows += bs[i]->n_rows;
+    Strata__InFlightBatch *fv = calloc(n, sizeof *fv);
+    Strata__InFlightBatch **fp = calloc(n, sizeof *fp);
+    uint64_t *sid = calloc(rows ? rows : 1, sizeof *sid);
+    if (fv == NULL || fp == NULL || sid == NULL) {
+        free(bs);
+        free(fv);
+        free(fp);
+        free(sid);
+        return st_errorf(ST_ENOMEM, "%zu batches in flight", n);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        strata__in_flight_batch__init(&fv[i]);
+        fv[i].batch_id = bs[i]->id;
+        fv[i].route = bs[i]->route;
+        fv[i].session_ids = sid + k;
+        fv[i].n_session_ids = bs[i]->n_rows;
+        for (uint32_t r = 0; r < bs[i]->n_rows; r++)
+            sid[k++] = bs[i]->rows[r].session_id;
+        fp[i] = &fv[i];
+    }
+    free(bs);
+    hs->n_in_flight = n;
+    hs->in_flight = fp;
+    return ST_OK;
+}
 
 st_err coord_hold_pb(const st_coord *c, Strata__HoldState **out)
 {
@@ -59,6 +100,11 @@ st_err coord_hold_pb(const st_coord *c, Strata__HoldState **out)
     }
     hs->n_held = n;
     hs->held = hp;
+    st_err e = hold_in_flight(c, hs);
+    if (e != ST_OK) {
+        coord_hold_pb_free(hs);
+        return e;
+    }
     *out = hs;
     return ST_OK;
 }
@@ -70,6 +116,11 @@ void coord_hold_pb_free(Strata__HoldState *h)
     if (h->n_held > 0)
         free(h->held[0]); /* the HeldRequest array */
     free(h->held);
+    if (h->n_in_flight > 0) {
+        free(h->in_flight[0]->session_ids); /* one array for every batch */
+        free(h->in_flight[0]);              /* the InFlightBatch array */
+    }
+    free(h->in_flight);
     free(h);
 }
 

@@ -121,6 +121,9 @@ static void ms_counters_add(Strata__Counters *sum, const Strata__Counters *c)
     sum->f16_clamps += c->f16_clamps;
     sum->bad_packets += c->bad_packets;
     sum->steps += c->steps;
+    sum->refused_control += c->refused_control;
+    sum->refused_step += c->refused_step;
+    sum->forged_results += c->forged_results;
 }
 
 /* ms_drop - removes member i (its rpc must be closed by the caller). */

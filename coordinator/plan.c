@@ -19,8 +19,15 @@
  * A round tracks one switch: the plan's stage workers (every replica) must each answer
  * Ready to Prepare; then (once no batch is in flight, which the caller
  * decides) every live worker receives Commit and the switch is done when
- * every stage worker acknowledged. Workers outside the plan become spares;
- * their failures do not stop the switch. */
+ * every stage worker acknowledged. Workers outside the plan are prepared
+ * too (a worker refuses a Commit without its Prepare) and become spares;
+ * their failures do not stop the switch.
+ *
+ * A plan names who sends what on the data plane: the coordinator's STEP
+ * sender (step_sender) feeds stage 0, and each stage worker's data sender
+ * (data_senders) feeds the next stage and, at the last stage, returns
+ * results; workers and the coordinator refuse data frames of any other
+ * sender (st_plan_route_sender). */
 #include "coordinator/plan.h"
 
 #include <sodium.h>
@@ -37,6 +44,7 @@ typedef struct plan_view {
     Strata__Stage *st;
     Strata__Stage **sp;
     uint64_t *ids;  /* [n][ST_PLAN_MAX_REPLICAS] */
+    uint64_t *snd;  /* [n][ST_PLAN_MAX_REPLICAS] data senders */
     char **addrs;   /* [n][ST_PLAN_MAX_REPLICAS] */
 } plan_view;
 
@@ -50,8 +58,9 @@ st_err st_plan_to_pb(const st_plan *p, bool without_hash, Strata__Plan **out)
     v->st = calloc(n ? n : 1, sizeof *v->st);
     v->sp = calloc(n ? n : 1, sizeof *v->sp);
     v->ids = calloc((n ? n : 1) * (size_t)ST_PLAN_MAX_REPLICAS, sizeof *v->ids);
+    v->snd = calloc((n ? n : 1) * (size_t)ST_PLAN_MAX_REPLICAS, sizeof *v->snd);
     v->addrs = calloc((n ? n : 1) * (size_t)ST_PLAN_MAX_REPLICAS, sizeof *v->addrs);
-    if (!v->st || !v->sp || !v->ids || !v->addrs) {
+    if (!v->st || !v->sp || !v->ids || !v->snd || !v->addrs) {
         st_plan_pb_free(&v->pb);
         return st_errorf(ST_ENOMEM, "plan view");
     }
@@ -76,13 +85,17 @@ st_err st_plan_to_pb(const st_plan *p, bool without_hash, Strata__Plan **out)
                              ps->n_workers, ST_PLAN_MAX_REPLICAS);
         }
         uint64_t *ids = &v->ids[(size_t)i * ST_PLAN_MAX_REPLICAS];
+        uint64_t *snd = &v->snd[(size_t)i * ST_PLAN_MAX_REPLICAS];
         char **addrs = &v->addrs[(size_t)i * ST_PLAN_MAX_REPLICAS];
         for (uint32_t k = 0; k < ps->n_workers; k++) {
             ids[k] = ps->worker_ids[k];
+            snd[k] = ps->data_senders[k];
             addrs[k] = (char *)ps->data_addrs[k];
         }
         s->n_worker_ids = ps->n_workers;
         s->worker_ids = ids;
+        s->n_data_senders = ps->n_workers;
+        s->data_senders = snd;
         s->n_data_addrs = ps->n_workers;
         s->data_addrs = addrs;
         s->in_dtype = (char *)p->wire;
@@ -97,6 +110,7 @@ st_err st_plan_to_pb(const st_plan *p, bool without_hash, Strata__Plan **out)
     v->pb.n_ctx = p->n_ctx;
     v->pb.max_sessions = p->max_sessions;
     v->pb.incarnation = p->incarnation;
+    v->pb.step_sender = p->step_sender;
     *out = &v->pb;
     return ST_OK;
 }
@@ -109,6 +123,7 @@ void st_plan_pb_free(Strata__Plan *pb)
     free(v->st);
     free(v->sp);
     free(v->ids);
+    free(v->snd);
     free(v->addrs);
     free(v);
 }
@@ -144,7 +159,8 @@ bool st_plan_same_layout(const st_plan *a, const st_plan *b)
     if (a->n_stages != b->n_stages || a->zstd != b->zstd || strcmp(a->wire, b->wire) != 0 ||
         strcmp(a->result_addr, b->result_addr) != 0 || a->n_layer != b->n_layer ||
         a->max_tokens != b->max_tokens || a->n_ctx != b->n_ctx ||
-        a->max_sessions != b->max_sessions || memcmp(a->model_id, b->model_id, 32) != 0)
+        a->max_sessions != b->max_sessions || memcmp(a->model_id, b->model_id, 32) != 0 ||
+        a->step_sender != b->step_sender)
         return false;
     for (uint32_t i = 0; i < a->n_stages; i++) {
         const st_plan_stage *x = &a->stages[i], *y = &b->stages[i];
@@ -152,6 +168,7 @@ bool st_plan_same_layout(const st_plan *a, const st_plan *b)
             return false;
         for (uint32_t k = 0; k < x->n_workers && k < ST_PLAN_MAX_REPLICAS; k++)
             if (x->worker_ids[k] != y->worker_ids[k] ||
+                x->data_senders[k] != y->data_senders[k] ||
                 strcmp(x->data_addrs[k], y->data_addrs[k]) != 0)
                 return false;
     }
@@ -184,6 +201,16 @@ int st_plan_replica_of(const st_plan *p, uint64_t worker_id)
     int st, rep;
     plan_find(p, worker_id, &st, &rep);
     return rep;
+}
+
+bool st_plan_route_sender(const st_plan *p, uint32_t route, uint64_t sender, bool last_only)
+{
+    for (uint32_t i = last_only && p->n_stages > 0 ? p->n_stages - 1 : 0; i < p->n_stages; i++) {
+        uint32_t k = st_plan_route_worker(p, route, i);
+        if (k < ST_PLAN_MAX_REPLICAS && p->stages[i].data_senders[k] == sender && sender != 0)
+            return true;
+    }
+    return false;
 }
 
 uint32_t st_plan_n_workers(const st_plan *p)

@@ -23,6 +23,9 @@ typedef struct st_plan_stage {
     uint32_t n_workers; /* 1..ST_PLAN_MAX_REPLICAS */
     uint64_t worker_ids[ST_PLAN_MAX_REPLICAS];
     char data_addrs[ST_PLAN_MAX_REPLICAS][ST_PLAN_ADDR_MAX];
+    /* each worker's envelope sender id of data frames (Capability.data_sender):
+     * the next stage takes STEP frames, the coordinator results, from these only */
+    uint64_t data_senders[ST_PLAN_MAX_REPLICAS];
 } st_plan_stage;
 
 typedef struct st_plan {
@@ -39,6 +42,7 @@ typedef struct st_plan {
     uint32_t n_ctx;        /* KV positions per session */
     uint32_t max_sessions; /* KV slots per worker */
     uint64_t incarnation;
+    uint64_t step_sender;  /* the coordinator's envelope sender id of STEP frames */
 } st_plan;
 
 /* st_epoch_first - the first epoch of a coordinator started at start_ms
@@ -72,6 +76,11 @@ int st_plan_stage_of(const st_plan *p, uint64_t worker_id);
 /* st_plan_replica_of - worker_id's index among its stage's workers in p,
  * or -1 when it has no stage. */
 int st_plan_replica_of(const st_plan *p, uint64_t worker_id);
+
+/* st_plan_route_sender - whether sender is the data sender of a worker of
+ * route `route` of p: at its last stage when last_only, else at any stage
+ * (who may send a step result, or an error result, of a batch on it). */
+bool st_plan_route_sender(const st_plan *p, uint32_t route, uint64_t sender, bool last_only);
 
 /* st_plan_n_workers - the workers of every stage of p, replicas included. */
 uint32_t st_plan_n_workers(const st_plan *p);
@@ -118,7 +127,7 @@ typedef enum st_round_peer_state {
 
 typedef struct st_round_peer {
     uint64_t worker_id;
-    bool in_plan;            /* has a stage (else it only gets the Commit) */
+    bool in_plan;            /* has a stage (else it is prepared and committed as a spare) */
     st_round_peer_state state;
     uint64_t resident_bytes; /* from Ready */
 } st_round_peer;
@@ -133,7 +142,8 @@ typedef struct st_round {
 
 /* st_round_begin - starts a round for plan (moved into the round: the
  * caller's struct is zeroed); its stage workers must answer Ready, the
- * others[0..n_others) only receive the Commit. */
+ * others[0..n_others) are prepared as spares (a worker takes no Commit
+ * without its Prepare) but their answers do not hold up the round. */
 st_err st_round_begin(st_round *r, st_plan *plan, const uint64_t *others, size_t n_others,
                       uint64_t now_ns);
 

@@ -301,6 +301,7 @@ void coord_replan(st_coord *c, bool force, const char *why)
         for (uint32_t k = 0; k < r->stages[i].n_rep && k < ST_PLAN_MAX_REPLICAS; k++) {
             const st_member *m = st_members_find(&c->ms, v->w[r->stages[i].rep[k]].id);
             p.stages[i].worker_ids[k] = m->id;
+            p.stages[i].data_senders[k] = m->join->join->cap->data_sender;
             snprintf(p.stages[i].data_addrs[k], sizeof p.stages[i].data_addrs[k], "%s",
                      m->join->join->cap->data_addr);
         }
@@ -320,6 +321,7 @@ void coord_replan(st_coord *c, bool force, const char *why)
     p.n_ctx = c->n_ctx;
     p.max_sessions = c->cfg.max_sessions;
     p.incarnation = c->start_ms;
+    p.step_sender = c->env_step.sender;
     if (!force && serving && st_plan_same_layout(&p, &c->plan)) {
         st_plan_free(&p);
         goto out;

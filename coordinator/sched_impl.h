@@ -9,6 +9,8 @@
 #include "coordinator/hold.h"
 #include "coordinator/scheduler.h"
 
+#define ST_SCHED_ID_TRIES 64 /* draws of sched_new_id before it gives up */
+
 typedef enum rq_state { RQ_QUEUED = 0, RQ_RUNNING, RQ_DONE } rq_state;
 
 typedef struct sched_sess sched_sess;
@@ -57,7 +59,8 @@ struct sched_sess {
     uint64_t rng[ST_RNG_WORDS];
     sched_req *req;
     uint64_t in_flight; /* batch id, 0 if none */
-    uint64_t last_batch; /* id of the last batch it was in (decode order: oldest first) */
+    uint64_t last_batch; /* formation number of the last batch it was in (decode order:
+                            oldest first); batch ids are random, so not those */
     uint64_t last_used_ns;
     uint32_t route;      /* the route its KV lives on (st_sched_set_routes) */
     bool route_kept;     /* st_sched_keep_kv: the next set_routes leaves it there */
@@ -78,7 +81,8 @@ struct st_sched {
     uint32_t cap_sessions, batch_tokens, depth; /* the serving plan's limits */
     uint32_t n_routes;    /* routes through the serving plan's replicas */
     uint64_t route_batches[ST_SCHED_MAX_ROUTES];
-    uint64_t next_req, next_sess, next_batch;
+    uint64_t next_req;    /* the last request id given */
+    uint64_t formed;      /* batches formed: the formation number of the last one */
     uint64_t *ended;      /* ended session ids for EndSessions (st_sched_take_ended) */
     size_t n_ended, cap_ended;
     uint64_t *pend;       /* ended session ids for the next batches' end_ids, until a */
@@ -91,6 +95,10 @@ struct st_sched {
 };
 
 /* sched_req.c */
+/* sched_new_id - a new session or batch id from cfg.new_id (random when
+ * NULL): never 0, never a live session's or a batch in flight's; 0 when
+ * the generator gives nothing else after ST_SCHED_ID_TRIES draws. */
+uint64_t sched_new_id(st_sched *s, st_sched_id_kind kind);
 /* sched_req_free - frees a request and everything it owns; NULL: no-op. */
 void sched_req_free(sched_req *r);
 /* sched_find - the request with id, or NULL. */

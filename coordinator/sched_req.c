@@ -7,12 +7,46 @@
  * of its ids, as in `strata run`), a stop string completed by the text of
  * its last id (that id is kept, and its text), its token limit, a full
  * context, an error, a cancel or shutdown. The detokenizer is flushed
- * then, so a character left incomplete shows as U+FFFD at the very end. */
+ * then, so a character left incomplete shows as U+FFFD at the very end.
+ *
+ * Ids (sched_new_id): session and batch ids come from the configured
+ * generator, random 64-bit numbers by default, so they cannot be guessed
+ * (a forged STEP or result must name them); a draw that is 0 or names a
+ * live session or a batch in flight is drawn again. */
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "coordinator/sched_impl.h"
+
+/* sched_id_taken - whether id is 0, a live session's or a batch's in flight. */
+static bool sched_id_taken(const st_sched *s, uint64_t id)
+{
+    if (id == 0)
+        return true;
+    for (uint32_t i = 0; i < s->cfg.max_sessions; i++)
+        if (s->sess[i].used && s->sess[i].id == id)
+            return true;
+    for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
+        if (s->batches[i].used && s->batches[i].b.id == id)
+            return true;
+    return false;
+}
+
+uint64_t sched_new_id(st_sched *s, st_sched_id_kind kind)
+{
+    for (int k = 0; k < ST_SCHED_ID_TRIES; k++) {
+        uint64_t id;
+        if (s->cfg.new_id != NULL)
+            id = s->cfg.new_id(s->cfg.id_arg, kind);
+        else
+            randombytes_buf(&id, sizeof id);
+        if (!sched_id_taken(s, id))
+            return id;
+    }
+    return 0;
+}
 
 void sched_req_free(sched_req *r)
 {

@@ -57,6 +57,7 @@
  * delivered with `done`. */
 #include "coordinator/sched_impl.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,8 @@
 st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
 {
     *out = NULL;
+    if (cfg->new_id == NULL && sodium_init() < 0) /* random ids (sched_new_id) */
+        return st_err_sodium("sodium_init");
     if (cfg->n_ctx < 2 || cfg->chunk == 0 || cfg->max_batch_tokens == 0 ||
         cfg->max_sessions == 0 || cfg->max_requests == 0 || cfg->max_in_flight == 0 ||
         cfg->n_vocab == 0)
@@ -100,7 +103,7 @@ st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
             return st_errorf(ST_ENOMEM, "scheduler batches");
         }
     }
-    s->next_req = s->next_sess = s->next_batch = cfg->id_base;
+    s->next_req = cfg->id_base;
     s->cap_sessions = cfg->max_sessions;
     s->batch_tokens = cfg->max_batch_tokens;
     s->depth = cfg->max_in_flight;
@@ -305,9 +308,15 @@ static void sched_admit(st_sched *s, uint64_t now)
             sched_finish(s, r, "error", ST_ENOMEM, "out of memory for a session", now);
             continue;
         }
+        uint64_t sid = sched_new_id(s, ST_SCHED_ID_SESSION);
+        if (sid == 0) {
+            sched_finish(s, r, "error", ST_EINTERNAL, "no new session id: the id generator "
+                         "gave only ids in use", now);
+            continue;
+        }
         ss->route = sched_least_loaded(s); /* before it counts itself */
         ss->used = true;
-        ss->id = ++s->next_sess;
+        ss->id = sid;
         ss->client_id = r->client_session;
         ss->n_hist = ss->n_cached = 0;
         ss->in_flight = 0;
@@ -319,7 +328,7 @@ static void sched_admit(st_sched *s, uint64_t now)
 
 /* ---- batches ---- */
 
-static sched_batch *sched_batch_by_id(st_sched *s, uint64_t id)
+static sched_batch *sched_batch_by_id(const st_sched *s, uint64_t id)
 {
     for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
         if (s->batches[i].used && s->batches[i].b.id == id)
@@ -327,7 +336,7 @@ static sched_batch *sched_batch_by_id(st_sched *s, uint64_t id)
     return NULL;
 }
 
-static void sched_add_row(st_sched_batch *b, sched_sess *ss, uint32_t n)
+static void sched_add_row(st_sched_batch *b, uint64_t seq, sched_sess *ss, uint32_t n)
 {
     st_sched_row *row = &b->rows[b->n_rows++];
     sched_req *r = ss->req;
@@ -349,7 +358,7 @@ static void sched_add_row(st_sched_batch *b, sched_sess *ss, uint32_t n)
     }
     b->n_tokens += n;
     ss->in_flight = b->id;
-    ss->last_batch = b->id;
+    ss->last_batch = seq;
     r->steps++;
 }
 
@@ -420,7 +429,9 @@ st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sche
     b->n_rows = 0;
     b->n_tokens = 0;
     b->n_end = 0;
-    b->id = s->next_batch + 1;
+    if ((b->id = sched_new_id(s, ST_SCHED_ID_BATCH)) == 0)
+        return st_errorf(ST_EINTERNAL, "no new batch id: the id generator gave only ids in use");
+    uint64_t seq = s->formed + 1;
     b->route = route;
     uint32_t budget = s->batch_tokens;
     sched_sess *dec[s->cfg.max_sessions], *pre[s->cfg.max_sessions];
@@ -446,7 +457,7 @@ st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sche
     qsort(pre, n_pre, sizeof *pre, sched_cmp_req);
     size_t i = 0;
     for (; i < n_dec && b->n_rows < cap_rows && budget > 0; i++) { /* decode rows first */
-        sched_add_row(b, dec[i], 1);
+        sched_add_row(b, seq, dec[i], 1);
         budget--;
     }
     for (; i < n_dec; i++) /* ready, left out: a missed step */
@@ -456,7 +467,7 @@ st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sche
         uint32_t n = left < s->cfg.chunk ? left : s->cfg.chunk;
         if (n > budget)
             n = budget;
-        sched_add_row(b, pre[k], n);
+        sched_add_row(b, seq, pre[k], n);
         budget -= n;
     }
     if (b->n_rows == 0)
@@ -472,7 +483,7 @@ st_err st_sched_form(st_sched *s, uint64_t epoch, uint64_t now_ns, const st_sche
             s->pend_route[kept++] = s->pend_route[k];
         }
     s->n_pend = kept;
-    s->next_batch = b->id;
+    s->formed = seq;
     b->epoch = epoch;
     b->sent_ns = now_ns;
     b->deadline_ns = now_ns + s->cfg.step_timeout_ns;
@@ -711,6 +722,23 @@ size_t st_sched_in_flight(const st_sched *s)
     return n;
 }
 
+const st_sched_batch *st_sched_batch_find(const st_sched *s, uint64_t id)
+{
+    const sched_batch *sb = sched_batch_by_id(s, id);
+    return sb != NULL ? &sb->b : NULL;
+}
+
+size_t st_sched_batches(const st_sched *s, const st_sched_batch **out, size_t cap)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < s->cfg.max_in_flight; i++)
+        if (s->batches[i].used) {
+            if (n < cap)
+                out[n] = &s->batches[i].b;
+            n++;
+        }
+    return n;
+}
 
 size_t st_sched_n_sessions(const st_sched *s)
 {

@@ -28,6 +28,12 @@
  * the least-loaded route; each route gets its share of the batches in
  * flight, so the replicas of a stage work at the same time.
  *
+ * Ids: the session ids the workers key their KV by and the batch ids
+ * results name are random 64-bit numbers (never 0, unique among the live
+ * ones), so nobody can guess another user's session or a batch in flight
+ * from ids seen before; a test may give the scheduler another generator
+ * (st_sched_cfg.new_id). Request ids count up from id_base.
+ *
  * Sessions: a request with a client session id continues that session:
  * its prompt is the whole conversation, and the longest prefix it shares
  * with the session's history that the workers' KV still holds is not fed
@@ -50,6 +56,16 @@
 #define ST_SCHED_MAX_LOGITS_BYTES ((uint64_t)256 << 20) /* per request */
 #define ST_SCHED_MAX_ROUTES 64     /* routes through the replicas of a plan */
 #define ST_SCHED_MAX_REQUEUES 32   /* cluster failures of a request without a good step */
+
+/* What an id names (st_sched_id_fn). */
+typedef enum st_sched_id_kind {
+    ST_SCHED_ID_SESSION = 0,
+    ST_SCHED_ID_BATCH,
+} st_sched_id_kind;
+
+/* st_sched_id_fn - a new session or batch id (the scheduler draws again
+ * when it is 0 or already in use). */
+typedef uint64_t (*st_sched_id_fn)(void *arg, st_sched_id_kind kind);
 
 /* What a failed batch does to its requests (st_sched_fail). */
 typedef enum st_sched_retry {
@@ -78,8 +94,10 @@ typedef struct st_sched_cfg {
                                      (st_sched_delivered); 0: finished_ttl_ns */
     uint64_t idle_session_ttl_ns; /* idle client sessions are ended after this */
     uint64_t client_timeout_ns;   /* a live request not polled this long is cancelled (0: never) */
-    uint64_t id_base;             /* request, session and batch ids count up from here */
+    uint64_t id_base;             /* request ids count up from here */
     const st_tokenizer *tok;      /* text and stop strings; NULL: ids only */
+    st_sched_id_fn new_id;        /* session and batch ids; NULL: random (libsodium) */
+    void *id_arg;                 /* passed to new_id */
 } st_sched_cfg;
 
 /* A generation request as submitted. Everything is copied. */
@@ -325,6 +343,13 @@ size_t st_sched_take_ended(st_sched *s, uint64_t *ids, size_t cap);
 
 /* st_sched_in_flight - batches in flight. */
 size_t st_sched_in_flight(const st_sched *s);
+
+/* st_sched_batch_find - the batch in flight with id, or NULL. */
+const st_sched_batch *st_sched_batch_find(const st_sched *s, uint64_t id);
+
+/* st_sched_batches - up to cap of the batches in flight into out (slot
+ * order); returns how many are in flight. */
+size_t st_sched_batches(const st_sched *s, const st_sched_batch **out, size_t cap);
 
 /* st_sched_n_requests - live (queued + running) requests. */
 size_t st_sched_n_requests(const st_sched *s);

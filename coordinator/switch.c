@@ -1,7 +1,9 @@
 /* switch.c - the two-phase switch from the serving plan to the plan of
- * a round (coordinator/switch.h): Prepare to every stage worker of the new
- * plan, Commit to every live worker once all are ready and no batch is in
- * flight, their replies, and what a switch leaves behind (the serving plan,
+ * a round (coordinator/switch.h): Prepare to every live worker (a worker
+ * takes no Commit without its Prepare; those the new plan leaves out
+ * answer at once and become spares, and their answers hold nothing up),
+ * Commit to every live worker once every stage worker is ready and no
+ * batch is in flight, their replies, and what a switch leaves behind (the serving plan,
  * the PUSH sockets to stage 0, the sessions that keep their KV, the
  * workers whose drain it completed). Which plan to switch to, and when, is
  * replan.c's.
@@ -87,16 +89,21 @@ void coord_prepare_all(st_coord *c)
     uint64_t epoch = c->round.plan.epoch;
     uint64_t failed = 0;
     char why[200] = "";
-    for (uint32_t i = 0; i < c->round.plan.n_stages && failed == 0; i++)
-        for (uint32_t k = 0; k < c->round.plan.stages[i].n_workers && failed == 0; k++) {
-            st_op_tag tag = {.what = ST_OP_PREPARE,
-                             .worker_id = c->round.plan.stages[i].worker_ids[k], .epoch = epoch};
-            if ((e = coord_rpc(c, tag.worker_id, &m, (int)c->cfg.prepare_timeout_ms, &tag))) {
+    /* every peer: a worker takes no Commit without its Prepare, and one
+     * the plan leaves out becomes a spare by it (worker/dm_plan.c) */
+    for (size_t i = 0; i < c->round.n_peers && failed == 0; i++) {
+        st_op_tag tag = {.what = ST_OP_PREPARE, .worker_id = c->round.peers[i].worker_id,
+                         .epoch = epoch};
+        if ((e = coord_rpc(c, tag.worker_id, &m, (int)c->cfg.prepare_timeout_ms, &tag))) {
+            snprintf(why, sizeof why, "Prepare of epoch %llu not sent: %s",
+                     (unsigned long long)epoch, st_errmsg(e));
+            if (c->round.peers[i].in_plan)
                 failed = tag.worker_id;
-                snprintf(why, sizeof why, "Prepare of epoch %llu not sent: %s",
-                         (unsigned long long)epoch, st_errmsg(e));
-            }
+            else
+                st_log(ST_LOG_WARN, CO, "spare worker %llu: %s", (unsigned long long)tag.worker_id,
+                       why);
         }
+    }
     st_plan_pb_free(pb);
     if (failed)
         coord_exclude(c, failed, why);
@@ -228,11 +235,38 @@ void coord_switch_on_gone(st_coord *c, uint64_t id)
 
 /* ---- replies ---- */
 
+/* coord_on_spare_prepare - the answer of a worker the round's plan leaves
+ * out: logged only, it does not hold up the round (a spare that failed
+ * its Prepare refuses the Commit, which coord_on_commit_reply logs). */
+static void coord_on_spare_prepare(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply)
+{
+    Strata__Msg *m = NULL;
+    char why[240] = "";
+    st_err e = ST_OK;
+    if (rv != 0)
+        snprintf(why, sizeof why, "%s", nng_strerror(rv));
+    else if ((e = st_msg_unpack(&c->env_rpc, ST_ENV_CONTROL, reply, &m, NULL)) != ST_OK)
+        snprintf(why, sizeof why, "bad reply: %s", st_errmsg(e));
+    else if (m->body_case == STRATA__MSG__BODY_REFUSE)
+        snprintf(why, sizeof why, "refused: %s", m->refuse->reason ? m->refuse->reason : "");
+    else if (m->body_case != STRATA__MSG__BODY_READY)
+        snprintf(why, sizeof why, "answered %s", st_msg_case_name(m));
+    bool ok = m != NULL && m->body_case == STRATA__MSG__BODY_READY;
+    st_log(ok ? ST_LOG_DEBUG : ST_LOG_WARN, CO, "spare worker %llu, Prepare of epoch %llu: %s",
+           (unsigned long long)t->worker_id, (unsigned long long)t->epoch, ok ? "ready" : why);
+    st_msg_free(m);
+}
+
 void coord_on_prepare_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply)
 {
     if (c->round.phase != ST_ROUND_PREPARING || t->epoch != c->round.plan.epoch)
-        return; /* an abandoned round */
+        return; /* an abandoned round (or a spare's answer after every stage was ready) */
     char why[240];
+    const st_round_peer *peer = st_round_find(&c->round, t->worker_id);
+    if (peer != NULL && !peer->in_plan) {
+        coord_on_spare_prepare(c, t, rv, reply);
+        return;
+    }
     if (rv != 0) {
         snprintf(why, sizeof why, "Prepare of epoch %llu: %s", (unsigned long long)t->epoch,
                  nng_strerror(rv));

@@ -2,8 +2,10 @@
  * control RPCs it rides on.
  *
  * A round (st_round, placement.h) starts when coord_replan has sealed a
- * plan: coord_prepare_all sends Prepare to every stage worker of it; once
- * every one answered Ready and no batch is in flight (coord.c's loop),
+ * plan: coord_prepare_all sends Prepare to every worker of the round (a
+ * worker takes no Commit without its Prepare; the ones the plan leaves
+ * out become spares and their answers hold nothing up); once every stage
+ * worker answered Ready and no batch is in flight (coord.c's loop),
  * coord_commit_all sends Commit to every worker of the round (its stage
  * workers and the other workers live at its start); when every stage
  * worker acknowledged and every other one answered either way, the
@@ -29,9 +31,10 @@
 st_err coord_rpc(st_coord *c, uint64_t id, const Strata__Msg *m, int timeout_ms,
                  const st_op_tag *tag);
 
-/* coord_prepare_all - sends Prepare of the round's plan to every stage
- * worker (replicas included); a worker it cannot be sent to is excluded
- * (which abandons the round and replans). */
+/* coord_prepare_all - sends Prepare of the round's plan to every worker
+ * of the round (replicas included, and the others as spares); a stage
+ * worker it cannot be sent to is excluded (which abandons the round and
+ * replans), a spare is only logged. */
 void coord_prepare_all(st_coord *c);
 
 /* coord_commit_all - sends Commit of the ready round to every worker of

@@ -136,6 +136,7 @@ static void dm_send_join(st_daemon *d)
     cap.wire_dtypes = (char **)wire;
     cap.throttle = d->throttle;
     cap.spare = d->cfg.spare;
+    cap.data_sender = d->sender + 1; /* the data plane's (st_daemon_open) */
     Strata__Join j = STRATA__JOIN__INIT;
     j.protocol = STRATA__VERSION__PROTOCOL;
     j.cap = &cap;
@@ -201,6 +202,7 @@ static void dm_send_heartbeat(st_daemon *d)
     c.f16_clamps = sh->c.f16_clamps;
     c.bad_packets = sh->c.bad_packets;
     c.steps = sh->c.steps;
+    c.refused_step = sh->c.refused_step;
     busy = sh->busy_ns;
     hb.epoch = sh->serving_epoch;
     hb.in_flight = sh->in_flight;
@@ -210,6 +212,7 @@ static void dm_send_heartbeat(st_daemon *d)
     pthread_mutex_unlock(&d->sh.mu);
     c.auth_failed += d->env_req.auth_failed + d->env_rep.auth_failed;
     c.bad_packets += d->ctl_bad;
+    c.refused_control = d->ctl_refused;
     double now = st_now_s();
     double dt = now - d->last_hb_s;
     double load = dt > 0 ? (double)(busy - d->last_busy_ns) / 1e9 / dt : 0.0;
@@ -356,24 +359,7 @@ static void dm_on_reply(st_daemon *d, dm_req_kind kind, const Strata__Msg *r)
             dm_req_failed(d, kind, ST_EPROTO);
             return;
         }
-        const Strata__JoinReply *jr = r->join_reply;
-        if (d->incarnation != 0 && jr->incarnation != d->incarnation)
-            st_log(ST_LOG_INFO, "control", "coordinator incarnation %llu -> %llu (restarted)",
-                   (unsigned long long)d->incarnation, (unsigned long long)jr->incarnation);
-        d->worker_id = jr->worker_id;
-        d->incarnation = jr->incarnation;
-        if (jr->heartbeat_ms >= 10 && jr->heartbeat_ms <= 600000)
-            d->hb_ms = jr->heartbeat_ms;
-        d->joined = true;
-        d->hb_fails = 0;
-        d->backoff = DM_BACKOFF_MIN_S;
-        d->next_hb = now;
-        pthread_mutex_lock(&d->sh.mu);
-        d->sh.worker_id = d->worker_id;
-        pthread_mutex_unlock(&d->sh.mu);
-        st_log(ST_LOG_INFO, "control", "joined %s as worker %llu (incarnation %llu, heartbeat "
-               "%u ms)", d->cfg.coordinator, (unsigned long long)d->worker_id,
-               (unsigned long long)d->incarnation, d->hb_ms);
+        dm_on_join_reply(d, r->join_reply, now); /* dm_rep.c */
     } else if (kind == DM_REQ_HEARTBEAT) {
         d->hb_fails = 0;
         if (r->body_case == STRATA__MSG__BODY_HEARTBEAT_REPLY)

@@ -16,6 +16,9 @@
  * ST_EEPOCH StepResult so the scheduler fails the batch instead of waiting
  * for its deadline);
  * then every row (counts, positions, ids, RNG words, sampling parameters);
+ * then the sender (dp_check_sender: the previous stage of the plan, or the
+ * coordinator for stage 0; any other sender's frame is dropped unanswered
+ * and counted as refused_step before it touches a session or the KV);
  * then the activation packet (st_wire_decode checks its own CRC, header
  * and rows, which must equal the meta's). Any failure after the envelope
  * is answered with an error StepResult to the plan's result address.
@@ -329,7 +332,7 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
     for (uint32_t k = 0; k < ST_DP_MAX_NEXT; k++) /* a PUSH per worker of the next stage */
         dp_redial(dp->push_next[k], &dp->d_next[k], &dp->has_next[k], dp->next_addr[k],
                   k < np->n_next ? np->next_addrs[k] : "");
-    if (np->result_addr[0] != '\0') /* a spare by Commit keeps the old result address */
+    if (np->result_addr[0] != '\0') /* a plan always names one (dm_plan.c checks it) */
         dp_redial(dp->push_res, &dp->d_res, &dp->has_res, dp->res_addr, np->result_addr);
     if (n->ctx != NULL)
         st_stage_set_hook(n->ctx, dp_hook, dp);

@@ -47,11 +47,16 @@ typedef struct st_dp_plan {
     int64_t first, last;              /* layers [first, last) */
     uint32_t n_next;                  /* workers of the next stage; 0 on the last and spares */
     char next_addrs[ST_DP_MAX_NEXT][ST_DP_ADDR_MAX]; /* their data addresses, plan order */
-    char result_addr[ST_DP_ADDR_MAX]; /* "" when unknown (a spare by Commit) */
+    char result_addr[ST_DP_ADDR_MAX]; /* where results and error results go */
     st_wire_dtype in_dtype;           /* boundary into this stage (not stage 0) */
     st_wire_dtype out_dtype;          /* boundary out of it (not the last) */
     bool zstd;
     uint32_t max_tokens, n_ctx, max_sessions;
+    /* who may send this stage STEP frames (envelope sender ids): the
+     * coordinator for stage 0 (Plan.step_sender), else the workers of the
+     * previous stage (Stage.data_senders); none for a spare */
+    uint32_t n_prev;
+    uint64_t prev_senders[ST_DP_MAX_NEXT];
 } st_dp_plan;
 
 /* A stage ready to serve: the plan's facts, the engine objects and every
@@ -110,6 +115,7 @@ typedef struct st_dp_counters {
     uint64_t steps;         /* batches computed */
     uint64_t f16_clamps;    /* values clamped by the f16 wire encoder */
     uint64_t auth_failed;   /* frames the data envelope refused (MAC, replay) */
+    uint64_t refused_step;  /* STEP frames not from the previous stage (dp_check_sender) */
 } st_dp_counters;
 
 /* The state shared by the control thread, the data thread, the loader

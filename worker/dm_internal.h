@@ -12,6 +12,7 @@
 
 #include "common/envelope.h"
 #include "common/gguf.h"
+#include "worker/ctl_check.h"
 #include "worker/daemon.h"
 #include "worker/dataplane.h"
 #include "worker/measure.h"
@@ -71,6 +72,7 @@ struct st_daemon {
     /* ---- owned by the control thread ---- */
     bool joined;
     uint64_t worker_id, incarnation;
+    uint64_t coord_ctl;     /* the joined coordinator's control sender (JoinReply); 0: none */
     uint32_t hb_ms;
     double next_join, backoff, next_hb, last_hb_s;
     uint64_t last_busy_ns;
@@ -81,6 +83,7 @@ struct st_daemon {
     bool req_cancelled;
     bool stopping, leave_done;
     uint64_t ctl_bad;       /* malformed control messages */
+    uint64_t ctl_refused;   /* control requests refused (dm_ctl_allowed, Prepare, Commit) */
     double throttle;
     /* plans */
     bool have_cur;
@@ -104,6 +107,15 @@ struct st_daemon {
 /* dm_on_rep - handles a completed receive on the control REP (dm_rep.c). */
 void dm_on_rep(st_daemon *d);
 
+/* dm_on_join_reply - records the coordinator this worker joined: its id
+ * for us, its incarnation, its heartbeat interval and the sender id its
+ * control requests come from (dm_rep.c). */
+void dm_on_join_reply(st_daemon *d, const Strata__JoinReply *jr, double now);
+
+/* dm_refused - counts a refused control request and answers it with an
+ * Error of code and msg, also logged (dm_rep.c). */
+void dm_refused(st_daemon *d, st_err code, const char *msg);
+
 /* Replies on the control REP (dm_rep.c); a failed send is logged. dm_reply
  * sends m; dm_reply_error an Error of code and msg; dm_reply_ack an Ack;
  * dm_refuse a Refuse of the plan of epoch for reason (logged too);
@@ -113,6 +125,9 @@ void dm_reply_error(st_daemon *d, st_err code, const char *msg);
 void dm_reply_ack(st_daemon *d);
 void dm_refuse(st_daemon *d, uint64_t epoch, const char *reason);
 void dm_ready(st_daemon *d, uint64_t epoch, uint64_t resident);
+
+/* dm_ctl_state - what the checks of ctl_check.h read of d (dm_plan.c). */
+st_ctl_state dm_ctl_state(const st_daemon *d);
 
 /* dm_prepare - checks a Prepare and starts loading its stage, or refuses
  * it; the reply waits for the loader (dm_plan.c). */

@@ -18,15 +18,26 @@
  * socket receives nothing else meanwhile: its next receive is armed only
  * after the reply, which is how REP serialises requests anyway.
  *
- * Commit publishes the prepared stage to the data thread. A Commit of an
- * epoch this worker did not prepare, newer than its current one, means it
- * is not in that plan: it becomes a spare. Older epochs, or a hash that
- * differs from the prepared plan's, get ST_EEPOCH errors.
+ * Commit publishes the prepared stage to the data thread. The rules that
+ * follow are pure functions of ctl_check.h (unit-tested). Only the
+ * coordinator this worker joined may send either (dm_rep.c); and whoever
+ * sends them, a Commit must name the epoch and plan hash of the Prepare
+ * this worker answered Ready to: a Commit without that Prepare (another
+ * epoch, none prepared) is refused with ST_EPROTO, one with another hash
+ * with ST_EEPOCH, one at or below the committed epoch as stale
+ * (ST_EEPOCH); each is counted (Counters.refused_control) and changes
+ * nothing, so a stranger's Commit{epoch = 2^64-1} cannot make the worker
+ * refuse every later plan. A worker the plan leaves out is prepared too:
+ * its Prepare makes it a spare at that epoch (Ready with 0 bytes) and the
+ * Commit publishes that.
  *
  * The plan hash is recomputed (BLAKE2b-256 of the Plan packed with an empty
- * hash) and a mismatch is logged but tolerated: the hash only has to be
- * the same in the coordinator's and the workers' packets, which it is. */
-#include <sodium.h>
+ * hash) and a Prepare whose hash differs is refused (counted): the hash is
+ * what the STEP frames and the Commit name the plan by. The plan's
+ * incarnation must be the joined coordinator's. The plan also says who may
+ * send this stage STEP frames (st_dp_plan.prev_senders): the coordinator's
+ * step sender for stage 0, else the data senders of the previous stage's
+ * workers; a plan without them is refused. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,43 +74,47 @@ static st_err dm_why(char *reason, size_t cap, const char *fmt, ...)
     return ST_EINVAL;
 }
 
-static void dm_check_hash(const Strata__Plan *p)
+/* dm_plan_senders - who may send STEP frames to stage me of p (see the
+ * file comment) into o; false when the plan does not say. */
+static bool dm_plan_senders(const Strata__Plan *p, int32_t me, st_dp_plan *o)
 {
-    Strata__Plan c = *p;
-    c.plan_hash.len = 0;
-    c.plan_hash.data = NULL;
-    size_t n = strata__plan__get_packed_size(&c);
-    uint8_t *buf = malloc(n ? n : 1), h[32];
-    if (buf == NULL)
-        return;
-    strata__plan__pack(&c, buf);
-    crypto_generichash(h, sizeof h, buf, n, NULL, 0);
-    free(buf);
-    if (sodium_memcmp(h, p->plan_hash.data, 32) != 0) {
-        char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
-        st_hex_short(p->plan_hash.data, p->plan_hash.len, a);
-        st_hex_short(h, 32, b);
-        st_log(ST_LOG_WARN, "control", "plan of epoch %llu: hash %s.. is not BLAKE2b-256 of the "
-               "plan (%s..); accepted as the plan's name", (unsigned long long)p->epoch, a, b);
+    o->n_prev = 0;
+    if (me < 0)
+        return true; /* a spare takes no STEP frame */
+    if (me == 0) {
+        o->prev_senders[o->n_prev++] = p->step_sender;
+        return p->step_sender != 0;
     }
+    const Strata__Stage *pv = p->stages[me - 1];
+    if (pv->n_data_senders != pv->n_worker_ids) /* n_worker_ids <= ST_DP_MAX_NEXT: checked */
+        return false;
+    for (size_t k = 0; k < pv->n_data_senders; k++) {
+        if (pv->data_senders[k] == 0)
+            return false;
+        o->prev_senders[o->n_prev++] = pv->data_senders[k];
+    }
+    return true;
 }
 
-/* dm_plan_check - validates plan (see the file comment) and extracts this
- * worker's part into *o (index -1 when it is not in the plan). */
+st_ctl_state dm_ctl_state(const st_daemon *d)
+{
+    st_ctl_state s = {.coord_ctl = d->coord_ctl, .incarnation = d->incarnation,
+                      .have_cur = d->have_cur, .cur_epoch = d->cur_epoch,
+                      .have_pending = d->pending != NULL};
+    if (d->pending != NULL) {
+        s.pending_epoch = d->pending->plan.epoch;
+        memcpy(s.pending_hash, d->pending->plan.plan_hash, sizeof s.pending_hash);
+    }
+    return s;
+}
+
+/* dm_plan_check - validates the layout of plan (see the file comment;
+ * its epoch, incarnation and hash are st_ctl_prepare_check's) and extracts
+ * this worker's part into *o (index -1 when it is not in the plan). */
 static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_plan *o,
                             char *why, size_t cap)
 {
-    memset(o, 0, sizeof *o);
-    if (p == NULL)
-        return dm_why(why, cap, "Prepare carries no plan");
-    unsigned long long ep = (unsigned long long)p->epoch;
-    if (p->epoch == 0)
-        return dm_why(why, cap, "plan epoch 0 is invalid");
-    if (d->have_cur && p->epoch <= d->cur_epoch)
-        return dm_why(why, cap, "plan epoch %llu is not newer than the current epoch %llu", ep,
-                      (unsigned long long)d->cur_epoch);
-    if (p->plan_hash.len != 32)
-        return dm_why(why, cap, "plan hash has %zu bytes; 32 expected", p->plan_hash.len);
+    memset(o, 0, sizeof *o); /* epoch, incarnation and hash: st_ctl_prepare_check */
     if (p->model_id.len != 32 || memcmp(p->model_id.data, d->model_id, 32) != 0) {
         char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
         st_hex_short(p->model_id.data, p->model_id.len, a);
@@ -157,6 +172,10 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
     }
     if (prev != p->n_layer)
         return dm_why(why, cap, "the stages cover layers [0, %u) of %u", prev, p->n_layer);
+    if (!dm_plan_senders(p, me, o))
+        return dm_why(why, cap, "the plan does not say who sends stage %d its STEP frames (a "
+                      "zero step_sender, or data_senders unlike the workers of stage %d)", me,
+                      me - 1);
     o->epoch = p->epoch;
     memcpy(o->plan_hash, p->plan_hash.data, 32);
     o->index = me;
@@ -214,11 +233,16 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
         dm_refuse(d, epoch, "this worker has not joined yet");
         return;
     }
-    if (dm_plan_check(d, pr->plan, &plan, why, sizeof why) != ST_OK) {
+    st_ctl_state cs = dm_ctl_state(d);
+    st_err ce = st_ctl_prepare_check(&cs, pr->plan, why, sizeof why);
+    if (ce == ST_OK)
+        ce = dm_plan_check(d, pr->plan, &plan, why, sizeof why);
+    if (ce != ST_OK) {
+        if (ce == ST_EEPOCH || ce == ST_EAUTH)
+            d->ctl_refused++; /* stale, another incarnation's, a wrong hash */
         dm_refuse(d, epoch, why);
         return;
     }
-    dm_check_hash(pr->plan);
     st_dp_stage_free(d->pending); /* a prepared plan that was never committed */
     d->pending = NULL;
     if (plan.index < 0) {
@@ -302,64 +326,19 @@ static void dm_publish(st_daemon *d, st_dp_stage *s)
 
 void dm_commit(st_daemon *d, const Strata__Commit *c)
 {
-    char msg[256], a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
-    unsigned long long ep = (unsigned long long)c->epoch;
-    if (c->plan_hash.len != 32) {
-        snprintf(msg, sizeof msg, "commit of epoch %llu: plan hash of %zu bytes", ep,
-                 c->plan_hash.len);
-        dm_reply_error(d, ST_EINVAL, msg);
+    char msg[320];
+    st_ctl_state cs = dm_ctl_state(d);
+    st_err e = st_ctl_commit_check(&cs, c->epoch, c->plan_hash.data, c->plan_hash.len, msg,
+                                   sizeof msg);
+    if (e != ST_OK) {
+        dm_refused(d, e, msg); /* a prepared plan stays for its own Commit */
         return;
     }
-    st_hex_short(c->plan_hash.data, 32, a);
-    if (d->pending != NULL && d->pending->plan.epoch == c->epoch) {
-        if (memcmp(c->plan_hash.data, d->pending->plan.plan_hash, 32) != 0) {
-            st_hex_short(d->pending->plan.plan_hash, 32, b);
-            snprintf(msg, sizeof msg, "commit of epoch %llu with plan hash %s..; the prepared "
-                     "plan's is %s..", ep, a, b);
-            dm_reply_error(d, ST_EEPOCH, msg);
-            return;
-        }
-        st_dp_stage *s = d->pending;
-        d->pending = NULL;
-        dm_publish(d, s);
-        st_log(ST_LOG_INFO, "control", "committed epoch %llu", ep);
-        dm_reply_ack(d);
-        return;
-    }
-    if (d->have_cur && c->epoch == d->cur_epoch) {
-        if (memcmp(c->plan_hash.data, d->cur_hash, 32) == 0) {
-            dm_reply_ack(d); /* a repeated commit */
-        } else {
-            st_hex_short(d->cur_hash, 32, b);
-            snprintf(msg, sizeof msg, "commit of epoch %llu with plan hash %s..; the current "
-                     "plan's is %s..", ep, a, b);
-            dm_reply_error(d, ST_EEPOCH, msg);
-        }
-        return;
-    }
-    if (d->have_cur && c->epoch < d->cur_epoch) {
-        snprintf(msg, sizeof msg, "commit of epoch %llu is older than the current epoch %llu", ep,
-                 (unsigned long long)d->cur_epoch);
-        dm_reply_error(d, ST_EEPOCH, msg);
-        return;
-    }
-    /* an epoch this worker did not prepare: it is not in that plan */
-    st_dp_plan sp;
-    memset(&sp, 0, sizeof sp);
-    sp.epoch = c->epoch;
-    sp.index = -1;
-    memcpy(sp.plan_hash, c->plan_hash.data, 32);
-    st_dp_stage *s;
-    if (st_dp_stage_spare(&sp, &s) != ST_OK) {
-        dm_reply_error(d, ST_ENOMEM, "out of memory");
-        return;
-    }
-    if (d->pending != NULL && d->pending->plan.epoch < c->epoch) {
-        st_dp_stage_free(d->pending);
-        d->pending = NULL;
-    }
+    st_dp_stage *s = d->pending;
+    d->pending = NULL;
+    bool spare = s->plan.index < 0;
     dm_publish(d, s);
-    st_log(ST_LOG_INFO, "control", "epoch %llu committed without this worker: spare", ep);
+    st_log(ST_LOG_INFO, "control", "committed epoch %llu%s", (unsigned long long)c->epoch,
+           spare ? " without this worker: spare" : "");
     dm_reply_ack(d);
 }
-

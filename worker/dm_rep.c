@@ -9,7 +9,20 @@
  * receive, except while a Prepare's stage is loading (dm_plan.c): its
  * reply, and so the next receive, waits for the loader. A probe is
  * answered at once with a tiny ProbeReply; a payload over
- * ST_PROBE_MAX_PAYLOAD is refused (probe.h). */
+ * ST_PROBE_MAX_PAYLOAD is refused (probe.h).
+ *
+ * Who may steer the worker. Prepare, Commit and EndSessions change what
+ * the worker serves, so they are taken only from the coordinator it
+ * joined: the JoinReply names the sender id of the coordinator's control
+ * requests (and its incarnation, which a Prepare's plan must carry too,
+ * dm_plan.c). A request from any other sender, or before any join, is
+ * refused with an ST_EAUTH Error naming both ids and counted
+ * (Counters.refused_control, with the Prepare and Commit refusals of
+ * dm_plan.c). Without a cluster key a sender id is not authenticated (a
+ * stranger who learns it can copy it); the checks of dm_plan.c (a Commit
+ * needs its Prepare, hashes must match, epochs only grow) hold anyway.
+ * Probes come from the other workers and change nothing: anyone may send
+ * them. */
 #include <stdio.h>
 #include <string.h>
 
@@ -86,6 +99,51 @@ void dm_ready(st_daemon *d, uint64_t epoch, uint64_t resident)
     dm_reply(d, &m);
 }
 
+void dm_refused(st_daemon *d, st_err code, const char *msg)
+{
+    d->ctl_refused++;
+    st_log(ST_LOG_WARN, "control", "refused: %s", msg);
+    dm_reply_error(d, code, msg);
+}
+
+void dm_on_join_reply(st_daemon *d, const Strata__JoinReply *jr, double now)
+{
+    if (d->incarnation != 0 && jr->incarnation != d->incarnation)
+        st_log(ST_LOG_INFO, "control", "coordinator incarnation %llu -> %llu (restarted)",
+               (unsigned long long)d->incarnation, (unsigned long long)jr->incarnation);
+    d->worker_id = jr->worker_id;
+    d->incarnation = jr->incarnation;
+    d->coord_ctl = jr->control_sender;
+    if (jr->heartbeat_ms >= 10 && jr->heartbeat_ms <= 600000)
+        d->hb_ms = jr->heartbeat_ms;
+    d->joined = true;
+    d->hb_fails = 0;
+    d->backoff = DM_BACKOFF_MIN_S;
+    d->next_hb = now;
+    pthread_mutex_lock(&d->sh.mu);
+    d->sh.worker_id = d->worker_id;
+    pthread_mutex_unlock(&d->sh.mu);
+    if (d->coord_ctl == 0)
+        st_log(ST_LOG_WARN, "control", "the JoinReply names no control sender: every Prepare, "
+               "Commit and EndSessions will be refused");
+    st_log(ST_LOG_INFO, "control", "joined %s as worker %llu (incarnation %llu, heartbeat %u ms, "
+           "control sender %llu)", d->cfg.coordinator, (unsigned long long)d->worker_id,
+           (unsigned long long)d->incarnation, d->hb_ms, (unsigned long long)d->coord_ctl);
+}
+
+/* dm_ctl_allowed - whether a Prepare, Commit or EndSessions from sender
+ * may be handled: it comes from the joined coordinator (see the file
+ * comment); else it is refused and counted. */
+static bool dm_ctl_allowed(st_daemon *d, const Strata__Msg *m, uint64_t sender)
+{
+    char why[240];
+    st_ctl_state cs = dm_ctl_state(d);
+    st_err e = st_ctl_sender_check(&cs, st_msg_case_name(m), sender, why, sizeof why);
+    if (e == ST_OK)
+        return true;
+    dm_refused(d, e, why);
+    return false;
+}
 
 static void dm_end_sessions(st_daemon *d, const Strata__EndSessions *es)
 {
@@ -133,7 +191,8 @@ void dm_on_rep(st_daemon *d)
     nng_msg *msg = nng_aio_get_msg(d->rep_aio);
     nng_aio_set_msg(d->rep_aio, NULL);
     Strata__Msg *m = NULL;
-    st_err e = st_msg_unpack(&d->env_rep, ST_ENV_CONTROL, msg, &m, NULL);
+    uint64_t sender = 0;
+    st_err e = st_msg_unpack(&d->env_rep, ST_ENV_CONTROL, msg, &m, &sender);
     nng_msg_free(msg);
     if (e == ST_EAUTH) { /* dropped unanswered and counted (INV-5) */
         st_log(ST_LOG_WARN, "control", "control message dropped: %s", st_errmsg(e));
@@ -145,6 +204,11 @@ void dm_on_rep(st_daemon *d)
         dm_reply_error(d, e, why);
     } else if (d->stopping) {
         dm_reply_error(d, ST_ECLOSED, "the worker is shutting down");
+    } else if ((m->body_case == STRATA__MSG__BODY_PREPARE ||
+                m->body_case == STRATA__MSG__BODY_COMMIT ||
+                m->body_case == STRATA__MSG__BODY_END_SESSIONS) &&
+               !dm_ctl_allowed(d, m, sender)) {
+        /* refused and counted */
     } else if (m->body_case == STRATA__MSG__BODY_PREPARE) {
         dm_prepare(d, m->prepare);
     } else if (m->body_case == STRATA__MSG__BODY_COMMIT) {

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/msg.h"
 #include "common/step.h"
+#include "worker/ctl_check.h"
 #include "worker/dp_internal.h"
 
 /* dp_warn - a warning about bad input, at most one a second (the others
@@ -284,6 +285,29 @@ static st_err dp_check(st_dp_stage *s, const Strata__StepMeta *m, size_t pkt_len
     return ST_OK;
 }
 
+/* dp_check_sender - whether sender may send this stage STEP frames: the
+ * previous stage's workers of the plan, or the coordinator for stage 0
+ * (st_dp_plan.prev_senders). A frame from anyone else is counted
+ * (refused_step) and dropped without an answer: an error result would
+ * fail the batch it names, which a forger must not be able to do. The
+ * frame has passed the epoch fence and dp_check, so it changed nothing. */
+static bool dp_check_sender(st_dataplane *dp, const st_dp_stage *s, const Strata__StepMeta *m,
+                            uint64_t sender)
+{
+    const st_dp_plan *p = &s->plan;
+    if (st_ctl_step_sender_ok(p->prev_senders, p->n_prev < ST_DP_MAX_NEXT ? p->n_prev
+                                                                          : ST_DP_MAX_NEXT,
+                              sender))
+        return true;
+    pthread_mutex_lock(&dp->sh->mu);
+    dp->sh->c.refused_step++;
+    pthread_mutex_unlock(&dp->sh->mu);
+    dp_warn(dp, "batch %llu of epoch %llu refused: STEP from sender %llu, which is not %s of "
+            "the plan", (unsigned long long)m->batch_id, (unsigned long long)m->epoch,
+            (unsigned long long)sender, p->index == 0 ? "the coordinator" : "the previous stage");
+    return false;
+}
+
 /* dp_input - decodes the activation packet into s->hin (not on stage 0). */
 static st_err dp_input(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta *m,
                        const uint8_t *pkt, size_t len)
@@ -500,8 +524,9 @@ static st_err dp_send_results(st_dataplane *dp, st_dp_stage *s, const Strata__St
     return ST_OK;
 }
 
-/* dp_step - one checked batch of the current epoch. */
-static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const st_step_parts *in)
+/* dp_step - one checked batch of the current epoch from sender. */
+static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const st_step_parts *in,
+                    uint64_t sender)
 {
     st_dp_stage *s = dp->cur;
     if (s == NULL || m->epoch != s->plan.epoch || m->plan_hash.len != ST_WIRE_PLAN_HASH_SIZE ||
@@ -521,6 +546,12 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const st_step_p
     pthread_mutex_unlock(&dp->sh->mu);
     bool computed = false, bad = true;
     st_err e = dp_check(s, m, in->pkt_len);
+    if (e == ST_OK && !dp_check_sender(dp, s, m, sender)) {
+        pthread_mutex_lock(&dp->sh->mu);
+        dp->sh->in_flight = 0;
+        pthread_mutex_unlock(&dp->sh->mu);
+        return; /* refused and counted: nothing computed, nothing answered */
+    }
     if (e == ST_OK)
         e = dp_input(dp, s, m, in->pkt, in->pkt_len);
     if (e == ST_OK) {
@@ -576,6 +607,6 @@ void dp_frame(st_dataplane *dp, nng_msg *msg)
         dp_fail(dp, dp->cur != NULL ? dp->cur->plan.epoch : 0, 0, true, e, "%s", st_errdetail());
         return;
     }
-    dp_step(dp, m, &in);
+    dp_step(dp, m, &in, sender);
     st_step_meta_free(m);
 }

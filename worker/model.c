@@ -154,7 +154,11 @@ st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_mode
         goto fail;
     if (last < 0)
         last = m->hp.n_layer;
-    if (first < 0 || first >= last || last > m->hp.n_layer) {
+    /* an empty range is allowed at either end only: [0, 0) is the
+     * embedding alone, [n_layer, n_layer) the head alone (a client's ends
+     * of a chain of shard servers, docs/shards.md) */
+    const bool end_only = first == last && (first == 0 || last == m->hp.n_layer);
+    if (first < 0 || (first >= last && !end_only) || last > m->hp.n_layer) {
         e = st_errorf(ST_ERANGE, "layer range [%lld, %lld) is not inside [0, %lld)",
                       (long long)first, (long long)last, (long long)m->hp.n_layer);
         goto fail;
@@ -165,7 +169,7 @@ st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_mode
     m->has_head = last == m->hp.n_layer;
     if ((e = st_gguf_model_id(g, m->id)))
         goto fail;
-    m->layers = calloc((size_t)(last - first), sizeof *m->layers);
+    m->layers = calloc(last > first ? (size_t)(last - first) : 1, sizeof *m->layers);
     if (m->layers == NULL) {
         e = st_errorf(ST_ENOMEM, "layers");
         goto fail;

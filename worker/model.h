@@ -8,6 +8,9 @@
  * and binds the tensors of the layer range [first, last): the token
  * embedding too when first == 0, the output norm and head (or the tied
  * embedding when the file has no output.weight) when last == n_layer.
+ * The range may be empty at either end: [0, 0) binds the embedding alone
+ * and [n_layer, n_layer) the output norm and head alone (a stage of no
+ * layers, whose forward pass embeds or applies the head).
  * Only those tensors are touched, so the process's resident memory follows
  * its share of the model; st_model_resident() reports the bytes touched.
  * Every tensor's type and shape is checked against the hyperparameters

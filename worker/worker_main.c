@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/units.h"
 #include "worker/daemon.h"
+#include "worker/standalone.h"
 
 static void wm_usage(FILE *f)
 {
@@ -223,6 +224,12 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
 
 int main(int argc, char **argv)
 {
+    /* --standalone: a sidecar shard server without a coordinator, with its
+     * own flags (worker/standalone_main.c, docs/shards.md) */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--standalone") == 0)
+            return st_standalone_main(argc, argv);
+
     st_worker_cfg cfg;
     const char *level = NULL;
     bool insecure = false;

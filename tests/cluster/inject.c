@@ -11,31 +11,50 @@
  *       pushes one STEP frame with the given epoch to a worker's data
  *       socket (nothing is expected back on this socket); --hash sets the
  *       plan hash (64 hex digits; default zeros), --route the replica index
- *       of each stage (StepMeta.route; default none). */
+ *       of each stage (StepMeta.route; default none).
+ *   inject role ADDR CASE [--client-key FILE | ...]
+ *       control requests under a credential, refused by role, owner or
+ *       quota (issue 12, findings 4-7): see inject_role.c.
+ *   inject sec CASE ARGS... [--sender N]
+ *       hostile control and data frames (issue 12, findings 1 and 2), from
+ *       a stranger's envelope sender id, or N (a copied id: without a key
+ *       sender ids are not authenticated, and the other checks must hold):
+ *       commit-unprepared WORKER_CTL EPOCH      Commit of an unprepared epoch
+ *       prepare-commit-reroute COORD WORKER_CTL TARGET
+ *           the serving plan (asked of COORD) as epoch + 1 with every data
+ *           and result address TARGET, correctly hashed: Prepare, Commit
+ *       commit-bad-hash COORD WORKER_CTL        the plan as epoch + 1 with
+ *           the old plan's hash: Prepare, then Commit of that hash
+ *       step-forged-session WORKER_DATA EPOCH HASH SESSION POS NTOK [TOKEN]
+ *           a stage-0 STEP rewriting positions [POS, POS + NTOK) of SESSION
+ *       result-forged RESULTS EPOCH BATCH SESSION[,SESSION...] [TOKEN]
+ *           a StepResult of BATCH (of EPOCH) giving each session TOKEN
+ *       Replies are printed as for req ("reply: refuse: REASON" too). */
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/push.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 #include <math.h>
-#include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/envelope.h"
 #include "common/msg.h"
 #include "common/pbuf_budget.h"
 #include "common/step.h"
+#include "tests/cluster/inject.h"
 
-static int inj_usage(void)
+int inj_usage(void)
 {
     fprintf(stderr, "usage: inject req ADDR CASE [--key FILE] | inject step ADDR EPOCH "
-                    "[--key FILE] [--encrypt] [--bad-mac] [--hash HEX] [--route R,R,...]\n");
+                    "[--key FILE] [--encrypt] [--bad-mac] [--hash HEX] [--route R,R,...] | "
+                    "inject sec CASE ARGS... [--sender N] | inject role ADDR CASE ...\n");
     return 2;
 }
 
-static int inj_send_raw(nng_socket s, const uint8_t *buf, size_t len)
+int inj_send_raw(nng_socket s, const uint8_t *buf, size_t len)
 {
     int rv = nng_send(s, (void *)buf, len, 0);
     if (rv != 0) {
@@ -45,7 +64,7 @@ static int inj_send_raw(nng_socket s, const uint8_t *buf, size_t len)
     return 0;
 }
 
-static int inj_print_reply(nng_socket s, st_env *env)
+int inj_print_reply(nng_socket s, st_env *env)
 {
     Strata__Msg *r = NULL;
     st_err e = st_msg_recv(s, env, ST_ENV_CONTROL, &r, NULL);
@@ -56,6 +75,8 @@ static int inj_print_reply(nng_socket s, st_env *env)
     if (r->body_case == STRATA__MSG__BODY_ERROR)
         printf("reply: error %u %s: %s\n", r->error->code, st_strerror((st_err)r->error->code),
                r->error->message);
+    else if (r->body_case == STRATA__MSG__BODY_REFUSE)
+        printf("reply: refuse: %s\n", r->refuse->reason ? r->refuse->reason : "");
     else
         printf("reply: %s\n", st_msg_case_name(r));
     st_msg_free(r);
@@ -190,7 +211,7 @@ typedef struct inj_step_opts {
 } inj_step_opts;
 
 /* inj_parse_hash - 64 hex digits into out; -1 if malformed. */
-static int inj_parse_hash(const char *hex, uint8_t out[32])
+int inj_parse_hash(const char *hex, uint8_t out[32])
 {
     if (strlen(hex) != 64)
         return -1;
@@ -330,7 +351,7 @@ static uint8_t *inj_bomb_bytes(const uint32_t *path, size_t depth, uint32_t firs
 
 /* inj_dial - a PUSH (req false) or REQ socket dialing addr, with both
  * timeouts INJ_BOMB_TIMEOUT_MS and no REQ resend; 1 (reported) if not. */
-static int inj_dial(const char *addr, bool req, nng_socket *s)
+int inj_dial(const char *addr, bool req, nng_socket *s)
 {
     int rv = req ? nng_req0_open(s) : nng_push0_open(s);
     if (rv == 0 && (rv = nng_dial(*s, addr, NULL, 0)) != 0)
@@ -486,257 +507,16 @@ static int inj_sec_main(int argc, char **argv, st_env *env)
 }
 /* ---- end of the decoder bombs and transports ---- */
 
-/* ---- issue 12 (secC): requests checked against who sends them ----
- *   inject sec ADDR CASE [--key FILE | --client-key FILE | --admin-key FILE]
- *              [--id N] [--count N]
- *   Sends one control request to the coordinator under the credential
- *   given (none: an open cluster's stranger) and prints its reply as
- *   `inject req` does. CASE: heartbeat-as | leave-as | stale-as (for
- *   worker --id) | poll-as | cancel-as (request --id) | replan-force |
- *   drain-as (worker --id) | join-steal (a Join copying the first
- *   worker's capability and control address) | join-flood (--count Joins
- *   with the first worker's capability at fresh addresses; prints
- *   "joins: accepted A refused B") | slot-flood (--count Status requests
- *   pipelined on one raw REQ connection whose answers are never read; the
- *   connection is kept --hold-ms, then closed; prints "sent N"). */
-typedef struct inj_role {
-    const char *addr, *what;
-    uint64_t id;
-    uint32_t count, hold_ms;
-} inj_role;
 
-static volatile sig_atomic_t inj_role_closed; /* the flood's connection was closed */
-
-static void inj_role_pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg)
-{
-    (void)p;
-    (void)ev;
-    (void)arg;
-    inj_role_closed = 1;
-}
-
-/* inj_role_flood - o->count Status requests on one raw REQ connection,
- * none of whose answers is read, until the coordinator closes it; the
- * connection stays open o->hold_ms (prints "sent N, closed yes|no"). */
-static int inj_role_flood(const inj_role *o, st_env *env)
-{
-    static const uint32_t req_id_bit = 0x80000000u; /* NNG's REQ request id marker */
-    nng_socket s;
-    int rv = nng_req0_open_raw(&s);
-    if (rv == 0)
-        rv = nng_pipe_notify(s, NNG_PIPE_EV_REM_POST, inj_role_pipe_gone, NULL);
-    if (rv == 0)
-        rv = nng_dial(s, o->addr, NULL, 0);
-    if (rv != 0) {
-        fprintf(stderr, "inject: %s: %s\n", o->addr, nng_strerror(rv));
-        return 1;
-    }
-    nng_socket_set_ms(s, NNG_OPT_SENDTIMEO, 1000); /* a closed connection ends the flood */
-    Strata__StatusRequest sq = STRATA__STATUS_REQUEST__INIT;
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_STATUS_REQ;
-    m.status_req = &sq;
-    uint32_t sent = 0;
-    for (uint32_t i = 0; i < o->count && !inj_role_closed; i++) {
-        nng_msg *msg;
-        if (st_msg_pack(env, ST_ENV_CONTROL, &m, &msg) != ST_OK)
-            break;
-        if (nng_msg_header_append_u32(msg, req_id_bit | (i + 1)) != 0 ||
-            nng_sendmsg(s, msg, 0) != 0) {
-            nng_msg_free(msg);
-            break; /* the coordinator closed the connection */
-        }
-        sent++;
-    }
-    nng_msleep(o->hold_ms);
-    printf("sent %u, closed %s\n", sent, inj_role_closed ? "yes" : "no");
-    nng_close(s);
-    return 0;
-}
-
-/* inj_role_call - one request/reply on a fresh REQ socket; *out the reply. */
-static int inj_role_call(const char *addr, st_env *env, const Strata__Msg *m, Strata__Msg **out)
-{
-    nng_socket s;
-    if (inj_dial(addr, true, &s)) /* the bombs' dial: REQ, timeouts, no resend */
-        return 1;
-    st_err e = st_msg_send(s, env, ST_ENV_CONTROL, m); /* an Error reply is printed, not failed */
-    if (e == ST_OK)
-        e = st_msg_recv(s, env, ST_ENV_CONTROL, out, NULL);
-    nng_close(s);
-    if (e != ST_OK) {
-        printf("reply: none (%s)\n", st_errmsg(e));
-        return 1;
-    }
-    return 0;
-}
-
-static void inj_role_print(const Strata__Msg *r)
-{
-    if (r->body_case == STRATA__MSG__BODY_ERROR)
-        printf("reply: error %u %s: %s\n", r->error->code, st_strerror((st_err)r->error->code),
-               r->error->message);
-    else
-        printf("reply: %s\n", st_msg_case_name(r));
-}
-
-/* inj_role_joins - Joins copying the first worker's capability (from a
- * Status): at its own control address (steal) or at count fresh ones. */
-static int inj_role_joins(const inj_role *o, st_env *env)
-{
-    Strata__StatusRequest sq = STRATA__STATUS_REQUEST__INIT;
-    Strata__Msg m = STRATA__MSG__INIT, *st = NULL;
-    m.body_case = STRATA__MSG__BODY_STATUS_REQ;
-    m.status_req = &sq;
-    if (inj_role_call(o->addr, env, &m, &st))
-        return 1;
-    if (st->body_case != STRATA__MSG__BODY_STATUS || st->status->n_workers == 0) {
-        fprintf(stderr, "inject: no worker to copy in the status\n");
-        st_msg_free(st);
-        return 1;
-    }
-    Strata__Capability cap = *st->status->workers[0]->cap;
-    Strata__Join join = STRATA__JOIN__INIT;
-    join.protocol = STRATA__VERSION__PROTOCOL;
-    join.cap = &cap;
-    m.body_case = STRATA__MSG__BODY_JOIN;
-    m.join = &join;
-    bool steal = strcmp(o->what, "join-steal") == 0;
-    uint32_t n = steal ? 1 : o->count, ok = 0, refused = 0;
-    char ctl[64], data[64];
-    int rc = 0;
-    for (uint32_t i = 0; i < n && rc == 0; i++) {
-        if (!steal) {
-            snprintf(ctl, sizeof ctl, "tcp://127.0.0.1:%u", 40000u + i);
-            snprintf(data, sizeof data, "tcp://127.0.0.1:%u", 50000u + i);
-            cap.ctl_addr = ctl;
-            cap.data_addr = data;
-        }
-        Strata__Msg *r = NULL;
-        if ((rc = inj_role_call(o->addr, env, &m, &r)) != 0)
-            break;
-        if (steal)
-            inj_role_print(r);
-        ok += r->body_case == STRATA__MSG__BODY_JOIN_REPLY;
-        refused += r->body_case == STRATA__MSG__BODY_ERROR;
-        st_msg_free(r);
-    }
-    if (!steal && rc == 0)
-        printf("joins: accepted %u refused %u\n", ok, refused);
-    st_msg_free(st);
-    return rc;
-}
-
-static int inj_role_req(const inj_role *o, st_env *env)
-{
-    if (strncmp(o->what, "join-", 5) == 0)
-        return inj_role_joins(o, env);
-    if (strcmp(o->what, "slot-flood") == 0)
-        return inj_role_flood(o, env);
-    Strata__Msg m = STRATA__MSG__INIT;
-    Strata__Heartbeat hb = STRATA__HEARTBEAT__INIT;
-    Strata__Leave lv = STRATA__LEAVE__INIT;
-    Strata__StaleReport sr = STRATA__STALE_REPORT__INIT;
-    Strata__PollRequest pr = STRATA__POLL_REQUEST__INIT;
-    Strata__CancelRequest cr = STRATA__CANCEL_REQUEST__INIT;
-    Strata__ReplanRequest rr = STRATA__REPLAN_REQUEST__INIT;
-    Strata__DrainRequest dr = STRATA__DRAIN_REQUEST__INIT;
-    hb.worker_id = lv.worker_id = sr.worker_id = dr.worker_id = o->id;
-    pr.request_id = cr.request_id = o->id;
-    lv.reason = (char *)"inject";
-    sr.batch_id = 1;
-    sr.packet_epoch = 1;
-    sr.current_epoch = 2; /* another epoch: a report that is believed forces a replan */
-    rr.force = true;
-    if (strcmp(o->what, "heartbeat-as") == 0) {
-        m.body_case = STRATA__MSG__BODY_HEARTBEAT;
-        m.heartbeat = &hb;
-    } else if (strcmp(o->what, "leave-as") == 0) {
-        m.body_case = STRATA__MSG__BODY_LEAVE;
-        m.leave = &lv;
-    } else if (strcmp(o->what, "stale-as") == 0) {
-        m.body_case = STRATA__MSG__BODY_STALE;
-        m.stale = &sr;
-    } else if (strcmp(o->what, "poll-as") == 0) {
-        m.body_case = STRATA__MSG__BODY_POLL;
-        m.poll = &pr;
-    } else if (strcmp(o->what, "cancel-as") == 0) {
-        m.body_case = STRATA__MSG__BODY_CANCEL;
-        m.cancel = &cr;
-    } else if (strcmp(o->what, "replan-force") == 0) {
-        m.body_case = STRATA__MSG__BODY_REPLAN;
-        m.replan = &rr;
-    } else if (strcmp(o->what, "drain-as") == 0) {
-        m.body_case = STRATA__MSG__BODY_DRAIN;
-        m.drain = &dr;
-    } else {
-        fprintf(stderr, "inject: unknown sec case '%s'\n", o->what);
-        return 2;
-    }
-    Strata__Msg *r = NULL;
-    if (inj_role_call(o->addr, env, &m, &r))
-        return 1;
-    inj_role_print(r);
-    st_msg_free(r);
-    return 0;
-}
-
-/* inj_role_main - `inject sec ...`: the credential, then the case. */
-static int inj_role_main(int argc, char **argv)
-{
-    inj_role o = {.addr = argv[2], .what = argv[3], .count = 1};
-    const char *path = NULL;
-    st_env_role role = ST_ROLE_OPEN;
-    for (int i = 4; i + 1 < argc; i += 2) {
-        const char *f = argv[i], *v = argv[i + 1];
-        if (strcmp(f, "--key") == 0 || strcmp(f, "--client-key") == 0 ||
-            strcmp(f, "--admin-key") == 0) {
-            path = v;
-            role = f[2] == 'k' ? ST_ROLE_MEMBER : f[2] == 'c' ? ST_ROLE_CLIENT : ST_ROLE_ADMIN;
-        } else if (strcmp(f, "--id") == 0) {
-            o.id = strtoull(v, NULL, 10);
-        } else if (strcmp(f, "--count") == 0) {
-            o.count = (uint32_t)strtoul(v, NULL, 10);
-        } else if (strcmp(f, "--hold-ms") == 0) {
-            o.hold_ms = (uint32_t)strtoul(v, NULL, 10);
-        } else {
-            return inj_usage();
-        }
-    }
-    if ((argc - 4) % 2 != 0)
-        return inj_usage();
-    uint8_t key[ST_KEY_BYTES];
-    st_err e = ST_OK;
-    if (role == ST_ROLE_MEMBER) {
-        e = st_key_load(path, key);
-    } else if (path != NULL) {
-        uint8_t(*keys)[ST_KEY_BYTES];
-        size_t n;
-        if ((e = st_keyfile_read(path, 1, &keys, &n)) == ST_OK) {
-            memcpy(key, keys[0], ST_KEY_BYTES);
-            free(keys);
-        }
-    }
-    if (e != ST_OK) {
-        fprintf(stderr, "inject: %s\n", st_errmsg(e));
-        return 1;
-    }
-    st_env env;
-    uint64_t sender = 0xbeef0000u + (uint64_t)getpid();
-    if (st_env_init_cred(&env, path ? key : NULL, path ? role : ST_ROLE_MEMBER, false, sender))
-        return 1;
-    int rc = inj_role_req(&o, &env);
-    st_env_fini(&env);
-    return rc;
-}
-/* ---- end of issue 12 (secC) ---- */
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "sec") == 0) /* hostile control and data frames */
+        return inj_ctl_main(argc - 2, argv + 2);
+    if (argc >= 4 && strcmp(argv[1], "role") == 0) /* credentials, roles, owners: inject_role.c */
+        return inj_role_main(argc, argv);
     if (argc < 4)
         return inj_usage();
-    if (strcmp(argv[1], "sec") == 0) /* issue 12 (secC): roles, owners, members */
-        return inj_role_main(argc, argv);
     st_env sec_env; /* the decoder bombs and transports: keyless, own arguments */
     if (st_env_init_mode(&sec_env, NULL, false, 0xdead0000u + (uint64_t)rand()) != ST_OK)
         return 1;

@@ -75,7 +75,7 @@ def as_cred(c, flag, path, *args, check=True):
 
 def inject(c, what, *args):
     """`inject sec` against the coordinator; returns (code name or 'ok', text)."""
-    r = subprocess.run([INJECT, "sec", c.addr, what] + list(args), capture_output=True,
+    r = subprocess.run([INJECT, "role", c.addr, what] + list(args), capture_output=True,
                        text=True, timeout=TIMEOUT)
     assert r.returncode == 0, (what, r.stdout, r.stderr)
     m = re.search(r"reply: error (\d+)", r.stdout)
@@ -169,7 +169,7 @@ def case_members():
         assert code == "EAUTH", "stale report of a stranger: %s" % text
         sec = security(c)
         assert sec["member_spoofed"] == 4 and sec["stale_refused"] == 1, sec
-        r = subprocess.run([INJECT, "sec", c.addr, "join-flood", "--count", str(FLOOD)],
+        r = subprocess.run([INJECT, "role", c.addr, "join-flood", "--count", str(FLOOD)],
                            capture_output=True, text=True, timeout=TIMEOUT)
         assert r.returncode == 0, r.stderr
         m = re.search(r"joins: accepted (\d+) refused (\d+)", r.stdout)
@@ -279,7 +279,7 @@ def case_slots():
         c.add_worker()
         st = c.wait_serving(1)
         epoch = st["epoch"]
-        r = subprocess.run([INJECT, "sec", c.addr, "slot-flood", "--admin-key", k.admin,
+        r = subprocess.run([INJECT, "role", c.addr, "slot-flood", "--admin-key", k.admin,
                             "--count", str(SLOT_FLOOD), "--hold-ms", str(SLOT_HOLD_MS)],
                            capture_output=True, text=True, timeout=TIMEOUT)
         assert r.returncode == 0, r.stderr

@@ -53,13 +53,32 @@ size_t fake_run(fake *f, const st_sched_batch *b, st_sched_result_row *res,
     return n;
 }
 
+/* The tests name sessions by number: session and batch ids count up from
+ * id_base, each kind on its own, as a scheduler's first ids (its own are
+ * random). A counter pair per configuration made, from a pool (a test
+ * keeps far fewer schedulers alive at once). */
+#define FAKE_ID_POOL 64
+typedef struct fake_ids {
+    uint64_t next[2]; /* per st_sched_id_kind */
+} fake_ids;
+
+static uint64_t fake_seq_id(void *arg, st_sched_id_kind kind)
+{
+    return ++((fake_ids *)arg)->next[kind];
+}
+
 st_sched_cfg cfg_default(void)
 {
-    return (st_sched_cfg){.n_ctx = 256, .chunk = 16, .max_batch_tokens = 40, .max_sessions = 4,
-                          .max_requests = 8, .max_in_flight = 1, .n_vocab = V, .eos_id = 2,
-                          .step_timeout_ns = 1000 * MS, .queue_timeout_ns = 5000 * MS,
-                          .finished_ttl_ns = 10000 * MS, .idle_session_ttl_ns = 60000 * MS,
-                          .id_base = 1000};
+    static fake_ids pool[FAKE_ID_POOL];
+    static unsigned used;
+    fake_ids *ids = &pool[used++ % FAKE_ID_POOL];
+    st_sched_cfg c = {.n_ctx = 256, .chunk = 16, .max_batch_tokens = 40, .max_sessions = 4,
+                      .max_requests = 8, .max_in_flight = 1, .n_vocab = V, .eos_id = 2,
+                      .step_timeout_ns = 1000 * MS, .queue_timeout_ns = 5000 * MS,
+                      .finished_ttl_ns = 10000 * MS, .idle_session_ttl_ns = 60000 * MS,
+                      .id_base = 1000, .new_id = fake_seq_id, .id_arg = ids};
+    ids->next[ST_SCHED_ID_SESSION] = ids->next[ST_SCHED_ID_BATCH] = c.id_base;
+    return c;
 }
 
 st_gen_req req_of(const int32_t *p, size_t n, uint32_t max)

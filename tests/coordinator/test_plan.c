@@ -228,6 +228,54 @@ START_TEST(replicated_plan)
 }
 END_TEST
 
+/* data senders (issue 12, finding 2): the plan names who sends STEP
+ * frames to each stage and results to the coordinator; the message and
+ * the hash carry them, and st_plan_route_sender answers who may send a
+ * route's results */
+START_TEST(route_senders)
+{
+    st_plan p, q;
+    mkplan(&p, 300);
+    p.step_sender = 0x77;
+    p.stages[0].data_senders[0] = 0x1001;
+    p.stages[1].n_workers = 2;
+    p.stages[1].worker_ids[1] = 14;
+    strcpy(p.stages[1].data_addrs[1], "tcp://127.0.0.1:4004");
+    p.stages[1].data_senders[0] = 0x1002;
+    p.stages[1].data_senders[1] = 0x1004;
+    ck_assert_int_eq(st_plan_seal(&p), ST_OK);
+    Strata__Plan *pb;
+    ck_assert_int_eq(st_plan_to_pb(&p, false, &pb), ST_OK);
+    ck_assert_uint_eq(pb->step_sender, 0x77);
+    ck_assert_uint_eq(pb->stages[1]->n_data_senders, 2);
+    ck_assert_uint_eq(pb->stages[1]->data_senders[1], 0x1004);
+    ck_assert_uint_eq(pb->stages[0]->data_senders[0], 0x1001);
+    st_plan_pb_free(pb);
+    /* route 1 goes through replica 1 of stage 1: its results come from 0x1004 only */
+    ck_assert(st_plan_route_sender(&p, 1, 0x1004, true));
+    ck_assert(!st_plan_route_sender(&p, 1, 0x1002, true));
+    ck_assert(!st_plan_route_sender(&p, 1, 0x1001, true)); /* stage 0: not the last */
+    ck_assert(st_plan_route_sender(&p, 1, 0x1001, false)); /* but it may report an error */
+    ck_assert(st_plan_route_sender(&p, 0, 0x1002, true));
+    ck_assert(!st_plan_route_sender(&p, 0, 0x1004, false)); /* not on route 0 */
+    ck_assert(!st_plan_route_sender(&p, 0, 0x77, false));   /* the coordinator's */
+    ck_assert(!st_plan_route_sender(&p, 0, 0, false));
+    /* another sender is another plan: its hash and its layout differ */
+    ck_assert_int_eq(st_plan_copy(&q, &p), ST_OK);
+    q.stages[1].data_senders[1] = 0x1005;
+    ck_assert_int_eq(st_plan_seal(&q), ST_OK);
+    ck_assert(memcmp(p.hash, q.hash, 32) != 0);
+    ck_assert(!st_plan_same_layout(&p, &q));
+    q.stages[1].data_senders[1] = 0x1004;
+    q.step_sender = 0x78;
+    ck_assert_int_eq(st_plan_seal(&q), ST_OK);
+    ck_assert(memcmp(p.hash, q.hash, 32) != 0);
+    ck_assert(!st_plan_same_layout(&p, &q));
+    st_plan_free(&q);
+    st_plan_free(&p);
+}
+END_TEST
+
 /* ---- join validation ---- */
 
 typedef struct join_fx {
@@ -441,6 +489,7 @@ int main(void)
     tcase_add_test(tc, two_phase_round);
     tcase_add_test(tc, replicated_plan);
     tcase_add_test(tc, same_route);
+    tcase_add_test(tc, route_senders);
     tcase_add_test(tc, join_checks);
     tcase_add_test(tc, members_lifecycle);
     suite_add_tcase(s, tc);

@@ -1,0 +1,482 @@
+#!/usr/bin/env python3
+"""shards.py - standalone shard servers and libstrata (issue 18,
+docs/shards.md): real `strata-worker --standalone` processes on loopback
+(port 0, addresses read from their stdout), driven by `strata run --shards`,
+the `shard_poke` tool and examples/chain.c built against the installed
+library.
+
+Cases:
+- exact: shard [0, k) -> shard [k, L) with the local embedding and head, and
+  with those of an embedding service (strata-embed --listen), f32 packets,
+  on synth-s-f32 and l3-synth-q8_0: the ids equal `strata run`'s, greedy
+  and sampled with a seed.
+- failover: with two replacements of [k, L) configured, the client pauses
+  after N tokens (its --pause-after hold point: nothing races the
+  generation), the test SIGKILLs the serving [k, L) server, lets the client
+  go on: the ids are still those of `strata run`, and one replay is
+  reported. Without a replacement the same kill gives a clear error.
+- sessions: a session evicted (--sessions 1, another client) or expired
+  (--ttl-s 1) while its client is paused is replayed: the same ids.
+- bad_input: garbage, a wrong dtype, a packet of too many tokens, a step of
+  an unknown session past position 0, another model's packet, and a frame
+  beyond the receive limit each get their error (the last: the connection
+  is dropped, no reply); after each, the server still serves a chain.
+- embed: `strata-embed` on synth-s-f32: /v1/embed rows equal the file's
+  token_embd rows bit for bit; GET /v1/embeddings/N has an ETag per model
+  and id, is immutable, and answers 304 with no body to If-None-Match; bad
+  ids 400/404, a body over --max-body 413, a hidden state of the wrong
+  size 422; /v1/logits gives sorted logprobs; tokenize/detokenize.
+- pkgconfig: `meson install --destdir` into a temporary directory, then
+  examples/chain.c compiled with `pkg-config --cflags --libs strata` from
+  there; it runs against two servers and prints what `strata run --shards`
+  prints after the prompt.
+- rss: the peak resident memory of `strata run` (the whole model), of
+  `strata run --shards` with local ends (embedding, head, tokenizer) and
+  with an embedding service's (the tokenizer alone) on a TinyLlama-shaped
+  Q8_0 model synthesized for the test: printed; local ends must need less
+  than a quarter of the whole model's, remote ends less than 64 MiB.
+
+Usage: shards.py BUILD_DIR CASE...   Every process is killed at the end,
+also on failure. Prints 'N passed, N failed' as its last line."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import BUILD, STRATA, TIMEOUT, WORKER, Proc, model, parse_ids  # noqa: E402
+
+POKE = os.path.join(BUILD, "tests", "cluster", "shard_poke")
+EMBED = os.path.join(BUILD, "worker", "strata-embed")
+PROMPT = "Once upon a time"
+N_GEN = 24
+PAUSE_AT = 6
+SAMPLED = ["--temp", "0.8", "--seed", "1234"]
+GREEDY = ["--temp", "0"]
+# the thin client's bound when the embedding and head are remote (issue 18)
+RSS_THIN_MIB = 64
+# (model, layers, split layer k)
+MODELS = [("synth-s-f32.gguf", 6, 2), ("l3-synth-q8_0.gguf", 4, 1)]
+
+
+class Servers:
+    """Shard servers of one model; use as a context manager."""
+
+    def __init__(self, model_path, extra=()):
+        self.tmp = tempfile.mkdtemp(prefix="strata-shards-%d-" % os.getpid())
+        self.model = model_path
+        self.extra = list(extra)
+        self.procs = []
+
+    def start(self, first, last):
+        """A server of [first, last); returns (proc, its address)."""
+        p = Proc(self.tmp, "shard%d-%d-%d" % (first, last, len(self.procs)),
+                 [WORKER, "--standalone", "--layers", "%d:%d" % (first, last), "--model",
+                  self.model, "--threads", "1"] + self.extra)
+        self.procs.append(p)
+        return p, p.wait_line(r"listening on (tcp://\S+)").group(1)
+
+    def embed(self):
+        """An embedding service of the model with --listen; its NNG address."""
+        p = Proc(self.tmp, "embed%d" % len(self.procs),
+                 [EMBED, "--model", self.model, "--http", "127.0.0.1:0", "--listen",
+                  "tcp://127.0.0.1:0", "--threads", "1"])
+        self.procs.append(p)
+        return p.wait_line(r"listening on (tcp://\S+)").group(1)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.kill()
+            p.p.wait()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def run(argv, check=True):
+    r = subprocess.run([STRATA, "run"] + argv, capture_output=True, text=True, timeout=TIMEOUT)
+    if check:
+        assert r.returncode == 0, "strata run %s: %s" % (" ".join(argv), r.stderr)
+    return r
+
+
+def local_ids(model_path, sampling):
+    return parse_ids(run([model_path, "--prompt", PROMPT, "-n", str(N_GEN), "--ids",
+                          "--threads", "1"] + sampling).stdout)
+
+
+def shard_ids(model_path, addrs, sampling, embed=None):
+    return parse_ids(run([model_path, "--prompt", PROMPT, "-n", str(N_GEN), "--ids",
+                          "--threads", "1", "--shards", ",".join(addrs)] + sampling
+                         + (["--embed", embed] if embed else [])).stdout)
+
+
+def case_exact():
+    for name, n_layer, k in MODELS:
+        m = model(name)
+        with Servers(m) as s:
+            a = s.start(0, k)[1]
+            b = s.start(k, n_layer)[1]
+            e = s.embed()
+            for label, sp in (("greedy", GREEDY), ("sampled", SAMPLED)):
+                want = local_ids(m, sp)
+                got = shard_ids(m, [a, b], sp)
+                assert got == want, "%s %s: shards %s != strata run %s" % (name, label, got, want)
+                got = shard_ids(m, [a, b], sp, embed=e)
+                assert got == want, "%s %s: with the embedding service %s != strata run %s" % (
+                    name, label, got, want)
+                print("%s: [0,%d) -> [%d,%d) %s: %d ids equal strata run's, with local ends and "
+                      "with the embedding service's" % (name, k, k, n_layer, label, len(got)))
+
+
+def paused_run(model_path, addrs, sampling):
+    """`strata run --shards` paused at PAUSE_AT tokens: the Popen, once the
+    pause line came (stderr lines before it are returned too)."""
+    p = subprocess.Popen([STRATA, "run", model_path, "--prompt", PROMPT, "-n", str(N_GEN),
+                          "--ids", "--threads", "1", "--shards", ",".join(addrs),
+                          "--pause-after", str(PAUSE_AT)] + sampling,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if line.startswith("paused after %d tokens" % PAUSE_AT):
+            return p, seen
+    p.wait()
+    raise AssertionError("the client did not pause: %s" % "".join(seen))
+
+
+def case_failover():
+    for name, n_layer, k in MODELS:
+        m = model(name)
+        for label, sp in (("greedy", GREEDY), ("sampled", SAMPLED)):
+            want = local_ids(m, sp)
+            with Servers(m) as s:
+                a = s.start(0, k)[1]
+                victim, b = s.start(k, n_layer)
+                spares = [s.start(k, n_layer)[1], s.start(k, n_layer)[1]]
+                p, _ = paused_run(m, [a, b] + spares, sp)
+                victim.kill(signal.SIGKILL)
+                victim.p.wait()
+                out, err = p.communicate("\n", timeout=TIMEOUT)
+                assert p.returncode == 0, err
+                got = parse_ids(out)
+                assert got == want, "%s %s: after the kill %s != %s" % (name, label, got, want)
+                assert "1 replays" in err, err
+                print("%s %s: SIGKILL of [%d,%d) after %d tokens (two replacements), one took "
+                      "over: ids equal strata run's" % (name, label, k, n_layer, PAUSE_AT))
+    name, n_layer, k = MODELS[0]
+    m = model(name)
+    with Servers(m) as s:
+        a = s.start(0, k)[1]
+        victim, b = s.start(k, n_layer)
+        p, _ = paused_run(m, [a, b], GREEDY)
+        victim.kill(signal.SIGKILL)
+        victim.p.wait()
+        out, err = p.communicate("\n", timeout=TIMEOUT)
+        assert p.returncode != 0, "no replacement, yet it went on: %s" % out
+        assert "no replacement is left" in err, err
+        print("no replacement: %s" % err.strip().splitlines()[-2])
+
+
+def case_sessions():
+    """Eviction and expiry cost a replay, never the ids: with --sessions 1, a
+    client paused mid-generation loses its caches to another client's
+    generation; with --ttl-s 1, a client paused for longer than the TTL
+    loses them to expiry. Each resumes (replaying its history) with the ids
+    of `strata run` and reports one replay."""
+    name, n_layer, k = MODELS[0]
+    m = model(name)
+    want = local_ids(m, SAMPLED)
+    with Servers(m, ["--sessions", "1"]) as s:
+        addrs = [s.start(0, k)[1], s.start(k, n_layer)[1]]
+        p, _ = paused_run(m, addrs, SAMPLED)
+        assert shard_ids(m, addrs, GREEDY) == local_ids(m, GREEDY)  # takes the only slot
+        out, err = p.communicate("\n", timeout=TIMEOUT)
+        assert p.returncode == 0 and parse_ids(out) == want, err
+        assert "1 replays" in err, err
+        print("--sessions 1: evicted while paused, replayed: ids equal strata run's")
+    ttl = 1
+    with Servers(m, ["--ttl-s", str(ttl)]) as s:
+        addrs = [s.start(0, k)[1], s.start(k, n_layer)[1]]
+        p, _ = paused_run(m, addrs, SAMPLED)
+        time.sleep(2 * ttl)  # idle past the TTL (a lower bound: nothing races it)
+        out, err = p.communicate("\n", timeout=TIMEOUT)
+        assert p.returncode == 0 and parse_ids(out) == want, err
+        assert "1 replays" in err, err
+        print("--ttl-s %d: expired while paused, replayed: ids equal strata run's" % ttl)
+
+
+def poke(addr, case):
+    r = subprocess.run([POKE, addr, case], capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, "shard_poke %s: %s" % (case, r.stderr)
+    return r.stdout.strip()
+
+
+def case_bad_input():
+    name, n_layer, k = MODELS[0]
+    m = model(name)
+    want = local_ids(m, GREEDY)
+    expect = [("garbage", "reply: error"), ("dtype", "reply: error 11 "),
+              ("oversized", "reply: error 8 "), ("unknown", "reply: error 4 "),
+              ("wrong-model", "reply: error 16 "), ("huge", "reply: none")]
+    with Servers(m, ["--dtypes", "f32", "--max-tokens", "16"]) as s:
+        a = s.start(0, k)[1]
+        b = s.start(k, n_layer)[1]
+        assert poke(b, "ok") == "reply: ok"
+        for case, prefix in expect:
+            got = poke(b, case)
+            assert got.startswith(prefix), "%s: %r, expected %r..." % (case, got, prefix)
+            assert shard_ids(m, [a, b], GREEDY) == want, "after %s the chain differs" % case
+            print("%s: %s; the server still serves" % (case, got[:110]))
+        r = run([m, "--prompt", PROMPT, "-n", "4", "--shards", a + "," + b, "--shard-dtype",
+                 "bf16"], check=False)
+        assert r.returncode != 0 and "not among those this server accepts" in r.stderr, r.stderr
+        print("a client asking bf16 of an f32-only server: %s" % r.stderr.strip().splitlines()[-1])
+
+
+def case_pkgconfig():
+    if shutil.which("pkg-config") is None:
+        raise AssertionError("pkg-config is not installed")
+    name, n_layer, k = MODELS[0]
+    m = model(name)
+    dest = tempfile.mkdtemp(prefix="strata-install-")
+    try:
+        r = subprocess.run(["meson", "install", "-C", BUILD, "--destdir", dest, "--no-rebuild",
+                            "--quiet"], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stdout + r.stderr
+        pcs = [os.path.join(d, f) for d, _, fs in os.walk(dest) for f in fs if f == "strata.pc"]
+        assert len(pcs) == 1, "strata.pc installed %d times" % len(pcs)
+        env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pcs[0]))
+        with open(pcs[0]) as f:  # the installed prefix, moved under dest
+            prefix = next(x[7:].strip() for x in f if x.startswith("prefix="))
+        flags = subprocess.run(["pkg-config", "--define-variable=prefix=" + dest + prefix,
+                                "--cflags", "--libs", "strata"],
+                               capture_output=True, text=True, env=env, check=True).stdout.split()
+        assert any(dest in f for f in flags), "pkg-config did not point into %s: %s" % (dest, flags)
+        exe = os.path.join(dest, "chain")
+        src = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "chain.c")
+        r = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", src, "-o", exe] + flags,
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        libdir = [f[2:] for f in flags if f.startswith("-L")][0]
+        with Servers(m) as s:
+            a = s.start(0, k)[1]
+            b = s.start(k, n_layer)[1]
+            r = subprocess.run([exe, m, PROMPT, a, b], capture_output=True, text=True,
+                               timeout=TIMEOUT, env=dict(os.environ, LD_LIBRARY_PATH=libdir))
+            assert r.returncode == 0, r.stderr
+            ref = run([m, "--prompt", PROMPT, "-n", "32", "--shards", a + "," + b] + GREEDY)
+            assert ref.stdout.startswith(PROMPT)
+            assert r.stdout == ref.stdout[len(PROMPT):], "%r != %r" % (r.stdout, ref.stdout)
+            print("examples/chain.c built with pkg-config from the installed tree (%s): %r"
+                  % (" ".join(flags), r.stdout.strip()[:60]))
+    finally:
+        shutil.rmtree(dest, ignore_errors=True)
+
+
+def case_rss():
+    """A TinyLlama-shaped Q8_0 model (22 layers, 2048 wide, 32,000 ids;
+    synthesized here, or STRATA_RSS_MODEL) split over two servers."""
+    tmp = tempfile.mkdtemp(prefix="strata-rss-")
+    try:
+        m = os.environ.get("STRATA_RSS_MODEL")
+        if m is None:
+            m = os.path.join(tmp, "tinyllama-shaped-q8_0.gguf")
+            r = subprocess.run([STRATA, "convert", "synth", m, "--dim", "2048", "--layers", "22",
+                                "--heads", "32", "--kv-heads", "4", "--ffn", "5632", "--vocab",
+                                "32000", "--type", "q8_0"], capture_output=True, text=True,
+                               timeout=600)
+            assert r.returncode == 0, r.stderr
+        res = {}
+        with Servers(m) as s:
+            a = s.start(0, 11)[1]
+            b = s.start(11, 22)[1]
+            e = s.embed()
+            for label, extra in (("strata run", []),
+                                 ("strata run --shards", ["--shards", a + "," + b]),
+                                 ("strata run --shards --embed",
+                                  ["--shards", a + "," + b, "--embed", e])):
+                # a helper's ru_maxrss of its children: strata's peak alone
+                code = ("import resource,subprocess,sys;"
+                        "r=subprocess.run(sys.argv[1:],capture_output=True);"
+                        "sys.exit(r.returncode) if r.returncode else "
+                        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+                r = subprocess.run([sys.executable, "-c", code, STRATA, "run", m, "--prompt",
+                                    PROMPT, "-n", str(N_GEN), "--ids", "--threads", "1"]
+                                   + GREEDY + extra, capture_output=True, text=True,
+                                   timeout=TIMEOUT * 5)
+                assert r.returncode == 0, r.stderr
+                res[label] = int(r.stdout.strip()) / 1024.0
+        print("%s: peak RSS strata run %.1f MiB; strata run --shards: local embedding and head "
+              "%.1f MiB, the embedding service's %.1f MiB"
+              % (os.path.basename(m), res["strata run"], res["strata run --shards"],
+                 res["strata run --shards --embed"]))
+        assert res["strata run --shards"] * 4 < res["strata run"], res
+        assert res["strata run --shards --embed"] < RSS_THIN_MIB, res
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- the embedding service
+
+# GGUF value types with a fixed size (bytes), by type number
+GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+GGUF_STRING, GGUF_ARRAY, GGUF_F32 = 8, 9, 0
+
+
+def gguf_f32_rows(path, name, ids):
+    """The rows ids of the f32 matrix `name` of a GGUF file (a reader of
+    just what this needs: the header, the key/values skipped, the tensor
+    table, the alignment)."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    off = 0
+
+    def take(fmt):
+        nonlocal off
+        v = struct.unpack_from("<" + fmt, data, off)
+        off += struct.calcsize("<" + fmt)
+        return v[0] if len(v) == 1 else v
+
+    def string():
+        nonlocal off
+        n = take("Q")
+        off += n
+        return data[off - n:off].decode("utf-8", "replace")
+
+    def skip(t):
+        nonlocal off
+        if t == GGUF_STRING:
+            string()
+        elif t == GGUF_ARRAY:
+            at, n = take("I"), take("Q")
+            for _ in range(n):
+                skip(at)
+        else:
+            off += GGUF_FIXED[t]
+
+    assert data[:4] == b"GGUF"
+    off = 8
+    n_t, n_kv = take("Q"), take("Q")
+    align = 32
+    for _ in range(n_kv):
+        k, t = string(), take("I")
+        if k == "general.alignment":
+            align = take("I")
+        else:
+            skip(t)
+    info = {}
+    for _ in range(n_t):
+        nm = string()
+        nd = take("I")
+        ne = [take("Q") for _ in range(nd)]
+        info[nm] = (ne, take("I"), take("Q"))
+    base = (off + align - 1) // align * align
+    ne, typ, toff = info[name]
+    assert typ == GGUF_F32, "%s is not f32" % name
+    w = ne[0]
+    return [list(struct.unpack_from("<%df" % w, data, base + toff + 4 * w * i)) for i in ids]
+
+
+def f32(row):
+    """JSON numbers read as f32 (the service prints each so that it reads
+    back to the same f32, not to the same double)."""
+    import struct
+    return list(struct.unpack("<%df" % len(row), struct.pack("<%df" % len(row), *row)))
+
+
+def http(url, body=None, headers=None):
+    """(status, headers, body bytes) of a request; errors too."""
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(url, data=body, headers=headers or {},
+                                 method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+def case_embed():
+    import json
+    m = model("synth-s-f32.gguf")
+    tmp = tempfile.mkdtemp(prefix="strata-embed-")
+    p = Proc(tmp, "embed", [EMBED, "--model", m, "--http", "127.0.0.1:0", "--threads", "1",
+                            "--max-body", "64k"])
+    try:
+        u = p.wait_line(r"http on (http://\S+)").group(1)
+        ids = [0, 5, 17, 255]
+        want = gguf_f32_rows(m, "token_embd.weight", ids)
+        st, _, b = http(u + "/v1/embed", json.dumps({"token_ids": ids}).encode())
+        assert st == 200, b
+        rows = json.loads(b)["rows"]
+        assert [f32(r) for r in rows] == want, "/v1/embed rows differ from token_embd's"
+        print("/v1/embed: %d rows equal token_embd's bit for bit" % len(rows))
+        st, h, b = http(u + "/v1/embeddings/17")
+        assert st == 200 and f32(json.loads(b)["row"]) == want[2], (st, b[:100])
+        etag = h["ETag"]
+        assert h["Cache-Control"] == "public, max-age=31536000, immutable", h["Cache-Control"]
+        st, h2, b = http(u + "/v1/embeddings/17", headers={"If-None-Match": etag})
+        assert st == 304 and b == b"" and h2["ETag"] == etag, (st, b)
+        st, _, b = http(u + "/v1/embeddings/17", headers={"If-None-Match": '"other-17"'})
+        assert st == 200, st
+        st18 = http(u + "/v1/embeddings/18")[1]["ETag"]
+        assert st18 != etag, "two ids share an ETag"
+        print("GET /v1/embeddings/17: ETag %s, immutable; 304 with no body on If-None-Match"
+              % etag)
+        bad = [("/v1/embeddings/abc", None, 400), ("/v1/embeddings/-1", None, 400),
+               ("/v1/embeddings/99999999", None, 404), ("/v1/embed", b"[1,", 400),
+               ("/v1/embed", json.dumps({"token_ids": [1, 1 << 30]}).encode(), 400),
+               ("/v1/embed", b"{" + b" " * 70000 + b"}", 413),
+               ("/v1/logits", json.dumps({"hidden": [0.5] * 7, "top_k": 3}).encode(), 422),
+               ("/v1/nothing", b"{}", 404)]
+        for path, body, code in bad:
+            st, _, b = http(u + path, body)
+            assert st == code, "%s: %d, expected %d: %s" % (path, st, code, b[:200])
+            assert "error" in json.loads(b), b
+        print("bad ids, sizes and bodies: %s" % ", ".join("%s %d" % (x[0], x[2]) for x in bad))
+        hidden = want[1] * 1  # any width-sized vector
+        st, _, b = http(u + "/v1/logits",
+                        json.dumps({"hidden": hidden, "top_k": 5, "temperature": 1}).encode())
+        assert st == 200, b
+        top = json.loads(b)["top_k"]
+        lp = [t["logprob"] for t in top]
+        assert len(top) == 5 and lp == sorted(lp, reverse=True) and lp[0] <= 0, top
+        st, _, b = http(u + "/v1/tokenize", json.dumps({"text": PROMPT}).encode())
+        toks = json.loads(b)["tokens"]
+        st, _, b = http(u + "/v1/detokenize", json.dumps({"tokens": toks}).encode())
+        assert st == 200 and PROMPT in json.loads(b)["text"], b
+        print("/v1/logits top 5 %s; tokenize/detokenize round trip" % [t["id"] for t in top])
+        assert p.p.poll() is None, "the service died"
+    finally:
+        p.kill()
+        p.p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+
+CASES = {"exact": case_exact, "failover": case_failover, "sessions": case_sessions,
+         "bad_input": case_bad_input,
+         "pkgconfig": case_pkgconfig, "rss": case_rss, "embed": case_embed}
+
+if __name__ == "__main__":
+    names = sys.argv[2:] or list(CASES)
+    passed = failed = 0
+    for n in names:
+        try:
+            CASES[n]()
+            passed += 1
+            print("ok: %s" % n)
+        except Exception as e:  # report and go on with the next case
+            failed += 1
+            print("FAIL: %s: %s" % (n, e))
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
