@@ -28,6 +28,9 @@
  *   "joins: accepted A refused B") | slot-flood (--count Status requests
  *   pipelined on one raw REQ connection whose answers are never read; the
  *   connection is kept --hold-ms, then closed; prints "sent N"). */
+#define INJ_ROLE_CTL_PORT 40000u  /* join-flood: fake control addresses from here */
+#define INJ_ROLE_DATA_PORT 50000u /* ... and data addresses */
+
 typedef struct inj_role {
     const char *addr, *what;
     uint64_t id;
@@ -100,13 +103,19 @@ static int inj_role_call(const char *addr, st_env *env, const Strata__Msg *m, St
     return 0;
 }
 
-static void inj_role_print(const Strata__Msg *r)
+/* inj_role_send - one request on a fresh REQ socket, its reply printed
+ * (inj_print_reply). */
+static int inj_role_send(const char *addr, st_env *env, const Strata__Msg *m)
 {
-    if (r->body_case == STRATA__MSG__BODY_ERROR)
-        printf("reply: error %u %s: %s\n", r->error->code, st_strerror((st_err)r->error->code),
-               r->error->message);
-    else
-        printf("reply: %s\n", st_msg_case_name(r));
+    nng_socket s;
+    if (inj_dial(addr, true, &s))
+        return 1;
+    st_err e = st_msg_send(s, env, ST_ENV_CONTROL, m);
+    int rc = e == ST_OK ? inj_print_reply(s, env) : 1;
+    if (e != ST_OK)
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+    nng_close(s);
+    return rc;
 }
 
 /* inj_role_joins - Joins copying the first worker's capability (from a
@@ -130,27 +139,27 @@ static int inj_role_joins(const inj_role *o, st_env *env)
     join.cap = &cap;
     m.body_case = STRATA__MSG__BODY_JOIN;
     m.join = &join;
-    bool steal = strcmp(o->what, "join-steal") == 0;
-    uint32_t n = steal ? 1 : o->count, ok = 0, refused = 0;
+    if (strcmp(o->what, "join-steal") == 0) {
+        int rc = inj_role_send(o->addr, env, &m);
+        st_msg_free(st);
+        return rc;
+    }
+    uint32_t ok = 0, refused = 0;
     char ctl[64], data[64];
     int rc = 0;
-    for (uint32_t i = 0; i < n && rc == 0; i++) {
-        if (!steal) {
-            snprintf(ctl, sizeof ctl, "tcp://127.0.0.1:%u", 40000u + i);
-            snprintf(data, sizeof data, "tcp://127.0.0.1:%u", 50000u + i);
-            cap.ctl_addr = ctl;
-            cap.data_addr = data;
-        }
+    for (uint32_t i = 0; i < o->count && rc == 0; i++) {
+        snprintf(ctl, sizeof ctl, "tcp://127.0.0.1:%u", INJ_ROLE_CTL_PORT + i);
+        snprintf(data, sizeof data, "tcp://127.0.0.1:%u", INJ_ROLE_DATA_PORT + i);
+        cap.ctl_addr = ctl;
+        cap.data_addr = data;
         Strata__Msg *r = NULL;
         if ((rc = inj_role_call(o->addr, env, &m, &r)) != 0)
             break;
-        if (steal)
-            inj_role_print(r);
         ok += r->body_case == STRATA__MSG__BODY_JOIN_REPLY;
         refused += r->body_case == STRATA__MSG__BODY_ERROR;
         st_msg_free(r);
     }
-    if (!steal && rc == 0)
+    if (rc == 0)
         printf("joins: accepted %u refused %u\n", ok, refused);
     st_msg_free(st);
     return rc;
@@ -202,12 +211,7 @@ static int inj_role_req(const inj_role *o, st_env *env)
         fprintf(stderr, "inject: unknown sec case '%s'\n", o->what);
         return 2;
     }
-    Strata__Msg *r = NULL;
-    if (inj_role_call(o->addr, env, &m, &r))
-        return 1;
-    inj_role_print(r);
-    st_msg_free(r);
-    return 0;
+    return inj_role_send(o->addr, env, &m);
 }
 
 int inj_role_main(int argc, char **argv)
