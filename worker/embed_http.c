@@ -110,8 +110,9 @@ static enum MHD_Result eh_error_hdr(eh_req *q, unsigned status, const char *msg,
     cJSON_AddNumberToObject(e, "code", status);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
+    size_t len = s ? strlen(s) : 0;
     struct MHD_Response *r =
-        s ? MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE) : NULL;
+        s ? MHD_create_response_from_buffer(len, s, MHD_RESPMEM_MUST_FREE) : NULL;
     if (r == NULL) {
         free(s);
         return MHD_NO;
@@ -119,7 +120,7 @@ static enum MHD_Result eh_error_hdr(eh_req *q, unsigned status, const char *msg,
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, EH_JSON);
     if (name != NULL)
         MHD_add_response_header(r, name, value);
-    return eh_queue(q, status, r, strlen(s));
+    return eh_queue(q, status, r, len);
 }
 
 enum MHD_Result eh_error(eh_req *q, unsigned status, const char *msg)
