@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
-#include "coordinator/http_keys.h"
+#include "common/http_keys.h"
 
 /* Defaults of the flags (main.c's usage names them). */
 #define ST_HTTP_DEFAULT_MAX_BODY ((size_t)1 << 20)

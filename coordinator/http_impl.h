@@ -14,9 +14,9 @@
 #include "common/gguf.h"
 #include "common/tokenizer.h"
 #include "coordinator/http.h"
-#include "coordinator/http_keys.h"
-#include "coordinator/http_metrics.h"
-#include "coordinator/http_rate.h"
+#include "common/http_keys.h"
+#include "coordinator/http_stats.h"
+#include "common/http_rate.h"
 #include "coordinator/http_req.h"
 #include "coordinator/http_resp.h"
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/http_keys.h"
+#include "common/http_keys.h"
 #include "coordinator/http_req.h"
 #include "coordinator/http_resp.h"
 

@@ -26,6 +26,15 @@ Cases:
   and id, is immutable, and answers 304 with no body to If-None-Match; bad
   ids 400/404, a body over --max-body 413, a hidden state of the wrong
   size 422; /v1/logits gives sorted logprobs; tokenize/detokenize.
+- embed_keys: `strata-embed --api-key-file`: 401 without a key and with a
+  wrong one (WWW-Authenticate: Bearer), 429 with Retry-After past a key's
+  rpm=1 while another key is served, /metrics counting exactly those
+  answers, rows and refusals; the packet form: /v1/embed with Accept:
+  application/x-strata-packet gives the JSON rows bit for bit (f32) and an
+  f16 packet on ?dtype=f16; that row as a stage-n_layer packet to
+  /v1/logits gives the JSON form's top_k; a corrupted packet is 400 with
+  the wire decoder's text; without a key file a non-loopback --http is
+  refused.
 - pkgconfig: `meson install --destdir` into a temporary directory, then
   examples/chain.c compiled with `pkg-config --cflags --libs strata` from
   there; it runs against two servers and prints what `strata run --shards`
@@ -40,6 +49,7 @@ Usage: shards.py BUILD_DIR CASE...   Every process is killed at the end,
 also on failure. Prints 'N passed, N failed' as its last line."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -462,10 +472,147 @@ def case_embed():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ---- keys, limits, metrics and packets of the embedding service
+
+WIRE_HDR, WIRE_ROW = 128, 16
+WIRE_OFF = {"dtype": 12, "stage": 14, "n_rows": 72, "hidden": 76, "n_tokens": 80, "tag": 104}
+
+
+def crc32c(data, crc=0):
+    """CRC-32C (Castagnoli, reflected; docs/wire-format.md section 4)."""
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def packet_f32_rows(pkt):
+    """(header fields, rows of f32) of an uncompressed f32 packet."""
+    import struct
+    f = {k: struct.unpack_from("<H" if k == "stage" else "<B" if k == "dtype" else "<I",
+                               pkt, o)[0] for k, o in WIRE_OFF.items() if k != "tag"}
+    off = WIRE_HDR + WIRE_ROW * f["n_rows"]
+    n = f["n_tokens"] * f["hidden"]
+    vals = struct.unpack_from("<%df" % n, pkt, off) if f["dtype"] == 0 else ()
+    return f, [list(vals[i * f["hidden"]:(i + 1) * f["hidden"]]) for i in range(f["n_tokens"])]
+
+
+def packet_reseal(pkt):
+    """pkt with its CRC tag recomputed (payload, rows, header with a zero tag)."""
+    import struct
+    b = bytearray(pkt)
+    b[WIRE_OFF["tag"]:WIRE_OFF["tag"] + 16] = bytes(16)
+    off = WIRE_HDR + WIRE_ROW * struct.unpack_from("<I", b, WIRE_OFF["n_rows"])[0]
+    crc = crc32c(bytes(b[:WIRE_HDR]), crc32c(bytes(b[WIRE_HDR:off]), crc32c(bytes(b[off:]))))
+    struct.pack_into("<I", b, WIRE_OFF["tag"], crc)
+    return bytes(b)
+
+
+def case_embed_keys():
+    import json
+    import struct
+    m = model("synth-s-f32.gguf")
+    tmp = tempfile.mkdtemp(prefix="strata-embed-keys-")
+    r = subprocess.run([EMBED, "--model", m, "--http", "0.0.0.0:0"], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert r.returncode == 2 and "--api-key-file" in r.stderr, (r.returncode, r.stderr)
+    keys = os.path.join(tmp, "keys")
+    with open(keys, "w") as f:
+        f.write("# embed keys\nsk-embed-aaaaaaaa\nsk-embed-limited rpm=1\n")
+    os.chmod(keys, 0o600)
+    p = Proc(tmp, "embed", [EMBED, "--model", m, "--http", "127.0.0.1:0", "--threads", "1",
+                            "--api-key-file", keys])
+    good = {"Authorization": "Bearer sk-embed-aaaaaaaa"}
+    try:
+        u = p.wait_line(r"http on (http://\S+)").group(1)
+        ids = [3, 17, 200]
+        body = json.dumps({"token_ids": ids}).encode()
+        st, h, b = http(u + "/v1/embed", body)
+        assert st == 401 and h["WWW-Authenticate"] == "Bearer", (st, b)
+        st, _, b = http(u + "/v1/embed", body, {"Authorization": "Bearer sk-embed-aaaaaaab"})
+        assert st == 401 and "error" in json.loads(b), (st, b)
+        st, _, b = http(u + "/v1/embed", body, good)
+        assert st == 200, (st, b)
+        rows = [f32(x) for x in json.loads(b)["rows"]]
+        lim = {"Authorization": "Bearer sk-embed-limited"}
+        st, _, b = http(u + "/v1/embeddings/5", None, lim)
+        assert st == 200, (st, b)
+        st, h, b = http(u + "/v1/embeddings/5", None, lim)
+        assert st == 429 and int(h["Retry-After"]) >= 1, (st, h, b)
+        print("keys: 401 without or with a wrong key, 429 with Retry-After %s past rpm=1"
+              % h["Retry-After"])
+        # the packet form of /v1/embed
+        pk = dict(good, Accept="application/x-strata-packet")
+        st, h, pkt = http(u + "/v1/embed", body, pk)
+        assert st == 200 and h["Content-Type"] == "application/x-strata-packet", (st, pkt[:200])
+        f, prow = packet_f32_rows(pkt)
+        assert f["dtype"] == 0 and f["n_tokens"] == len(ids) and f["stage"] == 0, f
+        assert prow == rows, "the packet's rows differ from the JSON rows"
+        st, _, p16 = http(u + "/v1/embed?dtype=f16", body, pk)
+        assert st == 200 and p16[WIRE_OFF["dtype"]] == 2, (st, p16[:200])
+        assert len(p16) == WIRE_HDR + WIRE_ROW + 2 * len(ids) * f["hidden"], len(p16)
+        for path, hdr in (("/v1/embed?dtype=f64", pk), ("/v1/embed?dtype=f16", good)):
+            st, _, b = http(u + path, body, hdr)
+            assert st == 400, (path, st, b)
+        print("/v1/embed packet: %d rows equal the JSON rows bit for bit; f16 on ?dtype=f16"
+              % len(prow))
+        # one row as the head's input, as a packet and as JSON
+        one = json.dumps({"token_ids": [ids[1]]}).encode()
+        st, _, pkt1 = http(u + "/v1/embed", one, pk)
+        assert st == 200, st
+        n_layer = MODELS[0][1]
+        head_pkt = bytearray(pkt1)
+        struct.pack_into("<H", head_pkt, WIRE_OFF["stage"], n_layer)
+        head_pkt = packet_reseal(head_pkt)
+        lj = json.dumps({"hidden": rows[1], "top_k": 4, "temperature": 0.7}).encode()
+        st, _, want = http(u + "/v1/logits", lj, good)
+        assert st == 200, (st, want)
+        ph = dict(good)
+        ph["Content-Type"] = "application/x-strata-packet"
+        st, _, got = http(u + "/v1/logits?top_k=4&temperature=0.7", head_pkt, ph)
+        assert st == 200 and json.loads(got) == json.loads(want), (st, got, want)
+        bad = bytearray(head_pkt)
+        bad[-1] ^= 1
+        st, _, b = http(u + "/v1/logits", bytes(bad), ph)
+        assert st == 400 and (b"CRC" in b or b"checksum" in b), (st, b)
+        st, _, b = http(u + "/v1/logits", bytes(pkt1), ph)
+        assert st == 400 and b"stage" in b, (st, b)
+        print("/v1/logits packet: top 4 %s as the JSON form's; bad packets 400: %s"
+              % ([t["id"] for t in json.loads(got)["top_k"]], json.loads(b)["error"]["message"]))
+        st, h, met = http(u + "/metrics", None, good)
+        assert st == 200 and h["Content-Type"].startswith("text/plain"), (st, h)
+        met = met.decode()
+        want_lines = [
+            'strata_http_requests_total{endpoint="/v1/embed",status="401"} 2',
+            'strata_http_requests_total{endpoint="/v1/embed",status="200"} 4',
+            'strata_http_requests_total{endpoint="/v1/embed",status="400"} 2',
+            'strata_http_requests_total{endpoint="/v1/embeddings",status="200"} 1',
+            'strata_http_requests_total{endpoint="/v1/embeddings",status="429"} 1',
+            'strata_http_requests_total{endpoint="/v1/logits",status="200"} 2',
+            'strata_http_requests_total{endpoint="/v1/logits",status="400"} 2',
+            "strata_http_auth_failures_total 2",
+            "strata_http_rate_limited_total 1",
+            "strata_embed_rows_total %d" % (3 * len(ids) + 1 + 1),
+            "strata_embed_head_rows_total 2",
+        ]
+        for line in want_lines:
+            assert line + "\n" in met, "missing %r in\n%s" % (line, met)
+        sent = int(re.search(r"^strata_http_sent_bytes_total (\d+)$", met, re.M).group(1))
+        assert sent >= len(pkt) + len(p16) + len(pkt1), sent
+        print("/metrics: requests by endpoint and status, refusals, rows, %d bytes sent" % sent)
+        assert p.p.poll() is None, "the service died"
+    finally:
+        p.kill()
+        p.p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 CASES = {"exact": case_exact, "failover": case_failover, "sessions": case_sessions,
          "bad_input": case_bad_input,
-         "pkgconfig": case_pkgconfig, "rss": case_rss, "embed": case_embed}
+         "pkgconfig": case_pkgconfig, "rss": case_rss, "embed": case_embed,
+         "embed_keys": case_embed_keys}
 
 if __name__ == "__main__":
     names = sys.argv[2:] or list(CASES)

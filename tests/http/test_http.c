@@ -10,9 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "coordinator/http_keys.h"
-#include "coordinator/http_metrics.h"
-#include "coordinator/http_rate.h"
+#include "common/http_keys.h"
+#include "coordinator/http_stats.h"
+#include "common/http_rate.h"
 #include "coordinator/http_req.h"
 #include "coordinator/http_resp.h"
 

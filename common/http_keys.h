@@ -1,8 +1,9 @@
-/* http_keys.h - the HTTP gateway's API keys (--api-key-file).
+/* http_keys.h - the API keys of the HTTP services (--api-key-file of the
+ * coordinator's --http and of strata-embed).
  *
  * The file: one key per line, optionally followed by per-key limits,
- * `KEY [rpm=N] [tpm=N]` (requests and generated tokens per minute; 0 or
- * absent: the gateway's defaults). Blank lines and lines starting with
+ * `KEY [rpm=N] [tpm=N]` (requests and tokens per minute, http_rate.h; 0 or
+ * absent: the service's defaults). Blank lines and lines starting with
  * '#' are ignored. A key is 8..ST_HTTP_KEY_MAX printable ASCII characters
  * without spaces; a duplicate key, an unknown or malformed limit is an
  * error naming the line. The file must not be readable or writable by
@@ -12,8 +13,8 @@
  * key and compares it with every stored hash with sodium_memcmp, without
  * stopping at a match, so its time does not depend on which key matched
  * or on how much of a key was right. */
-#ifndef ST_COORD_HTTP_KEYS_H
-#define ST_COORD_HTTP_KEYS_H
+#ifndef ST_HTTP_KEYS_H
+#define ST_HTTP_KEYS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,6 +1,8 @@
-/* http_rate.h - the HTTP gateway's rate limits: token buckets per
- * identity (an API key, or a client address when there are no keys), one
- * for requests per minute and one for generated tokens per minute.
+/* http_rate.h - the rate limits of the HTTP services (the coordinator's
+ * gateway, strata-embed): token buckets per identity (an API key, or a
+ * client address when there are no keys), one for requests per minute and
+ * one for tokens per minute (generated tokens; strata-embed counts the
+ * rows it computes).
  *
  * A bucket holds at most a minute's allowance and refills continuously at
  * limit / 60 per second. A request takes one request token; it is
@@ -16,14 +18,14 @@
  * when the table is large enough for the clients of a minute). Memory is
  * allocated once at open. Thread-safe (one mutex); the clock is the
  * caller's, so tests inject it. */
-#ifndef ST_COORD_HTTP_RATE_H
-#define ST_COORD_HTTP_RATE_H
+#ifndef ST_HTTP_RATE_H
+#define ST_HTTP_RATE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
-#include "coordinator/http_keys.h"
+#include "common/http_keys.h"
 
 #define ST_HTTP_RATE_ID_MAX 64 /* bytes of an identity (longer ones are hashed) */
 #define ST_HTTP_RATE_MAX_TABLE (1u << 22)

@@ -2,7 +2,7 @@
  * http_rate.h). The table is an array of entries, a chained hash index
  * over them and a doubly linked recency list, all by index and all
  * allocated at open. */
-#include "coordinator/http_rate.h"
+#include "common/http_rate.h"
 
 #include <pthread.h>
 #include <sodium.h>

@@ -1,17 +1,19 @@
-/* http_metrics.h - what GET /metrics exposes, in Prometheus' text format
- * (version 0.0.4): the gateway's own counters and histograms, updated by
- * any thread without locks (C11 atomics), and the coordinator's state
- * from its latest StatusReply (the figures `strata status --json` shows).
+/* http_stats.h - the coordinator gateway's GET /metrics: its own counters
+ * and histograms, updated by any thread without locks (C11 atomics), and
+ * the coordinator's state from its latest StatusReply (the figures
+ * `strata status --json` shows), rendered with the text builder and the
+ * request counts the HTTP services share (common/http_metrics.h).
  * docs/http-api.md lists every metric. Rendering is a pure function of a
  * snapshot, so the unit tests check the exact text. */
-#ifndef ST_COORD_HTTP_METRICS_H
-#define ST_COORD_HTTP_METRICS_H
+#ifndef ST_COORD_HTTP_STATS_H
+#define ST_COORD_HTTP_STATS_H
 
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/http_metrics.h"
 #include "strata.pb-c.h"
 
 typedef enum st_http_ep {
@@ -20,28 +22,16 @@ typedef enum st_http_ep {
     ST_HTTP_EP_MODELS,
     ST_HTTP_EP_HEALTH,
     ST_HTTP_EP_METRICS,
-    ST_HTTP_EP_OTHER,
+    ST_HTTP_EP_OTHER, /* last: st_http_reqs_count's "other" */
     ST_HTTP_EP_COUNT
 } st_http_ep;
-
-/* HTTP statuses counted (100..599); others count as 599. */
-#define ST_HTTP_STATUS_MIN 100
-#define ST_HTTP_STATUS_MAX 599
-#define ST_HTTP_N_STATUS (ST_HTTP_STATUS_MAX - ST_HTTP_STATUS_MIN + 1)
 
 /* Histogram bucket upper bounds, seconds (+Inf is implicit). */
 #define ST_HTTP_TTFT_BUCKETS 13
 #define ST_HTTP_ITL_BUCKETS 12
 
-typedef struct st_http_hist {
-    atomic_uint_fast64_t le[ST_HTTP_TTFT_BUCKETS > ST_HTTP_ITL_BUCKETS ? ST_HTTP_TTFT_BUCKETS
-                                                                       : ST_HTTP_ITL_BUCKETS];
-    atomic_uint_fast64_t count;
-    atomic_uint_fast64_t sum_ns;
-} st_http_hist;
-
 typedef struct st_http_metrics {
-    atomic_uint_fast64_t requests[ST_HTTP_EP_COUNT][ST_HTTP_N_STATUS];
+    st_http_reqs requests;
     atomic_uint_fast64_t prompt_tokens;
     atomic_uint_fast64_t generated_tokens;
     atomic_uint_fast64_t auth_failures;

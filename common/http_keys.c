@@ -1,5 +1,5 @@
 /* http_keys.c - API keys of the HTTP gateway (see http_keys.h). */
-#include "coordinator/http_keys.h"
+#include "common/http_keys.h"
 
 #include <errno.h>
 #include <fcntl.h>
