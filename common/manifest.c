@@ -360,22 +360,22 @@ st_err st_manifest_cached(const char *path, const char *cache_dir, uint32_t chun
                st_errdetail());
         other[0] = '\0';
     }
-    if (mf_read(beside, &st, chunk_size, out) || (other[0] && mf_read(other, &st, chunk_size,
-                                                                       out)))
+    if ((other[0] && mf_read(other, &st, chunk_size, out)) ||
+        mf_read(beside, &st, chunk_size, out))
         return ST_OK;
     st_err e = st_manifest_compute(path, chunk_size, out);
     if (e != ST_OK)
         return e;
     *computed = true;
-    if (mf_write(beside, &st, out) == ST_OK)
-        return ST_OK;
-    char why[256];
-    snprintf(why, sizeof why, "%s", st_errdetail());
+    char why[256] = "no cache directory";
     if (other[0] && mf_write(other, &st, out) == ST_OK)
         return ST_OK;
-    st_log(ST_LOG_WARN, "manifest", "the manifest of %s is not cached (%s%s%s): it is "
-           "recomputed at the next start", path, why, other[0] ? "; " : "",
-           other[0] ? st_errdetail() : "");
+    if (other[0])
+        snprintf(why, sizeof why, "%s", st_errdetail());
+    if (mf_write(beside, &st, out) == ST_OK)
+        return ST_OK;
+    st_log(ST_LOG_WARN, "manifest", "the manifest of %s is not cached (%s; %s): it is "
+           "recomputed at the next start", path, why, st_errdetail());
     return ST_OK;
 }
 

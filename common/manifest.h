@@ -12,8 +12,8 @@
  * itself.
  *
  * The coordinator computes a manifest once per model file and caches it
- * (st_manifest_cached): beside the file when that directory is writable,
- * else under the cache directory; a cached manifest is used only while the
+ * (st_manifest_cached): under the cache directory, or beside the file when
+ * there is none or it cannot be written; a cached manifest is used only while the
  * file's size and modification time and the chunk size are those it was
  * computed for. */
 #ifndef ST_MANIFEST_H
@@ -55,9 +55,9 @@ st_err st_manifest_compute(const char *path, uint32_t chunk_size, st_manifest *o
 
 /* st_manifest_cached - the manifest of path: read from its cache file when
  * one matches (size, mtime, chunk size, self-check), else computed and
- * written to path + ".strata-manifest", or, when that cannot be written,
- * to cache_dir/manifests/<hash of the absolute path>.manifest (cache_dir
- * may be NULL: no second place). *computed says which happened; a cache
+ * written to cache_dir/manifests/<hash of the absolute path>.manifest, or,
+ * when cache_dir is NULL or that cannot be written, to path +
+ * ".strata-manifest". *computed says which happened; a cache
  * file that cannot be written is logged, not an error. */
 st_err st_manifest_cached(const char *path, const char *cache_dir, uint32_t chunk_size,
                           st_manifest *out, bool *computed);
