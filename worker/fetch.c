@@ -72,12 +72,13 @@ struct st_fetch {
     char dir[PATH_MAX], path[PATH_MAX], jpath[PATH_MAX];
     int fd, jfd;
     bool *have; /* [n_chunks]: verified on disk */
-    uint64_t fetched_total; /* chunks fetched by this process (the pause hook counts them) */
+    uint64_t fetched_total; /* stage chunks fetched by this process (the pause hook) */
     pthread_mutex_t mu;     /* guards st, stop and the sockets' closing */
     pthread_cond_t cv;
     bool stop;
     st_fetch_stats st;
     double t0, last_log;
+    const char *what; /* "header" or "stage", in the progress lines */
 };
 
 /* ---- sources ---- */
@@ -235,9 +236,9 @@ static void ft_log(st_fetch *f, bool final)
         return;
     f->last_log = now;
     double pct = s.need_bytes ? 100.0 * (double)s.have_bytes / (double)s.need_bytes : 100.0;
-    st_log(ST_LOG_INFO, FT, "%s %llu of %llu bytes (%.1f%%): fetched %llu, cached %llu, "
+    st_log(ST_LOG_INFO, FT, "%s %s %llu of %llu bytes (%.1f%%): fetched %llu, cached %llu, "
            "%.2f MB/s, ETA %.1f s, bad chunks %llu, bytes fetched twice %llu, sources %u",
-           final ? "done:" : "progress:", (unsigned long long)s.have_bytes,
+           f->what, !final ? "progress:" : s.active ? "now:" : "done:", (unsigned long long)s.have_bytes,
            (unsigned long long)s.need_bytes, pct, (unsigned long long)s.fetched_bytes,
            (unsigned long long)s.cached_bytes, s.rate / 1e6, s.eta_s,
            (unsigned long long)s.bad_chunks, (unsigned long long)s.refetched_bytes, s.sources);
@@ -348,7 +349,6 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
             if ((e = ft_journal_add(f, i)))
                 return e;
             f->cur = s;
-            f->fetched_total++;
             pthread_mutex_lock(&f->mu);
             f->st.fetched_bytes += len;
             f->st.have_bytes += len;
@@ -372,8 +372,9 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
                      FETCH_TRIES, why);
 }
 
-/* ft_run - fetches the chunks marked in need that are not present. */
-static st_err ft_run(st_fetch *f, const bool *need)
+/* ft_run - fetches the chunks marked in need that are not present (a
+ * stage's: the test pause applies). */
+static st_err ft_run(st_fetch *f, const bool *need, bool stage)
 {
     if (flock(f->jfd, LOCK_EX) != 0) /* another process fetching into this cache */
         return st_err_errno(errno, f->jpath);
@@ -395,15 +396,17 @@ static st_err ft_run(st_fetch *f, const bool *need)
     f->t0 = st_now_s();
     pthread_mutex_unlock(&f->mu);
     f->last_log = 0;
+    f->what = stage ? "stage" : "header";
     st_err e = ST_OK;
     for (uint64_t i = 0; i < f->m.n_chunks && e == ST_OK; i++) {
         if (!need[i] || f->have[i])
             continue;
-        if (!ft_test_pause(f) || !ft_pace(f)) {
+        if ((stage && !ft_test_pause(f)) || !ft_pace(f)) {
             e = st_errorf(ST_ECANCELED, "the fetch was stopped");
             break;
         }
         e = ft_chunk(f, i);
+        f->fetched_total += stage && e == ST_OK;
         ft_log(f, false);
     }
     flock(f->jfd, LOCK_UN);
@@ -505,7 +508,7 @@ st_err st_fetch_header(st_fetch *f, const char **path)
         return st_errorf(ST_ENOMEM, "fetch: %llu chunks", (unsigned long long)f->m.n_chunks);
     for (uint64_t i = 0; i * f->m.chunk_size < f->m.data_offset; i++)
         need[i] = true;
-    e = ft_run(f, need);
+    e = ft_run(f, need, false);
     free(need);
     if (e != ST_OK)
         return e;
@@ -541,7 +544,7 @@ st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last
     if (e == ST_OK) {
         st_log(ST_LOG_INFO, FT, "stage layers [%lld, %lld): fetching what the cache lacks",
                (long long)first, (long long)last);
-        e = ft_run(f, need);
+        e = ft_run(f, need, true);
     }
     free(need);
     return e;

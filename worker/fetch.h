@@ -37,8 +37,9 @@ typedef struct st_fetch_cfg {
     bool encrypt;
     uint64_t sender;       /* envelope sender id of the requests */
     double max_rate;       /* bytes per second (0: no cap) */
-    int64_t pause_after;   /* test hook: stop before the chunk after this many fetched
-                              ones until st_fetch_stop (-1: never) */
+    int64_t pause_after;   /* test hook: once this many chunks of stages (not the
+                              header's) were fetched, wait for st_fetch_stop before the
+                              next (-1: never) */
 } st_fetch_cfg;
 
 typedef struct st_fetch_stats {
