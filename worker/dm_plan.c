@@ -11,7 +11,9 @@
  * reserve (max_sessions x n_ctx) within the memory budget (else Refuse
  * with the numbers). Those bytes are common/llama.h's
  * (st_minfo_stage_bytes, st_kv_bytes): the counts the coordinator placed
- * the stage with. The stage is then loaded on a loader thread so
+ * the stage with. The stage is then loaded on a loader thread (a worker
+ * without --model first fetches and verifies the stage's chunks there:
+ * fetch_dm.c, docs/streaming.md) so
  * the control thread keeps heart-beating and the data thread keeps serving
  * the old epoch; the Prepare's reply (Ready with the resident bytes, or
  * Refuse with the loader's error) goes out when the loader ends. The REP
