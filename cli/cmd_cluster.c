@@ -131,6 +131,36 @@ static cJSON *cl_sched_json(const Strata__SchedStatus *q)
     return o;
 }
 
+/* cl_fetch_json - a streaming worker's fetch (docs/streaming.md). */
+static void cl_fetch_json(cJSON *o, const Strata__FetchProgress *f)
+{
+    cJSON *j = cJSON_AddObjectToObject(o, "fetch");
+    cJSON_AddBoolToObject(j, "active", f->active);
+    cli_json_u64(j, "need_bytes", f->need_bytes);
+    cli_json_u64(j, "have_bytes", f->have_bytes);
+    cli_json_u64(j, "fetched_bytes", f->fetched_bytes);
+    cli_json_u64(j, "cached_bytes", f->cached_bytes);
+    cJSON_AddNumberToObject(j, "percent", f->need_bytes ? 100.0 * (double)f->have_bytes /
+                                                              (double)f->need_bytes : 100.0);
+    cJSON_AddNumberToObject(j, "rate_bytes_per_s", f->rate_bytes_per_s);
+    cJSON_AddNumberToObject(j, "eta_s", f->eta_s);
+    cli_json_u64(j, "bad_chunks", f->bad_chunks);
+    cJSON_AddNumberToObject(j, "sources", f->sources);
+    cli_json_u64(j, "refetched_bytes", f->refetched_bytes);
+}
+
+/* cl_fetch_print - the same as one line of `strata status`. */
+static void cl_fetch_print(const Strata__FetchProgress *f)
+{
+    char have[24], need[24];
+    cl_bytes(f->have_bytes, have, sizeof have);
+    cl_bytes(f->need_bytes, need, sizeof need);
+    printf("    fetch%s: %s of %s (%.1f%%), %.2f MB/s, ETA %.1f s, bad chunks %" PRIu64
+           ", sources %u\n", f->active ? "ing" : " done", have, need,
+           f->need_bytes ? 100.0 * (double)f->have_bytes / (double)f->need_bytes : 100.0,
+           f->rate_bytes_per_s / 1e6, f->eta_s, f->bad_chunks, f->sources);
+}
+
 static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
 {
     cJSON *o = cJSON_CreateObject();
@@ -169,6 +199,8 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
             cJSON_AddItemToArray(ls, l);
         }
         cJSON_AddItemToObject(o, "counters", cl_counters_json(h->counters));
+        if (h->fetch)
+            cl_fetch_json(o, h->fetch);
     }
     return o;
 }
@@ -305,6 +337,8 @@ static void cl_status_print(const Strata__StatusReply *s)
                        h->layers[k]->p99_ms);
             printf("\n");
         }
+        if (h && h->fetch)
+            cl_fetch_print(h->fetch);
     }
     cl_links_print(s);
     const Strata__SchedStatus *q = s->sched;

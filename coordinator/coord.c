@@ -59,6 +59,7 @@ st_coord_cfg st_coord_cfg_default(void)
     c.heartbeat_timeout_ms = 3000;
     c.step_timeout_ms = 30000;
     c.prepare_timeout_ms = 60000;
+    c.fetch_timeout_ms = 3600000; /* an hour: the worker bounds each chunk itself */
     c.queue_timeout_ms = 60000;
     c.chunk = 128;
     c.max_tokens = 256;

@@ -27,6 +27,8 @@ typedef struct st_coord_cfg {
     uint32_t heartbeat_timeout_ms;
     uint32_t step_timeout_ms;
     uint32_t prepare_timeout_ms;
+    uint32_t fetch_timeout_ms;     /* Prepare of a worker that streams its weights
+                                      (Capability.streams; docs/streaming.md) */
     uint32_t queue_timeout_ms;
     uint32_t chunk;                /* prefill ids per row */
     uint32_t max_tokens;           /* ids per batch (Plan.max_tokens) */

@@ -12,6 +12,7 @@
  * (http.h) starts after the coordinator and prints "http on http://...",
  * and stops before it. */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@
 #include "coordinator/http.h"
 #include "coordinator/net.h"
 #include "coordinator/placement.h"
+#include "coordinator/weights.h"
+#include "common/manifest.h"
 
 #define MAX_SPLIT 256
 /* Control contexts beyond the HTTP lanes' long polls (heartbeats, CLI). */
@@ -62,6 +65,8 @@ static void main_usage(FILE *f)
             "        [--rate-table-size N]]\n"
             "       [--client-keys FILE] [--admin-key FILE] [--max-requests-per-client N]\n"
             "       [--max-logits-per-client BYTES] [--max-new-tokens N]\n"
+            "       [--weights ADDR | --no-weights] [--weights-chunk BYTES] [--cache-dir DIR]\n"
+            "       [--fetch-timeout-ms N] [--test-corrupt-chunk K]\n"
             "\n"
             "Credentials (docs/security.md): --client-keys and --admin-key name files of\n"
             "keys, one per line ('#' comments, mode 0600), and need --cluster-key.\n"
@@ -72,7 +77,12 @@ static void main_usage(FILE *f)
             "--api-key-file it must be a loopback address unless --insecure is given.\n"
             "Without --cluster-key, --listen and --results must be loopback addresses\n"
             "unless --insecure is given. --encrypt (needs the key) seals every frame with\n"
-            "XChaCha20-Poly1305; every worker and client must then use --encrypt too.\n");
+            "XChaCha20-Poly1305; every worker and client must then use --encrypt too.\n"
+            "--weights serves the model's manifest and chunks to workers started without a\n"
+            "model file (docs/streaming.md; default: the --listen host, its port + 1, any\n"
+            "port when that is 0); the manifest is cached beside the model or under\n"
+            "--cache-dir (default ~/.cache/strata). --fetch-timeout-ms bounds the Prepare\n"
+            "of such a worker (default 3600000). --test-corrupt-chunk needs --test-hooks.\n");
 }
 
 /* main_u32 - a decimal in [lo, hi] into *out; 0 on success. */
@@ -160,8 +170,34 @@ static int main_http_flag(const char *f, const char *v, st_http_cfg *h, int *bad
     return 1;
 }
 
+/* main_weights_flag - f v if it is a weights-server flag (weights.h,
+ * docs/streaming.md): 1 if it was (*bad set on a bad value), 0 if not. */
+static int main_weights_flag(const char *f, const char *v, st_weights_cfg *w, st_coord_cfg *c,
+                             int *bad)
+{
+    uint32_t x = 0;
+    if (strcmp(f, "--weights") == 0) {
+        w->listen = v;
+        *bad = strncmp(v, "tcp://", 6) != 0 || strrchr(v, ':') < v + 6;
+        if (*bad)
+            fprintf(stderr, "strata-coordinator: --weights '%s': a tcp://HOST:PORT address\n", v);
+    } else if (strcmp(f, "--weights-chunk") == 0) {
+        *bad = main_u32(f, v, ST_MANIFEST_CHUNK_MIN, ST_MANIFEST_CHUNK_MAX, &w->chunk_size);
+    } else if (strcmp(f, "--cache-dir") == 0) {
+        w->cache_dir = v;
+    } else if (strcmp(f, "--fetch-timeout-ms") == 0) {
+        *bad = main_u32(f, v, 100, UINT32_MAX, &c->fetch_timeout_ms);
+    } else if (strcmp(f, "--test-corrupt-chunk") == 0) {
+        *bad = main_u32(f, v, 0, UINT32_MAX, &x);
+        w->test_corrupt_chunk = x;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, bool *max_set,
-                      st_http_cfg *hc)
+                      st_http_cfg *hc, st_weights_cfg *wc, bool *no_weights)
 {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = NULL;
@@ -190,6 +226,10 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
             c->insecure = true;
             continue;
         }
+        if (strcmp(f, "--no-weights") == 0) {
+            *no_weights = true;
+            continue;
+        }
         if (strcmp(f, "--test-hooks") == 0) { /* tests only: the step gate (hold.h) */
             c->test_hooks = true;
             continue;
@@ -199,7 +239,7 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
                 fprintf(stderr, "strata-coordinator: unexpected argument '%s'\n", f);
             return 2;
         }
-        if (main_http_flag(f, v, hc, &bad)) {
+        if (main_http_flag(f, v, hc, &bad) || main_weights_flag(f, v, wc, c, &bad)) {
             if (bad)
                 return 2;
         } else if (strcmp(f, "--model") == 0) {
@@ -308,6 +348,33 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
     return 0;
 }
 
+/* main_weights_check - completes the weights server's configuration
+ * (docs/streaming.md): its default address beside --listen, the default
+ * cache directory, the model, the key; 2 on a usage error. */
+static int main_weights_check(const st_coord_cfg *c, st_weights_cfg *w, bool none,
+                              char def[ST_NET_ADDR_MAX], char cache[PATH_MAX])
+{
+    if (w->test_corrupt_chunk >= 0 && !c->test_hooks) {
+        fprintf(stderr, "strata-coordinator: --test-corrupt-chunk needs --test-hooks\n");
+        return 2;
+    }
+    if (none)
+        return 0;
+    if (w->listen == NULL) {
+        if (st_weights_default_addr(c->listen, def, ST_NET_ADDR_MAX) != ST_OK) {
+            fprintf(stderr, "strata-coordinator: --weights: %s\n", st_errdetail());
+            return 2;
+        }
+        w->listen = def;
+    }
+    if (w->cache_dir == NULL && st_cache_dir_default(cache, PATH_MAX) == ST_OK)
+        w->cache_dir = cache;
+    w->model_path = c->model_path;
+    w->key_path = c->key_path;
+    w->encrypt = c->encrypt;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     st_log_init(NULL);
@@ -315,9 +382,14 @@ int main(int argc, char **argv)
     uint32_t split[MAX_SPLIT];
     bool max_set = false;
     st_http_cfg hcfg = st_http_cfg_default();
-    int rc = main_parse(argc, argv, &cfg, split, &max_set, &hcfg);
+    st_weights_cfg wcfg = {.chunk_size = ST_MANIFEST_CHUNK_DEFAULT, .test_corrupt_chunk = -1};
+    bool no_weights = false;
+    char wdefault[ST_NET_ADDR_MAX], wcache[PATH_MAX];
+    int rc = main_parse(argc, argv, &cfg, split, &max_set, &hcfg, &wcfg, &no_weights);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
+    if ((rc = main_weights_check(&cfg, &wcfg, no_weights, wdefault, wcache)) != 0)
+        return rc;
     if (cfg.model_path == NULL) {
         fprintf(stderr, "strata-coordinator: --model PATH is required\n");
         main_usage(stderr);
@@ -345,8 +417,8 @@ int main(int argc, char **argv)
                         "FILE (only the cluster key makes a worker)\n");
         return 2;
     }
-    const char *const lflags[] = {"--listen", "--results"};
-    const char *const lurls[] = {cfg.listen, cfg.results};
+    const char *const lflags[] = {"--listen", "--results", "--weights"};
+    const char *const lurls[] = {cfg.listen, cfg.results, no_weights ? NULL : wcfg.listen};
     if (st_listen_check("coordinator", lflags, lurls, sizeof lurls / sizeof lurls[0],
                         cfg.key_path != NULL, cfg.insecure)) {
         fprintf(stderr, "strata-coordinator: %s\n", st_errdetail());
@@ -397,15 +469,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "strata-coordinator: %s\n", st_errmsg(e));
         return 1;
     }
+    st_weights *weights = NULL;
+    char waddr[ST_NET_ADDR_MAX];
+    if (!no_weights && (e = st_weights_open(&wcfg, &weights, waddr, sizeof waddr)) != ST_OK) {
+        fprintf(stderr, "strata-coordinator: %s\n", st_errmsg(e));
+        st_coord_close(c);
+        return 1;
+    }
+    if (weights != NULL) {
+        printf("weights on %s\n", waddr);
+        fflush(stdout);
+    }
     st_http *http = NULL;
     if (hcfg.listen && (e = st_http_open(&hcfg, &http)) != ST_OK) {
         fprintf(stderr, "strata-coordinator: %s\n", st_errmsg(e));
+        st_weights_close(weights);
         st_coord_close(c);
         return 1;
     }
     st_coord_run(c, &main_stop);
     st_log(ST_LOG_INFO, "coordinator", "shutting down");
     st_http_close(http);
+    st_weights_close(weights);
     st_coord_close(c);
     sodium_memzero(key, sizeof key);
     return 0;

@@ -72,6 +72,20 @@ static void coord_exclude(st_coord *c, uint64_t id, const char *why)
     coord_replan(c, true, "a worker was excluded");
 }
 
+/* coord_prepare_timeout - how long worker id may take to answer a Prepare:
+ * --fetch-timeout-ms for a worker that streams its weights (it fetches its
+ * stage first and bounds each chunk's wait itself, answering Refuse when a
+ * fetch cannot go on; docs/streaming.md), else --prepare-timeout-ms. */
+static int coord_prepare_timeout(st_coord *c, uint64_t id)
+{
+    const st_member *w = st_members_find(&c->ms, id);
+    bool streams = w != NULL && w->join->join->cap->streams;
+    uint32_t ms = c->cfg.prepare_timeout_ms;
+    if (streams && c->cfg.fetch_timeout_ms > ms)
+        ms = c->cfg.fetch_timeout_ms;
+    return ms > INT32_MAX ? INT32_MAX : (int)ms;
+}
+
 void coord_prepare_all(st_coord *c)
 {
     Strata__Plan *pb;
@@ -94,7 +108,8 @@ void coord_prepare_all(st_coord *c)
     for (size_t i = 0; i < c->round.n_peers && failed == 0; i++) {
         st_op_tag tag = {.what = ST_OP_PREPARE, .worker_id = c->round.peers[i].worker_id,
                          .epoch = epoch};
-        if ((e = coord_rpc(c, tag.worker_id, &m, (int)c->cfg.prepare_timeout_ms, &tag))) {
+        if ((e = coord_rpc(c, tag.worker_id, &m, coord_prepare_timeout(c, tag.worker_id),
+                           &tag))) {
             snprintf(why, sizeof why, "Prepare of epoch %llu not sent: %s",
                      (unsigned long long)epoch, st_errmsg(e));
             if (c->round.peers[i].in_plan)

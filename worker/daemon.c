@@ -137,6 +137,7 @@ static void dm_send_join(st_daemon *d)
     cap.throttle = d->throttle;
     cap.spare = d->cfg.spare;
     cap.data_sender = d->sender + 1; /* the data plane's (st_daemon_open) */
+    cap.streams = d->fetch != NULL;
     Strata__Join j = STRATA__JOIN__INIT;
     j.protocol = STRATA__VERSION__PROTOCOL;
     j.cap = &cap;
@@ -223,6 +224,8 @@ static void dm_send_heartbeat(st_daemon *d)
     hb.rss_bytes = st_rss_bytes();
     hb.layers = llp;
     hb.counters = &c;
+    Strata__FetchProgress fp;
+    hb.fetch = dm_fetch_pb(d, &fp);
     st_probe_link *pl = NULL;
     Strata__LinkMeasure *lm = NULL, **lmp = NULL;
     if (d->probe != NULL && (pl = calloc(ST_PROBE_MAX_PEERS, sizeof *pl)) != NULL) {
@@ -607,10 +610,6 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
                       cfg->coordinator ? cfg->coordinator : "");
         goto fail;
     }
-    if (d->cfg.model == NULL) {
-        e = st_errorf(ST_EINVAL, "--model PATH is required (or STRATA_MODEL)");
-        goto fail;
-    }
     if (d->cfg.advertise != NULL && (!dm_addr_ok(d->cfg.advertise) ||
                                      strncmp(d->cfg.advertise, "tcp://", 6) != 0)) {
         e = st_errorf(ST_EINVAL, "--advertise '%s' is not a tcp://HOST:PORT URL",
@@ -640,7 +639,7 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     }
     d->leave_mu_ok = true;
     d->sh.throttle = d->throttle;
-    if ((e = st_gguf_open(d->cfg.model, &d->g)) || (e = st_hparams_from_gguf(d->g, &d->hp)) ||
+    if ((e = dm_fetch_open(d, cfg)) || (e = st_gguf_open(d->cfg.model, &d->g)) || (e = st_hparams_from_gguf(d->g, &d->hp)) ||
         (e = st_gguf_model_id(d->g, d->model_id)))
         goto fail;
     d->memory = cfg->memory;
@@ -726,6 +725,7 @@ void st_daemon_shutdown(st_daemon *d)
     if (d == NULL || d->shut)
         return;
     d->shut = true;
+    st_fetch_stop(d->fetch); /* a fetch in Prepare ends; its Refuse is not awaited */
     st_dp_stop(d->dp); /* the batch being computed is finished first */
     if (d->ctl_started) {
         dm_signal(d, &d->sh.ev_stop);
@@ -772,6 +772,7 @@ void st_daemon_close(st_daemon *d)
         pthread_mutex_destroy(&d->leave_mu);
     st_pool_close(d->pool);
     st_gguf_close(d->g);
+    st_fetch_close(d->fetch);
     sodium_memzero(d->key, sizeof d->key);
     free(d->s_coord);
     free(d->s_model);

@@ -26,7 +26,12 @@
 
 typedef struct st_worker_cfg {
     const char *coordinator;   /* tcp://HOST:PORT of the coordinator's control REP */
-    const char *model;         /* GGUF path */
+    const char *model;         /* GGUF path; NULL: stream the weights (docs/streaming.md) */
+    const char *weights_from;  /* without model: weights servers, tcp:// separated by commas
+                                * (NULL: the coordinator's host, its port + 1) */
+    const char *cache_dir;     /* without model: the chunk cache (NULL: ~/.cache/strata) */
+    double max_fetch_rate;     /* bytes per second (0: no cap) */
+    int64_t test_fetch_pause_after; /* test hook (fetch.h): -1 none */
     const char *listen;        /* data PULL: tcp://HOST:PORT (port 0: any) */
     const char *advertise;     /* data address announced; NULL: derived from listen */
     const char *name;          /* NULL: HOSTNAME-PID */

@@ -12,6 +12,7 @@
 
 #include "common/envelope.h"
 #include "common/gguf.h"
+#include "worker/fetch.h"
 #include "worker/ctl_check.h"
 #include "worker/daemon.h"
 #include "worker/dataplane.h"
@@ -41,6 +42,7 @@ struct st_daemon {
     uint8_t key[ST_KEY_BYTES];
     bool keyed;
     st_gguf *g;             /* the model file's metadata (no weights touched) */
+    st_fetch *fetch;        /* weight streaming (fetch_dm.c); NULL with --model */
     st_hparams hp;
     uint8_t model_id[32];
     st_pool *pool;
@@ -148,5 +150,12 @@ void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r);
 /* dm_addr_ok - a tcp://, ipc:// or inproc:// URL of 1..255 printable
  * bytes (dm_plan.c). */
 bool dm_addr_ok(const char *s);
+
+/* fetch_dm.c: without --model, the header at start-up (the model path
+ * becomes the sparse cache file), a Prepared stage's chunks on the loader
+ * thread, and the progress a heartbeat carries (NULL when not streaming). */
+st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg);
+st_err dm_fetch_stage(st_daemon *d, const st_dp_plan *p);
+Strata__FetchProgress *dm_fetch_pb(st_daemon *d, Strata__FetchProgress *out);
 
 #endif

@@ -11,7 +11,9 @@
  * reserve (max_sessions x n_ctx) within the memory budget (else Refuse
  * with the numbers). Those bytes are common/llama.h's
  * (st_minfo_stage_bytes, st_kv_bytes): the counts the coordinator placed
- * the stage with. The stage is then loaded on a loader thread so
+ * the stage with. The stage is then loaded on a loader thread (a worker
+ * without --model first fetches and verifies the stage's chunks there:
+ * fetch_dm.c, docs/streaming.md) so
  * the control thread keeps heart-beating and the data thread keeps serving
  * the old epoch; the Prepare's reply (Ready with the resident bytes, or
  * Refuse with the loader's error) goes out when the loader ends. The REP
@@ -212,9 +214,14 @@ static void *dm_loader(void *arg)
 {
     st_daemon *d = arg;
     d->ld_out = NULL;
-    d->ld_err = st_dp_stage_load(d->cfg.model, &d->ld_plan, d->pool, d->ops, &d->ld_out);
+    const char *what = "fetching"; /* without --model: the stage's chunks first (fetch_dm.c) */
+    d->ld_err = dm_fetch_stage(d, &d->ld_plan);
+    if (d->ld_err == ST_OK) {
+        what = "loading";
+        d->ld_err = st_dp_stage_load(d->cfg.model, &d->ld_plan, d->pool, d->ops, &d->ld_out);
+    }
     if (d->ld_err != ST_OK)
-        snprintf(d->ld_msg, sizeof d->ld_msg, "loading stage %d (layers [%lld, %lld)): %s",
+        snprintf(d->ld_msg, sizeof d->ld_msg, "%s stage %d (layers [%lld, %lld)): %s", what,
                  d->ld_plan.index, (long long)d->ld_plan.first, (long long)d->ld_plan.last,
                  st_errmsg(d->ld_err));
     pthread_mutex_lock(&d->sh.mu);

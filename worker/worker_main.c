@@ -11,6 +11,7 @@
  * ends the process. Protected mode (common/exposure.h): without a cluster
  * key, a --listen beyond loopback is refused unless --insecure. */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -33,11 +34,19 @@ static void wm_usage(FILE *f)
             "       [--throttle F]\n"
             "       [--throttle-file PATH] [--spare] [--stay-after-drain] [--probe-s N]\n"
             "       [--no-probe] [--kernels ref|auto] [--log LEVEL]\n"
+            "       [--weights-from ADDR[,ADDR...]] [--cache-dir DIR] [--max-fetch-rate BYTES]\n"
             "\n"
             "  --coordinator ADDR  the coordinator's control address, tcp://HOST:PORT\n"
             "                      (default: $STRATA_COORDINATOR)\n"
             "  --model PATH        the GGUF model (default: $STRATA_MODEL); only the\n"
-            "                      tensors of the stage the plan gives are loaded\n"
+            "                      tensors of the stage the plan gives are loaded. Without\n"
+            "                      it, the stage's weights are streamed (docs/streaming.md)\n"
+            "  --weights-from A    without --model: weights servers, tcp:// addresses\n"
+            "                      separated by commas (default: the coordinator's host and\n"
+            "                      port + 1)\n"
+            "  --cache-dir DIR     without --model: the verified chunks (default\n"
+            "                      $XDG_CACHE_HOME/strata or ~/.cache/strata)\n"
+            "  --max-fetch-rate B  cap on the fetch, bytes per second (suffixes k M G)\n"
             "  --listen ADDR       data-plane listen address (default tcp://127.0.0.1:0);\n"
             "                      the control socket listens on the same host, port 0.\n"
             "                      Beyond loopback it needs --cluster-key or --insecure\n"
@@ -64,6 +73,8 @@ static void wm_usage(FILE *f)
             "  --no-probe          do not measure links (the coordinator assumes them)\n"
             "  --kernels ref|auto  scalar reference kernels, or the best (default auto)\n"
             "  --log LEVEL         error, warn, info (default) or debug; or $STRATA_LOG\n"
+            "  --test-hooks        test only: allow --test-fetch-pause-after N (stop fetching\n"
+            "                      after N chunks until shut down)\n"
             "\n"
             "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
             "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
@@ -95,6 +106,34 @@ static int wm_long(const char *flag, const char *s, long lo, long hi, long *out)
 }
 
 /* wm_parse - 0 to run, 1 after --help, 2 on a bad flag (message printed). */
+/* wm_fetch_flag - f v if it is a weight-streaming flag (docs/streaming.md):
+ * 1 if it was, 2 on a bad value (message printed), 0 if not. */
+static int wm_fetch_flag(const char *f, const char *v, st_worker_cfg *c)
+{
+    long n;
+    if (strcmp(f, "--weights-from") == 0) {
+        c->weights_from = v;
+    } else if (strcmp(f, "--cache-dir") == 0) {
+        c->cache_dir = v;
+    } else if (strcmp(f, "--max-fetch-rate") == 0) {
+        uint64_t r;
+        st_err e = st_parse_bytes(v, &r);
+        if (e != ST_OK || r == 0) {
+            fprintf(stderr, "strata-worker: --max-fetch-rate '%s': bytes per second above 0 "
+                    "(%s)\n", v, e != ST_OK ? st_errdetail() : "0");
+            return 2;
+        }
+        c->max_fetch_rate = (double)r;
+    } else if (strcmp(f, "--test-fetch-pause-after") == 0) {
+        if (wm_long(f, v, 0, LONG_MAX, &n))
+            return 2;
+        c->test_fetch_pause_after = n;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_level,
                     bool *insecure)
 {
@@ -105,6 +144,8 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
     c->heartbeat_ms = 1000;
     c->throttle = 1.0;
     c->probe_s = 60;
+    c->test_fetch_pause_after = -1;
+    bool test_hooks = false;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v = NULL;
         long n;
@@ -132,10 +173,15 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             *insecure = true;
             continue;
         }
+        if (strcmp(f, "--test-hooks") == 0) {
+            test_hooks = true;
+            continue;
+        }
         static const char *const valued[] = {
             "--coordinator", "--model", "--listen", "--advertise", "--memory", "--threads",
             "--name", "--cluster-key", "--heartbeat-ms", "--throttle", "--throttle-file",
-            "--kernels", "--log", "--probe-s", NULL};
+            "--kernels", "--log", "--probe-s", "--weights-from", "--cache-dir",
+            "--max-fetch-rate", "--test-fetch-pause-after", NULL};
         bool known = false;
         for (int k = 0; valued[k] != NULL; k++)
             known = known || strcmp(f, valued[k]) == 0;
@@ -145,7 +191,12 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
         }
         if ((v = wm_value(argc, argv, &i)) == NULL)
             return 2;
-        if (strcmp(f, "--coordinator") == 0) {
+        int ff = wm_fetch_flag(f, v, c);
+        if (ff == 2)
+            return 2;
+        if (ff == 1) {
+            continue;
+        } else if (strcmp(f, "--coordinator") == 0) {
             c->coordinator = v;
         } else if (strcmp(f, "--model") == 0) {
             c->model = v;
@@ -210,8 +261,10 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
         fprintf(stderr, "strata-worker: --coordinator ADDR is required (see --help)\n");
         return 2;
     }
-    if (c->model == NULL || c->model[0] == '\0') {
-        fprintf(stderr, "strata-worker: --model PATH is required (see --help)\n");
+    if (c->model != NULL && c->model[0] == '\0')
+        c->model = NULL; /* an empty $STRATA_MODEL: none */
+    if (c->test_fetch_pause_after >= 0 && !test_hooks) {
+        fprintf(stderr, "strata-worker: --test-fetch-pause-after needs --test-hooks\n");
         return 2;
     }
     if (c->encrypt && c->key_file == NULL) {

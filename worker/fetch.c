@@ -1,0 +1,585 @@
+/* fetch.c - a worker's weight streaming (see fetch.h, docs/streaming.md).
+ *
+ * Design. A fetch is a loop over the chunks a stage needs that the cache
+ * does not hold, one request and one chunk in flight at a time: the chunk
+ * arrives in one NNG message, is unpacked (a second copy), hashed against
+ * the manifest, written at its offset in the sparse file and synced, and
+ * only then named in the journal; both copies are freed before the next
+ * request. So a fetch holds about two chunks in memory whatever the stage's
+ * size, and a process killed at any point leaves a journal that names only
+ * whole, verified chunks: the next start takes those from the cache and
+ * fetches the rest (bytes fetched twice: none).
+ *
+ * Sources are tried in order from the one that last answered well. A
+ * chunk that fails verification is dropped and counted, its source gets a
+ * strike, and the chunk is asked for again from the next source (the same
+ * one when it is the only one left); a source with ST_FETCH_STRIKES
+ * strikes is no longer used. A source that does not answer within
+ * FETCH_CALL_MS, or answers with an error, is tried again after the others,
+ * at most FETCH_TRIES times per chunk: then the fetch fails and the worker
+ * refuses the Prepare with that error (so a stalled fetch ends, and the
+ * coordinator's long Prepare timeout for streaming workers is only a
+ * backstop). --max-fetch-rate spaces the requests so the average rate
+ * since the fetch began stays under the cap. */
+#include "worker/fetch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/req.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/cq.h"
+#include "common/envelope.h"
+#include "common/hex.h"
+#include "common/log.h"
+#include "common/manifest.h"
+#include "common/msg.h"
+
+#define FT "fetch"
+#define FETCH_CALL_MS 30000          /* one request's wait for its chunk */
+#define FETCH_TRIES 5                /* failed requests of one chunk before giving up */
+#define FETCH_MANIFEST_WAIT_S 120.0  /* for a first source to answer at start */
+#define FETCH_RETRY_MS 500           /* between rounds of asking for the manifest */
+#define FETCH_LOG_EVERY_S 2.0        /* progress lines */
+#define FETCH_ADDR_MAX 256
+#define FETCH_LINE_MAX 128           /* a journal line */
+
+typedef struct ft_source {
+    char addr[FETCH_ADDR_MAX];
+    nng_socket s;
+    bool open, dead;
+    int strikes;
+} ft_source;
+
+struct st_fetch {
+    st_fetch_cfg cfg;
+    char *cache_dir;
+    ft_source src[ST_FETCH_MAX_SOURCES];
+    int n_src, cur;
+    st_env env;
+    bool env_ok;
+    st_manifest m;
+    bool have_m;
+    char dir[PATH_MAX], path[PATH_MAX], jpath[PATH_MAX];
+    int fd, jfd;
+    bool *have; /* [n_chunks]: verified on disk */
+    uint64_t fetched_total; /* stage chunks fetched by this process (the pause hook) */
+    pthread_mutex_t mu;     /* guards st, stop and the sockets' closing */
+    pthread_cond_t cv;
+    bool stop;
+    st_fetch_stats st;
+    double t0, last_log;
+    const char *what; /* "header" or "stage", in the progress lines */
+};
+
+/* ---- sources ---- */
+
+static st_err ft_dial(st_fetch *f, ft_source *s)
+{
+    int rv;
+    if ((rv = nng_req0_open(&s->s)) != 0)
+        return st_err_nng(rv, "weights socket");
+    s->open = true;
+    nng_socket_set_ms(s->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE); /* no replays */
+    nng_socket_set_size(s->s, NNG_OPT_RECVMAXSZ, ST_MANIFEST_MAX_FRAME);
+    nng_dialer d;
+    if ((rv = nng_dialer_create(&d, s->s, s->addr)) != 0)
+        return st_errorf(ST_ENNG, "weights source %s: %s", s->addr, nng_strerror(rv));
+    nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
+    if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0)
+        return st_errorf(ST_ENNG, "weights source %s: %s", s->addr, nng_strerror(rv));
+    (void)f;
+    return ST_OK;
+}
+
+static bool ft_stopped(st_fetch *f)
+{
+    pthread_mutex_lock(&f->mu);
+    bool s = f->stop;
+    pthread_mutex_unlock(&f->mu);
+    return s;
+}
+
+/* ft_sleep - waits ms or until st_fetch_stop; false when stopped. */
+static bool ft_sleep(st_fetch *f, double ms)
+{
+    pthread_mutex_lock(&f->mu);
+    if (ms > 0 && !f->stop) {
+        struct timespec ts = st_cq_deadline((uint64_t)(ms * 1e6));
+        pthread_cond_timedwait(&f->cv, &f->mu, &ts);
+    }
+    bool s = f->stop;
+    pthread_mutex_unlock(&f->mu);
+    return !s;
+}
+
+static uint32_t ft_alive(const st_fetch *f)
+{
+    uint32_t n = 0;
+    for (int i = 0; i < f->n_src; i++)
+        n += !f->src[i].dead;
+    return n;
+}
+
+/* ft_call - one request to source s; the reply in *r. */
+static st_err ft_call(st_fetch *f, ft_source *s, const Strata__Msg *m, Strata__Msg **r)
+{
+    if (ft_stopped(f))
+        return st_errorf(ST_ECANCELED, "the fetch was stopped");
+    st_err e = st_msg_call(s->s, &f->env, m, FETCH_CALL_MS, r);
+    if (e != ST_OK && ft_stopped(f))
+        return st_errorf(ST_ECANCELED, "the fetch was stopped");
+    return e;
+}
+
+/* ---- the cache ---- */
+
+static st_err ft_mkdirs(const char *dir)
+{
+    char p[PATH_MAX];
+    if ((size_t)snprintf(p, sizeof p, "%s", dir) >= sizeof p)
+        return st_errorf(ST_ERANGE, "cache directory '%s' is too long", dir);
+    for (char *c = p + 1;; c++) {
+        bool end = *c == '\0';
+        if (*c == '/' || end) {
+            *c = '\0';
+            if (mkdir(p, 0700) != 0 && errno != EEXIST)
+                return st_err_errno(errno, p);
+            if (end)
+                return ST_OK;
+            *c = '/';
+        }
+    }
+}
+
+/* ft_journal_read - marks in f->have the chunks the journal names with the
+ * manifest's hash (a torn last line or another chunk size is skipped). */
+static void ft_journal_read(st_fetch *f)
+{
+    FILE *j = fopen(f->jpath, "r");
+    if (j == NULL)
+        return;
+    char line[FETCH_LINE_MAX], hex[2 * ST_MANIFEST_HASH + 1];
+    while (fgets(line, sizeof line, j) != NULL) {
+        unsigned long long cs, idx;
+        char want[2 * ST_MANIFEST_HASH + 2];
+        if (sscanf(line, "%llu %llu %65s", &cs, &idx, want) != 3 || cs != f->m.chunk_size ||
+            idx >= f->m.n_chunks || strchr(line, '\n') == NULL)
+            continue;
+        if (st_hex(f->m.hash[idx], ST_MANIFEST_HASH, hex, sizeof hex) == ST_OK &&
+            strcmp(hex, want) == 0)
+            f->have[idx] = true;
+    }
+    fclose(j);
+}
+
+/* ft_journal_add - names verified chunk i (its bytes already synced). */
+static st_err ft_journal_add(st_fetch *f, uint64_t i)
+{
+    char hex[2 * ST_MANIFEST_HASH + 1], line[FETCH_LINE_MAX];
+    st_err e = st_hex(f->m.hash[i], ST_MANIFEST_HASH, hex, sizeof hex);
+    if (e != ST_OK)
+        return e;
+    int n = snprintf(line, sizeof line, "%u %llu %s\n", f->m.chunk_size, (unsigned long long)i,
+                     hex);
+    if (write(f->jfd, line, (size_t)n) != n || fdatasync(f->jfd) != 0)
+        return st_err_errno(errno, f->jpath);
+    f->have[i] = true;
+    return ST_OK;
+}
+
+/* ft_cache_open - the model's directory, sparse file and journal. */
+static st_err ft_cache_open(st_fetch *f)
+{
+    char hex[2 * ST_MANIFEST_HASH + 1];
+    st_err e = st_hex(f->m.model_id, ST_MANIFEST_HASH, hex, sizeof hex);
+    if (e != ST_OK)
+        return e;
+    if ((size_t)snprintf(f->dir, sizeof f->dir, "%s/models/%s", f->cache_dir, hex) >=
+            sizeof f->dir ||
+        (size_t)snprintf(f->path, sizeof f->path, "%s/model.gguf", f->dir) >= sizeof f->path ||
+        (size_t)snprintf(f->jpath, sizeof f->jpath, "%s/journal", f->dir) >= sizeof f->jpath)
+        return st_errorf(ST_ERANGE, "cache directory '%s' is too long", f->cache_dir);
+    if ((e = ft_mkdirs(f->dir)))
+        return e;
+    if ((f->fd = open(f->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600)) < 0)
+        return st_err_errno(errno, f->path);
+    if ((f->jfd = open(f->jpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600)) < 0)
+        return st_err_errno(errno, f->jpath);
+    struct stat sb;
+    if (fstat(f->fd, &sb) != 0)
+        return st_err_errno(errno, f->path);
+    if ((uint64_t)sb.st_size != f->m.file_size && ftruncate(f->fd, (off_t)f->m.file_size) != 0)
+        return st_err_errno(errno, f->path);
+    if ((f->have = calloc(f->m.n_chunks, sizeof *f->have)) == NULL)
+        return st_errorf(ST_ENOMEM, "fetch: %llu chunks", (unsigned long long)f->m.n_chunks);
+    return ST_OK;
+}
+
+/* ---- progress ---- */
+
+static void ft_log(st_fetch *f, bool final)
+{
+    st_fetch_stats s;
+    st_fetch_progress(f, &s);
+    double now = st_now_s();
+    if (!final && now - f->last_log < FETCH_LOG_EVERY_S)
+        return;
+    f->last_log = now;
+    double pct = s.need_bytes ? 100.0 * (double)s.have_bytes / (double)s.need_bytes : 100.0;
+    st_log(ST_LOG_INFO, FT, "%s %s %llu of %llu bytes (%.1f%%): fetched %llu, cached %llu, "
+           "%.2f MB/s, ETA %.1f s, bad chunks %llu, bytes fetched twice %llu, sources %u",
+           f->what, !final ? "progress:" : s.active ? "now:" : "done:", (unsigned long long)s.have_bytes,
+           (unsigned long long)s.need_bytes, pct, (unsigned long long)s.fetched_bytes,
+           (unsigned long long)s.cached_bytes, s.rate / 1e6, s.eta_s,
+           (unsigned long long)s.bad_chunks, (unsigned long long)s.refetched_bytes, s.sources);
+}
+
+void st_fetch_progress(st_fetch *f, st_fetch_stats *out)
+{
+    pthread_mutex_lock(&f->mu);
+    *out = f->st;
+    double dt = st_now_s() - f->t0;
+    out->rate = f->st.active && dt > 0 ? (double)f->st.fetched_bytes / dt : f->st.rate;
+    uint64_t left = out->need_bytes - out->have_bytes;
+    out->eta_s = left == 0 ? 0 : out->rate > 0 ? (double)left / out->rate : -1;
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* ---- chunks ---- */
+
+/* ft_pace - waits so the rate since t0 stays under the cap. */
+static bool ft_pace(st_fetch *f)
+{
+    if (f->cfg.max_rate <= 0)
+        return !ft_stopped(f);
+    double due = f->t0 + (double)f->st.fetched_bytes / f->cfg.max_rate;
+    return ft_sleep(f, (due - st_now_s()) * 1e3);
+}
+
+/* ft_test_pause - the test hook: waits for st_fetch_stop once pause_after
+ * chunks were fetched. */
+static bool ft_test_pause(st_fetch *f)
+{
+    if (f->cfg.pause_after < 0 || f->fetched_total < (uint64_t)f->cfg.pause_after)
+        return true;
+    st_log(ST_LOG_WARN, FT, "test hook: paused after %llu fetched chunks",
+           (unsigned long long)f->fetched_total);
+    ft_log(f, true);
+    pthread_mutex_lock(&f->mu);
+    while (!f->stop)
+        pthread_cond_wait(&f->cv, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+    return false;
+}
+
+/* ft_strike - a bad chunk from source s. */
+static void ft_strike(st_fetch *f, int s, const char *why)
+{
+    ft_source *src = &f->src[s];
+    pthread_mutex_lock(&f->mu);
+    f->st.bad_chunks++;
+    pthread_mutex_unlock(&f->mu);
+    src->strikes++;
+    st_log(ST_LOG_WARN, FT, "source %s sent a bad chunk (dropped, fetched again): %s", src->addr,
+           why);
+    if (src->strikes >= ST_FETCH_STRIKES) {
+        src->dead = true;
+        st_log(ST_LOG_WARN, FT, "source %s sent bad data %d times: no longer used", src->addr,
+               src->strikes);
+    }
+    pthread_mutex_lock(&f->mu);
+    f->st.sources = ft_alive(f);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* ft_next - the next live source after s (s itself when it is the only
+ * one), or -1. */
+static int ft_next(const st_fetch *f, int s)
+{
+    for (int k = 1; k <= f->n_src; k++) {
+        int i = (s + k) % f->n_src;
+        if (!f->src[i].dead)
+            return i;
+    }
+    return -1;
+}
+
+/* ft_chunk - fetches, verifies and stores chunk i. */
+static st_err ft_chunk(st_fetch *f, uint64_t i)
+{
+    Strata__ChunkRequest cr = STRATA__CHUNK_REQUEST__INIT;
+    cr.model_id.data = f->m.model_id;
+    cr.model_id.len = ST_MANIFEST_HASH;
+    cr.index = (uint32_t)i;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_CHUNK_REQ;
+    m.chunk_req = &cr;
+    int s = f->src[f->cur].dead ? ft_next(f, f->cur) : f->cur;
+    st_err last = ST_OK;
+    char why[300] = "";
+    for (int tries = 0; s >= 0 && tries < FETCH_TRIES;) {
+        Strata__Msg *r = NULL;
+        st_err e = ft_call(f, &f->src[s], &m, &r);
+        if (e == ST_ECANCELED)
+            return e;
+        if (e == ST_OK && (r->body_case != STRATA__MSG__BODY_CHUNK || r->chunk->index != i))
+            e = st_errorf(ST_EPROTO, "the reply to chunk %llu is not that chunk",
+                          (unsigned long long)i);
+        if (e == ST_OK && (e = st_manifest_check(&f->m, i, r->chunk->data.data,
+                                                 r->chunk->data.len)) != ST_OK) {
+            ft_strike(f, s, st_errdetail());
+        } else if (e == ST_OK) {
+            uint64_t off;
+            size_t len;
+            st_manifest_chunk(&f->m, i, &off, &len);
+            ssize_t w = pwrite(f->fd, r->chunk->data.data, len, (off_t)off);
+            st_msg_free(r);
+            if (w != (ssize_t)len || fdatasync(f->fd) != 0)
+                return st_err_errno(w < 0 || w == (ssize_t)len ? errno : ENOSPC, f->path);
+            if ((e = ft_journal_add(f, i)))
+                return e;
+            f->cur = s;
+            pthread_mutex_lock(&f->mu);
+            f->st.fetched_bytes += len;
+            f->st.have_bytes += len;
+            f->st.fetched_chunks++;
+            pthread_mutex_unlock(&f->mu);
+            return ST_OK;
+        } else {
+            tries++;
+            last = e;
+            snprintf(why, sizeof why, "%s", st_errmsg(e));
+            st_log(ST_LOG_WARN, FT, "chunk %llu from %s: %s", (unsigned long long)i,
+                   f->src[s].addr, why);
+        }
+        st_msg_free(r);
+        s = ft_next(f, s);
+    }
+    if (s < 0)
+        return st_errorf(ST_ECHECKSUM, "chunk %llu: no weights source left (each sent bad data "
+                         "%d times)", (unsigned long long)i, ST_FETCH_STRIKES);
+    return st_errorf(last, "chunk %llu: %d requests failed; the last: %s", (unsigned long long)i,
+                     FETCH_TRIES, why);
+}
+
+/* ft_run - fetches the chunks marked in need that are not present (a
+ * stage's: the test pause applies). */
+static st_err ft_run(st_fetch *f, const bool *need, bool stage)
+{
+    if (flock(f->jfd, LOCK_EX) != 0) /* another process fetching into this cache */
+        return st_err_errno(errno, f->jpath);
+    ft_journal_read(f); /* what it fetched meanwhile */
+    pthread_mutex_lock(&f->mu);
+    f->st = (st_fetch_stats){.active = true, .sources = ft_alive(f)};
+    for (uint64_t i = 0; i < f->m.n_chunks; i++) {
+        if (!need[i])
+            continue;
+        uint64_t off;
+        size_t len;
+        st_manifest_chunk(&f->m, i, &off, &len);
+        f->st.need_bytes += len;
+        if (f->have[i]) {
+            f->st.have_bytes += len;
+            f->st.cached_bytes += len;
+        }
+    }
+    f->t0 = st_now_s();
+    pthread_mutex_unlock(&f->mu);
+    f->last_log = 0;
+    f->what = stage ? "stage" : "header";
+    st_err e = ST_OK;
+    for (uint64_t i = 0; i < f->m.n_chunks && e == ST_OK; i++) {
+        if (!need[i] || f->have[i])
+            continue;
+        if ((stage && !ft_test_pause(f)) || !ft_pace(f)) {
+            e = st_errorf(ST_ECANCELED, "the fetch was stopped");
+            break;
+        }
+        e = ft_chunk(f, i);
+        f->fetched_total += stage && e == ST_OK;
+        ft_log(f, false);
+    }
+    flock(f->jfd, LOCK_UN);
+    pthread_mutex_lock(&f->mu);
+    double dt = st_now_s() - f->t0;
+    f->st.rate = dt > 0 ? (double)f->st.fetched_bytes / dt : 0;
+    f->st.active = false;
+    pthread_mutex_unlock(&f->mu);
+    ft_log(f, true);
+    return e;
+}
+
+/* ---- the handle ---- */
+
+st_err st_fetch_open(const st_fetch_cfg *cfg, st_fetch **out)
+{
+    *out = NULL;
+    st_fetch *f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return st_errorf(ST_ENOMEM, "fetch");
+    f->cfg = *cfg;
+    f->fd = f->jfd = -1;
+    pthread_mutex_init(&f->mu, NULL);
+    st_cq_cond_init(&f->cv);
+    st_err e = ST_OK;
+    f->cache_dir = strdup(cfg->cache_dir);
+    if (f->cache_dir == NULL) {
+        e = st_errorf(ST_ENOMEM, "fetch");
+        goto fail;
+    }
+    for (const char *p = cfg->sources; p != NULL && *p != '\0' && e == ST_OK;) {
+        const char *c = strchr(p, ',');
+        size_t n = c != NULL ? (size_t)(c - p) : strlen(p);
+        if (f->n_src == ST_FETCH_MAX_SOURCES || n == 0 || n >= FETCH_ADDR_MAX ||
+            strncmp(p, "tcp://", 6) != 0) {
+            e = st_errorf(ST_EINVAL, "--weights-from '%s': at most %d tcp:// addresses separated "
+                          "by commas", cfg->sources, ST_FETCH_MAX_SOURCES);
+            break;
+        }
+        memcpy(f->src[f->n_src].addr, p, n);
+        e = ft_dial(f, &f->src[f->n_src++]);
+        p = c != NULL ? c + 1 : NULL;
+    }
+    if (e == ST_OK && f->n_src == 0)
+        e = st_errorf(ST_EINVAL, "no weights source (--weights-from)");
+    if (e == ST_OK && (e = ft_mkdirs(cfg->cache_dir)) == ST_OK)
+        e = st_env_init_mode(&f->env, cfg->key, cfg->encrypt, cfg->sender);
+    if (e != ST_OK)
+        goto fail;
+    f->env_ok = true;
+    *out = f;
+    return ST_OK;
+fail:
+    st_fetch_close(f);
+    return e;
+}
+
+/* ft_manifest - the manifest from the first source that answers. */
+static st_err ft_manifest(st_fetch *f)
+{
+    Strata__ManifestRequest mr = STRATA__MANIFEST_REQUEST__INIT;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_MANIFEST_REQ;
+    m.manifest_req = &mr;
+    double until = st_now_s() + FETCH_MANIFEST_WAIT_S;
+    char why[300] = "no answer";
+    while (st_now_s() < until) {
+        for (int s = 0; s < f->n_src; s++) {
+            Strata__Msg *r = NULL;
+            st_err e = ft_call(f, &f->src[s], &m, &r);
+            if (e == ST_ECANCELED)
+                return e;
+            if (e == ST_OK && r->body_case != STRATA__MSG__BODY_MANIFEST)
+                e = st_errorf(ST_EPROTO, "the reply is not a manifest");
+            if (e == ST_OK)
+                e = st_manifest_from_pb(r->manifest, &f->m);
+            st_msg_free(r);
+            if (e == ST_OK) {
+                f->cur = s;
+                f->have_m = true;
+                return ST_OK;
+            }
+            snprintf(why, sizeof why, "%s: %s", f->src[s].addr, st_errmsg(e));
+        }
+        if (!ft_sleep(f, FETCH_RETRY_MS))
+            return st_errorf(ST_ECANCELED, "the fetch was stopped");
+    }
+    return st_errorf(ST_ETIMEOUT, "no weights source gave a manifest in %.0f s (%s)",
+                     FETCH_MANIFEST_WAIT_S, why);
+}
+
+st_err st_fetch_header(st_fetch *f, const char **path)
+{
+    st_err e;
+    if ((e = ft_manifest(f)) || (e = ft_cache_open(f)))
+        return e;
+    bool *need = calloc(f->m.n_chunks, sizeof *need);
+    if (need == NULL)
+        return st_errorf(ST_ENOMEM, "fetch: %llu chunks", (unsigned long long)f->m.n_chunks);
+    for (uint64_t i = 0; i * f->m.chunk_size < f->m.data_offset; i++)
+        need[i] = true;
+    e = ft_run(f, need, false);
+    free(need);
+    if (e != ST_OK)
+        return e;
+    st_gguf *g;
+    uint8_t id[ST_MANIFEST_HASH];
+    if ((e = st_gguf_open(f->path, &g)))
+        return e;
+    e = st_gguf_model_id(g, id);
+    st_gguf_close(g);
+    if (e == ST_OK && memcmp(id, f->m.model_id, sizeof id) != 0)
+        e = st_errorf(ST_ECHECKSUM, "the header fetched into %s does not hash to the manifest's "
+                      "model id", f->path);
+    if (e == ST_OK) {
+        char a[ST_HEX_SHORT_CAP];
+        st_hex_short(id, sizeof id, a);
+        st_log(ST_LOG_INFO, FT, "model %s.. (%llu bytes, %llu chunks of %u) cached in %s", a,
+               (unsigned long long)f->m.file_size, (unsigned long long)f->m.n_chunks,
+               f->m.chunk_size, f->path);
+        *path = f->path;
+    }
+    return e;
+}
+
+st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last,
+                      int64_t n_layer)
+{
+    if (!f->have_m)
+        return st_errorf(ST_EINTERNAL, "fetch: no manifest");
+    bool *need = calloc(f->m.n_chunks, sizeof *need);
+    if (need == NULL)
+        return st_errorf(ST_ENOMEM, "fetch: %llu chunks", (unsigned long long)f->m.n_chunks);
+    st_err e = st_manifest_stage_chunks(&f->m, g, first, last, n_layer, need);
+    if (e == ST_OK) {
+        st_log(ST_LOG_INFO, FT, "stage layers [%lld, %lld): fetching what the cache lacks",
+               (long long)first, (long long)last);
+        e = ft_run(f, need, true);
+    }
+    free(need);
+    return e;
+}
+
+void st_fetch_stop(st_fetch *f)
+{
+    if (f == NULL)
+        return;
+    pthread_mutex_lock(&f->mu);
+    f->stop = true;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    for (int i = 0; i < f->n_src; i++)
+        if (f->src[i].open)
+            nng_close(f->src[i].s); /* a call in flight returns NNG_ECLOSED */
+}
+
+void st_fetch_close(st_fetch *f)
+{
+    if (f == NULL)
+        return;
+    for (int i = 0; i < f->n_src; i++)
+        if (f->src[i].open)
+            nng_close(f->src[i].s);
+    if (f->env_ok)
+        st_env_fini(&f->env);
+    if (f->fd >= 0)
+        close(f->fd);
+    if (f->jfd >= 0)
+        close(f->jfd);
+    st_manifest_free(&f->m);
+    free(f->have);
+    free(f->cache_dir);
+    pthread_cond_destroy(&f->cv);
+    pthread_mutex_destroy(&f->mu);
+    free(f);
+}
