@@ -12,6 +12,7 @@
 
 #include "common/exposure.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "common/units.h"
 #include "common/wire.h"
 #include "worker/embed_http.h"
@@ -23,7 +24,8 @@
 
 static void em_usage(FILE *f)
 {
-    fprintf(f, "usage: strata-embed --model PATH --http HOST:PORT [--listen ADDR]\n"
+    fprintf(f, "usage: strata-embed --version\n"
+               "       strata-embed --model PATH --http HOST:PORT [--listen ADDR]\n"
                "       [--cluster-key FILE [--encrypt]] [--max-body BYTES] [--threads N]\n"
                "       [--kernels ref|auto] [--insecure] [--log LEVEL]\n"
                "\n"
@@ -58,6 +60,10 @@ static int em_hostport(const char *v, char host[EM_HOST_MAX], int *port)
 
 int main(int argc, char **argv)
 {
+    if (st_version_asked(argc, argv)) { /* the version flag block (common/version.h) */
+        st_version_print(stdout, "strata-embed");
+        return 0;
+    }
     const char *model = getenv("STRATA_MODEL"), *http = NULL, *level = NULL, *listen = NULL,
                *key_file = NULL;
     bool insecure = false, force_ref = false, encrypt = false;
