@@ -179,7 +179,9 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
         cJSON_AddStringToObject(o, "data_addr", w->cap->data_addr ? w->cap->data_addr : "");
         cJSON_AddStringToObject(o, "ctl_addr", w->cap->ctl_addr ? w->cap->ctl_addr : "");
         cJSON_AddBoolToObject(o, "spare", w->cap->spare);
+        cJSON_AddStringToObject(o, "version", w->cap->version ? w->cap->version : "");
     }
+    cJSON_AddNumberToObject(o, "protocol", w->protocol);
     const Strata__Heartbeat *h = w->last;
     if (h) {
         cli_json_u64(o, "epoch", h->epoch);
@@ -292,6 +294,27 @@ static void cl_links_print(const Strata__StatusReply *s)
     }
 }
 
+/* cl_versions_print - the coordinator's build and protocol, then each
+ * member's build when they differ from it (during a rolling upgrade, say). */
+static void cl_versions_print(const Strata__StatusReply *s)
+{
+    const char *mine = s->version && s->version[0] ? s->version : "(not sent)";
+    size_t other = 0;
+    for (size_t i = 0; i < s->n_workers; i++) {
+        const char *v = s->workers[i]->cap ? s->workers[i]->cap->version : NULL;
+        other += v == NULL || strcmp(v, mine) != 0;
+    }
+    printf("versions: coordinator strata %s, protocol %u (interoperates with %u..%u); %s\n", mine,
+           s->protocol, s->protocol_oldest, s->protocol,
+           other == 0 ? "every worker the same" : "workers:");
+    for (size_t i = 0; i < s->n_workers && other > 0; i++) {
+        const Strata__WorkerStatus *w = s->workers[i];
+        const char *v = w->cap && w->cap->version && w->cap->version[0] ? w->cap->version
+                                                                          : "(not sent)";
+        printf("  %-14.14s strata %s, protocol %u\n", w->name ? w->name : "", v, w->protocol);
+    }
+}
+
 static void cl_status_print(const Strata__StatusReply *s)
 {
     const Strata__Counters *c = s->counters;
@@ -302,6 +325,7 @@ static void cl_status_print(const Strata__StatusReply *s)
            !s->keyed      ? "open (no cluster key: loopback only unless --insecure)"
            : s->encrypted ? "keyed and encrypted (every frame sealed with XChaCha20-Poly1305)"
                           : "keyed (every frame MACed; not encrypted)");
+    cl_versions_print(s);
     if (s->plan)
         for (size_t i = 0; i < s->plan->n_stages; i++) {
             const Strata__Stage *st = s->plan->stages[i];
@@ -427,6 +451,9 @@ int st_cmd_status(int argc, char **argv)
             cJSON_AddNumberToObject(j, "requests", s->requests);
             cJSON_AddBoolToObject(j, "keyed", s->keyed);
             cJSON_AddBoolToObject(j, "encrypted", s->encrypted);
+            cJSON_AddStringToObject(j, "version", s->version ? s->version : "");
+            cJSON_AddNumberToObject(j, "protocol", s->protocol);
+            cJSON_AddNumberToObject(j, "protocol_oldest", s->protocol_oldest);
             cJSON_AddItemToObject(j, "counters", cl_counters_json(s->counters));
             cJSON_AddItemToObject(j, "security", cl_security_json(s->security));
             if (s->sched)

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "common/log.h"
+#include "common/version.h"
 
 typedef struct cli_cmd {
     const char *name;
@@ -35,7 +36,7 @@ static const cli_cmd cli_cmds[] = {
 
 static void cli_usage(FILE *f)
 {
-    fprintf(f, "usage: strata COMMAND [ARGS]\n\ncommands:\n");
+    fprintf(f, "usage: strata COMMAND [ARGS] | strata --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof cli_cmds / sizeof cli_cmds[0]; i++)
         fprintf(f, "  strata %s\n", cli_cmds[i].usage);
 }
@@ -49,6 +50,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
         cli_usage(stdout);
+        return 0;
+    }
+    if (st_version_asked(argc, argv)) { /* the version flag block (common/version.h) */
+        st_version_print(stdout, "strata");
         return 0;
     }
     for (size_t i = 0; i < sizeof cli_cmds / sizeof cli_cmds[0]; i++)

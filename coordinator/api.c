@@ -26,6 +26,7 @@
 
 #include "common/log.h"
 #include "common/msg.h"
+#include "common/version.h"
 #include "coordinator/coord_impl.h"
 #include "coordinator/planner_pb.h"
 
@@ -167,14 +168,17 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
     w->cred = who->cred;
     uint64_t id = w->id;
     st_log(ST_LOG_INFO, API, "worker %llu '%s' joined: data %s, control %s, budget %llu MiB, %u "
-           "threads%s", (unsigned long long)id, cap->name ? cap->name : "", cap->data_addr,
-           cap->ctl_addr, (unsigned long long)(cap->memory_budget >> 20), cap->threads,
-           cap->spare ? ", spare" : "");
+           "threads%s; strata %s", (unsigned long long)id, cap->name ? cap->name : "",
+           cap->data_addr, cap->ctl_addr, (unsigned long long)(cap->memory_budget >> 20),
+           cap->threads, cap->spare ? ", spare" : "",
+           cap->version && cap->version[0] ? cap->version : "(version not sent)");
     Strata__JoinReply jr = STRATA__JOIN_REPLY__INIT;
     jr.worker_id = id;
     jr.incarnation = c->start_ms;
     jr.heartbeat_ms = c->cfg.heartbeat_ms;
     jr.control_sender = c->env_rpc.sender; /* the worker takes Prepare/Commit from it only */
+    st_join_protocol(m->join, &jr.protocol); /* validated above: it agrees */
+    jr.version = (char *)st_version_line();
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_JOIN_REPLY;
     r.join_reply = &jr;
@@ -481,11 +485,15 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
             w->last_layer = c->plan.stages[st].last;
         }
         w->since_heartbeat_s = (double)(now - m->last_hb_ns) * 1e-9;
+        st_join_protocol(m->join->join, &w->protocol); /* validated at its join */
         wp[i] = w;
     }
     Strata__Counters cn = STRATA__COUNTERS__INIT;
     sr.keyed = c->keyed;
     sr.encrypted = c->cfg.encrypt;
+    sr.version = (char *)st_version_line();
+    sr.protocol = ST_PROTO_VERSION;
+    sr.protocol_oldest = ST_PROTO_OLDEST;
     cn.refused_epoch = c->refused_epoch;
     cn.auth_failed = c->env_rep.auth_failed + c->env_rpc.auth_failed + c->env_res.auth_failed;
     cn.bad_packets = c->bad_msgs;

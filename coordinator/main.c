@@ -23,6 +23,7 @@
 #include "common/exposure.h"
 #include "common/log.h"
 #include "common/units.h"
+#include "common/version.h"
 #include "coordinator/coord.h"
 #include "coordinator/http.h"
 #include "coordinator/net.h"
@@ -46,7 +47,8 @@ static void main_on_signal(int sig)
 static void main_usage(FILE *f)
 {
     fprintf(f,
-            "usage: strata-coordinator --model PATH [--listen ADDR] [--min-workers N]\n"
+            "usage: strata-coordinator --version\n"
+            "       strata-coordinator --model PATH [--listen ADDR] [--min-workers N]\n"
             "       [--cluster-key FILE] [--encrypt] [--insecure]\n"
             "       [--wire f32|bf16|f16|i8] [--zstd]\n"
             "       [--heartbeat-ms N] [--heartbeat-timeout-ms N] [--step-timeout-ms N]\n"
@@ -378,6 +380,10 @@ static int main_weights_check(const st_coord_cfg *c, st_weights_cfg *w, bool non
 int main(int argc, char **argv)
 {
     st_log_init(NULL);
+    if (st_version_asked(argc, argv)) { /* the version flag block (common/version.h) */
+        st_version_print(stdout, "strata-coordinator");
+        return 0;
+    }
     st_coord_cfg cfg = st_coord_cfg_default();
     uint32_t split[MAX_SPLIT];
     bool max_set = false;

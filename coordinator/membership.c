@@ -7,6 +7,7 @@
  * coordinator; nothing here runs on its own. */
 #include "coordinator/membership.h"
 
+#include "common/version.h"
 #include "coordinator/placement.h"
 
 #include <math.h>
@@ -30,11 +31,23 @@ static bool ms_url_ok(const char *s)
            strncmp(s, MS_TRANSPORT, strlen(MS_TRANSPORT)) == 0;
 }
 
+st_err st_join_protocol(const Strata__Join *j, uint32_t *agreed)
+{
+    *agreed = 0;
+    const char *line = j->cap != NULL ? j->cap->version : NULL;
+    if (line != NULL && strlen(line) > ST_VERSION_LINE_MAX)
+        return st_errorf(ST_EINVAL, "capability version has %zu bytes; at most %d", strlen(line),
+                         ST_VERSION_LINE_MAX);
+    st_proto_range peer = {.oldest = j->protocol_oldest, .version = j->protocol};
+    return st_proto_negotiate(peer, line, "coordinator", agreed);
+}
+
 st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wire_dtype wire)
 {
-    if (j->protocol != ST_PROTOCOL_VERSION)
-        return st_errorf(ST_EVERSION, "protocol %u; coordinator speaks %u", j->protocol,
-                         ST_PROTOCOL_VERSION);
+    uint32_t agreed;
+    st_err e = st_join_protocol(j, &agreed);
+    if (e != ST_OK)
+        return e;
     const Strata__Capability *c = j->cap;
     if (c == NULL)
         return st_errorf(ST_EPROTO, "join without a capability");

@@ -22,7 +22,6 @@
 #define ST_MEMBERS_PENDING_MAX 16  /* joined, no heartbeat yet: at most this many */
 #define ST_MEMBERS_JOIN_RATE 32    /* joins admitted per ST_MEMBERS_JOIN_WINDOW_NS */
 #define ST_MEMBERS_JOIN_WINDOW_NS 1000000000ull
-#define ST_PROTOCOL_VERSION 1u
 
 typedef enum st_member_life {
     ST_MEMBER_ALIVE = 0,
@@ -68,8 +67,15 @@ typedef struct st_members {
     uint32_t window_joins;   /* joins admitted in it */
 } st_members;
 
+/* st_join_protocol - the protocol a Join's sender and this coordinator
+ * agree on (common/version.h's rule) into *agreed; ST_EVERSION naming
+ * both versions ("protocol N; coordinator speaks 1", and both builds when
+ * the Join names its own), ST_EINVAL for a build line longer than
+ * ST_VERSION_LINE_MAX. */
+st_err st_join_protocol(const Strata__Join *j, uint32_t *agreed);
+
 /* st_join_validate - checks a Join against docs/cluster.md: protocol
- * version (ST_EVERSION "protocol N; coordinator speaks 1"), capability
+ * version (st_join_protocol), capability
  * present, cores and threads 1..4096, memory budget 1 MiB..1 PiB, name at
  * most 255 bytes, data and control addresses of 1..255 bytes with a
  * tcp:// scheme (the only transport dialed), speeds finite and positive with a

@@ -52,6 +52,7 @@
 #include "common/cq.h"
 #include "common/log.h"
 #include "common/msg.h"
+#include "common/version.h"
 #include "worker/dm_internal.h"
 
 static void dm_signal(st_daemon *d, bool *flag)
@@ -139,7 +140,9 @@ static void dm_send_join(st_daemon *d)
     cap.data_sender = d->sender + 1; /* the data plane's (st_daemon_open) */
     cap.streams = d->fetch != NULL;
     Strata__Join j = STRATA__JOIN__INIT;
-    j.protocol = STRATA__VERSION__PROTOCOL;
+    j.protocol = ST_PROTO_VERSION; /* common/version.h */
+    j.protocol_oldest = ST_PROTO_OLDEST;
+    cap.version = (char *)st_version_line();
     j.cap = &cap;
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_JOIN;

@@ -127,8 +127,11 @@ void dm_on_join_reply(st_daemon *d, const Strata__JoinReply *jr, double now)
         st_log(ST_LOG_WARN, "control", "the JoinReply names no control sender: every Prepare, "
                "Commit and EndSessions will be refused");
     st_log(ST_LOG_INFO, "control", "joined %s as worker %llu (incarnation %llu, heartbeat %u ms, "
-           "control sender %llu)", d->cfg.coordinator, (unsigned long long)d->worker_id,
-           (unsigned long long)d->incarnation, d->hb_ms, (unsigned long long)d->coord_ctl);
+           "control sender %llu; protocol %u, coordinator strata %s)", d->cfg.coordinator,
+           (unsigned long long)d->worker_id, (unsigned long long)d->incarnation, d->hb_ms,
+           (unsigned long long)d->coord_ctl,
+           jr->protocol ? jr->protocol : (uint32_t)STRATA__VERSION__PROTOCOL, /* 0: older builds */
+           jr->version && jr->version[0] ? jr->version : "(not sent)");
 }
 
 /* dm_ctl_allowed - whether a Prepare, Commit or EndSessions from sender

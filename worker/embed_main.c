@@ -15,6 +15,7 @@
 #include "common/exposure.h"
 #include "common/http_rate.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "common/units.h"
 #include "common/wire.h"
 #include "worker/embed_http.h"
@@ -66,7 +67,8 @@ static int em_u32(const char *f, const char *v, st_embed_cfg *cfg)
 
 static void em_usage(FILE *f)
 {
-    fprintf(f, "usage: strata-embed --model PATH --http HOST:PORT [--listen ADDR]\n"
+    fprintf(f, "usage: strata-embed --version\n"
+               "       strata-embed --model PATH --http HOST:PORT [--listen ADDR]\n"
                "       [--cluster-key FILE [--encrypt]] [--max-body BYTES] [--threads N]\n"
                "       [--api-key-file FILE] [--rate-rpm N] [--rate-tpm N] [--rate-table-size N]\n"
                "       [--http-threads N] [--http-max-conns N] [--http-per-ip N]\n"
@@ -106,6 +108,10 @@ static int em_hostport(const char *v, char host[EM_HOST_MAX], int *port)
 
 int main(int argc, char **argv)
 {
+    if (st_version_asked(argc, argv)) { /* the version flag block (common/version.h) */
+        st_version_print(stdout, "strata-embed");
+        return 0;
+    }
     const char *model = getenv("STRATA_MODEL"), *http = NULL, *level = NULL, *listen = NULL,
                *key_file = NULL;
     bool insecure = false, force_ref = false, encrypt = false;

@@ -21,6 +21,7 @@
 
 #include "common/exposure.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "common/units.h"
 #include "worker/daemon.h"
 #include "worker/standalone.h"
@@ -28,7 +29,8 @@
 static void wm_usage(FILE *f)
 {
     fprintf(f,
-            "usage: strata-worker --coordinator ADDR [--model PATH] [--listen ADDR]\n"
+            "usage: strata-worker --version\n"
+            "       strata-worker --coordinator ADDR [--model PATH] [--listen ADDR]\n"
             "       [--advertise ADDR] [--memory BYTES] [--threads N] [--name NAME]\n"
             "       [--cluster-key FILE] [--encrypt] [--insecure] [--heartbeat-ms N]\n"
             "       [--throttle F]\n"
@@ -277,6 +279,10 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
 
 int main(int argc, char **argv)
 {
+    if (st_version_asked(argc, argv)) { /* the version flag block (common/version.h) */
+        st_version_print(stdout, "strata-worker");
+        return 0;
+    }
     /* --standalone: a sidecar shard server without a coordinator, with its
      * own flags (worker/standalone_main.c, docs/shards.md) */
     for (int i = 1; i < argc; i++)

@@ -41,9 +41,11 @@
 #include <string.h>
 
 #include "common/envelope.h"
+#include "common/gguf.h"
 #include "common/msg.h"
 #include "common/pbuf_budget.h"
 #include "common/step.h"
+#include "common/version.h"
 #include "tests/cluster/inject.h"
 
 int inj_usage(void)
@@ -507,6 +509,85 @@ static int inj_sec_main(int argc, char **argv, st_env *env)
 }
 /* ---- end of the decoder bombs and transports ---- */
 
+/* ---- versions (issue 19, common/version.h) ----
+ *   inject req ADDR join-future   a Join from a build of the future: protocol
+ *       ST_PROTO_VERSION + 1 whose oldest is the same (it cannot speak
+ *       ours), naming its build INJ_FUTURE_LINE; prints the reply
+ *   inject req ADDR join-newer MODEL   a Join of protocol ST_PROTO_VERSION
+ *       + 1 that still speaks ours (oldest ST_PROTO_VERSION), with the id
+ *       of the GGUF file MODEL; prints "reply: join_reply protocol N
+ *       version LINE" when accepted
+ * Keyless only, with addresses nobody listens on (an accepted one is a
+ * member that never heartbeats, then lost). */
+
+#define INJ_FUTURE_LINE "99.0.0 (commit inject, release)"
+
+/* inj_version_main - the cases above; -1 when argv is none of them. */
+static int inj_version_main(int argc, char **argv)
+{
+    bool future = argc == 4 && strcmp(argv[3], "join-future") == 0;
+    if (strcmp(argv[1], "req") != 0 ||
+        !(future || (argc == 5 && strcmp(argv[3], "join-newer") == 0)))
+        return -1;
+    uint8_t model_id[32] = {0};
+    st_gguf *g = NULL;
+    st_err e = future ? ST_OK : st_gguf_open(argv[4], &g);
+    if (e == ST_OK && !future)
+        e = st_gguf_model_id(g, model_id);
+    st_gguf_close(g);
+    if (e != ST_OK) {
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+        return 1;
+    }
+    st_env env;
+    if (st_env_init_mode(&env, NULL, false, 0xdead0000u + (uint64_t)rand()) != ST_OK)
+        return 1;
+    nng_socket s;
+    if (inj_dial(argv[2], true, &s) != 0) {
+        st_env_fini(&env);
+        return 1;
+    }
+    Strata__Capability cap = STRATA__CAPABILITY__INIT;
+    cap.name = future ? "inject-future" : "inject-newer";
+    cap.cores = 1;
+    cap.threads = 1;
+    cap.memory_budget = (uint64_t)1 << 30;
+    cap.data_addr = "tcp://127.0.0.1:1";
+    cap.ctl_addr = "tcp://127.0.0.1:2";
+    cap.model_id.data = model_id;
+    cap.model_id.len = sizeof model_id;
+    cap.version = INJ_FUTURE_LINE;
+    Strata__Join join = STRATA__JOIN__INIT;
+    join.protocol = ST_PROTO_VERSION + 1;
+    join.protocol_oldest = future ? ST_PROTO_VERSION + 1 : ST_PROTO_VERSION;
+    join.cap = &cap;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_JOIN;
+    m.join = &join;
+    Strata__Msg *r = NULL;
+    e = st_msg_send(s, &env, ST_ENV_CONTROL, &m);
+    if (e == ST_OK)
+        e = st_msg_recv(s, &env, ST_ENV_CONTROL, &r, NULL);
+    int rc = 0;
+    if (e != ST_OK) {
+        printf("reply: none (%s)\n", st_errmsg(e));
+        rc = 1;
+    } else if (r->body_case == STRATA__MSG__BODY_JOIN_REPLY) {
+        printf("reply: join_reply protocol %u version %s\n", r->join_reply->protocol,
+               r->join_reply->version ? r->join_reply->version : "");
+    } else if (r->body_case == STRATA__MSG__BODY_ERROR) {
+        printf("reply: error %u %s: %s\n", r->error->code, st_strerror((st_err)r->error->code),
+               r->error->message);
+    } else {
+        printf("reply: %s\n", st_msg_case_name(r));
+    }
+    st_msg_free(r);
+    nng_close(s);
+    st_env_fini(&env);
+    return rc;
+}
+/* ---- end of the versions ---- */
+
 
 
 int main(int argc, char **argv)
@@ -524,6 +605,9 @@ int main(int argc, char **argv)
     st_env_fini(&sec_env);
     if (sec_rc >= 0)
         return sec_rc;
+    int ver_rc = inj_version_main(argc, argv); /* the versions: keyless, own cases */
+    if (ver_rc >= 0)
+        return ver_rc;
     const char *keyfile = NULL;
     bool encrypt = false;
     uint64_t epoch = 0;
