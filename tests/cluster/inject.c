@@ -35,10 +35,12 @@
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
 #include <math.h>
+#include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/envelope.h"
 #include "common/gguf.h"
@@ -351,6 +353,52 @@ static uint8_t *inj_bomb_bytes(const uint32_t *path, size_t depth, uint32_t firs
     return buf;
 }
 
+/* The bomb commands' watchdog. Each step of a bomb (dial, send, wait for a
+ * reply, close) is bounded by NNG's timeouts, yet a long suite on a loaded
+ * machine once saw one of them outlive the test's 120 s. The watchdog makes
+ * such a stall a result instead of a hang: after INJ_WATCHDOG_S it reports
+ * the step it was in and exits. A stall before a reply is reported as
+ * "reply: none" (none came: what the over-limit cases expect and the
+ * under-limit ones fail on); a stall in the final close, after the result
+ * was printed, exits 0. The receiver's health is checked by the test itself
+ * (peak RSS, counters, and serving with golden ids afterwards). */
+#define INJ_WATCHDOG_S 30
+
+typedef enum inj_stage {
+    INJ_STAGE_DIAL = 0,
+    INJ_STAGE_SEND,
+    INJ_STAGE_REPLY,
+    INJ_STAGE_CLOSE,
+    INJ_STAGE_COUNT
+} inj_stage;
+
+static volatile sig_atomic_t inj_stage_now = INJ_STAGE_DIAL;
+
+static void inj_watchdog(int sig)
+{
+    static const char *const msg[INJ_STAGE_COUNT] = {
+        [INJ_STAGE_DIAL] = "reply: none (inject watchdog: stalled while dialing)\n",
+        [INJ_STAGE_SEND] = "reply: none (inject watchdog: stalled while sending)\n",
+        [INJ_STAGE_REPLY] = "reply: none (inject watchdog: stalled waiting for a reply)\n",
+        [INJ_STAGE_CLOSE] = "inject watchdog: stalled while closing, after the result\n",
+    };
+    (void)sig;
+    const char *m = msg[inj_stage_now];
+    ssize_t w = write(STDOUT_FILENO, m, strlen(m));
+    (void)w;
+    _exit(inj_stage_now == INJ_STAGE_CLOSE ? 0 : 1);
+}
+
+/* inj_watch - arms the watchdog (once per process) and records the step. */
+static void inj_watch(inj_stage st)
+{
+    if (st == INJ_STAGE_DIAL) {
+        signal(SIGALRM, inj_watchdog);
+        alarm(INJ_WATCHDOG_S);
+    }
+    inj_stage_now = st;
+}
+
 /* inj_dial - a PUSH (req false) or REQ socket dialing addr, with both
  * timeouts INJ_BOMB_TIMEOUT_MS and no REQ resend; 1 (reported) if not. */
 int inj_dial(const char *addr, bool req, nng_socket *s)
@@ -419,17 +467,21 @@ static int inj_step_bomb(const char *addr, bool rows, const char *size_txt, st_e
     uint8_t *frame = inj_seal(env, ST_ENV_STEP, body, ST_STEP_LEN_BYTES + meta_len, &len);
     free(body);
     nng_socket s;
+    inj_watch(INJ_STAGE_DIAL);
     if (frame == NULL || inj_dial(addr, false, &s) != 0) {
         free(frame);
         return 1;
     }
+    inj_watch(INJ_STAGE_SEND);
     int rc = inj_send_raw(s, frame, len);
     free(frame);
     nng_msleep(INJ_LINGER_MS);
-    nng_close(s);
     if (rc == 0)
         printf("sent: step %s bomb of %zu bytes (StepMeta of %zu bytes)\n",
                rows ? "rows" : "scalar", len, meta_len);
+    fflush(stdout);
+    inj_watch(INJ_STAGE_CLOSE);
+    nng_close(s);
     return rc;
 }
 
@@ -447,15 +499,21 @@ static int inj_req_bomb(const char *addr, const char *kind, const char *size_txt
     uint8_t *frame = body ? inj_seal(env, ST_ENV_CONTROL, body, len, &len) : NULL;
     free(body);
     nng_socket s;
+    inj_watch(INJ_STAGE_DIAL);
     if (frame == NULL || inj_dial(addr, true, &s) != 0) {
         free(frame);
         return 1;
     }
+    inj_watch(INJ_STAGE_SEND);
     int rc = inj_send_raw(s, frame, len);
     free(frame);
     printf("sent: %s bomb of %zu bytes\n", kind, len);
+    fflush(stdout);
+    inj_watch(INJ_STAGE_REPLY);
     if (rc == 0)
         inj_print_reply(s, env); /* "reply: none" when the receiver dropped it */
+    fflush(stdout);
+    inj_watch(INJ_STAGE_CLOSE);
     nng_close(s);
     return rc;
 }
