@@ -129,6 +129,10 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
         cJSON_AddStringToObject(o, "data_addr", w->cap->data_addr ? w->cap->data_addr : "");
         cJSON_AddStringToObject(o, "ctl_addr", w->cap->ctl_addr ? w->cap->ctl_addr : "");
         cJSON_AddBoolToObject(o, "spare", w->cap->spare);
+        cJSON *wd = cJSON_AddArrayToObject(o, "wire_dtypes"); /* the boundary dtypes it accepts */
+        for (size_t k = 0; k < w->cap->n_wire_dtypes; k++)
+            cJSON_AddItemToArray(wd, cJSON_CreateString(w->cap->wire_dtypes[k]
+                                                             ? w->cap->wire_dtypes[k] : ""));
     }
     const Strata__Heartbeat *h = w->last;
     if (h) {
