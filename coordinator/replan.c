@@ -33,6 +33,15 @@
  * each worker (0.2 ms before one is timed), and 1 GB/s. Status and dry
  * runs show which pairs are measured and which assumed.
  *
+ * Boundary dtypes (--wire auto, docs/wire-format.md 6.1): each link is
+ * priced in the planner with the bytes per token of the dtype it would
+ * get (coord_wire_matrix), and each boundary of the chosen plan gets the
+ * most precise dtype its receivers accept whose transfer stays within 10%
+ * of the receiving stage's compute time (coord_wire_stages,
+ * st_wire_choose), with the reason in the plan. When a measurement moves
+ * a boundary's choice, the serving layout is planned again with the new
+ * dtypes, hysteresis or not (coord_wire_moved, coord_wire_check).
+ *
  * Drain: a drain request (admin_plan.c) marks the worker draining and
  * replans without it (forced); once a committed plan does not use it, the
  * switch marks it drained (switch.c) and the next HeartbeatReply tells it
