@@ -180,6 +180,10 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
         cJSON_AddStringToObject(o, "ctl_addr", w->cap->ctl_addr ? w->cap->ctl_addr : "");
         cJSON_AddBoolToObject(o, "spare", w->cap->spare);
         cJSON_AddStringToObject(o, "version", w->cap->version ? w->cap->version : "");
+        cJSON *wd = cJSON_AddArrayToObject(o, "wire_dtypes"); /* the boundary dtypes it accepts */
+        for (size_t k = 0; k < w->cap->n_wire_dtypes; k++)
+            cJSON_AddItemToArray(wd, cJSON_CreateString(w->cap->wire_dtypes[k]
+                                                             ? w->cap->wire_dtypes[k] : ""));
     }
     cJSON_AddNumberToObject(o, "protocol", w->protocol);
     const Strata__Heartbeat *h = w->last;
@@ -333,6 +337,10 @@ static void cl_status_print(const Strata__StatusReply *s)
                    st->n_worker_ids > 1 ? "replicas" : "worker");
             for (size_t k = 0; k < st->n_worker_ids; k++)
                 printf("%s %s", k ? "," : "", cl_name_of(s, st->worker_ids[k]));
+            if (i > 0) /* the boundary into it: its dtype, and why under --wire auto */
+                printf("; in %s%s%s%s", st->in_dtype ? st->in_dtype : "?",
+                       st->in_why && st->in_why[0] ? " (" : "", st->in_why ? st->in_why : "",
+                       st->in_why && st->in_why[0] ? ")" : "");
             printf("\n");
         }
     printf("%-20s %-14s %-9s %5s %3s %-10s %10s %10s %8s %8s\n", "worker", "name", "state",

@@ -2,6 +2,7 @@
 #include "cli/plan_print.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -66,6 +67,7 @@ cJSON *cli_plan_json(const Strata__Plan *p)
         for (size_t k = 0; k < s->n_data_addrs; k++)
             cJSON_AddItemToArray(ad, cJSON_CreateString(s->data_addrs[k]));
         cJSON_AddStringToObject(so, "in_dtype", s->in_dtype ? s->in_dtype : "");
+        cJSON_AddStringToObject(so, "in_why", s->in_why ? s->in_why : "");
         cJSON_AddItemToArray(st, so);
     }
     return o;
@@ -76,7 +78,13 @@ void cli_plan_print(const Strata__Plan *p)
     char hash[PP_ID_HEX_CAP], mid[PP_ID_HEX_CAP];
     pp_id_hex(p->plan_hash, hash);
     pp_id_hex(p->model_id, mid);
-    const char *wire = p->n_stages > 0 && p->stages[0]->in_dtype ? p->stages[0]->in_dtype : "?";
+    /* stage 0 has no incoming boundary; the others say theirs */
+    bool per_boundary = false;
+    for (size_t i = 1; i < p->n_stages; i++)
+        per_boundary = per_boundary || (p->stages[i]->in_why && p->stages[i]->in_why[0]);
+    const char *wire = per_boundary ? "per boundary"
+                       : p->n_stages > 1 && p->stages[1]->in_dtype ? p->stages[1]->in_dtype
+                       : p->n_stages > 0 && p->stages[0]->in_dtype ? p->stages[0]->in_dtype : "?";
     printf("epoch %" PRIu64 "  hash %.16s...  model %.16s...\n", p->epoch, hash, mid);
     printf("wire %s%s, %u layers, %u tokens per batch, context %u, %u sessions, results at %s\n",
            wire, p->zstd ? "+zstd" : "", p->n_layer, p->max_tokens, p->n_ctx, p->max_sessions,
@@ -84,6 +92,8 @@ void cli_plan_print(const Strata__Plan *p)
     for (size_t i = 0; i < p->n_stages; i++) {
         const Strata__Stage *s = p->stages[i];
         printf("stage %u: layers [%u, %u)", s->index, s->first, s->last);
+        if (i > 0 && per_boundary)
+            printf("  in %s (%s)", s->in_dtype ? s->in_dtype : "?", s->in_why ? s->in_why : "");
         if (s->n_worker_ids > 1)
             printf("  %zu replicas (each holds these layers and its own sessions' KV)",
                    s->n_worker_ids);

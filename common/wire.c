@@ -27,6 +27,7 @@
  * convert.h (SIMD when the CPU has it, bit-identical to the reference). */
 #include "common/wire.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -39,6 +40,8 @@ static const char *const wire_dtype_names[ST_WIRE_DT_COUNT] = {
 
 const char *st_wire_dtype_name(st_wire_dtype d)
 {
+    if (d == ST_WIRE_AUTO)
+        return "auto";
     return ((unsigned)d < ST_WIRE_DT_COUNT) ? wire_dtype_names[d] : "?";
 }
 
@@ -589,4 +592,128 @@ st_err st_wire_negotiate(const st_wire_dtype *a, size_t na, const st_wire_dtype 
     wire_list(b, nb, lb, sizeof lb);
     return st_errorf(ST_ETYPE, "wire negotiation: no common dtype (a accepts [%s], b accepts [%s], i8 %s)",
                      la, lb, allow_i8 ? "allowed" : "not allowed");
+}
+
+/* ---- choosing a boundary's dtype ---- */
+
+uint32_t st_wire_accept_mask(char *const *names, size_t n, size_t *n_unknown)
+{
+    size_t unknown = 0;
+    uint32_t mask = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool known = false;
+        for (unsigned d = 0; names[i] != NULL && d < ST_WIRE_DT_COUNT && !known; d++)
+            if (strcmp(names[i], wire_dtype_names[d]) == 0) {
+                mask |= 1u << d;
+                known = true;
+            }
+        unknown += !known;
+    }
+    if (n_unknown)
+        *n_unknown = unknown;
+    return n == 0 ? 1u << ST_WIRE_F32 : mask;
+}
+
+st_err st_wire_mask_parse(const char *list, uint32_t *out)
+{
+    uint32_t mask = 0;
+    const char *p = list ? list : "";
+    for (;;) {
+        size_t len = strcspn(p, ",");
+        unsigned d = 0;
+        while (d < ST_WIRE_DT_COUNT &&
+               !(strlen(wire_dtype_names[d]) == len && strncmp(p, wire_dtype_names[d], len) == 0))
+            d++;
+        if (d == ST_WIRE_DT_COUNT)
+            return st_errorf(ST_ETYPE, "wire dtype list '%s': '%.*s' is not one of f32, bf16, "
+                             "f16, i8", list ? list : "", (int)len, p);
+        mask |= 1u << d;
+        if (p[len] == '\0')
+            break;
+        p += len + 1;
+    }
+    *out = mask;
+    return ST_OK;
+}
+
+const char *st_wire_mask_text(uint32_t mask, char *buf, size_t cap)
+{
+    size_t used = 0;
+    if (cap == 0)
+        return buf;
+    buf[0] = '\0';
+    for (size_t k = 0; k < ST_WIRE_DT_COUNT && used < cap; k++) {
+        st_wire_dtype d = wire_by_precision[k];
+        if (!(mask & (1u << d)))
+            continue;
+        int w = snprintf(buf + used, cap - used, "%s%s", used ? "," : "", st_wire_dtype_name(d));
+        if (w < 0)
+            break;
+        used += (size_t)w;
+    }
+    if (used == 0)
+        snprintf(buf, cap, "none");
+    return buf;
+}
+
+/* Units of the reasons: microseconds, milliseconds, MB/s. */
+#define WIRE_US 1e6
+#define WIRE_MS 1e3
+#define WIRE_MB 1e6
+
+st_err st_wire_choose(const st_wire_link_in *in, st_wire_choice *out)
+{
+    if (in == NULL || out == NULL || in->hidden == 0)
+        return st_errorf(ST_EINVAL, "st_wire_choose: NULL argument or hidden 0");
+    double share = in->share == 0 ? ST_WIRE_AUTO_SHARE : in->share;
+    if (!(share > 0 && share <= 1))
+        return st_errorf(ST_EINVAL, "st_wire_choose: share %g is not in (0, 1]", share);
+    st_wire_dtype cand[ST_WIRE_DT_COUNT];
+    size_t nc = 0;
+    for (size_t k = 0; k < ST_WIRE_DT_COUNT; k++) {
+        st_wire_dtype d = wire_by_precision[k];
+        if ((in->accept_mask & (1u << d)) && (d != ST_WIRE_I8 || in->allow_i8))
+            cand[nc++] = d;
+    }
+    char acc[64];
+    st_wire_mask_text(in->accept_mask, acc, sizeof acc);
+    if (nc == 0)
+        return st_errorf(ST_ETYPE, "no boundary dtype: the receiver accepts [%s], i8 %s", acc,
+                         in->allow_i8 ? "allowed" : "not allowed");
+    char tail[96] = "";
+    if ((in->accept_mask & ST_WIRE_MASK_ALL) != ST_WIRE_MASK_ALL)
+        snprintf(tail, sizeof tail, "; the receiver accepts %s", acc);
+    const char *src = in->measured ? "measured" : "assumed";
+    if (!(in->bw > 0 && isfinite(in->bw)) || !(in->compute_s > 0 && isfinite(in->compute_s))) {
+        out->dtype = cand[0];
+        snprintf(out->why, sizeof out->why, "%s: the most precise accepted; %s unknown%s",
+                 st_wire_dtype_name(cand[0]),
+                 !(in->bw > 0 && isfinite(in->bw)) ? "link bandwidth" : "stage compute time",
+                 tail);
+        return ST_OK;
+    }
+    double budget = share * in->compute_s;
+    size_t pick = 0;
+    bool fits = false;
+    for (size_t i = 0; i < nc && !fits; i++) {
+        double t = (double)st_wire_token_bytes(cand[i], in->hidden) / in->bw;
+        if (t <= budget) {
+            pick = i;
+            fits = true;
+        } else if (st_wire_token_bytes(cand[i], in->hidden) <
+                   st_wire_token_bytes(cand[pick], in->hidden)) {
+            pick = i;
+        }
+    }
+    st_wire_dtype d = cand[pick];
+    uint64_t bytes = st_wire_token_bytes(d, in->hidden);
+    double t = (double)bytes / in->bw;
+    snprintf(out->why, sizeof out->why,
+             "%s: %s %llu B/token at %.3g MB/s (%s) = %.3g us %s %.0f%% of %.3g ms compute; "
+             "latency %.3g ms%s",
+             st_wire_dtype_name(d), fits ? "the most precise within budget:" : "none fits, fewest bytes:",
+             (unsigned long long)bytes, in->bw / WIRE_MB, src, t * WIRE_US, fits ? "<=" : ">",
+             share * 100, in->compute_s * WIRE_MS, in->latency_s * WIRE_MS, tail);
+    out->dtype = d;
+    return ST_OK;
 }

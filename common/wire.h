@@ -138,7 +138,8 @@ void st_wire_ctx_free(st_wire_ctx *ctx);
 /* st_wire_ctx_convert_name - the conversion variant ctx uses ("avx2", "ref"). */
 const char *st_wire_ctx_convert_name(const st_wire_ctx *ctx);
 
-/* st_wire_dtype_name - "f32", "bf16", "f16", "i8" (or "?" if out of range). */
+/* st_wire_dtype_name - "f32", "bf16", "f16", "i8", "auto" for ST_WIRE_AUTO
+ * (or "?" if out of range). */
 const char *st_wire_dtype_name(st_wire_dtype d);
 
 /* st_wire_dtype_from_name - parses a dtype name; ST_ETYPE if unknown. */
@@ -190,8 +191,64 @@ st_err st_wire_decode(st_wire_ctx *ctx, const void *buf, size_t len, const st_wi
  * and b[0..nb) (each in its preference order): the highest-precision dtype
  * both accept, in the order f32 > f16 > bf16 > i8, with i8 only when
  * allow_i8. ST_ETYPE for an unknown entry or when no dtype is common.
- * Used by tests today; issue 17's per-boundary dtype will call it. */
+ * (The coordinator's boundaries use st_wire_choose, which applies the
+ * same order to the receiver's list and the link.) */
 st_err st_wire_negotiate(const st_wire_dtype *a, size_t na, const st_wire_dtype *b, size_t nb,
                          bool allow_i8, st_wire_dtype *out);
+
+/* ---- choosing a boundary's dtype (docs/wire-format.md section 6.1) ---- */
+
+/* The coordinator's `--wire auto`: not a wire code (never in a packet or
+ * a plan), the value of a configuration that chooses per boundary. */
+#define ST_WIRE_AUTO ((st_wire_dtype)ST_WIRE_DT_COUNT)
+/* The share of the receiving stage's compute time one token's transfer
+ * may take under `--wire auto`. */
+#define ST_WIRE_AUTO_SHARE 0.10
+#define ST_WIRE_WHY_MAX 256      /* a choice's reason, terminator included */
+#define ST_WIRE_MASK_ALL ((1u << ST_WIRE_DT_COUNT) - 1u)
+
+/* st_wire_accept_mask - bit (1 << dtype) per name of names[0..n) that is
+ * a version-1 dtype; names it does not know are skipped and counted in
+ * *n_unknown (may be NULL): a newer peer may list dtypes of a later
+ * version. An empty list (a worker older than per-boundary dtypes, which
+ * announced none) is f32 only. */
+uint32_t st_wire_accept_mask(char *const *names, size_t n, size_t *n_unknown);
+
+/* st_wire_mask_parse - a comma-separated list of dtype names ("f16,bf16")
+ * as a mask; ST_ETYPE naming an unknown or empty entry. */
+st_err st_wire_mask_parse(const char *list, uint32_t *out);
+
+/* st_wire_mask_text - the dtypes of mask as "f32,f16" (precision order)
+ * into buf; "none" for 0. */
+const char *st_wire_mask_text(uint32_t mask, char *buf, size_t cap);
+
+/* One boundary as `--wire auto` sees it. */
+typedef struct st_wire_link_in {
+    uint32_t hidden;      /* values per token */
+    double bw;            /* bytes/s of the link; <= 0 or not finite: unknown */
+    double latency_s;     /* one way; paid by every dtype alike, shown in the reason */
+    bool measured;        /* the link was measured (else assumed) */
+    double compute_s;     /* the receiving stage's compute time per token; <= 0: unknown */
+    uint32_t accept_mask; /* what the receiver accepts (st_wire_accept_mask) */
+    bool allow_i8;        /* i8 may be chosen (the plan's accuracy gate passed) */
+    double share;         /* of compute_s a token's transfer may take; 0: ST_WIRE_AUTO_SHARE */
+} st_wire_link_in;
+
+typedef struct st_wire_choice {
+    st_wire_dtype dtype;
+    char why[ST_WIRE_WHY_MAX];
+} st_wire_choice;
+
+/* st_wire_choose - the dtype of one boundary: among the dtypes the
+ * receiver accepts (i8 only when allow_i8), in the order f32 > f16 > bf16
+ * > i8, the first whose transfer of one token (st_wire_token_bytes / bw)
+ * stays within share x compute_s; when none does, the accepted dtype with
+ * the fewest bytes (the most precise of those); when the bandwidth or the
+ * compute time is unknown, the most precise accepted. The latency is the
+ * same for every dtype, so it does not enter the choice. out->why says
+ * which rule chose and its figures. ST_ETYPE when the receiver accepts
+ * none of the candidates; ST_EINVAL for a NULL argument, hidden 0 or a
+ * share outside (0, 1]. */
+st_err st_wire_choose(const st_wire_link_in *in, st_wire_choice *out);
 
 #endif

@@ -21,7 +21,8 @@ typedef struct st_coord_cfg {
     bool encrypt;                  /* seal every frame (needs key_path) */
     bool insecure;                 /* keyless listening beyond loopback allowed */
     uint32_t min_workers;          /* no first plan before this many joined */
-    st_wire_dtype wire;            /* boundary dtype of every stage */
+    st_wire_dtype wire;            /* boundary dtype of every stage, or ST_WIRE_AUTO: each
+                                    * boundary its own (docs/wire-format.md 6.1) */
     bool zstd;
     uint32_t heartbeat_ms;
     uint32_t heartbeat_timeout_ms;

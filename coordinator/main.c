@@ -50,7 +50,7 @@ static void main_usage(FILE *f)
             "usage: strata-coordinator --version\n"
             "       strata-coordinator --model PATH [--listen ADDR] [--min-workers N]\n"
             "       [--cluster-key FILE] [--encrypt] [--insecure]\n"
-            "       [--wire f32|bf16|f16|i8] [--zstd]\n"
+            "       [--wire f32|bf16|f16|i8|auto] [--allow-i8] [--zstd]\n"
             "       [--heartbeat-ms N] [--heartbeat-timeout-ms N] [--step-timeout-ms N]\n"
             "       [--prepare-timeout-ms N] [--queue-timeout-ms N] [--chunk N]\n"
             "       [--max-tokens N] [--ctx N] [--max-sessions N] [--max-requests N]\n"
@@ -232,6 +232,17 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
             *no_weights = true;
             continue;
         }
+        if (strcmp(f, "--allow-i8") == 0) {
+            /* i8 under --wire auto needs the plan-time accuracy gate (top-k
+             * agreement of the last stage's logits with and without i8 on a
+             * calibration prompt, as `strata bench wire --gate`), which the
+             * coordinator cannot run yet: it never links the stage engine */
+            fprintf(stderr, "strata-coordinator: --allow-i8: i8 boundaries under --wire auto need "
+                    "the plan-time accuracy gate, which is not implemented yet (issue 17); "
+                    "check i8 with `strata bench wire --gate` and use --wire i8 to put it on "
+                    "every boundary\n");
+            return 2;
+        }
         if (strcmp(f, "--test-hooks") == 0) { /* tests only: the step gate (hold.h) */
             c->test_hooks = true;
             continue;
@@ -274,9 +285,12 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
         } else if (strcmp(f, "--log") == 0) {
             st_log_init(v);
         } else if (strcmp(f, "--wire") == 0) {
-            if (st_wire_dtype_from_name(v, &c->wire) != ST_OK) {
-                fprintf(stderr, "strata-coordinator: --wire: '%s' is not f32, bf16, f16 or i8\n",
-                        v);
+            /* auto: each boundary its own dtype (docs/wire-format.md 6.1) */
+            if (strcmp(v, st_wire_dtype_name(ST_WIRE_AUTO)) == 0) {
+                c->wire = ST_WIRE_AUTO;
+            } else if (st_wire_dtype_from_name(v, &c->wire) != ST_OK) {
+                fprintf(stderr, "strata-coordinator: --wire: '%s' is not f32, bf16, f16, i8 or "
+                        "auto\n", v);
                 return 2;
             }
         } else if (strcmp(f, "--min-workers") == 0) {

@@ -88,7 +88,12 @@ st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wi
                          "coordinator's %02x%02x%02x%02x...: the worker has another model file",
                          c->model_id.data[0], c->model_id.data[1], c->model_id.data[2],
                          c->model_id.data[3], model_id[0], model_id[1], model_id[2], model_id[3]);
-    if (c->n_wire_dtypes > 0) {
+    if (wire == ST_WIRE_AUTO) {
+        /* each boundary gets a dtype its receiver lists (replan.c); none listed is f32 */
+        if (st_wire_accept_mask(c->wire_dtypes, c->n_wire_dtypes, NULL) == 0)
+            return st_errorf(ST_EINVAL, "the worker accepts no wire dtype this coordinator "
+                             "knows (f32, bf16, f16, i8)");
+    } else if (c->n_wire_dtypes > 0) {
         bool ok = false;
         for (size_t i = 0; i < c->n_wire_dtypes && !ok; i++) {
             st_wire_dtype d;

@@ -81,7 +81,8 @@ st_err st_join_protocol(const Strata__Join *j, uint32_t *agreed);
  * tcp:// scheme (the only transport dialed), speeds finite and positive with a
  * dtype name, throttle 0 or finite and positive, model id of 32 bytes
  * equal to model_id, and, when it lists wire dtypes, one of them `wire`
- * (ST_EINVAL or ST_EPROTO naming the field). */
+ * (under ST_WIRE_AUTO: at least one version-1 dtype) (ST_EINVAL or
+ * ST_EPROTO naming the field). */
 st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wire_dtype wire);
 
 /* st_members_init - an empty table whose ids count up from id_base. */

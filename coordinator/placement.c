@@ -109,6 +109,11 @@ static st_err pl_check(const st_place_model *m, const st_place_worker *w, size_t
                 return st_errorf(ST_EINVAL, "link %llu -> %llu: latency %g s, bandwidth %g B/s; "
                                  "both must be >= 0 and the latency finite",
                                  (unsigned long long)w[i].id, (unsigned long long)w[j].id, lat, bw);
+            double act = o->act_ab ? o->act_ab[i * n + j] : 0;
+            if (!(act >= 0) || !isfinite(act))
+                return st_errorf(ST_EINVAL, "link %llu -> %llu: %g activation bytes per token is "
+                                 "not finite and >= 0", (unsigned long long)w[i].id,
+                                 (unsigned long long)w[j].id, act);
         }
     }
     return ST_OK;

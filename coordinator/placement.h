@@ -19,7 +19,9 @@
  * Cost model (docs/placement.md): a worker w running layers [f, l) takes
  * spb_w x (bytes of those layers, + the head's if l = n_layer) seconds per
  * token (the embedding lookup is free; its bytes count for memory only).
- * A boundary a -> b costs lat(a, b) + act_bytes / bw(a, b) per token.
+ * A boundary a -> b costs lat(a, b) + act_bytes(a, b) / bw(a, b) per
+ * token, act_bytes(a, b) being the bytes of one token in the dtype that
+ * boundary would use (one figure for all under a fixed --wire).
  * - latency objective: the sum of every stage's compute and every
  *   boundary's cost (one token through the pipeline);
  * - throughput objective: the slowest stage, a stage's time being its
@@ -71,6 +73,8 @@ typedef struct st_place_opts {
     st_place_objective objective;
     uint64_t kv_tokens;    /* KV reserve per layer in tokens: max context x max sessions */
     double act_bytes;      /* bytes of one token's hidden state on the wire (>= 0) */
+    const double *act_ab;  /* [n x n], [from * n + to]: bytes of one token on that link in
+                            * its own dtype (>= 0); NULL: act_bytes on every link */
     const double *lat_s;   /* [n x n], [from * n + to]: link latency in s; NULL: 0 */
     const double *bw;      /* [n x n]: bytes/s; NULL, 0 or infinite: no transfer time */
     bool replicas;         /* throughput: give idle workers to the bottleneck stages */

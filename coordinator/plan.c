@@ -98,7 +98,8 @@ st_err st_plan_to_pb(const st_plan *p, bool without_hash, Strata__Plan **out)
         s->data_senders = snd;
         s->n_data_addrs = ps->n_workers;
         s->data_addrs = addrs;
-        s->in_dtype = (char *)p->wire;
+        s->in_dtype = (char *)(ps->in_dtype[0] ? ps->in_dtype : p->wire);
+        s->in_why = (char *)ps->in_why;
         v->sp[i] = s;
     }
     v->pb.n_stages = n;
@@ -164,7 +165,8 @@ bool st_plan_same_layout(const st_plan *a, const st_plan *b)
         return false;
     for (uint32_t i = 0; i < a->n_stages; i++) {
         const st_plan_stage *x = &a->stages[i], *y = &b->stages[i];
-        if (x->first != y->first || x->last != y->last || x->n_workers != y->n_workers)
+        if (x->first != y->first || x->last != y->last || x->n_workers != y->n_workers ||
+            strcmp(x->in_dtype, y->in_dtype) != 0)
             return false;
         for (uint32_t k = 0; k < x->n_workers && k < ST_PLAN_MAX_REPLICAS; k++)
             if (x->worker_ids[k] != y->worker_ids[k] ||

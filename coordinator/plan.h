@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/wire.h"
 #include "strata.pb-c.h"
 
 #define ST_PLAN_ADDR_MAX 256
@@ -26,6 +27,10 @@ typedef struct st_plan_stage {
     /* each worker's envelope sender id of data frames (Capability.data_sender):
      * the next stage takes STEP frames, the coordinator results, from these only */
     uint64_t data_senders[ST_PLAN_MAX_REPLICAS];
+    /* the dtype of the boundary into this stage and why (--wire auto); an
+     * empty in_dtype means the plan's wire */
+    char in_dtype[8];
+    char in_why[ST_WIRE_WHY_MAX];
 } st_plan_stage;
 
 typedef struct st_plan {
@@ -35,7 +40,8 @@ typedef struct st_plan {
     uint32_t n_stages;
     st_plan_stage *stages; /* malloc'ed [n_stages] */
     bool zstd;
-    char wire[8];          /* boundary dtype name: "f32", "bf16", "f16", "i8" */
+    char wire[8];          /* boundary dtype name: "f32", "bf16", "f16", "i8"; a stage's
+                            * own in_dtype, when set, wins (--wire auto) */
     char result_addr[ST_PLAN_ADDR_MAX];
     uint32_t n_layer;
     uint32_t max_tokens;   /* tokens per batch */
@@ -67,6 +73,7 @@ st_err st_plan_hash_pb(const Strata__Plan *pb, uint8_t out[ST_PLAN_HASH_BYTES]);
 st_err st_plan_seal(st_plan *p);
 
 /* st_plan_same_layout - whether a and b have the same stages (ranges,
+ * boundary dtypes,
  * workers, addresses) and settings, epochs and hashes aside. */
 bool st_plan_same_layout(const st_plan *a, const st_plan *b);
 

@@ -72,13 +72,15 @@ static inline double pl_compute(const pl_ctx *x, size_t w, uint32_t f, uint32_t 
     return x->w[w].spb * b;
 }
 
-/* pl_xfer - transfer time of one token's packet from a to b (act / bw). */
+/* pl_xfer - transfer time of one token's packet from a to b: its bytes
+ * (act_ab's entry, else act_bytes) / bw. */
 static inline double pl_xfer(const pl_ctx *x, size_t a, size_t b)
 {
-    if (x->o->bw == NULL || x->o->act_bytes <= 0)
+    double act = x->o->act_ab ? x->o->act_ab[a * x->n + b] : x->o->act_bytes;
+    if (x->o->bw == NULL || act <= 0)
         return 0;
     double bw = x->o->bw[a * x->n + b];
-    return (bw > 0 && bw < INFINITY) ? x->o->act_bytes / bw : 0;
+    return (bw > 0 && bw < INFINITY) ? act / bw : 0;
 }
 
 /* pl_link - latency + transfer of one token's packet from a to b. */

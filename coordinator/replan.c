@@ -33,6 +33,15 @@
  * each worker (0.2 ms before one is timed), and 1 GB/s. Status and dry
  * runs show which pairs are measured and which assumed.
  *
+ * Boundary dtypes (--wire auto, docs/wire-format.md 6.1): each link is
+ * priced in the planner with the bytes per token of the dtype it would
+ * get (coord_wire_matrix), and each boundary of the chosen plan gets the
+ * most precise dtype its receivers accept whose transfer stays within 10%
+ * of the receiving stage's compute time (coord_wire_stages,
+ * st_wire_choose), with the reason in the plan. When a measurement moves
+ * a boundary's choice, the serving layout is planned again with the new
+ * dtypes, hysteresis or not (coord_wire_moved, coord_wire_check).
+ *
  * Drain: a drain request (admin_plan.c) marks the worker draining and
  * replans without it (forced); once a committed plan does not use it, the
  * switch marks it drained (switch.c) and the next HeartbeatReply tells it
@@ -64,6 +73,7 @@
  * (dry runs may still show them). */
 #include "coordinator/coord_impl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +81,8 @@
 #include "common/log.h"
 
 #define CO "coordinator"
+
+static st_err coord_wire_matrix(const st_coord *c, coord_pl_view *v);
 
 /* ---- the planner's inputs ---- */
 
@@ -140,6 +152,7 @@ void coord_pl_view_free(coord_pl_view *v)
     free(v->lat);
     free(v->bw);
     free(v->links);
+    free(v->act_ab);
     free(v);
 }
 
@@ -221,6 +234,10 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
     v->o.objective = objective;
     v->o.kv_tokens = (uint64_t)c->n_ctx * c->cfg.max_sessions;
     v->o.act_bytes = (double)st_wire_token_bytes(c->cfg.wire, c->mi.n_embd);
+    if (c->cfg.wire == ST_WIRE_AUTO && coord_wire_matrix(c, v) != ST_OK) {
+        coord_pl_view_free(v);
+        return st_errorf(ST_ENOMEM, "planner links");
+    }
     v->o.lat_s = v->lat;
     v->o.bw = v->bw;
     v->o.replicas = replicas;
@@ -229,6 +246,138 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
     v->o.n_split = c->cfg.n_split;
     *out = v;
     return ST_OK;
+}
+
+/* ---- --wire auto: each boundary's dtype (docs/wire-format.md 6.1) ---- */
+
+/* coord_wire_accept - the boundary dtypes worker id accepts (its
+ * Capability.wire_dtypes; none listed: f32 only). */
+static uint32_t coord_wire_accept(const st_coord *c, uint64_t id)
+{
+    const st_member *m = st_members_find((st_members *)&c->ms, id);
+    if (m == NULL)
+        return 0;
+    const Strata__Capability *cap = m->join->join->cap;
+    return st_wire_accept_mask(cap->wire_dtypes, cap->n_wire_dtypes, NULL);
+}
+
+/* coord_wire_matrix - v->act_ab: the bytes per token each link a -> b
+ * would carry, its dtype chosen as for a boundary into b with b's compute
+ * time for an even share of the model (the stages are not known yet);
+ * coord_wire_stages decides the plan's with the stages' own. */
+static st_err coord_wire_matrix(const st_coord *c, coord_pl_view *v)
+{
+    size_t n = v->n;
+    v->act_ab = malloc((n ? n * n : 1) * sizeof *v->act_ab);
+    if (v->act_ab == NULL)
+        return st_errorf(ST_ENOMEM, "planner link bytes");
+    double total = (double)c->mi.head_bytes;
+    for (uint32_t l = 0; l < c->mi.n_layer; l++)
+        total += (double)c->mi.layer_bytes[l];
+    size_t active = 0;
+    for (size_t k = 0; k < n; k++)
+        active += !v->w[k].spare;
+    double share = total / (double)(active ? active : 1);
+    for (size_t b = 0; b < n; b++) {
+        uint32_t mask = coord_wire_accept(c, v->w[b].id);
+        for (size_t a = 0; a < n; a++) {
+            const st_link *l = &v->links[a * n + b];
+            st_wire_link_in in = {.hidden = c->mi.n_embd, .bw = l->bw, .latency_s = l->latency_s,
+                                  .measured = l->measured, .compute_s = v->w[b].spb * share,
+                                  .accept_mask = mask};
+            st_wire_choice ch;
+            /* a receiver accepting nothing usable gets f32's bytes here; the
+             * plan's boundaries refuse it by name (coord_wire_stages) */
+            st_wire_dtype d = st_wire_choose(&in, &ch) == ST_OK ? ch.dtype : ST_WIRE_F32;
+            v->act_ab[a * n + b] = (double)st_wire_token_bytes(d, c->mi.n_embd);
+        }
+    }
+    v->o.act_ab = v->act_ab;
+    return ST_OK;
+}
+
+st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_place_result *r,
+                         st_plan *p)
+{
+    if (c->cfg.wire != ST_WIRE_AUTO)
+        return ST_OK;
+    size_t n = v->n;
+    for (size_t i = 1; i < r->n_stages && i < p->n_stages; i++) {
+        const st_place_stage *from = &r->stages[i - 1], *to = &r->stages[i];
+        st_wire_link_in in = {.hidden = c->mi.n_embd, .bw = INFINITY, .measured = true,
+                              .compute_s = to->compute_s, .accept_mask = ST_WIRE_MASK_ALL};
+        for (uint32_t y = 0; y < to->n_rep; y++) {
+            in.accept_mask &= coord_wire_accept(c, v->w[to->rep[y]].id);
+            for (uint32_t x = 0; x < from->n_rep; x++) {
+                const st_link *l = &v->links[(size_t)from->rep[x] * n + to->rep[y]];
+                in.bw = l->bw < in.bw ? l->bw : in.bw;
+                in.latency_s = l->latency_s > in.latency_s ? l->latency_s : in.latency_s;
+                in.measured = in.measured && l->measured;
+            }
+        }
+        st_wire_choice ch;
+        st_err e = st_wire_choose(&in, &ch);
+        if (e != ST_OK)
+            return st_errorf(e, "the boundary into stage %zu (layers [%u, %u)): %s", i, to->first,
+                             to->last, st_errdetail());
+        snprintf(p->stages[i].in_dtype, sizeof p->stages[i].in_dtype, "%s",
+                 st_wire_dtype_name(ch.dtype));
+        memcpy(p->stages[i].in_why, ch.why, sizeof ch.why);
+    }
+    return ST_OK;
+}
+
+/* coord_wire_current - r as the serving plan's layout under v's estimates
+ * (st_place_eval); false when one of its workers is not in v. */
+static bool coord_wire_current(const st_coord *c, const coord_pl_view *v, st_place_result *r)
+{
+    memset(r, 0, sizeof *r);
+    if (c->plan.n_stages > ST_PLACE_MAX_WORKERS)
+        return false;
+    r->n_stages = c->plan.n_stages;
+    for (uint32_t i = 0; i < c->plan.n_stages; i++) {
+        const st_plan_stage *ps = &c->plan.stages[i];
+        st_place_stage *s = &r->stages[i];
+        s->first = ps->first;
+        s->last = ps->last;
+        s->n_rep = ps->n_workers;
+        for (uint32_t k = 0; k < ps->n_workers && k < ST_PLACE_MAX_REPLICAS; k++) {
+            size_t j = 0;
+            while (j < v->n && v->w[j].id != ps->worker_ids[k])
+                j++;
+            if (j == v->n)
+                return false;
+            s->rep[k] = (uint16_t)j;
+        }
+    }
+    return st_place_eval(&v->m, v->w, v->n, &v->o, r) == ST_OK;
+}
+
+/* coord_wire_moved - under --wire auto, whether the serving plan's
+ * boundary dtypes differ from what the current links choose for its
+ * layout; the first difference into why. r is scratch; on true it holds
+ * the serving layout under v. */
+static bool coord_wire_moved(const st_coord *c, const coord_pl_view *v, st_place_result *r,
+                             char *why, size_t cap)
+{
+    if (c->cfg.wire != ST_WIRE_AUTO || !c->has_plan || c->plan_broken ||
+        !coord_wire_current(c, v, r))
+        return false;
+    st_plan_stage *st = calloc(c->plan.n_stages ? c->plan.n_stages : 1, sizeof *st);
+    if (st == NULL)
+        return false;
+    st_plan q = c->plan;
+    memcpy(st, c->plan.stages, c->plan.n_stages * sizeof *st);
+    q.stages = st;
+    bool moved = false;
+    if (coord_wire_stages(c, v, r, &q) == ST_OK)
+        for (uint32_t i = 1; i < q.n_stages && !moved; i++)
+            if (strcmp(q.stages[i].in_dtype, c->plan.stages[i].in_dtype) != 0) {
+                moved = true;
+                snprintf(why, cap, "the boundary into stage %u now chooses %s", i, q.stages[i].in_why);
+            }
+    free(st);
+    return moved;
 }
 
 /* ---- replanning ---- */
@@ -280,12 +429,18 @@ void coord_replan(st_coord *c, bool force, const char *why)
     }
     bool serving = c->has_plan && !c->plan_broken;
     const char *obj = st_place_objective_name(r->objective);
+    char moved[ST_WIRE_WHY_MAX + 64];
     if (!force && serving && r->keep_current) {
-        snprintf(text, sizeof text, "keeping epoch %llu: its %s step %.3f ms; the best plan's "
-                 "%.3f ms is not %.0f%% better (%s)", (unsigned long long)c->plan.epoch, obj,
-                 r->current_s * 1e3, r->step_s * 1e3, 100 * c->pl.margin, why);
-        coord_pl_note(c, ST_LOG_INFO, text);
-        goto out;
+        if (!coord_wire_moved(c, v, r, moved, sizeof moved)) {
+            snprintf(text, sizeof text, "keeping epoch %llu: its %s step %.3f ms; the best plan's "
+                     "%.3f ms is not %.0f%% better (%s)", (unsigned long long)c->plan.epoch, obj,
+                     r->current_s * 1e3, r->step_s * 1e3, 100 * c->pl.margin, why);
+            coord_pl_note(c, ST_LOG_INFO, text);
+            goto out;
+        }
+        /* r is now the serving layout: the same stages with new dtypes */
+        st_log(ST_LOG_INFO, CO, "%s", moved);
+        why = "a boundary's dtype choice changed";
     }
     st_plan p;
     memset(&p, 0, sizeof p);
@@ -306,9 +461,17 @@ void coord_replan(st_coord *c, bool force, const char *why)
                      m->join->join->cap->data_addr);
         }
     }
+    if ((e = coord_wire_stages(c, v, r, &p)) != ST_OK) {
+        c->pl.last_err = e;
+        snprintf(c->plan_error, sizeof c->plan_error, "%s", st_errdetail());
+        coord_pl_note(c, ST_LOG_WARN, c->plan_error);
+        st_plan_free(&p);
+        goto out;
+    }
     memcpy(p.model_id, c->mi.model_id, sizeof p.model_id);
     p.zstd = c->cfg.zstd;
-    snprintf(p.wire, sizeof p.wire, "%s", st_wire_dtype_name(c->cfg.wire));
+    snprintf(p.wire, sizeof p.wire, "%s",
+             st_wire_dtype_name(c->cfg.wire == ST_WIRE_AUTO ? ST_WIRE_F32 : c->cfg.wire));
     snprintf(p.result_addr, sizeof p.result_addr, "%s", st_net_results_addr(c->net));
     if (c->cfg.advertise) {
         const char *colon = strrchr(p.result_addr + 6, ':');
@@ -356,16 +519,39 @@ out:
     free(r);
 }
 
+/* coord_wire_check - under --wire auto, at most once per interval:
+ * replans when a boundary of the serving plan would now get another
+ * dtype; true if it did. */
+static bool coord_wire_check(st_coord *c, uint64_t now, uint64_t every)
+{
+    if (c->cfg.wire != ST_WIRE_AUTO || c->stopping || !coord_serving(c) ||
+        c->round.phase != ST_ROUND_IDLE || now - c->pl.wire_check_ns < every)
+        return false;
+    c->pl.wire_check_ns = now;
+    coord_pl_view *v = NULL;
+    st_place_result *r = malloc(sizeof *r);
+    char why[ST_WIRE_WHY_MAX + 64];
+    bool moved = r != NULL && coord_pl_view_build(c, c->pl.objective, c->cfg.replicas, &v) == ST_OK &&
+                 coord_wire_moved(c, v, r, why, sizeof why);
+    coord_pl_view_free(v);
+    free(r);
+    if (moved)
+        coord_replan(c, false, "a link's measurement moved a boundary's dtype");
+    return moved;
+}
+
 void coord_on_heartbeat(st_coord *c)
 {
     coord_pl_setup(c);
     uint64_t now = coord_now();
+    uint64_t every = (uint64_t)(c->cfg.heartbeat_ms > 100 ? c->cfg.heartbeat_ms : 100) * 1000000u;
+    if (coord_wire_check(c, now, every))
+        return;
     if (c->pl.imbalance_ns == 0 || c->stopping || c->cfg.split || !coord_serving(c) ||
         c->round.phase != ST_ROUND_IDLE) {
         c->pl.imb.count = 0;
         return;
     }
-    uint64_t every = (uint64_t)(c->cfg.heartbeat_ms > 100 ? c->cfg.heartbeat_ms : 100) * 1000000u;
     if (now - c->pl.last_check_ns < every)
         return;
     /* only fresh measurements count: an idle cluster's EMAs do not move */

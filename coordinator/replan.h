@@ -13,6 +13,7 @@
 #include "coordinator/links.h"
 #include "coordinator/membership.h"
 #include "coordinator/placement.h"
+#include "coordinator/plan.h"
 #include "strata.pb-c.h"
 
 #define COORD_PL_DEFAULT_IMBALANCE_MS 5000u
@@ -29,6 +30,7 @@ typedef struct coord_pl {
     uint64_t imbalance_ns;  /* 0: imbalance checks off */
     uint32_t min_samples;
     uint64_t last_check_ns;
+    uint64_t wire_check_ns; /* the last --wire auto check of the serving plan's dtypes */
     uint64_t last_samples;  /* per-layer samples of the serving workers at the last check */
     st_imbalance imb;
     double calibration;     /* the last k of st_place_calibrate */
@@ -45,6 +47,8 @@ typedef struct coord_pl_view {
     double *lat;                       /* [n x n] link latency, s */
     double *bw;                        /* [n x n] bytes/s */
     st_link *links;                    /* [n x n] the same with measured / assumed */
+    double *act_ab;                    /* [n x n] bytes per token of each link in the dtype
+                                        * --wire auto would give it (NULL: a fixed --wire) */
     size_t n_measured;                 /* off-diagonal pairs measured */
     st_place_model m;
     st_place_opts o;
@@ -62,6 +66,15 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
  * (may be NULL) gets the measured pairs. ST_ENOMEM only. */
 st_err coord_links(const st_coord *c, const uint64_t *ids, size_t n, st_link *out,
                    size_t *n_measured);
+
+/* coord_wire_stages - under --wire auto, each boundary's dtype and its
+ * reason into p's stages (in_dtype, in_why) for the placement r of v
+ * (st_wire_choose on the boundary's slowest link between the workers of
+ * stages i - 1 and i, the dtypes all workers of stage i accept, and stage
+ * i's compute time); nothing under a fixed --wire (the plan's wire).
+ * ST_ETYPE names a boundary whose workers accept no common dtype. */
+st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_place_result *r,
+                         st_plan *p);
 
 /* coord_pl_view_free - NULL is a no-op. */
 void coord_pl_view_free(coord_pl_view *v);
@@ -82,7 +95,9 @@ void coord_pl_setup(st_coord *c);
 
 /* coord_on_heartbeat - after a heartbeat: at most once per heartbeat
  * interval, evaluates the serving plan against the best plan under the
- * current estimates and replans after a sustained imbalance. */
+ * current estimates and replans after a sustained imbalance; under --wire
+ * auto, replans as soon as a boundary's dtype choice differs from the
+ * serving plan's (a link was measured, or its measurement moved). */
 void coord_on_heartbeat(st_coord *c);
 
 /* coord_api_dry_run - answers control slot `slot` with the PlanProposal

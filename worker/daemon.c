@@ -133,8 +133,16 @@ static void dm_send_join(st_daemon *d)
     cap.ctl_addr = d->ctl_addr;
     cap.model_id.data = d->model_id;
     cap.model_id.len = 32;
-    cap.n_wire_dtypes = 4;
-    cap.wire_dtypes = (char **)wire;
+    char *wire_names[ST_WIRE_DT_COUNT];
+    size_t nw = 0;
+    for (size_t k = 0; k < ST_WIRE_DT_COUNT; k++) {
+        st_wire_dtype wd;
+        if (st_wire_dtype_from_name(wire[k], &wd) == ST_OK &&
+            (d->cfg.wire_accept == 0 || (d->cfg.wire_accept & (1u << wd))))
+            wire_names[nw++] = (char *)wire[k];
+    }
+    cap.n_wire_dtypes = nw;
+    cap.wire_dtypes = wire_names;
     cap.throttle = d->throttle;
     cap.spare = d->cfg.spare;
     cap.data_sender = d->sender + 1; /* the data plane's (st_daemon_open) */

@@ -47,6 +47,8 @@ typedef struct st_worker_cfg {
     bool stay_after_drain;     /* drained: stay joined as a spare instead of leaving */
     double probe_s;            /* link probe interval per peer (s); 0: each peer once */
     bool no_probe;             /* do not measure links */
+    uint32_t wire_accept;      /* boundary dtypes it accepts (bit 1 << st_wire_dtype);
+                                * 0: every one */
     int leave_signal;          /* raised in the process (kill) when the daemon decides to
                                 * leave by itself (drained); 0: none */
 } st_worker_cfg;

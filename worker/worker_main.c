@@ -22,6 +22,7 @@
 #include "common/exposure.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "common/wire.h"
 #include "common/units.h"
 #include "worker/daemon.h"
 #include "worker/standalone.h"
@@ -35,7 +36,7 @@ static void wm_usage(FILE *f)
             "       [--cluster-key FILE] [--encrypt] [--insecure] [--heartbeat-ms N]\n"
             "       [--throttle F]\n"
             "       [--throttle-file PATH] [--spare] [--stay-after-drain] [--probe-s N]\n"
-            "       [--no-probe] [--kernels ref|auto] [--log LEVEL]\n"
+            "       [--no-probe] [--wire-accept LIST] [--kernels ref|auto] [--log LEVEL]\n"
             "       [--weights-from ADDR[,ADDR...]] [--cache-dir DIR] [--max-fetch-rate BYTES]\n"
             "\n"
             "  --coordinator ADDR  the coordinator's control address, tcp://HOST:PORT\n"
@@ -73,6 +74,8 @@ static void wm_usage(FILE *f)
             "  --probe-s N         re-measure each link to another worker every N s\n"
             "                      (default 60; 0: once per peer)\n"
             "  --no-probe          do not measure links (the coordinator assumes them)\n"
+            "  --wire-accept LIST  boundary dtypes it accepts, e.g. f16,bf16 (default:\n"
+            "                      f32,f16,bf16,i8); the coordinator never sends it another\n"
             "  --kernels ref|auto  scalar reference kernels, or the best (default auto)\n"
             "  --log LEVEL         error, warn, info (default) or debug; or $STRATA_LOG\n"
             "  --test-hooks        test only: allow --test-fetch-pause-after N (stop fetching\n"
@@ -183,7 +186,7 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             "--coordinator", "--model", "--listen", "--advertise", "--memory", "--threads",
             "--name", "--cluster-key", "--heartbeat-ms", "--throttle", "--throttle-file",
             "--kernels", "--log", "--probe-s", "--weights-from", "--cache-dir",
-            "--max-fetch-rate", "--test-fetch-pause-after", NULL};
+            "--max-fetch-rate", "--test-fetch-pause-after", "--wire-accept", NULL};
         bool known = false;
         for (int k = 0; valued[k] != NULL; k++)
             known = known || strcmp(f, valued[k]) == 0;
@@ -248,6 +251,11 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             if (wm_long(f, v, 10, 600000, &n))
                 return 2;
             c->heartbeat_ms = (uint32_t)n;
+        } else if (strcmp(f, "--wire-accept") == 0) {
+            if (st_wire_mask_parse(v, &c->wire_accept) != ST_OK) {
+                fprintf(stderr, "strata-worker: --wire-accept: %s\n", st_errdetail());
+                return 2;
+            }
         } else if (strcmp(f, "--throttle") == 0) {
             char *end;
             errno = 0;

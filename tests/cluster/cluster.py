@@ -502,6 +502,31 @@ def sh(*argv, check=True):
     return r
 
 
+def netns_bridge(tag, br, hosts, sub, made):
+    """Namespace br with a bridge, and per host h (name -> address pattern
+    with one %d for sub) a namespace tag + h whose eth0 is a veth to the
+    bridge's port "p" + h; every namespace made is appended to made (for the
+    caller to delete). Skip when namespaces are unavailable."""
+    r = sh("ip", "netns", "add", br, check=False)
+    if r.returncode != 0:
+        raise Skip("ip netns unavailable: %s" % r.stderr.strip())
+    made.append(br)
+    sh("ip", "-n", br, "link", "add", "br0", "type", "bridge")
+    sh("ip", "-n", br, "link", "set", "br0", "up")
+    for h, addr in hosts.items():
+        ns = tag + h
+        sh("ip", "netns", "add", ns)
+        made.append(ns)
+        sh("ip", "link", "add", "v" + tag + h, "netns", ns, "type", "veth",
+           "peer", "name", "p" + h, "netns", br)
+        sh("ip", "-n", ns, "link", "set", "v" + tag + h, "name", "eth0")
+        sh("ip", "-n", ns, "addr", "add", (addr % sub) + "/24", "dev", "eth0")
+        sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "-n", br, "link", "set", "p" + h, "master", "br0")
+        sh("ip", "-n", br, "link", "set", "p" + h, "up")
+
+
 NETNS_LIMIT = "50mbit"  # tbf on w2's egress in case netns
 NETNS_RATIO = 3.0       # the free link measures more than this times the limited one
 
@@ -526,24 +551,7 @@ def case_netns():
     procs = []
     tmp = tempfile.mkdtemp(prefix="strata-netns-%d-" % os.getpid())
     try:
-        r = sh("ip", "netns", "add", br, check=False)
-        if r.returncode != 0:
-            raise Skip("ip netns unavailable: %s" % r.stderr.strip())
-        made.append(br)
-        sh("ip", "-n", br, "link", "add", "br0", "type", "bridge")
-        sh("ip", "-n", br, "link", "set", "br0", "up")
-        for h, addr in hosts.items():
-            ns = tag + h
-            sh("ip", "netns", "add", ns)
-            made.append(ns)
-            sh("ip", "link", "add", "v" + tag + h, "netns", ns, "type", "veth",
-               "peer", "name", "p" + h, "netns", br)
-            sh("ip", "-n", ns, "link", "set", "v" + tag + h, "name", "eth0")
-            sh("ip", "-n", ns, "addr", "add", (addr % sub) + "/24", "dev", "eth0")
-            sh("ip", "-n", ns, "link", "set", "eth0", "up")
-            sh("ip", "-n", ns, "link", "set", "lo", "up")
-            sh("ip", "-n", br, "link", "set", "p" + h, "master", "br0")
-            sh("ip", "-n", br, "link", "set", "p" + h, "up")
+        netns_bridge(tag, br, hosts, sub, made)
         # a limit far below what loopback-speed veths carry even on a loaded
         # or sanitized build (they measure above 1 Gbit/s there), so the
         # limited link is clearly the slower one on any machine; the queue

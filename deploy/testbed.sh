@@ -1,0 +1,146 @@
+#!/bin/sh
+# testbed.sh - N hosts as network namespaces on one bridge, each host's link
+# with its own rate (tbf) and delay (netem), running a Strata coordinator
+# (host 0) and workers (hosts 1..N-1): a rehearsal of a multi-host
+# deployment on one machine (docs/testbed.md). Needs root (ip netns, tc).
+#
+#   deploy/testbed.sh up N [--link RATE:DELAY]... [--model PATH] [--build DIR]
+#                          [--wire DTYPE|auto] [--threads T] [-- COORDINATOR FLAGS...]
+#   deploy/testbed.sh exec I CMD...    run CMD in host I (0: the coordinator's)
+#   deploy/testbed.sh status           the coordinator's `strata status`
+#   deploy/testbed.sh down             stop everything, delete the namespaces
+#
+# --link is given once per host 1..N-1 in order (the last one repeats for
+# the rest; none: unlimited). RATE is tc's (1gbit, 100mbit, 0 = unlimited),
+# DELAY a time (1ms, 0.1ms, 0 = none) added one way on the host's egress.
+# A delay needs netem (sch_netem); a kernel without it is refused with a
+# message, never silently run without the delay. State (pids, addresses,
+# logs) lives in $STRATA_TESTBED (default /tmp/strata-testbed).
+set -eu
+
+NAME=testbed
+DIR=${STRATA_TESTBED:-/tmp/strata-testbed}
+TAG=stb             # namespace names: stb-br, stb-h0, stb-h1, ...
+NET=10.233.0        # host I is $NET.(I+1)/24
+TBF_BURST=64kb      # tbf bucket: a few packets at line rate
+TBF_LATENCY=3s      # tbf queue: holds a 1 MiB link probe on slow rates
+
+die() { echo "$NAME: $*" >&2; exit 1; }
+ns() { echo "$TAG-h$1"; }
+
+shape() { # shape NS DEV RATE DELAY
+    r=$3; d=$4
+    if [ "$d" != "0" ] && [ -n "$d" ]; then
+        tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "$d" 2>/dev/null ||
+            die "netem is not available in this kernel (tc qdisc netem failed): use DELAY 0 or a kernel with sch_netem"
+        [ "$r" = "0" ] || tc -n "$1" qdisc add dev "$2" parent 1: handle 2: tbf rate "$r" \
+            burst $TBF_BURST latency $TBF_LATENCY || die "tbf rate $r on $1 failed"
+    elif [ "$r" != "0" ]; then
+        tc -n "$1" qdisc add dev "$2" root tbf rate "$r" burst $TBF_BURST latency $TBF_LATENCY ||
+            die "tbf rate $r on $1 failed (sch_tbf missing?)"
+    fi
+}
+
+wait_word() { # wait_word FILE PREFIX: the word after "PREFIX " in FILE (30 s)
+    i=0
+    while [ $i -lt 300 ]; do
+        a=$(sed -n "s|^$2 \([^ ]*\).*|\1|p" "$1" 2>/dev/null | head -n 1)
+        if [ -n "$a" ]; then echo "$a"; return 0; fi
+        i=$((i + 1)); sleep 0.1
+    done
+    die "no '$2' line in $1: $(tail -n 5 "$1.err" 2>/dev/null)"
+}
+
+up() {
+    [ "$(id -u)" = 0 ] || die "needs root (ip netns, tc)"
+    [ ! -e "$DIR/hosts" ] || die "already up ($DIR/hosts); run '$0 down' first"
+    n=$1; shift
+    case $n in '' | *[!0-9]*) die "up N: N is a number of hosts (>= 2)";; esac
+    [ "$n" -ge 2 ] && [ "$n" -le 250 ] || die "up N: N must be in 2..250"
+    links=""; model=""; build=build; wire=auto; threads=1
+    while [ $# -gt 0 ]; do
+        case $1 in
+        --link) links="$links $2"; shift 2;;
+        --model) model=$2; shift 2;;
+        --build) build=$2; shift 2;;
+        --wire) wire=$2; shift 2;;
+        --threads) threads=$2; shift 2;;
+        --) shift; break;;
+        *) die "unknown argument '$1'";;
+        esac
+    done
+    [ -n "$model" ] || die "--model PATH is required"
+    mkdir -p "$DIR"
+    ip netns add $TAG-br
+    echo "$n" > "$DIR/hosts"
+    ip -n $TAG-br link add br0 type bridge
+    ip -n $TAG-br link set br0 up
+    last="0:0"
+    i=0
+    while [ $i -lt "$n" ]; do
+        h=$(ns $i)
+        ip netns add "$h"
+        ip link add "v$h" netns "$h" type veth peer name "p$i" netns $TAG-br
+        ip -n "$h" link set "v$h" name eth0
+        ip -n "$h" addr add "$NET.$((i + 1))/24" dev eth0
+        ip -n "$h" link set eth0 up
+        ip -n "$h" link set lo up
+        ip -n $TAG-br link set "p$i" master br0
+        ip -n $TAG-br link set "p$i" up
+        if [ $i -gt 0 ]; then
+            l=$(echo $links | cut -d' ' -f$i)
+            [ -n "$l" ] || l=$last
+            last=$l
+            rate=${l%%:*}; delay=${l#*:}
+            [ "$delay" != "$l" ] || delay=0
+            # the host's egress carries the delay and the rate; the bridge's
+            # port towards it the rate: the link is limited both ways
+            shape "$h" eth0 "$rate" "$delay"
+            shape $TAG-br "p$i" "$rate" 0
+            echo "host $i: $NET.$((i + 1)) rate $rate delay $delay" >> "$DIR/links"
+        fi
+        i=$((i + 1))
+    done
+    key="$DIR/cluster.key"
+    "$build/cli/strata" keygen "$key" >/dev/null
+    ip netns exec "$(ns 0)" "$build/coordinator/strata-coordinator" --model "$model" \
+        --listen "tcp://$NET.1:0" --cluster-key "$key" --wire "$wire" \
+        --min-workers $((n - 1)) "$@" > "$DIR/coordinator" 2> "$DIR/coordinator.err" &
+    echo $! >> "$DIR/pids"
+    addr=$(wait_word "$DIR/coordinator" "listening on")
+    echo "$addr" > "$DIR/addr"
+    i=1
+    while [ $i -lt "$n" ]; do
+        ip netns exec "$(ns $i)" "$build/worker/strata-worker" --coordinator "$addr" \
+            --model "$model" --listen "tcp://$NET.$((i + 1)):0" --cluster-key "$key" \
+            --threads "$threads" --name "h$i" > "$DIR/worker$i" 2> "$DIR/worker$i.err" &
+        echo $! >> "$DIR/pids"
+        wait_word "$DIR/worker$i" "listening on" >/dev/null
+        i=$((i + 1))
+    done
+    echo "$NAME: $n hosts up; coordinator $addr (key $key); logs in $DIR"
+    cat "$DIR/links" 2>/dev/null || true
+}
+
+down() {
+    if [ -f "$DIR/pids" ]; then
+        for p in $(cat "$DIR/pids"); do kill "$p" 2>/dev/null || true; done
+    fi
+    n=$(cat "$DIR/hosts" 2>/dev/null || echo 0)
+    i=0
+    while [ $i -lt "$n" ]; do ip netns del "$(ns $i)" 2>/dev/null || true; i=$((i + 1)); done
+    ip netns del $TAG-br 2>/dev/null || true
+    rm -f "$DIR/hosts" "$DIR/pids" "$DIR/links" "$DIR/addr"
+    echo "$NAME: down"
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case $cmd in
+up) up "$@";;
+down) down;;
+exec) i=$1; shift; exec ip netns exec "$(ns "$i")" "$@";;
+status) exec ip netns exec "$(ns 0)" "${STRATA:-build/cli/strata}" status \
+        --coordinator "$(cat "$DIR/addr")" --cluster-key "$DIR/cluster.key" "$@";;
+*) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2;;
+esac

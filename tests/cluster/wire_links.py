@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""wire_links.py - integration tests of per-boundary wire dtypes (issue 17,
+docs/wire-format.md section 6.1): a coordinator with `--wire auto` gives
+each boundary its own dtype from the link's measured bandwidth, the
+receiving stage's compute time and the dtypes the receiver accepts.
+
+Usage: wire_links.py BUILD_DIR CASE...   (CASE: see CASES at the bottom)
+Reuses cluster.py's process helpers; every process is killed at the end,
+also on failure. Prints 'N passed, N failed' as its last line.
+
+Cases:
+- exact: synth-s-f32 on three workers (--split 2,2,2) on loopback: every
+  boundary is f32 (a fast link), said with its reason in `strata status
+  --json`; the golden cases' greedy ids equal the golden ids and `strata
+  run`'s, with bit-identical logits.
+- accept: two workers, the second started with `--wire-accept bf16`: the
+  boundary into it is bf16 in every plan seen, its status lists only bf16,
+  it refused no packet (bad_packets 0) and generation works; a
+  coordinator with the fixed `--wire f32` refuses such a worker at join.
+- mixed: three hosts as network namespaces on a bridge (root only, else
+  skipped), the bridge's port to worker w3 limited by tbf to 20 Mbit/s
+  while the other links run at veth speed (over 100x faster, so the choice
+  is not borderline); --split 2,2,2 puts w1 -> w2 (fast) and w2 -> w3 (slow)
+  on the two boundaries: once both are measured, `auto` gives them
+  different dtypes (f32 on the fast one, a 16-bit one on the slow one).
+  The assertion is on the choice, never on a timing.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
+from cluster import (COORD, STRATA, TIMEOUT, WORKER, Cluster, Proc, Skip,  # noqa: E402
+                     check_generate_exact, golden_cases, model, netns_bridge, sh)
+
+MODEL = "synth-s-f32.gguf"
+# workers look this many times slower (--throttle): a stage's compute time,
+# and with it the 10% transfer budget, is then far above what a fast link
+# needs for one f32 token (1 KiB), whatever the machine's load
+THROTTLE = "4"
+# tbf towards w3 in case mixed: 2.5 MB/s, so that w1's and w2's 1 MiB link
+# probes to w3 at the same time still end within the probe timeout (3 s);
+# one f32 token (1 KiB) then takes ~400 us there, against a throttled
+# stage compute near 0.7 ms (a 10% budget near 70 us), while veths carry
+# 100s of MB/s to GB/s (one f32 token in a few us): ~6x and ~10x margins
+SLOW_RATE = "20mbit"
+
+
+def boundaries(st):
+    """[(in_dtype, in_why)] of the stages after the first."""
+    return [(s["in_dtype"], s["in_why"]) for s in st["plan"]["stages"][1:]]
+
+
+def wait_status(get, pred, what, timeout=TIMEOUT):
+    deadline = time.time() + timeout
+    st = None
+    while time.time() < deadline:
+        st = get()
+        if st is not None and pred(st):
+            return st
+        time.sleep(0.2)
+    raise AssertionError("%s not seen in %ss: %s" % (what, timeout, json.dumps(st)[:3000]))
+
+
+def case_exact():
+    with Cluster(model(MODEL), ["--wire", "auto", "--split", "2,2,2", "--min-workers", "3"]) as c:
+        for _ in range(3):
+            c.add_worker("--throttle", THROTTLE)
+            time.sleep(0.3)  # join order is the split's order
+        st = c.wait_serving(3)
+        b = boundaries(st)
+        assert [d for d, _ in b] == ["f32", "f32"], b
+        assert all(w.startswith("f32: the most precise within budget") for _, w in b), b
+        for case in golden_cases():
+            if case["model"] == MODEL:
+                check_generate_exact(c, case, c.tmp)
+        st = c.status()
+        assert [d for d, _ in boundaries(st)] == ["f32", "f32"], boundaries(st)
+        out = c.cli("status").stdout
+        assert "; in f32 (f32: " in out, out
+        print("exact: boundaries %s; golden ids and bit-exact logits" % b)
+
+
+def case_accept():
+    with Cluster(model(MODEL), ["--wire", "auto", "--split", "3,3", "--min-workers", "2"]) as c:
+        c.add_worker("--throttle", THROTTLE)
+        time.sleep(0.3)
+        c.add_worker("--throttle", THROTTLE, "--wire-accept", "bf16")
+        st = c.wait_serving(2)
+        seen = set()
+        deadline = time.time() + 5  # across the links' first measurements and their replans
+        n = 0
+        while True:
+            st = c.status()
+            if st.get("plan"):
+                seen.add((st["epoch"], boundaries(st)[0][0]))
+            r = c.cli("generate", "--prompt-ids", "1,2,3,4", "-n", "8", "--temp", "0", "--ids")
+            assert len(cluster.parse_ids(r.stdout)) == 8, r.stdout
+            n += 1
+            if time.time() > deadline and n >= 3:
+                break
+        assert {d for _, d in seen} == {"bf16"}, seen
+        w = [x for x in st["workers"] if x["name"] == "worker1"][0]
+        assert w["wire_dtypes"] == ["bf16"], w["wire_dtypes"]
+        assert w["counters"]["bad_packets"] == 0, w["counters"]
+        assert "the receiver accepts bf16" in boundaries(st)[0][1], boundaries(st)
+        w0 = [x for x in st["workers"] if x["name"] == "worker0"][0]
+        assert w0["wire_dtypes"] == ["f32", "f16", "bf16", "i8"], w0["wire_dtypes"]
+        print("accept: epochs and boundary dtypes seen %s over %d requests" % (sorted(seen), n))
+    # a fixed --wire the worker does not accept: refused at join, by name
+    with Cluster(model(MODEL), ["--wire", "f32"]) as c:
+        w = c.add_worker("--wire-accept", "bf16")
+        deadline = time.time() + TIMEOUT
+        while time.time() < deadline and "does not accept the cluster's wire dtype f32" \
+                not in w.stderr():
+            time.sleep(0.1)
+        assert "does not accept the cluster's wire dtype f32" in w.stderr(), w.stderr()[-2000:]
+        print("accept: --wire f32 refuses a worker that accepts bf16 only")
+
+
+def case_mixed():
+    if os.geteuid() != 0:
+        raise Skip("needs root for network namespaces")
+    tag = "sw%d" % (os.getpid() % 100000)
+    sub = os.getpid() % 250
+    hosts = {"c": "10.232.%d.1", "w1": "10.232.%d.2", "w2": "10.232.%d.3", "w3": "10.232.%d.4"}
+    br = tag + "br"
+    made, procs = [], []
+    tmp = tempfile.mkdtemp(prefix="strata-wire-%d-" % os.getpid())
+    try:
+        netns_bridge(tag, br, hosts, sub, made)
+        # on the bridge's port to w3: what w3 receives is limited (w2 -> w3's
+        # probes and packets), nothing on w1 -> w2's path, replies included;
+        # the queue (rate x latency) holds a whole 1 MiB probe: tbf delays, not drops
+        r = sh("tc", "-n", br, "qdisc", "add", "dev", "pw3", "root", "tbf", "rate",
+               SLOW_RATE, "burst", "64kb", "latency", "3s", check=False)
+        if r.returncode != 0:
+            raise Skip("tbf unavailable: %s" % r.stderr.strip())
+
+        def spawn(name, ns, argv):
+            p = Proc(tmp, name, ["ip", "netns", "exec", tag + ns] + argv)
+            procs.append(p)
+            return p
+
+        m = model(MODEL)
+        key = os.path.join(tmp, "cluster.key")
+        sh(STRATA, "keygen", key)
+        coord = spawn("coordinator", "c", [COORD, "--model", m, "--listen",
+                                          "tcp://%s:0" % (hosts["c"] % sub), "--wire", "auto",
+                                          "--split", "2,2,2", "--min-workers", "3",
+                                          "--heartbeat-ms", "200", "--cluster-key", key])
+        addr = coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
+
+        def status():
+            r = sh("ip", "netns", "exec", tag + "c", STRATA, "status", "--json", "--coordinator",
+                   addr, "--cluster-key", key, check=False)
+            return json.loads(r.stdout) if r.returncode == 0 else None
+
+        for i, w in enumerate(("w1", "w2", "w3")):
+            spawn(w, w, [WORKER, "--coordinator", addr, "--model", m, "--listen",
+                         "tcp://%s:0" % (hosts[w] % sub), "--threads", "1", "--name", w,
+                         "--heartbeat-ms", "200", "--cluster-key", key, "--throttle", THROTTLE,
+                         "--probe-s", "5"])
+            wait_status(status, lambda st, k=i + 1: len(st["workers"]) == k, "%s joined" % w)
+        st = wait_status(status, lambda st: st.get("serving"), "a serving plan")
+        names = {w["id"]: w["name"] for w in st["workers"]}
+        order = [names[s["worker_ids"][0]] for s in st["plan"]["stages"]]
+        assert order == ["w1", "w2", "w3"], order
+
+        def measured(st):
+            ls = {(x["from_name"], x["to_name"]) for x in st.get("links", []) if x["measured"]}
+            return ("w1", "w2") in ls and ("w2", "w3") in ls
+
+        def mixed(st):
+            if not (st.get("serving") and measured(st)):
+                return False
+            b = boundaries(st)
+            return b[0][0] == "f32" and b[1][0] in ("f16", "bf16") and "(measured)" in b[1][1]
+
+        st = wait_status(status, mixed, "f32 on w1 -> w2 and a 16-bit dtype on w2 -> w3", 90)
+        b = boundaries(st)
+        links = {(x["from_name"], x["to_name"]): x for x in st["links"]}
+        fast, slow = links[("w1", "w2")], links[("w2", "w3")]
+        r = sh("ip", "netns", "exec", tag + "c", STRATA, "generate", "--coordinator", addr,
+               "--cluster-key", key, "--prompt-ids", "1,2,3,4", "-n", "8", "--temp", "0", "--ids")
+        assert len(cluster.parse_ids(r.stdout)) == 8, r.stdout
+        print("mixed: w1->w2 %.1f MB/s: %s" % (fast["bandwidth_bytes_per_s"] / 1e6, b[0][1]))
+        print("mixed: w2->w3 %.2f MB/s (tbf %s): %s" % (slow["bandwidth_bytes_per_s"] / 1e6,
+                                                      SLOW_RATE, b[1][1]))
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            try:
+                p.p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        for ns in reversed(made):
+            sh("ip", "netns", "del", ns, check=False)
+
+
+CASES = {"exact": case_exact, "accept": case_accept, "mixed": case_mixed}
+
+if __name__ == "__main__":
+    names = sys.argv[2:] or list(CASES)
+    passed = failed = skipped = 0
+    for n in names:
+        try:
+            CASES[n]()
+            passed += 1
+            print("ok: %s" % n)
+        except Skip as e:
+            skipped += 1
+            print("SKIP: %s: %s" % (n, e))
+        except Exception as e:  # report and go on with the next case
+            failed += 1
+            print("FAIL: %s: %s" % (n, e))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    sys.exit(1 if failed else (77 if skipped and not passed else 0))
