@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/args.h"
+#include "common/exposure.h"
 
 #define CLI_CONN_MAX_FRAME ((size_t)64 << 20)
 
@@ -124,6 +125,11 @@ int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
         fprintf(stderr, "strata: %s: --encrypt needs a key (--cluster-key, --admin-key or "
                         "--client-key FILE)\n", cmd);
         return 2;
+    }
+    char local[ST_LOCAL_KEY_PATH_MAX]; /* keyless: a local coordinator's key (exposure.h) */
+    if (path == NULL && st_local_key_find(addr, local, sizeof local)) {
+        path = local;
+        role = ST_ROLE_MEMBER;
     }
     uint8_t key[ST_KEY_BYTES];
     st_err e;

@@ -410,19 +410,15 @@ st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f)
     return ST_OK;
 }
 
-st_err st_key_generate(const char *path)
+/* env_key_create - writes key to a new file path (mode 0600). */
+static st_err env_key_create(const char *path, const uint8_t key[ST_KEY_BYTES])
 {
-    if (sodium_init() < 0)
-        return st_err_sodium("sodium_init");
-    uint8_t key[ST_KEY_BYTES];
-    randombytes_buf(key, sizeof key);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0)
         return st_err_errno(errno, path);
-    ssize_t w = write(fd, key, sizeof key);
+    ssize_t w = write(fd, key, ST_KEY_BYTES);
     int en = errno;
-    sodium_memzero(key, sizeof key);
-    if (w != (ssize_t)sizeof key) {
+    if (w != (ssize_t)ST_KEY_BYTES) {
         close(fd);
         unlink(path);
         return st_err_errno(w < 0 ? en : EIO, path);
@@ -430,6 +426,24 @@ st_err st_key_generate(const char *path)
     if (fsync(fd) != 0 || close(fd) != 0)
         return st_err_errno(errno, path);
     return ST_OK;
+}
+
+st_err st_key_generate(const char *path)
+{
+    if (sodium_init() < 0)
+        return st_err_sodium("sodium_init");
+    uint8_t key[ST_KEY_BYTES];
+    randombytes_buf(key, sizeof key);
+    st_err e = env_key_create(path, key);
+    sodium_memzero(key, sizeof key);
+    return e;
+}
+
+st_err st_key_write(const char *path, const uint8_t key[ST_KEY_BYTES])
+{
+    if (unlink(path) != 0 && errno != ENOENT)
+        return st_err_errno(errno, path);
+    return env_key_create(path, key);
 }
 
 st_err st_key_load(const char *path, uint8_t key[ST_KEY_BYTES])

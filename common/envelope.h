@@ -185,6 +185,10 @@ st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f);
  * (refuses to overwrite). */
 st_err st_key_generate(const char *path);
 
+/* st_key_write - writes key to path with mode 0600, replacing a file
+ * that is there (a dead process's). */
+st_err st_key_write(const char *path, const uint8_t key[ST_KEY_BYTES]);
+
 /* st_key_load - reads a 32-byte key; refuses a file that group or others
  * can read, or of another size. */
 st_err st_key_load(const char *path, uint8_t key[ST_KEY_BYTES]);

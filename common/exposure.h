@@ -30,4 +30,23 @@ bool st_addr_is_local(const char *url);
 st_err st_listen_check(const char *who, const char *const *flags, const char *const *urls,
                        size_t n, bool keyed, bool insecure);
 
+/* Keyless still means authenticated (issue 12, docs/security.md): a
+ * coordinator started without --cluster-key on loopback makes a random
+ * cluster key in a file only its user can read, named after its control
+ * address, in $XDG_RUNTIME_DIR/strata/ (or /tmp/strata-UID/); local
+ * workers and the CLI that reach it without a key read that file, so
+ * another local user or a stray process is a stranger too. */
+
+#define ST_LOCAL_KEY_PATH_MAX 512 /* room for a local key file's path */
+
+/* st_local_key_path - the key file of the coordinator at url (a loopback
+ * tcp address with a port), creating the directory (mode 0700) when
+ * create; ST_EINVAL for another url, ST_EAUTH for a directory another user
+ * owns or others may access. */
+st_err st_local_key_path(const char *url, bool create, char *out, size_t cap);
+
+/* st_local_key_find - the key file of the coordinator at url when url is
+ * local and the file exists (out set, true); false otherwise. */
+bool st_local_key_find(const char *url, char *out, size_t cap);
+
 #endif

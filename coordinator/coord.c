@@ -33,8 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/clock.h"
+#include "common/exposure.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "common/step.h"
@@ -150,6 +152,11 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
         e = st_err_sodium("sodium_init");
         goto fail;
     }
+    if (!c->keyed && cfg->local_key) { /* keyless still authenticated (exposure.h) */
+        memcpy(c->key, cfg->local_key, sizeof c->key);
+        c->keyed = true;
+        key = c->key;
+    }
     uint64_t sb = c->start_ms << 8 |
                   (uint64_t)randombytes_uniform(1u << COORD_SENDER_RAND_BITS)
                       << COORD_SENDER_RAND_SHIFT;
@@ -197,6 +204,16 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
              cfg->min_workers);
     if ((e = st_net_open(&c->q, cfg->listen, cfg->results, cfg->slots, COORD_MAX_FRAME, &c->net)))
         goto fail;
+    if (cfg->local_key && !cfg->key_path) { /* before the address is printed: no one waits */
+        if ((e = st_local_key_path(st_net_ctl_addr(c->net), true, c->local_key_path,
+                                   sizeof c->local_key_path)) ||
+            (e = st_key_write(c->local_key_path, c->key))) {
+            c->local_key_path[0] = '\0';
+            goto fail;
+        }
+        st_log(ST_LOG_INFO, CO, "no --cluster-key: a generated key in %s authenticates every "
+               "frame (local workers and the CLI read it)", c->local_key_path);
+    }
     printf("listening on %s\nresults on %s\n", st_net_ctl_addr(c->net),
            st_net_results_addr(c->net));
     fflush(stdout);
@@ -248,6 +265,11 @@ static void coord_drain_event(st_coord *c, st_cq_event *ev)
     }
     if (ev->msg)
         nng_msg_free(ev->msg);
+}
+
+const char *st_coord_key_file(const st_coord *c)
+{
+    return c->local_key_path[0] ? c->local_key_path : NULL;
 }
 
 void st_coord_close(st_coord *c)
@@ -302,6 +324,8 @@ void st_coord_close(st_coord *c)
     st_minfo_free(&c->mi);
     st_gguf_close(c->gguf);
     coord_auth_close(c);
+    if (c->local_key_path[0])
+        unlink(c->local_key_path);
     free(c->parks);
     free(c->split);
     memset(c->key, 0, sizeof c->key);

@@ -18,6 +18,8 @@ typedef struct st_coord_cfg {
     const char *results;           /* results address, NULL: same host, port 0 */
     const char *advertise;         /* host put into result_addr, NULL: the bound one */
     const char *key_path;          /* cluster key file, NULL: open cluster */
+    const uint8_t *local_key;      /* no key_path, loopback: this generated key, written to
+                                    * the local key file (common/exposure.h); or NULL */
     bool encrypt;                  /* seal every frame (needs key_path) */
     bool insecure;                 /* keyless listening beyond loopback allowed */
     uint32_t min_workers;          /* no first plan before this many joined */
@@ -71,6 +73,11 @@ typedef struct st_coord st_coord;
  * key, binds the control and results sockets and prints their addresses
  * ("listening on ...", "results on ...") on stdout. */
 st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out);
+
+/* st_coord_key_file - the generated key's file (cfg.local_key written
+ * at open, removed at close), or NULL when the cluster key came from a
+ * file of the operator's or there is none. */
+const char *st_coord_key_file(const st_coord *c);
 
 /* st_coord_run - the event loop; returns when *stop becomes nonzero. */
 void st_coord_run(st_coord *c, volatile sig_atomic_t *stop);

@@ -9,6 +9,7 @@
 
 #include "common/cq.h"
 #include "common/envelope.h"
+#include "common/exposure.h"
 #include "common/gguf.h"
 #include "common/llama.h"
 #include "common/tokenizer.h"
@@ -72,6 +73,7 @@ struct st_coord {
     uint32_t n_ctx;
     bool keyed;
     uint8_t key[ST_KEY_BYTES];
+    char local_key_path[ST_LOCAL_KEY_PATH_MAX]; /* cfg.local_key's file, removed at close */
     /* one envelope state per socket kind, so reordering between sockets
      * never looks like a replay to a peer's (or our) replay window */
     st_env env_rep, env_rpc, env_step, env_res;

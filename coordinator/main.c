@@ -437,6 +437,23 @@ int main(int argc, char **argv)
                         "FILE (only the cluster key makes a worker)\n");
         return 2;
     }
+    /* keyless still authenticated: on loopback a generated key (exposure.h);
+     * a restart on the same address keeps the key its workers hold */
+    uint8_t local_key[ST_KEY_BYTES];
+    static char kept[ST_LOCAL_KEY_PATH_MAX];
+    if (cfg.key_path == NULL && cfg.listen != NULL &&
+        st_local_key_find(cfg.listen, kept, sizeof kept)) {
+        cfg.key_path = kept;
+        wcfg.key_path = kept;
+    } else if (cfg.key_path == NULL && cfg.listen != NULL &&
+               strncmp(cfg.listen, "tcp://", 6) == 0 && st_addr_is_local(cfg.listen)) {
+        if (sodium_init() < 0) {
+            fprintf(stderr, "strata-coordinator: libsodium failed to start\n");
+            return 1;
+        }
+        randombytes_buf(local_key, sizeof local_key);
+        cfg.local_key = local_key;
+    }
     const char *const lflags[] = {"--listen", "--results", "--weights"};
     const char *const lurls[] = {cfg.listen, cfg.results, no_weights ? NULL : wcfg.listen};
     if (st_listen_check("coordinator", lflags, lurls, sizeof lurls / sizeof lurls[0],
@@ -473,6 +490,8 @@ int main(int argc, char **argv)
                 return 1;
             }
             hcfg.cluster_key = key;
+        } else if (cfg.local_key) {
+            hcfg.cluster_key = cfg.local_key;
         }
     }
     struct sigaction sa;
@@ -489,6 +508,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "strata-coordinator: %s\n", st_errmsg(e));
         return 1;
     }
+    if (cfg.local_key) /* the weights socket is keyed by the generated key too */
+        wcfg.key_path = st_coord_key_file(c);
     st_weights *weights = NULL;
     char waddr[ST_NET_ADDR_MAX];
     if (!no_weights && (e = st_weights_open(&wcfg, &weights, waddr, sizeof waddr)) != ST_OK) {
@@ -513,5 +534,6 @@ int main(int argc, char **argv)
     st_weights_close(weights);
     st_coord_close(c);
     sodium_memzero(key, sizeof key);
+    sodium_memzero(local_key, sizeof local_key);
     return 0;
 }

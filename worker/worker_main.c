@@ -277,6 +277,12 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
         fprintf(stderr, "strata-worker: --test-fetch-pause-after needs --test-hooks\n");
         return 2;
     }
+    static char local_key[ST_LOCAL_KEY_PATH_MAX]; /* keyless: a local coordinator's key */
+    if (c->key_file == NULL && st_local_key_find(c->coordinator, local_key, sizeof local_key)) {
+        c->key_file = local_key;
+        fprintf(stderr, "strata-worker: no --cluster-key: using the local coordinator's key %s\n",
+                local_key);
+    }
     if (c->encrypt && c->key_file == NULL) {
         fprintf(stderr, "strata-worker: --encrypt needs --cluster-key FILE (`strata keygen FILE` "
                         "makes one)\n");

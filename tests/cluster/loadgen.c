@@ -39,6 +39,7 @@
 
 #include "common/clock.h"
 #include "common/envelope.h"
+#include "common/exposure.h"
 #include "common/msg.h"
 #include "common/sampling.h"
 
@@ -431,6 +432,15 @@ int main(int argc, char **argv)
     G.addr = argv[1];
     G.timeout_ms = 120000;
     long conc = 0;
+    char local[ST_LOCAL_KEY_PATH_MAX]; /* keyless: a local coordinator's key (exposure.h) */
+    if (st_local_key_find(argv[1], local, sizeof local)) {
+        st_err e = st_key_load(local, G.key);
+        if (e != ST_OK) {
+            fprintf(stderr, "loadgen: %s\n", st_errmsg(e));
+            return 1;
+        }
+        G.keyed = true;
+    }
     for (int i = 2; i < argc; i++) {
         if (i + 1 >= argc && strcmp(argv[i], "--progress") != 0) {
             fprintf(stderr, "loadgen: %s needs a value\n", argv[i]);
