@@ -33,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/exposure.h"
@@ -324,8 +323,6 @@ void st_coord_close(st_coord *c)
     st_minfo_free(&c->mi);
     st_gguf_close(c->gguf);
     coord_auth_close(c);
-    if (c->local_key_path[0])
-        unlink(c->local_key_path);
     free(c->parks);
     free(c->split);
     memset(c->key, 0, sizeof c->key);

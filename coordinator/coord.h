@@ -75,7 +75,8 @@ typedef struct st_coord st_coord;
 st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out);
 
 /* st_coord_key_file - the generated key's file (cfg.local_key written
- * at open, removed at close), or NULL when the cluster key came from a
+ * at open and kept after close, so a restart on the address keeps the key
+ * the workers hold), or NULL when the cluster key came from a
  * file of the operator's or there is none. */
 const char *st_coord_key_file(const st_coord *c);
 

@@ -73,7 +73,7 @@ struct st_coord {
     uint32_t n_ctx;
     bool keyed;
     uint8_t key[ST_KEY_BYTES];
-    char local_key_path[ST_LOCAL_KEY_PATH_MAX]; /* cfg.local_key's file, removed at close */
+    char local_key_path[ST_LOCAL_KEY_PATH_MAX]; /* cfg.local_key's file (kept) */
     /* one envelope state per socket kind, so reordering between sockets
      * never looks like a replay to a peer's (or our) replay window */
     st_env env_rep, env_rpc, env_step, env_res;

@@ -90,6 +90,16 @@ class Proc:
             raise AssertionError("%s did not stop within %ss of SIGTERM" % (self.name, timeout))
 
 
+def local_key_path(addr):
+    """Where a keyless loopback coordinator listening on addr keeps its
+    generated key (as common/exposure.c st_local_key_path names it)."""
+    host, port = addr[len("tcp://"):].rsplit(":", 1)
+    host = host.strip("[]").replace(":", "_").replace("/", "_")
+    rt = os.environ.get("XDG_RUNTIME_DIR", "")
+    d = os.path.join(rt, "strata") if rt.startswith("/") else "/tmp/strata-%d" % os.getuid()
+    return os.path.join(d, "coordinator-%s-%s.key" % (host, port))
+
+
 class Cluster:
     """A coordinator and workers; use as a context manager."""
 
@@ -109,6 +119,20 @@ class Cluster:
             args += ["--encrypt"]
         self.coord = self.spawn("coordinator", args)
         self.addr = self.coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
+
+    def key_file(self):
+        """The cluster key file: --cluster-key's, or the one a keyless
+        loopback coordinator generated (common/exposure.h; it exists while
+        the coordinator runs)."""
+        if self.key:
+            return self.key
+        path = local_key_path(self.addr)
+        assert os.path.exists(path), "keyless coordinator wrote no key at %s" % path
+        return path
+
+    def inject_key(self):
+        """inject's arguments for frames a member would send: the key file."""
+        return ["--key", self.key_file()]
 
     def spawn(self, name, argv, env=None):
         p = Proc(self.tmp, name, argv, env)
@@ -337,7 +361,22 @@ def case_stale_epoch():
         st = c.wait_serving(2)
         epoch = st["epoch"]
         stale = epoch - 1
-        r = subprocess.run([INJECT, "step", c.workers[1].data_addr, str(stale)],
+        key = c.inject_key()  # keyless still authenticated: the generated key
+        auth0 = [w for w in st["workers"] if w["name"] == "worker1"][0]["counters"]["auth_failed"]
+        refused0 = st["counters"]["refused_epoch"]
+        r = subprocess.run([INJECT, "step", c.workers[1].data_addr, str(stale), "--no-key"],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr  # a stranger's: refused by the MAC, counted
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            st = c.status()
+            w1 = [w for w in st["workers"] if w["name"] == "worker1"][0]
+            if w1["counters"]["auth_failed"] > auth0:
+                break
+            time.sleep(0.2)
+        assert w1["counters"]["auth_failed"] > auth0, w1["counters"]
+        assert st["counters"]["refused_epoch"] == refused0, st["counters"]  # not parsed
+        r = subprocess.run([INJECT, "step", c.workers[1].data_addr, str(stale)] + key,
                            capture_output=True, text=True, timeout=30)
         assert r.returncode == 0, r.stderr
         deadline = time.time() + 10
@@ -359,7 +398,7 @@ def case_stale_epoch():
         for route in ([3 if k == w1["stage"] else 0 for k in range(2)], [0]):
             r = subprocess.run([INJECT, "step", c.workers[1].data_addr, str(epoch), "--hash",
                                 st["plan"]["plan_hash"], "--route",
-                                ",".join(str(x) for x in route)],
+                                ",".join(str(x) for x in route)] + key,
                                capture_output=True, text=True, timeout=30)
             assert r.returncode == 0, r.stderr
         deadline = time.time() + 10

@@ -2,6 +2,9 @@
  * coordinator or worker, to check that bad or hostile input gets an error
  * reply (or is dropped and counted) and changes nothing.
  *
+ *   Every command takes --key FILE (frames MACed with that cluster key)
+ *   or --no-key (keyless); with neither, a keyless local coordinator's
+ *   generated key when an argument is its address (common/exposure.h).
  *   inject req ADDR CASE [--key FILE]   control request to a REP socket;
  *       prints "reply: error CODE NAME: MESSAGE" or "reply: CASE_NAME".
  *       CASE: garbage | empty-body | join-version | join-absurd |
@@ -43,6 +46,7 @@
 #include <unistd.h>
 
 #include "common/envelope.h"
+#include "common/exposure.h"
 #include "common/gguf.h"
 #include "common/msg.h"
 #include "common/pbuf_budget.h"
@@ -581,7 +585,7 @@ static int inj_sec_main(int argc, char **argv, st_env *env)
 #define INJ_FUTURE_LINE "99.0.0 (commit inject, release)"
 
 /* inj_version_main - the cases above; -1 when argv is none of them. */
-static int inj_version_main(int argc, char **argv)
+static int inj_version_main(int argc, char **argv, const uint8_t *key)
 {
     bool future = argc == 4 && strcmp(argv[3], "join-future") == 0;
     if (strcmp(argv[1], "req") != 0 ||
@@ -598,7 +602,7 @@ static int inj_version_main(int argc, char **argv)
         return 1;
     }
     st_env env;
-    if (st_env_init_mode(&env, NULL, false, 0xdead0000u + (uint64_t)rand()) != ST_OK)
+    if (st_env_init_mode(&env, key, false, 0xdead0000u + (uint64_t)rand()) != ST_OK)
         return 1;
     nng_socket s;
     if (inj_dial(argv[2], true, &s) != 0) {
@@ -648,33 +652,65 @@ static int inj_version_main(int argc, char **argv)
 
 
 
+int inj_key_take(int *argc, char **argv, uint8_t key[ST_KEY_BYTES], bool *keyed)
+{
+    const char *file = NULL;
+    bool none = false;
+    int n = 0;
+    for (int i = 0; i < *argc; i++) {
+        if (strcmp(argv[i], "--key") == 0 && i + 1 < *argc)
+            file = argv[++i];
+        else if (strcmp(argv[i], "--no-key") == 0)
+            none = true;
+        else
+            argv[n++] = argv[i];
+    }
+    *argc = n;
+    argv[n] = NULL;
+    char local[ST_LOCAL_KEY_PATH_MAX];
+    for (int i = 1; file == NULL && !none && i < n; i++)
+        if (st_local_key_find(argv[i], local, sizeof local))
+            file = local;
+    *keyed = file != NULL && !none;
+    if (!*keyed)
+        return 0;
+    st_err e = st_key_load(file, key);
+    if (e != ST_OK) {
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    uint8_t key[ST_KEY_BYTES];
+    bool keyed;
+    if (inj_key_take(&argc, argv, key, &keyed) != 0)
+        return 1;
+    const uint8_t *k = keyed ? key : NULL;
     if (argc >= 2 && strcmp(argv[1], "sec") == 0) /* hostile control and data frames */
-        return inj_ctl_main(argc - 2, argv + 2);
+        return inj_ctl_main(argc - 2, argv + 2, k);
     if (argc >= 4 && strcmp(argv[1], "role") == 0) /* credentials, roles, owners: inject_role.c */
-        return inj_role_main(argc, argv);
+        return inj_role_main(argc, argv, k);
     if (argc < 4)
         return inj_usage();
-    st_env sec_env; /* the decoder bombs and transports: keyless, own arguments */
-    if (st_env_init_mode(&sec_env, NULL, false, 0xdead0000u + (uint64_t)rand()) != ST_OK)
+    st_env sec_env; /* the decoder bombs and transports: own arguments */
+    if (st_env_init_mode(&sec_env, k, false, 0xdead0000u + (uint64_t)rand()) != ST_OK)
         return 1;
     int sec_rc = inj_sec_main(argc, argv, &sec_env);
     st_env_fini(&sec_env);
     if (sec_rc >= 0)
         return sec_rc;
-    int ver_rc = inj_version_main(argc, argv); /* the versions: keyless, own cases */
+    int ver_rc = inj_version_main(argc, argv, k); /* the versions: own cases */
     if (ver_rc >= 0)
         return ver_rc;
-    const char *keyfile = NULL;
     bool encrypt = false;
     uint64_t epoch = 0;
     inj_step_opts so;
     memset(&so, 0, sizeof so);
     for (int i = 4; i < argc; i++) {
-        if (strcmp(argv[i], "--key") == 0 && i + 1 < argc)
-            keyfile = argv[++i];
-        else if (strcmp(argv[i], "--encrypt") == 0)
+        if (strcmp(argv[i], "--encrypt") == 0)
             encrypt = true;
         else if (strcmp(argv[i], "--bad-mac") == 0)
             so.bad_mac = 1;
@@ -687,17 +723,8 @@ int main(int argc, char **argv)
         } else
             return inj_usage();
     }
-    uint8_t key[ST_KEY_BYTES];
-    if (keyfile) {
-        st_err e = st_key_load(keyfile, key);
-        if (e != ST_OK) {
-            fprintf(stderr, "inject: %s\n", st_errmsg(e));
-            return 1;
-        }
-    }
     st_env env;
-    if (st_env_init_mode(&env, keyfile ? key : NULL, encrypt, 0xdead0000u + (uint64_t)rand()) !=
-        ST_OK)
+    if (st_env_init_mode(&env, k, encrypt, 0xdead0000u + (uint64_t)rand()) != ST_OK)
         return 1;
     int rc;
     if (strcmp(argv[1], "req") == 0) {

@@ -29,12 +29,21 @@ int inj_parse_hash(const char *hex, uint8_t out[32]);
  * if not. */
 int inj_dial(const char *addr, bool req, nng_socket *s);
 
-/* inj_ctl_main - `inject sec CASE ARGS... [--sender N]` (argv from CASE). */
-int inj_ctl_main(int argc, char **argv);
+/* inj_key_take - the cluster key every command's frames carry: removes
+ * each `--key FILE` and `--no-key` from argv (*argc updated) and loads
+ * FILE into key; without either, the generated key of a keyless local
+ * coordinator named by any tcp:// argument (common/exposure.h), so frames
+ * to it are authenticated as its members' are; *keyed false when none
+ * (--no-key: a stranger's keyless frames). 1 (reported) on error. */
+int inj_key_take(int *argc, char **argv, uint8_t key[ST_KEY_BYTES], bool *keyed);
 
-/* inj_role_main - `inject role ADDR CASE [--key | --client-key |
- * --admin-key FILE] [--id N] [--count N] [--hold-ms N]` (inject_role.c;
- * argv whole). */
-int inj_role_main(int argc, char **argv);
+/* inj_ctl_main - `inject sec CASE ARGS... [--sender N]` (argv from CASE);
+ * key: the cluster key or NULL. */
+int inj_ctl_main(int argc, char **argv, const uint8_t *key);
+
+/* inj_role_main - `inject role ADDR CASE [--client-key | --admin-key
+ * FILE] [--id N] [--count N] [--hold-ms N]` (inject_role.c; argv whole,
+ * --key already taken into key, used when no other credential is given). */
+int inj_role_main(int argc, char **argv, const uint8_t *key);
 
 #endif

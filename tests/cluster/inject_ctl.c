@@ -226,7 +226,7 @@ static int inj_ctl_ids(const char *txt, uint64_t *ids, size_t cap, size_t *n)
     return *n > 0 ? 0 : -1;
 }
 
-int inj_ctl_main(int argc, char **argv)
+int inj_ctl_main(int argc, char **argv, const uint8_t *key)
 {
     uint64_t sender;
     randombytes_buf(&sender, sizeof sender); /* a stranger */
@@ -238,7 +238,7 @@ int inj_ctl_main(int argc, char **argv)
             argv[n++] = argv[i];
     }
     st_env env;
-    if (n < 2 || st_env_init(&env, NULL, sender) != ST_OK)
+    if (n < 2 || st_env_init(&env, key, sender) != ST_OK)
         return inj_usage();
     const char *what = argv[0];
     uint8_t hash[32];

@@ -214,17 +214,16 @@ static int inj_role_req(const inj_role *o, st_env *env)
     return inj_role_send(o->addr, env, &m);
 }
 
-int inj_role_main(int argc, char **argv)
+int inj_role_main(int argc, char **argv, const uint8_t *cluster_key)
 {
     inj_role o = {.addr = argv[2], .what = argv[3], .count = 1};
     const char *path = NULL;
     st_env_role role = ST_ROLE_OPEN;
     for (int i = 4; i + 1 < argc; i += 2) {
         const char *f = argv[i], *v = argv[i + 1];
-        if (strcmp(f, "--key") == 0 || strcmp(f, "--client-key") == 0 ||
-            strcmp(f, "--admin-key") == 0) {
+        if (strcmp(f, "--client-key") == 0 || strcmp(f, "--admin-key") == 0) {
             path = v;
-            role = f[2] == 'k' ? ST_ROLE_MEMBER : f[2] == 'c' ? ST_ROLE_CLIENT : ST_ROLE_ADMIN;
+            role = f[2] == 'c' ? ST_ROLE_CLIENT : ST_ROLE_ADMIN;
         } else if (strcmp(f, "--id") == 0) {
             o.id = strtoull(v, NULL, 10);
         } else if (strcmp(f, "--count") == 0) {
@@ -239,8 +238,10 @@ int inj_role_main(int argc, char **argv)
         return inj_usage();
     uint8_t key[ST_KEY_BYTES];
     st_err e = ST_OK;
-    if (role == ST_ROLE_MEMBER) {
-        e = st_key_load(path, key);
+    if (path == NULL && cluster_key != NULL) { /* --key, or a local coordinator's */
+        memcpy(key, cluster_key, ST_KEY_BYTES);
+        path = "cluster key";
+        role = ST_ROLE_MEMBER;
     } else if (path != NULL) {
         uint8_t(*keys)[ST_KEY_BYTES];
         size_t n;

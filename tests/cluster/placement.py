@@ -770,13 +770,21 @@ def case_links():
         assert len(dry["links"]) == 6 and all(l["measured"] for l in dry["links"]), dry["links"]
         text = c.cli("status").stdout
         assert "6 of 6 measured" in text, text
-        ctl = st["workers"][0]["ctl_addr"]
-        r = subprocess.run([cluster.INJECT, "req", ctl, "probe-huge"], capture_output=True,
+        w0 = st["workers"][0]
+        ctl, key = w0["ctl_addr"], c.inject_key()  # keyless still authenticated
+        r = subprocess.run([cluster.INJECT, "req", ctl, "probe-huge"] + key, capture_output=True,
                            text=True, timeout=30)
         assert "reply: error" in r.stdout and "exceeds" in r.stdout, (r.stdout, r.stderr)
-        r = subprocess.run([cluster.INJECT, "req", ctl, "probe-ok"], capture_output=True,
+        r = subprocess.run([cluster.INJECT, "req", ctl, "probe-ok"] + key, capture_output=True,
                            text=True, timeout=30)
         assert "probe_reply" in r.stdout, (r.stdout, r.stderr)
+        # a stranger's keyless probe: no reply, refused by the MAC and counted
+        auth0 = w0["counters"]["auth_failed"]
+        r = subprocess.run([cluster.INJECT, "req", ctl, "probe-ok", "--no-key"],
+                           capture_output=True, text=True, timeout=60)
+        assert "probe_reply" not in r.stdout and "reply: none" in r.stdout, (r.stdout, r.stderr)
+        wait_until(c, lambda s: [w for w in s["workers"] if w["id"] == w0["id"]][0]["counters"]
+                   ["auth_failed"] > auth0, TIMEOUT, "the keyless probe counted")
         cluster.check_generate_exact(c, [x for x in golden_cases() if x["model"] == name][0],
                                      c.tmp)
         print("links: all 6 pairs measured %.2f s after serving: %s" % (dt, ", ".join(

@@ -72,6 +72,24 @@ def wait_bad(c, at_least, worker=None):
     return v
 
 
+def auth_failed(c, worker=None):
+    """The coordinator's auth_failed, or worker `worker`'s own."""
+    st = c.status()
+    if worker is None:
+        return st["counters"]["auth_failed"]
+    return [x for x in st["workers"] if x["name"] == worker][0]["counters"]["auth_failed"]
+
+
+def wait_auth_failed(c, at_least, worker=None):
+    deadline = time.time() + COUNT_TIMEOUT_S
+    v = auth_failed(c, worker)
+    while time.time() < deadline and v < at_least:
+        time.sleep(0.2)
+        v = auth_failed(c, worker)
+    assert v >= at_least, "auth_failed %d, expected at least %d" % (v, at_least)
+    return v
+
+
 def check_rss(proc, base, what):
     now = vm_hwm_mib(proc.p.pid)
     assert now <= base + RSS_SLACK_MIB, "%s: peak RSS %.1f MiB after %s, baseline %.1f MiB" % (
@@ -99,12 +117,19 @@ def case_step_rows():
         base = {p.name: vm_hwm_mib(p.p.pid) for p in (w, c.coord)}
         print("step rows: baseline peak RSS worker %.1f MiB, coordinator %.1f MiB"
               % (base[w.name], base[c.coord.name]))
+        key = c.inject_key()  # keyless still authenticated: the generated key
         for size in OVER_LIMIT_MIB:
-            print("step rows: " + inject("step-rows-bomb", w.data_addr, size))
+            print("step rows: " + inject("step-rows-bomb", w.data_addr, size, *key))
             rss = check_rss(w, base[w.name], "a %d MiB bomb" % size)
             print("step rows: after %d MiB: worker peak RSS %.1f MiB" % (size, rss))
-        bad0 = bad_packets(c, w.name)
-        print("step rows: " + inject("step-rows-bomb", w.data_addr, UNDER_LIMIT_MIB))
+        # without the key the frame is refused by its MAC before any decoding
+        auth0, bad0 = auth_failed(c, w.name), bad_packets(c, w.name)
+        print("step rows: " + inject("step-rows-bomb", w.data_addr, UNDER_LIMIT_MIB, "--no-key"))
+        auth = wait_auth_failed(c, auth0 + 1, w.name)
+        assert bad_packets(c, w.name) == bad0, "a keyless frame reached the decoder"
+        print("step rows: a keyless %d MiB bomb refused by the MAC (worker auth_failed %d -> %d)"
+              % (UNDER_LIMIT_MIB, auth0, auth))
+        print("step rows: " + inject("step-rows-bomb", w.data_addr, UNDER_LIMIT_MIB, *key))
         bad = wait_bad(c, bad0 + 1, w.name)
         rss = check_rss(w, base[w.name], "a %d MiB bomb" % UNDER_LIMIT_MIB)
         assert re.search(r"StepMeta of \d+ bytes from sender \d+ has \d+ rows; at most",
@@ -112,7 +137,7 @@ def case_step_rows():
         print("step rows: after %d MiB: refused by the row count, worker bad_packets %d -> %d, "
               "peak RSS %.1f MiB" % (UNDER_LIMIT_MIB, bad0, bad, rss))
         bad0 = bad
-        print("step rows: " + inject("step-scalar-bomb", w.data_addr, SCALAR_MIB))
+        print("step rows: " + inject("step-scalar-bomb", w.data_addr, SCALAR_MIB, *key))
         bad = wait_bad(c, bad0 + 1, w.name)
         rss = check_rss(w, base[w.name], "a %d MiB scalar bomb" % SCALAR_MIB)
         assert re.search(r"StepMeta of \d+ bytes from sender \d+ would decode to more than its "
@@ -135,6 +160,13 @@ def case_control():
         serve(c)
         base = vm_hwm_mib(c.coord.p.pid)
         print("control: baseline coordinator peak RSS %.1f MiB" % base)
+        # without the generated key: no reply, refused by the MAC and counted
+        auth0 = auth_failed(c)
+        out = inject("req-bomb", c.addr, "join", UNDER_LIMIT_MIB, "--no-key")
+        assert "reply: none" in out, out
+        auth = wait_auth_failed(c, auth0 + 1)
+        print("control: a keyless %d MiB join bomb refused by the MAC (auth_failed %d -> %d)"
+              % (UNDER_LIMIT_MIB, auth0, auth))
         bad0 = bad_packets(c)
         for kind, names in (("join", "Join capability kernels"), ("heartbeat", "Heartbeat layers")):
             out = inject("req-bomb", c.addr, kind, UNDER_LIMIT_MIB)
@@ -168,6 +200,13 @@ def case_join_transport():
             assert m and int(m.group(1)) == EINVAL, out
             assert addr in m.group(2) and "tcp://" in m.group(2), out
             print("join transport: %s -> %s" % (what, m.group(0)))
+        auth0 = auth_failed(c)  # a stranger's keyless Join: no reply, refused by the MAC
+        r = subprocess.run([INJECT, "req", c.addr, "join-ipc", "--no-key"], capture_output=True,
+                           text=True, timeout=120)  # (exits 1: no reply came)
+        assert "reply: none" in r.stdout, (r.stdout, r.stderr)
+        auth = wait_auth_failed(c, auth0 + 1)
+        print("join transport: a keyless join-ipc refused by the MAC (auth_failed %d -> %d)"
+              % (auth0, auth))
         bad = wait_bad(c, bad0 + 2)
         st = c.status()
         assert len(st["workers"]) == 1, st["workers"]

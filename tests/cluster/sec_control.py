@@ -64,8 +64,11 @@ def control_sender(proc):
     return m[-1]
 
 
-def inject(*args):
-    r = subprocess.run([INJECT, "sec"] + [str(a) for a in args], capture_output=True, text=True,
+def inject(c, *args):
+    """inject sec ARGS with the cluster's key (keyless still authenticated:
+    the coordinator's generated one), unless ARGS say --no-key."""
+    r = subprocess.run([INJECT, "sec"] + [str(a) for a in args] + c.inject_key(),
+                       capture_output=True, text=True,
                        timeout=TIMEOUT)
     assert r.returncode == 0, (args, r.stdout, r.stderr)
     return r.stdout
@@ -112,10 +115,20 @@ def case_commit_unprepared():
     with cluster() as c:
         st = c.wait_serving(2)
         w, i = worker(st, 0)
-        out = inject("commit-unprepared", w["ctl_addr"], U64_MAX)
+        out = inject(c, "commit-unprepared", w["ctl_addr"], U64_MAX)
         assert "only the coordinator this worker joined" in out, out
         print("commit-unprepared: stranger: %s" % replies(out)[0])
-        out = inject("commit-unprepared", w["ctl_addr"], U64_MAX, "--sender",
+        # without the cluster key: no reply, refused by the MAC and counted
+        auth0 = counter(c, w["name"], "auth_failed")
+        r = subprocess.run([INJECT, "sec", "commit-unprepared", w["ctl_addr"], str(U64_MAX),
+                            "--no-key"], capture_output=True, text=True, timeout=TIMEOUT)
+        out = r.stdout  # (inject exits 1: no reply came)
+        assert replies(out) and replies(out)[0].startswith("reply: none"), (out, r.stderr)
+        auth = wait_counter(lambda: counter(c, w["name"], "auth_failed"), auth0 + 1)
+        assert auth >= auth0 + 1, "auth_failed %d" % auth
+        print("commit-unprepared: keyless: refused by the MAC (auth_failed %d -> %d)"
+              % (auth0, auth))
+        out = inject(c, "commit-unprepared", w["ctl_addr"], U64_MAX, "--sender",
                      control_sender(c.workers[i]))
         assert "without a matching Prepare" in out, out
         print("commit-unprepared: coordinator's id copied: %s" % replies(out)[0])
@@ -131,7 +144,7 @@ def case_prepare_commit_reroute():
     with cluster() as c:
         st = c.wait_serving(2)
         w, _ = worker(st, 1)
-        out = inject("prepare-commit-reroute", c.addr, w["ctl_addr"], DISCARD)
+        out = inject(c, "prepare-commit-reroute", c.addr, w["ctl_addr"], DISCARD)
         r = replies(out)
         assert len(r) == 2 and all("only the coordinator this worker joined" in x for x in r), out
         print("prepare-commit-reroute: %s" % " / ".join(r))
@@ -146,7 +159,7 @@ def case_commit_bad_hash():
     with cluster() as c:
         st = c.wait_serving(2)
         w, i = worker(st, 1)
-        out = inject("commit-bad-hash", c.addr, w["ctl_addr"], "--sender",
+        out = inject(c, "commit-bad-hash", c.addr, w["ctl_addr"], "--sender",
                      control_sender(c.workers[i]))
         r = replies(out)
         assert len(r) == 2, out
@@ -171,7 +184,7 @@ def case_step_forged_session():
         try:
             victim = held(wait_held(c, 1, at=HOLD_AT))[0]
             filled = len(case["prompt_ids"]) + HOLD_AT - 1  # KV positions the session holds
-            out = inject("step-forged-session", w["data_addr"], st["epoch"],
+            out = inject(c, "step-forged-session", w["data_addr"], st["epoch"],
                          st["plan"]["plan_hash"], victim["session_id"], 0, filled)
             got = wait_counter(lambda: counter(c, w["name"], "refused_step"), 1)
             assert got >= 1, "refused_step %d" % got
@@ -204,7 +217,7 @@ def case_result_forged():
             b = st2["sched"]["hold"]["in_flight"][0]
             token = (case["expected_ids"][0] + 1) % case["n_vocab"]
             f0 = c.status()["counters"]["forged_results"]
-            out = inject("result-forged", results, st["epoch"], b["batch_id"],
+            out = inject(c, "result-forged", results, st["epoch"], b["batch_id"],
                          ",".join(str(x) for x in b["session_ids"]), token)
             got = wait_counter(lambda: c.status()["counters"]["forged_results"], f0 + 1)
             assert got >= f0 + 1, "forged_results %d" % got
