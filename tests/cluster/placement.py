@@ -772,17 +772,12 @@ def case_links():
         assert "6 of 6 measured" in text, text
         w0 = st["workers"][0]
         ctl, key = w0["ctl_addr"], c.inject_key()  # keyless still authenticated
-        r = subprocess.run([cluster.INJECT, "req", ctl, "probe-huge"] + key, capture_output=True,
-                           text=True, timeout=30)
-        assert "reply: error" in r.stdout and "exceeds" in r.stdout, (r.stdout, r.stderr)
-        r = subprocess.run([cluster.INJECT, "req", ctl, "probe-ok"] + key, capture_output=True,
-                           text=True, timeout=30)
-        assert "probe_reply" in r.stdout, (r.stdout, r.stderr)
-        # a stranger's keyless probe: no reply, refused by the MAC and counted
-        auth0 = w0["counters"]["auth_failed"]
-        r = subprocess.run([cluster.INJECT, "req", ctl, "probe-ok", "--no-key"],
-                           capture_output=True, text=True, timeout=60)
-        assert "probe_reply" not in r.stdout and "reply: none" in r.stdout, (r.stdout, r.stderr)
+        auth0 = w0["counters"]["auth_failed"]  # (--no-key: a stranger's, refused by the MAC)
+        out = [subprocess.run([cluster.INJECT, "req", ctl, what] + k, capture_output=True,
+                              text=True, timeout=60).stdout
+               for what, k in (("probe-huge", key), ("probe-ok", key), ("probe-ok", ["--no-key"]))]
+        assert "reply: error" in out[0] and "exceeds" in out[0], out
+        assert "probe_reply" in out[1] and "reply: none" in out[2], out
         wait_until(c, lambda s: [w for w in s["workers"] if w["id"] == w0["id"]][0]["counters"]
                    ["auth_failed"] > auth0, TIMEOUT, "the keyless probe counted")
         cluster.check_generate_exact(c, [x for x in golden_cases() if x["model"] == name][0],

@@ -4,7 +4,8 @@
 --insecure (which warns once); --encrypt seals every frame, and every
 member (workers, CLI) must agree on it; frames of another key or mode are
 dropped and counted; `strata status` says whether the cluster is keyed and
-encrypted.
+encrypted; a keyless loopback coordinator still authenticates every frame
+with a key it generates (issue 12).
 
 Usage: security.py BUILD_DIR CASE...   (CASE: see CASES at the bottom)
 Reuses cluster.py's process helpers; every process is killed at the end,
@@ -12,6 +13,8 @@ also on failure. Prints 'N passed, N failed' as its last line."""
 
 import os
 import re
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -19,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import (COORD, INJECT, STRATA, WORKER, Cluster, check_generate_exact,  # noqa: E402
-                     golden_cases, model)
+                     golden_cases, local_key_path, model)
 
 SYNTH = "synth-s-f32.gguf"
 START_S = 30  # a refused start must end well within this
@@ -205,7 +208,58 @@ def case_encrypt_wires():
               % wire)
 
 
-CASES = {"protected": case_protected, "encrypt": case_encrypt, "encrypt_wires": case_encrypt_wires}
+def case_keyless():
+    """Keyless still authenticated (issue 12): a loopback coordinator
+    without --cluster-key writes a 0600 key in a 0700 directory of this
+    user's, named after its address; the worker and the CLI read it (status
+    keyed); a keyless request is refused by the MAC and counted; a restart
+    on the same address keeps the key, and the worker rejoins and serves."""
+    with socket.socket() as s:  # a fixed address, to restart on
+        s.bind(("127.0.0.1", 0))
+        addr = "tcp://127.0.0.1:%d" % s.getsockname()[1]
+    path = local_key_path(addr)
+    if os.path.exists(path):
+        os.unlink(path)  # a key of an earlier run on this port
+    args = ["--wire", "f32"]
+    case = golden_case()
+    with Cluster(model(SYNTH), args, listen=addr) as c:
+        assert c.key_file() == path
+        f, d = os.stat(path), os.stat(os.path.dirname(path))
+        assert stat.S_IMODE(f.st_mode) == 0o600 and f.st_size == 32, oct(f.st_mode)
+        assert stat.S_IMODE(d.st_mode) == 0o700 and d.st_uid == os.getuid(), oct(d.st_mode)
+        with open(path, "rb") as fh:
+            key = fh.read()
+        c.add_worker()
+        st = c.wait_serving(1)
+        assert st["keyed"] is True, st
+        assert "using the local coordinator's key" in c.workers[0].stderr()
+        assert "security: keyed" in c.cli("status").stdout
+        auth0 = st["counters"]["auth_failed"]
+        r = subprocess.run([INJECT, "req", c.addr, "status", "--no-key"], capture_output=True,
+                           text=True, timeout=60)
+        assert "reply: none" in r.stdout, (r.stdout, r.stderr)
+        auth = wait_counter(lambda: c.status()["counters"]["auth_failed"], auth0 + 1)
+        assert auth >= auth0 + 1, "auth_failed %d" % auth
+        r = subprocess.run([INJECT, "req", c.addr, "status"], capture_output=True, text=True,
+                           timeout=60)  # the generated key found by address
+        assert "reply: status" in r.stdout, (r.stdout, r.stderr)
+        print("keyless: %s (0600, 32 bytes); worker and CLI keyed; a keyless status refused "
+              "by the MAC (auth_failed %d -> %d)" % (path, auth0, auth))
+        assert c.coord.stop() == 0
+        c.coord = c.spawn("coordinator2", [COORD, "--model", model(SYNTH), "--listen", addr,
+                                           "--heartbeat-ms", "200", "--heartbeat-timeout-ms",
+                                           "1500"] + args)
+        c.coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)")
+        with open(path, "rb") as fh:
+            assert fh.read() == key, "the restarted coordinator changed the key"
+        c.wait_serving(1)
+        check_generate_exact(c, case, c.tmp)
+        print("keyless: restarted on %s with the same key; the worker rejoined; golden ids"
+              % addr)
+
+
+CASES = {"protected": case_protected, "encrypt": case_encrypt, "encrypt_wires": case_encrypt_wires,
+         "keyless": case_keyless}
 
 if __name__ == "__main__":
     names = sys.argv[2:] or list(CASES)
