@@ -441,6 +441,7 @@ int main(int argc, char **argv)
      * a restart on the same address keeps the key its workers hold */
     uint8_t local_key[ST_KEY_BYTES];
     static char kept[ST_LOCAL_KEY_PATH_MAX];
+    bool keyed = cfg.key_path != NULL; /* by the operator: protected mode asks this */
     if (cfg.key_path == NULL && cfg.listen != NULL &&
         st_local_key_find(cfg.listen, kept, sizeof kept)) {
         cfg.key_path = kept;
@@ -456,8 +457,8 @@ int main(int argc, char **argv)
     }
     const char *const lflags[] = {"--listen", "--results", "--weights"};
     const char *const lurls[] = {cfg.listen, cfg.results, no_weights ? NULL : wcfg.listen};
-    if (st_listen_check("coordinator", lflags, lurls, sizeof lurls / sizeof lurls[0],
-                        cfg.key_path != NULL, cfg.insecure)) {
+    if (st_listen_check("coordinator", lflags, lurls, sizeof lurls / sizeof lurls[0], keyed,
+                        cfg.insecure)) {
         fprintf(stderr, "strata-coordinator: %s\n", st_errdetail());
         return 2;
     }

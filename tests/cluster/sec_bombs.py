@@ -52,42 +52,40 @@ def inject(*argv):
     return r.stdout.strip()
 
 
-def bad_packets(c, worker=None):
-    """The coordinator's bad_packets (its own plus the workers' sums), or
-    worker `worker`'s own from its last heartbeat."""
+def count(c, name, worker=None):
+    """The coordinator's counter `name` (its own plus the workers' sums),
+    or worker `worker`'s own from its last heartbeat."""
     st = c.status()
     if worker is None:
-        return st["counters"]["bad_packets"]
+        return st["counters"][name]
     w = [x for x in st["workers"] if x["name"] == worker][0]
-    return w["counters"]["bad_packets"]
+    return w["counters"][name]
+
+
+def wait_count(c, name, at_least, worker=None):
+    deadline = time.time() + COUNT_TIMEOUT_S
+    v = count(c, name, worker)
+    while time.time() < deadline and v < at_least:
+        time.sleep(0.2)
+        v = count(c, name, worker)
+    assert v >= at_least, "%s %d, expected at least %d" % (name, v, at_least)
+    return v
+
+
+def bad_packets(c, worker=None):
+    return count(c, "bad_packets", worker)
 
 
 def wait_bad(c, at_least, worker=None):
-    deadline = time.time() + COUNT_TIMEOUT_S
-    v = bad_packets(c, worker)
-    while time.time() < deadline and v < at_least:
-        time.sleep(0.2)
-        v = bad_packets(c, worker)
-    assert v >= at_least, "bad_packets %d, expected at least %d" % (v, at_least)
-    return v
+    return wait_count(c, "bad_packets", at_least, worker)
 
 
 def auth_failed(c, worker=None):
-    """The coordinator's auth_failed, or worker `worker`'s own."""
-    st = c.status()
-    if worker is None:
-        return st["counters"]["auth_failed"]
-    return [x for x in st["workers"] if x["name"] == worker][0]["counters"]["auth_failed"]
+    return count(c, "auth_failed", worker)
 
 
 def wait_auth_failed(c, at_least, worker=None):
-    deadline = time.time() + COUNT_TIMEOUT_S
-    v = auth_failed(c, worker)
-    while time.time() < deadline and v < at_least:
-        time.sleep(0.2)
-        v = auth_failed(c, worker)
-    assert v >= at_least, "auth_failed %d, expected at least %d" % (v, at_least)
-    return v
+    return wait_count(c, "auth_failed", at_least, worker)
 
 
 def check_rss(proc, base, what):
