@@ -213,6 +213,9 @@ class Cluster:
                 p.p.wait(5)
             except subprocess.TimeoutExpired:
                 pass
+        path = local_key_path(self.addr)
+        if not self.key and os.path.exists(path):
+            os.unlink(path)  # the generated key, which a coordinator keeps at exit
         if exc[0] is not None:
             for p in self.procs:
                 sys.stderr.write("---- %s stderr (tail) ----\n%s\n" % (p.name, p.stderr()[-3000:]))
