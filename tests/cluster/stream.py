@@ -81,6 +81,19 @@ def stage_done(w):
     return tuple(int(x) for x in wait_log(w, DONE).groups())
 
 
+def reported_done(c, name):
+    """The worker's fetch as the status reports it once a heartbeat sent
+    after its stage fetch ended has arrived (the state may turn serving
+    before that heartbeat: no snapshot races it)."""
+    deadline = time.time() + TIMEOUT
+    while True:
+        s = [x for x in c.status()["workers"] if x["name"] == name][0]
+        f = s.get("fetch")
+        if (f is not None and not f["active"]) or time.time() > deadline:
+            return s
+        time.sleep(0.1)
+
+
 def case_basic():
     with start(["--split", "2,2"], min_workers=2) as c:
         ws = [add_streaming(c, os.path.join(c.tmp, "cache%d" % i)) for i in range(2)]
@@ -92,7 +105,7 @@ def case_basic():
             assert fetched + cached == need and bad == 0 and twice == 0, stage_done(w)
             print("basic: %s needed %d of %d bytes: fetched %d, from its cache %d"
                   % (w.name, need, size, fetched, cached))
-        for s in st["workers"]:
+        for s in (reported_done(c, x["name"]) for x in st["workers"]):
             f = s.get("fetch")
             assert f is not None and not f["active"] and f["have_bytes"] == f["need_bytes"], s
         ids = check_ids(c)
@@ -149,7 +162,7 @@ def case_corrupt():
         assert bad == 1 and have == need and fetched + cached == need, stage_done(w)
         log = w.stderr()
         assert re.search(r"sent a bad chunk \(dropped, fetched again\): chunk %d " % k, log), log
-        f = [x for x in c.status()["workers"] if x["name"] == w.name][0]["fetch"]
+        f = reported_done(c, w.name)["fetch"]
         assert f["bad_chunks"] == 1 and f["sources"] == 1, f
         ids = check_ids(c)
         print("corrupt: chunk %d sent corrupted once: detected, counted (%d), fetched again; "
