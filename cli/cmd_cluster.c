@@ -32,6 +32,7 @@
 #include "cli/conn.h"
 #include "cli/plan_print.h"
 #include "common/clock.h"
+#include "common/client.h"
 #include "common/envelope.h"
 #include "common/msg.h"
 
@@ -211,28 +212,6 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
     return o;
 }
 
-/* cl_serving - whether the cluster serves: a committed plan whose every
- * stage worker (replicas included) is in state "serving". */
-static bool cl_serving(const Strata__StatusReply *s)
-{
-    if (s->plan == NULL || s->plan->n_stages == 0)
-        return false;
-    for (size_t i = 0; i < s->plan->n_stages; i++) {
-        const Strata__Stage *st = s->plan->stages[i];
-        if (st->n_worker_ids == 0)
-            return false;
-        for (size_t j = 0; j < st->n_worker_ids; j++) {
-            bool ok = false;
-            for (size_t k = 0; k < s->n_workers && !ok; k++)
-                ok = s->workers[k]->id == st->worker_ids[j] && s->workers[k]->state &&
-                     strcmp(s->workers[k]->state, "serving") == 0;
-            if (!ok)
-                return false;
-        }
-    }
-    return true;
-}
-
 /* cl_name_of - the name of worker id in the status, or "?". */
 static const char *cl_name_of(const Strata__StatusReply *s, uint64_t id)
 {
@@ -323,7 +302,7 @@ static void cl_status_print(const Strata__StatusReply *s)
 {
     const Strata__Counters *c = s->counters;
     printf("model %s  epoch %" PRIu64 " (%s)  incarnation %" PRIu64 "  sessions %u  requests %u\n",
-           s->model ? s->model : "", s->epoch, cl_serving(s) ? "serving" : "not serving",
+           s->model ? s->model : "", s->epoch, st_client_serving(s) ? "serving" : "not serving",
            s->incarnation, s->sessions, s->requests);
     printf("security: %s\n",
            !s->keyed      ? "open (no cluster key: loopback only unless --insecure)"
@@ -469,7 +448,7 @@ int st_cmd_status(int argc, char **argv)
             cJSON *ws = cJSON_AddArrayToObject(j, "workers");
             for (size_t i = 0; i < s->n_workers; i++)
                 cJSON_AddItemToArray(ws, cl_worker_json(s->workers[i]));
-            cJSON_AddBoolToObject(j, "serving", cl_serving(s));
+            cJSON_AddBoolToObject(j, "serving", st_client_serving(s));
             cJSON_AddItemToObject(j, "links", cl_links_json(s));
             if (s->plan)
                 cJSON_AddItemToObject(j, "plan", cli_plan_json(s->plan));

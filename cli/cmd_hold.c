@@ -110,26 +110,17 @@ int st_cmd_hold(int argc, char **argv)
                         "--release\n%s", hold_usage_text);
         return 2;
     }
-    cli_conn c;
-    int rc = cli_conn_open(&c, &o, "hold");
-    if (rc != 0)
-        return rc;
     Strata__Msg m = STRATA__MSG__INIT, *r = NULL;
     m.body_case = STRATA__MSG__BODY_HOLD;
     m.hold = &q;
-    int timeout = o.timeout_ms > 0 ? (int)o.timeout_ms : HOLD_DEFAULT_TIMEOUT_MS;
-    rc = 1;
-    if (cli_conn_call(&c, &m, timeout, &r, "hold") == 0) {
-        if (r->body_case != STRATA__MSG__BODY_HOLD_STATE) {
-            fprintf(stderr, "strata: hold: unexpected %s reply\n", st_msg_case_name(r));
-        } else if (o.json) {
-            rc = cli_print_json(cli_hold_json(r->hold_state));
-        } else {
-            cli_hold_print(r->hold_state);
-            rc = 0;
-        }
-        st_msg_free(r);
-    }
-    cli_conn_close(&c);
+    int rc = cli_conn_once(&o, &m, HOLD_DEFAULT_TIMEOUT_MS, STRATA__MSG__BODY_HOLD_STATE, &r,
+                           "hold");
+    if (rc != 0)
+        return rc;
+    if (o.json)
+        rc = cli_print_json(cli_hold_json(r->hold_state));
+    else
+        cli_hold_print(r->hold_state);
+    st_msg_free(r);
     return rc;
 }

@@ -43,22 +43,7 @@
 
 #define PC_MAX_FILE ((long)16 << 20)
 
-/* pc_call - one request/reply expecting body case `want`; prints the
- * error and returns nonzero otherwise (an Error reply included). */
-static int pc_call(cli_conn *c, const cli_conn_opts *o, const Strata__Msg *m, Strata__Msg__BodyCase want,
-                   Strata__Msg **reply, const char *cmd)
-{
-    int timeout = o->timeout_ms > 0 ? (int)o->timeout_ms : 10000;
-    if (cli_conn_call(c, m, timeout, reply, cmd))
-        return 1;
-    if ((*reply)->body_case != want) {
-        fprintf(stderr, "strata: %s: unexpected %s reply\n", cmd, st_msg_case_name(*reply));
-        st_msg_free(*reply);
-        *reply = NULL;
-        return 1;
-    }
-    return 0;
-}
+#define PC_TIMEOUT_MS 10000 /* a plan, replan or drain request's default bound */
 
 /* ---- printing ---- */
 
@@ -392,10 +377,6 @@ int st_cmd_plan(int argc, char **argv)
     }
     if (workers)
         return plan_file(workers, model, objective, replicas, o.json);
-    cli_conn c;
-    int rc = cli_conn_open(&c, &o, "plan");
-    if (rc != 0)
-        return rc;
     Strata__Msg m = STRATA__MSG__INIT, *r = NULL;
     Strata__PlanRequest pq = STRATA__PLAN_REQUEST__INIT;
     Strata__PlanDryRun dq = STRATA__PLAN_DRY_RUN__INIT;
@@ -408,20 +389,17 @@ int st_cmd_plan(int argc, char **argv)
         m.body_case = STRATA__MSG__BODY_PLAN_REQ;
         m.plan_req = &pq;
     }
-    rc = 1;
-    if (pc_call(&c, &o, &m, dry ? STRATA__MSG__BODY_PLAN_PROPOSAL : STRATA__MSG__BODY_PLAN, &r,
-                "plan") == 0) {
-        if (!dry)
-            rc = pc_plan_print(r->plan, o.json);
-        else if (o.json)
-            rc = cli_print_json(pc_proposal_json(r->plan_proposal));
-        else {
-            pc_proposal_print(r->plan_proposal);
-            rc = 0;
-        }
-    }
+    int rc = cli_conn_once(&o, &m, PC_TIMEOUT_MS,
+                           dry ? STRATA__MSG__BODY_PLAN_PROPOSAL : STRATA__MSG__BODY_PLAN, &r, "plan");
+    if (rc != 0)
+        return rc;
+    if (!dry)
+        rc = pc_plan_print(r->plan, o.json);
+    else if (o.json)
+        rc = cli_print_json(pc_proposal_json(r->plan_proposal));
+    else
+        pc_proposal_print(r->plan_proposal);
     st_msg_free(r);
-    cli_conn_close(&c);
     return rc;
 }
 
@@ -455,29 +433,23 @@ int st_cmd_replan(int argc, char **argv)
             return 2;
         }
     }
-    cli_conn c;
-    int rc = cli_conn_open(&c, &o, "replan");
-    if (rc != 0)
-        return rc;
     Strata__Msg m = STRATA__MSG__INIT, *r = NULL;
     m.body_case = STRATA__MSG__BODY_REPLAN;
     m.replan = &q;
-    rc = 1;
-    if (pc_call(&c, &o, &m, STRATA__MSG__BODY_REPLAN_REPLY, &r, "replan") == 0) {
-        const Strata__ReplanReply *rr = r->replan_reply;
-        if (o.json) {
-            cJSON *j = cJSON_CreateObject();
-            cJSON_AddBoolToObject(j, "started", rr->started);
-            cli_json_u64(j, "epoch", rr->epoch);
-            cJSON_AddStringToObject(j, "message", rr->message ? rr->message : "");
-            rc = cli_print_json(j);
-        } else {
-            printf("%s\n", rr->message ? rr->message : "");
-            rc = 0;
-        }
+    int rc = cli_conn_once(&o, &m, PC_TIMEOUT_MS, STRATA__MSG__BODY_REPLAN_REPLY, &r, "replan");
+    if (rc != 0)
+        return rc;
+    const Strata__ReplanReply *rr = r->replan_reply;
+    if (o.json) {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddBoolToObject(j, "started", rr->started);
+        cli_json_u64(j, "epoch", rr->epoch);
+        cJSON_AddStringToObject(j, "message", rr->message ? rr->message : "");
+        rc = cli_print_json(j);
+    } else {
+        printf("%s\n", rr->message ? rr->message : "");
     }
     st_msg_free(r);
-    cli_conn_close(&c);
     return rc;
 }
 
@@ -529,14 +501,12 @@ int st_cmd_drain(int argc, char **argv)
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int64_t limit_ms = o.timeout_ms > 0 ? o.timeout_ms : 60000;
-    cli_conn_opts call = o;
-    call.timeout_ms = 10000;
     rc = 1;
     for (bool first = true;; first = false) {
         Strata__Msg m = STRATA__MSG__INIT, *r = NULL;
         m.body_case = STRATA__MSG__BODY_DRAIN;
         m.drain = &q;
-        if (pc_call(&c, &call, &m, STRATA__MSG__BODY_DRAIN_REPLY, &r, "drain"))
+        if (cli_conn_expect(&c, &m, PC_TIMEOUT_MS, STRATA__MSG__BODY_DRAIN_REPLY, &r, "drain"))
             break;
         const Strata__DrainReply *d = r->drain_reply;
         if (first && !o.json)

@@ -192,6 +192,34 @@ int cli_conn_call(cli_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg
     return 0;
 }
 
+int cli_conn_expect(cli_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg__BodyCase want,
+                    Strata__Msg **reply, const char *cmd)
+{
+    if (cli_conn_call(c, m, timeout_ms, reply, cmd))
+        return 1;
+    if ((*reply)->body_case != want) {
+        fprintf(stderr, "strata: %s: unexpected %s reply\n", cmd, st_msg_case_name(*reply));
+        st_msg_free(*reply);
+        *reply = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+int cli_conn_once(const cli_conn_opts *o, const Strata__Msg *m, int default_timeout_ms,
+                  Strata__Msg__BodyCase want, Strata__Msg **reply, const char *cmd)
+{
+    *reply = NULL;
+    cli_conn c;
+    int rc = cli_conn_open(&c, o, cmd);
+    if (rc != 0)
+        return rc;
+    int timeout = o->timeout_ms > 0 ? (int)o->timeout_ms : default_timeout_ms;
+    rc = cli_conn_expect(&c, m, timeout, want, reply, cmd);
+    cli_conn_close(&c);
+    return rc;
+}
+
 void cli_json_u64(cJSON *o, const char *k, uint64_t v)
 {
     char b[24];

@@ -53,6 +53,19 @@ void cli_conn_close(cli_conn *c);
 int cli_conn_call(cli_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg **reply,
                   const char *cmd);
 
+/* cli_conn_expect - cli_conn_call expecting a reply of body case want;
+ * prints the error (an unexpected reply included) and returns nonzero
+ * otherwise, with *reply NULL. The caller frees a reply it got. */
+int cli_conn_expect(cli_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg__BodyCase want,
+                    Strata__Msg **reply, const char *cmd);
+
+/* cli_conn_once - opens a connection with o, makes one cli_conn_expect
+ * exchange (o->timeout_ms, or default_timeout_ms when o gives none) and
+ * closes it: 0 with *reply set (the caller frees it), or the exit status
+ * to return (2 usage, 1 runtime) after printing the error. */
+int cli_conn_once(const cli_conn_opts *o, const Strata__Msg *m, int default_timeout_ms,
+                  Strata__Msg__BodyCase want, Strata__Msg **reply, const char *cmd);
+
 /* cli_json_u64 - adds k = v as an exact JSON integer (ids exceed 2^53). */
 void cli_json_u64(cJSON *o, const char *k, uint64_t v);
 

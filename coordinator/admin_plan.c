@@ -48,7 +48,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
     st_place_objective obj = c->pl.objective;
     st_err e;
     if (q->objective && q->objective[0] && (e = st_place_objective_from_name(q->objective, &obj))) {
-        st_api_reply_error(c, slot, e, st_errdetail());
+        coord_api_reply_error(c, slot, e, st_errdetail());
         return;
     }
     coord_pl_view *v = NULL;
@@ -65,7 +65,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
     if (e == ST_OK)
         e = st_place(&v->m, v->w, v->n, &v->o, r);
     if (e != ST_OK) {
-        st_api_reply_error(c, slot, e, st_errdetail());
+        coord_api_reply_error(c, slot, e, st_errdetail());
         goto out;
     }
     size_t n = 0, k = 0;
@@ -93,7 +93,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
     e = st_place_proposal(r, v->w, v->n, pw, n, c->has_plan ? c->plan.epoch : 0, c->mi.n_layer,
                           v->calibration, note, &pp);
     if (e != ST_OK) {
-        st_api_reply_error(c, slot, e, st_errdetail());
+        coord_api_reply_error(c, slot, e, st_errdetail());
         goto out;
     }
     pp->replicas_served = c->cfg.replicas;
@@ -104,7 +104,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
                     : st_links_to_pb(v->links, ids, v->n, &lp, &nl);
     free(ids);
     if (e != ST_OK) {
-        st_api_reply_error(c, slot, e, st_errdetail());
+        coord_api_reply_error(c, slot, e, st_errdetail());
         goto out;
     }
     pp->n_links = nl;
@@ -112,7 +112,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_PLAN_PROPOSAL;
     m.plan_proposal = pp;
-    st_api_send(c, slot, &m);
+    coord_api_send(c, slot, &m);
     pp->n_links = 0; /* ours, not the proposal's */
     pp->links = NULL;
 out:
@@ -131,7 +131,7 @@ void coord_api_replan(st_coord *c, uint32_t slot, const Strata__ReplanRequest *q
         st_place_objective obj;
         st_err e = st_place_objective_from_name(q->objective, &obj);
         if (e != ST_OK) {
-            st_api_reply_error(c, slot, e, st_errdetail());
+            coord_api_reply_error(c, slot, e, st_errdetail());
             return;
         }
         if (obj != c->pl.objective)
@@ -141,7 +141,7 @@ void coord_api_replan(st_coord *c, uint32_t slot, const Strata__ReplanRequest *q
     }
     coord_replan(c, q->force, q->force ? "an admin asked (forced)" : "an admin asked");
     if (c->pl.last_err != ST_OK) {
-        st_api_reply_error(c, slot, c->pl.last_err, c->pl.decision);
+        coord_api_reply_error(c, slot, c->pl.last_err, c->pl.decision);
         return;
     }
     Strata__ReplanReply rr = STRATA__REPLAN_REPLY__INIT;
@@ -151,7 +151,7 @@ void coord_api_replan(st_coord *c, uint32_t slot, const Strata__ReplanRequest *q
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_REPLAN_REPLY;
     m.replan_reply = &rr;
-    st_api_send(c, slot, &m);
+    coord_api_send(c, slot, &m);
 }
 
 static void ap_drain_reply(st_coord *c, uint32_t slot, const st_member *w, const char *msg)
@@ -164,7 +164,7 @@ static void ap_drain_reply(st_coord *c, uint32_t slot, const st_member *w, const
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_DRAIN_REPLY;
     m.drain_reply = &dr;
-    st_api_send(c, slot, &m);
+    coord_api_send(c, slot, &m);
 }
 
 void coord_api_drain(st_coord *c, uint32_t slot, const Strata__DrainRequest *q)
@@ -193,7 +193,7 @@ void coord_api_drain(st_coord *c, uint32_t slot, const Strata__DrainRequest *q)
                      (unsigned long long)q->worker_id);
         else
             snprintf(text, sizeof text, "no live worker named '%.64s'", q->name ? q->name : "");
-        st_api_reply_error(c, slot, ST_ENOENT, text);
+        coord_api_reply_error(c, slot, ST_ENOENT, text);
         return;
     }
     if (q->undo) {
@@ -239,7 +239,7 @@ void coord_api_drain(st_coord *c, uint32_t slot, const Strata__DrainRequest *q)
         w->draining = false; /* no plan without it: it keeps serving */
         snprintf(text, sizeof text, "cannot drain worker %llu: %.340s", (unsigned long long)w->id,
                  c->pl.decision);
-        st_api_reply_error(c, slot, c->pl.last_err, text);
+        coord_api_reply_error(c, slot, c->pl.last_err, text);
         return;
     }
     ap_drain_reply(c, slot, w, c->pl.decision);

@@ -32,12 +32,12 @@
 
 #define API "api"
 
-/* st_api_send - packs r, sealed with the credential that verified slot's
+/* coord_api_send - packs r, sealed with the credential that verified slot's
  * request (api_auth.c), and answers slot: an Error reply if r cannot be
  * packed or would exceed the frame a client accepts (a large Status is
  * refused before it is packed); when not even that can be packed, the
  * request is dropped (counted by st_net_drop) so the slot serves again. */
-void st_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
+void coord_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
 {
     nng_msg *out;
     st_env_seal_with(&c->env_rep, c->slot_who ? c->slot_who[slot].cred : 0);
@@ -65,12 +65,12 @@ void st_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
     st_net_reply(c->net, slot, out);
 }
 
-void st_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message)
+void coord_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message)
 {
     Strata__Msg m;
     Strata__Error er;
     st_msg_error(&m, &er, code, message);
-    st_api_send(c, slot, &m);
+    coord_api_send(c, slot, &m);
 }
 
 /* api_error - answers with code and the current error detail. */
@@ -78,7 +78,7 @@ static void api_error(st_coord *c, uint32_t slot, st_err code)
 {
     char text[512];
     snprintf(text, sizeof text, "%s", st_errdetail()[0] ? st_errdetail() : st_strerror(code));
-    st_api_reply_error(c, slot, code, text);
+    coord_api_reply_error(c, slot, code, text);
 }
 
 static void api_ack(st_coord *c, uint32_t slot)
@@ -87,7 +87,7 @@ static void api_ack(st_coord *c, uint32_t slot)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_ACK;
     m.ack = &ack;
-    st_api_send(c, slot, &m);
+    coord_api_send(c, slot, &m);
 }
 
 /* ---- workers ---- */
@@ -129,7 +129,7 @@ static void api_heartbeat_reply(st_coord *c, uint32_t slot, uint64_t id)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_HEARTBEAT_REPLY;
     m.heartbeat_reply = &hr;
-    st_api_send(c, slot, &m);
+    coord_api_send(c, slot, &m);
     free(pv);
     free(pp);
 }
@@ -182,14 +182,14 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_JOIN_REPLY;
     r.join_reply = &jr;
-    st_api_send(c, slot, &r);
+    coord_api_send(c, slot, &r);
     if (replaced)
         coord_member_gone(c, replaced, ST_MEMBER_LEFT, "replaced by a new join from its address");
     return true; /* it is placed after its first heartbeat */
 }
 
 /* api_stale - a worker refused a batch: only a live member (speaking for
- * itself: st_api_handle checked the sender) may fail a batch, only one in
+ * itself: coord_api_handle checked the sender) may fail a batch, only one in
  * flight, and only such a report replans. (A worker outside the serving
  * plan may still hold batches of the previous one during a switch.) */
 static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
@@ -200,7 +200,7 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
         char why[160];
         snprintf(why, sizeof why, "worker %llu is not a live member: its stale report is "
                  "refused", (unsigned long long)s->worker_id);
-        st_api_reply_error(c, slot, ST_EAUTH, why);
+        coord_api_reply_error(c, slot, ST_EAUTH, why);
         return;
     }
     char text[300];
@@ -229,7 +229,7 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
     st_err e = ST_OK;
     if (g->has_sampling) {
         if (g->sampling == NULL) {
-            st_api_reply_error(c, slot, ST_EINVAL, "has_sampling is set but sampling is absent");
+            coord_api_reply_error(c, slot, ST_EINVAL, "has_sampling is set but sampling is absent");
             return;
         }
         if ((e = st_sampling_from_pb(g->sampling, &q.sp)) != ST_OK) {
@@ -243,7 +243,7 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
         q.prompt = g->prompt_ids;
         q.n_prompt = g->n_prompt_ids;
     } else if (c->tok == NULL) {
-        st_api_reply_error(c, slot, ST_EINVAL, "the model has no tokenizer: send prompt_ids");
+        coord_api_reply_error(c, slot, ST_EINVAL, "the model has no tokenizer: send prompt_ids");
         return;
     } else {
         size_t len = g->prompt ? strlen(g->prompt) : 0;
@@ -251,7 +251,7 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
             char text[160];
             snprintf(text, sizeof text, "the prompt text of %zu bytes cannot fit the context of "
                      "%u tokens", len, c->n_ctx);
-            st_api_reply_error(c, slot, ST_EINVAL, text);
+            coord_api_reply_error(c, slot, ST_EINVAL, text);
             return;
         }
         if ((e = st_tok_encode(c->tok, g->prompt ? g->prompt : "", len, st_tok_add_bos(c->tok),
@@ -290,7 +290,7 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_GENERATE_REPLY;
     r.generate_reply = &gr;
-    st_api_send(c, slot, &r);
+    coord_api_send(c, slot, &r);
 }
 
 /* api_poll_reply - answers a Poll of request req_id for the ids after
@@ -307,7 +307,7 @@ static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t
         char text[128];
         snprintf(text, sizeof text, "after = %u is beyond the %u ids of request %llu", after,
                  v.n_ids, (unsigned long long)coord_auth_ext(c, req_id));
-        st_api_reply_error(c, slot, ST_EINVAL, text);
+        coord_api_reply_error(c, slot, ST_EINVAL, text);
         return;
     }
     uint32_t n = v.n_ids - after;
@@ -351,7 +351,7 @@ static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_POLL_REPLY;
     r.poll_reply = &pr;
-    st_api_send(c, slot, &r);
+    coord_api_send(c, slot, &r);
     if (done) /* the client has everything: it need not stay 60 s */
         st_sched_delivered(c->sched, req_id, coord_now());
 }
@@ -381,7 +381,7 @@ static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p,
                                           .who = *who};
 }
 
-void st_api_parks(st_coord *c, uint64_t now_ns, bool all)
+void coord_api_parks(st_coord *c, uint64_t now_ns, bool all)
 {
     for (size_t i = 0; i < c->n_parks;) {
         coord_park *p = &c->parks[i];
@@ -464,7 +464,7 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
     Strata__HoldState *hold = NULL; /* the test-only step gate (hold.c) */
     if (!ws || !wp ||
         (detailed && c->has_plan && st_plan_to_pb(&c->plan, false, &pb) != ST_OK)) {
-        st_api_reply_error(c, slot, ST_ENOMEM, "status");
+        coord_api_reply_error(c, slot, ST_ENOMEM, "status");
         goto out;
     }
     uint64_t now = coord_now();
@@ -535,7 +535,7 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
     sch.n_route_batches = nr;
     sch.route_batches = ss.route_batches;
     if ((detailed && api_status_links(c, &sr) != ST_OK) || coord_hold_pb(c, &hold) != ST_OK) {
-        st_api_reply_error(c, slot, ST_ENOMEM, "status links or hold state");
+        coord_api_reply_error(c, slot, ST_ENOMEM, "status links or hold state");
         goto out;
     }
     sch.hold = hold;
@@ -552,7 +552,7 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_STATUS;
     r.status = &sr;
-    st_api_send(c, slot, &r);
+    coord_api_send(c, slot, &r);
 out:
     st_plan_pb_free(pb);
     free(ws);
@@ -567,22 +567,22 @@ static void api_plan(st_coord *c, uint32_t slot)
         char text[400];
         snprintf(text, sizeof text, "no plan committed yet: %s",
                  c->plan_error[0] ? c->plan_error : "a plan is being prepared");
-        st_api_reply_error(c, slot, ST_ENOENT, text);
+        coord_api_reply_error(c, slot, ST_ENOENT, text);
         return;
     }
     Strata__Plan *pb;
     if (st_plan_to_pb(&c->plan, false, &pb) != ST_OK) {
-        st_api_reply_error(c, slot, ST_ENOMEM, "plan");
+        coord_api_reply_error(c, slot, ST_ENOMEM, "plan");
         return;
     }
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_PLAN;
     r.plan = pb;
-    st_api_send(c, slot, &r);
+    coord_api_send(c, slot, &r);
     st_plan_pb_free(pb);
 }
 
-void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
+void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
 {
     Strata__Msg *m;
     coord_who who = {0};
@@ -647,7 +647,7 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         break;
     case STRATA__MSG__BODY_GENERATE:
         if (c->stopping)
-            st_api_reply_error(c, slot, ST_ECLOSED, "the coordinator is shutting down");
+            coord_api_reply_error(c, slot, ST_ECLOSED, "the coordinator is shutting down");
         else
             api_generate(c, slot, m->generate, &who);
         break;
@@ -687,7 +687,7 @@ void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         snprintf(text, sizeof text, "unexpected %s on the coordinator's control socket",
                  st_msg_case_name(m));
         c->bad_msgs++;
-        st_api_reply_error(c, slot, ST_EPROTO, text);
+        coord_api_reply_error(c, slot, ST_EPROTO, text);
         break;
     }
     }

@@ -145,7 +145,7 @@ bool coord_auth_allowed(st_coord *c, uint32_t slot, const coord_who *who, int bc
     snprintf(text, sizeof text, "a %s key may not send %s (docs/security.md)",
              st_env_role_name(who->role), st_msg_case_name(&probe));
     st_log(ST_LOG_WARN, AUTH, "sender %llu: %s", (unsigned long long)who->sender, text);
-    st_api_reply_error(c, slot, ST_EAUTH, text);
+    coord_api_reply_error(c, slot, ST_EAUTH, text);
     return false;
 }
 
@@ -212,7 +212,7 @@ bool coord_auth_request(st_coord *c, uint32_t slot, const coord_who *who, uint64
     }
     char text[160];
     snprintf(text, sizeof text, "request %llu is unknown or expired", (unsigned long long)ext_id);
-    st_api_reply_error(c, slot, ST_ENOENT, text);
+    coord_api_reply_error(c, slot, ST_ENOENT, text);
     return false;
 }
 
@@ -259,7 +259,7 @@ bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint32_t
     c->sec.quota_refused++;
     st_log(ST_LOG_WARN, AUTH, "sender %llu (%s): %s", (unsigned long long)who->sender,
            st_env_role_name(who->role), text);
-    st_api_reply_error(c, slot, code, text);
+    coord_api_reply_error(c, slot, code, text);
     return false;
 }
 
@@ -320,7 +320,7 @@ bool coord_auth_member(st_coord *c, uint32_t slot, const coord_who *who, uint64_
     snprintf(text, sizeof text, "worker %llu was joined by another sender: only it may speak "
              "for it", (unsigned long long)id);
     st_log(ST_LOG_WARN, AUTH, "sender %llu: %s", (unsigned long long)who->sender, text);
-    st_api_reply_error(c, slot, ST_EAUTH, text);
+    coord_api_reply_error(c, slot, ST_EAUTH, text);
     return false;
 }
 

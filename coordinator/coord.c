@@ -254,7 +254,7 @@ static void coord_drain_event(st_coord *c, st_cq_event *ev)
     if (ev->kind == ST_CQ_CTL) {
         nng_msg_free(ev->msg);
         if (c->net)
-            st_api_reply_error(c, ev->slot, ST_ECLOSED, "the coordinator is shutting down");
+            coord_api_reply_error(c, ev->slot, ST_ECLOSED, "the coordinator is shutting down");
         return;
     }
     if (ev->kind == ST_CQ_OP_DONE) {
@@ -280,7 +280,7 @@ void st_coord_close(st_coord *c)
         uint64_t now = coord_now();
         c->stopping = true;
         st_sched_shutdown(c->sched, "the coordinator is shutting down", now);
-        st_api_parks(c, now, true);
+        coord_api_parks(c, now, true);
         /* give the last replies a moment to leave */
         uint64_t until = now + 300ull * 1000000u;
         while (coord_now() < until)
@@ -463,7 +463,7 @@ static void coord_handle(st_coord *c, st_cq_event *ev)
 {
     switch (ev->kind) {
     case ST_CQ_CTL:
-        st_api_handle(c, ev->slot, ev->msg);
+        coord_api_handle(c, ev->slot, ev->msg);
         break;
     case ST_CQ_RESULT:
         coord_on_result(c, ev->msg);
@@ -659,6 +659,6 @@ void st_coord_run(st_coord *c, volatile sig_atomic_t *stop)
         uint64_t now = coord_now();
         coord_timers(c, now);
         coord_pump(c, now);
-        st_api_parks(c, now, false);
+        coord_api_parks(c, now, false);
     }
 }

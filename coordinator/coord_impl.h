@@ -124,18 +124,18 @@ uint64_t coord_now(void);
 void coord_close_pushes(st_coord *c);
 
 /* api.c */
-/* st_api_handle - handles one request (msg, freed here) of control slot
+/* coord_api_handle - handles one request (msg, freed here) of control slot
  * `slot` and answers it, now or (a parked Poll) later. */
-void st_api_handle(st_coord *c, uint32_t slot, nng_msg *msg);
-/* st_api_parks - answers the parked polls whose request moved on, ended or
+void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg);
+/* coord_api_parks - answers the parked polls whose request moved on, ended or
  * whose wait is over (all: every one, at shutdown). */
-void st_api_parks(st_coord *c, uint64_t now_ns, bool all);
-/* st_api_send - answers slot with r, sealed with the credential that
+void coord_api_parks(st_coord *c, uint64_t now_ns, bool all);
+/* coord_api_send - answers slot with r, sealed with the credential that
  * verified its request (an Error reply if r cannot be packed). Every
  * answer on the control socket goes out through it. */
-void st_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r);
-/* st_api_reply_error - answers slot with Error{code, message}. */
-void st_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message);
+void coord_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r);
+/* coord_api_reply_error - answers slot with Error{code, message}. */
+void coord_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message);
 
 /* api_auth.c - credentials, roles, owners and per-client caps */
 /* coord_auth_open - loads --client-keys and --admin-key into env_rep and

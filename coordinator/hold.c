@@ -127,7 +127,7 @@ void coord_hold_pb_free(Strata__HoldState *h)
 void coord_api_hold(st_coord *c, uint32_t slot, const Strata__HoldRequest *q)
 {
     if (!c->cfg.test_hooks) {
-        st_api_reply_error(c, slot, ST_EINVAL, "hold is a test hook: this coordinator was not "
+        coord_api_reply_error(c, slot, ST_EINVAL, "hold is a test hook: this coordinator was not "
                            "started with --test-hooks");
         return;
     }
@@ -136,7 +136,7 @@ void coord_api_hold(st_coord *c, uint32_t slot, const Strata__HoldRequest *q)
         char text[120];
         snprintf(text, sizeof text, "request %llu is unknown or expired",
                  (unsigned long long)q->request_id);
-        st_api_reply_error(c, slot, ST_ENOENT, text);
+        coord_api_reply_error(c, slot, ST_ENOENT, text);
         return;
     }
     st_hold h = {.on = !q->release, .after_tokens = q->release ? 0 : q->after_tokens,
@@ -152,12 +152,12 @@ void coord_api_hold(st_coord *c, uint32_t slot, const Strata__HoldRequest *q)
         st_log(ST_LOG_INFO, HOLD, "test hook: the step gate is released");
     Strata__HoldState *hs;
     if (coord_hold_pb(c, &hs) != ST_OK) {
-        st_api_reply_error(c, slot, ST_ENOMEM, "hold state");
+        coord_api_reply_error(c, slot, ST_ENOMEM, "hold state");
         return;
     }
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_HOLD_STATE;
     m.hold_state = hs;
-    st_api_send(c, slot, &m); /* sealed with the asker's credential (api.c) */
+    coord_api_send(c, slot, &m); /* sealed with the asker's credential (api.c) */
     coord_hold_pb_free(hs);
 }

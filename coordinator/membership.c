@@ -7,6 +7,7 @@
  * coordinator; nothing here runs on its own. */
 #include "coordinator/membership.h"
 
+#include "common/hex.h"
 #include "common/version.h"
 #include "coordinator/placement.h"
 
@@ -83,11 +84,13 @@ st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wi
     if (c->model_id.len != 32)
         return st_errorf(ST_EINVAL, "capability model_id has %zu bytes; a model id has 32",
                          c->model_id.len);
-    if (memcmp(c->model_id.data, model_id, 32) != 0)
-        return st_errorf(ST_EINVAL, "model id %02x%02x%02x%02x... differs from the "
-                         "coordinator's %02x%02x%02x%02x...: the worker has another model file",
-                         c->model_id.data[0], c->model_id.data[1], c->model_id.data[2],
-                         c->model_id.data[3], model_id[0], model_id[1], model_id[2], model_id[3]);
+    if (memcmp(c->model_id.data, model_id, 32) != 0) {
+        char theirs[ST_HEX_SHORT_CAP], ours[ST_HEX_SHORT_CAP];
+        st_hex_short(c->model_id.data, c->model_id.len, theirs);
+        st_hex_short(model_id, 32, ours);
+        return st_errorf(ST_EINVAL, "model id %s.. differs from the coordinator's %s..: the "
+                         "worker has another model file", theirs, ours);
+    }
     if (wire == ST_WIRE_AUTO) {
         /* each boundary gets a dtype its receiver lists (replan.c); none listed is f32 */
         if (st_wire_accept_mask(c->wire_dtypes, c->n_wire_dtypes, NULL) == 0)

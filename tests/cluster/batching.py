@@ -457,16 +457,4 @@ CASES = {"ragged": case_ragged, "starvation": case_starvation, "cancel_reuse": c
          "sessions": case_sessions, "memory": case_memory}
 
 if __name__ == "__main__":
-    names = sys.argv[2:] or list(CASES)
-    passed = failed = 0
-    for n in names:
-        t0 = time.time()
-        try:
-            CASES[n]()
-            passed += 1
-            print("ok: %s (%.1fs)" % (n, time.time() - t0))
-        except Exception as e:  # report and go on with the next case
-            failed += 1
-            print("FAIL: %s: %s" % (n, e))
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    cluster.run_cases(CASES)

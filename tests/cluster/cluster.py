@@ -765,10 +765,11 @@ def run_cases(cases):
     names = sys.argv[2:] or list(cases)
     passed = failed = skipped = 0
     for n in names:
+        t0 = time.time()
         try:
             cases[n]()
             passed += 1
-            print("ok: %s" % n)
+            print("ok: %s (%.1fs)" % (n, time.time() - t0))
         except Skip as e:
             skipped += 1
             print("SKIP: %s: %s" % (n, e))

@@ -23,6 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
 from cluster import (COORD, STRATA, TIMEOUT, Cluster, hold, model, release,  # noqa: E402
                      wait_held)
 
@@ -542,16 +543,4 @@ CASES = {"basic": case_basic, "keys": case_keys, "keyed": case_keyed, "ping": ca
          "abort": case_abort, "hostile": case_hostile, "prometheus": case_prometheus}
 
 if __name__ == "__main__":
-    names = sys.argv[2:] or list(CASES)
-    passed = failed = 0
-    for n in names:
-        t0 = time.time()
-        try:
-            CASES[n]()
-            passed += 1
-            print("ok: %s (%.1fs)" % (n, time.time() - t0))
-        except Exception as e:  # report and go on with the next case
-            failed += 1
-            print("FAIL: %s: %s: %s" % (n, type(e).__name__, e))
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    cluster.run_cases(CASES)

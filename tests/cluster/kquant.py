@@ -30,6 +30,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
 from cluster import SHARED, Cluster, model, parse_ids, run_ids, wave2_cases  # noqa: E402
 
 # per model: (argmax margin fraction, min cosine) of golden/wave2/README.md
@@ -131,16 +132,4 @@ CASES = {c: (lambda c=c: check_model("synth-s-%s.gguf" % c, KQ_TOL["kquant"]))
 CASES["bf16"] = lambda: check_model("synth-s-bf16.gguf", KQ_TOL["bf16"])
 
 if __name__ == "__main__":
-    names = sys.argv[2:] or list(CASES)
-    passed = failed = 0
-    for n in names:
-        t0 = time.time()
-        try:
-            CASES[n]()
-            passed += 1
-            print("ok: %s (%.1fs)" % (n, time.time() - t0))
-        except Exception as e:  # report and go on with the next case
-            failed += 1
-            print("FAIL: %s: %s" % (n, e))
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    cluster.run_cases(CASES)

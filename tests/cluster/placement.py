@@ -791,15 +791,4 @@ CASES = {"hetero": case_hetero, "switch": case_switch, "drain": case_drain,
          "dryrun": case_dryrun, "replicas": case_replicas, "links": case_links}
 
 if __name__ == "__main__":
-    names = sys.argv[2:] or list(CASES)
-    passed = failed = 0
-    for n in names:
-        try:
-            CASES[n]()
-            passed += 1
-            print("ok: %s" % n)
-        except Exception as e:  # report and go on with the next case
-            failed += 1
-            print("FAIL: %s: %s" % (n, e))
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    cluster.run_cases(CASES)

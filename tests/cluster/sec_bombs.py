@@ -21,6 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
 from cluster import INJECT, Cluster, check_generate_exact, golden_cases, model  # noqa: E402
 
 SYNTH = "synth-s-f32.gguf"
@@ -217,16 +218,4 @@ CASES = {"step_rows": case_step_rows, "control": case_control,
          "join_transport": case_join_transport}
 
 if __name__ == "__main__":
-    names = sys.argv[2:] or list(CASES)
-    passed = failed = 0
-    for n in names:
-        t0 = time.time()
-        try:
-            CASES[n]()
-            passed += 1
-            print("ok: %s (%.1fs)" % (n, time.time() - t0))
-        except Exception as e:  # report and go on with the next case
-            failed += 1
-            print("FAIL: %s: %s" % (n, e))
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    cluster.run_cases(CASES)

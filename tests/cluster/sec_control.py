@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import run_cases  # noqa: E402
 from cluster import (INJECT, STRATA, TIMEOUT, Cluster, check_generate_exact,  # noqa: E402
                      golden_cases, hold, held, model, parse_ids, release, wait_held)
 from security import wait_counter  # noqa: E402
@@ -238,15 +239,4 @@ CASES = {
 }
 
 if __name__ == "__main__":
-    names = sys.argv[2:] or list(CASES)
-    passed = failed = 0
-    for n in names:
-        try:
-            CASES[n]()
-            passed += 1
-            print("PASS %s" % n)
-        except Exception as ex:  # noqa: BLE001 - report every case
-            failed += 1
-            print("FAIL %s: %s: %s" % (n, type(ex).__name__, ex))
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    run_cases(CASES)

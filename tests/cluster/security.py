@@ -21,6 +21,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
 from cluster import (COORD, INJECT, STRATA, WORKER, Cluster, check_generate_exact,  # noqa: E402
                      golden_cases, local_key_path, model)
 
@@ -262,16 +263,4 @@ CASES = {"protected": case_protected, "encrypt": case_encrypt, "encrypt_wires": 
          "keyless": case_keyless}
 
 if __name__ == "__main__":
-    names = sys.argv[2:] or list(CASES)
-    passed = failed = 0
-    for n in names:
-        t0 = time.time()
-        try:
-            CASES[n]()
-            passed += 1
-            print("ok: %s (%.1fs)" % (n, time.time() - t0))
-        except Exception as e:  # report and go on with the next case
-            failed += 1
-            print("FAIL: %s: %s" % (n, e))
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    cluster.run_cases(CASES)

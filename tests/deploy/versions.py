@@ -112,18 +112,4 @@ def case_versions():
 CASES = {"versions": case_versions}
 
 if __name__ == "__main__":
-    names = sys.argv[2:] or list(CASES)
-    passed = failed = skipped = 0
-    for n in names:
-        try:
-            CASES[n]()
-            passed += 1
-            print("ok: %s" % n)
-        except cluster.Skip as e:
-            skipped += 1
-            print("SKIP: %s: %s" % (n, e))
-        except Exception as e:  # report and go on with the next case
-            failed += 1
-            print("FAIL: %s: %s" % (n, e))
-    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
-    sys.exit(1 if failed else (77 if skipped and not passed else 0))
+    cluster.run_cases(CASES)
