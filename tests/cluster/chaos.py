@@ -448,7 +448,7 @@ def case_restart():
         t0 = time.time()
         c.coord = c.spawn("coordinator2", [cluster.COORD, "--model", MODEL, "--listen", addr,
                                            "--heartbeat-ms", "200", "--heartbeat-timeout-ms",
-                                           "1500"] + COORD_ARGS)
+                                           "1500", "--weights", cluster.WEIGHTS_ANY] + COORD_ARGS)
         c.coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)")
         ch.run("after-restart", reqs, f_none)
         say("new coordinator: streams served, %.1f s after its start" % (time.time() - t0))

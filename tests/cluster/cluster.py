@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -219,6 +220,9 @@ class Cluster:
         if exc[0] is not None:
             for p in self.procs:
                 sys.stderr.write("---- %s stderr (tail) ----\n%s\n" % (p.name, p.stderr()[-3000:]))
+            sys.stderr.write("(the processes' files are kept in %s)\n" % self.tmp)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)  # kept only when the case failed
         return False
 
 
@@ -756,6 +760,12 @@ def case_llama3():
     """The Llama 3 vocabulary llama (rope base 500000, tied head, 128,256
     ids) through 1 and 2 workers (check_wave2_splits)."""
     check_wave2_splits("l3-synth-q8_0.gguf", ([4], [1, 3]))
+
+
+# A coordinator restarted on its old, explicit --listen port would put its
+# weights server on the port after it (docs/streaming.md), which on a shared
+# test machine may be any process's ephemeral port: restarts pass this.
+WEIGHTS_ANY = "tcp://127.0.0.1:0"
 
 
 def run_cases(cases):

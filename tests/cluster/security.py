@@ -23,7 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
 from cluster import (COORD, INJECT, STRATA, WORKER, Cluster, check_generate_exact,  # noqa: E402
-                     golden_cases, local_key_path, model)
+                     golden_cases, local_key_path, model, WEIGHTS_ANY)
 
 SYNTH = "synth-s-f32.gguf"
 START_S = 30  # a refused start must end well within this
@@ -249,7 +249,7 @@ def case_keyless():
         assert c.coord.stop() == 0
         c.coord = c.spawn("coordinator2", [COORD, "--model", model(SYNTH), "--listen", addr,
                                            "--heartbeat-ms", "200", "--heartbeat-timeout-ms",
-                                           "1500"] + args)
+                                           "1500", "--weights", WEIGHTS_ANY] + args)
         c.coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)")
         with open(path, "rb") as fh:
             assert fh.read() == key, "the restarted coordinator changed the key"
