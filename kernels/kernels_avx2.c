@@ -538,7 +538,7 @@ static const st_kernel_ops a5_ops = {
                 [ST_DT_Q4_0] = avx2_mul_mat_q4_0, [ST_DT_Q2_K] = avx512_mul_mat_q2_k,
                 [ST_DT_Q3_K] = avx512_mul_mat_q3_k, [ST_DT_Q4_K] = avx512_mul_mat_q4_k,
                 [ST_DT_Q5_K] = avx512_mul_mat_q5_k, [ST_DT_Q6_K] = avx512_mul_mat_q6_k},
-    .mul_mat_r8 = {[ST_DT_Q8_0] = avx2_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx2_mul_mat_r8_q4_0},
+    .mul_mat_r8 = {[ST_DT_Q8_0] = avx512_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx512_mul_mat_r8_q4_0},
     .rmsnorm = a2_rmsnorm,
     .rope = a2_rope,
     .rope_neox = a2_rope_neox,

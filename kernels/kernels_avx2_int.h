@@ -89,6 +89,17 @@ void avx512_mul_mat_f16(int64_t n, const void *w, size_t w_stride, int64_t i0, i
 void avx512_mul_mat_bf16(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
+/* avx512_mul_mat_r8_q8_0 / _q4_0 (kernels_avx512_r8.c, built with AVX-512
+ * F/BW/VL and VNNI) - the mul_mat_r8 contract of kernels.h, results
+ * bit-identical to the reference on the plain matrix; only called through
+ * the AVX-512 table. */
+void avx512_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y,
+                            int64_t y_stride);
+void avx512_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y,
+                            int64_t y_stride);
+
 /* avx512_mul_mat_q2_k .. _q6_k (kquant_avx512.c, built with AVX-512
  * F/BW/VL) - the same contract and results with 512-bit products; only
  * called through the AVX-512 table (kernels_avx2.c), itself only handed
