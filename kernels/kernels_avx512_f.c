@@ -25,11 +25,11 @@
 #include "kernels/fp16.h"
 #include "kernels/kernels_avx2_int.h"
 
-#define F5_LANES 16  /* f32 lanes of a zmm register */
-#define F5_DEC_R 8   /* weight rows of a decode tile */
-#define F5_DEC_C 3   /* at most this many activation rows take decode tiles */
-#define F5_PRE_R 4   /* weight rows of a prefill tile */
-#define F5_PRE_C 6   /* activation rows of a prefill tile */
+#define F5_LANES 16 /* f32 lanes of a zmm register */
+#define F5_DEC_R 8  /* weight rows of a decode tile */
+#define F5_DEC_C 3  /* at most this many activation rows take decode tiles */
+#define F5_PRE_R 4  /* weight rows of a prefill tile */
+#define F5_PRE_C 6  /* activation rows of a prefill tile */
 
 /* f5_load - 16 elements of a t row from element k, widened to f32. */
 static inline __attribute__((always_inline)) __m512 f5_load(st_dtype t, const void *p, int64_t k)
@@ -55,7 +55,8 @@ static inline __attribute__((always_inline)) float f5_load1(st_dtype t, const vo
 static inline float f5_hsum(__m512 acc)
 {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc),
-                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+                                   _mm256_castpd_ps(
+                                       _mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -63,9 +64,10 @@ static inline float f5_hsum(__m512 acc)
 }
 
 /* f5_tile - y[j][i + r] for r < R, j < C. w: row i; x: row 0 of the tile. */
-static inline __attribute__((always_inline)) void
-f5_tile(st_dtype t, int R, int C, int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
-        size_t xs, float *y, int64_t ys)
+static inline __attribute__((always_inline)) void f5_tile(st_dtype t, int R, int C, int64_t n,
+                                                          const uint8_t *w, size_t ws,
+                                                          const uint8_t *x, size_t xs, float *y,
+                                                          int64_t ys)
 {
     __m512 acc[F5_DEC_R][F5_PRE_C];
     for (int r = 0; r < R; r++)
@@ -94,24 +96,38 @@ f5_tile(st_dtype t, int R, int C, int64_t n, const uint8_t *w, size_t ws, const 
 
 /* f5_tile_c - f5_tile with C (1..F5_PRE_C) turned into a constant, so each
  * shape keeps its accumulators in registers. */
-static inline __attribute__((always_inline)) void
-f5_tile_c(st_dtype t, int R, int64_t C, int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
-          size_t xs, float *y, int64_t ys)
+static inline __attribute__((always_inline)) void f5_tile_c(st_dtype t, int R, int64_t C, int64_t n,
+                                                            const uint8_t *w, size_t ws,
+                                                            const uint8_t *x, size_t xs, float *y,
+                                                            int64_t ys)
 {
     switch (C) {
-    case 1: f5_tile(t, R, 1, n, w, ws, x, xs, y, ys); break;
-    case 2: f5_tile(t, R, 2, n, w, ws, x, xs, y, ys); break;
-    case 3: f5_tile(t, R, 3, n, w, ws, x, xs, y, ys); break;
-    case 4: f5_tile(t, R, 4, n, w, ws, x, xs, y, ys); break;
-    case 5: f5_tile(t, R, 5, n, w, ws, x, xs, y, ys); break;
-    default: f5_tile(t, R, 6, n, w, ws, x, xs, y, ys); break;
+    case 1:
+        f5_tile(t, R, 1, n, w, ws, x, xs, y, ys);
+        break;
+    case 2:
+        f5_tile(t, R, 2, n, w, ws, x, xs, y, ys);
+        break;
+    case 3:
+        f5_tile(t, R, 3, n, w, ws, x, xs, y, ys);
+        break;
+    case 4:
+        f5_tile(t, R, 4, n, w, ws, x, xs, y, ys);
+        break;
+    case 5:
+        f5_tile(t, R, 5, n, w, ws, x, xs, y, ys);
+        break;
+    default:
+        f5_tile(t, R, 6, n, w, ws, x, xs, y, ys);
+        break;
     }
 }
 
 /* f5_mul_mat - dispatch of tiles over [i0, i1) x [0, nx). */
-static inline __attribute__((always_inline)) void
-f5_mul_mat(st_dtype t, int64_t n, const void *wv, size_t ws, int64_t i0, int64_t i1,
-           const void *xv, size_t xs, int64_t nx, float *y, int64_t ys)
+static inline __attribute__((always_inline)) void f5_mul_mat(st_dtype t, int64_t n, const void *wv,
+                                                             size_t ws, int64_t i0, int64_t i1,
+                                                             const void *xv, size_t xs, int64_t nx,
+                                                             float *y, int64_t ys)
 {
     const uint8_t *w = wv;
     const uint8_t *x = xv;

@@ -32,14 +32,14 @@
 #include "kernels/kernels_avx2_int.h"
 #include "kernels/repack.h"
 
-#define R5_KP 64          /* blocks per k-panel */
-#define R5_XG 64          /* activation rows per group */
-#define R5_C 8            /* activation rows per pass */
-#define R5_GROUPS 2       /* R8 groups per 512-bit register */
-#define R5_LOW8 0x00ffu   /* the lanes of the first group */
-#define R5_ALL16 0xffffu  /* the lanes of both groups */
-#define R5_Q4_OFF 8       /* Q4_0: q = nibble - 8 */
-#define R5_Q8_OFF 128     /* Q8_0: u = q + 128 */
+#define R5_KP 64         /* blocks per k-panel */
+#define R5_XG 64         /* activation rows per group */
+#define R5_C 8           /* activation rows per pass */
+#define R5_GROUPS 2      /* R8 groups per 512-bit register */
+#define R5_LOW8 0x00ffu  /* the lanes of the first group */
+#define R5_ALL16 0xffffu /* the lanes of both groups */
+#define R5_Q4_OFF 8      /* Q4_0: q = nibble - 8 */
+#define R5_Q8_OFF 128    /* Q8_0: u = q + 128 */
 #define R5_CACHE_LINE 64
 
 /* r5_pf - what r5_rows prefetches: blocks of the next pair's k-panel
@@ -92,9 +92,9 @@ r5_rows(int q4, int C, const uint8_t *gb0, const uint8_t *gb1, __mmask16 mask, i
             }
         }
         const uint8_t *o0 = gb0 + (size_t)bb * gbb, *o1 = gb1 + (size_t)bb * gbb;
-        const __m256i dh = _mm256_inserti128_si256(
-            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)o0)),
-            _mm_loadu_si128((const __m128i *)o1), 1);
+        const __m256i dh = _mm256_inserti128_si256(_mm256_castsi128_si256(
+                                                       _mm_loadu_si128((const __m128i *)o0)),
+                                                   _mm_loadu_si128((const __m128i *)o1), 1);
         const __m512 dw = _mm512_cvtph_ps(dh);
         __m512i s[R5_C];
         for (int j = 0; j < C; j++)
@@ -113,8 +113,9 @@ r5_rows(int q4, int C, const uint8_t *gb0, const uint8_t *gb1, __mmask16 mask, i
         } else {
 #pragma GCC unroll 1
             for (int c = 0; c < 8; c++) {
-                const __m512i u =
-                    _mm512_xor_si512(r5_join(o0 + dbytes + 32 * c, o1 + dbytes + 32 * c), flip);
+                const __m512i u = _mm512_xor_si512(r5_join(o0 + dbytes + 32 * c,
+                                                           o1 + dbytes + 32 * c),
+                                                   flip);
                 for (int j = 0; j < C; j++)
                     s[j] = _mm512_dpbusd_epi32(s[j], u, r5_bcast4(xr[j][bb].qs + 4 * c));
             }
@@ -137,25 +138,57 @@ static void r5_rows_x(int q4, int C, const uint8_t *gb0, const uint8_t *gb1, __m
 {
     if (q4) {
         switch (C) {
-        case 8: r5_rows(1, 8, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 7: r5_rows(1, 7, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 6: r5_rows(1, 6, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 5: r5_rows(1, 5, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 4: r5_rows(1, 4, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 3: r5_rows(1, 3, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 2: r5_rows(1, 2, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        default: r5_rows(1, 1, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
+        case 8:
+            r5_rows(1, 8, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 7:
+            r5_rows(1, 7, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 6:
+            r5_rows(1, 6, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 5:
+            r5_rows(1, 5, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 4:
+            r5_rows(1, 4, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 3:
+            r5_rows(1, 3, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 2:
+            r5_rows(1, 2, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        default:
+            r5_rows(1, 1, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
         }
     } else {
         switch (C) {
-        case 8: r5_rows(0, 8, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 7: r5_rows(0, 7, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 6: r5_rows(0, 6, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 5: r5_rows(0, 5, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 4: r5_rows(0, 4, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 3: r5_rows(0, 3, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        case 2: r5_rows(0, 2, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
-        default: r5_rows(0, 1, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf); break;
+        case 8:
+            r5_rows(0, 8, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 7:
+            r5_rows(0, 7, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 6:
+            r5_rows(0, 6, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 5:
+            r5_rows(0, 5, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 4:
+            r5_rows(0, 4, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 3:
+            r5_rows(0, 3, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 2:
+            r5_rows(0, 2, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        default:
+            r5_rows(0, 1, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+            break;
         }
     }
 }
@@ -223,15 +256,13 @@ static void r5_dispatch(st_dtype t, int64_t n, const void *wv, size_t w_stride, 
 }
 
 void avx512_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                            const void *x, size_t x_stride, int64_t nx, float *y,
-                            int64_t y_stride)
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     r5_dispatch(ST_DT_Q8_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void avx512_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                            const void *x, size_t x_stride, int64_t nx, float *y,
-                            int64_t y_stride)
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     r5_dispatch(ST_DT_Q4_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }

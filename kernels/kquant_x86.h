@@ -37,6 +37,7 @@
 typedef struct ka_block {
     __m256i u[KA_CHUNKS];
     __m256i scv[KA_CHUNKS]; /* chunk c: scale of group 2c (low 128 bits), 2c+1 (high) */
+    __m256i sc;             /* 16 int16: the scale of each group */
     __m256i scoff;          /* 16 int16: off * scale of each group (|.| <= 4096) */
     __m256i m;              /* 16 int16 mins (zero without) */
     int has_min;
@@ -53,7 +54,7 @@ static inline int32_t ka_hsum(__m256i v)
 
 static inline float ka_h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-/* ka_scales - kb->scv and kb->scoff from the 16 int16 scales sc: the
+/* ka_scales - kb->sc, kb->scv and kb->scoff from the 16 int16 scales sc: the
  * 32-bit pair (sc[2c], sc[2c+1]) broadcast, then its low half spread over
  * the low 128 bits and its high half over the high ones. */
 static inline void ka_scales(ka_block *kb, __m256i sc, int off)
@@ -64,6 +65,7 @@ static inline void ka_scales(ka_block *kb, __m256i sc, int off)
         const __m256i pair = _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(c));
         kb->scv[c] = _mm256_shuffle_epi8(pair, spread);
     }
+    kb->sc = sc;
     kb->scoff = _mm256_mullo_epi16(sc, _mm256_set1_epi16((int16_t)off));
 }
 
