@@ -427,6 +427,9 @@ int st_bench_kernels(int argc, char **argv)
     }
     printf("kernels %s, %d threads; median of %lld runs of >= %.2f s\n", ops->name,
            st_pool_size(pool), (long long)o.runs, o.min_time);
+    st_bench_print_cpu(ops);
+    st_bench_print_bandwidth(pool);
+    fflush(stdout);
     if (only == NULL || strcmp(only, "mul_mat") == 0) {
         for (int t = 0; t < ST_DT_COUNT; t++) {
             if (ops->mul_mat[t] == NULL) /* Q8_K: activations only */
