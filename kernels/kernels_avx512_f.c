@@ -133,14 +133,8 @@ static inline __attribute__((always_inline)) void f5_mul_mat(st_dtype t, int64_t
     const uint8_t *x = xv;
     int64_t i = i0;
     if (nx <= F5_DEC_C) {
-        for (; i + F5_DEC_R <= i1; i += F5_DEC_R) {
-            if (nx == 1)
-                f5_tile(t, F5_DEC_R, 1, n, w + (size_t)i * ws, ws, x, xs, y + i, ys);
-            else if (nx == 2)
-                f5_tile(t, F5_DEC_R, 2, n, w + (size_t)i * ws, ws, x, xs, y + i, ys);
-            else
-                f5_tile(t, F5_DEC_R, F5_DEC_C, n, w + (size_t)i * ws, ws, x, xs, y + i, ys);
-        }
+        for (; i + F5_DEC_R <= i1; i += F5_DEC_R)
+            f5_tile_c(t, F5_DEC_R, nx, n, w + (size_t)i * ws, ws, x, xs, y + i, ys);
     } else {
         for (; i + F5_PRE_R <= i1; i += F5_PRE_R) {
             for (int64_t j = 0; j < nx; j += F5_PRE_C) {

@@ -131,65 +131,37 @@ r5_rows(int q4, int C, const uint8_t *gb0, const uint8_t *gb1, __mmask16 mask, i
         _mm512_mask_storeu_ps(yr[j], mask, acc[j]);
 }
 
-/* r5_rows_x - r5_rows with q4 and C as compile-time constants. */
+/* r5_rows_x - r5_rows with C as a compile-time constant (q4 is tested
+ * once per block, outside the products). */
 static void r5_rows_x(int q4, int C, const uint8_t *gb0, const uint8_t *gb1, __mmask16 mask,
                       int64_t nbp, const st_block_q8_0 *const *xr, const int32_t *const *sx,
                       const float *const *dx, float *const *yr, int first, const r5_pf *pf)
 {
-    if (q4) {
-        switch (C) {
-        case 8:
-            r5_rows(1, 8, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 7:
-            r5_rows(1, 7, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 6:
-            r5_rows(1, 6, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 5:
-            r5_rows(1, 5, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 4:
-            r5_rows(1, 4, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 3:
-            r5_rows(1, 3, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 2:
-            r5_rows(1, 2, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        default:
-            r5_rows(1, 1, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        }
-    } else {
-        switch (C) {
-        case 8:
-            r5_rows(0, 8, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 7:
-            r5_rows(0, 7, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 6:
-            r5_rows(0, 6, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 5:
-            r5_rows(0, 5, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 4:
-            r5_rows(0, 4, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 3:
-            r5_rows(0, 3, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        case 2:
-            r5_rows(0, 2, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        default:
-            r5_rows(0, 1, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
-            break;
-        }
+    switch (C) {
+    case 8:
+        r5_rows(q4, 8, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+        break;
+    case 7:
+        r5_rows(q4, 7, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+        break;
+    case 6:
+        r5_rows(q4, 6, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+        break;
+    case 5:
+        r5_rows(q4, 5, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+        break;
+    case 4:
+        r5_rows(q4, 4, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+        break;
+    case 3:
+        r5_rows(q4, 3, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+        break;
+    case 2:
+        r5_rows(q4, 2, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+        break;
+    default:
+        r5_rows(q4, 1, gb0, gb1, mask, nbp, xr, sx, dx, yr, first, pf);
+        break;
     }
 }
 
