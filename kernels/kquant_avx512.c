@@ -9,8 +9,10 @@
  * _mm512_maddubs_epi16 and _mm512_madd_epi16 (the same integer products
  * and int32 lanes as AVX2, folded to 256 bits before the offsets), so the
  * exact integer sums, and the results, are bit-identical to kquant_ref.c.
- * A single activation row (decode) takes the AVX2 row product: there the
- * unpacking dominates and 512-bit joins would only add work.
+ * A single activation row (decode) takes the AVX2 row product (there the
+ * unpacking dominates and 512-bit joins would only add work), except for
+ * Q4_K and Q5_K, whose one scale per 32-value chunk lets vpdpbusd and one
+ * vpmulld replace the per-chunk scale vectors (k5_row1_q45).
  *
  * Prompt path (kp_*, nx >= KP_MIN_NX activation rows): lanes are
  * activation rows instead of values. Per call and k-panel of KP_SB
@@ -27,6 +29,7 @@
  * k-panels: bit-identical to the reference and to the tile path, so the
  * switch at KP_MIN_NX rows keeps batch invariance (INV-7). Needs VNNI. */
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels/kernels_avx2_int.h"
@@ -253,6 +256,55 @@ static void kp_mul_mat(ka_unpack_fn unpack, size_t bb, int64_t n, const void *w,
     }
 }
 
+/* ---- decode of Q4_K / Q5_K: one activation row ---- */
+
+/* k5_row1_q45 - ka_row1 for Q4_K (qh_off 0) and Q5_K super-blocks of bb
+ * bytes (d, dmin, scales at 0, 2, 4; qh at qh_off, qs at qs_off), with
+ * VNNI: one scale per 32-value chunk, so vpdpbusd gives each chunk's
+ * products in 8 lanes, ka_hsum8 the 8 chunk sums (<= 32 * 31 * 127) and
+ * one vpmulld their scaled terms; the mins as in ka_block_vecs. The exact
+ * sumi and summ of the reference, then its scalar step. */
+static inline __attribute__((always_inline)) float k5_row1_q45(size_t bb, size_t qh_off,
+                                                               size_t qs_off, int64_t nb,
+                                                               const unsigned char *wr,
+                                                               const st_block_q8_k *xr)
+{
+    const __m256i lo16 = _mm256_set1_epi32(0xffff);
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; b++) {
+        const unsigned char *blk = wr + (size_t)b * bb;
+        uint16_t d, dmin;
+        memcpy(&d, blk, sizeof d);
+        memcpy(&dmin, blk + sizeof d, sizeof dmin);
+        __m256i sc, m; /* int16 per 16-value group: each chunk's value twice */
+        ka_scales_k4(blk + 2 * sizeof d, &sc, &m);
+        __m256i u[KA_CHUNKS], p[KA_CHUNKS];
+        ka_unpack_q45_u(blk + qs_off, qh_off ? blk + qh_off : NULL, u);
+        for (int c = 0; c < KA_CHUNKS; c++)
+            p[c] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), u[c],
+                                       _mm256_loadu_si256((const __m256i *)(xr[b].qs + 32 * c)));
+        const __m256i terms = _mm256_mullo_epi32(ka_hsum8(p), _mm256_and_si256(sc, lo16));
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)xr[b].bsums);
+        acc = st_kq_step(acc, xr[b].d, ka_h2f(d), ka_h2f(dmin), ka_hsum(terms),
+                         ka_hsum(_mm256_madd_epi16(bs, m)));
+    }
+    return acc;
+}
+
+/* k5_q45_row1 - one activation row against rows [i0, i1) of a Q4_K
+ * (q5 = 0) or Q5_K matrix by k5_row1_q45. */
+static void k5_q45_row1(int q5, int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                        const void *x, float *y)
+{
+    const size_t bb = q5 ? sizeof(st_block_q5_k) : sizeof(st_block_q4_k);
+    const size_t qh_off = q5 ? offsetof(st_block_q5_k, qh) : 0;
+    const size_t qs_off = q5 ? offsetof(st_block_q5_k, qs) : offsetof(st_block_q4_k, qs);
+    const unsigned char *wb = w;
+    for (int64_t i = i0; i < i1; i++)
+        y[i] = q5 ? k5_row1_q45(bb, qh_off, qs_off, n / ST_QK_K, wb + (size_t)i * w_stride, x)
+                  : k5_row1_q45(bb, 0, qs_off, n / ST_QK_K, wb + (size_t)i * w_stride, x);
+}
+
 /* k5_mul_mat - the panel path from KP_MIN_NX activation rows, tiles below. */
 static inline void k5_mul_mat(ka_unpack_fn unpack, size_t bb, int64_t n, const void *w,
                               size_t w_stride, int64_t i0, int64_t i1, const void *x,
@@ -281,6 +333,10 @@ void avx512_mul_mat_q3_k(int64_t n, const void *w, size_t w_stride, int64_t i0, 
 void avx512_mul_mat_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
+    if (nx == 1) {
+        k5_q45_row1(0, n, w, w_stride, i0, i1, x, y);
+        return;
+    }
     k5_mul_mat(ka_unpack_q4_k, sizeof(st_block_q4_k), n, w, w_stride, i0, i1, x, x_stride, nx, y,
                y_stride);
 }
@@ -288,6 +344,10 @@ void avx512_mul_mat_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, 
 void avx512_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
+    if (nx == 1) {
+        k5_q45_row1(1, n, w, w_stride, i0, i1, x, y);
+        return;
+    }
     k5_mul_mat(ka_unpack_q5_k, sizeof(st_block_q5_k), n, w, w_stride, i0, i1, x, x_stride, nx, y,
                y_stride);
 }

@@ -151,9 +151,9 @@ static inline void ka_unpack_q3_k(const void *blk, ka_block *kb)
     kb->dmin = 0.0f;
 }
 /* Q4_K / Q5_K: chunk 2c is the low nibbles of qs[32c..32c+31], chunk 2c+1
- * the high ones; Q5_K adds 16 * bit 2c (resp. 2c + 1) of qh[l]. */
-static inline void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs,
-                          const uint8_t *qh, ka_block *kb)
+ * the high ones; Q5_K adds 16 * bit 2c (resp. 2c + 1) of qh[l] (qh NULL:
+ * Q4_K). ka_unpack_q45_u - the quants only, into u. */
+static inline void ka_unpack_q45_u(const uint8_t *qs, const uint8_t *qh, __m256i u[KA_CHUNKS])
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
@@ -167,9 +167,15 @@ static inline void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scale
             lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
             hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
         }
-        kb->u[2 * c] = lo;
-        kb->u[2 * c + 1] = hi;
+        u[2 * c] = lo;
+        u[2 * c + 1] = hi;
     }
+}
+
+static inline void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs,
+                          const uint8_t *qh, ka_block *kb)
+{
+    ka_unpack_q45_u(qs, qh, kb->u);
     __m256i sc, m;
     ka_scales_k4(scales, &sc, &m);
     ka_scales(kb, sc, 0);
