@@ -30,6 +30,7 @@
 #define F5_DEC_C 3  /* at most this many activation rows take decode tiles */
 #define F5_PRE_R 4  /* weight rows of a prefill tile */
 #define F5_PRE_C 6  /* activation rows of a prefill tile */
+#define F5_LINE 64  /* bytes per cache line (the prefetch step) */
 
 /* f5_load - 16 elements of a t row from element k, widened to f32. */
 static inline __attribute__((always_inline)) __m512 f5_load(st_dtype t, const void *p, int64_t k)
@@ -63,12 +64,16 @@ static inline float f5_hsum(__m512 acc)
     return _mm_cvtss_f32(s);
 }
 
-/* f5_tile - y[j][i + r] for r < R, j < C. w: row i; x: row 0 of the tile. */
+/* f5_tile - y[j][i + r] for r < R, j < C. w: row i; x: row 0 of the tile;
+ * pf: the next tile's row 0, prefetched a cache line at a time as w is
+ * read (each row is a short stream: the hardware prefetchers start cold
+ * on each), or NULL. */
 static inline __attribute__((always_inline)) void f5_tile(st_dtype t, int R, int C, int64_t n,
                                                           const uint8_t *w, size_t ws,
                                                           const uint8_t *x, size_t xs, float *y,
-                                                          int64_t ys)
+                                                          int64_t ys, const uint8_t *pf)
 {
+    const size_t es = t == ST_DT_F32 ? sizeof(float) : sizeof(uint16_t);
     __m512 acc[F5_DEC_R][F5_PRE_C];
     for (int r = 0; r < R; r++)
         for (int j = 0; j < C; j++)
@@ -78,6 +83,9 @@ static inline __attribute__((always_inline)) void f5_tile(st_dtype t, int R, int
         __m512 xv[F5_PRE_C];
         for (int j = 0; j < C; j++)
             xv[j] = f5_load(t, x + (size_t)j * xs, k);
+        if (pf != NULL && ((size_t)k * es) % F5_LINE == 0)
+            for (int r = 0; r < R; r++)
+                _mm_prefetch((const char *)(pf + (size_t)r * ws + (size_t)k * es), _MM_HINT_T0);
         for (int r = 0; r < R; r++) {
             const __m512 wv = f5_load(t, w + (size_t)r * ws, k);
             for (int j = 0; j < C; j++)
@@ -99,26 +107,26 @@ static inline __attribute__((always_inline)) void f5_tile(st_dtype t, int R, int
 static inline __attribute__((always_inline)) void f5_tile_c(st_dtype t, int R, int64_t C, int64_t n,
                                                             const uint8_t *w, size_t ws,
                                                             const uint8_t *x, size_t xs, float *y,
-                                                            int64_t ys)
+                                                            int64_t ys, const uint8_t *pf)
 {
     switch (C) {
     case 1:
-        f5_tile(t, R, 1, n, w, ws, x, xs, y, ys);
+        f5_tile(t, R, 1, n, w, ws, x, xs, y, ys, pf);
         break;
     case 2:
-        f5_tile(t, R, 2, n, w, ws, x, xs, y, ys);
+        f5_tile(t, R, 2, n, w, ws, x, xs, y, ys, pf);
         break;
     case 3:
-        f5_tile(t, R, 3, n, w, ws, x, xs, y, ys);
+        f5_tile(t, R, 3, n, w, ws, x, xs, y, ys, pf);
         break;
     case 4:
-        f5_tile(t, R, 4, n, w, ws, x, xs, y, ys);
+        f5_tile(t, R, 4, n, w, ws, x, xs, y, ys, pf);
         break;
     case 5:
-        f5_tile(t, R, 5, n, w, ws, x, xs, y, ys);
+        f5_tile(t, R, 5, n, w, ws, x, xs, y, ys, pf);
         break;
     default:
-        f5_tile(t, R, 6, n, w, ws, x, xs, y, ys);
+        f5_tile(t, R, 6, n, w, ws, x, xs, y, ys, pf);
         break;
     }
 }
@@ -133,20 +141,23 @@ static inline __attribute__((always_inline)) void f5_mul_mat(st_dtype t, int64_t
     const uint8_t *x = xv;
     int64_t i = i0;
     if (nx <= F5_DEC_C) {
-        for (; i + F5_DEC_R <= i1; i += F5_DEC_R)
-            f5_tile_c(t, F5_DEC_R, nx, n, w + (size_t)i * ws, ws, x, xs, y + i, ys);
+        for (; i + F5_DEC_R <= i1; i += F5_DEC_R) {
+            const uint8_t *next = i + 2 * F5_DEC_R <= i1 ? w + (size_t)(i + F5_DEC_R) * ws : NULL;
+            f5_tile_c(t, F5_DEC_R, nx, n, w + (size_t)i * ws, ws, x, xs, y + i, ys, next);
+        }
     } else {
         for (; i + F5_PRE_R <= i1; i += F5_PRE_R) {
             for (int64_t j = 0; j < nx; j += F5_PRE_C) {
                 const int64_t c = nx - j < F5_PRE_C ? nx - j : F5_PRE_C;
                 f5_tile_c(t, F5_PRE_R, c, n, w + (size_t)i * ws, ws, x + (size_t)j * xs, xs,
-                          y + j * ys + i, ys);
+                          y + j * ys + i, ys, NULL);
             }
         }
     }
     for (; i < i1; i++)
         for (int64_t j = 0; j < nx; j++)
-            f5_tile(t, 1, 1, n, w + (size_t)i * ws, ws, x + (size_t)j * xs, xs, y + j * ys + i, ys);
+            f5_tile(t, 1, 1, n, w + (size_t)i * ws, ws, x + (size_t)j * xs, xs, y + j * ys + i, ys,
+                    NULL);
 }
 
 void avx512_mul_mat_f32(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
