@@ -31,6 +31,8 @@
 typedef struct bk_opts {
     int64_t threads;
     int force_ref;
+    int variant;     /* an st_kvariant named by --kernels, or -1 (auto / ref) */
+    int dtype;       /* the st_dtype named by --type, or -1 (all) */
     double min_time; /* seconds per timed run */
     int64_t runs;    /* timed runs per figure */
 } bk_opts;
@@ -332,13 +334,15 @@ out:
 
 static void bk_usage(void)
 {
-    fprintf(stderr, "usage: strata bench kernels [--threads N] [--kernels ref|auto] "
-                    "[--time SECONDS] [--runs N] [--only mul_mat|rows] [--batch N,N,...]\n");
+    fprintf(stderr, "usage: strata bench kernels [--threads N] [--kernels ref|auto|avx2|avx512] "
+                    "[--time SECONDS] [--runs N] [--only mul_mat|rows] [--type DTYPE] "
+                    "[--batch N,N,...]\n");
 }
 
 int st_bench_kernels(int argc, char **argv)
 {
-    bk_opts o = {.threads = 0, .force_ref = 0, .min_time = 0.2, .runs = 5};
+    bk_opts o = {.threads = 0, .force_ref = 0, .variant = -1, .dtype = -1, .min_time = 0.2,
+                 .runs = 5};
     const char *only = NULL;
     int64_t batch[8] = {2, 4, 8}; /* small batches (decode of several sessions) */
     int nbatch = 3;
@@ -354,9 +358,24 @@ int st_bench_kernels(int argc, char **argv)
             if (strcmp(v, "ref") == 0) {
                 o.force_ref = 1;
             } else if (strcmp(v, "auto") != 0) {
-                fprintf(stderr, "strata: --kernels: '%s' is neither ref nor auto\n", v);
+                for (int k = 0; k < ST_KVAR_COUNT; k++)
+                    if (strcmp(v, st_kvariant_name((st_kvariant)k)) == 0)
+                        o.variant = k;
+                if (o.variant < 0) {
+                    fprintf(stderr, "strata: --kernels: '%s' is not ref, auto, avx2 or avx512\n",
+                            v);
+                    return 2;
+                }
+            }
+        } else if (strcmp(f, "--type") == 0) {
+            st_dtype t;
+            if (!(v = cli_need_value(argc, argv, &i)))
+                return 2;
+            if (st_dtype_from_name(v, &t) != ST_K_OK) {
+                fprintf(stderr, "strata: --type: unknown dtype '%s'\n", v);
                 return 2;
             }
+            o.dtype = (int)t;
         } else if (strcmp(f, "--time") == 0) {
             float t;
             if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_f32(f, v, 0.001f, 60.0f, &t))
@@ -393,7 +412,13 @@ int st_bench_kernels(int argc, char **argv)
             return 2;
         }
     }
-    const st_kernel_ops *ops = st_kernels_select(o.force_ref);
+    const st_kernel_ops *ops = o.variant >= 0 ? st_kernels_get((st_kvariant)o.variant)
+                                              : st_kernels_select(o.force_ref);
+    if (ops == NULL) {
+        fprintf(stderr, "strata: bench kernels: variant %s is not supported by this CPU or build\n",
+                st_kvariant_name((st_kvariant)o.variant));
+        return 1;
+    }
     st_pool *pool = NULL;
     st_err e = st_pool_open((int)o.threads, 1, &pool);
     if (e != ST_OK) {
@@ -402,9 +427,14 @@ int st_bench_kernels(int argc, char **argv)
     }
     printf("kernels %s, %d threads; median of %lld runs of >= %.2f s\n", ops->name,
            st_pool_size(pool), (long long)o.runs, o.min_time);
+    st_bench_print_cpu(ops);
+    st_bench_print_bandwidth(pool);
+    fflush(stdout);
     if (only == NULL || strcmp(only, "mul_mat") == 0) {
         for (int t = 0; t < ST_DT_COUNT; t++) {
             if (ops->mul_mat[t] == NULL) /* Q8_K: activations only */
+                continue;
+            if (o.dtype >= 0 && t != o.dtype)
                 continue;
             /* the plain layout, then the R8 layout the engine serves (Q8_0, Q4_0) */
             for (int r8 = 0; r8 < 2; r8++) {

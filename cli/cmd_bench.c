@@ -30,6 +30,8 @@
 /* ---- memory bandwidth ---- */
 
 #define BR_BW_BYTES ((size_t)512 << 20) /* 16x a 32 MiB L3 */
+#define BR_BW_RUNS 3                      /* timed passes per measurement */
+#define BR_CPU_LINES 32 /* /proc/cpuinfo lines read: the first processor's are enough */
 
 typedef struct br_bw {
     const uint64_t *buf;
@@ -71,6 +73,87 @@ static void br_bandwidth(st_pool *pool, br_bw *b, int nruns, double *out, int *n
         st_pool_run(pool, br_bw_job, b);
         out[(*n_out)++] = (double)(b->n * 8) / (st_now_s() - t) / 1e9;
     }
+}
+
+double st_bench_print_bandwidth(st_pool *pool)
+{
+    uint64_t *buf = malloc(BR_BW_BYTES);
+    if (buf == NULL) {
+        printf("bandwidth: not measured (no memory for its %zu MiB buffer)\n", BR_BW_BYTES >> 20);
+        return 0.0;
+    }
+    br_bw bw = {.buf = buf, .n = BR_BW_BYTES / 8};
+    for (size_t k = 0; k < bw.n; k++)
+        buf[k] = k;
+    double runs[BR_BW_RUNS];
+    int n = 0;
+    br_bandwidth(pool, &bw, 1, runs, &n); /* warm-up pass */
+    n = 0;
+    br_bandwidth(pool, &bw, BR_BW_RUNS, runs, &n);
+    free(buf);
+    qsort(runs, (size_t)n, sizeof(double), br_cmp);
+    printf("bandwidth: %.2f GB/s read, %d threads (median of %d; min %.2f, max %.2f)\n",
+           runs[n / 2], st_pool_size(pool), n, runs[0], runs[n - 1]);
+    return runs[n / 2];
+}
+
+/* ---- the CPU ---- */
+
+/* br_cpuinfo_value - the value of /proc/cpuinfo's first line whose name is
+ * key (text up to the tab or colon) in lines, or NULL. */
+static const char *br_cpuinfo_value(char *const *lines, int n, const char *key)
+{
+    for (int i = 0; i < n; i++) {
+        const size_t k = strcspn(lines[i], "\t:");
+        const char *colon = strchr(lines[i], ':');
+        if (colon != NULL && k == strlen(key) && strncmp(lines[i], key, k) == 0)
+            return colon + 1 + strspn(colon + 1, " \t");
+    }
+    return NULL;
+}
+
+void st_bench_print_cpu(const st_kernel_ops *ops)
+{
+    /* the x86 flags of the kernels' instructions (kernels/select.c) */
+    static const char *const isa[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+                                      "avx512_vnni", "avx512_bf16", "avx_vnni"};
+    char *lines[BR_CPU_LINES];
+    int n = 0;
+    size_t cap = 0;
+    char *line = NULL;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f != NULL && n < BR_CPU_LINES && getline(&line, &cap, f) > 0 && line[0] != '\n') {
+        line[strcspn(line, "\n")] = '\0';
+        lines[n++] = line;
+        line = NULL;
+        cap = 0;
+    }
+    free(line);
+    if (f != NULL)
+        fclose(f);
+    const char *model = br_cpuinfo_value(lines, n, "model name");
+    const char *fam = br_cpuinfo_value(lines, n, "cpu family");
+    const char *mod = br_cpuinfo_value(lines, n, "model");
+    const char *flags = br_cpuinfo_value(lines, n, "flags");
+    printf("cpu: %s (family %s, model %s); flags:", model ? model : "unknown", fam ? fam : "?",
+           mod ? mod : "?");
+    for (size_t k = 0; k < sizeof isa / sizeof isa[0]; k++) {
+        const size_t len = strlen(isa[k]);
+        for (const char *p = flags; p != NULL && *p != '\0'; p += strcspn(p, " ")) {
+            p += strspn(p, " ");
+            if (strncmp(p, isa[k], len) == 0 && (p[len] == ' ' || p[len] == '\0')) {
+                printf(" %s", isa[k]);
+                break;
+            }
+        }
+    }
+    printf("; kernels %s (variants this CPU supports:", ops->name);
+    for (int v = 0; v < ST_KVAR_COUNT; v++)
+        if (st_kernels_cpu_has((st_kvariant)v))
+            printf(" %s", st_kvariant_name((st_kvariant)v));
+    printf(")\n");
+    for (int i = 0; i < n; i++)
+        free(lines[i]);
 }
 
 /* ---- load from other processes ---- */
@@ -242,10 +325,11 @@ int st_bench_run(int argc, char **argv)
     printf("model: %s  weights read per decoded token %.3f GB  kernels %s  threads %d  "
            "chunk %lld\n",
            o.model, bpt / 1e9, l.ops->name, st_pool_size(l.pool), (long long)l.chunk);
+    st_bench_print_cpu(l.ops);
     fflush(stdout);
     br_bandwidth(l.pool, &bw, 1, bws, &n_bw); /* warm-up pass */
     n_bw = 0;
-    br_bandwidth(l.pool, &bw, 3, bws, &n_bw);
+    br_bandwidth(l.pool, &bw, BR_BW_RUNS, bws, &n_bw);
     double wp, wd;
     if ((e = br_round(&l, prompt, o.prompt, o.gen < 8 ? o.gen : 8, &wp, &wd)) != ST_OK) {
         fprintf(stderr, "strata: bench run: %s\n", st_errmsg(e));
@@ -267,7 +351,7 @@ int st_bench_run(int argc, char **argv)
     }
     const double wall = st_now_s() - w0;
     const int load_ok2 = load_ok && br_cpu_busy(&m1, &s1) == 0;
-    br_bandwidth(l.pool, &bw, 3, bws, &n_bw);
+    br_bandwidth(l.pool, &bw, BR_BW_RUNS, bws, &n_bw);
 
     double bmed, bmin, bmax, pmed, pmin, pmax, dmed, dmin, dmax;
     br_stats(bws, n_bw, &bmed, &bmin, &bmax);

@@ -7,6 +7,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/pool.h"
+#include "kernels/kernels.h"
 #include "strata.pb-c.h"
 
 int st_cmd_run(int argc, char **argv);        /* cmd_run.c */
@@ -17,6 +19,14 @@ int st_cmd_convert(int argc, char **argv);    /* cmd_convert.c */
 int st_cmd_bench(int argc, char **argv);      /* cmd_bench.c: dispatches to: */
 int st_bench_run(int argc, char **argv);        /* bench_run in cmd_bench.c */
 int st_bench_kernels(int argc, char **argv);    /* bench_kernels.c */
+/* st_bench_print_cpu - prints "cpu: MODEL; kernels NAME (variants this CPU
+ * supports: ...)" (the model from /proc/cpuinfo). st_bench_print_bandwidth
+ * - prints and returns the median GB/s of 3 read passes (after a warm-up)
+ * over a 512 MiB buffer on pool's threads, in bench run's "bandwidth:"
+ * format; 0 if the buffer cannot be allocated. Both in cmd_bench.c, for
+ * bench run and bench kernels. */
+void st_bench_print_cpu(const st_kernel_ops *ops);
+double st_bench_print_bandwidth(st_pool *pool);
 int st_bench_wire_codec(int argc, char **argv); /* bench_wire_codec.c */
 int st_bench_wire(int argc, char **argv);       /* bench_wire.c */
 int st_bench_wire_seal(int argc, char **argv);  /* bench_wire_seal.c */

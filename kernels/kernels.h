@@ -176,7 +176,7 @@ int st_row_size(st_dtype t, int64_t n, size_t *out);
 typedef enum st_kvariant {
     ST_KVAR_REF = 0,
     ST_KVAR_AVX2 = 1,    /* AVX2 + FMA + F16C */
-    ST_KVAR_AVX512 = 2,  /* AVX-512 F/BW/VL (+VNNI, BF16 where present) */
+    ST_KVAR_AVX512 = 2,  /* AVX-512 F/BW/VL/VNNI/BF16 */
     ST_KVAR_COUNT
 } st_kvariant;
 

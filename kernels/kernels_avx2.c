@@ -517,8 +517,9 @@ static const st_kernel_ops a2_ops = {
 const st_kernel_ops *st_kernels_avx2_table(void) { return &a2_ops; }
 
 /* The AVX-512 variant: this table with the 512-bit K-quant products of
- * kquant_avx512.c (every other kernel is the AVX2 one, so results equal the
- * AVX2 variant's everywhere). Defined here to share the static AVX2
+ * kquant_avx512.c (bit-identical to the AVX2 ones) and the 16-lane float
+ * products of kernels_avx512_f.c (their own order, within the float bound);
+ * every other kernel is the AVX2 one. Defined here to share the static AVX2
  * kernels; holds no AVX-512 instruction itself. */
 static const st_kernel_ops a5_ops = {
     .name = "avx512",
@@ -532,12 +533,12 @@ static const st_kernel_ops a5_ops = {
     .from_float = {[ST_DT_F32] = st_ref_f32_from_float, [ST_DT_F16] = a2_f16_from_float,
                    [ST_DT_BF16] = a2_bf16_from_float, [ST_DT_Q8_0] = a2_q8_0_from_float,
                    [ST_DT_Q4_0] = a2_q4_0_from_float, [ST_DT_Q8_K] = st_kq_from_float_q8_k},
-    .mul_mat = {[ST_DT_F32] = avx2_mul_mat_f32, [ST_DT_F16] = avx2_mul_mat_f16,
-                [ST_DT_BF16] = avx2_mul_mat_bf16, [ST_DT_Q8_0] = avx2_mul_mat_q8_0,
+    .mul_mat = {[ST_DT_F32] = avx512_mul_mat_f32, [ST_DT_F16] = avx512_mul_mat_f16,
+                [ST_DT_BF16] = avx512_mul_mat_bf16, [ST_DT_Q8_0] = avx2_mul_mat_q8_0,
                 [ST_DT_Q4_0] = avx2_mul_mat_q4_0, [ST_DT_Q2_K] = avx512_mul_mat_q2_k,
                 [ST_DT_Q3_K] = avx512_mul_mat_q3_k, [ST_DT_Q4_K] = avx512_mul_mat_q4_k,
                 [ST_DT_Q5_K] = avx512_mul_mat_q5_k, [ST_DT_Q6_K] = avx512_mul_mat_q6_k},
-    .mul_mat_r8 = {[ST_DT_Q8_0] = avx2_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx2_mul_mat_r8_q4_0},
+    .mul_mat_r8 = {[ST_DT_Q8_0] = avx512_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx512_mul_mat_r8_q4_0},
     .rmsnorm = a2_rmsnorm,
     .rope = a2_rope,
     .rope_neox = a2_rope_neox,

@@ -77,6 +77,29 @@ void avx2_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, in
 void avx2_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
+/* avx512_mul_mat_f32 / _f16 / _bf16 (kernels_avx512_f.c, built with
+ * AVX-512 F/BW/VL) - the mul_mat contract for float weights with one fixed
+ * order per element: a 16-lane f32 accumulator fed by FMA over k in steps
+ * of 16, a fixed reduction tree, then the n % 16 tail added sequentially.
+ * Only called through the AVX-512 table. */
+void avx512_mul_mat_f32(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_f16(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_bf16(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* avx512_mul_mat_r8_q8_0 / _q4_0 (kernels_avx512_r8.c, built with AVX-512
+ * F/BW/VL and VNNI) - the mul_mat_r8 contract of kernels.h, results
+ * bit-identical to the reference on the plain matrix; only called through
+ * the AVX-512 table. */
+void avx512_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y,
+                            int64_t y_stride);
+void avx512_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y,
+                            int64_t y_stride);
+
 /* avx512_mul_mat_q2_k .. _q6_k (kquant_avx512.c, built with AVX-512
  * F/BW/VL) - the same contract and results with 512-bit products; only
  * called through the AVX-512 table (kernels_avx2.c), itself only handed

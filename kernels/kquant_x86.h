@@ -37,6 +37,7 @@
 typedef struct ka_block {
     __m256i u[KA_CHUNKS];
     __m256i scv[KA_CHUNKS]; /* chunk c: scale of group 2c (low 128 bits), 2c+1 (high) */
+    __m256i sc;             /* 16 int16: the scale of each group */
     __m256i scoff;          /* 16 int16: off * scale of each group (|.| <= 4096) */
     __m256i m;              /* 16 int16 mins (zero without) */
     int has_min;
@@ -53,7 +54,7 @@ static inline int32_t ka_hsum(__m256i v)
 
 static inline float ka_h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-/* ka_scales - kb->scv and kb->scoff from the 16 int16 scales sc: the
+/* ka_scales - kb->sc, kb->scv and kb->scoff from the 16 int16 scales sc: the
  * 32-bit pair (sc[2c], sc[2c+1]) broadcast, then its low half spread over
  * the low 128 bits and its high half over the high ones. */
 static inline void ka_scales(ka_block *kb, __m256i sc, int off)
@@ -64,6 +65,7 @@ static inline void ka_scales(ka_block *kb, __m256i sc, int off)
         const __m256i pair = _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(c));
         kb->scv[c] = _mm256_shuffle_epi8(pair, spread);
     }
+    kb->sc = sc;
     kb->scoff = _mm256_mullo_epi16(sc, _mm256_set1_epi16((int16_t)off));
 }
 
@@ -149,9 +151,9 @@ static inline void ka_unpack_q3_k(const void *blk, ka_block *kb)
     kb->dmin = 0.0f;
 }
 /* Q4_K / Q5_K: chunk 2c is the low nibbles of qs[32c..32c+31], chunk 2c+1
- * the high ones; Q5_K adds 16 * bit 2c (resp. 2c + 1) of qh[l]. */
-static inline void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs,
-                          const uint8_t *qh, ka_block *kb)
+ * the high ones; Q5_K adds 16 * bit 2c (resp. 2c + 1) of qh[l] (qh NULL:
+ * Q4_K). ka_unpack_q45_u - the quants only, into u. */
+static inline void ka_unpack_q45_u(const uint8_t *qs, const uint8_t *qh, __m256i u[KA_CHUNKS])
 {
     const __m256i m4 = _mm256_set1_epi8(0x0f), m1 = _mm256_set1_epi8(1);
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
@@ -165,9 +167,15 @@ static inline void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scale
             lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
             hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
         }
-        kb->u[2 * c] = lo;
-        kb->u[2 * c + 1] = hi;
+        u[2 * c] = lo;
+        u[2 * c + 1] = hi;
     }
+}
+
+static inline void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs,
+                          const uint8_t *qh, ka_block *kb)
+{
+    ka_unpack_q45_u(qs, qh, kb->u);
     __m256i sc, m;
     ka_scales_k4(scales, &sc, &m);
     ka_scales(kb, sc, 0);

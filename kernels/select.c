@@ -60,8 +60,10 @@ static bool sel_cpu_has_avx2(void)
     return (sel_xcr0() & xmm_ymm) == xmm_ymm;
 }
 
-/* sel_cpu_has_avx512 - what sel_cpu_has_avx2 asks, plus AVX-512 F, BW and
- * VL in cpuid and the opmask and ZMM state enabled by the OS. */
+/* sel_cpu_has_avx512 - what sel_cpu_has_avx2 asks, plus AVX-512 F, BW, VL,
+ * VNNI and BF16 in cpuid and the opmask and ZMM state enabled by the OS
+ * (Zen 4 and later, Sapphire Rapids and later; AVX-512 CPUs without VNNI
+ * or BF16, Skylake-SP to Ice Lake, take the AVX2 variant). */
 static bool sel_cpu_has_avx512(void)
 {
     if (!sel_cpu_has_avx2())
@@ -69,7 +71,10 @@ static bool sel_cpu_has_avx512(void)
     unsigned int a, b, c, d;
     __cpuid_count(7, 0, a, b, c, d);
     const unsigned int need7 = bit_AVX512F | bit_AVX512BW | bit_AVX512VL;
-    if ((b & need7) != need7)
+    if ((b & need7) != need7 || !(c & bit_AVX512VNNI))
+        return 0;
+    __cpuid_count(7, 1, a, b, c, d);
+    if (!(a & bit_AVX512BF16))
         return 0;
     const uint64_t xmm_ymm_opmask_zmm = 0xe6; /* XMM, YMM, opmask, ZMM_Hi256, Hi16_ZMM */
     return (sel_xcr0() & xmm_ymm_opmask_zmm) == xmm_ymm_opmask_zmm;

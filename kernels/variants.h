@@ -27,9 +27,9 @@ bool st_kernels_env_forces_ref(void);
  * has none yet. Call only when the CPU and OS support AVX2, FMA and F16C. */
 const st_kernel_ops *st_kernels_avx2_table(void);
 
-/* st_kernels_avx512_table - the AVX-512 table (AVX-512 F/BW/VL K-quant
- * products, AVX2 kernels for the rest). Call only when the CPU and OS
- * support AVX-512 F/BW/VL with their state and AVX2, FMA and F16C. */
+/* st_kernels_avx512_table - the AVX-512 table (AVX-512 float, K-quant and
+ * VNNI R8 products, AVX2 kernels for the rest). Call only when the CPU and
+ * OS support AVX-512 F/BW/VL/VNNI/BF16 with their state and AVX2, FMA and F16C. */
 const st_kernel_ops *st_kernels_avx512_table(void);
 
 #endif

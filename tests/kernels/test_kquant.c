@@ -306,7 +306,12 @@ START_TEST(test_mul_mat_invariance_and_variants)
     const st_kernel_ops *ops = tk_variant(_i);
     const st_kernel_ops *ref = st_kernels_ref();
     tk_rng r = {31337};
-    const int64_t n = 3 * ST_QK_K, rows = 23, nx = 9;
+    /* batch sizes: every one up to 9 (the 2..8-row tiles), then the
+     * AVX-512 prompt path's (16 rows and more: one to four 16-lane tiles,
+     * full and partial, and a second pass of 64); 45 weight rows (more than
+     * one 32-row chunk of it); 3 super-blocks (a partial k-panel) */
+    const int64_t bns[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 31, 64, 70};
+    const int64_t n = 3 * ST_QK_K, rows = 45, nx = 70;
     const size_t xs = sizeof(st_block_q8_k) * 3, ws = sizeof(st_block_q6_k) * 3;
     uint8_t *w = tk_alloc(ws * rows), *x = tk_alloc(xs * nx);
     float *xr = tk_alloc(sizeof(float) * n);
@@ -323,7 +328,8 @@ START_TEST(test_mul_mat_invariance_and_variants)
         ck_assert_int_eq(st_row_size(t, n, &rs), ST_K_OK);
         for (int64_t i = 0; i < rows; i++)
             tq_random_row(&r, t, w + i * rs, 3);
-        for (int64_t bn = 1; bn <= nx; bn++) {
+        for (size_t kb = 0; kb < sizeof(bns) / sizeof(bns[0]); kb++) {
+            const int64_t bn = bns[kb];
             ops->mul_mat[t](n, w, rs, 0, rows, x, xs, bn, y, rows);
             ref->mul_mat[t](n, w, rs, 0, rows, x, xs, bn, yr, rows);
             const int64_t cuts[] = {0, 3, 7, 16, 20, rows};

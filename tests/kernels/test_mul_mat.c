@@ -113,9 +113,14 @@ static void tk_mm_check_alone(const st_kernel_ops *ops, const tk_mm *m, int64_t 
 START_TEST(test_mul_mat_accuracy)
 {
     const st_kernel_ops *ops = tk_variant(_i);
-    const int64_t ns[] = {32, 256, 768};
+    /* 37 and 200 (float dtypes only: not whole Q8_0/Q4_0 blocks) leave
+     * tails after the 8- and 16-lane steps of the SIMD float products */
+    const int64_t ns[] = {32, 256, 768, 37, 200};
+    const size_t n_block_ns = 3;
     for (int t = 0; t < TK_N_PLAIN_DTYPES; t++) {
-        for (size_t k = 0; k < 3; k++) {
+        const size_t nn = st_dtype_info_of((st_dtype)t)->blck == 1 ? sizeof(ns) / sizeof(ns[0])
+                                                                    : n_block_ns;
+        for (size_t k = 0; k < nn; k++) {
             tk_mm m;
             const int64_t n = ns[k], rows = 13, nx = 3;
             tk_mm_init(&m, ops, (st_dtype)t, n, rows, nx, 100 + (uint64_t)t * 10 + k);
