@@ -159,31 +159,6 @@ static void dm_send_join(st_daemon *d)
     dm_request(d, DM_REQ_JOIN, &m, DM_JOIN_TIMEOUT_MS);
 }
 
-/* dm_read_throttle - re-reads --throttle-file (a number >= 1). */
-static void dm_read_throttle(st_daemon *d)
-{
-    if (d->cfg.throttle_file == NULL)
-        return;
-    FILE *f = fopen(d->cfg.throttle_file, "r");
-    if (f == NULL)
-        return; /* absent: keep the current value */
-    double v = 0;
-    int n = fscanf(f, "%lf", &v);
-    fclose(f);
-    if (n != 1 || !(v >= 1.0 && v <= 1000.0)) {
-        st_log(ST_LOG_WARN, "control", "%s: not a throttle factor in [1, 1000]; keeping %g",
-               d->cfg.throttle_file, d->throttle);
-        return;
-    }
-    if (v != d->throttle) {
-        st_log(ST_LOG_INFO, "control", "throttle %g -> %g", d->throttle, v);
-        d->throttle = v;
-        pthread_mutex_lock(&d->sh.mu);
-        d->sh.throttle = v;
-        pthread_mutex_unlock(&d->sh.mu);
-    }
-}
-
 static void dm_send_heartbeat(st_daemon *d)
 {
     dm_read_throttle(d);
@@ -255,11 +230,13 @@ static void dm_send_heartbeat(st_daemon *d)
         }
         hb.links = lmp;
     }
-    st_log(ST_LOG_DEBUG, "control", "heartbeat: epoch %llu load %.2f rss %llu kv %llu sessions %u "
-           "steps %llu refused %llu auth %llu bad %llu", (unsigned long long)hb.epoch, hb.load,
-           (unsigned long long)hb.rss_bytes, (unsigned long long)hb.kv_bytes, hb.sessions,
-           (unsigned long long)c.steps, (unsigned long long)c.refused_epoch,
-           (unsigned long long)c.auth_failed, (unsigned long long)c.bad_packets);
+    st_log(ST_LOG_DEBUG, "control",
+           "heartbeat: epoch %llu load %.2f rss %llu kv %llu sessions %u "
+           "steps %llu refused %llu auth %llu bad %llu",
+           (unsigned long long)hb.epoch, hb.load, (unsigned long long)hb.rss_bytes,
+           (unsigned long long)hb.kv_bytes, hb.sessions, (unsigned long long)c.steps,
+           (unsigned long long)c.refused_epoch, (unsigned long long)c.auth_failed,
+           (unsigned long long)c.bad_packets);
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_HEARTBEAT;
     m.heartbeat = &hb;
@@ -353,14 +330,17 @@ static void dm_on_reply(st_daemon *d, dm_req_kind kind, const Strata__Msg *r)
                    d->cfg.coordinator, st_strerror(code), text, DM_BACKOFF_MAX_S);
             d->next_join = now + DM_BACKOFF_MAX_S;
         } else if (kind == DM_REQ_HEARTBEAT && code == ST_ENOENT) {
-            st_log(ST_LOG_INFO, "control", "the coordinator does not know worker %llu; joining "
-                   "again", (unsigned long long)d->worker_id);
+            st_log(ST_LOG_INFO, "control",
+                   "the coordinator does not know worker %llu; joining "
+                   "again",
+                   (unsigned long long)d->worker_id);
             if (!d->stopping)
                 dm_rejoin(d, now);
         } else {
             st_log(ST_LOG_WARN, "control", "%s answered with %s: %s",
-                   kind == DM_REQ_HEARTBEAT ? "heartbeat" : kind == DM_REQ_STALE ? "stale report"
-                                                                                  : "leave",
+                   kind == DM_REQ_HEARTBEAT ? "heartbeat"
+                   : kind == DM_REQ_STALE   ? "stale report"
+                                            : "leave",
                    st_strerror(code), text);
         }
         if (kind == DM_REQ_LEAVE)
@@ -426,7 +406,7 @@ static double dm_wake_at(const st_daemon *d, double now)
 {
     if (d->req_kind != DM_REQ_NONE)
         return now + 3600; /* the aio's completion wakes us */
-    if (d->stopping) /* send Leave, or wait for the loader's event */
+    if (d->stopping)       /* send Leave, or wait for the loader's event */
         return (d->joined && !d->leave_done) || !d->loading ? now : now + 3600;
     if (!d->joined)
         return d->next_join;
@@ -502,7 +482,6 @@ static void *dm_main(void *arg)
     }
     return NULL;
 }
-
 
 /* ---- assembly ---- */
 
@@ -621,10 +600,9 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
                       cfg->coordinator ? cfg->coordinator : "");
         goto fail;
     }
-    if (d->cfg.advertise != NULL && (!dm_addr_ok(d->cfg.advertise) ||
-                                     strncmp(d->cfg.advertise, "tcp://", 6) != 0)) {
-        e = st_errorf(ST_EINVAL, "--advertise '%s' is not a tcp://HOST:PORT URL",
-                      d->cfg.advertise);
+    if (d->cfg.advertise != NULL &&
+        (!dm_addr_ok(d->cfg.advertise) || strncmp(d->cfg.advertise, "tcp://", 6) != 0)) {
+        e = st_errorf(ST_EINVAL, "--advertise '%s' is not a tcp://HOST:PORT URL", d->cfg.advertise);
         goto fail;
     }
     if ((e = dm_split_tcp("--listen", d->cfg.listen, host, sizeof host, &lport)))
@@ -650,8 +628,8 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     }
     d->leave_mu_ok = true;
     d->sh.throttle = d->throttle;
-    if ((e = dm_fetch_open(d, cfg)) || (e = st_gguf_open(d->cfg.model, &d->g)) || (e = st_hparams_from_gguf(d->g, &d->hp)) ||
-        (e = st_gguf_model_id(d->g, d->model_id)))
+    if ((e = dm_fetch_open(d, cfg)) || (e = st_gguf_open(d->cfg.model, &d->g)) ||
+        (e = st_hparams_from_gguf(d->g, &d->hp)) || (e = st_gguf_model_id(d->g, d->model_id)))
         goto fail;
     d->memory = cfg->memory;
     if (d->memory == 0 && (e = st_mem_available(&d->memory)))
@@ -669,8 +647,12 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
         goto fail;
     /* listeners first, so NNG's threads are not confined by the pool's pinning */
     int dport = 0, cport = 0;
-    st_dp_cfg dc = {.listen = d->cfg.listen, .key = key, .encrypt = cfg->encrypt,
-                    .sender = d->sender + 1, .force_ref = cfg->force_ref, .name = d->name,
+    st_dp_cfg dc = {.listen = d->cfg.listen,
+                    .key = key,
+                    .encrypt = cfg->encrypt,
+                    .sender = d->sender + 1,
+                    .force_ref = cfg->force_ref,
+                    .name = d->name,
                     .hidden = (uint32_t)d->hp.n_embd};
     if ((e = st_dp_open(&dc, &d->sh, &d->dp, &dport)) || (e = dm_listen_rep(d, host, &cport)))
         goto fail;
@@ -696,9 +678,11 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     if (!cfg->no_probe &&
         (e = st_probe_open(key, cfg->encrypt, d->sender + 3, cfg->probe_s, &d->probe)))
         goto fail; /* sender + 3: its own sequence stream (see the file comment) */
-    st_log(ST_LOG_INFO, "worker", "%s: data %s, control %s, budget %llu bytes, model %s "
-           "(%lld layers)", d->name, d->data_addr, d->ctl_addr, (unsigned long long)d->memory,
-           d->cfg.model, (long long)d->hp.n_layer);
+    st_log(ST_LOG_INFO, "worker",
+           "%s: data %s, control %s, budget %llu bytes, model %s "
+           "(%lld layers)",
+           d->name, d->data_addr, d->ctl_addr, (unsigned long long)d->memory, d->cfg.model,
+           (long long)d->hp.n_layer);
     *out = d;
     return ST_OK;
 fail:
@@ -737,7 +721,7 @@ void st_daemon_shutdown(st_daemon *d)
         return;
     d->shut = true;
     st_fetch_stop(d->fetch); /* a fetch in Prepare ends; its Refuse is not awaited */
-    st_dp_stop(d->dp); /* the batch being computed is finished first */
+    st_dp_stop(d->dp);       /* the batch being computed is finished first */
     if (d->ctl_started) {
         dm_signal(d, &d->sh.ev_stop);
         pthread_join(d->ctl, NULL);

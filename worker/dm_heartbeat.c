@@ -1,7 +1,8 @@
 /* dm_heartbeat.c - what a HeartbeatReply from the coordinator asks of the
  * worker: the peers whose links to probe (handed to the prober, only
  * well-formed ones, INV-3), and leaving when a drain is complete (or
- * staying as a drained spare with --stay-after-drain; daemon.h). */
+ * staying as a drained spare with --stay-after-drain; daemon.h); and the
+ * --throttle-file each heartbeat re-reads. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,8 @@ void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r)
     const char *why = r->reason && r->reason[0] ? r->reason : "drained";
     if (d->cfg.stay_after_drain) {
         if (!d->told_stay)
-            st_log(ST_LOG_INFO, "control", "drained at epoch %llu (%s); staying as a spare "
+            st_log(ST_LOG_INFO, "control",
+                   "drained at epoch %llu (%s); staying as a spare "
                    "(--stay-after-drain): `strata drain %llu --undo` makes it placeable again",
                    (unsigned long long)r->drain_epoch, why, (unsigned long long)d->worker_id);
         d->told_stay = true;
@@ -53,4 +55,28 @@ void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r)
            (unsigned long long)r->drain_epoch, why);
     if (d->cfg.leave_signal > 0)
         kill(getpid(), d->cfg.leave_signal); /* main() shuts down and exits 0 */
+}
+
+void dm_read_throttle(st_daemon *d)
+{
+    if (d->cfg.throttle_file == NULL)
+        return;
+    FILE *f = fopen(d->cfg.throttle_file, "r");
+    if (f == NULL)
+        return; /* absent: keep the current value */
+    double v = 0;
+    int n = fscanf(f, "%lf", &v);
+    fclose(f);
+    if (n != 1 || !(v >= 1.0 && v <= 1000.0)) {
+        st_log(ST_LOG_WARN, "control", "%s: not a throttle factor in [1, 1000]; keeping %g",
+               d->cfg.throttle_file, d->throttle);
+        return;
+    }
+    if (v != d->throttle) {
+        st_log(ST_LOG_INFO, "control", "throttle %g -> %g", d->throttle, v);
+        d->throttle = v;
+        pthread_mutex_lock(&d->sh.mu);
+        d->sh.throttle = v;
+        pthread_mutex_unlock(&d->sh.mu);
+    }
 }

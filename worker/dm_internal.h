@@ -12,10 +12,10 @@
 
 #include "common/envelope.h"
 #include "common/gguf.h"
-#include "worker/fetch.h"
 #include "worker/ctl_check.h"
 #include "worker/daemon.h"
 #include "worker/dataplane.h"
+#include "worker/fetch.h"
 #include "worker/measure.h"
 #include "worker/probe.h"
 
@@ -36,24 +36,24 @@ typedef enum dm_req_kind {
 } dm_req_kind;
 
 struct st_daemon {
-    st_worker_cfg cfg;      /* strings point to the copies below */
+    st_worker_cfg cfg; /* strings point to the copies below */
     char *s_coord, *s_model, *s_listen, *s_adv, *s_tfile;
     char name[128];
     uint8_t key[ST_KEY_BYTES];
     bool keyed;
-    st_gguf *g;             /* the model file's metadata (no weights touched) */
-    st_fetch *fetch;        /* weight streaming (fetch_dm.c); NULL with --model */
+    st_gguf *g;      /* the model file's metadata (no weights touched) */
+    st_fetch *fetch; /* weight streaming (fetch_dm.c); NULL with --model */
     st_hparams hp;
     uint8_t model_id[32];
     st_pool *pool;
     const st_kernel_ops *ops;
-    cpu_set_t pool0_cpus;   /* where the pool pinned its thread 0 */
+    cpu_set_t pool0_cpus; /* where the pool pinned its thread 0 */
     bool pool0_pinned;
     st_measure meas;
     st_topology topo;
     uint64_t memory;
     char data_addr[ST_DP_ADDR_MAX], ctl_addr[ST_DP_ADDR_MAX]; /* advertised */
-    uint64_t sender;        /* envelope sender ids: +0 requests, +1 data, +2 replies */
+    uint64_t sender; /* envelope sender ids: +0 requests, +1 data, +2 replies */
     nng_socket req, rep;
     bool req_open, rep_open;
     nng_aio *req_aio, *rep_aio;
@@ -64,7 +64,7 @@ struct st_daemon {
     pthread_t ctl;
     bool ctl_started;
     bool shut;
-    st_prober *probe;       /* link measurement (probe.h); NULL with --no-probe */
+    st_prober *probe; /* link measurement (probe.h); NULL with --no-probe */
     /* set by the control thread before it raises cfg.leave_signal */
     pthread_mutex_t leave_mu;
     bool leave_mu_ok;
@@ -74,24 +74,24 @@ struct st_daemon {
     /* ---- owned by the control thread ---- */
     bool joined;
     uint64_t worker_id, incarnation;
-    uint64_t coord_ctl;     /* the joined coordinator's control sender (JoinReply); 0: none */
+    uint64_t coord_ctl; /* the joined coordinator's control sender (JoinReply); 0: none */
     uint32_t hb_ms;
     double next_join, backoff, next_hb, last_hb_s;
     uint64_t last_busy_ns;
     int hb_fails;
-    dm_req_kind req_kind;   /* the request in flight on req_aio */
-    bool req_receiving;     /* its send is done, the reply is awaited */
+    dm_req_kind req_kind; /* the request in flight on req_aio */
+    bool req_receiving;   /* its send is done, the reply is awaited */
     int req_timeout_ms;
     bool req_cancelled;
     bool stopping, leave_done;
-    uint64_t ctl_bad;       /* malformed control messages */
-    uint64_t ctl_refused;   /* control requests refused (dm_ctl_allowed, Prepare, Commit) */
+    uint64_t ctl_bad;     /* malformed control messages */
+    uint64_t ctl_refused; /* control requests refused (dm_ctl_allowed, Prepare, Commit) */
     double throttle;
     /* plans */
     bool have_cur;
     uint64_t cur_epoch;
     uint8_t cur_hash[32];
-    st_dp_stage *pending;   /* prepared, not committed */
+    st_dp_stage *pending; /* prepared, not committed */
     /* the loader of a Prepare; its reply waits until it is done */
     bool loading;
     pthread_t ld_th;
@@ -102,7 +102,7 @@ struct st_daemon {
     bool rep_waiting;
     uint64_t reply_failed; /* control replies not packed or not sent (dm_rep.c) */
     /* drain (HeartbeatReply.leave) */
-    bool told_stay;         /* logged once: drained, staying (--stay-after-drain) */
+    bool told_stay;           /* logged once: drained, staying (--stay-after-drain) */
     const char *leave_reason; /* the Leave's reason ("shutdown" when NULL) */
 };
 
@@ -157,5 +157,10 @@ bool dm_addr_ok(const char *s);
 st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg);
 st_err dm_fetch_stage(st_daemon *d, const st_dp_plan *p);
 Strata__FetchProgress *dm_fetch_pb(st_daemon *d, Strata__FetchProgress *out);
+
+/* dm_read_throttle - re-reads --throttle-file (a number in [1, 1000]; an
+ * absent file keeps the current value, a bad one is logged and ignored)
+ * into d->throttle and the data plane's copy (dm_heartbeat.c). */
+void dm_read_throttle(st_daemon *d);
 
 #endif
