@@ -17,8 +17,8 @@ int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64
         return 1;
     }
     if (v < lo || v > hi) {
-        fprintf(stderr, "strata: %s: %lld is out of range [%lld, %lld]\n", flag, v,
-                (long long)lo, (long long)hi);
+        fprintf(stderr, "strata: %s: %lld is out of range [%lld, %lld]\n", flag, v, (long long)lo,
+                (long long)hi);
         return 1;
     }
     *out = v;
@@ -52,8 +52,8 @@ int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *ou
         return 1;
     }
     if (v < lo || v > hi) {
-        fprintf(stderr, "strata: %s: %g is out of range [%g, %g]\n", flag, (double)v,
-                (double)lo, (double)hi);
+        fprintf(stderr, "strata: %s: %g is out of range [%g, %g]\n", flag, (double)v, (double)lo,
+                (double)hi);
         return 1;
     }
     *out = v;

@@ -162,8 +162,7 @@ static double bk_check(const bk_mm *m)
         m->ops->mul_mat_r8[m->t](m->n, m->wr, m->w_stride, 0, rows, m->x, m->x_stride, m->nx, a,
                                  rows);
     else
-        m->ops->mul_mat[m->t](m->n, m->w, m->w_stride, 0, rows, m->x, m->x_stride, m->nx, a,
-                              rows);
+        m->ops->mul_mat[m->t](m->n, m->w, m->w_stride, 0, rows, m->x, m->x_stride, m->nx, a, rows);
     ref->mul_mat[m->t](m->n, m->w, m->w_stride, 0, rows, m->x, m->x_stride, m->nx, b, rows);
     double worst = 0.0;
     for (int64_t k = 0; k < rows * m->nx; k++) {
@@ -225,8 +224,8 @@ static void bk_bench_mm(st_pool *pool, const st_kernel_ops *ops, st_dtype t, int
     char name[16];
     snprintf(name, sizeof name, "%s%s", st_dtype_info_of(t)->name, r8 ? "r8" : "");
     printf("mul_mat %-7s %-7s %5lld x %-5lld nx=%-3lld %9.3f ms %7.2f GB/s %8.2f GFLOP/s  %s\n",
-           name, shape, (long long)rows, (long long)n, (long long)nx,
-           s * 1e3, wbytes / s / 1e9, flops / s / 1e9, chk);
+           name, shape, (long long)rows, (long long)n, (long long)nx, s * 1e3, wbytes / s / 1e9,
+           flops / s / 1e9, chk);
     fflush(stdout);
     bk_mm_free(&m);
 }
@@ -243,8 +242,8 @@ typedef struct bk_row {
 
 enum { BK_RMSNORM, BK_ROPE, BK_SOFTMAX, BK_SILU, BK_ADD, BK_ATTN, BK_QUANT, BK_OPS };
 
-static const char *const bk_row_names[BK_OPS] = {"rmsnorm", "rope", "softmax", "silu_mul",
-                                                 "add", "attn_head", "quant_q8_0"};
+static const char *const bk_row_names[BK_OPS] = {"rmsnorm", "rope",      "softmax",   "silu_mul",
+                                                 "add",     "attn_head", "quant_q8_0"};
 
 /* sizes: n_embd 2048, n_ff 5632, 32 heads of 64, 4 KV heads, context 128 */
 #define BK_E 2048
@@ -279,7 +278,8 @@ static void bk_row_job(void *arg, int ith, int nth)
             for (int64_t h = 0; h < 32; h++)
                 r->ops->attn_head(r->a + t * BK_E + h * 64, r->b + (h / 8) * 64,
                                   r->b + (size_t)BK_CTX * 256 + (h / 8) * 64, 256, BK_CTX, 64,
-                                  0.125f, r->scores + (size_t)ith * BK_CTX, r->c + t * BK_E + h * 64);
+                                  0.125f, r->scores + (size_t)ith * BK_CTX,
+                                  r->c + t * BK_E + h * 64);
             break;
         case BK_QUANT:
             r->ops->from_float[ST_DT_Q8_0](r->a + t * BK_E,
@@ -312,13 +312,34 @@ static void bk_bench_rows(st_pool *pool, const st_kernel_ops *ops, int64_t T, co
         /* bytes touched per token and flops per token (approximate) */
         double bytes = 0, flops = 0;
         switch (op) {
-        case BK_RMSNORM: bytes = 3.0 * BK_E * 4; flops = 4.0 * BK_E; break;
-        case BK_ROPE: bytes = 2.0 * BK_E * 4; flops = 3.0 * BK_E; break;
-        case BK_SOFTMAX: bytes = 2.0 * BK_CTX * 4; flops = 4.0 * BK_CTX; break;
-        case BK_SILU: bytes = 3.0 * BK_F * 4; flops = 5.0 * BK_F; break;
-        case BK_ADD: bytes = 3.0 * BK_E * 4; flops = 1.0 * BK_E; break;
-        case BK_ATTN: bytes = 32.0 * (2.0 * BK_CTX * 64 * 4); flops = 32.0 * 4.0 * BK_CTX * 64; break;
-        case BK_QUANT: bytes = BK_E * 4.0 + BK_E / 32 * 34.0; flops = 3.0 * BK_E; break;
+        case BK_RMSNORM:
+            bytes = 3.0 * BK_E * 4;
+            flops = 4.0 * BK_E;
+            break;
+        case BK_ROPE:
+            bytes = 2.0 * BK_E * 4;
+            flops = 3.0 * BK_E;
+            break;
+        case BK_SOFTMAX:
+            bytes = 2.0 * BK_CTX * 4;
+            flops = 4.0 * BK_CTX;
+            break;
+        case BK_SILU:
+            bytes = 3.0 * BK_F * 4;
+            flops = 5.0 * BK_F;
+            break;
+        case BK_ADD:
+            bytes = 3.0 * BK_E * 4;
+            flops = 1.0 * BK_E;
+            break;
+        case BK_ATTN:
+            bytes = 32.0 * (2.0 * BK_CTX * 64 * 4);
+            flops = 32.0 * 4.0 * BK_CTX * 64;
+            break;
+        case BK_QUANT:
+            bytes = BK_E * 4.0 + BK_E / 32 * 34.0;
+            flops = 3.0 * BK_E;
+            break;
         }
         printf("%-10s %-7s T=%-3lld %9.3f ms %7.2f GB/s %8.2f GFLOP/s\n", bk_row_names[op],
                T == 1 ? "decode" : "prefill", (long long)T, sec * 1e3,
@@ -341,8 +362,8 @@ static void bk_usage(void)
 
 int st_bench_kernels(int argc, char **argv)
 {
-    bk_opts o = {.threads = 0, .force_ref = 0, .variant = -1, .dtype = -1, .min_time = 0.2,
-                 .runs = 5};
+    bk_opts o =
+        {.threads = 0, .force_ref = 0, .variant = -1, .dtype = -1, .min_time = 0.2, .runs = 5};
     const char *only = NULL;
     int64_t batch[8] = {2, 4, 8}; /* small batches (decode of several sessions) */
     int nbatch = 3;
@@ -398,7 +419,8 @@ int st_bench_kernels(int argc, char **argv)
             nbatch = 0;
             char buf[128];
             snprintf(buf, sizeof buf, "%s", v);
-            for (char *sv = NULL, *tok = strtok_r(buf, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+            for (char *sv = NULL, *tok = strtok_r(buf, ",", &sv); tok;
+                 tok = strtok_r(NULL, ",", &sv)) {
                 if (nbatch == 8) {
                     fprintf(stderr, "strata: --batch: at most 8 sizes\n");
                     return 2;

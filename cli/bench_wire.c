@@ -40,18 +40,27 @@ static void bw_layer_hook(void *arg, int64_t layer, float *hidden, int64_t n_tok
     if (layer + 1 >= h->n_layer || h->err != ST_OK)
         return; /* the last layer's output goes to the head, not over a wire */
     static const uint8_t plan[ST_WIRE_PLAN_HASH_SIZE];
-    st_wire_hdr hdr = {.version = ST_WIRE_VERSION, .dtype = h->dtype, .stage = 1, .epoch = 1,
-                       .batch_id = 1, .n_rows = 1, .hidden = (uint32_t)n_embd,
+    st_wire_hdr hdr = {.version = ST_WIRE_VERSION,
+                       .dtype = h->dtype,
+                       .stage = 1,
+                       .epoch = 1,
+                       .batch_id = 1,
+                       .n_rows = 1,
+                       .hidden = (uint32_t)n_embd,
                        .n_tokens = (uint32_t)n_tok};
     memcpy(hdr.plan_hash, plan, sizeof plan);
     st_wire_row row = {.session_id = 1, .pos0 = 0, .n_tokens = (uint32_t)n_tok};
     st_wire_opts o = {.dtype = h->dtype};
     st_wire_stats stats = {0};
     size_t len = 0;
-    st_err e = st_wire_encode_buf(&hdr, &row, hidden, &o, h->wctx, h->buf, h->cap / 2, &len, &stats);
+    st_err e = st_wire_encode_buf(&hdr, &row, hidden, &o, h->wctx, h->buf, h->cap / 2, &len,
+                                  &stats);
     if (e == ST_OK) {
-        st_wire_expect exp = {.epoch = 1, .plan_hash = plan, .stage = 1,
-                              .hidden = (uint32_t)n_embd, .max_tokens = (uint32_t)n_tok};
+        st_wire_expect exp = {.epoch = 1,
+                              .plan_hash = plan,
+                              .stage = 1,
+                              .hidden = (uint32_t)n_embd,
+                              .max_tokens = (uint32_t)n_tok};
         st_wire_hdr got;
         st_wire_row grow;
         e = st_wire_decode(h->wctx, h->buf, len, &exp, &got, &grow, 1, hidden,
@@ -239,7 +248,7 @@ int st_bench_wire(int argc, char **argv)
             verdict = s.max_err == 0 ? "pass (exact)" : "FAIL (f32 not exact)";
         else
             verdict = (s.margin_fail == 0 && top5 >= 4.8) ? "pass (margin argmax, top5 >= 4.8)"
-                                                         : "FAIL (margin argmax or top5 < 4.8)";
+                                                          : "FAIL (margin argmax or top5 < 4.8)";
         failed |= verdict[0] == 'F';
         char pr[16] = "-";
         if (hk.plane_bytes)

@@ -25,13 +25,13 @@
 
 typedef struct bw_cfg {
     st_wire_dtype dt;
-    int zstd;   /* use zstd at the chosen level */
+    int zstd; /* use zstd at the chosen level */
     int planes;
 } bw_cfg;
 
 static const bw_cfg bw_cfgs[] = {
-    {ST_WIRE_F32, 0, 0},  {ST_WIRE_F32, 1, 0},  {ST_WIRE_BF16, 0, 0}, {ST_WIRE_BF16, 1, 0},
-    {ST_WIRE_BF16, 1, 1}, {ST_WIRE_F16, 0, 0},  {ST_WIRE_F16, 1, 0},  {ST_WIRE_F16, 1, 1},
+    {ST_WIRE_F32, 0, 0},  {ST_WIRE_F32, 1, 0}, {ST_WIRE_BF16, 0, 0}, {ST_WIRE_BF16, 1, 0},
+    {ST_WIRE_BF16, 1, 1}, {ST_WIRE_F16, 0, 0}, {ST_WIRE_F16, 1, 0},  {ST_WIRE_F16, 1, 1},
     {ST_WIRE_I8, 0, 0},   {ST_WIRE_I8, 1, 0},
 };
 #define BW_NCFG (sizeof bw_cfgs / sizeof bw_cfgs[0])
@@ -77,8 +77,11 @@ static st_err bw_run_once(bw_job *j)
 {
     st_wire_hdr d;
     st_wire_row r;
-    st_wire_expect ex = {.epoch = j->h->epoch, .plan_hash = j->h->plan_hash, .stage = j->h->stage,
-                         .hidden = j->h->hidden, .max_tokens = UINT32_MAX};
+    st_wire_expect ex = {.epoch = j->h->epoch,
+                         .plan_hash = j->h->plan_hash,
+                         .stage = j->h->stage,
+                         .hidden = j->h->hidden,
+                         .max_tokens = UINT32_MAX};
     switch (j->op) {
     case BW_MEMCPY:
         memcpy(j->out, j->x, j->n * sizeof(float));
@@ -162,7 +165,8 @@ static int bw_shape(st_wire_ctx *ctx, uint32_t hidden, uint32_t tokens, double s
     st_wire_opts o[BW_NCFG];
     size_t cap = 0;
     for (size_t c = 0; c < BW_NCFG; c++) {
-        o[c] = (st_wire_opts){.dtype = bw_cfgs[c].dt, .zstd_level = bw_cfgs[c].zstd ? level : 0,
+        o[c] = (st_wire_opts){.dtype = bw_cfgs[c].dt,
+                              .zstd_level = bw_cfgs[c].zstd ? level : 0,
                               .plane_split = bw_cfgs[c].planes != 0};
         size_t b = 0;
         st_err e = st_wire_encode_size(&h, &row, &o[c], &b);
@@ -183,8 +187,8 @@ static int bw_shape(st_wire_ctx *ctx, uint32_t hidden, uint32_t tokens, double s
         return 1;
     }
     bw_data(x, n, hidden);
-    bw_job j = {.ctx = ctx, .h = &h, .row = &row, .x = x, .out = out, .pkt = pkt, .cap = cap,
-                .n = n};
+    bw_job j =
+        {.ctx = ctx, .h = &h, .row = &row, .x = x, .out = out, .pkt = pkt, .cap = cap, .n = n};
     bw_res res[BW_NCFG];
     double mc = 0.0;
     int rc = 0;
@@ -200,7 +204,8 @@ static int bw_shape(st_wire_ctx *ctx, uint32_t hidden, uint32_t tokens, double s
         char name[24];
         snprintf(name, sizeof name, "%s%s%s", st_wire_dtype_name(o[c].dtype),
                  o[c].zstd_level ? "+zstd" : "", o[c].plane_split ? "+planes" : "");
-        printf("%6s %6s %9s  %-16s enc %7.2f (%4.2fx)  dec %7.2f (%4.2fx)  ratio %5.3f  %5.3f of f32\n",
+        printf("%6s %6s %9s  %-16s enc %7.2f (%4.2fx)  dec %7.2f (%4.2fx)  ratio %5.3f  %5.3f of "
+               "f32\n",
                "", "", "", name, res[c].enc, res[c].enc / mc, res[c].dec, res[c].dec / mc,
                (double)res[c].st.raw_bytes / (double)res[c].st.wire_bytes,
                (double)res[c].st.packet_bytes / (double)(n * sizeof(float)));
@@ -224,10 +229,12 @@ int st_bench_wire_codec(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (strcmp(argv[i], "--seconds") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_f32("--seconds", v, 0.01f, 60.0f, &secs))
+            if (!(v = cli_need_value(argc, argv, &i)) ||
+                cli_parse_f32("--seconds", v, 0.01f, 60.0f, &secs))
                 return 2;
         } else if (strcmp(argv[i], "--level") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64("--level", v, -7, 19, &level))
+            if (!(v = cli_need_value(argc, argv, &i)) ||
+                cli_parse_i64("--level", v, -7, 19, &level))
                 return 2;
             if (level == 0) {
                 fprintf(stderr, "strata: --level: 0 would mean no zstd; use -7..-1 or 1..19\n");
@@ -244,8 +251,10 @@ int st_bench_wire_codec(int argc, char **argv)
         fprintf(stderr, "strata: bench wire-codec: %s\n", st_errmsg(e));
         return 1;
     }
-    printf("wire codec: conversions %s, one thread, zstd level %d, %.2f s per figure, packets of one row\n"
-           "rates in GB/s of f32 input (tokens x hidden x 4 B); (x) = ratio to memcpy of the same bytes;\n"
+    printf("wire codec: conversions %s, one thread, zstd level %d, %.2f s per figure, packets of "
+           "one row\n"
+           "rates in GB/s of f32 input (tokens x hidden x 4 B); (x) = ratio to memcpy of the same "
+           "bytes;\n"
            "ratio = raw payload / zstd payload; last column = packet bytes / f32 bytes\n\n"
            "%6s %6s %9s\n",
            st_wire_ctx_convert_name(ctx), (int)level, (double)secs, "hidden", "tokens", "f32 MiB");
@@ -262,7 +271,9 @@ int st_bench_wire_codec(int argc, char **argv)
         for (int d = 0; d < ST_WIRE_DT_COUNT; d++)
             printf("  %-5s encode %4.2fx  decode %4.2fx%s\n", st_wire_dtype_name((st_wire_dtype)d),
                    w.enc[d], w.dec[d],
-                   d == ST_WIRE_F32 ? "" : (w.enc[d] >= 0.5 && w.dec[d] >= 0.5 ? "  ok" : "  BELOW TARGET"));
+                   d == ST_WIRE_F32
+                       ? ""
+                       : (w.enc[d] >= 0.5 && w.dec[d] >= 0.5 ? "  ok" : "  BELOW TARGET"));
     }
     st_wire_ctx_free(ctx);
     return rc;

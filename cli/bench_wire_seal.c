@@ -140,8 +140,7 @@ int st_bench_wire_seal(int argc, char **argv)
             med[m] = bs_median(samples + (size_t)m * (size_t)rounds, (size_t)rounds);
         printf("%-6u %-6u %9zu | %8.2f | %10.2f %8.2f | %10.2f %8.2f | %.2fx\n",
                bs_shapes[s].hidden, bs_shapes[s].tokens, body, med[BS_OPEN] * 1e6,
-               med[BS_MAC] * 1e6,
-               (double)body / med[BS_MAC] * 1e-9, med[BS_SEALED] * 1e6,
+               med[BS_MAC] * 1e6, (double)body / med[BS_MAC] * 1e-9, med[BS_SEALED] * 1e6,
                (double)body / med[BS_SEALED] * 1e-9, med[BS_SEALED] / med[BS_MAC]);
     }
     free(buf);

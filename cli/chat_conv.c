@@ -90,8 +90,7 @@ static st_err conv_detok(const st_tokenizer *tok, const int32_t *ids, size_t n, 
     return *out ? ST_OK : st_errorf(ST_ENOMEM, "reply text");
 }
 
-st_err chat_conv_init(chat_conv *c, st_chat_tmpl tmpl, const st_tokenizer *tok,
-                      const char *system)
+st_err chat_conv_init(chat_conv *c, st_chat_tmpl tmpl, const st_tokenizer *tok, const char *system)
 {
     memset(c, 0, sizeof *c);
     c->tmpl = tmpl;

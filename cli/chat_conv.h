@@ -29,15 +29,14 @@ typedef struct chat_conv {
     const st_tokenizer *tok;
     st_chat_msg *msgs; /* role and content strings are owned */
     size_t n_msgs, cap_msgs;
-    int32_t *ids;      /* the prompt of the next reply, replies included */
+    int32_t *ids; /* the prompt of the next reply, replies included */
     size_t n_ids, cap_ids;
-    bool appended;     /* the last turn only appended to ids (no re-tokenizing) */
+    bool appended; /* the last turn only appended to ids (no re-tokenizing) */
 } chat_conv;
 
 /* chat_conv_init - an empty conversation; system (NULL for none) becomes
  * its first message. */
-st_err chat_conv_init(chat_conv *c, st_chat_tmpl tmpl, const st_tokenizer *tok,
-                      const char *system);
+st_err chat_conv_init(chat_conv *c, st_chat_tmpl tmpl, const st_tokenizer *tok, const char *system);
 
 /* chat_conv_free - frees everything; safe on a zeroed struct. */
 void chat_conv_free(chat_conv *c);

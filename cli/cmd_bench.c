@@ -30,7 +30,7 @@
 /* ---- memory bandwidth ---- */
 
 #define BR_BW_BYTES ((size_t)512 << 20) /* 16x a 32 MiB L3 */
-#define BR_BW_RUNS 3                      /* timed passes per measurement */
+#define BR_BW_RUNS 3                    /* timed passes per measurement */
 #define BR_CPU_LINES 32 /* /proc/cpuinfo lines read: the first processor's are enough */
 
 typedef struct br_bw {
@@ -115,7 +115,8 @@ static const char *br_cpuinfo_value(char *const *lines, int n, const char *key)
 void st_bench_print_cpu(const st_kernel_ops *ops)
 {
     /* the x86 flags of the kernels' instructions (kernels/select.c) */
-    static const char *const isa[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl",
+    static const char *const isa[] = {"avx2",        "fma",         "f16c",
+                                      "avx512f",     "avx512bw",    "avx512vl",
                                       "avx512_vnni", "avx512_bf16", "avx_vnni"};
     char *lines[BR_CPU_LINES];
     int n = 0;
@@ -207,14 +208,15 @@ static int br_parse(int argc, char **argv, br_opts *o)
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         const char *v;
-        int r = cli_parse_local(argc, argv, &i, CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK |
-                                CLI_LOCAL_KERNELS, &o->eng);
+        int r = cli_parse_local(argc, argv, &i,
+                                CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_KERNELS, &o->eng);
         if (r < 0)
             return 2;
         if (r > 0)
             continue;
         if (strcmp(f, "--prompt") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1 << 20, &o->prompt))
+            if (!(v = cli_need_value(argc, argv, &i)) ||
+                cli_parse_i64(f, v, 1, 1 << 20, &o->prompt))
                 return 2;
         } else if (strcmp(f, "--gen") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1 << 20, &o->gen))
@@ -297,7 +299,8 @@ int st_bench_run(int argc, char **argv)
         return 1;
     }
     if (o.prompt + o.gen > l.n_ctx) {
-        fprintf(stderr, "strata: bench run: --prompt %lld + --gen %lld exceed the context of %lld\n",
+        fprintf(stderr,
+                "strata: bench run: --prompt %lld + --gen %lld exceed the context of %lld\n",
                 (long long)o.prompt, (long long)o.gen, (long long)l.n_ctx);
         cli_local_close(&l);
         return 2;
@@ -364,8 +367,7 @@ int st_bench_run(int argc, char **argv)
         const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         const double other = ((m1 - m0) - (s1 - s0)) / (wall * (double)(ncpu > 0 ? ncpu : 1));
         printf("machine: other processes used %.0f%% of %ld CPUs during the timed rounds%s\n",
-               100.0 * (other > 0 ? other : 0), ncpu,
-               other > 0.05 ? " (figures disturbed)" : "");
+               100.0 * (other > 0 ? other : 0), ncpu, other > 0.05 ? " (figures disturbed)" : "");
     }
     printf("prompt: %.2f tok/s (min %.2f, max %.2f) %lld tokens, median of %lld\n", pmed, pmin,
            pmax, (long long)o.prompt, (long long)o.repeat);
@@ -406,8 +408,9 @@ int st_cmd_bench(int argc, char **argv)
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (strcmp(argv[1], subs[i].name) == 0)
             return subs[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "strata: bench: unknown benchmark '%s' (run, kernels, wire-codec, wire, "
-                    "wire-seal)\n",
+    fprintf(stderr,
+            "strata: bench: unknown benchmark '%s' (run, kernels, wire-codec, wire, "
+            "wire-seal)\n",
             argv[1]);
     return 2;
 }

@@ -12,9 +12,9 @@
  * template and tokenizer only) each turn is a Generate request of
  * prompt_ids with one client session id, so the coordinator's prefix reuse
  * applies. --no-reuse (local) prefills every turn from position 0, for
- * comparison: the replies must not change. Generation ends at EOS or EOT, -n ids, or a full context. After
- * each turn a line goes to stderr: "chat: turn T: prompt P tokens, reused
- * R tokens, prefilled F; generated G tokens in S s (X tok/s)". */
+ * comparison: the replies must not change. Generation ends at EOS or EOT, -n ids, or a full
+ * context. After each turn a line goes to stderr: "chat: turn T: prompt P tokens, reused R tokens,
+ * prefilled F; generated G tokens in S s (X tok/s)". */
 #include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -45,7 +45,7 @@ typedef struct chat_opts {
     const char *tmpl;
     int64_t n;
     cli_local_opts eng; /* --threads, --chunk, --ctx */
-    bool no_reuse; /* local: prefill the whole conversation every turn */
+    bool no_reuse;      /* local: prefill the whole conversation every turn */
     st_sampler_params sp;
     cli_conn_opts c;
 } chat_opts;
@@ -137,9 +137,11 @@ static void chat_write(const char *b, size_t n)
 
 static void chat_stat(int turn, size_t n_prompt, size_t reused, size_t n_gen, double dt)
 {
-    fprintf(stderr, "chat: turn %d: prompt %zu tokens, reused %zu tokens, prefilled %zu; "
-                    "generated %zu tokens in %.3f s (%.2f tok/s)\n",
-            turn, n_prompt, reused, n_prompt - reused, n_gen, dt, dt > 0 ? (double)n_gen / dt : 0.0);
+    fprintf(stderr,
+            "chat: turn %d: prompt %zu tokens, reused %zu tokens, prefilled %zu; "
+            "generated %zu tokens in %.3f s (%.2f tok/s)\n",
+            turn, n_prompt, reused, n_prompt - reused, n_gen, dt,
+            dt > 0 ? (double)n_gen / dt : 0.0);
 }
 
 /* ---- local ---- */
@@ -147,7 +149,7 @@ static void chat_stat(int turn, size_t n_prompt, size_t reused, size_t n_gen, do
 /* The local engine's state across turns: the ids its KV cache holds. */
 typedef struct chat_local {
     cli_local l;
-    int32_t *kv;  /* ids at positions [0, n_kv) */
+    int32_t *kv; /* ids at positions [0, n_kv) */
     size_t n_kv;
     int32_t *gen; /* this turn's ids */
     float *work;
@@ -165,8 +167,10 @@ static st_err chat_local_turn(chat_local *x, const chat_opts *o, const chat_conv
     cli_local *l = &x->l;
     size_t n = c->n_ids;
     if ((int64_t)n >= l->n_ctx)
-        return st_errorf(ST_ERANGE, "the conversation of %zu tokens does not fit the context of "
-                                    "%lld", n, (long long)l->n_ctx);
+        return st_errorf(ST_ERANGE,
+                         "the conversation of %zu tokens does not fit the context of "
+                         "%lld",
+                         n, (long long)l->n_ctx);
     size_t keep = o->no_reuse ? 0 : chat_conv_common(x->kv, x->n_kv, c->ids, n);
     if (keep == n)
         keep = n - 1; /* the last prompt id is fed again: its logits give the first sample */

@@ -31,8 +31,8 @@
 #include "cli/commands.h"
 #include "cli/conn.h"
 #include "cli/plan_print.h"
-#include "common/clock.h"
 #include "common/client.h"
+#include "common/clock.h"
 #include "common/envelope.h"
 #include "common/msg.h"
 
@@ -141,8 +141,9 @@ static void cl_fetch_json(cJSON *o, const Strata__FetchProgress *f)
     cli_json_u64(j, "have_bytes", f->have_bytes);
     cli_json_u64(j, "fetched_bytes", f->fetched_bytes);
     cli_json_u64(j, "cached_bytes", f->cached_bytes);
-    cJSON_AddNumberToObject(j, "percent", f->need_bytes ? 100.0 * (double)f->have_bytes /
-                                                              (double)f->need_bytes : 100.0);
+    cJSON_AddNumberToObject(j, "percent",
+                            f->need_bytes ? 100.0 * (double)f->have_bytes / (double)f->need_bytes
+                                          : 100.0);
     cJSON_AddNumberToObject(j, "rate_bytes_per_s", f->rate_bytes_per_s);
     cJSON_AddNumberToObject(j, "eta_s", f->eta_s);
     cli_json_u64(j, "bad_chunks", f->bad_chunks);
@@ -157,7 +158,8 @@ static void cl_fetch_print(const Strata__FetchProgress *f)
     cl_bytes(f->have_bytes, have, sizeof have);
     cl_bytes(f->need_bytes, need, sizeof need);
     printf("    fetch%s: %s of %s (%.1f%%), %.2f MB/s, ETA %.1f s, bad chunks %" PRIu64
-           ", sources %u\n", f->active ? "ing" : " done", have, need,
+           ", sources %u\n",
+           f->active ? "ing" : " done", have, need,
            f->need_bytes ? 100.0 * (double)f->have_bytes / (double)f->need_bytes : 100.0,
            f->rate_bytes_per_s / 1e6, f->eta_s, f->bad_chunks, f->sources);
 }
@@ -183,8 +185,8 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
         cJSON_AddStringToObject(o, "version", w->cap->version ? w->cap->version : "");
         cJSON *wd = cJSON_AddArrayToObject(o, "wire_dtypes"); /* the boundary dtypes it accepts */
         for (size_t k = 0; k < w->cap->n_wire_dtypes; k++)
-            cJSON_AddItemToArray(wd, cJSON_CreateString(w->cap->wire_dtypes[k]
-                                                             ? w->cap->wire_dtypes[k] : ""));
+            cJSON_AddItemToArray(wd, cJSON_CreateString(
+                                         w->cap->wire_dtypes[k] ? w->cap->wire_dtypes[k] : ""));
     }
     cJSON_AddNumberToObject(o, "protocol", w->protocol);
     const Strata__Heartbeat *h = w->last;
@@ -256,7 +258,8 @@ static void cl_links_print(const Strata__StatusReply *s)
         }
     }
     printf("links (from row to column: latency ms/bandwidth MB/s; * assumed, not measured): "
-           "%zu of %zu measured%s\n", measured, s->n_links, n == 64 ? " (first 64 workers)" : "");
+           "%zu of %zu measured%s\n",
+           measured, s->n_links, n == 64 ? " (first 64 workers)" : "");
     printf("  %-14s", "");
     for (size_t b = 0; b < n; b++)
         printf(" %16.14s", cl_name_of(s, ids[b]));
@@ -293,7 +296,7 @@ static void cl_versions_print(const Strata__StatusReply *s)
     for (size_t i = 0; i < s->n_workers && other > 0; i++) {
         const Strata__WorkerStatus *w = s->workers[i];
         const char *v = w->cap && w->cap->version && w->cap->version[0] ? w->cap->version
-                                                                          : "(not sent)";
+                                                                        : "(not sent)";
         printf("  %-14.14s strata %s, protocol %u\n", w->name ? w->name : "", v, w->protocol);
     }
 }
@@ -322,8 +325,8 @@ static void cl_status_print(const Strata__StatusReply *s)
                        st->in_why && st->in_why[0] ? ")" : "");
             printf("\n");
         }
-    printf("%-20s %-14s %-9s %5s %3s %-10s %10s %10s %8s %8s\n", "worker", "name", "state",
-           "stage", "rep", "layers", "rss", "kv", "steps", "hb age");
+    printf("%-20s %-14s %-9s %5s %3s %-10s %10s %10s %8s %8s\n", "worker", "name", "state", "stage",
+           "rep", "layers", "rss", "kv", "steps", "hb age");
     for (size_t i = 0; i < s->n_workers; i++) {
         const Strata__WorkerStatus *w = s->workers[i];
         const Strata__Heartbeat *h = w->last;
@@ -358,16 +361,16 @@ static void cl_status_print(const Strata__StatusReply *s)
         cl_bytes(q->kv_session_bytes, kvs, sizeof kvs);
         cl_bytes(q->kv_bytes, kvw, sizeof kvw);
         printf("sessions: %u of %u (%u idle), %s KV each, %s KV on workers; requests: %u "
-               "running, %u queued\n", q->sessions, q->max_sessions, q->idle_sessions, kvs, kvw,
-               q->running, q->queued);
+               "running, %u queued\n",
+               q->sessions, q->max_sessions, q->idle_sessions, kvs, kvw, q->running, q->queued);
         printf("batches: %" PRIu64 " (%" PRIu64 " rows, %" PRIu64 " tokens), %u in flight of %u "
-               "(peak %u); refused busy %" PRIu64 ", queue expired %" PRIu64 ", clients gone %"
-               PRIu64 ", prompt ids reused %" PRIu64 ", sessions evicted %" PRIu64
-               ", expired %" PRIu64 "; KV kept at plan switches %" PRIu64 ", sessions re-prefilled %"
-               PRIu64 "\n", q->batches, q->rows, q->tokens, q->in_flight, q->depth,
-               q->peak_in_flight, q->busy_refused, q->queue_expired, q->client_gone,
-               q->reused_tokens, q->sessions_evicted, q->sessions_expired, q->kv_kept,
-               q->kv_reprefilled);
+               "(peak %u); refused busy %" PRIu64 ", queue expired %" PRIu64
+               ", clients gone %" PRIu64 ", prompt ids reused %" PRIu64
+               ", sessions evicted %" PRIu64 ", expired %" PRIu64
+               "; KV kept at plan switches %" PRIu64 ", sessions re-prefilled %" PRIu64 "\n",
+               q->batches, q->rows, q->tokens, q->in_flight, q->depth, q->peak_in_flight,
+               q->busy_refused, q->queue_expired, q->client_gone, q->reused_tokens,
+               q->sessions_evicted, q->sessions_expired, q->kv_kept, q->kv_reprefilled);
         if (q->hold) /* test hooks: the step gate */
             cli_hold_print(q->hold);
         if (q->routes > 1) {
@@ -386,16 +389,17 @@ static void cl_status_print(const Strata__StatusReply *s)
                c->refused_epoch, c->auth_failed, c->f16_clamps, c->bad_packets, c->steps);
     if (c)
         printf("refused: control requests %" PRIu64 ", STEP frames %" PRIu64
-               ", forged results %" PRIu64 "\n", c->refused_control, c->refused_step,
-               c->forged_results);
+               ", forged results %" PRIu64 "\n",
+               c->refused_control, c->refused_step, c->forged_results);
     const Strata__SecurityCounters *z = s->security;
     if (z)
         printf("refused (you are %s): by role %" PRIu64 ", member spoofs %" PRIu64
                ", joins %" PRIu64 ", stale reports %" PRIu64 ", foreign requests %" PRIu64
                ", over quota %" PRIu64 ", connections closed %" PRIu64 ", slots kept for "
-               "members %" PRIu64 "\n", z->role ? z->role : "?", z->role_refused,
-               z->member_spoofed, z->joins_refused, z->stale_refused, z->foreign_refused,
-               z->quota_refused, z->pipes_closed, z->slots_refused);
+               "members %" PRIu64 "\n",
+               z->role ? z->role : "?", z->role_refused, z->member_spoofed, z->joins_refused,
+               z->stale_refused, z->foreign_refused, z->quota_refused, z->pipes_closed,
+               z->slots_refused);
 }
 
 /* st_cmd_status - `strata status [--json]`: one request, one printed reply
@@ -466,7 +470,6 @@ int st_cmd_status(int argc, char **argv)
     cli_conn_close(&c);
     return rc;
 }
-
 
 /* ---- generate ---- */
 
@@ -612,8 +615,11 @@ static int gen_stream(cli_conn *c, const gen_opts *o, uint64_t id, FILE *lf, int
             return 1;
         }
         const Strata__PollReply *p = r->poll_reply;
-        *gs = (gen_sched){.steps = p->steps, .missed = p->missed_steps, .reused = p->reused,
-                          .submit_ns = p->submit_ns, .start_ns = p->start_ns};
+        *gs = (gen_sched){.steps = p->steps,
+                          .missed = p->missed_steps,
+                          .reused = p->reused,
+                          .submit_ns = p->submit_ns,
+                          .start_ns = p->start_ns};
         if (*n_all + p->n_ids > cap) {
             fprintf(stderr, "strata: generate: the coordinator sent %zu ids; %zu were asked for\n",
                     *n_all + p->n_ids, cap);
@@ -624,8 +630,7 @@ static int gen_stream(cli_conn *c, const gen_opts *o, uint64_t id, FILE *lf, int
         *n_all += p->n_ids;
         if (!o->ids_only)
             gen_write(p->text.data, p->text.len);
-        if (lf && p->n_logits &&
-            fwrite(p->logits, sizeof(float), p->n_logits, lf) != p->n_logits) {
+        if (lf && p->n_logits && fwrite(p->logits, sizeof(float), p->n_logits, lf) != p->n_logits) {
             perror(o->logits_out);
             st_msg_free(r);
             return 1;
@@ -726,7 +731,8 @@ int st_cmd_generate(int argc, char **argv)
         printf("\n");
     }
     fflush(stdout);
-    fprintf(stderr, "prompt: %u tokens (%u reused from the session); generation: %zu tokens in "
+    fprintf(stderr,
+            "prompt: %u tokens (%u reused from the session); generation: %zu tokens in "
             "%.3f s (%.2f tok/s); finish: %s; queued %.3f s, %u steps, %u missed\n",
             n_prompt, gs.reused, n_all, dt, dt > 0 ? (double)n_all / dt : 0.0,
             fin[0] ? fin : "none",

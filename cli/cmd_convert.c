@@ -57,11 +57,16 @@ void cv_hparams_derive(st_hparams *hp)
 static uint32_t cv_file_type(st_dtype t)
 {
     switch (t) {
-    case ST_DT_F16: return 1;
-    case ST_DT_Q4_0: return 2;
-    case ST_DT_Q8_0: return 7;
-    case ST_DT_BF16: return 32;
-    default: return 0;
+    case ST_DT_F16:
+        return 1;
+    case ST_DT_Q4_0:
+        return 2;
+    case ST_DT_Q8_0:
+        return 7;
+    case ST_DT_BF16:
+        return 32;
+    default:
+        return 0;
     }
 }
 
@@ -75,21 +80,36 @@ st_err cv_add_meta(st_gguf_writer *w, const char *name, st_dtype type, const st_
     const char *g[ST_AG_COUNT];
     for (int i = 0; i < ST_AG_COUNT; i++)
         g[i] = st_arch_gkey_name((st_arch_gkey)i);
-    if (!e) e = st_gguf_writer_add_str(w, g[ST_AG_ARCHITECTURE], hp->arch->name);
-    if (!e) e = st_gguf_writer_add_str(w, g[ST_AG_NAME], name);
-    if (!e) e = st_gguf_writer_add_u32(w, g[ST_AG_FILE_TYPE], cv_file_type(type));
-    if (!e) e = st_gguf_writer_add_u32(w, g[ST_AG_ALIGNMENT], CV_ALIGNMENT);
-    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_CONTEXT_LENGTH], (uint32_t)hp->n_ctx_train);
-    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_EMBEDDING_LENGTH], (uint32_t)hp->n_embd);
-    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_BLOCK_COUNT], (uint32_t)hp->n_layer);
-    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_FEED_FORWARD_LENGTH], (uint32_t)hp->n_ff);
-    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_ROPE_DIMENSION_COUNT], (uint32_t)hp->n_rot);
-    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_HEAD_COUNT], (uint32_t)hp->n_head);
-    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_HEAD_COUNT_KV], (uint32_t)hp->n_head_kv);
-    if (!e) e = st_gguf_writer_add_f32(w, k[ST_AK_RMS_EPS], hp->rms_eps);
-    if (!e) e = st_gguf_writer_add_f32(w, k[ST_AK_ROPE_FREQ_BASE], hp->rope_base);
-    if (!e) e = st_gguf_writer_add_u32(w, k[ST_AK_VOCAB_SIZE], (uint32_t)hp->n_vocab);
-    if (!e) e = st_gguf_writer_add_str(w, g[ST_AG_TOK_MODEL], "llama");
+    if (!e)
+        e = st_gguf_writer_add_str(w, g[ST_AG_ARCHITECTURE], hp->arch->name);
+    if (!e)
+        e = st_gguf_writer_add_str(w, g[ST_AG_NAME], name);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, g[ST_AG_FILE_TYPE], cv_file_type(type));
+    if (!e)
+        e = st_gguf_writer_add_u32(w, g[ST_AG_ALIGNMENT], CV_ALIGNMENT);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_CONTEXT_LENGTH], (uint32_t)hp->n_ctx_train);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_EMBEDDING_LENGTH], (uint32_t)hp->n_embd);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_BLOCK_COUNT], (uint32_t)hp->n_layer);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_FEED_FORWARD_LENGTH], (uint32_t)hp->n_ff);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_ROPE_DIMENSION_COUNT], (uint32_t)hp->n_rot);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_HEAD_COUNT], (uint32_t)hp->n_head);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_HEAD_COUNT_KV], (uint32_t)hp->n_head_kv);
+    if (!e)
+        e = st_gguf_writer_add_f32(w, k[ST_AK_RMS_EPS], hp->rms_eps);
+    if (!e)
+        e = st_gguf_writer_add_f32(w, k[ST_AK_ROPE_FREQ_BASE], hp->rope_base);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_VOCAB_SIZE], (uint32_t)hp->n_vocab);
+    if (!e)
+        e = st_gguf_writer_add_str(w, g[ST_AG_TOK_MODEL], "llama");
     if (!e)
         e = st_gguf_writer_add_arr_str(w, g[ST_AG_TOK_TOKENS], (const char *const *)v->toks,
                                        v->lens, (uint64_t)v->n);
@@ -97,11 +117,13 @@ st_err cv_add_meta(st_gguf_writer *w, const char *name, st_dtype type, const st_
         e = st_gguf_writer_add_arr(w, g[ST_AG_TOK_SCORES], ST_GGUF_FLOAT32, v->scores,
                                    (uint64_t)v->n);
     if (!e)
-        e = st_gguf_writer_add_arr(w, g[ST_AG_TOK_TYPES], ST_GGUF_INT32, v->types,
-                                   (uint64_t)v->n);
-    if (!e) e = st_gguf_writer_add_u32(w, g[ST_AG_TOK_BOS], CV_ID_BOS);
-    if (!e) e = st_gguf_writer_add_u32(w, g[ST_AG_TOK_EOS], CV_ID_EOS);
-    if (!e) e = st_gguf_writer_add_u32(w, g[ST_AG_TOK_UNK], CV_ID_UNK);
+        e = st_gguf_writer_add_arr(w, g[ST_AG_TOK_TYPES], ST_GGUF_INT32, v->types, (uint64_t)v->n);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, g[ST_AG_TOK_BOS], CV_ID_BOS);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, g[ST_AG_TOK_EOS], CV_ID_EOS);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, g[ST_AG_TOK_UNK], CV_ID_UNK);
     return e;
 }
 
@@ -117,11 +139,12 @@ int st_cmd_convert(int argc, char **argv)
         return cv_synth(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "llama2c") == 0)
         return cv_llama2c(argc, argv);
-    fprintf(stderr,
-            "strata: convert: usage: strata convert llama2c IN.bin OUT.gguf [--tokenizer tokenizer.bin]\n"
-            "       strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K --ffn F\n"
-            "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] [--ctx C]\n"
-            "                      [--arch llama|qwen2]\n");
+    fprintf(
+        stderr,
+        "strata: convert: usage: strata convert llama2c IN.bin OUT.gguf [--tokenizer "
+        "tokenizer.bin]\n"
+        "       strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K --ffn F\n"
+        "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] [--ctx C]\n"
+        "                      [--arch llama|qwen2]\n");
     return 2;
 }
-

@@ -106,8 +106,10 @@ int st_cmd_hold(int argc, char **argv)
         }
     }
     if (set == q.release || (q.release && q.request_id)) {
-        fprintf(stderr, "strata: hold: give either --after-tokens (with --request) or "
-                        "--release\n%s", hold_usage_text);
+        fprintf(stderr,
+                "strata: hold: give either --after-tokens (with --request) or "
+                "--release\n%s",
+                hold_usage_text);
         return 2;
     }
     Strata__Msg m = STRATA__MSG__INIT, *r = NULL;

@@ -143,19 +143,20 @@ static cJSON *pc_proposal_json(const Strata__PlanProposal *p)
 static void pc_proposal_print(const Strata__PlanProposal *p)
 {
     printf("dry run: %s objective, %s search: step %.3f ms (latency %.3f ms, bottleneck stage %u "
-           "at %.3f ms)%s\n", p->objective ? p->objective : "", p->exact ? "exact" : "heuristic",
-           p->step_ms, p->latency_ms, p->bottleneck, p->bottleneck_ms,
-           p->with_spares ? ", with spares" : "");
+           "at %.3f ms)%s\n",
+           p->objective ? p->objective : "", p->exact ? "exact" : "heuristic", p->step_ms,
+           p->latency_ms, p->bottleneck, p->bottleneck_ms, p->with_spares ? ", with spares" : "");
     if (p->has_current)
         printf("serving epoch %" PRIu64 " takes %.3f ms under the same estimates: %s (margin "
-               "%.0f%%)\n", p->epoch, p->current_ms, p->keep_current ? "a replan keeps it"
-                                                                      : "a replan switches",
+               "%.0f%%)\n",
+               p->epoch, p->current_ms, p->keep_current ? "a replan keeps it" : "a replan switches",
                100 * p->margin);
     for (size_t i = 0; i < p->n_stages; i++) {
         const Strata__ProposedStage *s = p->stages[i];
         printf("stage %zu: layers [%u, %u)  %6.2f MiB  compute %.3f ms  link %.3f ms  time %.3f "
-               "ms  %s", i, s->first, s->last, (double)s->bytes / (1 << 20), s->compute_ms,
-               s->link_ms, s->time_ms, s->n_worker_ids > 1 ? "replicas" : "worker");
+               "ms  %s",
+               i, s->first, s->last, (double)s->bytes / (1 << 20), s->compute_ms, s->link_ms,
+               s->time_ms, s->n_worker_ids > 1 ? "replicas" : "worker");
         for (size_t k = 0; k < s->n_worker_ids; k++)
             printf("%s %" PRIu64 " (%s)", k ? "," : "", s->worker_ids[k],
                    pc_name(p, s->worker_ids[k]));
@@ -192,11 +193,10 @@ static void pc_proposal_print(const Strata__PlanProposal *p)
 
 static void plan_usage(void)
 {
-    fprintf(stderr,
-            "usage: strata plan [--json]                       (the serving plan)\n"
-            "       strata plan --dry-run [--objective latency|throughput] [--replicas]\n"
-            "                   [--workers FILE.json [--model PATH]] [--json]\n"
-            "       [--coordinator ADDR] [--cluster-key FILE] [--timeout-ms N]\n");
+    fprintf(stderr, "usage: strata plan [--json]                       (the serving plan)\n"
+                    "       strata plan --dry-run [--objective latency|throughput] [--replicas]\n"
+                    "                   [--workers FILE.json [--model PATH]] [--json]\n"
+                    "       [--coordinator ADDR] [--cluster-key FILE] [--timeout-ms N]\n");
 }
 
 /* plan_read - the whole file into a malloc'ed, NUL-terminated buffer. */
@@ -255,16 +255,20 @@ static int plan_file(const char *path, const char *model, const char *objective,
     if (mpath) {
         if ((e = st_gguf_open(mpath, &g)) || (e = st_minfo_from_gguf(g, &mi)))
             goto fail;
-        m = (st_place_model){.n_layer = mi.n_layer, .layer_bytes = mi.layer_bytes,
-                             .embd_bytes = mi.embd_bytes, .head_bytes = mi.head_bytes,
+        m = (st_place_model){.n_layer = mi.n_layer,
+                             .layer_bytes = mi.layer_bytes,
+                             .embd_bytes = mi.embd_bytes,
+                             .head_bytes = mi.head_bytes,
                              .kv_bytes_per_token_layer = mi.kv_bytes_per_token_layer};
         hidden = mi.n_embd;
         dtype = mi.dtype;
         if (ctx == 0)
             ctx = mi.n_ctx_train;
     } else if (f.has_facts) {
-        m = (st_place_model){.n_layer = f.n_layer, .layer_bytes = f.layer_bytes,
-                             .embd_bytes = f.embd_bytes, .head_bytes = f.head_bytes,
+        m = (st_place_model){.n_layer = f.n_layer,
+                             .layer_bytes = f.layer_bytes,
+                             .embd_bytes = f.embd_bytes,
+                             .head_bytes = f.head_bytes,
                              .kv_bytes_per_token_layer = f.kv_bytes_per_token_layer};
         hidden = f.hidden;
         dtype = f.dtype[0] ? f.dtype : "f16";
@@ -301,8 +305,11 @@ static int plan_file(const char *path, const char *model, const char *objective,
     if ((e = st_place(&m, w, n, &o, r)))
         goto fail;
     for (size_t i = 0; i < n; i++)
-        pw[i] = (st_pp_worker){.id = f.w[i].id, .name = f.w[i].name, .input = (int)i,
-                               .source = "file", .mem_budget = f.w[i].memory,
+        pw[i] = (st_pp_worker){.id = f.w[i].id,
+                               .name = f.w[i].name,
+                               .input = (int)i,
+                               .source = "file",
+                               .mem_budget = f.w[i].memory,
                                .spare = f.w[i].spare};
     if ((e = st_place_proposal(r, w, n, pw, n, 0, m.n_layer, 1, "", &pp)))
         goto fail;
@@ -390,7 +397,8 @@ int st_cmd_plan(int argc, char **argv)
         m.plan_req = &pq;
     }
     int rc = cli_conn_once(&o, &m, PC_TIMEOUT_MS,
-                           dry ? STRATA__MSG__BODY_PLAN_PROPOSAL : STRATA__MSG__BODY_PLAN, &r, "plan");
+                           dry ? STRATA__MSG__BODY_PLAN_PROPOSAL : STRATA__MSG__BODY_PLAN, &r,
+                           "plan");
     if (rc != 0)
         return rc;
     if (!dry)
@@ -423,13 +431,17 @@ int st_cmd_replan(int argc, char **argv)
             if (!(q.objective = (char *)cli_need_value(argc, argv, &i)))
                 return 2;
             if (st_place_objective_from_name(q.objective, &ob) != ST_OK) {
-                fprintf(stderr, "strata: replan: --objective: '%s' is not latency or "
-                                "throughput\n", q.objective);
+                fprintf(stderr,
+                        "strata: replan: --objective: '%s' is not latency or "
+                        "throughput\n",
+                        q.objective);
                 return 2;
             }
         } else {
-            fprintf(stderr, "strata: replan: unknown argument '%s'\nusage: strata replan "
-                            "[--force] [--objective latency|throughput] [--json]\n", argv[i]);
+            fprintf(stderr,
+                    "strata: replan: unknown argument '%s'\nusage: strata replan "
+                    "[--force] [--objective latency|throughput] [--json]\n",
+                    argv[i]);
             return 2;
         }
     }
@@ -524,7 +536,7 @@ int st_cmd_drain(int argc, char **argv)
                 rc = cli_print_json(j);
             } else {
                 printf("worker %" PRIu64 " %s\n", d->worker_id,
-                       undo ? d->message ? d->message : ""
+                       undo         ? d->message ? d->message : ""
                        : d->drained ? "drained: no plan and no step in flight uses it; it leaves "
                                       "(or stays as a spare with --stay-after-drain)"
                                     : "is draining");

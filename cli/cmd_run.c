@@ -25,12 +25,12 @@
  * docs/shards.md) instead of the local engine; the model file gives the
  * embedding, head and tokenizer only. */
 typedef struct run_shard_opts {
-    char *list;            /* --shards ADDR[,ADDR...] (a copy, split in place) */
-    const char *key;       /* --shard-key FILE */
-    const char *embed;     /* --embed ADDR: an embedding service's NNG address */
-    const char *dtype;     /* --shard-dtype f32|bf16|f16|i8 */
-    int64_t timeout_ms;    /* --shard-timeout-ms */
-    int64_t pause_after;   /* --pause-after N: test hold point (0: none) */
+    char *list;          /* --shards ADDR[,ADDR...] (a copy, split in place) */
+    const char *key;     /* --shard-key FILE */
+    const char *embed;   /* --embed ADDR: an embedding service's NNG address */
+    const char *dtype;   /* --shard-dtype f32|bf16|f16|i8 */
+    int64_t timeout_ms;  /* --shard-timeout-ms */
+    int64_t pause_after; /* --pause-after N: test hold point (0: none) */
 } run_shard_opts;
 
 typedef struct run_opts {
@@ -72,8 +72,10 @@ static int run_parse(int argc, char **argv, run_opts *o)
         const char *v;
         int r = cli_parse_sampling(argc, argv, &i, &o->sp);
         if (r == 0)
-            r = cli_parse_local(argc, argv, &i, CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX |
-                                CLI_LOCAL_KERNELS, &o->eng);
+            r = cli_parse_local(argc, argv, &i,
+                                CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX |
+                                    CLI_LOCAL_KERNELS,
+                                &o->eng);
         if (r < 0)
             return 2;
         if (r > 0)
@@ -86,7 +88,8 @@ static int run_parse(int argc, char **argv, run_opts *o)
                 cli_parse_ids(f, v, &o->prompt_ids, &o->n_prompt_ids))
                 return 2;
         } else if (strcmp(f, "--force-ids") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_ids(f, v, &o->force, &o->n_force))
+            if (!(v = cli_need_value(argc, argv, &i)) ||
+                cli_parse_ids(f, v, &o->force, &o->n_force))
                 return 2;
         } else if (strcmp(f, "-n") == 0 || strcmp(f, "--n-predict") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 0, 1 << 24, &o->n))
@@ -95,9 +98,8 @@ static int run_parse(int argc, char **argv, run_opts *o)
         } else if (strcmp(f, "--ids") == 0) {
             o->ids_only = 1;
         } else if (strcmp(f, "--shards") == 0 || strcmp(f, "--shard-key") == 0 ||
-                   strcmp(f, "--embed") == 0 ||
-                   strcmp(f, "--shard-dtype") == 0 || strcmp(f, "--shard-timeout-ms") == 0 ||
-                   strcmp(f, "--pause-after") == 0) {
+                   strcmp(f, "--embed") == 0 || strcmp(f, "--shard-dtype") == 0 ||
+                   strcmp(f, "--shard-timeout-ms") == 0 || strcmp(f, "--pause-after") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)))
                 return 2;
             if (strcmp(f, "--shards") == 0) {
@@ -246,11 +248,11 @@ static int run_generate(run_opts *o, cli_local *l, st_tokenizer *tok, const int3
             run_write(dbuf, nw);
         printf("\n");
     }
-    fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f tok/s); generation: %lld tokens in %.3f s "
-                    "(%.2f tok/s); kernels %s, %d threads\n",
+    fprintf(stderr,
+            "prompt: %zu tokens in %.3f s (%.2f tok/s); generation: %lld tokens in %.3f s "
+            "(%.2f tok/s); kernels %s, %d threads\n",
             n_prompt, t1 - t0, (double)n_prompt / (t1 - t0), (long long)n_gen, t2 - t1,
-            n_gen > 1 ? (double)(n_gen - 1) / (t2 - t1) : 0.0, l->ops->name,
-            st_pool_size(l->pool));
+            n_gen > 1 ? (double)(n_gen - 1) / (t2 - t1) : 0.0, l->ops->name, st_pool_size(l->pool));
     rc = 0;
 out:
     if (lf && fclose(lf) != 0 && rc == 0) {
@@ -269,7 +271,7 @@ out:
 typedef struct run_shard_cb {
     const run_opts *o;
     int64_t n_gen;
-    int32_t *ids;      /* [o->n] the generated ids (--ids) */
+    int32_t *ids; /* [o->n] the generated ids (--ids) */
 } run_shard_cb;
 
 /* run_shard_token - libstrata's token callback: stream the text (or keep
@@ -317,10 +319,14 @@ static int run_shards(run_opts *o)
         }
         addrs[n++] = t;
     }
-    strata_chain_config cfg = {.model = o->model, .shards = addrs, .n_shards = n,
-                               .key_file = o->sh.key, .dtype = o->sh.dtype,
+    strata_chain_config cfg = {.model = o->model,
+                               .shards = addrs,
+                               .n_shards = n,
+                               .key_file = o->sh.key,
+                               .dtype = o->sh.dtype,
                                .threads = (int)o->eng.threads,
-                               .timeout_ms = (int)o->sh.timeout_ms, .embed = o->sh.embed};
+                               .timeout_ms = (int)o->sh.timeout_ms,
+                               .embed = o->sh.embed};
     char err[512];
     strata_chain *c;
     if (strata_chain_open(&cfg, &c, err, sizeof err) != 0) {
@@ -331,9 +337,13 @@ static int run_shards(run_opts *o)
     size_t n_prompt = o->n_prompt_ids;
     int rc = o->prompt ? strata_tokenize(c, o->prompt, &prompt, &n_prompt) : 0;
     run_shard_cb cb = {.o = o, .ids = malloc(((size_t)o->n + 1) * sizeof *cb.ids)};
-    strata_sampling sp = {.temp = o->sp.temp, .top_k = o->sp.top_k, .top_p = o->sp.top_p,
-                          .min_p = o->sp.min_p, .repeat_penalty = o->sp.repeat_penalty,
-                          .repeat_last_n = o->sp.repeat_last_n, .seed = o->sp.seed};
+    strata_sampling sp = {.temp = o->sp.temp,
+                          .top_k = o->sp.top_k,
+                          .top_p = o->sp.top_p,
+                          .min_p = o->sp.min_p,
+                          .repeat_penalty = o->sp.repeat_penalty,
+                          .repeat_last_n = o->sp.repeat_last_n,
+                          .seed = o->sp.seed};
     if (rc == 0 && cb.ids == NULL)
         rc = ST_ENOMEM;
     if (rc == 0 && o->prompt && !o->ids_only)
@@ -341,8 +351,8 @@ static int run_shards(run_opts *o)
     if (rc == 0)
         rc = strata_generate(c, prompt, n_prompt, (int)o->n, &sp, run_shard_token, &cb);
     if (rc != 0) {
-        fprintf(stderr, "strata: run: %s\n", strata_chain_error(c)[0] ? strata_chain_error(c)
-                                                                      : strata_strerror(rc));
+        fprintf(stderr, "strata: run: %s\n",
+                strata_chain_error(c)[0] ? strata_chain_error(c) : strata_strerror(rc));
     } else if (o->ids_only) {
         printf("ids: ");
         for (int64_t i = 0; i < cb.n_gen; i++)

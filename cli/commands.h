@@ -17,8 +17,8 @@ int st_cmd_tokenize(int argc, char **argv);   /* cmd_text.c */
 int st_cmd_detokenize(int argc, char **argv); /* cmd_text.c */
 int st_cmd_convert(int argc, char **argv);    /* cmd_convert.c */
 int st_cmd_bench(int argc, char **argv);      /* cmd_bench.c: dispatches to: */
-int st_bench_run(int argc, char **argv);        /* bench_run in cmd_bench.c */
-int st_bench_kernels(int argc, char **argv);    /* bench_kernels.c */
+int st_bench_run(int argc, char **argv);      /* bench_run in cmd_bench.c */
+int st_bench_kernels(int argc, char **argv);  /* bench_kernels.c */
 /* st_bench_print_cpu - prints "cpu: MODEL; kernels NAME (variants this CPU
  * supports: ...)" (the model from /proc/cpuinfo). st_bench_print_bandwidth
  * - prints and returns the median GB/s of 3 read passes (after a warm-up)
@@ -38,7 +38,7 @@ int st_cmd_generate(int argc, char **argv);
 int st_cmd_keygen(int argc, char **argv);
 
 /* placement commands (cmd_plan.c), same --coordinator rule */
-int st_cmd_plan(int argc, char **argv);   /* the serving plan, or --dry-run */
+int st_cmd_plan(int argc, char **argv); /* the serving plan, or --dry-run */
 int st_cmd_replan(int argc, char **argv);
 int st_cmd_drain(int argc, char **argv);
 

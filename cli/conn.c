@@ -68,8 +68,10 @@ static int cli_conn_cred(const cli_conn_opts *o, const char *cmd, st_env_role *r
     ea = ea && ea[0] ? ea : NULL;
     ec = ec && ec[0] ? ec : NULL;
     if (flags == 0 && ea && ec) {
-        fprintf(stderr, "strata: %s: both STRATA_ADMIN_KEY and STRATA_CLIENT_KEY are set; unset "
-                        "one or give a key flag\n", cmd);
+        fprintf(stderr,
+                "strata: %s: both STRATA_ADMIN_KEY and STRATA_CLIENT_KEY are set; unset "
+                "one or give a key flag\n",
+                cmd);
         return 2;
     }
     *role = ST_ROLE_MEMBER;
@@ -112,8 +114,10 @@ int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
     memset(c, 0, sizeof *c);
     const char *addr = o->addr ? o->addr : getenv("STRATA_COORDINATOR");
     if (addr == NULL || addr[0] == '\0') {
-        fprintf(stderr, "strata: %s: no coordinator: give --coordinator ADDR or set "
-                        "STRATA_COORDINATOR\n", cmd);
+        fprintf(stderr,
+                "strata: %s: no coordinator: give --coordinator ADDR or set "
+                "STRATA_COORDINATOR\n",
+                cmd);
         return 2;
     }
     st_env_role role;
@@ -122,8 +126,10 @@ int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
     if (rc != 0)
         return rc;
     if (o->encrypt && path == NULL) {
-        fprintf(stderr, "strata: %s: --encrypt needs a key (--cluster-key, --admin-key or "
-                        "--client-key FILE)\n", cmd);
+        fprintf(stderr,
+                "strata: %s: --encrypt needs a key (--cluster-key, --admin-key or "
+                "--client-key FILE)\n",
+                cmd);
         return 2;
     }
     char local[ST_LOCAL_KEY_PATH_MAX]; /* keyless: a local coordinator's key (exposure.h) */
@@ -178,7 +184,7 @@ int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
 /* cl_call - one request/reply; prints the error and returns nonzero on
  * failure (an Error reply included). */
 int cli_conn_call(cli_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg **reply,
-                   const char *cmd)
+                  const char *cmd)
 {
     st_err e = st_msg_call(c->s, &c->env, m, timeout_ms, reply);
     if (e != ST_OK) {
@@ -186,7 +192,8 @@ int cli_conn_call(cli_conn *c, const Strata__Msg *m, int timeout_ms, Strata__Msg
          * (a new one does not know the requests of the old one) */
         fprintf(stderr, "strata: %s: %s%s\n", cmd, st_errmsg(e),
                 e == ST_ENNG ? " (the connection to the coordinator failed: it stopped, "
-                               "restarted or cannot be reached)" : "");
+                               "restarted or cannot be reached)"
+                             : "");
         return 1;
     }
     return 0;

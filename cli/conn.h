@@ -28,7 +28,7 @@ typedef struct cli_conn_opts {
     const char *key;        /* --cluster-key: the cluster key (may do everything) */
     const char *client_key; /* --client-key (or STRATA_CLIENT_KEY): a client key file */
     const char *admin_key;  /* --admin-key (or STRATA_ADMIN_KEY): an admin key file */
-    bool encrypt;     /* --encrypt: seal every frame (needs key) */
+    bool encrypt;           /* --encrypt: seal every frame (needs key) */
     int64_t timeout_ms;
     bool json;
 } cli_conn_opts;

@@ -33,40 +33,63 @@ static st_err cv_l2c_check(const char *path, const int32_t h[7], uint64_t size, 
                            bool *shared)
 {
     if (h[0] == 0x616b3432)
-        return st_errorf(ST_EVERSION, "convert: '%s' is llama2.c's versioned export format (magic ak42); only the legacy format is read",
+        return st_errorf(ST_EVERSION,
+                         "convert: '%s' is llama2.c's versioned export format (magic ak42); only "
+                         "the legacy format is read",
                          path);
-    const char *names[7] = {"dim", "hidden_dim", "n_layers", "n_heads", "n_kv_heads", "vocab_size",
-                            "seq_len"};
+    const char *names[7] = {"dim",        "hidden_dim", "n_layers", "n_heads",
+                            "n_kv_heads", "vocab_size", "seq_len"};
     for (int i = 0; i < 7; i++)
         if (h[i] <= 0 && i != 5)
-            return st_errorf(ST_EFORMAT, "convert: '%s': header field %s is %d", path, names[i], h[i]);
+            return st_errorf(ST_EFORMAT, "convert: '%s': header field %s is %d", path, names[i],
+                             h[i]);
     if (h[5] == 0 || h[5] == INT32_MIN)
         return st_errorf(ST_EFORMAT, "convert: '%s': header field vocab_size is %d", path, h[5]);
-    *hp = (st_hparams){.arch = hp->arch, .n_embd = h[0], .n_ff = h[1], .n_layer = h[2],
-                       .n_head = h[3], .n_head_kv = h[4],
-                       .n_vocab = h[5] < 0 ? -(int64_t)h[5] : h[5], .n_ctx_train = h[6]};
+    *hp = (st_hparams){.arch = hp->arch,
+                       .n_embd = h[0],
+                       .n_ff = h[1],
+                       .n_layer = h[2],
+                       .n_head = h[3],
+                       .n_head_kv = h[4],
+                       .n_vocab = h[5] < 0 ? -(int64_t)h[5] : h[5],
+                       .n_ctx_train = h[6]};
     *shared = h[5] > 0;
-    if (hp->n_embd % hp->n_head != 0 || hp->n_head % hp->n_head_kv != 0 || (hp->n_embd / hp->n_head) % 2)
-        return st_errorf(ST_ESHAPE, "convert: '%s': dim %lld, n_heads %lld, n_kv_heads %lld do not form whole, even heads",
-                         path, (long long)hp->n_embd, (long long)hp->n_head, (long long)hp->n_head_kv);
+    if (hp->n_embd % hp->n_head != 0 || hp->n_head % hp->n_head_kv != 0 ||
+        (hp->n_embd / hp->n_head) % 2)
+        return st_errorf(
+            ST_ESHAPE,
+            "convert: '%s': dim %lld, n_heads %lld, n_kv_heads %lld do not form whole, even heads",
+            path, (long long)hp->n_embd, (long long)hp->n_head, (long long)hp->n_head_kv);
     cv_hparams_derive(hp);
     uint64_t d = (uint64_t)hp->n_embd, L = (uint64_t)hp->n_layer, f = (uint64_t)hp->n_ff;
     uint64_t kv = d / (uint64_t)hp->n_head * (uint64_t)hp->n_head_kv;
-    uint64_t V = (uint64_t)hp->n_vocab, hs = d / (uint64_t)hp->n_head, T = (uint64_t)hp->n_ctx_train;
+    uint64_t V = (uint64_t)hp->n_vocab, hs = d / (uint64_t)hp->n_head,
+             T = (uint64_t)hp->n_ctx_train;
     /* a hostile header can make these products wrap: sum with overflow checks */
     struct {
         uint64_t a, b, c;
     } parts[] = {
-        {V, d, 1},      {L, d, 1},     {L, d, d},          {L, kv, d}, {L, kv, d},
-        {L, d, d},      {L, d, 1},     {L, f, d},          {L, d, f},  {L, f, d},
-        {d, 1, 1},      {T, hs / 2, 2}, {*shared ? 0 : V, d, 1},
+        {V, d, 1},
+        {L, d, 1},
+        {L, d, d},
+        {L, kv, d},
+        {L, kv, d},
+        {L, d, d},
+        {L, d, 1},
+        {L, f, d},
+        {L, d, f},
+        {L, f, d},
+        {d, 1, 1},
+        {T, hs / 2, 2},
+        {*shared ? 0 : V, d, 1},
     };
     uint64_t n = 0;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         uint64_t p;
         if (__builtin_mul_overflow(parts[i].a, parts[i].b, &p) ||
             __builtin_mul_overflow(p, parts[i].c, &p) || __builtin_add_overflow(n, p, &n))
-            return st_errorf(ST_EOVERFLOW, "convert: '%s': the header's sizes overflow 64 bits", path);
+            return st_errorf(ST_EOVERFLOW, "convert: '%s': the header's sizes overflow 64 bits",
+                             path);
     }
     uint64_t want; /* bytes: the header and n floats */
     if (__builtin_mul_overflow(n, (uint64_t)4, &n) ||
@@ -76,8 +99,9 @@ static st_err cv_l2c_check(const char *path, const int32_t h[7], uint64_t size, 
         return st_errorf(ST_ETRUNC, "convert: '%s' has %llu bytes, its header implies %llu", path,
                          (unsigned long long)size, (unsigned long long)want);
     if (size > want)
-        return st_errorf(ST_EFORMAT, "convert: '%s' has %llu bytes, %llu more than its header implies",
-                         path, (unsigned long long)size, (unsigned long long)(size - want));
+        return st_errorf(ST_EFORMAT,
+                         "convert: '%s' has %llu bytes, %llu more than its header implies", path,
+                         (unsigned long long)size, (unsigned long long)(size - want));
     return ST_OK;
 }
 
@@ -101,13 +125,14 @@ int cv_llama2c(int argc, char **argv)
         }
     }
     if (in == NULL || out == NULL) {
-        fprintf(stderr, "strata: convert llama2c: usage: strata convert llama2c IN.bin OUT.gguf [--tokenizer tokenizer.bin]\n");
+        fprintf(stderr, "strata: convert llama2c: usage: strata convert llama2c IN.bin OUT.gguf "
+                        "[--tokenizer tokenizer.bin]\n");
         return 2;
     }
     int fd = open(in, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return cv_fail(st_errorf(errno == ENOENT ? ST_ENOENT : ST_EIO, "convert: open '%s': %s",
-                                 in, strerror(errno)));
+        return cv_fail(st_errorf(errno == ENOENT ? ST_ENOENT : ST_EIO, "convert: open '%s': %s", in,
+                                 strerror(errno)));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
@@ -116,8 +141,9 @@ int cv_llama2c(int argc, char **argv)
     uint64_t size = (uint64_t)sb.st_size;
     if (size < CV_L2C_HEADER) {
         close(fd);
-        return cv_fail(st_errorf(ST_ETRUNC, "convert: '%s' has %llu bytes, less than the 28-byte header",
-                                 in, (unsigned long long)size));
+        return cv_fail(st_errorf(ST_ETRUNC,
+                                 "convert: '%s' has %llu bytes, less than the 28-byte header", in,
+                                 (unsigned long long)size));
     }
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     int en = errno;
@@ -133,8 +159,8 @@ int cv_llama2c(int argc, char **argv)
     st_gguf_writer *w = NULL;
     st_err e = cv_l2c_check(in, h, size, &hp, &shared);
     if (!e && !tok && hp.n_vocab < CV_MIN_VOCAB)
-        e = st_errorf(ST_ESHAPE, "convert: vocab_size %lld is below %d: give --tokenizer", (long long)hp.n_vocab,
-                      CV_MIN_VOCAB);
+        e = st_errorf(ST_ESHAPE, "convert: vocab_size %lld is below %d: give --tokenizer",
+                      (long long)hp.n_vocab, CV_MIN_VOCAB);
     if (!e)
         e = tok ? cv_vocab_llama2c(&v, tok, hp.n_vocab) : cv_vocab_placeholder(&v, hp.n_vocab);
     char name[512];
@@ -187,7 +213,8 @@ int cv_llama2c(int argc, char **argv)
     if (!e) {
         uint64_t at = o_fin;
         char nm[ST_ARCH_NAME_MAX];
-        e = cv_l2c_tensor(w, st_arch_tensor_name(ST_AT_OUTPUT_NORM, 0, nm), base, &at, hp.n_embd, 0);
+        e = cv_l2c_tensor(w, st_arch_tensor_name(ST_AT_OUTPUT_NORM, 0, nm), base, &at, hp.n_embd,
+                          0);
     }
     if (!e && !shared) {
         uint64_t at = o_cls;

@@ -10,9 +10,9 @@
 #include "cli/args.h"
 #include "cli/convert_impl.h"
 
-#define CV_NORM_STD 0.2  /* norm weights 1 + N(0, 0.2) */
-#define CV_BIAS_STD 0.2  /* biases N(0, 0.2) */
-#define CV_MAT_SCALE 0.5 /* matrices N(0, 0.5 / sqrt(ne0)) */
+#define CV_NORM_STD 0.2                       /* norm weights 1 + N(0, 0.2) */
+#define CV_BIAS_STD 0.2                       /* biases N(0, 0.2) */
+#define CV_MAT_SCALE 0.5                      /* matrices N(0, 0.5 / sqrt(ne0)) */
 #define CV_SYNTH_SEED_KEY "strata.synth.seed" /* Strata's own key: the seed used */
 
 typedef enum cv_kind { CV_MAT = 0, CV_NORM, CV_BIAS } cv_kind; /* norms, biases: F32 */
@@ -132,9 +132,10 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
     o->hp.arch = st_arch_by_name("llama");
     o->seed = 42;
     o->type = ST_DT_COUNT;
-    int64_t *dst[] = {&o->hp.n_embd, &o->hp.n_layer, &o->hp.n_head, &o->hp.n_head_kv, &o->hp.n_ff,
-                      &o->hp.n_vocab, &o->hp.n_ctx_train};
-    const char *flags[] = {"--dim", "--layers", "--heads", "--kv-heads", "--ffn", "--vocab", "--ctx"};
+    int64_t *dst[] = {&o->hp.n_embd, &o->hp.n_layer, &o->hp.n_head,     &o->hp.n_head_kv,
+                      &o->hp.n_ff,   &o->hp.n_vocab, &o->hp.n_ctx_train};
+    const char *flags[] = {"--dim", "--layers", "--heads", "--kv-heads",
+                           "--ffn", "--vocab",  "--ctx"};
     const int64_t hi[] = {1 << 16, 1 << 10, 1 << 10, 1 << 10, 1 << 20, 1 << 24, 1 << 24};
     for (int i = 2; i < argc; i++) {
         const char *f = argv[i], *v;
@@ -156,7 +157,8 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
             if (st_dtype_from_name(v, &o->type) != ST_K_OK ||
                 st_kernels_ref()->from_float[o->type] == NULL ||
                 st_kernels_ref()->mul_mat[o->type] == NULL) {
-                fprintf(stderr, "strata: --type: '%s' is not one of f32, f16, bf16, q8_0, q4_0\n", v);
+                fprintf(stderr, "strata: --type: '%s' is not one of f32, f16, bf16, q8_0, q4_0\n",
+                        v);
                 return 2;
             }
         } else if (strcmp(f, "--arch") == 0) {
@@ -205,18 +207,22 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
         return 2;
     }
     if ((hp->n_embd / hp->n_head) % 2 != 0) {
-        fprintf(stderr, "strata: convert synth: head dim %lld (--dim / --heads) must be even for RoPE\n",
+        fprintf(stderr,
+                "strata: convert synth: head dim %lld (--dim / --heads) must be even for RoPE\n",
                 (long long)(hp->n_embd / hp->n_head));
         return 2;
     }
     if (hp->n_vocab < CV_MIN_VOCAB) {
-        fprintf(stderr, "strata: convert synth: --vocab %lld is below %d (3 special + 256 byte tokens)\n",
+        fprintf(stderr,
+                "strata: convert synth: --vocab %lld is below %d (3 special + 256 byte tokens)\n",
                 (long long)hp->n_vocab, CV_MIN_VOCAB);
         return 2;
     }
     int64_t blck = st_dtype_info_of(o->type)->blck;
     if (hp->n_embd % blck != 0 || hp->n_ff % blck != 0) {
-        fprintf(stderr, "strata: convert synth: --type %s needs --dim and --ffn multiples of %lld (got %lld, %lld)\n",
+        fprintf(stderr,
+                "strata: convert synth: --type %s needs --dim and --ffn multiples of %lld (got "
+                "%lld, %lld)\n",
                 st_dtype_info_of(o->type)->name, (long long)blck, (long long)hp->n_embd,
                 (long long)hp->n_ff);
         return 2;
@@ -239,7 +245,8 @@ int cv_synth(int argc, char **argv)
     size_t nt;
     cv_tensor *ts = cv_tensor_list(&o.hp, true, &nt);
     float *row = malloc((size_t)(o.hp.n_embd > o.hp.n_ff ? o.hp.n_embd : o.hp.n_ff) * sizeof *row);
-    void *qrow = malloc((size_t)(o.hp.n_embd > o.hp.n_ff ? o.hp.n_embd : o.hp.n_ff) * sizeof(float));
+    void *qrow = malloc((size_t)(o.hp.n_embd > o.hp.n_ff ? o.hp.n_embd : o.hp.n_ff) *
+                        sizeof(float));
     st_gguf_writer *w = NULL;
     if (ts == NULL || row == NULL || qrow == NULL) {
         e = st_errorf(ST_ENOMEM, "convert: synth buffers");

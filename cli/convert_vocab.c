@@ -54,10 +54,10 @@ static st_err cv_vocab_set(cv_vocab *v, int64_t i, const char *s, size_t len, fl
 /* The special and byte tokens shared by both vocabularies: ids 0..258. */
 static st_err cv_vocab_fixed(cv_vocab *v)
 {
-    static const char *const special[CV_N_SPECIAL] = {
-        [CV_ID_UNK] = "<unk>", [CV_ID_BOS] = "<s>", [CV_ID_EOS] = "</s>"};
-    static const int32_t special_type[CV_N_SPECIAL] = {
-        [CV_ID_UNK] = ST_TOK_UNKNOWN, [CV_ID_BOS] = ST_TOK_CONTROL, [CV_ID_EOS] = ST_TOK_CONTROL};
+    static const char *const special[CV_N_SPECIAL] =
+        {[CV_ID_UNK] = "<unk>", [CV_ID_BOS] = "<s>", [CV_ID_EOS] = "</s>"};
+    static const int32_t special_type[CV_N_SPECIAL] =
+        {[CV_ID_UNK] = ST_TOK_UNKNOWN, [CV_ID_BOS] = ST_TOK_CONTROL, [CV_ID_EOS] = ST_TOK_CONTROL};
     st_err e = ST_OK;
     for (int i = 0; i < CV_N_SPECIAL && !e; i++)
         e = cv_vocab_set(v, i, special[i], strlen(special[i]), 0.0f, special_type[i]);
@@ -188,7 +188,8 @@ st_err cv_vocab_llama2c(cv_vocab *v, const char *path, int64_t n)
         count++;
     }
     if (count != n)
-        e = st_errorf(ST_ESHAPE, "convert: tokenizer '%s' has %lld tokens, the model's vocab_size is %lld",
+        e = st_errorf(ST_ESHAPE,
+                      "convert: tokenizer '%s' has %lld tokens, the model's vocab_size is %lld",
                       path, (long long)count, (long long)n);
 done:
     free(buf);

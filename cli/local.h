@@ -13,10 +13,10 @@ typedef struct cli_local {
     const st_kernel_ops *ops;
     st_stage_ctx *ctx;
     st_kv *kv;
-    int64_t chunk;  /* prefill chunk (tokens per forward) */
-    int64_t n_ctx;  /* KV positions */
+    int64_t chunk; /* prefill chunk (tokens per forward) */
+    int64_t n_ctx; /* KV positions */
     int64_t n_vocab;
-    float *logits;  /* [n_vocab] logits of the last evaluated token */
+    float *logits; /* [n_vocab] logits of the last evaluated token */
 } cli_local;
 
 /* cli_local_open - loads path with threads (0 = cores), kernels (force_ref

@@ -82,9 +82,10 @@ void cli_plan_print(const Strata__Plan *p)
     bool per_boundary = false;
     for (size_t i = 1; i < p->n_stages; i++)
         per_boundary = per_boundary || (p->stages[i]->in_why && p->stages[i]->in_why[0]);
-    const char *wire = per_boundary ? "per boundary"
+    const char *wire = per_boundary                                ? "per boundary"
                        : p->n_stages > 1 && p->stages[1]->in_dtype ? p->stages[1]->in_dtype
-                       : p->n_stages > 0 && p->stages[0]->in_dtype ? p->stages[0]->in_dtype : "?";
+                       : p->n_stages > 0 && p->stages[0]->in_dtype ? p->stages[0]->in_dtype
+                                                                   : "?";
     printf("epoch %" PRIu64 "  hash %.16s...  model %.16s...\n", p->epoch, hash, mid);
     printf("wire %s%s, %u layers, %u tokens per batch, context %u, %u sessions, results at %s\n",
            wire, p->zstd ? "+zstd" : "", p->n_layer, p->max_tokens, p->n_ctx, p->max_sessions,

@@ -44,32 +44,24 @@ static const struct {
     const char *base;
     const char *kind;
 } arch_tensor_names[ST_AT_COUNT] = {
-    [ST_AT_TOKEN_EMBD] = {"token_embd", "weight"},
-    [ST_AT_OUTPUT_NORM] = {"output_norm", "weight"},
-    [ST_AT_OUTPUT] = {"output", "weight"},
-    [ST_AT_ROPE_FREQS] = {"rope_freqs", "weight"},
-    [ST_AT_ATTN_NORM] = {"attn_norm", "weight"},
-    [ST_AT_ATTN_Q] = {"attn_q", "weight"},
-    [ST_AT_ATTN_K] = {"attn_k", "weight"},
-    [ST_AT_ATTN_V] = {"attn_v", "weight"},
-    [ST_AT_ATTN_Q_BIAS] = {"attn_q", "bias"},
-    [ST_AT_ATTN_K_BIAS] = {"attn_k", "bias"},
-    [ST_AT_ATTN_V_BIAS] = {"attn_v", "bias"},
-    [ST_AT_ATTN_OUT] = {"attn_output", "weight"},
-    [ST_AT_FFN_NORM] = {"ffn_norm", "weight"},
-    [ST_AT_FFN_GATE] = {"ffn_gate", "weight"},
-    [ST_AT_FFN_UP] = {"ffn_up", "weight"},
-    [ST_AT_FFN_DOWN] = {"ffn_down", "weight"},
+    [ST_AT_TOKEN_EMBD] = {"token_embd", "weight"}, [ST_AT_OUTPUT_NORM] = {"output_norm", "weight"},
+    [ST_AT_OUTPUT] = {"output", "weight"},         [ST_AT_ROPE_FREQS] = {"rope_freqs", "weight"},
+    [ST_AT_ATTN_NORM] = {"attn_norm", "weight"},   [ST_AT_ATTN_Q] = {"attn_q", "weight"},
+    [ST_AT_ATTN_K] = {"attn_k", "weight"},         [ST_AT_ATTN_V] = {"attn_v", "weight"},
+    [ST_AT_ATTN_Q_BIAS] = {"attn_q", "bias"},      [ST_AT_ATTN_K_BIAS] = {"attn_k", "bias"},
+    [ST_AT_ATTN_V_BIAS] = {"attn_v", "bias"},      [ST_AT_ATTN_OUT] = {"attn_output", "weight"},
+    [ST_AT_FFN_NORM] = {"ffn_norm", "weight"},     [ST_AT_FFN_GATE] = {"ffn_gate", "weight"},
+    [ST_AT_FFN_UP] = {"ffn_up", "weight"},         [ST_AT_FFN_DOWN] = {"ffn_down", "weight"},
 };
 
 /* what every architecture requires; rows below change only what differs */
-#define ARCH_BASE_NEEDS                                                                        \
-    [ST_AT_TOKEN_EMBD] = ST_AN_REQUIRED, [ST_AT_OUTPUT_NORM] = ST_AN_REQUIRED,                 \
-    [ST_AT_OUTPUT] = ST_AN_OPTIONAL, [ST_AT_ROPE_FREQS] = ST_AN_ABSENT,                        \
-    [ST_AT_ATTN_NORM] = ST_AN_REQUIRED, [ST_AT_ATTN_Q] = ST_AN_REQUIRED,                       \
-    [ST_AT_ATTN_K] = ST_AN_REQUIRED, [ST_AT_ATTN_V] = ST_AN_REQUIRED,                          \
-    [ST_AT_ATTN_OUT] = ST_AN_REQUIRED, [ST_AT_FFN_NORM] = ST_AN_REQUIRED,                      \
-    [ST_AT_FFN_GATE] = ST_AN_REQUIRED, [ST_AT_FFN_UP] = ST_AN_REQUIRED,                        \
+#define ARCH_BASE_NEEDS                                                                            \
+    [ST_AT_TOKEN_EMBD] = ST_AN_REQUIRED, [ST_AT_OUTPUT_NORM] = ST_AN_REQUIRED,                     \
+    [ST_AT_OUTPUT] = ST_AN_OPTIONAL, [ST_AT_ROPE_FREQS] = ST_AN_ABSENT,                            \
+    [ST_AT_ATTN_NORM] = ST_AN_REQUIRED, [ST_AT_ATTN_Q] = ST_AN_REQUIRED,                           \
+    [ST_AT_ATTN_K] = ST_AN_REQUIRED, [ST_AT_ATTN_V] = ST_AN_REQUIRED,                              \
+    [ST_AT_ATTN_OUT] = ST_AN_REQUIRED, [ST_AT_FFN_NORM] = ST_AN_REQUIRED,                          \
+    [ST_AT_FFN_GATE] = ST_AN_REQUIRED, [ST_AT_FFN_UP] = ST_AN_REQUIRED,                            \
     [ST_AT_FFN_DOWN] = ST_AN_REQUIRED
 
 static const st_arch arch_table[] = {
@@ -133,10 +125,14 @@ static st_err arch_check_absent(const st_gguf *g, const st_arch *a)
             if (!st_gguf_str_eq(t->name, st_arch_tensor_name((st_arch_tensor)k, l, n)))
                 continue;
             if (k == ST_AT_ROPE_FREQS)
-                return st_errorf(ST_EINVAL, "tensor '%s' (rope frequency factors, llama3-style "
-                                 "rope scaling) is present; rope scaling is not supported", n);
-            return st_errorf(ST_EINVAL, "tensor '%s' is not used by architecture '%s' and is "
-                             "not supported", n, a->name);
+                return st_errorf(ST_EINVAL,
+                                 "tensor '%s' (rope frequency factors, llama3-style "
+                                 "rope scaling) is present; rope scaling is not supported",
+                                 n);
+            return st_errorf(ST_EINVAL,
+                             "tensor '%s' is not used by architecture '%s' and is "
+                             "not supported",
+                             n, a->name);
         }
     }
     return ST_OK;
@@ -177,7 +173,8 @@ st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out)
             a = &arch_table[i];
     if (a == NULL) /* the list below: the names of arch_table */
         return st_errorf(ST_ETYPE, "%s is '%.*s'; supported: 'llama', 'qwen2'",
-                         st_arch_gkey_name(ST_AG_ARCHITECTURE), (int)(name.len > 64 ? 64 : name.len), name.data);
+                         st_arch_gkey_name(ST_AG_ARCHITECTURE),
+                         (int)(name.len > 64 ? 64 : name.len), name.data);
     if ((e = arch_check_rope_scaling(g, a)) || (e = arch_check_absent(g, a)))
         return e;
     *out = a;

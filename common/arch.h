@@ -96,13 +96,13 @@ typedef enum st_arch_tensor {
 #define ST_AT_FIRST_LAYER ST_AT_ATTN_NORM /* the first per-layer tensor */
 
 typedef enum st_arch_need {
-    ST_AN_ABSENT = 0,   /* must not be in the file (its meaning is not implemented) */
+    ST_AN_ABSENT = 0, /* must not be in the file (its meaning is not implemented) */
     ST_AN_REQUIRED = 1,
     ST_AN_OPTIONAL = 2,
 } st_arch_need;
 
 typedef struct st_arch {
-    const char *name;               /* general.architecture, and the key prefix */
+    const char *name; /* general.architecture, and the key prefix */
     st_rope_layout rope;
     st_arch_need need[ST_AT_COUNT];
 } st_arch;

@@ -9,14 +9,14 @@
 #include "common/shard.h"
 
 typedef struct chain_link {
-    st_shard *conn;     /* NULL once lost, until a replacement takes over */
+    st_shard *conn; /* NULL once lost, until a replacement takes over */
     int64_t first, last;
 } chain_link;
 
 struct st_chain {
-    chain_link *links;  /* in layer order */
+    chain_link *links; /* in layer order */
     size_t n_links;
-    st_shard **spares;  /* NULL entries: taken */
+    st_shard **spares; /* NULL entries: taken */
     size_t n_spares;
     int64_t n_layer;
     uint32_t hidden;
@@ -57,7 +57,8 @@ static st_err chain_place(st_chain *c, st_shard *s, int64_t *end)
             c->spares[c->n_spares++] = s;
             return ST_OK;
         }
-    return st_errorf(ST_EINVAL, "shard server %s serves layers [%lld, %lld), which neither "
+    return st_errorf(ST_EINVAL,
+                     "shard server %s serves layers [%lld, %lld), which neither "
                      "continue the chain at layer %lld nor replace one of its links",
                      st_shard_addr(s), (long long)i->first, (long long)i->last, (long long)*end);
 }
@@ -84,8 +85,10 @@ st_err st_chain_open(const char *const *addrs, size_t n, const uint8_t *key, boo
             st_shard_close(s);
     }
     if (e == ST_OK && end != c->n_layer)
-        e = st_errorf(ST_EINVAL, "the shard servers cover layers [0, %lld) of %lld: the chain "
-                      "is incomplete", (long long)end, (long long)c->n_layer);
+        e = st_errorf(ST_EINVAL,
+                      "the shard servers cover layers [0, %lld) of %lld: the chain "
+                      "is incomplete",
+                      (long long)end, (long long)c->n_layer);
     if (e == ST_OK) {
         size_t nf = (size_t)c->max_tokens * c->hidden;
         c->a = malloc(nf * sizeof *c->a);
@@ -146,8 +149,10 @@ static st_err chain_replace(st_chain *c, size_t k)
             return ST_OK;
         }
     }
-    return st_errorf(ST_ECLOSED, "layers [%lld, %lld): the server is lost and no replacement is "
-                     "left", (long long)l->first, (long long)l->last);
+    return st_errorf(ST_ECLOSED,
+                     "layers [%lld, %lld): the server is lost and no replacement is "
+                     "left",
+                     (long long)l->first, (long long)l->last);
 }
 
 /* chain_pass - runs hist[pos, n_hist) through every link; *failed gets
@@ -199,8 +204,7 @@ st_err st_chain_forward(st_chain *c, uint64_t session, const int32_t *hist, int6
             return e;
         if (e != ST_ENOENT && e != ST_ECLOSED && e != ST_ETIMEOUT)
             return e; /* a refusal: replaying would be refused again */
-        st_log(ST_LOG_WARN, "chain", "%s; replaying %lld tokens", st_errmsg(e),
-               (long long)n_hist);
+        st_log(ST_LOG_WARN, "chain", "%s; replaying %lld tokens", st_errmsg(e), (long long)n_hist);
         if (e != ST_ENOENT) {
             st_shard_close(c->links[k].conn);
             c->links[k].conn = NULL;

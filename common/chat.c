@@ -34,10 +34,7 @@ const char *st_chat_tmpl_name(st_chat_tmpl t)
     return (unsigned)t < ST_CHAT_COUNT ? chat_names[t] : "?";
 }
 
-const char *st_chat_names(void)
-{
-    return chat_name_list;
-}
+const char *st_chat_names(void) { return chat_name_list; }
 
 /* ---- recognition ---- */
 
@@ -150,8 +147,10 @@ st_err st_chat_detect(const char *s, size_t len, st_chat_tmpl *out)
         *out = ST_CHAT_LLAMA3;
         return ST_OK;
     }
-    return st_errorf(ST_ETYPE, "the chat template is not one Strata recognises; known names: %s "
-                               "(choose one with --chat-template NAME)", chat_name_list);
+    return st_errorf(ST_ETYPE,
+                     "the chat template is not one Strata recognises; known names: %s "
+                     "(choose one with --chat-template NAME)",
+                     chat_name_list);
 }
 
 st_err st_chat_from_gguf(const st_gguf *g, const char *override, st_chat_tmpl *out)
@@ -160,8 +159,10 @@ st_err st_chat_from_gguf(const st_gguf *g, const char *override, st_chat_tmpl *o
         return st_chat_detect(override, strlen(override), out);
     st_gguf_str s;
     if (g == NULL || st_gguf_get_str(g, ST_CHAT_GGUF_KEY, &s) != ST_OK)
-        return st_errorf(ST_EMISSING, "the model has no %s; choose a template with "
-                                      "--chat-template NAME (%s)", ST_CHAT_GGUF_KEY, chat_name_list);
+        return st_errorf(ST_EMISSING,
+                         "the model has no %s; choose a template with "
+                         "--chat-template NAME (%s)",
+                         ST_CHAT_GGUF_KEY, chat_name_list);
     return st_chat_detect(s.data, (size_t)s.len, out);
 }
 
@@ -201,10 +202,7 @@ static void chat_putn(chat_buf *b, const char *s, size_t n)
     b->p[b->len] = '\0';
 }
 
-static void chat_put(chat_buf *b, const char *s)
-{
-    chat_putn(b, s, strlen(s));
-}
+static void chat_put(chat_buf *b, const char *s) { chat_putn(b, s, strlen(s)); }
 
 /* chat_is_space - C isspace in the "C" locale, as llama.cpp's trim. */
 static bool chat_is_space(char c)
@@ -346,8 +344,7 @@ static void chat_gemma(chat_buf *b, const st_chat_msg *m, size_t n, bool add_gen
 
 /* chat_tagged - the formats where every message is OPEN role MID content
  * CLOSE and the generation prompt is GEN (ChatML, Phi 3, Zephyr, Llama 3). */
-static void chat_tagged(chat_buf *b, st_chat_tmpl t, const st_chat_msg *m, size_t n,
-                        bool add_gen)
+static void chat_tagged(chat_buf *b, st_chat_tmpl t, const st_chat_msg *m, size_t n, bool add_gen)
 {
     const char *open, *mid, *close, *gen;
     bool trim = false;
@@ -381,8 +378,8 @@ static void chat_tagged(chat_buf *b, st_chat_tmpl t, const st_chat_msg *m, size_
         chat_put(b, gen);
 }
 
-st_err st_chat_render(st_chat_tmpl t, const st_chat_msg *msgs, size_t n,
-                      bool add_generation_prompt, char **text, size_t *len)
+st_err st_chat_render(st_chat_tmpl t, const st_chat_msg *msgs, size_t n, bool add_generation_prompt,
+                      char **text, size_t *len)
 {
     if ((unsigned)t >= ST_CHAT_COUNT || text == NULL || len == NULL || (n > 0 && msgs == NULL))
         return st_errorf(ST_EINVAL, "st_chat_render: bad argument");

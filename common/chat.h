@@ -28,20 +28,20 @@
 
 /* The formats, named as llama.cpp names them (st_chat_tmpl_name). */
 typedef enum st_chat_tmpl {
-    ST_CHAT_CHATML = 0,       /* <|im_start|>role\n...<|im_end|>\n (Qwen) */
-    ST_CHAT_LLAMA2,           /* [INST] ... [/INST], system as plain text */
-    ST_CHAT_LLAMA2_SYS,       /* the same with <<SYS>>\n...\n<</SYS>>\n\n */
-    ST_CHAT_LLAMA2_SYS_BOS,   /* ... and <s> before each later [INST] */
-    ST_CHAT_LLAMA2_SYS_STRIP, /* ... contents trimmed */
-    ST_CHAT_MISTRAL_V1,       /* " [INST] ... [/INST]" */
-    ST_CHAT_MISTRAL_V3,       /* "[INST] ...[/INST]", replies trimmed */
+    ST_CHAT_CHATML = 0,        /* <|im_start|>role\n...<|im_end|>\n (Qwen) */
+    ST_CHAT_LLAMA2,            /* [INST] ... [/INST], system as plain text */
+    ST_CHAT_LLAMA2_SYS,        /* the same with <<SYS>>\n...\n<</SYS>>\n\n */
+    ST_CHAT_LLAMA2_SYS_BOS,    /* ... and <s> before each later [INST] */
+    ST_CHAT_LLAMA2_SYS_STRIP,  /* ... contents trimmed */
+    ST_CHAT_MISTRAL_V1,        /* " [INST] ... [/INST]" */
+    ST_CHAT_MISTRAL_V3,        /* "[INST] ...[/INST]", replies trimmed */
     ST_CHAT_MISTRAL_V3_TEKKEN, /* "[INST]...[/INST]" */
-    ST_CHAT_MISTRAL_V7,       /* [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT][INST] ...[/INST] */
+    ST_CHAT_MISTRAL_V7,        /* [SYSTEM_PROMPT] ... [/SYSTEM_PROMPT][INST] ...[/INST] */
     ST_CHAT_MISTRAL_V7_TEKKEN, /* the same without the spaces */
-    ST_CHAT_PHI3,             /* <|role|>\n...<|end|>\n */
-    ST_CHAT_ZEPHYR,           /* <|role|>\n...<|endoftext|>\n */
-    ST_CHAT_GEMMA,            /* <start_of_turn>user|model\n...<end_of_turn>\n */
-    ST_CHAT_LLAMA3,           /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    ST_CHAT_PHI3,              /* <|role|>\n...<|end|>\n */
+    ST_CHAT_ZEPHYR,            /* <|role|>\n...<|endoftext|>\n */
+    ST_CHAT_GEMMA,             /* <start_of_turn>user|model\n...<end_of_turn>\n */
+    ST_CHAT_LLAMA3,            /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
     ST_CHAT_COUNT
 } st_chat_tmpl;
 
@@ -80,8 +80,8 @@ st_err st_chat_from_gguf(const st_gguf *g, const char *override, st_chat_tmpl *o
  * Mistral formats have none: their user turn ends with [/INST]). *text is
  * malloc'ed and NUL-terminated, *len excludes the NUL. ST_EINVAL for a
  * NULL role or content or t out of range, ST_ENOMEM. */
-st_err st_chat_render(st_chat_tmpl t, const st_chat_msg *msgs, size_t n,
-                      bool add_generation_prompt, char **text, size_t *len);
+st_err st_chat_render(st_chat_tmpl t, const st_chat_msg *msgs, size_t n, bool add_generation_prompt,
+                      char **text, size_t *len);
 
 /* st_chat_encode - tokenizes rendered prompt text the way llama-server
  * does: special-token text becomes its id and, when with_bos and the

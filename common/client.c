@@ -22,7 +22,7 @@ struct st_client {
     nng_ctx ctx;
     bool ctx_open;
     nng_aio *aio;
-    int phase;                /* written by the starter, then by the callback */
+    int phase; /* written by the starter, then by the callback */
     uint64_t deadline_ns;
     st_client_done done;
     void *arg;
@@ -107,7 +107,8 @@ st_err st_client_open(const char *addr, const uint8_t *key, bool encrypt, st_cli
         e = st_err_nng(rv, addr);
         goto fail;
     }
-    if (strncmp(addr, "tcp://", 6) == 0 && (rv = nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true))) {
+    if (strncmp(addr, "tcp://", 6) == 0 &&
+        (rv = nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true))) {
         e = st_err_nng(rv, "TCP_NODELAY");
         goto fail;
     }

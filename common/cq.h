@@ -48,11 +48,11 @@
 /* One event; kind and what else is set are the owner's convention (the
  * coordinator's kinds: coordinator/net.h). */
 typedef struct st_cq_event {
-    uint32_t kind;      /* what happened, in the owner's numbering (nonzero) */
-    int rv;             /* NNG result (0 = success) */
-    uint32_t slot;      /* which of a producer's contexts (a REP slot) */
-    nng_msg *msg;       /* owned by whoever pops the event */
-    void *op;           /* the owner's record of the operation that ended */
+    uint32_t kind; /* what happened, in the owner's numbering (nonzero) */
+    int rv;        /* NNG result (0 = success) */
+    uint32_t slot; /* which of a producer's contexts (a REP slot) */
+    nng_msg *msg;  /* owned by whoever pops the event */
+    void *op;      /* the owner's record of the operation that ended */
     struct st_cq_event *next;
 } st_cq_event;
 

@@ -15,7 +15,8 @@
 static_assert(ST_ENV_MAC == crypto_auth_BYTES, "MAC size");
 static_assert(ST_ENV_AEAD_TAG == crypto_aead_xchacha20poly1305_ietf_ABYTES, "AEAD tag size");
 static_assert(ST_KEY_BYTES == crypto_auth_KEYBYTES &&
-              ST_KEY_BYTES == crypto_aead_xchacha20poly1305_ietf_KEYBYTES, "key size");
+                  ST_KEY_BYTES == crypto_aead_xchacha20poly1305_ietf_KEYBYTES,
+              "key size");
 static_assert(ST_ENV_AEAD_TAG <= ST_ENV_MAC, "ST_ENV_MAC bounds every tag");
 
 #define ENV_NONCE_BYTES crypto_aead_xchacha20poly1305_ietf_NPUBBYTES
@@ -35,7 +36,7 @@ typedef struct st_env_cred {
 
 typedef struct st_env_peer {
     uint64_t sender;
-    uint32_t cred;     /* the credential that verified its frames */
+    uint32_t cred; /* the credential that verified its frames */
     uint64_t last_seq;
     uint64_t used; /* tick of last use, 0 = free */
 } st_env_peer;
@@ -165,10 +166,14 @@ st_err st_env_seal_with(st_env *env, uint32_t cred)
 const char *st_env_role_name(st_env_role role)
 {
     switch (role) {
-    case ST_ROLE_OPEN: return "open";
-    case ST_ROLE_MEMBER: return "member";
-    case ST_ROLE_ADMIN: return "admin";
-    case ST_ROLE_CLIENT: return "client";
+    case ST_ROLE_OPEN:
+        return "open";
+    case ST_ROLE_MEMBER:
+        return "member";
+    case ST_ROLE_ADMIN:
+        return "admin";
+    case ST_ROLE_CLIENT:
+        return "client";
     }
     return "unknown";
 }
@@ -189,8 +194,10 @@ st_err st_key_from_text(const char *text, size_t len, uint8_t key[ST_KEY_BYTES])
                          ST_KEY_TEXT_MAX, len);
     for (size_t i = 0; i < len; i++)
         if (text[i] <= ' ' || text[i] > '~')
-            return st_errorf(ST_EFORMAT, "a key is printable ASCII without spaces (character "
-                             "%zu is 0x%02x)", i + 1, (unsigned)(uint8_t)text[i]);
+            return st_errorf(ST_EFORMAT,
+                             "a key is printable ASCII without spaces (character "
+                             "%zu is 0x%02x)",
+                             i + 1, (unsigned)(uint8_t)text[i]);
     if (sodium_init() < 0)
         return st_err_sodium("sodium_init");
     crypto_generichash(key, ST_KEY_BYTES, (const uint8_t *)text, len,
@@ -246,9 +253,9 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
     if (flags & ST_ENV_FLAG_SEALED) {
         uint8_t nonce[ENV_NONCE_BYTES];
         env_nonce(nonce, env->sender, seq);
-        if (crypto_aead_xchacha20poly1305_ietf_encrypt_detached(
-                body, body + body_len, NULL, body, body_len, buf, ST_ENV_HDR, NULL, nonce,
-                key) != 0)
+        if (crypto_aead_xchacha20poly1305_ietf_encrypt_detached(body, body + body_len, NULL, body,
+                                                                body_len, buf, ST_ENV_HDR, NULL,
+                                                                nonce, key) != 0)
             return st_err_sodium("crypto_aead_xchacha20poly1305_ietf_encrypt_detached");
     } else if (flags & ST_ENV_FLAG_MAC) {
         crypto_auth(body + body_len, buf, ST_ENV_HDR + body_len, key);
@@ -296,9 +303,9 @@ static bool env_tag_ok(const st_env *env, const uint8_t *key, uint8_t *buf, uint
         uint8_t nonce[ENV_NONCE_BYTES];
         env_nonce(nonce, sender, seq);
         /* m = NULL: libsodium checks the tag only */
-        return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(
-                   env->encrypt ? body : NULL, NULL, body, body_len, tag, buf, ST_ENV_HDR,
-                   nonce, key) == 0;
+        return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(env->encrypt ? body : NULL, NULL,
+                                                                   body, body_len, tag, buf,
+                                                                   ST_ENV_HDR, nonce, key) == 0;
     }
     return (flags & ST_ENV_FLAG_MAC) &&
            crypto_auth_verify(tag, buf, ST_ENV_HDR + body_len, key) == 0;
@@ -337,13 +344,16 @@ static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t 
     }
     if ((flags & ST_ENV_FLAG_SEALED) && !env->encrypt) {
         env->auth_failed++;
-        return st_errorf(ST_EAUTH, "frame from sender %llu is encrypted (its sender runs with "
+        return st_errorf(ST_EAUTH,
+                         "frame from sender %llu is encrypted (its sender runs with "
                          "--encrypt) but this process does not: every member of a cluster, "
-                         "and the CLI, must agree on --encrypt", (unsigned long long)sender);
+                         "and the CLI, must agree on --encrypt",
+                         (unsigned long long)sender);
     }
     if (!(flags & ST_ENV_FLAG_SEALED) && env->encrypt) {
         env->auth_failed++;
-        return st_errorf(ST_EAUTH, "frame from sender %llu is not encrypted (its sender runs "
+        return st_errorf(ST_EAUTH,
+                         "frame from sender %llu is not encrypted (its sender runs "
                          "without --encrypt) but this process encrypts: every member of a "
                          "cluster, and the CLI, must agree on --encrypt",
                          (unsigned long long)sender);
@@ -351,7 +361,8 @@ static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t 
     uint64_t now = env_now_us();
     if (seq + ST_ENV_WINDOW_US < now || seq > now + ST_ENV_WINDOW_US) {
         env->auth_failed++;
-        return st_errorf(ST_EAUTH, "frame from sender %llu is %.1f s %s this clock: outside the "
+        return st_errorf(ST_EAUTH,
+                         "frame from sender %llu is %.1f s %s this clock: outside the "
                          "%llu s window (replayed, or the cluster's clocks disagree)",
                          (unsigned long long)sender,
                          (double)(seq < now ? now - seq : seq - now) * 1e-6,
@@ -459,8 +470,10 @@ st_err st_key_load(const char *path, uint8_t key[ST_KEY_BYTES])
     }
     if (st.st_mode & (S_IRWXG | S_IRWXO)) {
         close(fd);
-        return st_errorf(ST_EAUTH, "key file %s is accessible by group or others (mode %o); "
-                         "chmod 600 it", path, (unsigned)(st.st_mode & 0777));
+        return st_errorf(ST_EAUTH,
+                         "key file %s is accessible by group or others (mode %o); "
+                         "chmod 600 it",
+                         path, (unsigned)(st.st_mode & 0777));
     }
     if (st.st_size != ST_KEY_BYTES) {
         close(fd);
@@ -488,8 +501,10 @@ static st_err env_keyfile_text(const char *path, char **text)
     if (fstat(fd, &st) != 0)
         e = st_err_errno(errno, path);
     else if (st.st_mode & (S_IRWXG | S_IRWXO))
-        e = st_errorf(ST_EAUTH, "key file %s is accessible by group or others (mode %o); "
-                      "chmod 600 it", path, (unsigned)(st.st_mode & 0777));
+        e = st_errorf(ST_EAUTH,
+                      "key file %s is accessible by group or others (mode %o); "
+                      "chmod 600 it",
+                      path, (unsigned)(st.st_mode & 0777));
     else if ((size_t)st.st_size > ENV_KEYFILE_MAX_BYTES)
         e = st_errorf(ST_ERANGE, "key file %s has %lld bytes; at most %zu", path,
                       (long long)st.st_size, ENV_KEYFILE_MAX_BYTES);

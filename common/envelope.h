@@ -63,8 +63,8 @@
 #include "common/err.h"
 
 #define ST_ENV_HDR 32
-#define ST_ENV_MAC 32          /* crypto_auth_BYTES; the largest tag */
-#define ST_ENV_AEAD_TAG 16     /* crypto_aead_xchacha20poly1305_ietf_ABYTES */
+#define ST_ENV_MAC 32      /* crypto_auth_BYTES; the largest tag */
+#define ST_ENV_AEAD_TAG 16 /* crypto_aead_xchacha20poly1305_ietf_ABYTES */
 #define ST_ENV_FLAG_MAC 1u
 #define ST_ENV_FLAG_SEALED 2u
 #define ST_ENV_VERSION 1
@@ -72,9 +72,9 @@
 #define ST_ENV_MAX_PEERS 1024
 #define ST_ENV_WINDOW_US (60ull * 1000000u) /* a frame's clock may be this far off */
 #define ST_KEY_BYTES 32
-#define ST_ENV_MAX_CREDS 1024     /* keys one receiver accepts besides its own */
-#define ST_KEY_TEXT_MIN 16        /* characters of a client or admin key, at least */
-#define ST_KEY_TEXT_MAX 256       /* ... and at most */
+#define ST_ENV_MAX_CREDS 1024 /* keys one receiver accepts besides its own */
+#define ST_KEY_TEXT_MIN 16    /* characters of a client or admin key, at least */
+#define ST_KEY_TEXT_MAX 256   /* ... and at most */
 
 /* Who verified a frame: the credential its key belongs to. */
 typedef enum st_env_role {
@@ -94,20 +94,20 @@ typedef enum st_env_kind {
  * at a time (callers lock if they share it). */
 typedef struct st_env {
     bool keyed;
-    bool encrypt;     /* frames are SEALED (needs keyed) */
+    bool encrypt; /* frames are SEALED (needs keyed) */
     uint8_t key[ST_KEY_BYTES];
-    uint16_t key_id;  /* 0: key is the cluster key; else st_key_id(key) */
-    st_env_role role; /* the role of key */
+    uint16_t key_id;           /* 0: key is the cluster key; else st_key_id(key) */
+    st_env_role role;          /* the role of key */
     struct st_env_cred *creds; /* keys accepted besides key (st_env_accept) */
     size_t n_creds;
-    uint32_t seal_cred; /* 0: seal with key; i > 0: with creds[i - 1] */
-    st_env_role last_role; /* role and credential of the last frame st_env_open */
-    uint32_t last_cred;    /* accepted (for callers that only see the body) */
-    uint64_t sender;  /* our id in frames we send */
-    uint64_t seq;     /* last sequence number sent */
+    uint32_t seal_cred;        /* 0: seal with key; i > 0: with creds[i - 1] */
+    st_env_role last_role;     /* role and credential of the last frame st_env_open */
+    uint32_t last_cred;        /* accepted (for callers that only see the body) */
+    uint64_t sender;           /* our id in frames we send */
+    uint64_t seq;              /* last sequence number sent */
     struct st_env_peer *peers; /* [ST_ENV_MAX_PEERS] replay window */
     uint64_t tick;
-    uint64_t floor;   /* the highest number of a sender evicted from peers */
+    uint64_t floor;       /* the highest number of a sender evicted from peers */
     uint64_t auth_failed; /* frames refused: MAC or tag, replay, other mode */
 } st_env;
 
@@ -117,8 +117,8 @@ typedef struct st_env_frame {
     uint64_t seq;
     const uint8_t *body; /* into the checked buffer */
     size_t body_len;
-    st_env_role role;    /* of the key that verified it (OPEN without keys) */
-    uint32_t cred;       /* 0: the receiver's own key; i > 0: its i-th accepted key */
+    st_env_role role; /* of the key that verified it (OPEN without keys) */
+    uint32_t cred;    /* 0: the receiver's own key; i > 0: its i-th accepted key */
 } st_env_frame;
 
 /* st_env_init - key NULL for an open cluster; sender is our id. */

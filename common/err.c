@@ -101,13 +101,27 @@ st_err st_err_errno(int en, const char *context)
 {
     st_err e;
     switch (en) {
-    case ENOENT: e = ST_ENOENT; break;
-    case ENOMEM: e = ST_ENOMEM; break;
-    case EINVAL: e = ST_EINVAL; break;
-    case ETIMEDOUT: e = ST_ETIMEOUT; break;
-    case EAGAIN: e = ST_EBUSY; break;
-    case ERANGE: e = ST_ERANGE; break;
-    default: e = ST_EIO; break;
+    case ENOENT:
+        e = ST_ENOENT;
+        break;
+    case ENOMEM:
+        e = ST_ENOMEM;
+        break;
+    case EINVAL:
+        e = ST_EINVAL;
+        break;
+    case ETIMEDOUT:
+        e = ST_ETIMEOUT;
+        break;
+    case EAGAIN:
+        e = ST_EBUSY;
+        break;
+    case ERANGE:
+        e = ST_ERANGE;
+        break;
+    default:
+        e = ST_EIO;
+        break;
     }
     return st_errorf(e, "%s: %s (errno %d)", context, strerror(en), en);
 }
@@ -116,14 +130,30 @@ st_err st_err_nng(int rv, const char *context)
 {
     st_err e;
     switch (rv) {
-    case NNG_ENOMEM: e = ST_ENOMEM; break;
-    case NNG_ETIMEDOUT: e = ST_ETIMEOUT; break;
-    case NNG_ECLOSED: e = ST_ECLOSED; break;
-    case NNG_ECANCELED: e = ST_ECANCELED; break;
-    case NNG_EINVAL: e = ST_EINVAL; break;
-    case NNG_EPROTO: e = ST_EPROTO; break;
-    case NNG_EAGAIN: e = ST_EBUSY; break;
-    default: e = ST_ENNG; break;
+    case NNG_ENOMEM:
+        e = ST_ENOMEM;
+        break;
+    case NNG_ETIMEDOUT:
+        e = ST_ETIMEOUT;
+        break;
+    case NNG_ECLOSED:
+        e = ST_ECLOSED;
+        break;
+    case NNG_ECANCELED:
+        e = ST_ECANCELED;
+        break;
+    case NNG_EINVAL:
+        e = ST_EINVAL;
+        break;
+    case NNG_EPROTO:
+        e = ST_EPROTO;
+        break;
+    case NNG_EAGAIN:
+        e = ST_EBUSY;
+        break;
+    default:
+        e = ST_ENNG;
+        break;
     }
     return st_errorf(e, "%s: %s (nng %d)", context, nng_strerror(rv), rv);
 }
@@ -133,7 +163,4 @@ st_err st_err_zstd(size_t code, const char *context)
     return st_errorf(ST_EZSTD, "%s: %s", context, ZSTD_getErrorName(code));
 }
 
-st_err st_err_sodium(const char *context)
-{
-    return st_errorf(ST_ESODIUM, "%s failed", context);
-}
+st_err st_err_sodium(const char *context) { return st_errorf(ST_ESODIUM, "%s failed", context); }

@@ -18,31 +18,31 @@
 
 typedef enum st_err {
     ST_OK = 0,
-    ST_EINVAL,       /* invalid argument or request */
-    ST_ENOMEM,       /* out of memory or over a memory budget */
-    ST_EIO,          /* I/O error (errno in detail) */
-    ST_ENOENT,       /* file, key, tensor or id not found */
-    ST_EFORMAT,      /* malformed input: bad magic, bad encoding */
-    ST_EVERSION,     /* unsupported version */
-    ST_ETRUNC,       /* input shorter than it claims */
-    ST_ERANGE,       /* value or offset out of range */
-    ST_EOVERFLOW,    /* arithmetic overflow in sizes or dimensions */
-    ST_EOVERLAP,     /* overlapping regions (tensor data) */
-    ST_ETYPE,        /* unknown or unsupported type / dtype */
-    ST_EMISSING,     /* a required key or tensor is missing */
-    ST_ESHAPE,       /* shape contradicts hyperparameters or block size */
-    ST_ECHECKSUM,    /* checksum mismatch */
-    ST_EAUTH,        /* authentication (MAC) failure or replay */
-    ST_EEPOCH,       /* stale or foreign epoch / plan hash */
-    ST_ETIMEOUT,     /* deadline missed */
-    ST_EBUSY,        /* no capacity now; try later */
-    ST_ECLOSED,      /* object or connection closed */
-    ST_EPROTO,       /* protocol violation */
-    ST_ENNG,         /* NNG error (NNG's message in detail) */
-    ST_EZSTD,        /* zstd error (zstd's message in detail) */
-    ST_ESODIUM,      /* libsodium error */
-    ST_EINTERNAL,    /* a bug: an invariant of ours failed */
-    ST_ECANCELED,    /* operation canceled */
+    ST_EINVAL,    /* invalid argument or request */
+    ST_ENOMEM,    /* out of memory or over a memory budget */
+    ST_EIO,       /* I/O error (errno in detail) */
+    ST_ENOENT,    /* file, key, tensor or id not found */
+    ST_EFORMAT,   /* malformed input: bad magic, bad encoding */
+    ST_EVERSION,  /* unsupported version */
+    ST_ETRUNC,    /* input shorter than it claims */
+    ST_ERANGE,    /* value or offset out of range */
+    ST_EOVERFLOW, /* arithmetic overflow in sizes or dimensions */
+    ST_EOVERLAP,  /* overlapping regions (tensor data) */
+    ST_ETYPE,     /* unknown or unsupported type / dtype */
+    ST_EMISSING,  /* a required key or tensor is missing */
+    ST_ESHAPE,    /* shape contradicts hyperparameters or block size */
+    ST_ECHECKSUM, /* checksum mismatch */
+    ST_EAUTH,     /* authentication (MAC) failure or replay */
+    ST_EEPOCH,    /* stale or foreign epoch / plan hash */
+    ST_ETIMEOUT,  /* deadline missed */
+    ST_EBUSY,     /* no capacity now; try later */
+    ST_ECLOSED,   /* object or connection closed */
+    ST_EPROTO,    /* protocol violation */
+    ST_ENNG,      /* NNG error (NNG's message in detail) */
+    ST_EZSTD,     /* zstd error (zstd's message in detail) */
+    ST_ESODIUM,   /* libsodium error */
+    ST_EINTERNAL, /* a bug: an invariant of ours failed */
+    ST_ECANCELED, /* operation canceled */
     ST_ERR_COUNT
 } st_err;
 
@@ -51,8 +51,7 @@ const char *st_strerror(st_err e);
 
 /* st_errorf - records a formatted detail for the current thread and
  * returns e, so callers write `return st_errorf(ST_ESHAPE, "...", ...)`. */
-st_err st_errorf(st_err e, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+st_err st_errorf(st_err e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* st_errwrap - puts a formatted context in front of this thread's detail
  * and returns e: after a callee recorded "temp nan must be ...",

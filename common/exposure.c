@@ -70,8 +70,8 @@ bool st_addr_is_local(const char *url)
     return false; /* a name, "*", "" or an unspecified address */
 }
 
-st_err st_listen_check(const char *who, const char *const *flags, const char *const *urls,
-                       size_t n, bool keyed, bool insecure)
+st_err st_listen_check(const char *who, const char *const *flags, const char *const *urls, size_t n,
+                       bool keyed, bool insecure)
 {
     if (keyed)
         return ST_OK;
@@ -81,17 +81,20 @@ st_err st_listen_check(const char *who, const char *const *flags, const char *co
         if (urls[i] == NULL || st_addr_is_local(urls[i]))
             continue;
         if (!insecure)
-            return st_errorf(ST_EINVAL, "%s %s reaches beyond loopback and there is no cluster "
+            return st_errorf(ST_EINVAL,
+                             "%s %s reaches beyond loopback and there is no cluster "
                              "key, so anyone on the network could join and inject frames: give "
                              "--cluster-key FILE (`strata keygen FILE` makes one), or --insecure "
-                             "to listen unprotected anyway", flags[i], urls[i]);
-        int w = snprintf(exposed + len, sizeof exposed - len, "%s%s %s", len ? ", " : "",
-                         flags[i], urls[i]);
+                             "to listen unprotected anyway",
+                             flags[i], urls[i]);
+        int w = snprintf(exposed + len, sizeof exposed - len, "%s%s %s", len ? ", " : "", flags[i],
+                         urls[i]);
         if (w > 0 && (size_t)w < sizeof exposed - len)
             len += (size_t)w;
     }
     if (len > 0)
-        st_log(ST_LOG_WARN, who, "--insecure: listening beyond loopback without a cluster key "
+        st_log(ST_LOG_WARN, who,
+               "--insecure: listening beyond loopback without a cluster key "
                "(%s): anyone who can reach it can join, inject frames and read activations",
                exposed);
     return ST_OK;
@@ -111,9 +114,10 @@ static st_err exp_key_dir(bool create, char *out, size_t cap)
     if (lstat(out, &st) != 0)
         return st_err_errno(errno, out);
     if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & (S_IRWXG | S_IRWXO)))
-        return st_errorf(ST_EAUTH, "%s is not a directory of this user's alone (mode %o): the "
-                         "local cluster key cannot be kept there", out,
-                         (unsigned)(st.st_mode & 0777));
+        return st_errorf(ST_EAUTH,
+                         "%s is not a directory of this user's alone (mode %o): the "
+                         "local cluster key cannot be kept there",
+                         out, (unsigned)(st.st_mode & 0777));
     return ST_OK;
 }
 

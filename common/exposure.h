@@ -27,8 +27,8 @@ bool st_addr_is_local(const char *url);
  * from. ST_EINVAL (detail names the flag, --cluster-key and --insecure) when
  * one is not local, there is no key and not insecure; with insecure, one
  * warning (component `who`) naming every exposed address. */
-st_err st_listen_check(const char *who, const char *const *flags, const char *const *urls,
-                       size_t n, bool keyed, bool insecure);
+st_err st_listen_check(const char *who, const char *const *flags, const char *const *urls, size_t n,
+                       bool keyed, bool insecure);
 
 /* Keyless still means authenticated (issue 12, docs/security.md): a
  * coordinator started without --cluster-key on loopback makes a random

@@ -52,10 +52,7 @@ typedef struct gg_cur {
     size_t off;
 } gg_cur;
 
-static size_t gg_left(const gg_cur *c)
-{
-    return c->len - c->off;
-}
+static size_t gg_left(const gg_cur *c) { return c->len - c->off; }
 
 /* The readers below fail with a bare ST_ETRUNC and no detail: every caller
  * knows which field it was reading and records the detail itself. */
@@ -73,10 +70,7 @@ static st_err gg_u32(gg_cur *c, uint32_t *v)
     return gg_read(c, v, sizeof *v); /* GGUF is little-endian, as we are */
 }
 
-static st_err gg_u64(gg_cur *c, uint64_t *v)
-{
-    return gg_read(c, v, sizeof *v);
-}
+static st_err gg_u64(gg_cur *c, uint64_t *v) { return gg_read(c, v, sizeof *v); }
 
 /* gg_str - a u64 length and that many bytes; on failure s->len holds the
  * length read (or 0 if even that was missing). */
@@ -126,20 +120,50 @@ st_err gg_decode_scalar(st_gguf_kv *kv, uint32_t t, const uint8_t *p, size_t at)
     uint64_t u64;
     float f32;
     switch (t) {
-    case ST_GGUF_UINT8: memcpy(&u8, p, 1); kv->v.u64 = u8; break;
-    case ST_GGUF_INT8: memcpy(&u8, p, 1); kv->v.i64 = (int8_t)u8; break;
-    case ST_GGUF_UINT16: memcpy(&u16, p, 2); kv->v.u64 = u16; break;
-    case ST_GGUF_INT16: memcpy(&u16, p, 2); kv->v.i64 = (int16_t)u16; break;
-    case ST_GGUF_UINT32: memcpy(&u32, p, 4); kv->v.u64 = u32; break;
-    case ST_GGUF_INT32: memcpy(&u32, p, 4); kv->v.i64 = (int32_t)u32; break;
-    case ST_GGUF_UINT64: memcpy(&u64, p, 8); kv->v.u64 = u64; break;
-    case ST_GGUF_INT64: memcpy(&u64, p, 8); kv->v.i64 = (int64_t)u64; break;
-    case ST_GGUF_FLOAT32: memcpy(&f32, p, 4); kv->v.f64 = f32; break;
-    case ST_GGUF_FLOAT64: memcpy(&kv->v.f64, p, 8); break;
+    case ST_GGUF_UINT8:
+        memcpy(&u8, p, 1);
+        kv->v.u64 = u8;
+        break;
+    case ST_GGUF_INT8:
+        memcpy(&u8, p, 1);
+        kv->v.i64 = (int8_t)u8;
+        break;
+    case ST_GGUF_UINT16:
+        memcpy(&u16, p, 2);
+        kv->v.u64 = u16;
+        break;
+    case ST_GGUF_INT16:
+        memcpy(&u16, p, 2);
+        kv->v.i64 = (int16_t)u16;
+        break;
+    case ST_GGUF_UINT32:
+        memcpy(&u32, p, 4);
+        kv->v.u64 = u32;
+        break;
+    case ST_GGUF_INT32:
+        memcpy(&u32, p, 4);
+        kv->v.i64 = (int32_t)u32;
+        break;
+    case ST_GGUF_UINT64:
+        memcpy(&u64, p, 8);
+        kv->v.u64 = u64;
+        break;
+    case ST_GGUF_INT64:
+        memcpy(&u64, p, 8);
+        kv->v.i64 = (int64_t)u64;
+        break;
+    case ST_GGUF_FLOAT32:
+        memcpy(&f32, p, 4);
+        kv->v.f64 = f32;
+        break;
+    case ST_GGUF_FLOAT64:
+        memcpy(&kv->v.f64, p, 8);
+        break;
     case ST_GGUF_BOOL:
         memcpy(&u8, p, 1);
         if (u8 > 1)
-            return st_errorf(ST_EFORMAT, "gguf: key '%.*s': bool value %u at offset %zu is not 0 or 1",
+            return st_errorf(ST_EFORMAT,
+                             "gguf: key '%.*s': bool value %u at offset %zu is not 0 or 1",
                              gg_shown(kv->key), kv->key.data, u8, at);
         kv->v.u64 = u8;
         break;
@@ -156,8 +180,9 @@ static st_err gg_parse_array(gg_cur *c, st_gguf_kv *kv)
     size_t at = c->off;
     uint32_t et;
     if (gg_u32(c, &et))
-        return st_errorf(ST_ETRUNC, "gguf: key '%.*s': array element type at offset %zu is truncated",
-                         w, kv->key.data, at);
+        return st_errorf(ST_ETRUNC,
+                         "gguf: key '%.*s': array element type at offset %zu is truncated", w,
+                         kv->key.data, at);
     if (et == ST_GGUF_ARRAY)
         return st_errorf(ST_EFORMAT, "gguf: key '%.*s': nested array at offset %zu", w,
                          kv->key.data, at);
@@ -167,12 +192,13 @@ static st_err gg_parse_array(gg_cur *c, st_gguf_kv *kv)
     uint64_t n;
     at = c->off;
     if (gg_u64(c, &n))
-        return st_errorf(ST_ETRUNC, "gguf: key '%.*s': array length at offset %zu is truncated",
-                         w, kv->key.data, at);
+        return st_errorf(ST_ETRUNC, "gguf: key '%.*s': array length at offset %zu is truncated", w,
+                         kv->key.data, at);
     size_t esz = et == ST_GGUF_STRING ? 8 : gg_scalar_size(et);
     if (n > gg_left(c) / esz)
         return st_errorf(ST_ETRUNC,
-                         "gguf: key '%.*s': array of %llu elements (offset %zu) cannot fit in the %zu bytes left",
+                         "gguf: key '%.*s': array of %llu elements (offset %zu) cannot fit in the "
+                         "%zu bytes left",
                          w, kv->key.data, (unsigned long long)n, at, gg_left(c));
     kv->arr_type = (st_gguf_type)et;
     kv->arr_n = n;
@@ -181,8 +207,9 @@ static st_err gg_parse_array(gg_cur *c, st_gguf_kv *kv)
         if (et == ST_GGUF_BOOL) {
             for (uint64_t i = 0; i < n; i++)
                 if (c->p[c->off + i] > 1)
-                    return st_errorf(ST_EFORMAT, "gguf: key '%.*s': bool element %llu is not 0 or 1",
-                                     w, kv->key.data, (unsigned long long)i);
+                    return st_errorf(ST_EFORMAT,
+                                     "gguf: key '%.*s': bool element %llu is not 0 or 1", w,
+                                     kv->key.data, (unsigned long long)i);
         }
         c->off += (size_t)(n * esz);
         return ST_OK;
@@ -196,9 +223,11 @@ static st_err gg_parse_array(gg_cur *c, st_gguf_kv *kv)
         st_gguf_str s;
         at = c->off;
         if (gg_str(c, &s))
-            return st_errorf(ST_ETRUNC, "gguf: key '%.*s': string %llu at offset %zu: length %llu exceeds the %zu bytes left",
-                             w, kv->key.data, (unsigned long long)i, at,
-                             (unsigned long long)s.len, gg_left(c));
+            return st_errorf(ST_ETRUNC,
+                             "gguf: key '%.*s': string %llu at offset %zu: length %llu exceeds the "
+                             "%zu bytes left",
+                             w, kv->key.data, (unsigned long long)i, at, (unsigned long long)s.len,
+                             gg_left(c));
         kv->arr_strs[i] = s;
     }
     return ST_OK;
@@ -209,8 +238,10 @@ static st_err gg_parse_kv(gg_cur *c, st_gguf_kv *kv, uint64_t idx)
 {
     size_t at = c->off;
     if (gg_str(c, &kv->key))
-        return st_errorf(ST_ETRUNC, "gguf: key of pair %llu at offset %zu: length %llu exceeds the %zu bytes left",
-                         (unsigned long long)idx, at, (unsigned long long)kv->key.len, gg_left(c));
+        return st_errorf(
+            ST_ETRUNC,
+            "gguf: key of pair %llu at offset %zu: length %llu exceeds the %zu bytes left",
+            (unsigned long long)idx, at, (unsigned long long)kv->key.len, gg_left(c));
     int w = gg_shown(kv->key);
     uint32_t t;
     at = c->off;
@@ -228,14 +259,17 @@ static st_err gg_parse_kv(gg_cur *c, st_gguf_kv *kv, uint64_t idx)
         return gg_parse_array(c, kv);
     if (t == ST_GGUF_STRING) {
         if (gg_str(c, &kv->v.str))
-            return st_errorf(ST_ETRUNC, "gguf: key '%.*s': string value at offset %zu: length %llu exceeds the %zu bytes left",
+            return st_errorf(ST_ETRUNC,
+                             "gguf: key '%.*s': string value at offset %zu: length %llu exceeds "
+                             "the %zu bytes left",
                              w, kv->key.data, at, (unsigned long long)kv->v.str.len, gg_left(c));
         return ST_OK;
     }
     size_t sz = gg_scalar_size(t);
     if (gg_left(c) < sz)
-        return st_errorf(ST_ETRUNC, "gguf: key '%.*s': value at offset %zu needs %zu bytes, %zu left",
-                         w, kv->key.data, at, sz, gg_left(c));
+        return st_errorf(ST_ETRUNC,
+                         "gguf: key '%.*s': value at offset %zu needs %zu bytes, %zu left", w,
+                         kv->key.data, at, sz, gg_left(c));
     st_err e = gg_decode_scalar(kv, t, c->p + c->off, at);
     c->off += sz;
     return e;
@@ -246,8 +280,10 @@ static st_err gg_parse_tensor(gg_cur *c, st_gguf_tensor *t, uint64_t idx)
 {
     size_t at = c->off;
     if (gg_str(c, &t->name))
-        return st_errorf(ST_ETRUNC, "gguf: name of tensor %llu at offset %zu: length %llu exceeds the %zu bytes left",
-                         (unsigned long long)idx, at, (unsigned long long)t->name.len, gg_left(c));
+        return st_errorf(
+            ST_ETRUNC,
+            "gguf: name of tensor %llu at offset %zu: length %llu exceeds the %zu bytes left",
+            (unsigned long long)idx, at, (unsigned long long)t->name.len, gg_left(c));
     int w = gg_shown(t->name);
     at = c->off;
     if (gg_u32(c, &t->n_dims))
@@ -265,8 +301,9 @@ static st_err gg_parse_tensor(gg_cur *c, st_gguf_tensor *t, uint64_t idx)
             return st_errorf(ST_ETRUNC, "gguf: tensor '%.*s': dim %u at offset %zu is truncated", w,
                              t->name.data, d, at);
         if (v < 1 || v > (uint64_t)INT64_MAX)
-            return st_errorf(ST_ESHAPE, "gguf: tensor '%.*s': dim %u is %lld (offset %zu), must be >= 1",
-                             w, t->name.data, d, (long long)v, at);
+            return st_errorf(ST_ESHAPE,
+                             "gguf: tensor '%.*s': dim %u is %lld (offset %zu), must be >= 1", w,
+                             t->name.data, d, (long long)v, at);
         t->ne[d] = (int64_t)v;
     }
     at = c->off;
@@ -286,22 +323,26 @@ static st_err gg_parse_tensor(gg_cur *c, st_gguf_tensor *t, uint64_t idx)
     for (int d = 1; d < ST_GGUF_MAX_DIMS; d++) {
         if (__builtin_mul_overflow(rows, t->ne[d], &rows) ||
             __builtin_mul_overflow(nel, t->ne[d], &nel))
-            return st_errorf(ST_EOVERFLOW, "gguf: tensor '%.*s': element count overflows (%lld x %lld x %lld x %lld)",
-                             w, t->name.data, (long long)t->ne[0], (long long)t->ne[1],
-                             (long long)t->ne[2], (long long)t->ne[3]);
+            return st_errorf(
+                ST_EOVERFLOW,
+                "gguf: tensor '%.*s': element count overflows (%lld x %lld x %lld x %lld)", w,
+                t->name.data, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                (long long)t->ne[3]);
     }
     const st_dtype_info *di = st_dtype_info_of(t->dtype);
     if (t->ne[0] % di->blck != 0)
-        return st_errorf(ST_ESHAPE, "gguf: tensor '%.*s': ne0 %lld is not a multiple of %s's block of %lld",
-                         w, t->name.data, (long long)t->ne[0], di->name, (long long)di->blck);
+        return st_errorf(ST_ESHAPE,
+                         "gguf: tensor '%.*s': ne0 %lld is not a multiple of %s's block of %lld", w,
+                         t->name.data, (long long)t->ne[0], di->name, (long long)di->blck);
     size_t row;
     if (st_row_size(t->dtype, t->ne[0], &row) != ST_K_OK)
         return st_errorf(ST_ESHAPE, "gguf: tensor '%.*s': bad row of %lld %s elements", w,
                          t->name.data, (long long)t->ne[0], di->name);
     if ((uint64_t)rows > SIZE_MAX || __builtin_mul_overflow(row, (size_t)rows, &t->nbytes) ||
         t->nbytes > (size_t)INT64_MAX)
-        return st_errorf(ST_EOVERFLOW, "gguf: tensor '%.*s': byte size overflows (%lld rows of %zu bytes)",
-                         w, t->name.data, (long long)rows, row);
+        return st_errorf(ST_EOVERFLOW,
+                         "gguf: tensor '%.*s': byte size overflows (%lld rows of %zu bytes)", w,
+                         t->name.data, (long long)rows, row);
     return ST_OK;
 }
 
@@ -385,9 +426,11 @@ static st_err gg_alignment(st_gguf *g)
              kv->type == ST_GGUF_INT64)
         a = kv->v.i64 < 0 ? 0 : (uint64_t)kv->v.i64;
     else
-        return st_errorf(ST_ETYPE, "gguf: key 'general.alignment' has non-integer type %d", kv->type);
+        return st_errorf(ST_ETYPE, "gguf: key 'general.alignment' has non-integer type %d",
+                         kv->type);
     if (a == 0 || (a & (a - 1)) != 0 || a > (1u << 30))
-        return st_errorf(ST_EFORMAT, "gguf: key 'general.alignment' = %llu is not a power of two in 1..2^30",
+        return st_errorf(ST_EFORMAT,
+                         "gguf: key 'general.alignment' = %llu is not a power of two in 1..2^30",
                          (unsigned long long)a);
     g->alignment = (size_t)a;
     return ST_OK;
@@ -404,14 +447,18 @@ static st_err gg_place_tensors(st_gguf *g)
         st_gguf_tensor *t = &g->tensors[i];
         int w = gg_shown(t->name);
         if (t->offset % a != 0)
-            return st_errorf(ST_EFORMAT, "gguf: tensor '%.*s': data offset %llu is not a multiple of the alignment %zu",
-                             w, t->name.data, (unsigned long long)t->offset, a);
+            return st_errorf(
+                ST_EFORMAT,
+                "gguf: tensor '%.*s': data offset %llu is not a multiple of the alignment %zu", w,
+                t->name.data, (unsigned long long)t->offset, a);
         uint64_t begin, end;
         if (__builtin_add_overflow((uint64_t)g->data_off, t->offset, &begin) ||
             __builtin_add_overflow(begin, (uint64_t)t->nbytes, &end) || end > g->len)
-            return st_errorf(ST_ETRUNC, "gguf: tensor '%.*s': data [%llu, +%zu) at file offset %zu+%llu lies outside the file of %zu bytes",
-                             w, t->name.data, (unsigned long long)t->offset, t->nbytes,
-                             g->data_off, (unsigned long long)t->offset, g->len);
+            return st_errorf(ST_ETRUNC,
+                             "gguf: tensor '%.*s': data [%llu, +%zu) at file offset %zu+%llu lies "
+                             "outside the file of %zu bytes",
+                             w, t->name.data, (unsigned long long)t->offset, t->nbytes, g->data_off,
+                             (unsigned long long)t->offset, g->len);
         t->data = g->base + begin;
     }
     if (g->n_tensors < 2)
@@ -428,7 +475,8 @@ static st_err gg_place_tensors(st_gguf *g)
         const st_gguf_tensor *q = &g->tensors[refs[i].idx];
         if (p->offset + p->nbytes > q->offset) {
             free(refs);
-            return st_errorf(ST_EOVERLAP, "gguf: tensors '%.*s' [%llu, %llu) and '%.*s' [%llu, %llu) overlap",
+            return st_errorf(ST_EOVERLAP,
+                             "gguf: tensors '%.*s' [%llu, %llu) and '%.*s' [%llu, %llu) overlap",
                              gg_shown(p->name), p->name.data, (unsigned long long)p->offset,
                              (unsigned long long)(p->offset + p->nbytes), gg_shown(q->name),
                              q->name.data, (unsigned long long)q->offset,
@@ -449,12 +497,13 @@ static st_err gg_parse(st_gguf *g)
     if (e)
         return st_errorf(ST_EINTERNAL, "gguf: magic read failed");
     if (memcmp(magic, GG_MAGIC, 4) != 0)
-        return st_errorf(ST_EFORMAT, "gguf: bad magic %02x %02x %02x %02x at offset 0 (want \"GGUF\")",
+        return st_errorf(ST_EFORMAT,
+                         "gguf: bad magic %02x %02x %02x %02x at offset 0 (want \"GGUF\")",
                          (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2],
                          (uint8_t)magic[3]);
     if (gg_u32(&c, &g->version))
-        return st_errorf(ST_ETRUNC, "gguf: header truncated at version (offset 4, file of %zu bytes)",
-                         g->len);
+        return st_errorf(ST_ETRUNC,
+                         "gguf: header truncated at version (offset 4, file of %zu bytes)", g->len);
     if (g->version != 2 && g->version != 3)
         return st_errorf(ST_EVERSION, "gguf: version %u at offset 4 is not supported (2 or 3)",
                          g->version);
@@ -465,7 +514,8 @@ static st_err gg_parse(st_gguf *g)
         return st_errorf(ST_ETRUNC, "gguf: n_kv %llu (offset 16) cannot fit in the %zu bytes left",
                          (unsigned long long)g->n_kv, gg_left(&c));
     if (g->n_tensors > gg_left(&c) / GG_MIN_TENSOR_BYTES)
-        return st_errorf(ST_ETRUNC, "gguf: n_tensors %llu (offset 8) cannot fit in the %zu bytes left",
+        return st_errorf(ST_ETRUNC,
+                         "gguf: n_tensors %llu (offset 8) cannot fit in the %zu bytes left",
                          (unsigned long long)g->n_tensors, gg_left(&c));
 
     g->kvs = calloc(g->n_kv ? (size_t)g->n_kv : 1, sizeof *g->kvs);
@@ -484,8 +534,10 @@ static st_err gg_parse(st_gguf *g)
         return e;
 
     if (g->n_tensors > gg_left(&c) / GG_MIN_TENSOR_BYTES)
-        return st_errorf(ST_ETRUNC, "gguf: n_tensors %llu (offset 8) cannot fit in the %zu bytes left after the metadata",
-                         (unsigned long long)g->n_tensors, gg_left(&c));
+        return st_errorf(
+            ST_ETRUNC,
+            "gguf: n_tensors %llu (offset 8) cannot fit in the %zu bytes left after the metadata",
+            (unsigned long long)g->n_tensors, gg_left(&c));
     g->tensors = calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *g->tensors);
     if (g->tensors == NULL)
         return st_errorf(ST_ENOMEM, "gguf: %llu tensors", (unsigned long long)g->n_tensors);

@@ -57,8 +57,8 @@ typedef struct st_gguf_kv {
     /* arrays (type == ST_GGUF_ARRAY): */
     st_gguf_type arr_type;
     uint64_t arr_n;
-    const void *arr_data;   /* scalar arrays: packed little-endian values in the mapping */
-    st_gguf_str *arr_strs;  /* string arrays: arr_n entries (owned by the st_gguf) */
+    const void *arr_data;  /* scalar arrays: packed little-endian values in the mapping */
+    st_gguf_str *arr_strs; /* string arrays: arr_n entries (owned by the st_gguf) */
 } st_gguf_kv;
 
 #define ST_GGUF_MAX_DIMS 4
@@ -69,9 +69,9 @@ typedef struct st_gguf_tensor {
     int64_t ne[ST_GGUF_MAX_DIMS]; /* ne[0] contiguous; unused dims are 1 */
     uint32_t ggml_type;
     st_dtype dtype;
-    uint64_t offset;   /* from the start of the data section */
+    uint64_t offset; /* from the start of the data section */
     size_t nbytes;
-    const void *data;  /* into the mapping */
+    const void *data; /* into the mapping */
 } st_gguf_tensor;
 
 typedef struct st_gguf st_gguf;

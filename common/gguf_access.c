@@ -157,8 +157,8 @@ static st_err gg_get_as(const st_gguf *g, const char *key, st_gguf_type want, vo
         return st_errorf(ST_EINTERNAL, "gguf: key '%s': no getter for type %d", key, want);
     }
     const char *what = want == ST_GGUF_FLOAT32 ? "a float"
-                     : want == ST_GGUF_BOOL  ? "a bool"
-                                             : "a string";
+                       : want == ST_GGUF_BOOL  ? "a bool"
+                                               : "a string";
     return st_errorf(ST_ETYPE, "gguf: key '%s' has type %d, not %s", key, kv->type, what);
 }
 

@@ -12,7 +12,7 @@
 
 #include "common/gguf.h"
 
-#define GG_NAME_SHOWN 96       /* characters of a key or name shown in details */
+#define GG_NAME_SHOWN 96 /* characters of a key or name shown in details */
 
 struct st_gguf {
     const uint8_t *base;

@@ -40,13 +40,13 @@ typedef struct gw_buf {
 typedef struct gw_kv {
     char *key;
     st_gguf_type type;
-    uint8_t scalar[8];    /* scalar value, little-endian */
-    char *str;            /* STRING value */
+    uint8_t scalar[8]; /* scalar value, little-endian */
+    char *str;         /* STRING value */
     size_t str_len;
     st_gguf_type arr_type;
     uint64_t arr_n;
-    uint8_t *arr_data;    /* scalar arrays: packed values; string arrays: concatenated bytes */
-    size_t *arr_lens;     /* string arrays: length of each */
+    uint8_t *arr_data; /* scalar arrays: packed values; string arrays: concatenated bytes */
+    size_t *arr_lens;  /* string arrays: length of each */
     st_gguf_kv_layout layout;
 } gw_kv;
 
@@ -70,13 +70,13 @@ struct st_gguf_writer {
     uint64_t n_kv, cap_kv;
     gw_tensor *tensors;
     uint64_t n_tensors, cap_tensors;
-    bool laid_out;   /* layout fields are valid */
-    bool streaming;  /* begin_data was called */
+    bool laid_out;  /* layout fields are valid */
+    bool streaming; /* begin_data was called */
     bool finished;
     bool finish_tried; /* finish is single-shot: after a failure, only free */
     size_t data_off;
-    uint64_t cur;     /* streaming: tensor being written */
-    size_t cur_done;  /* bytes of it written */
+    uint64_t cur;    /* streaming: tensor being written */
+    size_t cur_done; /* bytes of it written */
 };
 
 static void gw_buf_put(gw_buf *b, const void *src, size_t n)
@@ -111,11 +111,23 @@ static void gw_buf_str(gw_buf *b, const char *s, size_t n)
 static size_t gw_scalar_size(st_gguf_type t)
 {
     switch (t) {
-    case ST_GGUF_UINT8: case ST_GGUF_INT8: case ST_GGUF_BOOL: return 1;
-    case ST_GGUF_UINT16: case ST_GGUF_INT16: return 2;
-    case ST_GGUF_UINT32: case ST_GGUF_INT32: case ST_GGUF_FLOAT32: return 4;
-    case ST_GGUF_UINT64: case ST_GGUF_INT64: case ST_GGUF_FLOAT64: return 8;
-    default: return 0;
+    case ST_GGUF_UINT8:
+    case ST_GGUF_INT8:
+    case ST_GGUF_BOOL:
+        return 1;
+    case ST_GGUF_UINT16:
+    case ST_GGUF_INT16:
+        return 2;
+    case ST_GGUF_UINT32:
+    case ST_GGUF_INT32:
+    case ST_GGUF_FLOAT32:
+        return 4;
+    case ST_GGUF_UINT64:
+    case ST_GGUF_INT64:
+    case ST_GGUF_FLOAT64:
+        return 8;
+    default:
+        return 0;
     }
 }
 
@@ -128,10 +140,7 @@ static st_err gw_alloc(st_gguf_writer **out)
     return ST_OK;
 }
 
-st_err st_gguf_writer_new(st_gguf_writer **out)
-{
-    return gw_alloc(out);
-}
+st_err st_gguf_writer_new(st_gguf_writer **out) { return gw_alloc(out); }
 
 st_err st_gguf_writer_open(const char *path, st_gguf_writer **out)
 {
@@ -238,12 +247,13 @@ static st_err gw_scalar(st_gguf_writer *w, const char *key, st_gguf_type t, cons
     size_t align = 0;
     if (is_align) {
         uint64_t a = 0;
-        if (t != ST_GGUF_UINT8 && t != ST_GGUF_UINT16 && t != ST_GGUF_UINT32 &&
-            t != ST_GGUF_UINT64)
-            return st_errorf(ST_EINVAL, "gguf writer: general.alignment must be unsigned (type %d)", t);
+        if (t != ST_GGUF_UINT8 && t != ST_GGUF_UINT16 && t != ST_GGUF_UINT32 && t != ST_GGUF_UINT64)
+            return st_errorf(ST_EINVAL, "gguf writer: general.alignment must be unsigned (type %d)",
+                             t);
         memcpy(&a, v, gw_scalar_size(t)); /* little-endian: the low bytes */
         if (a == 0 || (a & (a - 1)) != 0 || a > (1u << 30))
-            return st_errorf(ST_EINVAL, "gguf writer: general.alignment %llu is not a power of two in 1..2^30",
+            return st_errorf(ST_EINVAL,
+                             "gguf writer: general.alignment %llu is not a power of two in 1..2^30",
                              (unsigned long long)a);
         align = (size_t)a;
     }
@@ -257,16 +267,46 @@ static st_err gw_scalar(st_gguf_writer *w, const char *key, st_gguf_type t, cons
     return ST_OK;
 }
 
-st_err st_gguf_writer_add_u8(st_gguf_writer *w, const char *k, uint8_t v) { return gw_scalar(w, k, ST_GGUF_UINT8, &v); }
-st_err st_gguf_writer_add_i8(st_gguf_writer *w, const char *k, int8_t v) { return gw_scalar(w, k, ST_GGUF_INT8, &v); }
-st_err st_gguf_writer_add_u16(st_gguf_writer *w, const char *k, uint16_t v) { return gw_scalar(w, k, ST_GGUF_UINT16, &v); }
-st_err st_gguf_writer_add_i16(st_gguf_writer *w, const char *k, int16_t v) { return gw_scalar(w, k, ST_GGUF_INT16, &v); }
-st_err st_gguf_writer_add_u32(st_gguf_writer *w, const char *k, uint32_t v) { return gw_scalar(w, k, ST_GGUF_UINT32, &v); }
-st_err st_gguf_writer_add_i32(st_gguf_writer *w, const char *k, int32_t v) { return gw_scalar(w, k, ST_GGUF_INT32, &v); }
-st_err st_gguf_writer_add_u64(st_gguf_writer *w, const char *k, uint64_t v) { return gw_scalar(w, k, ST_GGUF_UINT64, &v); }
-st_err st_gguf_writer_add_i64(st_gguf_writer *w, const char *k, int64_t v) { return gw_scalar(w, k, ST_GGUF_INT64, &v); }
-st_err st_gguf_writer_add_f32(st_gguf_writer *w, const char *k, float v) { return gw_scalar(w, k, ST_GGUF_FLOAT32, &v); }
-st_err st_gguf_writer_add_f64(st_gguf_writer *w, const char *k, double v) { return gw_scalar(w, k, ST_GGUF_FLOAT64, &v); }
+st_err st_gguf_writer_add_u8(st_gguf_writer *w, const char *k, uint8_t v)
+{
+    return gw_scalar(w, k, ST_GGUF_UINT8, &v);
+}
+st_err st_gguf_writer_add_i8(st_gguf_writer *w, const char *k, int8_t v)
+{
+    return gw_scalar(w, k, ST_GGUF_INT8, &v);
+}
+st_err st_gguf_writer_add_u16(st_gguf_writer *w, const char *k, uint16_t v)
+{
+    return gw_scalar(w, k, ST_GGUF_UINT16, &v);
+}
+st_err st_gguf_writer_add_i16(st_gguf_writer *w, const char *k, int16_t v)
+{
+    return gw_scalar(w, k, ST_GGUF_INT16, &v);
+}
+st_err st_gguf_writer_add_u32(st_gguf_writer *w, const char *k, uint32_t v)
+{
+    return gw_scalar(w, k, ST_GGUF_UINT32, &v);
+}
+st_err st_gguf_writer_add_i32(st_gguf_writer *w, const char *k, int32_t v)
+{
+    return gw_scalar(w, k, ST_GGUF_INT32, &v);
+}
+st_err st_gguf_writer_add_u64(st_gguf_writer *w, const char *k, uint64_t v)
+{
+    return gw_scalar(w, k, ST_GGUF_UINT64, &v);
+}
+st_err st_gguf_writer_add_i64(st_gguf_writer *w, const char *k, int64_t v)
+{
+    return gw_scalar(w, k, ST_GGUF_INT64, &v);
+}
+st_err st_gguf_writer_add_f32(st_gguf_writer *w, const char *k, float v)
+{
+    return gw_scalar(w, k, ST_GGUF_FLOAT32, &v);
+}
+st_err st_gguf_writer_add_f64(st_gguf_writer *w, const char *k, double v)
+{
+    return gw_scalar(w, k, ST_GGUF_FLOAT64, &v);
+}
 
 st_err st_gguf_writer_add_bool(st_gguf_writer *w, const char *k, bool v)
 {
@@ -309,8 +349,9 @@ st_err st_gguf_writer_add_arr(st_gguf_writer *w, const char *key, st_gguf_type e
     if (elem_type == ST_GGUF_BOOL)
         for (uint64_t i = 0; i < n; i++)
             if (((const uint8_t *)vals)[i] > 1)
-                return st_errorf(ST_EINVAL, "gguf writer: key '%s': bool element %llu is not 0 or 1",
-                                 key, (unsigned long long)i);
+                return st_errorf(ST_EINVAL,
+                                 "gguf writer: key '%s': bool element %llu is not 0 or 1", key,
+                                 (unsigned long long)i);
     gw_kv *kv;
     st_err e = gw_new_kv(w, key, ST_GGUF_ARRAY, &kv);
     if (e)
@@ -383,17 +424,20 @@ static st_err gw_tensor_add(st_gguf_writer *w, const char *name, st_dtype dtype,
                              (long long)ne[d]);
         full[d] = ne[d];
         if (d > 0 && __builtin_mul_overflow(rows, ne[d], &rows))
-            return st_errorf(ST_EOVERFLOW, "gguf writer: tensor '%s': element count overflows", name);
+            return st_errorf(ST_EOVERFLOW, "gguf writer: tensor '%s': element count overflows",
+                             name);
     }
     size_t row, size;
     if (st_row_size(dtype, ne[0], &row) != ST_K_OK)
-        return st_errorf(ST_ESHAPE, "gguf writer: tensor '%s': ne0 %lld is not a multiple of %s's block of %lld",
-                         name, (long long)ne[0], di->name, (long long)di->blck);
+        return st_errorf(
+            ST_ESHAPE, "gguf writer: tensor '%s': ne0 %lld is not a multiple of %s's block of %lld",
+            name, (long long)ne[0], di->name, (long long)di->blck);
     if (__builtin_mul_overflow(row, (size_t)rows, &size))
         return st_errorf(ST_EOVERFLOW, "gguf writer: tensor '%s': byte size overflows", name);
     if (!streamed && size != nbytes)
-        return st_errorf(ST_ESHAPE, "gguf writer: tensor '%s': %zu bytes given, the shape needs %zu",
-                         name, nbytes, size);
+        return st_errorf(ST_ESHAPE,
+                         "gguf writer: tensor '%s': %zu bytes given, the shape needs %zu", name,
+                         nbytes, size);
     if (!streamed && data == NULL && size > 0)
         return st_errorf(ST_EINVAL, "gguf writer: tensor '%s': NULL data", name);
     for (uint64_t i = 0; i < w->n_tensors; i++)
@@ -437,10 +481,7 @@ st_err st_gguf_writer_add_tensor_info(st_gguf_writer *w, const char *name, st_dt
     return gw_tensor_add(w, name, dtype, n_dims, ne, NULL, 0, true, nbytes);
 }
 
-static size_t gw_pad(size_t off, size_t a)
-{
-    return (a - off % a) % a;
-}
+static size_t gw_pad(size_t off, size_t a) { return (a - off % a) % a; }
 
 /* Builds everything before the data section (padding included) into b and
  * records the layout. */
@@ -576,8 +617,10 @@ st_err st_gguf_writer_begin_data(st_gguf_writer *w)
         return st_errorf(ST_EINVAL, "gguf writer: begin_data called twice");
     for (uint64_t i = 0; i < w->n_tensors; i++)
         if (w->tensors[i].data != NULL)
-            return st_errorf(ST_EINVAL, "gguf writer: tensor '%s' was given data; streaming needs add_tensor_info",
-                             w->tensors[i].name);
+            return st_errorf(
+                ST_EINVAL,
+                "gguf writer: tensor '%s' was given data; streaming needs add_tensor_info",
+                w->tensors[i].name);
     gw_buf b = {0};
     st_err e = gw_build_meta(w, &b);
     if (!e)
@@ -638,7 +681,8 @@ st_err st_gguf_writer_finish(st_gguf_writer *w)
     } else {
         for (uint64_t i = 0; i < w->n_tensors; i++)
             if (w->tensors[i].data == NULL)
-                return st_errorf(ST_EINVAL, "gguf writer: tensor '%s' has no data; call begin_data to stream",
+                return st_errorf(ST_EINVAL,
+                                 "gguf writer: tensor '%s' has no data; call begin_data to stream",
                                  w->tensors[i].name);
         gw_buf b = {0};
         e = gw_build_meta(w, &b);
@@ -686,8 +730,7 @@ st_err st_gguf_writer_kv_layout(const st_gguf_writer *w, uint64_t i, st_gguf_kv_
     return ST_OK;
 }
 
-st_err st_gguf_writer_tensor_layout(const st_gguf_writer *w, uint64_t i,
-                                    st_gguf_tensor_layout *out)
+st_err st_gguf_writer_tensor_layout(const st_gguf_writer *w, uint64_t i, st_gguf_tensor_layout *out)
 {
     if (!w->laid_out)
         return st_errorf(ST_EINVAL, "gguf writer: layout asked before serialisation");
@@ -698,7 +741,4 @@ st_err st_gguf_writer_tensor_layout(const st_gguf_writer *w, uint64_t i,
     return ST_OK;
 }
 
-size_t st_gguf_writer_data_offset(const st_gguf_writer *w)
-{
-    return w->data_off;
-}
+size_t st_gguf_writer_data_offset(const st_gguf_writer *w) { return w->data_off; }

@@ -56,8 +56,7 @@ static bool keys_limit(const char *w, size_t n, st_http_limits *lim)
 static bool keys_space(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
 /* keys_line - one line (without its '\n'); *k gets the key word. */
-static st_err keys_line(const char *name, size_t lineno, const char *s, size_t n,
-                        st_http_keys *k)
+static st_err keys_line(const char *name, size_t lineno, const char *s, size_t n, st_http_keys *k)
 {
     size_t i = 0;
     while (i < n && keys_space(s[i]))
@@ -69,8 +68,8 @@ static st_err keys_line(const char *name, size_t lineno, const char *s, size_t n
         i++;
     size_t klen = i - k0;
     if (klen < ST_HTTP_KEY_MIN || klen > ST_HTTP_KEY_MAX)
-        return st_errorf(ST_EFORMAT, "%s:%zu: a key of %zu characters; %d..%d are accepted",
-                         name, lineno, klen, ST_HTTP_KEY_MIN, ST_HTTP_KEY_MAX);
+        return st_errorf(ST_EFORMAT, "%s:%zu: a key of %zu characters; %d..%d are accepted", name,
+                         lineno, klen, ST_HTTP_KEY_MIN, ST_HTTP_KEY_MAX);
     for (size_t j = k0; j < i; j++)
         if ((unsigned char)s[j] < KEYS_PRINT_LO || (unsigned char)s[j] > KEYS_PRINT_HI)
             return st_errorf(ST_EFORMAT, "%s:%zu: a key may hold printable ASCII only", name,
@@ -146,9 +145,10 @@ st_err st_http_keys_load(const char *path, st_http_keys **out)
     } else if (!S_ISREG(sb.st_mode)) {
         e = st_errorf(ST_EINVAL, "%s is not a regular file", path);
     } else if (sb.st_mode & KEYS_GROUP_OTHER_BITS) {
-        e = st_errorf(ST_EINVAL, "%s has mode %03o: API keys must not be readable or writable "
-                      "by group or others (chmod 600 %s)", path,
-                      (unsigned)(sb.st_mode & 0777u), path);
+        e = st_errorf(ST_EINVAL,
+                      "%s has mode %03o: API keys must not be readable or writable "
+                      "by group or others (chmod 600 %s)",
+                      path, (unsigned)(sb.st_mode & 0777u), path);
     } else if ((size_t)sb.st_size > ST_HTTP_KEY_FILE_MAX) {
         e = st_errorf(ST_ERANGE, "%s has %lld bytes; at most %zu", path, (long long)sb.st_size,
                       ST_HTTP_KEY_FILE_MAX);

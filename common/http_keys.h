@@ -23,7 +23,7 @@
 
 #define ST_HTTP_KEY_MIN 8
 #define ST_HTTP_KEY_MAX 256
-#define ST_HTTP_KEYS_MAX 100000      /* keys per file */
+#define ST_HTTP_KEYS_MAX 100000 /* keys per file */
 #define ST_HTTP_KEY_FILE_MAX ((size_t)64 << 20)
 
 /* Per-minute limits; 0 means no limit. */

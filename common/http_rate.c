@@ -17,23 +17,23 @@
 #define RATE_FNV_PRIME 1099511628211ull
 
 typedef struct rate_bucket {
-    double level;     /* tokens now (may be negative: debt) */
-    uint64_t at_ns;   /* when level was computed */
+    double level;   /* tokens now (may be negative: debt) */
+    uint64_t at_ns; /* when level was computed */
 } rate_bucket;
 
 typedef struct rate_entry {
     char id[ST_HTTP_RATE_ID_MAX + 1];
     rate_bucket req, tok;
-    uint32_t hnext;           /* hash chain */
-    uint32_t prev, next;      /* recency: head is the most recent */
+    uint32_t hnext;      /* hash chain */
+    uint32_t prev, next; /* recency: head is the most recent */
 } rate_entry;
 
 struct st_http_rate {
     pthread_mutex_t mu;
     rate_entry *e;
     uint32_t cap, n;
-    uint32_t *heads;          /* [n_heads] */
-    uint32_t n_heads;         /* a power of two >= cap */
+    uint32_t *heads;  /* [n_heads] */
+    uint32_t n_heads; /* a power of two >= cap */
     uint32_t lru_head, lru_tail;
 };
 
@@ -41,8 +41,7 @@ st_err st_http_rate_open(uint32_t cap, st_http_rate **out)
 {
     *out = NULL;
     if (cap < 1 || cap > ST_HTTP_RATE_MAX_TABLE)
-        return st_errorf(ST_EINVAL, "rate table size %u not in 1..%u", cap,
-                         ST_HTTP_RATE_MAX_TABLE);
+        return st_errorf(ST_EINVAL, "rate table size %u not in 1..%u", cap, ST_HTTP_RATE_MAX_TABLE);
     st_http_rate *r = calloc(1, sizeof *r);
     if (r == NULL)
         return st_errorf(ST_ENOMEM, "rate table");

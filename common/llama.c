@@ -49,8 +49,7 @@ static st_err llama_count(const st_gguf *g, const char *key, bool required, int6
 }
 
 /* llama_float - the f32 at key, dflt when absent (required: ST_EMISSING). */
-static st_err llama_float(const st_gguf *g, const char *key, bool required, float dflt,
-                          float *out)
+static st_err llama_float(const st_gguf *g, const char *key, bool required, float dflt, float *out)
 {
     *out = dflt;
     st_err e = st_gguf_get_f32(g, key, out);

@@ -88,7 +88,7 @@ typedef struct st_minfo {
     bool head_tied;                    /* no output.weight: the head is the embedding */
     char dtype[8];                     /* weight dtype with the most layer bytes */
     uint8_t model_id[32];
-    char name[128];                    /* general.name, or "" */
+    char name[128]; /* general.name, or "" */
 } st_minfo;
 
 /* st_minfo_from_gguf - the facts of g: its hyperparameters

@@ -66,9 +66,10 @@ static st_err mf_shape(uint32_t chunk_size, uint64_t file_size, uint64_t *n)
         return st_errorf(ST_ERANGE, "manifest: an empty file");
     *n = (file_size + chunk_size - 1) / chunk_size;
     if (*n > ST_MANIFEST_MAX_CHUNKS)
-        return st_errorf(ST_ERANGE, "manifest: %llu bytes make %llu chunks of %u bytes (at most "
-                         "%llu: use larger chunks)", (unsigned long long)file_size,
-                         (unsigned long long)*n, chunk_size,
+        return st_errorf(ST_ERANGE,
+                         "manifest: %llu bytes make %llu chunks of %u bytes (at most "
+                         "%llu: use larger chunks)",
+                         (unsigned long long)file_size, (unsigned long long)*n, chunk_size,
                          (unsigned long long)ST_MANIFEST_MAX_CHUNKS);
     return ST_OK;
 }
@@ -139,8 +140,10 @@ st_err st_manifest_check(const st_manifest *m, uint64_t i, const void *data, siz
         char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
         st_hex_short(h, sizeof h, a);
         st_hex_short(m->hash[i], sizeof h, b);
-        return st_errorf(ST_ECHECKSUM, "chunk %llu (offset %llu): BLAKE2b %s.. is not the "
-                         "manifest's %s..", (unsigned long long)i, (unsigned long long)off, a, b);
+        return st_errorf(ST_ECHECKSUM,
+                         "chunk %llu (offset %llu): BLAKE2b %s.. is not the "
+                         "manifest's %s..",
+                         (unsigned long long)i, (unsigned long long)off, a, b);
     }
     return ST_OK;
 }
@@ -197,8 +200,8 @@ static st_err mf_mark(const st_manifest *m, uint64_t off, uint64_t len, bool *ne
     return ST_OK;
 }
 
-st_err st_manifest_stage_chunks(const st_manifest *m, const st_gguf *g, int64_t first,
-                                int64_t last, int64_t n_layer, bool *need)
+st_err st_manifest_stage_chunks(const st_manifest *m, const st_gguf *g, int64_t first, int64_t last,
+                                int64_t n_layer, bool *need)
 {
     st_err e = mf_mark(m, 0, m->data_offset, need);
     const bool tied = st_arch_head_tied(g), head = last == n_layer;
@@ -208,10 +211,18 @@ st_err st_manifest_stage_chunks(const st_manifest *m, const st_gguf *g, int64_t 
         int64_t layer;
         bool want = false;
         switch (st_arch_part_of(t->name, &layer)) {
-        case ST_AP_LAYER: want = layer >= first && layer < last; break;
-        case ST_AP_EMBD: want = first == 0 || (head && tied); break;
-        case ST_AP_HEAD: want = head; break;
-        case ST_AP_OTHER: want = false; break;
+        case ST_AP_LAYER:
+            want = layer >= first && layer < last;
+            break;
+        case ST_AP_EMBD:
+            want = first == 0 || (head && tied);
+            break;
+        case ST_AP_HEAD:
+            want = head;
+            break;
+        case ST_AP_OTHER:
+            want = false;
+            break;
         }
         if (want)
             e = mf_mark(m, base + t->offset, t->nbytes, need);
@@ -238,8 +249,7 @@ static const uint8_t *mf_get(const uint8_t *p, uint64_t *v, int bytes)
 
 /* mf_read - the manifest in cache file cpath if it is whole and matches
  * st and chunk_size: true with *out filled. */
-static bool mf_read(const char *cpath, const struct stat *st, uint32_t chunk_size,
-                    st_manifest *out)
+static bool mf_read(const char *cpath, const struct stat *st, uint32_t chunk_size, st_manifest *out)
 {
     FILE *f = fopen(cpath, "rb");
     if (f == NULL)
@@ -336,8 +346,8 @@ static st_err mf_cache_path(const char *path, const char *cache_dir, char *out, 
         return e;
     if ((size_t)snprintf(out, cap, "%s/manifests", cache_dir) >= cap)
         return st_errorf(ST_ERANGE, "cache directory '%s' is too long", cache_dir);
-    if ((mkdir(cache_dir, 0700) != 0 && errno != EEXIST) || (mkdir(out, 0700) != 0 &&
-                                                            errno != EEXIST))
+    if ((mkdir(cache_dir, 0700) != 0 && errno != EEXIST) ||
+        (mkdir(out, 0700) != 0 && errno != EEXIST))
         return st_err_errno(errno, out);
     if ((size_t)snprintf(out, cap, "%s/manifests/%s.manifest", cache_dir, hex) >= cap)
         return st_errorf(ST_ERANGE, "cache directory '%s' is too long", cache_dir);
@@ -360,8 +370,7 @@ st_err st_manifest_cached(const char *path, const char *cache_dir, uint32_t chun
                st_errdetail());
         other[0] = '\0';
     }
-    if ((other[0] && mf_read(other, &st, chunk_size, out)) ||
-        mf_read(beside, &st, chunk_size, out))
+    if ((other[0] && mf_read(other, &st, chunk_size, out)) || mf_read(beside, &st, chunk_size, out))
         return ST_OK;
     st_err e = st_manifest_compute(path, chunk_size, out);
     if (e != ST_OK)
@@ -374,8 +383,10 @@ st_err st_manifest_cached(const char *path, const char *cache_dir, uint32_t chun
         snprintf(why, sizeof why, "%s", st_errdetail());
     if (mf_write(beside, &st, out) == ST_OK)
         return ST_OK;
-    st_log(ST_LOG_WARN, "manifest", "the manifest of %s is not cached (%s; %s): it is "
-           "recomputed at the next start", path, why, st_errdetail());
+    st_log(ST_LOG_WARN, "manifest",
+           "the manifest of %s is not cached (%s; %s): it is "
+           "recomputed at the next start",
+           path, why, st_errdetail());
     return ST_OK;
 }
 
@@ -383,8 +394,10 @@ st_err st_weights_default_addr(const char *ctl, char *out, size_t cap)
 {
     const char *colon = ctl != NULL ? strrchr(ctl, ':') : NULL;
     if (ctl == NULL || strncmp(ctl, "tcp://", 6) != 0 || colon == NULL || colon < ctl + 6)
-        return st_errorf(ST_EINVAL, "'%s' is not a tcp://HOST:PORT address: give the weights "
-                         "address", ctl ? ctl : "");
+        return st_errorf(ST_EINVAL,
+                         "'%s' is not a tcp://HOST:PORT address: give the weights "
+                         "address",
+                         ctl ? ctl : "");
     char *end;
     errno = 0;
     long port = strtol(colon + 1, &end, 10);

@@ -27,11 +27,11 @@
 #include "common/gguf.h"
 #include "strata.pb-c.h"
 
-#define ST_MANIFEST_HASH 32                            /* BLAKE2b-256 */
-#define ST_MANIFEST_CHUNK_DEFAULT ((uint32_t)4 << 20)  /* 4 MiB */
-#define ST_MANIFEST_CHUNK_MIN ((uint32_t)64 << 10)     /* 64 KiB */
-#define ST_MANIFEST_CHUNK_MAX ((uint32_t)64 << 20)     /* 64 MiB */
-#define ST_MANIFEST_MAX_CHUNKS ((uint64_t)1 << 20)     /* hashes of at most 32 MiB */
+#define ST_MANIFEST_HASH 32                           /* BLAKE2b-256 */
+#define ST_MANIFEST_CHUNK_DEFAULT ((uint32_t)4 << 20) /* 4 MiB */
+#define ST_MANIFEST_CHUNK_MIN ((uint32_t)64 << 10)    /* 64 KiB */
+#define ST_MANIFEST_CHUNK_MAX ((uint32_t)64 << 20)    /* 64 MiB */
+#define ST_MANIFEST_MAX_CHUNKS ((uint64_t)1 << 20)    /* hashes of at most 32 MiB */
 /* Room for the envelope and the protobuf fields around a chunk's or the
  * hashes' bytes in one frame. */
 #define ST_MANIFEST_FRAME_SLACK ((size_t)64 << 10)
@@ -88,8 +88,8 @@ st_err st_manifest_from_pb(const Strata__Manifest *pb, st_manifest *out);
  * is tied; the output norm and head for the last), by the tensor table of
  * g, the model the manifest describes. ST_ERANGE when a tensor lies beyond
  * the manifest's file. */
-st_err st_manifest_stage_chunks(const st_manifest *m, const st_gguf *g, int64_t first,
-                                int64_t last, int64_t n_layer, bool *need);
+st_err st_manifest_stage_chunks(const st_manifest *m, const st_gguf *g, int64_t first, int64_t last,
+                                int64_t n_layer, bool *need);
 
 /* st_weights_default_addr - the weights server's default address beside a
  * control address tcp://HOST:PORT: the same host, PORT + ST_WEIGHTS_PORT_STEP

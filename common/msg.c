@@ -18,11 +18,24 @@
 
 /* Msg body field numbers (strata.proto) and the fields of their lists. */
 enum {
-    MSG_F_JOIN = 1, MSG_F_HEARTBEAT = 3, MSG_F_PREPARE = 4, MSG_F_GENERATE = 16,
-    MSG_F_RESULT = 22, MSG_F_HEARTBEAT_REPLY = 46,
-    JOIN_F_CAP = 2, CAP_F_KERNELS = 6, CAP_F_DTYPES = 7, CAP_F_SPEEDS = 8, CAP_F_WIRE = 12,
-    HB_F_LAYERS = 7, HB_F_LINKS = 11, HBR_F_PEERS = 1, PREPARE_F_PLAN = 1, PLAN_F_STAGES = 4,
-    GEN_F_STOP = 5, RESULT_F_ROWS = 3,
+    MSG_F_JOIN = 1,
+    MSG_F_HEARTBEAT = 3,
+    MSG_F_PREPARE = 4,
+    MSG_F_GENERATE = 16,
+    MSG_F_RESULT = 22,
+    MSG_F_HEARTBEAT_REPLY = 46,
+    JOIN_F_CAP = 2,
+    CAP_F_KERNELS = 6,
+    CAP_F_DTYPES = 7,
+    CAP_F_SPEEDS = 8,
+    CAP_F_WIRE = 12,
+    HB_F_LAYERS = 7,
+    HB_F_LINKS = 11,
+    HBR_F_PEERS = 1,
+    PREPARE_F_PLAN = 1,
+    PLAN_F_STAGES = 4,
+    GEN_F_STOP = 5,
+    RESULT_F_ROWS = 3,
 };
 
 /* One bounded list: the field path from the top of a Msg and its limit. */
@@ -57,8 +70,10 @@ static st_err msg_check_lists(const uint8_t *body, size_t len, uint64_t sender)
             return st_errwrap(e, "malformed Msg (%zu bytes) from sender %llu", len,
                               (unsigned long long)sender);
         if (n > l->max)
-            return st_errorf(ST_ERANGE, "%s: %zu in a message of %zu bytes from sender %llu; "
-                             "at most %zu", l->name, n, len, (unsigned long long)sender, l->max);
+            return st_errorf(ST_ERANGE,
+                             "%s: %zu in a message of %zu bytes from sender %llu; "
+                             "at most %zu",
+                             l->name, n, len, (unsigned long long)sender, l->max);
     }
     return ST_OK;
 }
@@ -88,8 +103,10 @@ st_err st_msg_pack_max(st_env *env, st_env_kind kind, const Strata__Msg *m, size
     *out = NULL;
     size_t body = strata__msg__get_packed_size(m);
     if (body > ST_ENV_MAX_BODY || st_env_size(env, body) > max_frame)
-        return st_errorf(ST_ERANGE, "%s of %zu bytes exceeds the frame limit (%zu bytes, body "
-                         "at most %u)", st_msg_case_name(m), body, max_frame, ST_ENV_MAX_BODY);
+        return st_errorf(ST_ERANGE,
+                         "%s of %zu bytes exceeds the frame limit (%zu bytes, body "
+                         "at most %u)",
+                         st_msg_case_name(m), body, max_frame, ST_ENV_MAX_BODY);
     nng_msg *msg;
     int rv = nng_msg_alloc(&msg, st_env_size(env, body));
     if (rv != 0)
@@ -150,8 +167,7 @@ st_err st_msg_send(nng_socket s, st_env *env, st_env_kind kind, const Strata__Ms
     return ST_OK;
 }
 
-st_err st_msg_recv(nng_socket s, st_env *env, st_env_kind kind, Strata__Msg **out,
-                   uint64_t *sender)
+st_err st_msg_recv(nng_socket s, st_env *env, st_env_kind kind, Strata__Msg **out, uint64_t *sender)
 {
     *out = NULL;
     nng_msg *msg;
@@ -221,8 +237,13 @@ st_err st_sampling_from_pb(const Strata__Sampling *s, st_sampler_params *out)
         return ST_OK;
     }
     st_sampler_params p = {
-        .temp = s->temp, .top_k = s->top_k, .top_p = s->top_p, .min_p = s->min_p,
-        .repeat_penalty = s->repeat_penalty, .repeat_last_n = s->repeat_last_n, .seed = s->seed,
+        .temp = s->temp,
+        .top_k = s->top_k,
+        .top_p = s->top_p,
+        .min_p = s->min_p,
+        .repeat_penalty = s->repeat_penalty,
+        .repeat_last_n = s->repeat_last_n,
+        .seed = s->seed,
     };
     *out = p;
     return st_sampler_params_validate(out);

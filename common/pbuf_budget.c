@@ -65,9 +65,10 @@ st_err st_pb_unpack(const ProtobufCMessageDescriptor *d, const uint8_t *buf, siz
     if (*out != NULL)
         return ST_OK;
     if (st_pb_budget_exceeded(&b))
-        return st_errorf(ST_ERANGE, "%s of %zu bytes from sender %llu would decode to more than "
-                         "its budget of %zu bytes (%zu allocated, %zu more asked)", kind, len,
-                         (unsigned long long)sender, b.limit, b.used, b.refused);
+        return st_errorf(ST_ERANGE,
+                         "%s of %zu bytes from sender %llu would decode to more than "
+                         "its budget of %zu bytes (%zu allocated, %zu more asked)",
+                         kind, len, (unsigned long long)sender, b.limit, b.used, b.refused);
     return st_errorf(ST_EFORMAT, "malformed %s (%zu bytes) from sender %llu", kind, len,
                      (unsigned long long)sender);
 }
@@ -89,15 +90,20 @@ static bool pb_varint(const uint8_t *buf, size_t len, size_t *at, uint64_t *v)
 /* pb_skip - steps *at over a value of wire type wt; false when malformed
  * (groups, reserved wire types, values past the end). For a
  * length-delimited value, *sub and *sub_len get its bytes. */
-static bool pb_skip(const uint8_t *buf, size_t len, size_t *at, unsigned wt,
-                    const uint8_t **sub, size_t *sub_len)
+static bool pb_skip(const uint8_t *buf, size_t len, size_t *at, unsigned wt, const uint8_t **sub,
+                    size_t *sub_len)
 {
     uint64_t v;
     size_t n;
     switch (wt) {
-    case PB_WT_VARINT: return pb_varint(buf, len, at, &v);
-    case PB_WT_FIXED64: n = PB_FIXED64_BYTES; break;
-    case PB_WT_FIXED32: n = PB_FIXED32_BYTES; break;
+    case PB_WT_VARINT:
+        return pb_varint(buf, len, at, &v);
+    case PB_WT_FIXED64:
+        n = PB_FIXED64_BYTES;
+        break;
+    case PB_WT_FIXED32:
+        n = PB_FIXED32_BYTES;
+        break;
     case PB_WT_LEN:
         if (!pb_varint(buf, len, at, &v) || v > len - *at)
             return false;
@@ -105,7 +111,8 @@ static bool pb_skip(const uint8_t *buf, size_t len, size_t *at, unsigned wt,
         *sub = buf + *at;
         *sub_len = n;
         break;
-    default: return false;
+    default:
+        return false;
     }
     if (n > len - *at)
         return false;
@@ -128,8 +135,10 @@ static st_err pb_count(const uint8_t *buf, size_t len, const uint32_t *path, siz
         const uint8_t *sub = NULL;
         size_t sub_len = 0;
         if (!pb_skip(buf, len, &at, wt, &sub, &sub_len))
-            return st_errorf(ST_EFORMAT, "field %llu (wire type %u) malformed before byte %zu "
-                             "of %zu", (unsigned long long)field, wt, at, len);
+            return st_errorf(ST_EFORMAT,
+                             "field %llu (wire type %u) malformed before byte %zu "
+                             "of %zu",
+                             (unsigned long long)field, wt, at, len);
         if (field != path[0])
             continue;
         if (depth == 1) {

@@ -16,8 +16,8 @@
  * small fields and structs may add (a batch of 4096 one-token rows, a
  * few bytes each on the wire, decodes to some 350 bytes a row), capped,
  * so that a hostile frame of len bytes costs at most
- * len + ST_PB_BUDGET_EXTRA_MAX bytes beyond the frame itself. Each allocation is counted with ST_PB_ALLOC_OVERHEAD
- * bytes more (malloc's header) and the total only grows (frees are not
+ * len + ST_PB_BUDGET_EXTRA_MAX bytes beyond the frame itself. Each allocation is counted with
+ * ST_PB_ALLOC_OVERHEAD bytes more (malloc's header) and the total only grows (frees are not
  * subtracted): the bound is conservative.
  *
  * Counts of repeated fields are bounded before decoding where a limit is
@@ -37,11 +37,11 @@
 
 #include "common/err.h"
 
-#define ST_PB_BUDGET_FACTOR 32                        /* bytes per packed byte beyond len */
-#define ST_PB_BUDGET_SLACK ((size_t)1 << 20)          /* for small messages */
-#define ST_PB_BUDGET_EXTRA_MAX ((size_t)8 << 20)      /* beyond len, at most */
-#define ST_PB_ALLOC_OVERHEAD 16                       /* bytes counted per allocation */
-#define ST_PB_MAX_DEPTH 8                             /* of a path given to st_pb_count */
+#define ST_PB_BUDGET_FACTOR 32                   /* bytes per packed byte beyond len */
+#define ST_PB_BUDGET_SLACK ((size_t)1 << 20)     /* for small messages */
+#define ST_PB_BUDGET_EXTRA_MAX ((size_t)8 << 20) /* beyond len, at most */
+#define ST_PB_ALLOC_OVERHEAD 16                  /* bytes counted per allocation */
+#define ST_PB_MAX_DEPTH 8                        /* of a path given to st_pb_count */
 
 /* A decoding budget; pass &b->pa to a generated *__unpack. */
 typedef struct st_pb_budget {

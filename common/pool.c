@@ -23,7 +23,7 @@
 
 #include "common/log.h"
 
-#define POOL_SPIN_NS 50000L /* longest spin before sleeping */
+#define POOL_SPIN_NS 50000L     /* longest spin before sleeping */
 #define POOL_SPINS_PER_CLOCK 64 /* spins between two reads of the clock */
 
 typedef struct pool_thread {
@@ -38,12 +38,12 @@ struct st_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv_work;
     pthread_cond_t cv_done;
-    atomic_ulong gen;        /* job generation */
-    atomic_int pending;      /* workers still running the job */
+    atomic_ulong gen;   /* job generation */
+    atomic_int pending; /* workers still running the job */
     atomic_int stop;
-    atomic_int sleepers;     /* workers asleep (or about to be) on cv_work */
+    atomic_int sleepers;       /* workers asleep (or about to be) on cv_work */
     atomic_int caller_waiting; /* the caller asleep (or about to be) on cv_done */
-    st_pool_fn fn;           /* written before gen is bumped, read after */
+    st_pool_fn fn;             /* written before gen is bumped, read after */
     void *arg;
     hwloc_topology_t topo;
     int topo_ok;
@@ -217,8 +217,9 @@ st_err st_pool_open(int n_threads, int pin, st_pool **out)
     p->pin = pin && p->topo_ok && topo_cores(p->topo) == n_threads &&
              topo_cores(p->topo) == hwloc_get_nbobjs_by_type(p->topo, HWLOC_OBJ_CORE);
     if (pin && !p->pin)
-        st_log(ST_LOG_INFO, "pool", "not pinning: the pool does not span every core, the "
-                                    "cpuset is restricted, or the topology is unknown");
+        st_log(ST_LOG_INFO, "pool",
+               "not pinning: the pool does not span every core, the "
+               "cpuset is restricted, or the topology is unknown");
     p->nth = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);

@@ -7,9 +7,9 @@
  * spins for at most about 50 microseconds, so back-to-back phases of a
  * forward pass hand over without a futex round trip, then sleeps on a
  * condition variable: an idle pool costs no CPU, so several processes can
- * share the cores (the README demo, tests, sidecars) without collapsing. Threads are pinned to cores with hwloc when
- * hwloc reports a usable topology; otherwise they run unpinned (logged).
- * A pool is driven by one thread at a time. */
+ * share the cores (the README demo, tests, sidecars) without collapsing. Threads are pinned to
+ * cores with hwloc when hwloc reports a usable topology; otherwise they run unpinned (logged). A
+ * pool is driven by one thread at a time. */
 #ifndef ST_POOL_H
 #define ST_POOL_H
 

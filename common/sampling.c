@@ -32,8 +32,13 @@
 
 st_sampler_params st_sampler_params_default(void)
 {
-    st_sampler_params p = {.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
-                           .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 0};
+    st_sampler_params p = {.temp = 0.8f,
+                           .top_k = 40,
+                           .top_p = 0.95f,
+                           .min_p = 0.05f,
+                           .repeat_penalty = 1.0f,
+                           .repeat_last_n = 64,
+                           .seed = 0};
     return p;
 }
 
@@ -47,11 +52,9 @@ st_err st_sampler_params_validate(const st_sampler_params *p)
     if (p->top_k < 0)
         return st_errorf(ST_EINVAL, "sampler params: top_k %d must be >= 0 (0 = off)", p->top_k);
     if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return st_errorf(ST_EINVAL, "sampler params: top_p %g must be in (0, 1]",
-                         (double)p->top_p);
+        return st_errorf(ST_EINVAL, "sampler params: top_p %g must be in (0, 1]", (double)p->top_p);
     if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
-        return st_errorf(ST_EINVAL, "sampler params: min_p %g must be in [0, 1]",
-                         (double)p->min_p);
+        return st_errorf(ST_EINVAL, "sampler params: min_p %g must be in [0, 1]", (double)p->min_p);
     if (!isfinite(p->repeat_penalty) || p->repeat_penalty <= 0.0f)
         return st_errorf(ST_EINVAL, "sampler params: repeat_penalty %g must be a finite number > 0",
                          (double)p->repeat_penalty);
@@ -94,10 +97,7 @@ uint64_t st_rng_next_u64(st_rng *r)
     return result;
 }
 
-float st_rng_next_f32(st_rng *r)
-{
-    return (float)(st_rng_next_u64(r) >> 40) * 0x1.0p-24f;
-}
+float st_rng_next_f32(st_rng *r) { return (float)(st_rng_next_u64(r) >> 40) * 0x1.0p-24f; }
 
 /* ---- scratch ------------------------------------------------------------ */
 
@@ -172,8 +172,7 @@ static void smp_top_k(int32_t *idx, size_t n, size_t k, const float *l)
 
 /* smp_top_p - keeps the smallest set of best candidates whose mass (under
  * weights exp(l - lmax) / z) reaches top_p; moves them to idx[0..*n). */
-static void smp_top_p(int32_t *idx, size_t *n, const float *l, float lmax, double z,
-                      float top_p)
+static void smp_top_p(int32_t *idx, size_t *n, const float *l, float lmax, double z, float top_p)
 {
     size_t c = *n;
     smp_heapify(idx, c, l, true);
@@ -224,8 +223,7 @@ static st_err smp_penalize(const st_sampler_params *p, float *logits, size_t n_v
 }
 
 st_err st_sample(const st_sampler_params *p, st_rng *rng, float *logits, size_t n_vocab,
-                 const int32_t *history, size_t n_hist, st_sample_scratch *scratch,
-                 int32_t *out_id)
+                 const int32_t *history, size_t n_hist, st_sample_scratch *scratch, int32_t *out_id)
 {
     if (p == NULL || logits == NULL || scratch == NULL || out_id == NULL ||
         (history == NULL && n_hist > 0))

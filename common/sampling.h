@@ -15,13 +15,13 @@
 #include "common/err.h"
 
 typedef struct st_sampler_params {
-    float temp;             /* 0: greedy; > 0: sampling temperature */
-    int32_t top_k;          /* keep the k most likely; 0: off */
-    float top_p;            /* nucleus mass in (0, 1]; 1: off */
-    float min_p;            /* drop p < min_p * p_max; in [0, 1]; 0: off */
-    float repeat_penalty;   /* > 0; 1: off */
-    int32_t repeat_last_n;  /* history window of the penalty; 0: off */
-    uint64_t seed;          /* seeds a session's RNG */
+    float temp;            /* 0: greedy; > 0: sampling temperature */
+    int32_t top_k;         /* keep the k most likely; 0: off */
+    float top_p;           /* nucleus mass in (0, 1]; 1: off */
+    float min_p;           /* drop p < min_p * p_max; in [0, 1]; 0: off */
+    float repeat_penalty;  /* > 0; 1: off */
+    int32_t repeat_last_n; /* history window of the penalty; 0: off */
+    uint64_t seed;         /* seeds a session's RNG */
 } st_sampler_params;
 
 /* st_sampler_params_default - temp 0.8, top_k 40, top_p 0.95, min_p 0.05,

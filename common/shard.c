@@ -26,8 +26,8 @@ struct st_shard {
     bool open;
     nng_aio *aio;
     pthread_mutex_t mu;
-    bool lost;       /* the pipe to the server closed */
-    bool in_flight;  /* aio is recorded for the callback to cancel */
+    bool lost;      /* the pipe to the server closed */
+    bool in_flight; /* aio is recorded for the callback to cancel */
     st_env env;
     st_wire_ctx *wctx;
     st_wire_dtype dtype;
@@ -220,8 +220,8 @@ static st_err shard_hello(st_shard *s)
     const Strata__ShardInfo *in = rp.r->info;
     if (in == NULL || in->model_id.len != ST_WIRE_PLAN_HASH_SIZE || in->hidden == 0 ||
         in->hidden > ST_WIRE_MAX_HIDDEN || in->first > in->last || in->last > in->n_layer ||
-        in->max_tokens == 0 || in->n_ctx == 0 || (in->ends && (in->n_vocab == 0 ||
-                                                                in->n_vocab > ST_WIRE_MAX_HIDDEN))) {
+        in->max_tokens == 0 || in->n_ctx == 0 ||
+        (in->ends && (in->n_vocab == 0 || in->n_vocab > ST_WIRE_MAX_HIDDEN))) {
         e = st_errorf(ST_EPROTO, "shard server %s: a malformed hello reply", s->addr);
     } else {
         st_shard_info *i = &s->info;
@@ -270,15 +270,15 @@ st_err st_shard_connect(const char *addr, const uint8_t *key, bool encrypt, st_w
             nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, SHARD_HELLO_MAX_FRAME);
             nng_pipe_notify(s->sock, NNG_PIPE_EV_REM_POST, shard_pipe_gone, s);
             if ((rv = nng_dial(s->sock, addr, NULL, 0)) != 0)
-                e = st_errorf(rv == NNG_ECONNREFUSED ? ST_ECLOSED : ST_ENNG,
-                              "shard server %s: %s", addr, nng_strerror(rv));
+                e = st_errorf(rv == NNG_ECONNREFUSED ? ST_ECLOSED : ST_ENNG, "shard server %s: %s",
+                              addr, nng_strerror(rv));
         }
     }
     if (e == ST_OK)
         e = shard_hello(s);
     size_t max_frame = 0; /* the replies of steps: the server's largest */
     const uint32_t widest = s->info.ends && s->info.n_vocab > s->info.hidden ? s->info.n_vocab
-                                                                              : s->info.hidden;
+                                                                             : s->info.hidden;
     if (e == ST_OK && (e = st_step_max_frame(widest, s->info.max_tokens, &max_frame)) == ST_OK)
         nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, max_frame);
     if (e == ST_OK && (s->info.dtype_mask & (1u << dtype)) == 0)
@@ -306,8 +306,11 @@ static st_err shard_exchange(st_shard *s, Strata__ShardRequest *rq, const st_wir
     st_err e = shard_roundtrip(s, rq, h, in, &rp);
     if (e != ST_OK)
         return e;
-    st_wire_expect x = {.plan_hash = s->info.model_id, .stage = out_stage, .hidden = out_hidden,
-                        .max_tokens = (uint32_t)n_tok, .dtype_mask = 1u << s->dtype};
+    st_wire_expect x = {.plan_hash = s->info.model_id,
+                        .stage = out_stage,
+                        .hidden = out_hidden,
+                        .max_tokens = (uint32_t)n_tok,
+                        .dtype_mask = 1u << s->dtype};
     st_wire_hdr rh;
     st_wire_row rr;
     e = st_wire_decode(s->wctx, rp.parts.pkt, rp.parts.pkt_len, &x, &rh, &rr, 1, out,
@@ -328,7 +331,8 @@ static void shard_hdr(st_shard *s, uint16_t stage, uint32_t hidden, uint64_t ses
     h->stage = stage;
     h->n_rows = 1;
     h->hidden = hidden;
-    s->rows[0] = (st_wire_row){.session_id = session, .pos0 = (uint32_t)pos,
+    s->rows[0] = (st_wire_row){.session_id = session,
+                               .pos0 = (uint32_t)pos,
                                .n_tokens = (uint32_t)n_tok};
 }
 
@@ -337,9 +341,10 @@ static st_err shard_fits(const st_shard *s, int64_t pos, int64_t n_tok)
 {
     const st_shard_info *i = &s->info;
     if (n_tok < 1 || n_tok > (int64_t)i->max_tokens || pos < 0 || pos + n_tok > (int64_t)i->n_ctx)
-        return st_errorf(ST_ERANGE, "shard server %s: %lld tokens at position %lld (at most %u "
-                         "tokens, a context of %u)", s->addr, (long long)n_tok, (long long)pos,
-                         i->max_tokens, i->n_ctx);
+        return st_errorf(ST_ERANGE,
+                         "shard server %s: %lld tokens at position %lld (at most %u "
+                         "tokens, a context of %u)",
+                         s->addr, (long long)n_tok, (long long)pos, i->max_tokens, i->n_ctx);
     return ST_OK;
 }
 

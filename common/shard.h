@@ -43,8 +43,8 @@ typedef struct st_shard_info {
     uint32_t n_ctx;
     uint32_t max_sessions;
     uint32_t ttl_s;
-    bool ends;          /* an embedding service (strata-embed --listen) */
-    uint32_t n_vocab;   /* with ends */
+    bool ends;        /* an embedding service (strata-embed --listen) */
+    uint32_t n_vocab; /* with ends */
 } st_shard_info;
 
 /* st_shard_frame - a sealed STEP frame in *out (the caller's to send or

@@ -70,12 +70,13 @@ st_err st_step_meta_unpack(const st_step_parts *p, uint64_t sender, Strata__Step
         return st_errwrap(e, "malformed StepMeta (%zu bytes) from sender %llu", p->meta_len,
                           (unsigned long long)sender);
     if (n_rows > ST_WIRE_MAX_ROWS)
-        return st_errorf(ST_ERANGE, "StepMeta of %zu bytes from sender %llu has %zu rows; at "
-                         "most %u", p->meta_len, (unsigned long long)sender, n_rows,
-                         ST_WIRE_MAX_ROWS);
+        return st_errorf(ST_ERANGE,
+                         "StepMeta of %zu bytes from sender %llu has %zu rows; at "
+                         "most %u",
+                         p->meta_len, (unsigned long long)sender, n_rows, ST_WIRE_MAX_ROWS);
     ProtobufCMessage *m;
-    if ((e = st_pb_unpack(&strata__step_meta__descriptor, p->meta, p->meta_len, "StepMeta",
-                          sender, &m)) != ST_OK)
+    if ((e = st_pb_unpack(&strata__step_meta__descriptor, p->meta, p->meta_len, "StepMeta", sender,
+                          &m)) != ST_OK)
         return e;
     *out = (Strata__StepMeta *)m;
     return ST_OK;
@@ -95,8 +96,10 @@ st_err st_step_max_frame(uint32_t hidden, uint32_t max_tokens, size_t *out)
     size_t body = ST_STEP_LEN_BYTES + ST_STEP_META_MAX + pkt +
                   (size_t)(ST_WIRE_MAX_ROWS - 1) * ST_WIRE_ROW_SIZE;
     if (body > ST_ENV_MAX_BODY)
-        return st_errorf(ST_ERANGE, "STEP frame of %u tokens of %u floats: %zu bytes, beyond "
-                         "%u", max_tokens, hidden, body, ST_ENV_MAX_BODY);
+        return st_errorf(ST_ERANGE,
+                         "STEP frame of %u tokens of %u floats: %zu bytes, beyond "
+                         "%u",
+                         max_tokens, hidden, body, ST_ENV_MAX_BODY);
     *out = ST_ENV_HDR + body + ST_ENV_MAC;
     return ST_OK;
 }
@@ -116,8 +119,10 @@ static st_err step_alloc(const st_env *env, size_t meta_len, size_t pkt_cap, st_
     *meta_at = NULL;
     if (meta_len > ST_ENV_MAX_BODY - ST_STEP_LEN_BYTES ||
         pkt_cap > ST_ENV_MAX_BODY - ST_STEP_LEN_BYTES - meta_len)
-        return st_errorf(ST_ERANGE, "STEP frame of a %zu-byte meta and a %zu-byte packet would "
-                         "exceed %u bytes", meta_len, pkt_cap, ST_ENV_MAX_BODY);
+        return st_errorf(ST_ERANGE,
+                         "STEP frame of a %zu-byte meta and a %zu-byte packet would "
+                         "exceed %u bytes",
+                         meta_len, pkt_cap, ST_ENV_MAX_BODY);
     size_t body = ST_STEP_LEN_BYTES + meta_len + pkt_cap;
     int rv = nng_msg_alloc(&o->msg, st_env_size(env, body));
     if (rv != 0) {

@@ -36,7 +36,7 @@
 typedef struct st_step_parts {
     const uint8_t *meta; /* the StepMeta protobuf */
     size_t meta_len;
-    const uint8_t *pkt;  /* the activation packet (pkt_len 0: none) */
+    const uint8_t *pkt; /* the activation packet (pkt_len 0: none) */
     size_t pkt_len;
 } st_step_parts;
 
@@ -74,7 +74,7 @@ void st_step_meta_free(Strata__StepMeta *m);
  * the meta length, the meta and room for a packet. */
 typedef struct st_step_out {
     nng_msg *msg;
-    uint8_t *pkt;     /* where the packet goes: pkt_cap bytes */
+    uint8_t *pkt; /* where the packet goes: pkt_cap bytes */
     size_t pkt_cap;
     size_t meta_len;
 } st_step_out;

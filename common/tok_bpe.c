@@ -59,11 +59,13 @@ static const tok_pre tok_pres[] = {
      false},
     {"llama-bpe",
      TOK_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" TOK_WS
-     "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS ")|" TOK_WS "+",
+                      "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS
+                      ")|" TOK_WS "+",
      true},
     {"qwen2",
      TOK_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" TOK_WS
-     "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS ")|" TOK_WS "+",
+                      "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS
+                      ")|" TOK_WS "+",
      false},
 };
 #define TOK_N_PRES (sizeof tok_pres / sizeof tok_pres[0])
@@ -76,10 +78,10 @@ enum {
     TOK_LOW_END = 33,       /* bytes 0..32 are shifted */
     TOK_MID_LO = 127,       /* bytes 127..160 are shifted */
     TOK_MID_HI = 160,
-    TOK_SOFT_HYPHEN = 173,  /* and byte 173 */
+    TOK_SOFT_HYPHEN = 173, /* and byte 173 */
     TOK_N_SHIFTED = 68,
-    TOK_MAX_CHAR = 2,       /* bytes of one alphabet character in UTF-8 */
-    TOK_MSG_BYTES = 256,    /* room for a PCRE2 message or the list of pre names */
+    TOK_MAX_CHAR = 2,    /* bytes of one alphabet character in UTF-8 */
+    TOK_MSG_BYTES = 256, /* room for a PCRE2 message or the list of pre names */
 };
 
 /* tok_byte_cp - the code point that spells byte b. */
@@ -247,8 +249,8 @@ st_err tok_bpe_build(st_tokenizer *t, const char *pre, size_t pre_len, const cha
     if (p == NULL) {
         char known[TOK_MSG_BYTES] = "";
         for (size_t i = 0; i < TOK_N_PRES; i++)
-            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
-                     i ? ", " : "", tok_pres[i].name);
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+                     tok_pres[i].name);
         return st_errorf(ST_ETYPE, "tokenizer.ggml.pre '%.*s' is not supported (known: %s)",
                          (int)(pre_len > 64 ? 64 : pre_len), pre, known);
     }
@@ -262,8 +264,8 @@ st_err tok_bpe_build(st_tokenizer *t, const char *pre, size_t pre_len, const cha
         if (b->byte_tok[c] < 0) {
             tok_bpe_free(b);
             return st_errorf(ST_EFORMAT,
-                             "byte-level BPE vocabulary has no piece for byte 0x%02x (U+%04X)",
-                             c, tok_byte_cp((uint8_t)c));
+                             "byte-level BPE vocabulary has no piece for byte 0x%02x (U+%04X)", c,
+                             tok_byte_cp((uint8_t)c));
         }
     }
     size_t slots = 2;
@@ -372,8 +374,12 @@ static void tok_bpe_try(const tok_bpe *b, tok_work *w, int32_t left, int32_t rig
     const tok_merge *m = tok_merge_find(b, w->sym[left].id, w->sym[right].id);
     if (m == NULL)
         return;
-    tok_bpair p = {.rank = m->rank, .left = left, .right = right, .lid = w->sym[left].id,
-                   .rid = w->sym[right].id, .result = m->result};
+    tok_bpair p = {.rank = m->rank,
+                   .left = left,
+                   .right = right,
+                   .lid = w->sym[left].id,
+                   .rid = w->sym[right].id,
+                   .result = m->result};
     tok_bheap_push(w, p);
 }
 
@@ -398,7 +404,8 @@ static void tok_bpe_word(const st_tokenizer *t, tok_work *w, const uint8_t *s, s
     }
     int32_t ns = (int32_t)n;
     for (int32_t i = 0; i < ns; i++)
-        w->sym[i] = (tok_bsym){.id = b->byte_tok[s[i]], .prev = i - 1,
+        w->sym[i] = (tok_bsym){.id = b->byte_tok[s[i]],
+                               .prev = i - 1,
                                .next = i + 1 < ns ? i + 1 : -1};
     w->nheap = 0;
     for (int32_t i = 1; i < ns; i++)
@@ -420,8 +427,7 @@ static void tok_bpe_word(const st_tokenizer *t, tok_work *w, const uint8_t *s, s
         out[(*m)++] = w->sym[i].id;
 }
 
-st_err tok_bpe_encode(const st_tokenizer *t, const char *text, size_t len, int32_t *out,
-                      size_t *m)
+st_err tok_bpe_encode(const st_tokenizer *t, const char *text, size_t len, int32_t *out, size_t *m)
 {
     if (len == 0)
         return ST_OK;

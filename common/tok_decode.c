@@ -20,8 +20,8 @@ st_err st_tok_decode(const st_tokenizer *tok, const int32_t *ids, size_t n, char
     return st_tok_decode_ex(tok, ids, n, false, text, len);
 }
 
-st_err st_tok_decode_ex(const st_tokenizer *tok, const int32_t *ids, size_t n,
-                        bool show_control, char **text, size_t *len)
+st_err st_tok_decode_ex(const st_tokenizer *tok, const int32_t *ids, size_t n, bool show_control,
+                        char **text, size_t *len)
 {
     if (tok == NULL || text == NULL || len == NULL || (ids == NULL && n > 0))
         return st_errorf(ST_EINVAL, "st_tok_decode: NULL argument");
@@ -30,8 +30,9 @@ st_err st_tok_decode_ex(const st_tokenizer *tok, const int32_t *ids, size_t n,
     size_t cap = 1;
     for (size_t i = 0; i < n; i++) {
         if (ids[i] < 0 || (size_t)ids[i] >= tok->n_vocab)
-            return st_errorf(ST_ERANGE, "token id %d (position %zu) outside the vocabulary [0, %zu)",
-                             ids[i], i, tok->n_vocab);
+            return st_errorf(ST_ERANGE,
+                             "token id %d (position %zu) outside the vocabulary [0, %zu)", ids[i],
+                             i, tok->n_vocab);
         cap += tok_render(tok, ids[i], show_control, NULL);
     }
     char *out = malloc(cap);

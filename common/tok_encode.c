@@ -103,8 +103,8 @@ static tok_pair tok_heap_pop(tok_heap *h)
     return top;
 }
 
-static void tok_try_pair(const st_tokenizer *t, const char *buf, const tok_sym *sym,
-                         tok_heap *h, int32_t left, int32_t right)
+static void tok_try_pair(const st_tokenizer *t, const char *buf, const tok_sym *sym, tok_heap *h,
+                         int32_t left, int32_t right)
 {
     if (left < 0 || right < 0)
         return;
@@ -245,8 +245,8 @@ static st_err tok_split_special(const st_tokenizer *t, const char *text, size_t 
                 size_t before = (size_t)(hit - (text + f.off));
                 if (before > 0)
                     ok = tok_frags_push(&next, (tok_frag){.off = f.off, .len = before, .id = -1});
-                ok = ok && tok_frags_push(&next, (tok_frag){.off = f.off + before, .len = plen,
-                                                            .id = id});
+                ok = ok && tok_frags_push(&next,
+                                          (tok_frag){.off = f.off + before, .len = plen, .id = id});
                 f.off += before + plen;
                 f.len -= before + plen;
             }

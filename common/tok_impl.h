@@ -20,18 +20,18 @@ typedef struct tok_bpe tok_bpe;
 
 struct st_tokenizer {
     st_tok_model model;
-    tok_bpe *bpe;      /* ST_TOK_MODEL_BPE only */
-    int32_t *special;  /* control / user-defined / unknown ids, longest piece first */
+    tok_bpe *bpe;     /* ST_TOK_MODEL_BPE only */
+    int32_t *special; /* control / user-defined / unknown ids, longest piece first */
     size_t n_special;
     size_t n_vocab;
-    char *text;        /* all pieces, each NUL-terminated */
-    size_t *off;       /* piece i starts at text + off[i] */
-    uint32_t *len;     /* its length in bytes */
+    char *text;    /* all pieces, each NUL-terminated */
+    size_t *off;   /* piece i starts at text + off[i] */
+    uint32_t *len; /* its length in bytes */
     float *score;
-    uint8_t *type;     /* st_tok_type */
+    uint8_t *type; /* st_tok_type */
     int32_t byte_id[256];
     bool byte_complete; /* all 256 byte tokens exist */
-    int32_t *ht;       /* hash slots: id or -1 */
+    int32_t *ht;        /* hash slots: id or -1 */
     size_t ht_mask;
     size_t max_render; /* longest rendering of one id */
     st_tok_config cfg;
@@ -98,8 +98,7 @@ void tok_bpe_free(tok_bpe *b);
 
 /* tok_bpe_encode - appends the ids of len bytes of plain text (no special
  * tokens in it) to out[*m..]; out has room for len more ids. ST_ENOMEM. */
-st_err tok_bpe_encode(const st_tokenizer *t, const char *text, size_t len, int32_t *out,
-                      size_t *m);
+st_err tok_bpe_encode(const st_tokenizer *t, const char *text, size_t len, int32_t *out, size_t *m);
 
 /* tok_bpe_render - the bytes of the byte-level piece s (n bytes) into dst
  * (at most n bytes); characters outside the byte alphabet are copied. */

@@ -63,8 +63,10 @@ static st_err tok_find_eot(const st_gguf *g, st_tokenizer *t)
         if (e != ST_OK)
             return e;
         if ((size_t)id >= t->n_vocab)
-            return st_errorf(ST_ERANGE, "tokenizer.ggml.eot_token_id %d outside the vocabulary "
-                             "of %zu", id, t->n_vocab);
+            return st_errorf(ST_ERANGE,
+                             "tokenizer.ggml.eot_token_id %d outside the vocabulary "
+                             "of %zu",
+                             id, t->n_vocab);
         t->cfg.eot_id = id;
         return ST_OK;
     }
@@ -137,7 +139,7 @@ st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out)
         return e;
     if (bpe && st_gguf_find_kv(g, "tokenizer.ggml.merges") == NULL)
         return st_errorf(ST_EMISSING, "tokenizer.ggml.merges is missing (a 'gpt2' vocabulary "
-                         "needs its merges)");
+                                      "needs its merges)");
     uint64_t n = toks->arr_n;
     if (scores && scores->arr_n != n)
         return st_errorf(ST_ESHAPE, "tokenizer.ggml.scores has %llu entries, tokens has %llu",
@@ -170,8 +172,7 @@ st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out)
     float *sc = malloc(n * sizeof *sc);
     int32_t *ty = malloc(n * sizeof *ty);
     if (!pieces || !lens || !sc || !ty) {
-        e = st_errorf(ST_ENOMEM, "tokenizer: out of memory for %llu tokens",
-                      (unsigned long long)n);
+        e = st_errorf(ST_ENOMEM, "tokenizer: out of memory for %llu tokens", (unsigned long long)n);
         goto done;
     }
     const uint8_t *sp = scores ? scores->arr_data : NULL, *tp = types->arr_data;
@@ -259,8 +260,8 @@ st_err st_tok_from_llama2c(const char *path, st_tokenizer **out)
         }
         int32_t l = (int32_t)tok_le32(buf + p + 4);
         if (l < 0 || l > max_len) {
-            e = st_errorf(ST_EFORMAT, "%s: token %zu: length %d outside 0..%d (offset %zu)",
-                          path, n, l, max_len, p + 4);
+            e = st_errorf(ST_EFORMAT, "%s: token %zu: length %d outside 0..%d (offset %zu)", path,
+                          n, l, max_len, p + 4);
             goto done;
         }
         if (flen - p - 8 < (size_t)l) {

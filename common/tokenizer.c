@@ -21,11 +21,14 @@
 #include <string.h>
 
 static const char tok_space_mark[] = "\xe2\x96\x81"; /* U+2581 "▁" */
-static const char tok_unk_text[] = " \xe2\x81\x87 ";  /* " ⁇ " */
+static const char tok_unk_text[] = " \xe2\x81\x87 "; /* " ⁇ " */
 
 st_tok_config st_tok_config_default(void)
 {
-    st_tok_config c = {.bos_id = 1, .eos_id = 2, .unk_id = 0, .eot_id = -1,
+    st_tok_config c = {.bos_id = 1,
+                       .eos_id = 2,
+                       .unk_id = 0,
+                       .eot_id = -1,
                        .add_bos = true,
                        .add_space_prefix = true};
     return c;
@@ -285,8 +288,7 @@ bool st_tok_add_space_prefix(const st_tokenizer *tok) { return tok->cfg.add_spac
 st_err tok_check_id(const st_tokenizer *t, int32_t id)
 {
     if (id < 0 || (size_t)id >= t->n_vocab)
-        return st_errorf(ST_ERANGE, "token id %d outside the vocabulary [0, %zu)", id,
-                         t->n_vocab);
+        return st_errorf(ST_ERANGE, "token id %d outside the vocabulary [0, %zu)", id, t->n_vocab);
     return ST_OK;
 }
 

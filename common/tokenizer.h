@@ -172,8 +172,8 @@ st_err st_tok_decode(const st_tokenizer *tok, const int32_t *ids, size_t n, char
  * tokens render as their piece instead of nothing. A BPE piece maps back
  * through GPT-2's byte alphabet to its bytes (user-defined pieces are
  * copied as they are); BPE vocabularies have no space prefix to strip. */
-st_err st_tok_decode_ex(const st_tokenizer *tok, const int32_t *ids, size_t n,
-                        bool show_control, char **text, size_t *len);
+st_err st_tok_decode_ex(const st_tokenizer *tok, const int32_t *ids, size_t n, bool show_control,
+                        char **text, size_t *len);
 
 /* Streaming detokenizer: plain data, no allocation; keep one per stream.
  * It emits only complete UTF-8 characters: bytes of a character that is
@@ -182,10 +182,10 @@ st_err st_tok_decode_ex(const st_tokenizer *tok, const int32_t *ids, size_t n,
  * character left at st_detok_flush. */
 typedef struct st_detok {
     const st_tokenizer *tok;
-    uint8_t pend[4];  /* bytes of the character being assembled */
-    uint8_t n_pend;   /* how many are held */
-    uint8_t need;     /* the character's full length (0: none pending) */
-    bool strip_space; /* drop the next leading space (text start) */
+    uint8_t pend[4];   /* bytes of the character being assembled */
+    uint8_t n_pend;    /* how many are held */
+    uint8_t need;      /* the character's full length (0: none pending) */
+    bool strip_space;  /* drop the next leading space (text start) */
     bool show_control; /* render control tokens as their piece (init: false) */
 } st_detok;
 

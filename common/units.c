@@ -51,27 +51,31 @@ static st_err units_suffix(const char *s, const char *u, unsigned *shift)
     const char *letter = strchr(units_letters, tolower((unsigned char)*u));
     if (letter != NULL) {
         const char *rest = u + 1;
-        if (*rest == '\0' ||
-            (tolower((unsigned char)rest[0]) == 'i' && tolower((unsigned char)rest[1]) == 'b' &&
-             rest[2] == '\0')) {
+        if (*rest == '\0' || (tolower((unsigned char)rest[0]) == 'i' &&
+                              tolower((unsigned char)rest[1]) == 'b' && rest[2] == '\0')) {
             *shift = UNITS_SHIFT_PER_LETTER * (unsigned)(letter - units_letters + 1);
             return ST_OK;
         }
         if ((*rest == 'b' || *rest == 'B') && rest[1] == '\0')
-            return st_errorf(ST_EINVAL, "'%.*s' is not a byte count: '%.2s' is ambiguous (a "
+            return st_errorf(ST_EINVAL,
+                             "'%.*s' is not a byte count: '%.2s' is ambiguous (a "
                              "power of ten or of two); write '%c' or '%ciB' for the binary unit",
                              UNITS_SHOWN, s, u, toupper((unsigned char)*u),
                              toupper((unsigned char)*u));
     }
-    return st_errorf(ST_EINVAL, "'%.*s' is not a byte count: '%.*s' is not a unit (k, M, G, T, "
-                     "optionally followed by iB; or B)", UNITS_SHOWN, s, UNITS_SHOWN, u);
+    return st_errorf(ST_EINVAL,
+                     "'%.*s' is not a byte count: '%.*s' is not a unit (k, M, G, T, "
+                     "optionally followed by iB; or B)",
+                     UNITS_SHOWN, s, UNITS_SHOWN, u);
 }
 
 st_err st_parse_bytes(const char *s, uint64_t *out)
 {
     if (s == NULL || !isdigit((unsigned char)s[0]))
-        return st_errorf(ST_EINVAL, "'%.*s' is not a byte count: it must start with a digit "
-                         "(like 4096, 512M, 1.5G or 16GiB)", UNITS_SHOWN, s ? s : "");
+        return st_errorf(ST_EINVAL,
+                         "'%.*s' is not a byte count: it must start with a digit "
+                         "(like 4096, 512M, 1.5G or 16GiB)",
+                         UNITS_SHOWN, s ? s : "");
     const char *p = s;
     units_u128 whole, frac = 0;
     int n_whole, n_frac = 0;
@@ -80,8 +84,10 @@ st_err st_parse_bytes(const char *s, uint64_t *out)
     if (*p == '.') {
         p++;
         if (!isdigit((unsigned char)*p))
-            return st_errorf(ST_EINVAL, "'%.*s' is not a byte count: no digit after the "
-                             "decimal point", UNITS_SHOWN, s);
+            return st_errorf(ST_EINVAL,
+                             "'%.*s' is not a byte count: no digit after the "
+                             "decimal point",
+                             UNITS_SHOWN, s);
         if (!units_digits(&p, &frac, &n_frac, UNITS_MAX_DECIMALS))
             return st_errorf(ST_EINVAL, "'%.*s' is not a byte count: more than %d decimals",
                              UNITS_SHOWN, s, UNITS_MAX_DECIMALS);

@@ -63,24 +63,18 @@ st_err st_proto_negotiate(st_proto_range peer, const char *peer_line, const char
     ver_range(ours, o);
     if (peer_line == NULL || peer_line[0] == '\0')
         return st_errorf(ST_EVERSION, "protocol %s; %s speaks %s", p, role, o);
-    return st_errorf(ST_EVERSION, "protocol %s; %s speaks %s (peer strata %.*s; %s strata %s)",
-                     p, role, o, ST_VERSION_LINE_MAX, peer_line, role, st_version_line());
+    return st_errorf(ST_EVERSION, "protocol %s; %s speaks %s (peer strata %.*s; %s strata %s)", p,
+                     role, o, ST_VERSION_LINE_MAX, peer_line, role, st_version_line());
 }
 
-const char *st_version_release(void)
-{
-    return ST_BUILD_RELEASE;
-}
+const char *st_version_release(void) { return ST_BUILD_RELEASE; }
 
 const char *st_version_commit(void)
 {
     return ST_BUILD_COMMIT; /* vcs_tag's fallback outside git: "unknown" */
 }
 
-const char *st_version_buildtype(void)
-{
-    return ST_BUILD_TYPE;
-}
+const char *st_version_buildtype(void) { return ST_BUILD_TYPE; }
 
 const char *st_version_line(void)
 {

@@ -35,7 +35,10 @@
 #include "common/wire_impl.h"
 
 static const char *const wire_dtype_names[ST_WIRE_DT_COUNT] = {
-    [ST_WIRE_F32] = "f32", [ST_WIRE_BF16] = "bf16", [ST_WIRE_F16] = "f16", [ST_WIRE_I8] = "i8",
+    [ST_WIRE_F32] = "f32",
+    [ST_WIRE_BF16] = "bf16",
+    [ST_WIRE_F16] = "f16",
+    [ST_WIRE_I8] = "i8",
 };
 
 const char *st_wire_dtype_name(st_wire_dtype d)
@@ -60,11 +63,15 @@ st_err st_wire_dtype_from_name(const char *name, st_wire_dtype *out)
 uint64_t st_wire_token_bytes(st_wire_dtype d, uint32_t hidden)
 {
     switch (d) {
-    case ST_WIRE_F32: return 4u * (uint64_t)hidden;
+    case ST_WIRE_F32:
+        return 4u * (uint64_t)hidden;
     case ST_WIRE_BF16:
-    case ST_WIRE_F16: return 2u * (uint64_t)hidden;
-    case ST_WIRE_I8: return 4u + (uint64_t)hidden;
-    default: return 0;
+    case ST_WIRE_F16:
+        return 2u * (uint64_t)hidden;
+    case ST_WIRE_I8:
+        return 4u + (uint64_t)hidden;
+    default:
+        return 0;
     }
 }
 
@@ -157,22 +164,26 @@ static st_err wire_frame(const unsigned char *b, size_t len, st_wire_hdr *h, siz
                          len);
     uint32_t magic = wire_ld32(b + ST_WIRE_OFF_MAGIC);
     if (magic != ST_WIRE_MAGIC)
-        return st_errorf(ST_EFORMAT, "wire packet: field 'magic' is 0x%08x, expected 0x%08x (\"STAP\")",
-                         magic, ST_WIRE_MAGIC);
+        return st_errorf(ST_EFORMAT,
+                         "wire packet: field 'magic' is 0x%08x, expected 0x%08x (\"STAP\")", magic,
+                         ST_WIRE_MAGIC);
     h->version = wire_ld16(b + ST_WIRE_OFF_VERSION);
     if (h->version != ST_WIRE_VERSION)
-        return st_errorf(ST_EVERSION, "wire packet: field 'version' is %u; this build reads version %u only",
+        return st_errorf(ST_EVERSION,
+                         "wire packet: field 'version' is %u; this build reads version %u only",
                          h->version, ST_WIRE_VERSION);
     uint16_t hl = wire_ld16(b + ST_WIRE_OFF_HDR_LEN);
     if (hl != ST_WIRE_HDR_SIZE)
-        return st_errorf(ST_EFORMAT, "wire packet: field 'header_len' is %u; version 1 has %u",
-                         hl, ST_WIRE_HDR_SIZE);
+        return st_errorf(ST_EFORMAT, "wire packet: field 'header_len' is %u; version 1 has %u", hl,
+                         ST_WIRE_HDR_SIZE);
     if (len < ST_WIRE_HDR_SIZE)
-        return st_errorf(ST_ETRUNC, "wire packet: %zu bytes, shorter than its %u-byte header",
-                         len, ST_WIRE_HDR_SIZE);
+        return st_errorf(ST_ETRUNC, "wire packet: %zu bytes, shorter than its %u-byte header", len,
+                         ST_WIRE_HDR_SIZE);
     h->flags = wire_ld32(b + ST_WIRE_OFF_FLAGS);
     if (h->flags & ~ST_WIRE_F_KNOWN)
-        return st_errorf(ST_EFORMAT, "wire packet: field 'flags' is 0x%x with unknown bits 0x%x (known: 0x1 zstd, 0x2 planes)",
+        return st_errorf(ST_EFORMAT,
+                         "wire packet: field 'flags' is 0x%x with unknown bits 0x%x (known: 0x1 "
+                         "zstd, 0x2 planes)",
                          h->flags, h->flags & ~ST_WIRE_F_KNOWN);
     h->dtype = (st_wire_dtype)b[ST_WIRE_OFF_DTYPE];
     h->stage = wire_ld16(b + ST_WIRE_OFF_STAGE);
@@ -190,15 +201,18 @@ static st_err wire_frame(const unsigned char *b, size_t len, st_wire_hdr *h, siz
                          h->n_rows, ST_WIRE_MAX_ROWS);
     uint64_t off = ST_WIRE_HDR_SIZE + (uint64_t)h->n_rows * ST_WIRE_ROW_SIZE;
     if (h->wire_len > UINT64_MAX - off || off + h->wire_len > SIZE_MAX)
-        return st_errorf(ST_EOVERFLOW, "wire packet: field 'wire_len' %llu overflows the packet size",
+        return st_errorf(ST_EOVERFLOW,
+                         "wire packet: field 'wire_len' %llu overflows the packet size",
                          (unsigned long long)h->wire_len);
     uint64_t total = off + h->wire_len;
     if (len < total)
-        return st_errorf(ST_ETRUNC, "wire packet: %zu bytes, but header + %u rows + wire_len %llu need %llu",
+        return st_errorf(ST_ETRUNC,
+                         "wire packet: %zu bytes, but header + %u rows + wire_len %llu need %llu",
                          len, h->n_rows, (unsigned long long)h->wire_len,
                          (unsigned long long)total);
     if (len > total)
-        return st_errorf(ST_EFORMAT, "wire packet: %zu bytes, %llu more than header + %u rows + wire_len %llu",
+        return st_errorf(ST_EFORMAT,
+                         "wire packet: %zu bytes, %llu more than header + %u rows + wire_len %llu",
                          len, (unsigned long long)(len - total), h->n_rows,
                          (unsigned long long)h->wire_len);
     *payload_off = (size_t)off;
@@ -208,7 +222,10 @@ static st_err wire_frame(const unsigned char *b, size_t len, st_wire_hdr *h, siz
 /* wire_fields - layer 3a: reserved bytes, dtype, flags, sizes. */
 static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
 {
-    static const struct { unsigned off, n; const char *name; } rsv[] = {
+    static const struct {
+        unsigned off, n;
+        const char *name;
+    } rsv[] = {
         {ST_WIRE_OFF_RSV0, 1, "reserved0"},
         {ST_WIRE_OFF_RSV1, 4, "reserved1"},
         {ST_WIRE_OFF_RSV2, 8, "reserved2"},
@@ -220,16 +237,19 @@ static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
                                  rsv[r].name, rsv[r].off + i);
     for (unsigned i = 4; i < ST_WIRE_TAG_SIZE; i++)
         if (b[ST_WIRE_OFF_TAG + i] != 0)
-            return st_errorf(ST_EFORMAT, "wire packet: field 'tag' byte %u is not zero (CRC padding)", i);
+            return st_errorf(ST_EFORMAT,
+                             "wire packet: field 'tag' byte %u is not zero (CRC padding)", i);
     if ((unsigned)h->dtype >= ST_WIRE_DT_COUNT)
-        return st_errorf(ST_ETYPE, "wire packet: field 'dtype' is %u (known: 0 f32, 1 bf16, 2 f16, 3 i8)",
+        return st_errorf(ST_ETYPE,
+                         "wire packet: field 'dtype' is %u (known: 0 f32, 1 bf16, 2 f16, 3 i8)",
                          (unsigned)h->dtype);
     if (h->flags & ST_WIRE_F_PLANES) {
         if (!(h->flags & ST_WIRE_F_ZSTD))
             return st_errorf(ST_EFORMAT, "wire packet: field 'flags' 0x%x has planes without zstd",
                              h->flags);
         if (h->dtype != ST_WIRE_F16 && h->dtype != ST_WIRE_BF16)
-            return st_errorf(ST_EFORMAT, "wire packet: field 'flags' has planes with dtype %s (16-bit only)",
+            return st_errorf(ST_EFORMAT,
+                             "wire packet: field 'flags' has planes with dtype %s (16-bit only)",
                              st_wire_dtype_name(h->dtype));
     }
     if (h->hidden == 0 || h->hidden > ST_WIRE_MAX_HIDDEN)
@@ -241,19 +261,24 @@ static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
     uint64_t need;
     if (__builtin_mul_overflow((uint64_t)h->n_tokens, st_wire_token_bytes(h->dtype, h->hidden),
                                &need))
-        return st_errorf(ST_EOVERFLOW, "wire packet: n_tokens %u x hidden %u overflows", h->n_tokens,
-                         h->hidden);
+        return st_errorf(ST_EOVERFLOW, "wire packet: n_tokens %u x hidden %u overflows",
+                         h->n_tokens, h->hidden);
     if (h->raw_len != need)
-        return st_errorf(ST_EFORMAT, "wire packet: field 'raw_len' is %llu; %u tokens x hidden %u as %s need %llu",
-                         (unsigned long long)h->raw_len, h->n_tokens, h->hidden,
-                         st_wire_dtype_name(h->dtype), (unsigned long long)need);
+        return st_errorf(
+            ST_EFORMAT,
+            "wire packet: field 'raw_len' is %llu; %u tokens x hidden %u as %s need %llu",
+            (unsigned long long)h->raw_len, h->n_tokens, h->hidden, st_wire_dtype_name(h->dtype),
+            (unsigned long long)need);
     if (!(h->flags & ST_WIRE_F_ZSTD) && h->wire_len != h->raw_len)
-        return st_errorf(ST_EFORMAT, "wire packet: field 'wire_len' %llu differs from raw_len %llu without zstd",
-                         (unsigned long long)h->wire_len, (unsigned long long)h->raw_len);
+        return st_errorf(
+            ST_EFORMAT, "wire packet: field 'wire_len' %llu differs from raw_len %llu without zstd",
+            (unsigned long long)h->wire_len, (unsigned long long)h->raw_len);
     if ((h->flags & ST_WIRE_F_ZSTD) && h->wire_len > ZSTD_compressBound((size_t)h->raw_len))
-        return st_errorf(ST_EFORMAT, "wire packet: field 'wire_len' %llu exceeds zstd's bound %zu for raw_len %llu",
-                         (unsigned long long)h->wire_len, ZSTD_compressBound((size_t)h->raw_len),
-                         (unsigned long long)h->raw_len);
+        return st_errorf(
+            ST_EFORMAT,
+            "wire packet: field 'wire_len' %llu exceeds zstd's bound %zu for raw_len %llu",
+            (unsigned long long)h->wire_len, ZSTD_compressBound((size_t)h->raw_len),
+            (unsigned long long)h->raw_len);
     return ST_OK;
 }
 
@@ -261,26 +286,32 @@ static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
 static st_err wire_expect(const st_wire_hdr *h, const st_wire_expect *exp)
 {
     if (exp->plan_hash == NULL || exp->hidden == 0 || exp->max_tokens == 0)
-        return st_errorf(ST_EINVAL, "wire expectations: plan_hash, hidden and max_tokens are required");
+        return st_errorf(ST_EINVAL,
+                         "wire expectations: plan_hash, hidden and max_tokens are required");
     if (h->epoch != exp->epoch ||
         memcmp(h->plan_hash, exp->plan_hash, ST_WIRE_PLAN_HASH_SIZE) != 0) {
         char a[ST_HEX_SHORT_CAP], e[ST_HEX_SHORT_CAP];
         st_hex_short(h->plan_hash, ST_WIRE_PLAN_HASH_SIZE, a);
         st_hex_short(exp->plan_hash, ST_WIRE_PLAN_HASH_SIZE, e);
-        return st_errorf(ST_EEPOCH, "wire packet: epoch %llu plan %s.. differs from the receiver's epoch %llu plan %s..",
-                         (unsigned long long)h->epoch, a, (unsigned long long)exp->epoch, e);
+        return st_errorf(
+            ST_EEPOCH,
+            "wire packet: epoch %llu plan %s.. differs from the receiver's epoch %llu plan %s..",
+            (unsigned long long)h->epoch, a, (unsigned long long)exp->epoch, e);
     }
     if (h->stage != exp->stage)
-        return st_errorf(ST_EPROTO, "wire packet: field 'stage' is %u, but this receiver is stage %u",
+        return st_errorf(ST_EPROTO,
+                         "wire packet: field 'stage' is %u, but this receiver is stage %u",
                          h->stage, exp->stage);
     if (h->hidden != exp->hidden)
         return st_errorf(ST_ESHAPE, "wire packet: field 'hidden' is %u, the stage expects %u",
                          h->hidden, exp->hidden);
     if (exp->dtype_mask != 0 && !(exp->dtype_mask & (1u << h->dtype)))
-        return st_errorf(ST_ETYPE, "wire packet: dtype %s is not accepted on this boundary (mask 0x%x)",
+        return st_errorf(ST_ETYPE,
+                         "wire packet: dtype %s is not accepted on this boundary (mask 0x%x)",
                          st_wire_dtype_name(h->dtype), exp->dtype_mask);
     if (h->n_tokens > exp->max_tokens)
-        return st_errorf(ST_ERANGE, "wire packet: field 'n_tokens' is %u, the receiver takes at most %u",
+        return st_errorf(ST_ERANGE,
+                         "wire packet: field 'n_tokens' is %u, the receiver takes at most %u",
                          h->n_tokens, exp->max_tokens);
     return ST_OK;
 }
@@ -318,7 +349,8 @@ static st_err wire_rows(const unsigned char *b, const st_wire_hdr *h, st_wire_ro
             return st_errorf(ST_ERANGE, "wire packet: row %u (session %llu) has 0 tokens", r,
                              (unsigned long long)w->session_id);
         if (w->n_tokens > UINT32_MAX - w->pos0)
-            return st_errorf(ST_ERANGE, "wire packet: row %u (session %llu): pos0 %u + %u tokens overflow u32",
+            return st_errorf(ST_ERANGE,
+                             "wire packet: row %u (session %llu): pos0 %u + %u tokens overflow u32",
                              r, (unsigned long long)w->session_id, w->pos0, w->n_tokens);
         sum += w->n_tokens;
     }
@@ -365,9 +397,10 @@ static st_err wire_dec_tokens(const st_wire_ctx *ctx, st_wire_dtype dt, uint32_t
             float s;
             memcpy(&s, &sb, 4);
             if ((sb & 0x80000000u) || !(s <= WIRE_I8_SCALE_MAX))
-                return st_errorf(ST_ERANGE, "wire packet: token %llu has i8 scale %g (bits 0x%08x); must be in [0, %g]",
-                                 (unsigned long long)(tok0 + t), (double)s, sb,
-                                 (double)WIRE_I8_SCALE_MAX);
+                return st_errorf(
+                    ST_ERANGE,
+                    "wire packet: token %llu has i8 scale %g (bits 0x%08x); must be in [0, %g]",
+                    (unsigned long long)(tok0 + t), (double)s, sb, (double)WIRE_I8_SCALE_MAX);
             cv->i8_to_f32((const int8_t *)(rec + 4), s, dst + t * (size_t)hidden, hidden);
         }
         return ST_OK;
@@ -409,10 +442,12 @@ static st_err wire_zfill(ZSTD_DCtx *d, ZSTD_inBuffer *in, void *dst, size_t want
             return st_err_zstd(r, "wire packet: zstd payload");
         *ret = r;
         if (r == 0 && out.pos < out.size)
-            return st_errorf(ST_EFORMAT, "wire packet: zstd frame ends after %llu bytes, raw_len is %llu",
+            return st_errorf(ST_EFORMAT,
+                             "wire packet: zstd frame ends after %llu bytes, raw_len is %llu",
                              (unsigned long long)(done + out.pos), (unsigned long long)raw_len);
         if (in->pos == ip && out.pos == op)
-            return st_errorf(ST_EFORMAT, "wire packet: zstd frame truncated after %llu of %llu bytes",
+            return st_errorf(ST_EFORMAT,
+                             "wire packet: zstd frame truncated after %llu of %llu bytes",
                              (unsigned long long)(done + out.pos), (unsigned long long)raw_len);
     }
     return ST_OK;
@@ -436,7 +471,8 @@ static st_err wire_zfinish(ZSTD_DCtx *d, ZSTD_inBuffer *in, size_t ret, uint64_t
                              (unsigned long long)raw_len);
     }
     if (in->pos != in->size)
-        return st_errorf(ST_EFORMAT, "wire packet: %zu bytes after the zstd frame", in->size - in->pos);
+        return st_errorf(ST_EFORMAT, "wire packet: %zu bytes after the zstd frame",
+                         in->size - in->pos);
     return ST_OK;
 }
 
@@ -464,8 +500,9 @@ static st_err wire_dec_zstd(st_wire_ctx *ctx, const st_wire_hdr *h, const unsign
     if (fcs == ZSTD_CONTENTSIZE_ERROR || fcs == ZSTD_CONTENTSIZE_UNKNOWN)
         return st_errorf(ST_EFORMAT, "wire packet: zstd frame without a readable content size");
     if (fcs != h->raw_len)
-        return st_errorf(ST_EFORMAT, "wire packet: zstd frame content size %llu differs from raw_len %llu",
-                         fcs, (unsigned long long)h->raw_len);
+        return st_errorf(ST_EFORMAT,
+                         "wire packet: zstd frame content size %llu differs from raw_len %llu", fcs,
+                         (unsigned long long)h->raw_len);
     uint64_t window = 0;
     st_err e = wire_zstd_window(pay, wl, fcs, &window);
     if (e != ST_OK)
@@ -530,7 +567,8 @@ st_err st_wire_decode(st_wire_ctx *ctx, const void *buf, size_t len, const st_wi
         return e;
     uint64_t nf = (uint64_t)h->n_tokens * h->hidden;
     if (hidden_out == NULL || hidden_cap_floats < nf)
-        return st_errorf(ST_ERANGE, "wire packet: %u tokens x hidden %u = %llu floats, the output holds %zu",
+        return st_errorf(ST_ERANGE,
+                         "wire packet: %u tokens x hidden %u = %llu floats, the output holds %zu",
                          h->n_tokens, h->hidden, (unsigned long long)nf,
                          hidden_out == NULL ? (size_t)0 : hidden_cap_floats);
     if (h->flags & ST_WIRE_F_ZSTD)
@@ -540,7 +578,10 @@ st_err st_wire_decode(st_wire_ctx *ctx, const void *buf, size_t len, const st_wi
 
 /* wire_precision_rank - 0 is the most precise. */
 static const st_wire_dtype wire_by_precision[ST_WIRE_DT_COUNT] = {
-    ST_WIRE_F32, ST_WIRE_F16, ST_WIRE_BF16, ST_WIRE_I8,
+    ST_WIRE_F32,
+    ST_WIRE_F16,
+    ST_WIRE_BF16,
+    ST_WIRE_I8,
 };
 
 static st_err wire_accepts(const st_wire_dtype *a, size_t na, const char *side, st_wire_dtype d,
@@ -590,7 +631,8 @@ st_err st_wire_negotiate(const st_wire_dtype *a, size_t na, const st_wire_dtype 
     char la[64], lb[64];
     wire_list(a, na, la, sizeof la);
     wire_list(b, nb, lb, sizeof lb);
-    return st_errorf(ST_ETYPE, "wire negotiation: no common dtype (a accepts [%s], b accepts [%s], i8 %s)",
+    return st_errorf(ST_ETYPE,
+                     "wire negotiation: no common dtype (a accepts [%s], b accepts [%s], i8 %s)",
                      la, lb, allow_i8 ? "allowed" : "not allowed");
 }
 
@@ -625,8 +667,10 @@ st_err st_wire_mask_parse(const char *list, uint32_t *out)
                !(strlen(wire_dtype_names[d]) == len && strncmp(p, wire_dtype_names[d], len) == 0))
             d++;
         if (d == ST_WIRE_DT_COUNT)
-            return st_errorf(ST_ETYPE, "wire dtype list '%s': '%.*s' is not one of f32, bf16, "
-                             "f16, i8", list ? list : "", (int)len, p);
+            return st_errorf(ST_ETYPE,
+                             "wire dtype list '%s': '%.*s' is not one of f32, bf16, "
+                             "f16, i8",
+                             list ? list : "", (int)len, p);
         mask |= 1u << d;
         if (p[len] == '\0')
             break;
@@ -688,8 +732,7 @@ st_err st_wire_choose(const st_wire_link_in *in, st_wire_choice *out)
         out->dtype = cand[0];
         snprintf(out->why, sizeof out->why, "%s: the most precise accepted; %s unknown%s",
                  st_wire_dtype_name(cand[0]),
-                 !(in->bw > 0 && isfinite(in->bw)) ? "link bandwidth" : "stage compute time",
-                 tail);
+                 !(in->bw > 0 && isfinite(in->bw)) ? "link bandwidth" : "stage compute time", tail);
         return ST_OK;
     }
     double budget = share * in->compute_s;
@@ -711,7 +754,8 @@ st_err st_wire_choose(const st_wire_link_in *in, st_wire_choice *out)
     snprintf(out->why, sizeof out->why,
              "%s: %s %llu B/token at %.3g MB/s (%s) = %.3g us %s %.0f%% of %.3g ms compute; "
              "latency %.3g ms%s",
-             st_wire_dtype_name(d), fits ? "the most precise within budget:" : "none fits, fewest bytes:",
+             st_wire_dtype_name(d),
+             fits ? "the most precise within budget:" : "none fits, fewest bytes:",
              (unsigned long long)bytes, in->bw / WIRE_MB, src, t * WIRE_US, fits ? "<=" : ">",
              share * 100, in->compute_s * WIRE_MS, in->latency_s * WIRE_MS, tail);
     out->dtype = d;

@@ -27,10 +27,10 @@
 
 #define ST_WIRE_MAGIC 0x50415453u /* bytes "STAP" */
 #define ST_WIRE_VERSION 1u
-#define ST_WIRE_HDR_SIZE 128u     /* fixed header of version 1 */
-#define ST_WIRE_ROW_SIZE 16u      /* one row descriptor */
+#define ST_WIRE_HDR_SIZE 128u /* fixed header of version 1 */
+#define ST_WIRE_ROW_SIZE 16u  /* one row descriptor */
 #define ST_WIRE_PLAN_HASH_SIZE 32u
-#define ST_WIRE_TAG_SIZE 16u      /* CRC-32C (4 bytes + 12 zero) */
+#define ST_WIRE_TAG_SIZE 16u /* CRC-32C (4 bytes + 12 zero) */
 #define ST_WIRE_MAX_ROWS 4096u
 #define ST_WIRE_MAX_HIDDEN (1u << 20)
 #define ST_WIRE_ZSTD_DEFAULT_LEVEL 1
@@ -80,10 +80,10 @@ typedef struct st_wire_hdr {
     uint16_t version;
     uint32_t flags;
     st_wire_dtype dtype;
-    uint16_t stage;    /* index of the stage the packet is sent to */
+    uint16_t stage; /* index of the stage the packet is sent to */
     uint64_t epoch;
     uint64_t batch_id;
-    uint64_t seq;      /* per-sender sequence number (replay window: cluster) */
+    uint64_t seq; /* per-sender sequence number (replay window: cluster) */
     uint8_t plan_hash[ST_WIRE_PLAN_HASH_SIZE];
     uint32_t n_rows;
     uint32_t hidden;
@@ -102,8 +102,8 @@ typedef struct st_wire_row {
 /* Encoding options. */
 typedef struct st_wire_opts {
     st_wire_dtype dtype;
-    int zstd_level;       /* 0: no zstd; else a zstd level (ST_WIRE_ZSTD_DEFAULT_LEVEL) */
-    bool plane_split;     /* with zstd and bf16/f16 only */
+    int zstd_level;   /* 0: no zstd; else a zstd level (ST_WIRE_ZSTD_DEFAULT_LEVEL) */
+    bool plane_split; /* with zstd and bf16/f16 only */
 } st_wire_opts;
 
 /* What a receiver expects. plan_hash, hidden and max_tokens are required;
@@ -113,8 +113,8 @@ typedef struct st_wire_expect {
     const uint8_t *plan_hash; /* ST_WIRE_PLAN_HASH_SIZE bytes */
     uint16_t stage;
     uint32_t hidden;
-    uint32_t max_tokens;      /* most tokens one packet may carry */
-    uint32_t dtype_mask;      /* bit (1 << dtype) per accepted dtype; 0: any */
+    uint32_t max_tokens; /* most tokens one packet may carry */
+    uint32_t dtype_mask; /* bit (1 << dtype) per accepted dtype; 0: any */
 } st_wire_expect;
 
 /* Encoder statistics of one packet. */
@@ -169,8 +169,7 @@ st_err st_wire_encode_buf(const st_wire_hdr *h, const st_wire_row *rows, const f
 /* st_wire_encode - as st_wire_encode_buf, straight into the body of a new
  * nng_msg (*out; the caller owns it). stats may be NULL. */
 st_err st_wire_encode(const st_wire_hdr *h, const st_wire_row *rows, const float *hidden,
-                      const st_wire_opts *o, st_wire_ctx *ctx, nng_msg **out,
-                      st_wire_stats *stats);
+                      const st_wire_opts *o, st_wire_ctx *ctx, nng_msg **out, st_wire_stats *stats);
 
 /* st_wire_decode - checks the framing, then the CRC over the whole
  * packet, then every field against exp, the rows (at most rows_cap) and the
@@ -204,7 +203,7 @@ st_err st_wire_negotiate(const st_wire_dtype *a, size_t na, const st_wire_dtype 
 /* The share of the receiving stage's compute time one token's transfer
  * may take under `--wire auto`. */
 #define ST_WIRE_AUTO_SHARE 0.10
-#define ST_WIRE_WHY_MAX 256      /* a choice's reason, terminator included */
+#define ST_WIRE_WHY_MAX 256 /* a choice's reason, terminator included */
 #define ST_WIRE_MASK_ALL ((1u << ST_WIRE_DT_COUNT) - 1u)
 
 /* st_wire_accept_mask - bit (1 << dtype) per name of names[0..n) that is

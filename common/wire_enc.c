@@ -17,10 +17,10 @@
 /* What validation of the encoder's inputs yields. */
 typedef struct wire_enc_plan {
     uint32_t n_tokens;
-    uint64_t rec;      /* payload bytes per token */
+    uint64_t rec; /* payload bytes per token */
     uint64_t raw_len;
     size_t payload_off;
-    size_t bound;      /* packet size bound */
+    size_t bound; /* packet size bound */
 } wire_enc_plan;
 
 static st_err wire_enc_check(const st_wire_hdr *h, const st_wire_row *rows, const st_wire_opts *o,
@@ -31,12 +31,16 @@ static st_err wire_enc_check(const st_wire_hdr *h, const st_wire_row *rows, cons
     if ((unsigned)o->dtype >= ST_WIRE_DT_COUNT)
         return st_errorf(ST_ETYPE, "wire encode: dtype %u is not f32, bf16, f16 or i8",
                          (unsigned)o->dtype);
-    if (o->zstd_level != 0 && (o->zstd_level < ZSTD_minCLevel() || o->zstd_level > ZSTD_maxCLevel()))
+    if (o->zstd_level != 0 &&
+        (o->zstd_level < ZSTD_minCLevel() || o->zstd_level > ZSTD_maxCLevel()))
         return st_errorf(ST_ERANGE, "wire encode: zstd level %d outside [%d, %d] (0 = off)",
                          o->zstd_level, ZSTD_minCLevel(), ZSTD_maxCLevel());
-    if (o->plane_split && (o->zstd_level == 0 || (o->dtype != ST_WIRE_F16 && o->dtype != ST_WIRE_BF16)))
-        return st_errorf(ST_EINVAL, "wire encode: plane split needs zstd and a 16-bit dtype (have %s, zstd level %d)",
-                         st_wire_dtype_name(o->dtype), o->zstd_level);
+    if (o->plane_split &&
+        (o->zstd_level == 0 || (o->dtype != ST_WIRE_F16 && o->dtype != ST_WIRE_BF16)))
+        return st_errorf(
+            ST_EINVAL,
+            "wire encode: plane split needs zstd and a 16-bit dtype (have %s, zstd level %d)",
+            st_wire_dtype_name(o->dtype), o->zstd_level);
     if (h->n_rows == 0 || h->n_rows > ST_WIRE_MAX_ROWS)
         return st_errorf(ST_ERANGE, "wire encode: n_rows %u outside [1, %u]", h->n_rows,
                          ST_WIRE_MAX_ROWS);
@@ -64,7 +68,8 @@ static st_err wire_enc_check(const st_wire_hdr *h, const st_wire_row *rows, cons
     if (o->zstd_level != 0) {
         wire_max = ZSTD_compressBound((size_t)p->raw_len);
         if (ZSTD_isError(wire_max))
-            return st_errorf(ST_EOVERFLOW, "wire encode: raw payload of %llu bytes too large for zstd",
+            return st_errorf(ST_EOVERFLOW,
+                             "wire encode: raw payload of %llu bytes too large for zstd",
                              (unsigned long long)p->raw_len);
     }
     p->bound = p->payload_off + wire_max;
@@ -91,13 +96,17 @@ static st_err wire_enc_nonfinite(const st_wire_hdr *h, const st_wire_row *rows, 
         first += rows[r++].n_tokens;
     float v = hidden[idx];
     if (isfinite(v)) /* finite, but beyond bf16's or i8's range */
-        return st_errorf(ST_ERANGE, "wire encode: value %g at row %u (session %llu) token %llu index %llu is out of %s's range",
+        return st_errorf(ST_ERANGE,
+                         "wire encode: value %g at row %u (session %llu) token %llu index %llu is "
+                         "out of %s's range",
                          (double)v, r, (unsigned long long)rows[r].session_id,
                          (unsigned long long)(tok - first), (unsigned long long)i,
                          st_wire_dtype_name(dt));
-    return st_errorf(ST_ERANGE, "wire encode: non-finite value %g at row %u (session %llu) token %llu index %llu",
-                     (double)v, r, (unsigned long long)rows[r].session_id,
-                     (unsigned long long)(tok - first), (unsigned long long)i);
+    return st_errorf(
+        ST_ERANGE,
+        "wire encode: non-finite value %g at row %u (session %llu) token %llu index %llu",
+        (double)v, r, (unsigned long long)rows[r].session_id, (unsigned long long)(tok - first),
+        (unsigned long long)i);
 }
 
 /* wire_enc_elems - converts n floats (16-bit or f32 dtypes) into dst,
@@ -107,11 +116,15 @@ static size_t wire_enc_elems(const st_convert_ops *cv, st_wire_dtype dt, const f
                              void *dst, size_t n, uint64_t *clamped, uint32_t *crc)
 {
     switch (dt) {
-    case ST_WIRE_F32: return crc ? cv->f32_copy_crc(src, dst, n, crc) : cv->f32_copy(src, dst, n);
+    case ST_WIRE_F32:
+        return crc ? cv->f32_copy_crc(src, dst, n, crc) : cv->f32_copy(src, dst, n);
     case ST_WIRE_F16:
-        return crc ? cv->f32_to_f16_crc(src, dst, n, clamped, crc) : cv->f32_to_f16(src, dst, n, clamped);
-    case ST_WIRE_BF16: return crc ? cv->f32_to_bf16_crc(src, dst, n, crc) : cv->f32_to_bf16(src, dst, n);
-    default: return 0;
+        return crc ? cv->f32_to_f16_crc(src, dst, n, clamped, crc)
+                   : cv->f32_to_f16(src, dst, n, clamped);
+    case ST_WIRE_BF16:
+        return crc ? cv->f32_to_bf16_crc(src, dst, n, crc) : cv->f32_to_bf16(src, dst, n);
+    default:
+        return 0;
     }
 }
 

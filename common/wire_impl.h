@@ -17,9 +17,9 @@
 
 struct st_wire_ctx {
     const st_convert_ops *cv;
-    ZSTD_CCtx *cctx;             /* created on first use */
-    ZSTD_DCtx *dctx;             /* created on first use */
-    unsigned char *scratch[2];   /* grown on demand, malloc-aligned */
+    ZSTD_CCtx *cctx;           /* created on first use */
+    ZSTD_DCtx *dctx;           /* created on first use */
+    unsigned char *scratch[2]; /* grown on demand, malloc-aligned */
     size_t scratch_cap[2];
 };
 
@@ -30,15 +30,11 @@ typedef struct wire_integ {
     const st_convert_ops *cv;
 } wire_integ;
 
-static inline uint16_t wire_ld16(const unsigned char *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
+static inline uint16_t wire_ld16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
 static inline uint32_t wire_ld32(const unsigned char *p)
 {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 
 static inline uint64_t wire_ld64(const unsigned char *p)

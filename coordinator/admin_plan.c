@@ -54,7 +54,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
     coord_pl_view *v = NULL;
     st_place_result *r = malloc(sizeof *r);
     st_pp_worker *pw = calloc(ST_MEMBERS_MAX, sizeof *pw);
-    char (*why)[200] = calloc(ST_MEMBERS_MAX, sizeof *why);
+    char(*why)[200] = calloc(ST_MEMBERS_MAX, sizeof *why);
     Strata__PlanProposal *pp = NULL;
     Strata__LinkStatus **lp = NULL;
     size_t nl = 0;
@@ -75,8 +75,11 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
         if (m->life != ST_MEMBER_ALIVE)
             continue;
         const Strata__Capability *cap = m->join->join->cap;
-        pw[n] = (st_pp_worker){.id = m->id, .name = cap->name ? cap->name : "", .input = -1,
-                               .mem_budget = cap->memory_budget, .spare = cap->spare};
+        pw[n] = (st_pp_worker){.id = m->id,
+                               .name = cap->name ? cap->name : "",
+                               .input = -1,
+                               .mem_budget = cap->memory_budget,
+                               .spare = cap->spare};
         if (k < v->n && v->w[k].id == m->id) { /* the view keeps the member order */
             pw[n].input = (int)k;
             pw[n].source = v->source[k];
@@ -215,8 +218,10 @@ void coord_api_drain(st_coord *c, uint32_t slot, const Strata__DrainRequest *q)
     }
     if (w->drained || w->draining) {
         if (w->drained)
-            snprintf(text, sizeof text, "drained at epoch %llu: it leaves (or stays as a "
-                     "spare with --stay-after-drain)", (unsigned long long)w->drain_epoch);
+            snprintf(text, sizeof text,
+                     "drained at epoch %llu: it leaves (or stays as a "
+                     "spare with --stay-after-drain)",
+                     (unsigned long long)w->drain_epoch);
         else
             snprintf(text, sizeof text, "draining: %.380s", c->pl.decision);
         ap_drain_reply(c, slot, w, text);

@@ -50,8 +50,8 @@ void coord_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
         st_log(ST_LOG_WARN, API, "control slot %u: %s", slot, text);
         st_msg_error(&em, &er, e, text);
         if ((e = st_msg_pack(&c->env_rep, ST_ENV_CONTROL, &em, &out)) != ST_OK) {
-            st_log(ST_LOG_ERROR, API, "control slot %u: request dropped, no reply packed: %s",
-                   slot, st_errmsg(e));
+            st_log(ST_LOG_ERROR, API, "control slot %u: request dropped, no reply packed: %s", slot,
+                   st_errmsg(e));
             st_env_seal_with(&c->env_rep, 0);
             if (c->slot_who)
                 memset(&c->slot_who[slot], 0, sizeof c->slot_who[slot]);
@@ -122,8 +122,10 @@ static void api_heartbeat_reply(st_coord *c, uint32_t slot, uint64_t id)
     if (w->drained) {
         hr.leave = true;
         hr.drain_epoch = w->drain_epoch;
-        snprintf(why, sizeof why, "epoch %llu does not use worker %llu and no step in flight "
-                 "does", (unsigned long long)w->drain_epoch, (unsigned long long)id);
+        snprintf(why, sizeof why,
+                 "epoch %llu does not use worker %llu and no step in flight "
+                 "does",
+                 (unsigned long long)w->drain_epoch, (unsigned long long)id);
         hr.reason = why;
     }
     Strata__Msg m = STRATA__MSG__INIT;
@@ -167,16 +169,18 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
     w->sender = who->sender;
     w->cred = who->cred;
     uint64_t id = w->id;
-    st_log(ST_LOG_INFO, API, "worker %llu '%s' joined: data %s, control %s, budget %llu MiB, %u "
-           "threads%s; strata %s", (unsigned long long)id, cap->name ? cap->name : "",
-           cap->data_addr, cap->ctl_addr, (unsigned long long)(cap->memory_budget >> 20),
-           cap->threads, cap->spare ? ", spare" : "",
+    st_log(ST_LOG_INFO, API,
+           "worker %llu '%s' joined: data %s, control %s, budget %llu MiB, %u "
+           "threads%s; strata %s",
+           (unsigned long long)id, cap->name ? cap->name : "", cap->data_addr, cap->ctl_addr,
+           (unsigned long long)(cap->memory_budget >> 20), cap->threads,
+           cap->spare ? ", spare" : "",
            cap->version && cap->version[0] ? cap->version : "(version not sent)");
     Strata__JoinReply jr = STRATA__JOIN_REPLY__INIT;
     jr.worker_id = id;
     jr.incarnation = c->start_ms;
     jr.heartbeat_ms = c->cfg.heartbeat_ms;
-    jr.control_sender = c->env_rpc.sender; /* the worker takes Prepare/Commit from it only */
+    jr.control_sender = c->env_rpc.sender;   /* the worker takes Prepare/Commit from it only */
     st_join_protocol(m->join, &jr.protocol); /* validated above: it agrees */
     jr.version = (char *)st_version_line();
     Strata__Msg r = STRATA__MSG__INIT;
@@ -198,14 +202,18 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
     if (w == NULL || w->life != ST_MEMBER_ALIVE) {
         c->sec.stale_refused++;
         char why[160];
-        snprintf(why, sizeof why, "worker %llu is not a live member: its stale report is "
-                 "refused", (unsigned long long)s->worker_id);
+        snprintf(why, sizeof why,
+                 "worker %llu is not a live member: its stale report is "
+                 "refused",
+                 (unsigned long long)s->worker_id);
         coord_api_reply_error(c, slot, ST_EAUTH, why);
         return;
     }
     char text[300];
-    snprintf(text, sizeof text, "worker %llu refused batch %llu: packet epoch %llu, its epoch "
-             "%llu%s%s", (unsigned long long)s->worker_id, (unsigned long long)s->batch_id,
+    snprintf(text, sizeof text,
+             "worker %llu refused batch %llu: packet epoch %llu, its epoch "
+             "%llu%s%s",
+             (unsigned long long)s->worker_id, (unsigned long long)s->batch_id,
              (unsigned long long)s->packet_epoch, (unsigned long long)s->current_epoch,
              s->detail && s->detail[0] ? ": " : "", s->detail ? s->detail : "");
     api_ack(c, slot);
@@ -249,8 +257,10 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
         size_t len = g->prompt ? strlen(g->prompt) : 0;
         if (len > (size_t)c->n_ctx * (c->max_piece ? c->max_piece : 1)) {
             char text[160];
-            snprintf(text, sizeof text, "the prompt text of %zu bytes cannot fit the context of "
-                     "%u tokens", len, c->n_ctx);
+            snprintf(text, sizeof text,
+                     "the prompt text of %zu bytes cannot fit the context of "
+                     "%u tokens",
+                     len, c->n_ctx);
             coord_api_reply_error(c, slot, ST_EINVAL, text);
             return;
         }
@@ -268,8 +278,7 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
     q.want_logits = g->want_logits;
     q.client_session = coord_auth_session(c, who, g->session_id);
     q.max_queue_ns = (uint64_t)g->max_queue_ms * 1000000u;
-    uint64_t logits = g->want_logits ? (uint64_t)g->max_tokens * c->mi.n_vocab * sizeof(float)
-                                     : 0;
+    uint64_t logits = g->want_logits ? (uint64_t)g->max_tokens * c->mi.n_vocab * sizeof(float) : 0;
     if (!coord_auth_admit(c, slot, who, g->max_tokens, logits)) {
         free(ids);
         return;
@@ -356,8 +365,7 @@ static void api_poll_reply(st_coord *c, uint32_t slot, uint64_t req_id, uint32_t
         st_sched_delivered(c->sched, req_id, coord_now());
 }
 
-static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p,
-                     const coord_who *who)
+static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p, const coord_who *who)
 {
     uint64_t id;
     if (!coord_auth_request(c, slot, who, p->request_id, &id))
@@ -375,7 +383,8 @@ static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p,
         api_poll_reply(c, slot, id, p->after);
         return;
     }
-    c->parks[c->n_parks++] = (coord_park){.slot = slot, .req_id = id,
+    c->parks[c->n_parks++] = (coord_park){.slot = slot,
+                                          .req_id = id,
                                           .after = p->after,
                                           .deadline_ns = coord_now() + (uint64_t)wait * 1000000u,
                                           .who = *who};
@@ -462,8 +471,7 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
     Strata__WorkerStatus **wp = calloc(n ? n : 1, sizeof *wp);
     Strata__Plan *pb = NULL;
     Strata__HoldState *hold = NULL; /* the test-only step gate (hold.c) */
-    if (!ws || !wp ||
-        (detailed && c->has_plan && st_plan_to_pb(&c->plan, false, &pb) != ST_OK)) {
+    if (!ws || !wp || (detailed && c->has_plan && st_plan_to_pb(&c->plan, false, &pb) != ST_OK)) {
         coord_api_reply_error(c, slot, ST_ENOMEM, "status");
         goto out;
     }
@@ -625,7 +633,7 @@ void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
                 coord_replan(c, false, "a worker joined");
             else
                 coord_on_heartbeat(c); /* a sustained imbalance replans (replan.c) */
-            return; /* the member owns m now */
+            return;                    /* the member owns m now */
         }
         api_error(c, slot, e);
         break;

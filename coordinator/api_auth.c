@@ -38,8 +38,8 @@
  * envelope sender; the cluster key and admin keys have none): live requests
  * (--max-requests-per-client), the logits bytes its requests may hold
  * (--max-logits-per-client), parked long polls (a quarter of the parkable
- * slots), and per request, max_tokens (--max-new-tokens). Each refusal is an Error naming the cap, counted in
- * SecurityCounters. */
+ * slots), and per request, max_tokens (--max-new-tokens). Each refusal is an Error naming the cap,
+ * counted in SecurityCounters. */
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,13 +50,13 @@
 #include "coordinator/coord_impl.h"
 
 #define AUTH "auth"
-#define AUTH_OWNER_SLACK 2        /* owner table: this many times max_requests */
-#define AUTH_REQ_SHARE 4          /* default per-client share of max_requests and parks */
-#define AUTH_LOGITS_REQUESTS 2    /* default logits cap: this many requests at the limit */
-#define AUTH_PIPE_MAX_STUCK 4     /* answers stuck in one client connection at most */
+#define AUTH_OWNER_SLACK 2         /* owner table: this many times max_requests */
+#define AUTH_REQ_SHARE 4           /* default per-client share of max_requests and parks */
+#define AUTH_LOGITS_REQUESTS 2     /* default logits cap: this many requests at the limit */
+#define AUTH_PIPE_MAX_STUCK 4      /* answers stuck in one client connection at most */
 #define AUTH_STUCK_NS 250000000ull /* an answer leaving this long is stuck: not read */
-#define AUTH_RESERVE_MIN 4        /* idle slots kept for members: at least this many, */
-#define AUTH_RESERVE_DIV 8        /* ... or this fraction of the slots */
+#define AUTH_RESERVE_MIN 4         /* idle slots kept for members: at least this many, */
+#define AUTH_RESERVE_DIV 8         /* ... or this fraction of the slots */
 
 static st_err auth_load(st_coord *c, const char *path, st_env_role role)
 {
@@ -245,15 +245,17 @@ bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint32_t
         snprintf(text, sizeof text, "max_tokens %u exceeds %u (--max-new-tokens)", max_tokens,
                  c->cfg.max_new_tokens);
     } else if (capped && live >= c->max_req_client)
-        snprintf(text, sizeof text, "this client has %u live requests (the per-client "
-                 "limit, --max-requests-per-client); try later", live);
+        snprintf(text, sizeof text,
+                 "this client has %u live requests (the per-client "
+                 "limit, --max-requests-per-client); try later",
+                 live);
     else if (capped && logits > c->max_logits_client)
-        snprintf(text, sizeof text, "this client's requests would hold %llu bytes of "
-                 "logits; at most %llu (--max-logits-per-client)", (unsigned long long)logits,
-                 (unsigned long long)c->max_logits_client);
+        snprintf(text, sizeof text,
+                 "this client's requests would hold %llu bytes of "
+                 "logits; at most %llu (--max-logits-per-client)",
+                 (unsigned long long)logits, (unsigned long long)c->max_logits_client);
     else if (free_slots == 0)
-        snprintf(text, sizeof text, "%zu requests are kept (the limit); try later",
-                 c->n_owners);
+        snprintf(text, sizeof text, "%zu requests are kept (the limit); try later", c->n_owners);
     if (text[0] == '\0')
         return true;
     c->sec.quota_refused++;
@@ -272,7 +274,9 @@ st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint6
     while (ext == 0 || auth_find(c, ext) != NULL);
     for (size_t i = 0; i < c->n_owners; i++)
         if (c->owners[i].req_id == 0) {
-            c->owners[i] = (coord_owner){.req_id = req_id, .ext_id = ext, .who = *who,
+            c->owners[i] = (coord_owner){.req_id = req_id,
+                                         .ext_id = ext,
+                                         .who = *who,
                                          .logits_bytes = logits_bytes};
             *ext_id = ext;
             return ST_OK;
@@ -317,8 +321,10 @@ bool coord_auth_member(st_coord *c, uint32_t slot, const coord_who *who, uint64_
         return true;
     c->sec.member_spoofed++;
     char text[200];
-    snprintf(text, sizeof text, "worker %llu was joined by another sender: only it may speak "
-             "for it", (unsigned long long)id);
+    snprintf(text, sizeof text,
+             "worker %llu was joined by another sender: only it may speak "
+             "for it",
+             (unsigned long long)id);
     st_log(ST_LOG_WARN, AUTH, "sender %llu: %s", (unsigned long long)who->sender, text);
     coord_api_reply_error(c, slot, ST_EAUTH, text);
     return false;
@@ -333,9 +339,10 @@ bool coord_auth_slot_ok(st_coord *c, uint32_t slot, const coord_who *who, bool t
         reserve = AUTH_RESERVE_MIN;
     if (st_net_pipe_stuck(c->net, slot, AUTH_STUCK_NS) >= AUTH_PIPE_MAX_STUCK) {
         c->sec.pipes_closed++;
-        st_log(ST_LOG_WARN, AUTH, "sender %llu (%s): its connection does not read its answers "
-               "(%d are stuck): closed", (unsigned long long)who->sender,
-               st_env_role_name(who->role), AUTH_PIPE_MAX_STUCK);
+        st_log(ST_LOG_WARN, AUTH,
+               "sender %llu (%s): its connection does not read its answers "
+               "(%d are stuck): closed",
+               (unsigned long long)who->sender, st_env_role_name(who->role), AUTH_PIPE_MAX_STUCK);
         st_net_close_pipe(c->net, slot);
     } else if (st_net_slots_idle(c->net) < reserve) {
         c->sec.slots_refused++;

@@ -97,8 +97,8 @@ static st_err coord_load_model(st_coord *c)
                 c->max_piece = n;
         }
         if (st_tok_n_vocab(c->tok) != c->mi.n_vocab)
-            st_log(ST_LOG_WARN, CO, "tokenizer has %zu ids, the model %u",
-                   st_tok_n_vocab(c->tok), c->mi.n_vocab);
+            st_log(ST_LOG_WARN, CO, "tokenizer has %zu ids, the model %u", st_tok_n_vocab(c->tok),
+                   c->mi.n_vocab);
     } else {
         st_log(ST_LOG_WARN, CO, "no usable tokenizer (%s): only prompt ids are accepted",
                st_errmsg(ST_EFORMAT));
@@ -156,9 +156,8 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
         c->keyed = true;
         key = c->key;
     }
-    uint64_t sb = c->start_ms << 8 |
-                  (uint64_t)randombytes_uniform(1u << COORD_SENDER_RAND_BITS)
-                      << COORD_SENDER_RAND_SHIFT;
+    uint64_t sb = c->start_ms << 8 | (uint64_t)randombytes_uniform(1u << COORD_SENDER_RAND_BITS)
+                                         << COORD_SENDER_RAND_SHIFT;
     bool enc = cfg->encrypt;
     if ((e = st_env_init_mode(&c->env_rep, key, enc, sb | 1)) ||
         (e = st_env_init_mode(&c->env_rpc, key, enc, sb | 2)) ||
@@ -210,8 +209,10 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
             c->local_key_path[0] = '\0';
             goto fail;
         }
-        st_log(ST_LOG_INFO, CO, "no --cluster-key: a generated key in %s authenticates every "
-               "frame (local workers and the CLI read it)", c->local_key_path);
+        st_log(ST_LOG_INFO, CO,
+               "no --cluster-key: a generated key in %s authenticates every "
+               "frame (local workers and the CLI read it)",
+               c->local_key_path);
     }
     printf("listening on %s\nresults on %s\n", st_net_ctl_addr(c->net),
            st_net_results_addr(c->net));
@@ -219,8 +220,9 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
     st_log(ST_LOG_INFO, CO, "model %s: %u layers, %u ids, context %u, %s weights; wire %s%s%s",
            cfg->model_path, c->mi.n_layer, c->mi.n_vocab, c->n_ctx, c->mi.dtype,
            st_wire_dtype_name(cfg->wire), cfg->zstd ? "+zstd" : "",
-           !c->keyed ? "" : cfg->encrypt ? ", cluster key set, frames encrypted"
-                                         : ", cluster key set");
+           !c->keyed      ? ""
+           : cfg->encrypt ? ", cluster key set, frames encrypted"
+                          : ", cluster key set");
     *out = c;
     return ST_OK;
 fail:;
@@ -292,7 +294,8 @@ void st_coord_close(st_coord *c)
     st_log(ST_LOG_DEBUG, CO, "closing sockets");
     st_net_close(c->net);
     c->net = NULL;
-    st_log(ST_LOG_DEBUG, CO, "sockets closed (%llu operations out)", (unsigned long long)c->ops_out);
+    st_log(ST_LOG_DEBUG, CO, "sockets closed (%llu operations out)",
+           (unsigned long long)c->ops_out);
     bool queue_safe = true;
     if (c->q_ready) {
         /* every op ended by the closes above posts exactly one event */
@@ -388,8 +391,10 @@ static bool coord_result_from_route(st_coord *c, const Strata__StepResult *r, ui
     if (c->has_plan && st_plan_route_sender(&c->plan, b->route, sender, rows))
         return true;
     c->forged_results++;
-    st_log(ST_LOG_WARN, CO, "%s of batch %llu dropped: sender %llu (claiming worker %llu) is not "
-           "%s of route %u", rows ? "result" : "error result", (unsigned long long)r->batch_id,
+    st_log(ST_LOG_WARN, CO,
+           "%s of batch %llu dropped: sender %llu (claiming worker %llu) is not "
+           "%s of route %u",
+           rows ? "result" : "error result", (unsigned long long)r->batch_id,
            (unsigned long long)sender, (unsigned long long)r->worker_id,
            rows ? "the last-stage worker" : "a worker", b->route);
     return false;
@@ -578,8 +583,7 @@ static void coord_limits(st_coord *c)
 {
     if (c->limits_epoch == c->plan.epoch)
         return;
-    uint32_t depth = c->cfg.pipeline_depth ? c->cfg.pipeline_depth
-                                           : c->plan.n_stages * c->n_routes;
+    uint32_t depth = c->cfg.pipeline_depth ? c->cfg.pipeline_depth : c->plan.n_stages * c->n_routes;
     if (depth > COORD_MAX_DEPTH)
         depth = COORD_MAX_DEPTH;
     st_err e = st_sched_set_routes(c->sched, c->n_routes);
@@ -587,12 +591,13 @@ static void coord_limits(st_coord *c)
         e = st_sched_set_limits(c->sched, c->plan.max_sessions, c->plan.max_tokens,
                                 depth ? depth : 1);
     if (e != ST_OK)
-        st_log(ST_LOG_ERROR, CO, "epoch %llu: %s", (unsigned long long)c->plan.epoch,
-               st_errmsg(e));
+        st_log(ST_LOG_ERROR, CO, "epoch %llu: %s", (unsigned long long)c->plan.epoch, st_errmsg(e));
     else
-        st_log(ST_LOG_INFO, CO, "epoch %llu: %u sessions, %u tokens per batch, %u batches in "
-               "flight, %u route(s)", (unsigned long long)c->plan.epoch, c->plan.max_sessions,
-               c->plan.max_tokens, depth, c->n_routes);
+        st_log(ST_LOG_INFO, CO,
+               "epoch %llu: %u sessions, %u tokens per batch, %u batches in "
+               "flight, %u route(s)",
+               (unsigned long long)c->plan.epoch, c->plan.max_sessions, c->plan.max_tokens, depth,
+               c->n_routes);
     c->limits_epoch = c->plan.epoch;
 }
 

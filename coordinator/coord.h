@@ -14,54 +14,54 @@
 
 typedef struct st_coord_cfg {
     const char *model_path;
-    const char *listen;            /* control address (default tcp://127.0.0.1:0) */
-    const char *results;           /* results address, NULL: same host, port 0 */
-    const char *advertise;         /* host put into result_addr, NULL: the bound one */
-    const char *key_path;          /* cluster key file, NULL: open cluster */
-    const uint8_t *local_key;      /* no key_path, loopback: this generated key, written to
-                                    * the local key file (common/exposure.h); or NULL */
-    bool encrypt;                  /* seal every frame (needs key_path) */
-    bool insecure;                 /* keyless listening beyond loopback allowed */
-    uint32_t min_workers;          /* no first plan before this many joined */
-    st_wire_dtype wire;            /* boundary dtype of every stage, or ST_WIRE_AUTO: each
-                                    * boundary its own (docs/wire-format.md 6.1) */
+    const char *listen;       /* control address (default tcp://127.0.0.1:0) */
+    const char *results;      /* results address, NULL: same host, port 0 */
+    const char *advertise;    /* host put into result_addr, NULL: the bound one */
+    const char *key_path;     /* cluster key file, NULL: open cluster */
+    const uint8_t *local_key; /* no key_path, loopback: this generated key, written to
+                               * the local key file (common/exposure.h); or NULL */
+    bool encrypt;             /* seal every frame (needs key_path) */
+    bool insecure;            /* keyless listening beyond loopback allowed */
+    uint32_t min_workers;     /* no first plan before this many joined */
+    st_wire_dtype wire;       /* boundary dtype of every stage, or ST_WIRE_AUTO: each
+                               * boundary its own (docs/wire-format.md 6.1) */
     bool zstd;
     uint32_t heartbeat_ms;
     uint32_t heartbeat_timeout_ms;
     uint32_t step_timeout_ms;
     uint32_t prepare_timeout_ms;
-    uint32_t fetch_timeout_ms;     /* Prepare of a worker that streams its weights
-                                      (Capability.streams; docs/streaming.md) */
+    uint32_t fetch_timeout_ms; /* Prepare of a worker that streams its weights
+                                  (Capability.streams; docs/streaming.md) */
     uint32_t queue_timeout_ms;
-    uint32_t chunk;                /* prefill ids per row */
-    uint32_t max_tokens;           /* ids per batch (Plan.max_tokens) */
-    uint32_t n_ctx;                /* 0: the model's context_length */
-    uint32_t max_sessions;         /* KV slots per worker */
+    uint32_t chunk;        /* prefill ids per row */
+    uint32_t max_tokens;   /* ids per batch (Plan.max_tokens) */
+    uint32_t n_ctx;        /* 0: the model's context_length */
+    uint32_t max_sessions; /* KV slots per worker */
     uint32_t max_requests;
-    uint32_t client_timeout_ms;    /* a request not polled this long is cancelled (0: never) */
-    uint32_t session_ttl_ms;       /* idle client sessions end after this */
-    uint32_t pipeline_depth;       /* batches in flight; 0: the plan's stage count */
-    uint32_t slots;                /* REP contexts */
-    const uint32_t *split;         /* fixed layer counts per worker, or NULL */
+    uint32_t client_timeout_ms; /* a request not polled this long is cancelled (0: never) */
+    uint32_t session_ttl_ms;    /* idle client sessions end after this */
+    uint32_t pipeline_depth;    /* batches in flight; 0: the plan's stage count */
+    uint32_t slots;             /* REP contexts */
+    const uint32_t *split;      /* fixed layer counts per worker, or NULL */
     size_t n_split;
     /* placement (docs/placement.md); zero values mean the defaults */
-    const char *objective;         /* "latency" or "throughput" (NULL: throughput) */
-    double replan_margin;          /* hysteresis, fraction of step time (if margin_set) */
-    bool replan_margin_set;        /* false: 0.10 */
-    uint32_t imbalance_ms;         /* sustained imbalance before a replan (0: 5000) */
-    bool no_imbalance;             /* never replan on heartbeats */
-    uint32_t min_samples;          /* per-layer samples before a measurement counts (0: 20) */
-    bool replicas;                 /* commit plans whose bottleneck stages have replicas
-                                    * (throughput objective; off: one worker per stage) */
-    bool test_hooks;               /* accept the test-only HoldRequest (coordinator/hold.h);
-                                    * never in production */
+    const char *objective;  /* "latency" or "throughput" (NULL: throughput) */
+    double replan_margin;   /* hysteresis, fraction of step time (if margin_set) */
+    bool replan_margin_set; /* false: 0.10 */
+    uint32_t imbalance_ms;  /* sustained imbalance before a replan (0: 5000) */
+    bool no_imbalance;      /* never replan on heartbeats */
+    uint32_t min_samples;   /* per-layer samples before a measurement counts (0: 20) */
+    bool replicas;          /* commit plans whose bottleneck stages have replicas
+                             * (throughput objective; off: one worker per stage) */
+    bool test_hooks;        /* accept the test-only HoldRequest (coordinator/hold.h);
+                             * never in production */
     /* credentials and per-client caps (issue 12, docs/security.md) */
-    const char *client_keys_path;  /* client keys, one per line (needs key_path), or NULL */
-    const char *admin_key_path;    /* admin keys, same format (needs key_path), or NULL */
+    const char *client_keys_path;     /* client keys, one per line (needs key_path), or NULL */
+    const char *admin_key_path;       /* admin keys, same format (needs key_path), or NULL */
     uint32_t max_requests_per_client; /* live requests of one client; 0: max_requests / 4 */
     uint64_t max_logits_per_client;   /* logits bytes one client's requests may hold;
                                        * 0: twice the per-request limit */
-    uint32_t max_new_tokens;       /* max_tokens a client may ask for; 0: the context */
+    uint32_t max_new_tokens;          /* max_tokens a client may ask for; 0: the context */
 } st_coord_cfg;
 
 /* st_coord_cfg_default - the documented defaults (model_path NULL). */

@@ -26,22 +26,22 @@
 #define COORD_MAX_WAIT_MS 10000u
 #define COORD_LOGITS_PER_REPLY ((size_t)8 << 20)
 #define COORD_KEEP_GONE_NS (60ull * 1000000000ull)
-#define COORD_MAX_DEPTH 16u         /* batches in flight at most (pipeline depth) */
-#define COORD_FINISHED_TTL_NS (60ull * 1000000000ull)  /* a finished request stays readable */
-#define COORD_DELIVERED_TTL_NS (5ull * 1000000000ull)  /* ... once its end was polled */
+#define COORD_MAX_DEPTH 16u /* batches in flight at most (pipeline depth) */
+#define COORD_FINISHED_TTL_NS (60ull * 1000000000ull) /* a finished request stays readable */
+#define COORD_DELIVERED_TTL_NS (5ull * 1000000000ull) /* ... once its end was polled */
 
 /* Who sent a control request: its envelope sender and the credential
  * that verified it (api_auth.c, docs/security.md). */
 typedef struct coord_who {
     uint64_t sender;
-    uint32_t cred;       /* st_env_frame.cred of env_rep */
+    uint32_t cred; /* st_env_frame.cred of env_rep */
     st_env_role role;
 } coord_who;
 
 /* A request and the client that created it (api_auth.c). */
 typedef struct coord_owner {
-    uint64_t req_id;     /* the scheduler's id; 0: free */
-    uint64_t ext_id;     /* the id clients see: random, unguessable */
+    uint64_t req_id; /* the scheduler's id; 0: free */
+    uint64_t ext_id; /* the id clients see: random, unguessable */
     coord_who who;
     uint64_t logits_bytes; /* the most logits it may hold */
 } coord_owner;
@@ -63,12 +63,12 @@ typedef struct coord_park {
 
 struct st_coord {
     st_coord_cfg cfg;
-    uint32_t *split;            /* owned copy of cfg.split */
-    uint64_t start_ms;          /* wall clock at start: incarnation */
+    uint32_t *split;   /* owned copy of cfg.split */
+    uint64_t start_ms; /* wall clock at start: incarnation */
     st_gguf *gguf;
     st_minfo mi;
-    st_tokenizer *tok;          /* NULL when the model has no usable tokenizer */
-    size_t max_piece;           /* longest piece: bounds a prompt text's bytes */
+    st_tokenizer *tok; /* NULL when the model has no usable tokenizer */
+    size_t max_piece;  /* longest piece: bounds a prompt text's bytes */
     int32_t eos;
     uint32_t n_ctx;
     bool keyed;
@@ -83,34 +83,34 @@ struct st_coord {
     st_net *net;
     st_members ms;
     st_sched *sched;
-    st_plan plan;               /* the committed plan */
+    st_plan plan; /* the committed plan */
     bool has_plan;
-    bool plan_broken;           /* a stage worker was lost or a commit half-failed */
+    bool plan_broken; /* a stage worker was lost or a commit half-failed */
     st_round round;
     uint64_t next_epoch;
     bool replan_wanted, replan_force;
     char plan_error[320];
     st_peer *push[ST_PLAN_MAX_REPLICAS]; /* to each worker of stage 0 of the committed plan */
-    uint32_t n_routes;          /* routes through the committed plan's replicas */
-    uint64_t limits_epoch;      /* epoch whose limits the scheduler has */
+    uint32_t n_routes;                   /* routes through the committed plan's replicas */
+    uint64_t limits_epoch;               /* epoch whose limits the scheduler has */
     coord_park *parks;
     size_t n_parks, max_parks;
     /* the coordinator's own counters */
     uint64_t bad_msgs;
-    uint64_t stale_results;     /* results or reports for batches not in flight */
-    uint64_t refused_epoch;     /* results of another epoch */
-    uint64_t forged_results;    /* results of a batch in flight not from a worker of its route */
+    uint64_t stale_results;  /* results or reports for batches not in flight */
+    uint64_t refused_epoch;  /* results of another epoch */
+    uint64_t forged_results; /* results of a batch in flight not from a worker of its route */
     uint64_t steps;
-    uint64_t ops_out;           /* outgoing operations not yet ended */
+    uint64_t ops_out; /* outgoing operations not yet ended */
     bool stopping;
-    coord_pl pl;                /* placement: objective, hysteresis, imbalance (replan.h) */
+    coord_pl pl; /* placement: objective, hysteresis, imbalance (replan.h) */
     /* credentials, owners and per-client caps (api_auth.c) */
-    coord_who *slot_who;        /* [slots]: who sent the request a slot answers */
-    coord_owner *owners;        /* [n_owners] */
+    coord_who *slot_who; /* [slots]: who sent the request a slot answers */
+    coord_owner *owners; /* [n_owners] */
     size_t n_owners;
     uint32_t max_req_client, max_parks_client;
     uint64_t max_logits_client;
-    uint8_t sess_key[16];       /* keys the per-credential session namespaces */
+    uint8_t sess_key[16]; /* keys the per-credential session namespaces */
     coord_sec sec;
 };
 

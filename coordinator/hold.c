@@ -127,8 +127,9 @@ void coord_hold_pb_free(Strata__HoldState *h)
 void coord_api_hold(st_coord *c, uint32_t slot, const Strata__HoldRequest *q)
 {
     if (!c->cfg.test_hooks) {
-        coord_api_reply_error(c, slot, ST_EINVAL, "hold is a test hook: this coordinator was not "
-                           "started with --test-hooks");
+        coord_api_reply_error(c, slot, ST_EINVAL,
+                              "hold is a test hook: this coordinator was not "
+                              "started with --test-hooks");
         return;
     }
     uint64_t id = q->release || q->request_id == 0 ? 0 : coord_auth_int(c, q->request_id);
@@ -139,15 +140,18 @@ void coord_api_hold(st_coord *c, uint32_t slot, const Strata__HoldRequest *q)
         coord_api_reply_error(c, slot, ST_ENOENT, text);
         return;
     }
-    st_hold h = {.on = !q->release, .after_tokens = q->release ? 0 : q->after_tokens,
+    st_hold h = {.on = !q->release,
+                 .after_tokens = q->release ? 0 : q->after_tokens,
                  .request_id = id};
     st_sched_set_hold(c->sched, &h);
     if (h.on && h.request_id)
         st_log(ST_LOG_INFO, HOLD, "test hook: request %llu is parked once it has %u generated ids",
                (unsigned long long)q->request_id, h.after_tokens);
     else if (h.on)
-        st_log(ST_LOG_INFO, HOLD, "test hook: every request is parked once it has %u generated "
-               "ids", h.after_tokens);
+        st_log(ST_LOG_INFO, HOLD,
+               "test hook: every request is parked once it has %u generated "
+               "ids",
+               h.after_tokens);
     else
         st_log(ST_LOG_INFO, HOLD, "test hook: the step gate is released");
     Strata__HoldState *hs;

@@ -35,7 +35,7 @@ typedef struct st_hold {
 typedef struct st_held {
     uint64_t request_id;
     uint64_t session_id;
-    uint32_t tokens;       /* generated ids it has */
+    uint32_t tokens; /* generated ids it has */
     uint32_t route;
 } st_held;
 

@@ -52,13 +52,13 @@
 #include "coordinator/http_impl.h"
 
 #define HTTP "http"
-#define HTTP_STATUS_MS 500u          /* status refresh period */
-#define HTTP_STATUS_CALL_MS 1000     /* also bounds how long close waits for the thread */
+#define HTTP_STATUS_MS 500u      /* status refresh period */
+#define HTTP_STATUS_CALL_MS 1000 /* also bounds how long close waits for the thread */
 #define HTTP_CLOSE_WAIT_NS (5ull * 1000000000ull) /* jobs to end at close */
 #define HTTP_CLOSE_POLL_MS 100
 #define HTTP_NS_PER_S 1000000000u
 #define HTTP_BODY_FIRST_CAP 4096
-#define HTTP_FD_RESERVE 256         /* descriptors beyond the connections: lanes, files */
+#define HTTP_FD_RESERVE 256 /* descriptors beyond the connections: lanes, files */
 #define HTTP_NS_PER_MS 1000000u
 #define HTTP_BEARER "Bearer "
 #define HTTP_JSON "application/json"
@@ -82,8 +82,8 @@ st_http_cfg st_http_cfg_default(void)
 
 /* ---- answers ---- */
 
-enum MHD_Result http_queue_json(st_http *h, struct MHD_Connection *conn, st_http_ep ep,
-                                int status, char *body)
+enum MHD_Result http_queue_json(st_http *h, struct MHD_Connection *conn, st_http_ep ep, int status,
+                                char *body)
 {
     static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
                               "\"server_error\",\"code\":null}}";
@@ -130,9 +130,9 @@ enum MHD_Result http_queue_error(st_http *h, struct MHD_Connection *conn, st_htt
     return ok;
 }
 
-static enum MHD_Result http_fail(st_http *h, struct MHD_Connection *conn, st_http_ep ep,
-                                 int status, const char *type, const char *code,
-                                 const char *msg, uint32_t retry_s)
+static enum MHD_Result http_fail(st_http *h, struct MHD_Connection *conn, st_http_ep ep, int status,
+                                 const char *type, const char *code, const char *msg,
+                                 uint32_t retry_s)
 {
     st_http_error e;
     st_http_error_set(&e, status, type, code, "%s", msg);
@@ -247,9 +247,11 @@ static bool http_auth(st_http *h, struct MHD_Connection *conn, http_conn *hc, ch
     if (idx < 0) {
         atomic_fetch_add(&h->met.auth_failures, 1);
         *ans = http_fail(h, conn, hc->ep, MHD_HTTP_UNAUTHORIZED, "invalid_request_error",
-                         "invalid_api_key", v ? "Incorrect API key provided."
-                                              : "Missing API key: send 'Authorization: Bearer "
-                                                "KEY'.", 0);
+                         "invalid_api_key",
+                         v ? "Incorrect API key provided."
+                           : "Missing API key: send 'Authorization: Bearer "
+                             "KEY'.",
+                         0);
         return false;
     }
     st_http_limits own = st_http_keys_limits(h->keys, idx);
@@ -271,8 +273,8 @@ static enum MHD_Result http_health(st_http *h, struct MHD_Connection *conn, http
 {
     uint32_t n_ctx;
     if (!http_serving(h, &n_ctx))
-        return http_fail(h, conn, hc->ep, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error",
-                         "no_plan", "no plan serves yet", 1);
+        return http_fail(h, conn, hc->ep, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", "no_plan",
+                         "no plan serves yet", 1);
     char *ok = strdup("{\"status\":\"ok\"}");
     return http_queue_json(h, conn, hc->ep, MHD_HTTP_OK, ok);
 }
@@ -282,8 +284,8 @@ static enum MHD_Result http_metrics(st_http *h, struct MHD_Connection *conn, htt
     char *text = NULL;
     size_t len = 0;
     pthread_mutex_lock(&h->st_mu);
-    st_err e = st_http_metrics_render(&h->met, h->status ? h->status->status : NULL,
-                                      h->model_id, &text, &len);
+    st_err e = st_http_metrics_render(&h->met, h->status ? h->status->status : NULL, h->model_id,
+                                      &text, &len);
     pthread_mutex_unlock(&h->st_mu);
     if (e != ST_OK)
         return http_queue_json(h, conn, hc->ep, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL);
@@ -311,8 +313,10 @@ static enum MHD_Result http_generate(st_http *h, struct MHD_Connection *conn, ht
     if (wait > 0) {
         atomic_fetch_add(&h->met.rate_limited, 1);
         char msg[160];
-        snprintf(msg, sizeof msg, "Rate limit reached (%u requests or %u generated tokens per "
-                 "minute); retry after %u s.", lim.rpm, lim.tpm, wait);
+        snprintf(msg, sizeof msg,
+                 "Rate limit reached (%u requests or %u generated tokens per "
+                 "minute); retry after %u s.",
+                 lim.rpm, lim.tpm, wait);
         return http_fail(h, conn, hc->ep, MHD_HTTP_TOO_MANY_REQUESTS, "rate_limit_error",
                          "rate_limit_exceeded", msg, wait);
     }
@@ -326,8 +330,8 @@ static enum MHD_Result http_generate(st_http *h, struct MHD_Connection *conn, ht
     if (g.model && strcmp(g.model, h->model_id) != 0 &&
         (h->cfg.alias == NULL || strcmp(g.model, h->cfg.alias) != 0)) {
         st_http_error_set(&err, MHD_HTTP_NOT_FOUND, "invalid_request_error", "model_not_found",
-                          "The model '%s' does not exist: this server serves '%s'%s%s%s.",
-                          g.model, h->model_id, h->cfg.alias ? " (alias '" : "",
+                          "The model '%s' does not exist: this server serves '%s'%s%s%s.", g.model,
+                          h->model_id, h->cfg.alias ? " (alias '" : "",
                           h->cfg.alias ? h->cfg.alias : "", h->cfg.alias ? "')" : "");
         st_http_gen_free(&g);
         return http_queue_error(h, conn, hc->ep, &err, 0);
@@ -391,8 +395,8 @@ static void http_body(st_http *h, http_conn *hc, const char *data, size_t n)
 }
 
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const char *url,
-                                   const char *method, const char *version,
-                                   const char *upload, size_t *upload_size, void **req_cls)
+                                   const char *method, const char *version, const char *upload,
+                                   size_t *upload_size, void **req_cls)
 {
     (void)version;
     st_http *h = cls;
@@ -415,10 +419,9 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         if (!post)
             break;
         if (hc->too_big) {
-            snprintf(msg, sizeof msg, "the body is over the limit of %zu bytes",
-                     h->cfg.max_body);
-            return http_fail(h, conn, hc->ep, MHD_HTTP_CONTENT_TOO_LARGE,
-                             "invalid_request_error", "body_too_large", msg, 0);
+            snprintf(msg, sizeof msg, "the body is over the limit of %zu bytes", h->cfg.max_body);
+            return http_fail(h, conn, hc->ep, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error",
+                             "body_too_large", msg, 0);
         }
         return http_generate(h, conn, hc);
     case ST_HTTP_EP_HEALTH:
@@ -438,8 +441,8 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
     }
     default:
         snprintf(msg, sizeof msg, "no route for %.16s %.100s", method, url);
-        return http_fail(h, conn, hc->ep, MHD_HTTP_NOT_FOUND, "invalid_request_error",
-                         "not_found", msg, 0);
+        return http_fail(h, conn, hc->ep, MHD_HTTP_NOT_FOUND, "invalid_request_error", "not_found",
+                         msg, 0);
     }
     snprintf(msg, sizeof msg, "%.16s is not allowed on %.100s", method, url);
     return http_fail(h, conn, hc->ep, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error",
@@ -490,7 +493,8 @@ static st_err http_bind(const char *hp, struct sockaddr_storage *sa, socklen_t *
         return st_errorf(ST_EINVAL, "--http '%s': the host is too long", hp);
     memcpy(host, h0, hl);
     host[hl] = '\0';
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
     struct addrinfo *ai = NULL;
     int rv = getaddrinfo(host, colon + 1, &hints, &ai);
@@ -514,8 +518,10 @@ static st_err http_load_model(st_http *h)
     if (!h->has_tmpl && h->cfg.chat_template) /* asked for: a start-up error, not a 400 later */
         return st_errorf(te, "--chat-template: %s", st_errdetail());
     if (!h->has_tmpl)
-        snprintf(h->tmpl_err, sizeof h->tmpl_err, "the model has no usable chat template "
-                 "(%s): use /v1/completions", st_errmsg(te));
+        snprintf(h->tmpl_err, sizeof h->tmpl_err,
+                 "the model has no usable chat template "
+                 "(%s): use /v1/completions",
+                 st_errmsg(te));
     http_model_id(h->cfg.model_path, h->model_id, sizeof h->model_id);
     return ST_OK;
 }
@@ -531,10 +537,10 @@ static st_err http_fds(const st_http_cfg *cfg)
     if (rl.rlim_cur >= need)
         return ST_OK;
     if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
-        return st_errorf(ST_ERANGE, "--http-max-conns %u needs %llu file descriptors; the hard "
+        return st_errorf(ST_ERANGE,
+                         "--http-max-conns %u needs %llu file descriptors; the hard "
                          "limit is %llu (lower --http-max-conns or raise ulimit -Hn)",
-                         cfg->max_conns, (unsigned long long)need,
-                         (unsigned long long)rl.rlim_max);
+                         cfg->max_conns, (unsigned long long)need, (unsigned long long)rl.rlim_max);
     rl.rlim_cur = need;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
         return st_err_errno(errno, "setrlimit RLIMIT_NOFILE");
@@ -553,14 +559,13 @@ static st_err http_start_daemon(st_http *h)
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (sa.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, http_access, h,
-                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->cfg.max_conns,
-                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)h->cfg.per_ip_conns,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->cfg.timeout_s,
-                            MHD_OPTION_NOTIFY_COMPLETED, http_completed, h,
-                            MHD_OPTION_END);
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, http_access, h, MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE,
+                            (unsigned)h->cfg.threads, MHD_OPTION_CONNECTION_LIMIT,
+                            (unsigned)h->cfg.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                            (unsigned)h->cfg.per_ip_conns, MHD_OPTION_CONNECTION_TIMEOUT,
+                            (unsigned)h->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED, http_completed,
+                            h, MHD_OPTION_END);
     if (h->d == NULL)
         return st_errorf(ST_EIO, "--http %s: cannot listen (address in use, or not local)",
                          h->cfg.listen);
@@ -577,8 +582,8 @@ st_err st_http_open(const st_http_cfg *cfg, st_http **out)
     *out = NULL;
     if (cfg->streams < 1 || cfg->streams > ST_HTTP_MAX_STREAMS || cfg->threads < 1 ||
         cfg->ping_s < 1)
-        return st_errorf(ST_EINVAL, "http: streams %u (1..%u), threads %u, ping %u s",
-                         cfg->streams, ST_HTTP_MAX_STREAMS, cfg->threads, cfg->ping_s);
+        return st_errorf(ST_EINVAL, "http: streams %u (1..%u), threads %u, ping %u s", cfg->streams,
+                         ST_HTTP_MAX_STREAMS, cfg->threads, cfg->ping_s);
     st_http *h = calloc(1, sizeof *h);
     if (h == NULL)
         return st_errorf(ST_ENOMEM, "http gateway");

@@ -25,23 +25,23 @@
 #define ST_HTTP_DEFAULT_PING_S 15u
 
 typedef struct st_http_cfg {
-    const char *listen;        /* HOST:PORT (port 0: any free port) */
-    const char *model_path;    /* the coordinator's model: template, tokenizer, id */
-    const char *alias;         /* another model name, or NULL */
-    const char *chat_template; /* a template name or text over the file's, or NULL */
-    const char *coord_addr;    /* the coordinator's control address to dial */
+    const char *listen;         /* HOST:PORT (port 0: any free port) */
+    const char *model_path;     /* the coordinator's model: template, tokenizer, id */
+    const char *alias;          /* another model name, or NULL */
+    const char *chat_template;  /* a template name or text over the file's, or NULL */
+    const char *coord_addr;     /* the coordinator's control address to dial */
     const uint8_t *cluster_key; /* NULL: an open cluster */
     bool encrypt;
-    const char *api_key_file;  /* NULL: no keys (loopback only unless insecure) */
-    size_t max_body;           /* bytes of a request body */
-    uint32_t max_conns;        /* connections at once */
-    uint32_t per_ip_conns;     /* connections per client address (0: no limit) */
-    uint32_t timeout_s;        /* an idle connection (also mid-request) is closed after this */
-    uint32_t streams;          /* generation requests at once (control lanes) */
-    uint32_t threads;          /* HTTP threads (each polls many connections) */
-    uint32_t rate_table;       /* identities the rate limiter remembers */
-    uint32_t ping_s;           /* an SSE comment after this much silence of a stream */
-    st_http_limits limits;     /* per key or address, unless the key file says else */
+    const char *api_key_file; /* NULL: no keys (loopback only unless insecure) */
+    size_t max_body;          /* bytes of a request body */
+    uint32_t max_conns;       /* connections at once */
+    uint32_t per_ip_conns;    /* connections per client address (0: no limit) */
+    uint32_t timeout_s;       /* an idle connection (also mid-request) is closed after this */
+    uint32_t streams;         /* generation requests at once (control lanes) */
+    uint32_t threads;         /* HTTP threads (each polls many connections) */
+    uint32_t rate_table;      /* identities the rate limiter remembers */
+    uint32_t ping_s;          /* an SSE comment after this much silence of a stream */
+    st_http_limits limits;    /* per key or address, unless the key file says else */
 } st_http_cfg;
 
 /* st_http_cfg_default - the defaults above; listen, model_path and

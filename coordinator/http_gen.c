@@ -32,12 +32,12 @@
 #include "coordinator/http_impl.h"
 
 #define GEN "http"
-#define GEN_POLL_WAIT_MS 10000u     /* one long poll at most */
-#define GEN_SLACK_MS 15000          /* a reply's time on the wire beyond its wait */
-#define GEN_CALL_MS 10000           /* Generate and Cancel */
+#define GEN_POLL_WAIT_MS 10000u /* one long poll at most */
+#define GEN_SLACK_MS 15000      /* a reply's time on the wire beyond its wait */
+#define GEN_CALL_MS 10000       /* Generate and Cancel */
 #define GEN_NS_PER_S 1000000000ull
 #define GEN_NS_PER_MS 1000000u
-#define GEN_BLOCK 16384             /* bytes MHD asks the stream reader for at most */
+#define GEN_BLOCK 16384 /* bytes MHD asks the stream reader for at most */
 #define GEN_ID_BYTES 12
 #define GEN_PING ": ping\n\n"
 #define GEN_DONE_EVENT "data: [DONE]\n\n"
@@ -45,11 +45,11 @@
 
 typedef struct http_job {
     st_http *h;
-    struct http_job *prev, *next;   /* h->jobs */
+    struct http_job *prev, *next; /* h->jobs */
     pthread_mutex_t mu;
     int refs;
-    struct MHD_Connection *conn;    /* NULL once MHD completed the request */
-    http_lane *lane;                /* NULL once released */
+    struct MHD_Connection *conn; /* NULL once MHD completed the request */
+    http_lane *lane;             /* NULL once released */
     bool suspended;
     /* the request */
     st_http_kind kind;
@@ -68,7 +68,7 @@ typedef struct http_job {
     char *text;
     size_t text_len, text_cap, shown;
     bool accepted, done, failed, gone, stopped, answered;
-    const char *finish;             /* OpenAI's, when done and not failed */
+    const char *finish; /* OpenAI's, when done and not failed */
     st_http_error err;
     uint32_t retry_s;
     /* the stream's unsent bytes */
@@ -187,16 +187,14 @@ static void job_event(http_job *j, char *doc)
 
 static st_http_ident job_ident(const http_job *j)
 {
-    return (st_http_ident){.kind = j->kind, .id = j->id, .created = j->created,
-                           .model = j->model};
+    return (st_http_ident){.kind = j->kind, .id = j->id, .created = j->created, .model = j->model};
 }
 
 /* job_emit - appends the stream's new events (j locked, headers sent). */
 static void job_emit(http_job *j)
 {
     st_http_ident r = job_ident(j);
-    size_t vis = st_http_stop_cut(j->text, j->text_len, j->stop, j->n_stop, j->done,
-                                  j->stopped);
+    size_t vis = st_http_stop_cut(j->text, j->text_len, j->stop, j->n_stop, j->done, j->stopped);
     if (!j->failed && vis > j->shown) {
         job_event(j, st_http_resp_chunk(&r, j->text + j->shown, vis - j->shown, false, NULL));
         j->shown = vis;
@@ -216,8 +214,8 @@ static void job_emit(http_job *j)
 }
 
 /* job_fail - ends j with an error (j locked). */
-static void job_fail(http_job *j, int status, const char *type, const char *code,
-                     const char *msg, uint32_t retry_s)
+static void job_fail(http_job *j, int status, const char *type, const char *code, const char *msg,
+                     uint32_t retry_s)
 {
     st_http_error_set(&j->err, status, type, code, "%s", msg);
     j->retry_s = retry_s;
@@ -428,8 +426,10 @@ static st_err gen_prompt(st_http *h, const st_http_gen *g, int32_t **ids, size_t
         for (size_t i = 0; i < g->n_prompt_ids; i++)
             if ((size_t)g->prompt_ids[i] >= nv) {
                 st_http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                                  "invalid_value", "prompt[%zu]: token id %d is not below the "
-                                  "vocabulary size %zu", i, g->prompt_ids[i], nv);
+                                  "invalid_value",
+                                  "prompt[%zu]: token id %d is not below the "
+                                  "vocabulary size %zu",
+                                  i, g->prompt_ids[i], nv);
                 return ST_EINVAL;
             }
         *ids = malloc(g->n_prompt_ids * sizeof **ids);
@@ -440,8 +440,8 @@ static st_err gen_prompt(st_http *h, const st_http_gen *g, int32_t **ids, size_t
         return ST_OK;
     }
     if (e != ST_OK)
-        st_http_error_set(err, e == ST_ENOMEM ? MHD_HTTP_INTERNAL_SERVER_ERROR
-                                              : MHD_HTTP_BAD_REQUEST,
+        st_http_error_set(err,
+                          e == ST_ENOMEM ? MHD_HTTP_INTERNAL_SERVER_ERROR : MHD_HTTP_BAD_REQUEST,
                           e == ST_ENOMEM ? "server_error" : "invalid_request_error", NULL,
                           "the prompt: %s", st_errmsg(e));
     return e;
@@ -462,8 +462,8 @@ static st_err gen_sampling(const st_http_gen *g, Strata__Sampling *sp, st_http_e
         randombytes_buf(&p.seed, sizeof p.seed);
     st_err e = st_sampler_params_validate(&p);
     if (e != ST_OK) {
-        st_http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_value",
-                          "%s", st_errmsg(e));
+        st_http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_value", "%s",
+                          st_errmsg(e));
         return e;
     }
     st_sampling_to_pb(&p, sp);
@@ -508,8 +508,7 @@ static http_job *gen_job_new(st_http *h, struct MHD_Connection *conn, st_http_ge
 }
 
 st_err http_gen_start(st_http *h, struct MHD_Connection *conn, http_conn *hc, st_http_gen *g,
-                      const char *ident, st_http_limits lim, const char *tenant,
-                      st_http_error *err)
+                      const char *ident, st_http_limits lim, const char *tenant, st_http_error *err)
 {
     uint32_t n_ctx = 0;
     int32_t *ids = NULL;
@@ -527,8 +526,10 @@ st_err http_gen_start(st_http *h, struct MHD_Connection *conn, http_conn *hc, st
         goto out;
     if (n >= n_ctx) {
         st_http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error",
-                          "context_length_exceeded", "the prompt of %zu tokens does not fit "
-                          "the context of %u tokens (at least one is generated)", n, n_ctx);
+                          "context_length_exceeded",
+                          "the prompt of %zu tokens does not fit "
+                          "the context of %u tokens (at least one is generated)",
+                          n, n_ctx);
         e = ST_EINVAL;
         goto out;
     }
@@ -537,7 +538,8 @@ st_err http_gen_start(st_http *h, struct MHD_Connection *conn, http_conn *hc, st
     if (lane == NULL) {
         st_http_error_set(err, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", "busy",
                           "all %u generation slots of the HTTP gateway are in use; retry "
-                          "shortly", h->cfg.streams);
+                          "shortly",
+                          h->cfg.streams);
         e = ST_EBUSY;
         goto out;
     }
@@ -648,8 +650,7 @@ enum MHD_Result http_gen_resume(st_http *h, struct MHD_Connection *conn, http_co
     } else if (j->done) {
         j->answered = true;
         st_http_ident id = job_ident(j);
-        size_t vis = st_http_stop_cut(j->text, j->text_len, j->stop, j->n_stop, true,
-                                      j->stopped);
+        size_t vis = st_http_stop_cut(j->text, j->text_len, j->stop, j->n_stop, true, j->stopped);
         char *doc = st_http_resp_full(&id, j->text ? j->text : "", vis, j->finish, j->n_prompt,
                                       j->n_got);
         pthread_mutex_unlock(&j->mu);

@@ -12,13 +12,13 @@
 #include "common/chat.h"
 #include "common/client.h"
 #include "common/gguf.h"
+#include "common/http_keys.h"
+#include "common/http_rate.h"
 #include "common/tokenizer.h"
 #include "coordinator/http.h"
-#include "common/http_keys.h"
-#include "coordinator/http_stats.h"
-#include "common/http_rate.h"
 #include "coordinator/http_req.h"
 #include "coordinator/http_resp.h"
+#include "coordinator/http_stats.h"
 
 #define HTTP_MODEL_MAX 256
 #define HTTP_IDENT_MAX 80
@@ -39,29 +39,29 @@ struct st_http {
     st_tokenizer *tok;
     bool has_tmpl;
     st_chat_tmpl tmpl;
-    char tmpl_err[256];         /* why chat is refused when !has_tmpl */
+    char tmpl_err[256]; /* why chat is refused when !has_tmpl */
     char model_id[HTTP_MODEL_MAX];
-    st_http_keys *keys;          /* NULL: no keys */
+    st_http_keys *keys; /* NULL: no keys */
     st_http_rate *rate;
     st_http_metrics met;
-    int64_t started;             /* Unix seconds */
+    int64_t started; /* Unix seconds */
     /* lanes */
-    pthread_mutex_t mu;          /* lanes, jobs list, stopping */
-    pthread_cond_t cv;           /* a job left the list (close waits) */
+    pthread_mutex_t mu; /* lanes, jobs list, stopping */
+    pthread_cond_t cv;  /* a job left the list (close waits) */
     http_lane *lanes;
     http_lane *free_lanes;
-    struct http_job *jobs;       /* every job not yet freed */
+    struct http_job *jobs; /* every job not yet freed */
     bool stopping;
     /* the status poller */
     st_client *status_cl;
     pthread_t status_thr;
     bool status_thr_on;
-    pthread_mutex_t st_mu;       /* the fields below */
+    pthread_mutex_t st_mu; /* the fields below */
     pthread_cond_t st_cv;
-    bool status_stop;            /* the status thread ends */
-    Strata__Msg *status;         /* the latest StatusReply message, or NULL */
+    bool status_stop;    /* the status thread ends */
+    Strata__Msg *status; /* the latest StatusReply message, or NULL */
     bool serving;
-    uint32_t n_ctx;              /* of the serving plan */
+    uint32_t n_ctx; /* of the serving plan */
     uint64_t epoch;
 };
 
@@ -106,8 +106,8 @@ enum MHD_Result http_queue_error(st_http *h, struct MHD_Connection *conn, st_htt
                                  const st_http_error *e, uint32_t retry_s);
 
 /* http_queue_json - answers conn with status and body (taken; NULL: a 500). */
-enum MHD_Result http_queue_json(st_http *h, struct MHD_Connection *conn, st_http_ep ep,
-                                int status, char *body);
+enum MHD_Result http_queue_json(st_http *h, struct MHD_Connection *conn, st_http_ep ep, int status,
+                                char *body);
 
 /* http_serving - whether the latest status shows a serving plan; *n_ctx
  * its context. */

@@ -121,18 +121,23 @@ static st_err http_content(const cJSON *v, size_t i, char **out, st_http_error *
     if (cJSON_IsString(v))
         return http_strdup(v->valuestring, strlen(v->valuestring), out, err);
     if (!cJSON_IsArray(v))
-        return http_bad(err, "invalid_type", "messages[%zu].content: expected a string or an "
-                        "array of text parts", i);
+        return http_bad(err, "invalid_type",
+                        "messages[%zu].content: expected a string or an "
+                        "array of text parts",
+                        i);
     size_t total = 0, k = 0;
     const cJSON *p;
-    cJSON_ArrayForEach(p, v) {
+    cJSON_ArrayForEach(p, v)
+    {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(p, "text");
         if (!cJSON_IsObject(p) || !cJSON_IsString(t) || strcmp(t->valuestring, "text") != 0 ||
             !cJSON_IsString(x))
-            return http_bad(err, "invalid_type", "messages[%zu].content[%zu]: expected "
+            return http_bad(err, "invalid_type",
+                            "messages[%zu].content[%zu]: expected "
                             "{\"type\": \"text\", \"text\": string} (only text parts are "
-                            "supported)", i, k);
+                            "supported)",
+                            i, k);
         total += strlen(x->valuestring);
         k++;
     }
@@ -140,7 +145,8 @@ static st_err http_content(const cJSON *v, size_t i, char **out, st_http_error *
     if (d == NULL)
         return http_oom(err, "message content");
     size_t at = 0;
-    cJSON_ArrayForEach(p, v) {
+    cJSON_ArrayForEach(p, v)
+    {
         const char *s = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
         size_t n = strlen(s);
         memcpy(d + at, s, n);
@@ -164,18 +170,21 @@ static st_err http_messages(const cJSON *v, st_http_gen *g, st_http_error *err)
     if ((g->msgs = calloc((size_t)n, sizeof *g->msgs)) == NULL)
         return http_oom(err, "messages");
     const cJSON *m;
-    cJSON_ArrayForEach(m, v) {
+    cJSON_ArrayForEach(m, v)
+    {
         size_t i = g->n_msgs;
         if (!cJSON_IsObject(m))
             return http_bad(err, "invalid_type", "messages[%zu]: expected an object", i);
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
         if (!cJSON_IsString(role) || role->valuestring[0] == '\0')
-            return http_bad(err, "invalid_type", "messages[%zu].role: expected a non-empty "
-                            "string", i);
+            return http_bad(err, "invalid_type",
+                            "messages[%zu].role: expected a non-empty "
+                            "string",
+                            i);
         char *r = NULL, *c = NULL;
         st_err e = http_strdup(role->valuestring, strlen(role->valuestring), &r, err);
-        if (e == ST_OK && (e = http_content(cJSON_GetObjectItemCaseSensitive(m, "content"), i,
-                                            &c, err)) != ST_OK) {
+        if (e == ST_OK && (e = http_content(cJSON_GetObjectItemCaseSensitive(m, "content"), i, &c,
+                                            err)) != ST_OK) {
             free(r);
             return e;
         }
@@ -196,14 +205,17 @@ static st_err http_prompt(const cJSON *v, st_http_gen *g, st_http_error *err)
     if (cJSON_IsArray(v) && cJSON_GetArraySize(v) >= 1 &&
         (cJSON_IsString(v->child) || cJSON_IsArray(v->child))) {
         if (cJSON_GetArraySize(v) != 1)
-            return http_bad(err, "invalid_value", "prompt: a batch of %d prompts; only one "
-                            "prompt per request is supported", cJSON_GetArraySize(v));
+            return http_bad(err, "invalid_value",
+                            "prompt: a batch of %d prompts; only one "
+                            "prompt per request is supported",
+                            cJSON_GetArraySize(v));
         v = v->child;
     }
     if (cJSON_IsString(v))
         return http_strdup(v->valuestring, strlen(v->valuestring), &g->prompt, err);
     if (!cJSON_IsArray(v))
-        return http_bad(err, "invalid_type", "prompt: expected a string or an array of token "
+        return http_bad(err, "invalid_type",
+                        "prompt: expected a string or an array of token "
                         "ids");
     int n = cJSON_GetArraySize(v);
     if (n < 1)
@@ -211,7 +223,8 @@ static st_err http_prompt(const cJSON *v, st_http_gen *g, st_http_error *err)
     if ((g->prompt_ids = malloc((size_t)n * sizeof *g->prompt_ids)) == NULL)
         return http_oom(err, "prompt ids");
     const cJSON *x;
-    cJSON_ArrayForEach(x, v) {
+    cJSON_ArrayForEach(x, v)
+    {
         int64_t id;
         char name[40];
         snprintf(name, sizeof name, "prompt[%zu]", g->n_prompt_ids);
@@ -232,8 +245,7 @@ static st_err http_stop(const cJSON *v, st_http_gen *g, st_http_error *err)
     if (n < 0)
         return http_bad(err, "invalid_type", "stop: expected a string or an array of strings");
     if (n > ST_HTTP_MAX_STOP)
-        return http_bad(err, "invalid_value", "stop: %d strings; at most %d", n,
-                        ST_HTTP_MAX_STOP);
+        return http_bad(err, "invalid_value", "stop: %d strings; at most %d", n, ST_HTTP_MAX_STOP);
     if (n == 0)
         return ST_OK;
     if ((g->stop = calloc((size_t)n, sizeof *g->stop)) == NULL)
@@ -244,8 +256,8 @@ static st_err http_stop(const cJSON *v, st_http_gen *g, st_http_error *err)
             return http_bad(err, "invalid_type", "stop[%d]: expected a string", i);
         size_t len = strlen(s->valuestring);
         if (len < 1 || len > ST_HTTP_MAX_STOP_LEN)
-            return http_bad(err, "invalid_value", "stop[%d]: %zu bytes; 1..%d are accepted", i,
-                            len, ST_HTTP_MAX_STOP_LEN);
+            return http_bad(err, "invalid_value", "stop[%d]: %zu bytes; 1..%d are accepted", i, len,
+                            ST_HTTP_MAX_STOP_LEN);
         st_err e = http_strdup(s->valuestring, len, &g->stop[i], err);
         if (e != ST_OK)
             return e;
@@ -314,8 +326,10 @@ static st_err http_sampling(const cJSON *o, st_http_gen *g, st_http_error *err)
         if ((e = http_int(v, "n", -HTTP_MAX_EXACT, HTTP_MAX_EXACT, &i, err)))
             return e;
         if (i != 1)
-            return http_bad(err, "invalid_value", "n: %lld choices asked; only n = 1 is "
-                            "supported", (long long)i);
+            return http_bad(err, "invalid_value",
+                            "n: %lld choices asked; only n = 1 is "
+                            "supported",
+                            (long long)i);
     }
     return ST_OK;
 }
@@ -333,8 +347,8 @@ static st_err http_stream(const cJSON *o, st_http_gen *g, st_http_error *err)
     if (!cJSON_IsObject(v))
         return http_bad(err, "invalid_type", "stream_options: expected an object");
     const cJSON *u = cJSON_GetObjectItemCaseSensitive(v, "include_usage");
-    if (!http_absent(u) && (e = http_bool(u, "stream_options.include_usage",
-                                          &g->include_usage, err)))
+    if (!http_absent(u) &&
+        (e = http_bool(u, "stream_options.include_usage", &g->include_usage, err)))
         return e;
     return ST_OK;
 }
@@ -350,8 +364,10 @@ st_err st_http_parse(st_http_kind kind, const char *body, size_t len, st_http_ge
         end++;
     if (o && end && end < body + len) { /* something after the value */
         cJSON_Delete(o);
-        return http_bad(err, "invalid_json", "the body is not valid JSON (text after the value "
-                        "at byte %td)", end - body);
+        return http_bad(err, "invalid_json",
+                        "the body is not valid JSON (text after the value "
+                        "at byte %td)",
+                        end - body);
     }
     if (o == NULL)
         return http_bad(err, "invalid_json", "the body is not valid JSON (near byte %td)",
@@ -423,8 +439,8 @@ char *st_http_error_json(const st_http_error *e)
 /* http_utf8_start - whether byte b begins a character (is not 10xxxxxx). */
 static bool http_utf8_start(unsigned char b) { return (b & 0xC0u) != 0x80u; }
 
-size_t st_http_stop_cut(const char *text, size_t len, char *const *stop, size_t n_stop,
-                        bool done, bool stopped)
+size_t st_http_stop_cut(const char *text, size_t len, char *const *stop, size_t n_stop, bool done,
+                        bool stopped)
 {
     if (n_stop == 0)
         return len;

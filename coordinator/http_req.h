@@ -41,26 +41,26 @@ typedef enum st_http_kind {
 /* A generation request; every string and array is owned (st_http_gen_free). */
 typedef struct st_http_gen {
     st_http_kind kind;
-    char *model;                 /* NULL: absent */
-    st_chat_msg *msgs;           /* chat: the conversation */
+    char *model;       /* NULL: absent */
+    st_chat_msg *msgs; /* chat: the conversation */
     size_t n_msgs;
-    char *prompt;                /* completion: the prompt text, or */
-    int32_t *prompt_ids;         /* ... its token ids (has_ids) */
+    char *prompt;        /* completion: the prompt text, or */
+    int32_t *prompt_ids; /* ... its token ids (has_ids) */
     size_t n_prompt_ids;
     bool has_ids;
-    uint32_t max_tokens;         /* 0: absent (max_completion_tokens wins over max_tokens) */
+    uint32_t max_tokens; /* 0: absent (max_completion_tokens wins over max_tokens) */
     bool has_temperature;
-    double temperature;          /* [0, 2] */
+    double temperature; /* [0, 2] */
     bool has_top_p;
-    double top_p;                /* (0, 1] */
+    double top_p; /* (0, 1] */
     bool has_seed;
-    uint64_t seed;               /* a negative JSON seed is taken modulo 2^64 */
+    uint64_t seed; /* a negative JSON seed is taken modulo 2^64 */
     char **stop;
     size_t n_stop;
     bool stream;
-    bool include_usage;          /* stream_options.include_usage */
-    char *user;                  /* NULL: absent */
-    char *session_id;            /* NULL: absent; an integer is kept as its decimal text */
+    bool include_usage; /* stream_options.include_usage */
+    char *user;         /* NULL: absent */
+    char *session_id;   /* NULL: absent; an integer is kept as its decimal text */
 } st_http_gen;
 
 /* An error answer: HTTP status, OpenAI type and code (code NULL: JSON null). */
@@ -94,8 +94,8 @@ char *st_http_error_json(const st_http_error *e);
  * earliest occurrence of any stop string. While it runs (done false), the
  * text except its last (longest stop - 1) bytes, which could begin a stop
  * string, and never inside a UTF-8 character. Otherwise len. */
-size_t st_http_stop_cut(const char *text, size_t len, char *const *stop, size_t n_stop,
-                        bool done, bool stopped);
+size_t st_http_stop_cut(const char *text, size_t len, char *const *stop, size_t n_stop, bool done,
+                        bool stopped);
 
 /* st_http_finish_reason - OpenAI's finish_reason for the coordinator's
  * ("eos" and "stop" -> "stop", "length" -> "length"); NULL for "error",

@@ -70,8 +70,9 @@ static cJSON *resp_head(const st_http_ident *r, bool chunk)
     cJSON *o = cJSON_CreateObject();
     if (o == NULL)
         return NULL;
-    const char *obj = r->kind == ST_HTTP_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
-                                              : "text_completion";
+    const char *obj = r->kind == ST_HTTP_CHAT
+                          ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                          : "text_completion";
     cJSON_AddStringToObject(o, "id", r->id);
     cJSON_AddStringToObject(o, "object", obj);
     cJSON_AddNumberToObject(o, "created", (double)r->created);

@@ -17,8 +17,8 @@
 /* What every document of one request shares. */
 typedef struct st_http_ident {
     st_http_kind kind;
-    const char *id;       /* "chatcmpl-..." or "cmpl-..." */
-    int64_t created;      /* Unix seconds */
+    const char *id;  /* "chatcmpl-..." or "cmpl-..." */
+    int64_t created; /* Unix seconds */
     const char *model;
 } st_http_ident;
 

@@ -36,9 +36,9 @@ typedef struct st_http_metrics {
     atomic_uint_fast64_t generated_tokens;
     atomic_uint_fast64_t auth_failures;
     atomic_uint_fast64_t rate_limited;
-    atomic_uint_fast64_t disconnects;    /* clients gone before their request ended */
-    atomic_uint_fast64_t replans;        /* epoch changes the gateway observed */
-    atomic_int_fast64_t streams;         /* generation requests in progress */
+    atomic_uint_fast64_t disconnects; /* clients gone before their request ended */
+    atomic_uint_fast64_t replans;     /* epoch changes the gateway observed */
+    atomic_int_fast64_t streams;      /* generation requests in progress */
     st_http_hist ttft;
     st_http_hist itl;
 } st_http_metrics;

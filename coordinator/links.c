@@ -36,8 +36,8 @@ size_t st_links_fill(const uint64_t *ids, size_t n, const double *rtt_ms, double
 {
     for (size_t a = 0; a < n; a++)
         for (size_t b = 0; b < n; b++)
-            out[a * n + b] = (st_link){
-                .latency_s = a == b ? 0 : (rtt_ms[a] + rtt_ms[b]) / 4 * 1e-3, .bw = bw_assumed};
+            out[a * n + b] = (st_link){.latency_s = a == b ? 0 : (rtt_ms[a] + rtt_ms[b]) / 4 * 1e-3,
+                                       .bw = bw_assumed};
     size_t measured = 0;
     for (size_t i = 0; i < n_obs; i++) {
         const st_link_obs *o = &obs[i];
@@ -50,8 +50,11 @@ size_t st_links_fill(const uint64_t *ids, size_t n, const double *rtt_ms, double
         if (l->measured && l->age_s <= o->age_s)
             continue; /* a fresher report of the same pair won */
         measured += !l->measured;
-        *l = (st_link){.latency_s = o->latency_s, .bw = o->bw, .measured = true,
-                       .samples = o->samples, .age_s = o->age_s};
+        *l = (st_link){.latency_s = o->latency_s,
+                       .bw = o->bw,
+                       .measured = true,
+                       .samples = o->samples,
+                       .age_s = o->age_s};
     }
     return measured;
 }

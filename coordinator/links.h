@@ -10,26 +10,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ST_LINK_MAX_AGE_S 600.0   /* older measurements are not used */
-#define ST_LINK_BW_MIN 1.0e5      /* bytes/s: sane bounds of a reported bandwidth */
+#define ST_LINK_MAX_AGE_S 600.0 /* older measurements are not used */
+#define ST_LINK_BW_MIN 1.0e5    /* bytes/s: sane bounds of a reported bandwidth */
 #define ST_LINK_BW_MAX 1.0e11
-#define ST_LINK_LAT_MAX_S 10.0    /* a reported latency above this is not believed */
+#define ST_LINK_LAT_MAX_S 10.0 /* a reported latency above this is not believed */
 
 /* One worker's report about its link to another (from -> to). */
 typedef struct st_link_obs {
     uint64_t from, to;
     double latency_s;
-    double bw;           /* bytes/s */
+    double bw; /* bytes/s */
     uint32_t samples;
-    double age_s;        /* at the time of use */
+    double age_s; /* at the time of use */
 } st_link_obs;
 
 /* One entry of the matrix. */
 typedef struct st_link {
     double latency_s;
     double bw;
-    bool measured;       /* false: assumed */
-    uint32_t samples;    /* of the measurement (0 when assumed) */
+    bool measured;    /* false: assumed */
+    uint32_t samples; /* of the measurement (0 when assumed) */
     double age_s;
 } st_link;
 

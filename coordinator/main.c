@@ -14,14 +14,15 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sodium.h>
 #include <string.h>
 
 #include "common/envelope.h"
 #include "common/exposure.h"
 #include "common/log.h"
+#include "common/manifest.h"
 #include "common/units.h"
 #include "common/version.h"
 #include "coordinator/coord.h"
@@ -29,7 +30,6 @@
 #include "coordinator/net.h"
 #include "coordinator/placement.h"
 #include "coordinator/weights.h"
-#include "common/manifest.h"
 
 #define MAX_SPLIT 256
 /* Control contexts beyond the HTTP lanes' long polls (heartbeats, CLI). */
@@ -94,8 +94,8 @@ static int main_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, u
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 || v < lo || v > hi) {
-        fprintf(stderr, "strata-coordinator: %s: '%s' is not an integer in [%u, %u]\n", flag, s,
-                lo, hi);
+        fprintf(stderr, "strata-coordinator: %s: '%s' is not an integer in [%u, %u]\n", flag, s, lo,
+                hi);
         return 1;
     }
     *out = (uint32_t)v;
@@ -112,8 +112,10 @@ static int main_split(const char *s, uint32_t *v, size_t *n)
         unsigned long long x = strtoull(p, &end, 10);
         if (end == p || *p == '-' || errno != 0 || x > (1u << 20) ||
             (*end != ',' && *end != '\0') || *n == MAX_SPLIT) {
-            fprintf(stderr, "strata-coordinator: --split: '%s' is not a list of layer counts "
-                            "like 3,3 (at most %d)\n", s, MAX_SPLIT);
+            fprintf(stderr,
+                    "strata-coordinator: --split: '%s' is not a list of layer counts "
+                    "like 3,3 (at most %d)\n",
+                    s, MAX_SPLIT);
             return 1;
         }
         v[(*n)++] = (uint32_t)x;
@@ -237,7 +239,8 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
              * agreement of the last stage's logits with and without i8 on a
              * calibration prompt, as `strata bench wire --gate`), which the
              * coordinator cannot run yet: it never links the stage engine */
-            fprintf(stderr, "strata-coordinator: --allow-i8: i8 boundaries under --wire auto need "
+            fprintf(stderr,
+                    "strata-coordinator: --allow-i8: i8 boundaries under --wire auto need "
                     "the plan-time accuracy gate, which is not implemented yet (issue 17); "
                     "check i8 with `strata bench wire --gate` and use --wire i8 to put it on "
                     "every boundary\n");
@@ -265,7 +268,7 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
             c->advertise = v;
         } else if (strcmp(f, "--cluster-key") == 0) {
             c->key_path = v;
-        /* ---- credentials and per-client caps (issue 12) ---- */
+            /* ---- credentials and per-client caps (issue 12) ---- */
         } else if (strcmp(f, "--client-keys") == 0) {
             c->client_keys_path = v;
         } else if (strcmp(f, "--admin-key") == 0) {
@@ -275,13 +278,15 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
         } else if (strcmp(f, "--max-logits-per-client") == 0) {
             if (st_parse_bytes(v, &c->max_logits_per_client) != ST_OK ||
                 c->max_logits_per_client == 0) {
-                fprintf(stderr, "strata-coordinator: --max-logits-per-client: '%s' is not a "
-                                "positive byte count\n", v);
+                fprintf(stderr,
+                        "strata-coordinator: --max-logits-per-client: '%s' is not a "
+                        "positive byte count\n",
+                        v);
                 return 2;
             }
         } else if (strcmp(f, "--max-new-tokens") == 0) {
             bad = main_u32(f, v, 1, 1u << 24, &c->max_new_tokens);
-        /* ---- end of credentials ---- */
+            /* ---- end of credentials ---- */
         } else if (strcmp(f, "--log") == 0) {
             st_log_init(v);
         } else if (strcmp(f, "--wire") == 0) {
@@ -289,8 +294,10 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
             if (strcmp(v, st_wire_dtype_name(ST_WIRE_AUTO)) == 0) {
                 c->wire = ST_WIRE_AUTO;
             } else if (st_wire_dtype_from_name(v, &c->wire) != ST_OK) {
-                fprintf(stderr, "strata-coordinator: --wire: '%s' is not f32, bf16, f16, i8 or "
-                        "auto\n", v);
+                fprintf(stderr,
+                        "strata-coordinator: --wire: '%s' is not f32, bf16, f16, i8 or "
+                        "auto\n",
+                        v);
                 return 2;
             }
         } else if (strcmp(f, "--min-workers") == 0) {
@@ -330,8 +337,10 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
         } else if (strcmp(f, "--objective") == 0) {
             st_place_objective ob;
             if (st_place_objective_from_name(v, &ob) != ST_OK) {
-                fprintf(stderr, "strata-coordinator: --objective: '%s' is not latency or "
-                                "throughput\n", v);
+                fprintf(stderr,
+                        "strata-coordinator: --objective: '%s' is not latency or "
+                        "throughput\n",
+                        v);
                 return 2;
             }
             c->objective = v;
@@ -340,8 +349,10 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
             errno = 0;
             double m = strtod(v, &end);
             if (*v == '\0' || *end != '\0' || errno != 0 || !(m >= 0 && m < 1)) {
-                fprintf(stderr, "strata-coordinator: --replan-margin: '%s' is not a fraction in "
-                                "[0, 1)\n", v);
+                fprintf(stderr,
+                        "strata-coordinator: --replan-margin: '%s' is not a fraction in "
+                        "[0, 1)\n",
+                        v);
                 return 2;
             }
             c->replan_margin = m;
@@ -418,13 +429,15 @@ int main(int argc, char **argv)
     if (!max_set && cfg.max_tokens < cfg.chunk)
         cfg.max_tokens = cfg.chunk;
     if (cfg.max_tokens < cfg.chunk) {
-        fprintf(stderr, "strata-coordinator: --max-tokens %u is below --chunk %u\n",
-                cfg.max_tokens, cfg.chunk);
+        fprintf(stderr, "strata-coordinator: --max-tokens %u is below --chunk %u\n", cfg.max_tokens,
+                cfg.chunk);
         return 2;
     }
     if (cfg.heartbeat_timeout_ms <= cfg.heartbeat_ms) {
-        fprintf(stderr, "strata-coordinator: --heartbeat-timeout-ms %u must exceed "
-                        "--heartbeat-ms %u\n", cfg.heartbeat_timeout_ms, cfg.heartbeat_ms);
+        fprintf(stderr,
+                "strata-coordinator: --heartbeat-timeout-ms %u must exceed "
+                "--heartbeat-ms %u\n",
+                cfg.heartbeat_timeout_ms, cfg.heartbeat_ms);
         return 2;
     }
     if (cfg.encrypt && cfg.key_path == NULL) {

@@ -60,23 +60,26 @@ st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wi
         return st_errorf(ST_EINVAL, "capability memory_budget = %llu is not in 1 MiB..1 PiB",
                          (unsigned long long)c->memory_budget);
     if (c->name && strlen(c->name) > 255)
-        return st_errorf(ST_EINVAL, "capability name has %zu bytes; at most 255",
-                         strlen(c->name));
+        return st_errorf(ST_EINVAL, "capability name has %zu bytes; at most 255", strlen(c->name));
     if (!ms_url_ok(c->data_addr))
-        return st_errorf(ST_EINVAL, "capability data_addr '%.64s' is not a %s address of 1..%d "
-                         "bytes (no other transport is dialed)", c->data_addr ? c->data_addr : "",
-                         MS_TRANSPORT, MS_URL_MAX);
+        return st_errorf(ST_EINVAL,
+                         "capability data_addr '%.64s' is not a %s address of 1..%d "
+                         "bytes (no other transport is dialed)",
+                         c->data_addr ? c->data_addr : "", MS_TRANSPORT, MS_URL_MAX);
     if (!ms_url_ok(c->ctl_addr))
-        return st_errorf(ST_EINVAL, "capability ctl_addr '%.64s' is not a %s address of 1..%d "
-                         "bytes (no other transport is dialed)", c->ctl_addr ? c->ctl_addr : "",
-                         MS_TRANSPORT, MS_URL_MAX);
+        return st_errorf(ST_EINVAL,
+                         "capability ctl_addr '%.64s' is not a %s address of 1..%d "
+                         "bytes (no other transport is dialed)",
+                         c->ctl_addr ? c->ctl_addr : "", MS_TRANSPORT, MS_URL_MAX);
     for (size_t i = 0; i < c->n_speeds; i++) {
         const Strata__DtypeSpeed *sp = c->speeds[i];
         if (sp == NULL || sp->dtype == NULL || sp->dtype[0] == '\0' || strlen(sp->dtype) > 15)
             return st_errorf(ST_EINVAL, "capability speeds[%zu] has no dtype name", i);
         if (!isfinite(sp->bytes_per_s) || !(sp->bytes_per_s > 0))
-            return st_errorf(ST_EINVAL, "capability speeds[%zu] (%s) = %g bytes/s is not finite "
-                             "and positive", i, sp->dtype, sp->bytes_per_s);
+            return st_errorf(ST_EINVAL,
+                             "capability speeds[%zu] (%s) = %g bytes/s is not finite "
+                             "and positive",
+                             i, sp->dtype, sp->bytes_per_s);
     }
     if (c->throttle != 0 && (!isfinite(c->throttle) || !(c->throttle > 0)))
         return st_errorf(ST_EINVAL, "capability throttle = %g is not finite and positive",
@@ -88,14 +91,16 @@ st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wi
         char theirs[ST_HEX_SHORT_CAP], ours[ST_HEX_SHORT_CAP];
         st_hex_short(c->model_id.data, c->model_id.len, theirs);
         st_hex_short(model_id, 32, ours);
-        return st_errorf(ST_EINVAL, "model id %s.. differs from the coordinator's %s..: the "
-                         "worker has another model file", theirs, ours);
+        return st_errorf(ST_EINVAL,
+                         "model id %s.. differs from the coordinator's %s..: the "
+                         "worker has another model file",
+                         theirs, ours);
     }
     if (wire == ST_WIRE_AUTO) {
         /* each boundary gets a dtype its receiver lists (replan.c); none listed is f32 */
         if (st_wire_accept_mask(c->wire_dtypes, c->n_wire_dtypes, NULL) == 0)
             return st_errorf(ST_EINVAL, "the worker accepts no wire dtype this coordinator "
-                             "knows (f32, bf16, f16, i8)");
+                                        "knows (f32, bf16, f16, i8)");
     } else if (c->n_wire_dtypes > 0) {
         bool ok = false;
         for (size_t i = 0; i < c->n_wire_dtypes && !ok; i++) {
@@ -167,7 +172,8 @@ st_err st_members_add(st_members *ms, Strata__Msg *join, uint64_t now_ns, st_mem
     *replaced = 0;
     const char *ctl = join->join->cap->ctl_addr;
     for (size_t i = 0; i < ms->n; i++)
-        if (ms->v[i].life == ST_MEMBER_ALIVE && strcmp(ms->v[i].join->join->cap->ctl_addr, ctl) == 0) {
+        if (ms->v[i].life == ST_MEMBER_ALIVE &&
+            strcmp(ms->v[i].join->join->cap->ctl_addr, ctl) == 0) {
             st_members_mark(&ms->v[i], ST_MEMBER_LEFT, "replaced by a new join from its address",
                             now_ns);
             *replaced = ms->v[i].id;
@@ -204,14 +210,17 @@ st_err st_members_admit(st_members *ms, const Strata__Join *j, uint64_t sender, 
         pending += !m->heard;
         if (m->sender != sender && strcmp(m->join->join->cap->ctl_addr, j->cap->ctl_addr) == 0 &&
             now_ns - m->last_hb_ns <= quiet_ns)
-            return st_errorf(ST_EAUTH, "control address %s belongs to live worker %llu, joined "
+            return st_errorf(ST_EAUTH,
+                             "control address %s belongs to live worker %llu, joined "
                              "by another sender and heard from %llu ms ago",
                              j->cap->ctl_addr, (unsigned long long)m->id,
                              (unsigned long long)((now_ns - m->last_hb_ns) / 1000000u));
     }
     if (pending >= ST_MEMBERS_PENDING_MAX)
-        return st_errorf(ST_EBUSY, "%zu workers joined and have not heartbeated yet (the limit); "
-                         "join again later", pending);
+        return st_errorf(ST_EBUSY,
+                         "%zu workers joined and have not heartbeated yet (the limit); "
+                         "join again later",
+                         pending);
     if (now_ns - ms->window_ns >= ST_MEMBERS_JOIN_WINDOW_NS || ms->window_ns == 0) {
         ms->window_ns = now_ns;
         ms->window_joins = 0;
@@ -253,8 +262,8 @@ st_err st_members_heartbeat(st_members *ms, Strata__Msg *hb, uint64_t now_ns, bo
 
 bool st_member_placeable(const st_member *m, uint64_t now_ns)
 {
-    return m->life == ST_MEMBER_ALIVE && m->heard && now_ns >= m->excluded_until &&
-           !m->draining && !m->drained;
+    return m->life == ST_MEMBER_ALIVE && m->heard && now_ns >= m->excluded_until && !m->draining &&
+           !m->drained;
 }
 
 void st_member_exclude(st_member *m, const char *why, uint64_t now_ns)
@@ -347,7 +356,8 @@ bool st_member_measured(const st_member *m, uint64_t epoch, uint32_t first, uint
             samples[i] = h->layers[i]->samples;
             ema[i] = h->layers[i]->ema_ms;
         }
-        st_place_model pm = {.n_layer = n_layer, .layer_bytes = layer_bytes,
+        st_place_model pm = {.n_layer = n_layer,
+                             .layer_bytes = layer_bytes,
                              .head_bytes = head_bytes};
         ok = st_place_measure(&pm, first, last, layer, ema, samples, n, min_samples, spb);
     }

@@ -19,19 +19,19 @@
 #include "strata.pb-c.h"
 
 #define ST_MEMBERS_MAX 256
-#define ST_MEMBERS_PENDING_MAX 16  /* joined, no heartbeat yet: at most this many */
-#define ST_MEMBERS_JOIN_RATE 32    /* joins admitted per ST_MEMBERS_JOIN_WINDOW_NS */
+#define ST_MEMBERS_PENDING_MAX 16 /* joined, no heartbeat yet: at most this many */
+#define ST_MEMBERS_JOIN_RATE 32   /* joins admitted per ST_MEMBERS_JOIN_WINDOW_NS */
 #define ST_MEMBERS_JOIN_WINDOW_NS 1000000000ull
 
 typedef enum st_member_life {
     ST_MEMBER_ALIVE = 0,
-    ST_MEMBER_LOST,     /* no heartbeat within the timeout */
-    ST_MEMBER_LEFT,     /* sent Leave, or replaced by a rejoin from its address */
+    ST_MEMBER_LOST, /* no heartbeat within the timeout */
+    ST_MEMBER_LEFT, /* sent Leave, or replaced by a rejoin from its address */
 } st_member_life;
 
 typedef struct st_member {
     uint64_t id;
-    uint64_t order;          /* join order (placement follows it) */
+    uint64_t order; /* join order (placement follows it) */
     st_member_life life;
     bool heard;              /* a heartbeat came after the join: it knows its id */
     uint64_t excluded_until; /* refused or failed a plan: not placed before this (ns) */
@@ -39,18 +39,18 @@ typedef struct st_member {
     char why[256];           /* reason of exclusion or loss */
     uint64_t joined_ns;
     uint64_t last_hb_ns;
-    uint64_t gone_ns;        /* when it was lost or left */
-    Strata__Msg *join;       /* owned: the Join it sent (join->join->cap is valid) */
-    Strata__Msg *hb;         /* owned: its last Heartbeat, or NULL */
-    void *rpc;               /* the coordinator's REQ peer for it (opaque here) */
+    uint64_t gone_ns;  /* when it was lost or left */
+    Strata__Msg *join; /* owned: the Join it sent (join->join->cap is valid) */
+    Strata__Msg *hb;   /* owned: its last Heartbeat, or NULL */
+    void *rpc;         /* the coordinator's REQ peer for it (opaque here) */
     /* placement (docs/placement.md) */
-    bool draining;           /* `strata drain`: no new plan places it */
-    bool drained;            /* a committed plan without it serves: it may stop */
-    uint64_t drain_epoch;    /* that plan's epoch */
-    uint64_t rpc_sent_ns;    /* when its last Commit was sent (0: none outstanding) */
-    double rtt_ms;           /* control round trip (Commit -> Ack), EMA; 0: not measured */
-    double meas_spb;         /* last measured time per byte of weights (s/B); 0: none */
-    uint64_t meas_ns;        /* when meas_spb was taken */
+    bool draining;        /* `strata drain`: no new plan places it */
+    bool drained;         /* a committed plan without it serves: it may stop */
+    uint64_t drain_epoch; /* that plan's epoch */
+    uint64_t rpc_sent_ns; /* when its last Commit was sent (0: none outstanding) */
+    double rtt_ms;        /* control round trip (Commit -> Ack), EMA; 0: not measured */
+    double meas_spb;      /* last measured time per byte of weights (s/B); 0: none */
+    uint64_t meas_ns;     /* when meas_spb was taken */
     /* who joined it (issue 12): only that envelope sender, with that
      * credential, may heartbeat, report or leave for this id */
     uint64_t sender;
@@ -58,13 +58,13 @@ typedef struct st_member {
 } st_member;
 
 typedef struct st_members {
-    st_member *v;            /* [ST_MEMBERS_MAX] */
+    st_member *v; /* [ST_MEMBERS_MAX] */
     size_t n;
-    uint64_t next_id;        /* ids are (incarnation base) + counter */
+    uint64_t next_id; /* ids are (incarnation base) + counter */
     uint64_t next_order;
-    Strata__Counters retired;/* counters of members dropped from the table */
-    uint64_t window_ns;      /* start of the current join-rate window */
-    uint32_t window_joins;   /* joins admitted in it */
+    Strata__Counters retired; /* counters of members dropped from the table */
+    uint64_t window_ns;       /* start of the current join-rate window */
+    uint32_t window_joins;    /* joins admitted in it */
 } st_members;
 
 /* st_join_protocol - the protocol a Join's sender and this coordinator

@@ -28,8 +28,8 @@ typedef struct net_slot {
     nng_aio *aio;
     int phase; /* written by the main thread before a send, by the callback after */
     /* read by the main thread for any slot (st_net_slots_idle, st_net_pipe_held): */
-    atomic_uint held;     /* NET_IDLE, NET_HELD (a request, unanswered), NET_SENDING */
-    atomic_uint pipe_id;  /* the connection that request came on */
+    atomic_uint held;             /* NET_IDLE, NET_HELD (a request, unanswered), NET_SENDING */
+    atomic_uint pipe_id;          /* the connection that request came on */
     atomic_uint_fast64_t send_ns; /* when its answer's send began (NET_SENDING) */
 } net_slot;
 
@@ -156,8 +156,7 @@ st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, ui
 {
     *out = NULL;
     if (n_slots < 1 || n_slots > ST_NET_MAX_SLOTS)
-        return st_errorf(ST_EINVAL, "control contexts %u not in 1..%u", n_slots,
-                         ST_NET_MAX_SLOTS);
+        return st_errorf(ST_EINVAL, "control contexts %u not in 1..%u", n_slots, ST_NET_MAX_SLOTS);
     st_net *n = calloc(1, sizeof *n);
     if (n == NULL || (n->slots = calloc(n_slots, sizeof *n->slots)) == NULL) {
         free(n);
@@ -173,7 +172,8 @@ st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, ui
     }
     n->ctl_open = true;
     nng_socket_set_size(n->ctl, NNG_OPT_RECVMAXSZ,
-                        max_frame < ST_MSG_CONTROL_MAX_FRAME ? max_frame : ST_MSG_CONTROL_MAX_FRAME);
+                        max_frame < ST_MSG_CONTROL_MAX_FRAME ? max_frame
+                                                             : ST_MSG_CONTROL_MAX_FRAME);
     if ((e = net_listen(n->ctl, listen_url, n->ctl_addr, sizeof n->ctl_addr)))
         goto fail;
     if ((e = net_listen(n->ctl, ST_NET_INPROC_URL, rurl, sizeof rurl)))

@@ -22,8 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
 #include "common/cq.h"
+#include "common/err.h"
 
 #define ST_NET_ADDR_MAX 256
 #define ST_NET_MAX_SLOTS 1024
@@ -34,9 +34,9 @@
 /* The kinds of the events the sockets post (st_cq_event.kind; the queue
  * and the rule it serves: common/cq.h). */
 typedef enum st_net_event {
-    ST_CQ_CTL = 1,      /* a request arrived on REP context `slot` (msg set) */
-    ST_CQ_RESULT = 2,   /* a frame arrived on the results PULL socket (msg set) */
-    ST_CQ_OP_DONE = 3,  /* an outgoing operation (RPC call or step send) ended: op */
+    ST_CQ_CTL = 1,     /* a request arrived on REP context `slot` (msg set) */
+    ST_CQ_RESULT = 2,  /* a frame arrived on the results PULL socket (msg set) */
+    ST_CQ_OP_DONE = 3, /* an outgoing operation (RPC call or step send) ended: op */
 } st_net_event;
 
 typedef struct st_net st_net;

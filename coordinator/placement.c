@@ -96,8 +96,10 @@ static st_err pl_check(const st_place_model *m, const st_place_worker *w, size_t
                          o->act_bytes);
     for (size_t i = 0; i < n; i++) {
         if (!(w[i].spb > 0) || !isfinite(w[i].spb))
-            return st_errorf(ST_EINVAL, "worker %llu has time per byte %g s; the planner needs a "
-                             "positive finite value", (unsigned long long)w[i].id, w[i].spb);
+            return st_errorf(ST_EINVAL,
+                             "worker %llu has time per byte %g s; the planner needs a "
+                             "positive finite value",
+                             (unsigned long long)w[i].id, w[i].spb);
         for (size_t j = 0; j < i; j++)
             if (w[j].id == w[i].id)
                 return st_errorf(ST_EINVAL, "worker id %llu appears twice",
@@ -106,14 +108,16 @@ static st_err pl_check(const st_place_model *m, const st_place_worker *w, size_t
             double lat = o->lat_s ? o->lat_s[i * n + j] : 0;
             double bw = o->bw ? o->bw[i * n + j] : 0;
             if (!(lat >= 0) || !isfinite(lat) || !(bw >= 0) || isnan(bw))
-                return st_errorf(ST_EINVAL, "link %llu -> %llu: latency %g s, bandwidth %g B/s; "
+                return st_errorf(ST_EINVAL,
+                                 "link %llu -> %llu: latency %g s, bandwidth %g B/s; "
                                  "both must be >= 0 and the latency finite",
                                  (unsigned long long)w[i].id, (unsigned long long)w[j].id, lat, bw);
             double act = o->act_ab ? o->act_ab[i * n + j] : 0;
             if (!(act >= 0) || !isfinite(act))
-                return st_errorf(ST_EINVAL, "link %llu -> %llu: %g activation bytes per token is "
-                                 "not finite and >= 0", (unsigned long long)w[i].id,
-                                 (unsigned long long)w[j].id, act);
+                return st_errorf(ST_EINVAL,
+                                 "link %llu -> %llu: %g activation bytes per token is "
+                                 "not finite and >= 0",
+                                 (unsigned long long)w[i].id, (unsigned long long)w[j].id, act);
         }
     }
     return ST_OK;
@@ -138,26 +142,29 @@ static st_err pl_diagnose(const pl_ctx *x, const size_t *cand, size_t nc, const 
     uint64_t weights = x->prefix[L], kv = pl_mul(x->kv_layer, L);
     uint64_t need = pl_mem(x, 0, L);
     if (budget < need)
-        return st_errorf(ST_ENOMEM, "no plan: total memory %s of %zu %s < weights %s + KV reserve "
+        return st_errorf(ST_ENOMEM,
+                         "no plan: total memory %s of %zu %s < weights %s + KV reserve "
                          "%s (%llu tokens x %u layers) + embedding and head %s",
                          st_place_fmt_bytes(budget, b1, sizeof b1), nc, who,
                          st_place_fmt_bytes(weights, b2, sizeof b2),
-                         st_place_fmt_bytes(kv, b3, sizeof b3),
-                         (unsigned long long)x->o->kv_tokens, L,
+                         st_place_fmt_bytes(kv, b3, sizeof b3), (unsigned long long)x->o->kv_tokens,
+                         L,
                          st_place_fmt_bytes(pl_add(m->embd_bytes, m->head_bytes), b4, sizeof b4));
     for (uint32_t l = 0; l < L; l++) {
         uint64_t one = pl_mem(x, l, l + 1);
         if (one > largest)
-            return st_errorf(ST_ENOMEM, "no plan: layer %u alone needs %s (weights %s + KV reserve "
-                             "%s%s%s) > the largest budget %s (worker %llu)", l,
-                             st_place_fmt_bytes(one, b1, sizeof b1),
+            return st_errorf(ST_ENOMEM,
+                             "no plan: layer %u alone needs %s (weights %s + KV reserve "
+                             "%s%s%s) > the largest budget %s (worker %llu)",
+                             l, st_place_fmt_bytes(one, b1, sizeof b1),
                              st_place_fmt_bytes(m->layer_bytes[l], b2, sizeof b2),
                              st_place_fmt_bytes(x->kv_layer, b3, sizeof b3),
                              l == 0 ? " + embedding" : "", l + 1 == L ? " + head" : "",
                              st_place_fmt_bytes(largest, b4, sizeof b4),
                              (unsigned long long)x->w[li].id);
     }
-    return st_errorf(ST_ENOMEM, "no plan: total memory %s of %zu %s covers the need %s, but no "
+    return st_errorf(ST_ENOMEM,
+                     "no plan: total memory %s of %zu %s covers the need %s, but no "
                      "assignment of contiguous layer ranges fits the budgets (largest %s)",
                      st_place_fmt_bytes(budget, b1, sizeof b1), nc, who,
                      st_place_fmt_bytes(need, b2, sizeof b2),
@@ -229,8 +236,8 @@ static bool pl_current(const pl_ctx *x, st_place_result *cur)
                 continue;
             if (st->n_rep > 0 && w->cur_last != st->last)
                 return false; /* overlapping ranges */
-            if (w->cur_last <= at || w->cur_last > x->m->n_layer || !pl_fits(x, i, at, w->cur_last) ||
-                st->n_rep == ST_PLACE_MAX_REPLICAS)
+            if (w->cur_last <= at || w->cur_last > x->m->n_layer ||
+                !pl_fits(x, i, at, w->cur_last) || st->n_rep == ST_PLACE_MAX_REPLICAS)
                 return false;
             st->first = at;
             st->last = w->cur_last;
@@ -266,9 +273,11 @@ static st_err pl_split(const pl_ctx *x, st_place_result *r)
             continue;
         uint64_t need = pl_mem(x, at, at + o->split[i]);
         if (need > x->w[i].mem_budget)
-            return st_errorf(ST_ENOMEM, "no plan: --split gives worker %llu layers [%u, %u) "
-                             "needing %s > its budget %s", (unsigned long long)x->w[i].id, at,
-                             at + o->split[i], st_place_fmt_bytes(need, b1, sizeof b1),
+            return st_errorf(ST_ENOMEM,
+                             "no plan: --split gives worker %llu layers [%u, %u) "
+                             "needing %s > its budget %s",
+                             (unsigned long long)x->w[i].id, at, at + o->split[i],
+                             st_place_fmt_bytes(need, b1, sizeof b1),
                              st_place_fmt_bytes(x->w[i].mem_budget, b2, sizeof b2));
         st_place_stage *st = &r->stages[r->n_stages++];
         memset(st, 0, sizeof *st);
@@ -330,8 +339,8 @@ out:
     return e;
 }
 
-st_err st_place(const st_place_model *m, const st_place_worker *w, size_t n,
-                const st_place_opts *o, st_place_result *out)
+st_err st_place(const st_place_model *m, const st_place_worker *w, size_t n, const st_place_opts *o,
+                st_place_result *out)
 {
     st_place_opts dflt = st_place_opts_default();
     if (o == NULL)
@@ -342,7 +351,10 @@ st_err st_place(const st_place_model *m, const st_place_worker *w, size_t n,
     st_err e = pl_check(m, w, n, o);
     if (e != ST_OK)
         return e;
-    pl_ctx x = {.m = m, .w = w, .n = n, .o = o,
+    pl_ctx x = {.m = m,
+                .w = w,
+                .n = n,
+                .o = o,
                 .kv_layer = pl_mul(m->kv_bytes_per_token_layer, o->kv_tokens)};
     if ((x.prefix = malloc(((size_t)m->n_layer + 1) * sizeof *x.prefix)) == NULL)
         return st_errorf(ST_ENOMEM, "planner: prefix of %u layers", m->n_layer);
@@ -401,7 +413,10 @@ st_err st_place_eval(const st_place_model *m, const st_place_worker *w, size_t n
     if (out->n_stages == 0 || out->n_stages > ST_PLACE_MAX_WORKERS)
         return st_errorf(ST_EINVAL, "a plan of %zu stages", out->n_stages);
     bool *seen = calloc(n, sizeof *seen);
-    pl_ctx x = {.m = m, .w = w, .n = n, .o = o,
+    pl_ctx x = {.m = m,
+                .w = w,
+                .n = n,
+                .o = o,
                 .kv_layer = pl_mul(m->kv_bytes_per_token_layer, o->kv_tokens)};
     x.prefix = malloc(((size_t)m->n_layer + 1) * sizeof *x.prefix);
     if (seen == NULL || x.prefix == NULL) {
@@ -418,8 +433,10 @@ st_err st_place_eval(const st_place_model *m, const st_place_worker *w, size_t n
         const st_place_stage *st = &out->stages[s];
         if (st->first != at || st->last <= st->first || st->last > m->n_layer || st->n_rep < 1 ||
             st->n_rep > ST_PLACE_MAX_REPLICAS) {
-            e = st_errorf(ST_EINVAL, "stage %zu [%u, %u) with %u workers does not continue the "
-                          "layers at %u", s, st->first, st->last, st->n_rep, at);
+            e = st_errorf(ST_EINVAL,
+                          "stage %zu [%u, %u) with %u workers does not continue the "
+                          "layers at %u",
+                          s, st->first, st->last, st->n_rep, at);
             break;
         }
         for (uint32_t k = 0; k < st->n_rep && e == ST_OK; k++) {
@@ -432,8 +449,10 @@ st_err st_place_eval(const st_place_model *m, const st_place_worker *w, size_t n
             seen[i] = true;
             uint64_t need = pl_mem(&x, st->first, st->last);
             if (need > w[i].mem_budget)
-                e = st_errorf(ST_ENOMEM, "stage %zu [%u, %u) needs %s > the budget %s of worker "
-                              "%llu", s, st->first, st->last, st_place_fmt_bytes(need, b1, 48),
+                e = st_errorf(ST_ENOMEM,
+                              "stage %zu [%u, %u) needs %s > the budget %s of worker "
+                              "%llu",
+                              s, st->first, st->last, st_place_fmt_bytes(need, b1, 48),
                               st_place_fmt_bytes(w[i].mem_budget, b2, 48),
                               (unsigned long long)w[i].id);
         }

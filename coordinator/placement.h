@@ -41,8 +41,8 @@
 
 #define ST_PLACE_MAX_WORKERS 256
 #define ST_PLACE_MAX_LAYERS 65535
-#define ST_PLACE_EXACT_MAX 8      /* exact search over orders up to this many workers */
-#define ST_PLACE_MAX_REPLICAS 8   /* workers per stage */
+#define ST_PLACE_EXACT_MAX 8    /* exact search over orders up to this many workers */
+#define ST_PLACE_MAX_REPLICAS 8 /* workers per stage */
 #define ST_PLACE_MARGIN_DEFAULT 0.10
 
 typedef enum st_place_objective {
@@ -63,9 +63,9 @@ typedef struct st_place_worker {
 
 typedef struct st_place_model {
     uint32_t n_layer;
-    const uint64_t *layer_bytes;       /* [n_layer] */
-    uint64_t embd_bytes;               /* held by the first stage */
-    uint64_t head_bytes;               /* held and computed by the last stage */
+    const uint64_t *layer_bytes; /* [n_layer] */
+    uint64_t embd_bytes;         /* held by the first stage */
+    uint64_t head_bytes;         /* held and computed by the last stage */
     uint64_t kv_bytes_per_token_layer;
 } st_place_model;
 
@@ -89,40 +89,40 @@ typedef struct st_place_opts {
 st_place_opts st_place_opts_default(void);
 
 typedef struct st_place_stage {
-    uint32_t first;  /* layers [first, last) */
+    uint32_t first; /* layers [first, last) */
     uint32_t last;
-    uint32_t n_rep;  /* workers serving it: 1 + replicas */
+    uint32_t n_rep;                      /* workers serving it: 1 + replicas */
     uint16_t rep[ST_PLACE_MAX_REPLICAS]; /* input indices; rep[0] is the primary */
-    uint64_t bytes;  /* weights + KV reserve (+ embedding, + head) each of them holds */
-    double compute_s;/* the primary's compute time for one token */
-    double link_s;   /* the boundary into this stage (0 for stage 0), one token */
-    double time_s;   /* pipeline time: incoming transfer + compute, over the replicas */
+    uint64_t bytes;   /* weights + KV reserve (+ embedding, + head) each of them holds */
+    double compute_s; /* the primary's compute time for one token */
+    double link_s;    /* the boundary into this stage (0 for stage 0), one token */
+    double time_s;    /* pipeline time: incoming transfer + compute, over the replicas */
 } st_place_stage;
 
 /* Why a worker has no stage. */
 typedef enum st_place_why {
     ST_PLACE_USED = 0,
-    ST_PLACE_WHY_SPARE,     /* a spare, and neither a gap nor a bottleneck needs it */
-    ST_PLACE_WHY_MEMORY,    /* its budget holds no stage (why_bytes: the smallest need) */
-    ST_PLACE_WHY_UNNEEDED,  /* the best plan is no better with it */
-    ST_PLACE_WHY_SPLIT,     /* --split gives it no layers */
+    ST_PLACE_WHY_SPARE,    /* a spare, and neither a gap nor a bottleneck needs it */
+    ST_PLACE_WHY_MEMORY,   /* its budget holds no stage (why_bytes: the smallest need) */
+    ST_PLACE_WHY_UNNEEDED, /* the best plan is no better with it */
+    ST_PLACE_WHY_SPLIT,    /* --split gives it no layers */
 } st_place_why;
 
 typedef struct st_place_result {
     size_t n_stages;
     st_place_stage stages[ST_PLACE_MAX_WORKERS];
     st_place_objective objective;
-    double margin;         /* the hysteresis margin used */
-    double step_s;         /* the objective's value: latency_s or bottleneck_s */
-    double latency_s;      /* one token through the primaries: compute + links */
-    double bottleneck_s;   /* the slowest stage's time_s */
-    size_t bottleneck;     /* its index */
-    bool exact;            /* the search over orders was exhaustive */
-    bool with_spares;      /* spares take part (a gap or a bottleneck) */
-    bool replicated;       /* some stage has more than one worker */
-    bool has_current;      /* the workers' current stages form a complete plan */
-    double current_s;      /* its objective value under the same estimates */
-    bool keep_current;     /* has_current and the new plan is not better by the margin */
+    double margin;       /* the hysteresis margin used */
+    double step_s;       /* the objective's value: latency_s or bottleneck_s */
+    double latency_s;    /* one token through the primaries: compute + links */
+    double bottleneck_s; /* the slowest stage's time_s */
+    size_t bottleneck;   /* its index */
+    bool exact;          /* the search over orders was exhaustive */
+    bool with_spares;    /* spares take part (a gap or a bottleneck) */
+    bool replicated;     /* some stage has more than one worker */
+    bool has_current;    /* the workers' current stages form a complete plan */
+    double current_s;    /* its objective value under the same estimates */
+    bool keep_current;   /* has_current and the new plan is not better by the margin */
     st_place_why why[ST_PLACE_MAX_WORKERS]; /* per input worker */
     uint64_t why_bytes[ST_PLACE_MAX_WORKERS];
 } st_place_result;
@@ -139,8 +139,8 @@ typedef struct st_place_result {
  * Errors: ST_EINVAL no workers, too many, a bad model, speed, link,
  * margin or split; ST_EBUSY a split naming more workers than given;
  * ST_ENOMEM "no plan: ..." naming the memory constraint and its numbers. */
-st_err st_place(const st_place_model *m, const st_place_worker *w, size_t n,
-                const st_place_opts *o, st_place_result *out);
+st_err st_place(const st_place_model *m, const st_place_worker *w, size_t n, const st_place_opts *o,
+                st_place_result *out);
 
 /* st_place_eval - fills out's times for the given stages (out->stages and
  * out->n_stages set by the caller; rep[] index w) under m, w and o;
@@ -192,9 +192,9 @@ void st_place_calibrate(const st_place_speed *s, size_t n, double *spb, double *
  * layer[i], ema_ms[i] and samples[i] describe the n reported layers. False
  * (nothing written) unless every layer of the range is reported with at
  * least min_samples samples and a finite positive EMA. */
-bool st_place_measure(const st_place_model *m, uint32_t first, uint32_t last,
-                      const uint32_t *layer, const double *ema_ms, const uint32_t *samples,
-                      size_t n, uint32_t min_samples, double *spb);
+bool st_place_measure(const st_place_model *m, uint32_t first, uint32_t last, const uint32_t *layer,
+                      const double *ema_ms, const uint32_t *samples, size_t n, uint32_t min_samples,
+                      double *spb);
 
 /* Sustained imbalance: the current plan is worse than the best one by the
  * margin in consecutive checks. */

@@ -43,9 +43,9 @@ typedef struct plan_view {
     Strata__Plan pb;
     Strata__Stage *st;
     Strata__Stage **sp;
-    uint64_t *ids;  /* [n][ST_PLAN_MAX_REPLICAS] */
-    uint64_t *snd;  /* [n][ST_PLAN_MAX_REPLICAS] data senders */
-    char **addrs;   /* [n][ST_PLAN_MAX_REPLICAS] */
+    uint64_t *ids; /* [n][ST_PLAN_MAX_REPLICAS] */
+    uint64_t *snd; /* [n][ST_PLAN_MAX_REPLICAS] data senders */
+    char **addrs;  /* [n][ST_PLAN_MAX_REPLICAS] */
 } plan_view;
 
 st_err st_plan_to_pb(const st_plan *p, bool without_hash, Strata__Plan **out)
@@ -169,8 +169,7 @@ bool st_plan_same_layout(const st_plan *a, const st_plan *b)
             strcmp(x->in_dtype, y->in_dtype) != 0)
             return false;
         for (uint32_t k = 0; k < x->n_workers && k < ST_PLAN_MAX_REPLICAS; k++)
-            if (x->worker_ids[k] != y->worker_ids[k] ||
-                x->data_senders[k] != y->data_senders[k] ||
+            if (x->worker_ids[k] != y->worker_ids[k] || x->data_senders[k] != y->data_senders[k] ||
                 strcmp(x->data_addrs[k], y->data_addrs[k]) != 0)
                 return false;
     }

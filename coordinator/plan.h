@@ -40,15 +40,15 @@ typedef struct st_plan {
     uint32_t n_stages;
     st_plan_stage *stages; /* malloc'ed [n_stages] */
     bool zstd;
-    char wire[8];          /* boundary dtype name: "f32", "bf16", "f16", "i8"; a stage's
-                            * own in_dtype, when set, wins (--wire auto) */
+    char wire[8]; /* boundary dtype name: "f32", "bf16", "f16", "i8"; a stage's
+                   * own in_dtype, when set, wins (--wire auto) */
     char result_addr[ST_PLAN_ADDR_MAX];
     uint32_t n_layer;
     uint32_t max_tokens;   /* tokens per batch */
     uint32_t n_ctx;        /* KV positions per session */
     uint32_t max_sessions; /* KV slots per worker */
     uint64_t incarnation;
-    uint64_t step_sender;  /* the coordinator's envelope sender id of STEP frames */
+    uint64_t step_sender; /* the coordinator's envelope sender id of STEP frames */
 } st_plan;
 
 /* st_epoch_first - the first epoch of a coordinator started at start_ms
@@ -134,7 +134,7 @@ typedef enum st_round_peer_state {
 
 typedef struct st_round_peer {
     uint64_t worker_id;
-    bool in_plan;            /* has a stage (else it is prepared and committed as a spare) */
+    bool in_plan; /* has a stage (else it is prepared and committed as a spare) */
     st_round_peer_state state;
     uint64_t resident_bytes; /* from Ready */
 } st_round_peer;

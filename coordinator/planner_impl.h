@@ -17,8 +17,8 @@ typedef struct pl_ctx {
     const st_place_worker *w;
     size_t n;
     const st_place_opts *o;
-    uint64_t *prefix; /* [n_layer + 1]: bytes of layers [0, l), saturating */
-    uint64_t kv_layer;/* KV reserve bytes per layer, saturating */
+    uint64_t *prefix;  /* [n_layer + 1]: bytes of layers [0, l), saturating */
+    uint64_t kv_layer; /* KV reserve bytes per layer, saturating */
 } pl_ctx;
 
 /* A coverage plan: stage i is worker[i] on [cut[i], cut[i + 1]). */
@@ -26,7 +26,7 @@ typedef struct pl_sol {
     bool found;
     bool exact;
     size_t n_stages;
-    uint16_t worker[ST_PLACE_MAX_WORKERS];   /* input indices */
+    uint16_t worker[ST_PLACE_MAX_WORKERS]; /* input indices */
     uint32_t cut[ST_PLACE_MAX_WORKERS + 1];
     double bottleneck; /* slowest stage time */
     double latency;    /* compute + links of one token */

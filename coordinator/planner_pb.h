@@ -20,8 +20,8 @@ typedef struct st_pp_worker {
     uint64_t id;
     const char *name;
     int input;
-    const char *source;  /* of its estimate: "measured", "remembered", "announced", "file" */
-    const char *reason;  /* input == -1: why it was not a candidate */
+    const char *source; /* of its estimate: "measured", "remembered", "announced", "file" */
+    const char *reason; /* input == -1: why it was not a candidate */
     uint64_t mem_budget;
     bool spare;
 } st_pp_worker;

@@ -306,8 +306,8 @@ static st_err ps_solve_subset(const pl_ctx *x, const size_t *cand, size_t nc, pl
     if (x->o->objective == ST_PLACE_LATENCY)
         return ps_subset(x, cand, nc, PS_SUM, INFINITY, ub.found ? ub.latency * slack : INFINITY,
                          out);
-    if ((e = ps_subset(x, cand, nc, PS_MAX, INFINITY,
-                       ub.found ? ub.bottleneck * slack : INFINITY, out)) != ST_OK ||
+    if ((e = ps_subset(x, cand, nc, PS_MAX, INFINITY, ub.found ? ub.bottleneck * slack : INFINITY,
+                       out)) != ST_OK ||
         !out->found)
         return e;
     pl_sol second;
@@ -376,9 +376,9 @@ static st_err ps_heuristic(const pl_ctx *x, const size_t *cand, size_t nc, pl_so
             key[cand[i]] = seed % 2 ? x->w[cand[i]].spb : -(double)x->w[cand[i]].mem_budget;
         if (seed > 0)
             ps_sort(ord, nc, key);
-        if (seed >= 3 && (nc <= ST_PLACE_EXACT_MAX ||
-                          ((size_t)1 << ST_PLACE_EXACT_MAX) * ST_PLACE_EXACT_MAX * W >
-                              PS_EXACT_STATES))
+        if (seed >= 3 &&
+            (nc <= ST_PLACE_EXACT_MAX ||
+             ((size_t)1 << ST_PLACE_EXACT_MAX) * ST_PLACE_EXACT_MAX * W > PS_EXACT_STATES))
             continue;
         if (seed >= 3) { /* exact over the 8 fastest (3) or largest (4) workers */
             if ((e = ps_solve_subset(x, ord, ST_PLACE_EXACT_MAX, &s)) != ST_OK)
@@ -500,8 +500,8 @@ typedef struct ps_rep_search {
     size_t np;
     double best_b;
     size_t best_extra;
-    int *cur;   /* [np]: stage or -1 */
-    int *best;  /* [np] */
+    int *cur;  /* [np]: stage or -1 */
+    int *best; /* [np] */
 } ps_rep_search;
 
 static void ps_rep_rec(ps_rep_search *q, size_t i)

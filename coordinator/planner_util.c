@@ -45,8 +45,7 @@ st_err st_place_objective_from_name(const char *s, st_place_objective *out)
         *out = ST_PLACE_THROUGHPUT;
         return ST_OK;
     }
-    return st_errorf(ST_EINVAL, "objective '%.32s' is neither latency nor throughput",
-                     s ? s : "");
+    return st_errorf(ST_EINVAL, "objective '%.32s' is neither latency nor throughput", s ? s : "");
 }
 
 const char *st_place_fmt_bytes(uint64_t b, char *buf, size_t cap)
@@ -92,8 +91,10 @@ const char *st_place_why_text(const st_place_result *r, size_t i, char *buf, siz
         if (r->with_spares)
             snprintf(buf, cap, "spare: the plan takes other spares and is no better with it");
         else
-            snprintf(buf, cap, "spare: the others hold the model and a plan with the spares is "
-                     "not %.0f%% faster", 100 * r->margin);
+            snprintf(buf, cap,
+                     "spare: the others hold the model and a plan with the spares is "
+                     "not %.0f%% faster",
+                     100 * r->margin);
         break;
     case ST_PLACE_WHY_MEMORY:
         snprintf(buf, cap, "memory: its budget holds no stage (the smallest needs %s)",
@@ -101,8 +102,7 @@ const char *st_place_why_text(const st_place_result *r, size_t i, char *buf, siz
         break;
     case ST_PLACE_WHY_UNNEEDED:
         snprintf(buf, cap, "not needed: the best %s plan is no better with it%s",
-                 st_place_objective_name(r->objective),
-                 r->exact ? "" : " (heuristic search)");
+                 st_place_objective_name(r->objective), r->exact ? "" : " (heuristic search)");
         break;
     case ST_PLACE_WHY_SPLIT:
         snprintf(buf, cap, "--split gives it no layers");
@@ -143,9 +143,9 @@ void st_place_calibrate(const st_place_speed *s, size_t n, double *spb, double *
         *k_out = k;
 }
 
-bool st_place_measure(const st_place_model *m, uint32_t first, uint32_t last,
-                      const uint32_t *layer, const double *ema_ms, const uint32_t *samples,
-                      size_t n, uint32_t min_samples, double *spb)
+bool st_place_measure(const st_place_model *m, uint32_t first, uint32_t last, const uint32_t *layer,
+                      const double *ema_ms, const uint32_t *samples, size_t n, uint32_t min_samples,
+                      double *spb)
 {
     if (first >= last || last > m->n_layer)
         return false;

@@ -131,9 +131,11 @@ st_err coord_links(const st_coord *c, const uint64_t *ids, size_t n, st_link *ou
         double since = (double)(now - m->last_hb_ns) * 1e-9; /* the report aged since */
         for (size_t j = 0; j < hb->n_links && k < cap; j++) {
             const Strata__LinkMeasure *l = hb->links[j];
-            obs[k++] = (st_link_obs){.from = m->id, .to = l->peer_id,
+            obs[k++] = (st_link_obs){.from = m->id,
+                                     .to = l->peer_id,
                                      .latency_s = l->latency_ms * 1e-3,
-                                     .bw = l->bandwidth_bytes_per_s, .samples = l->samples,
+                                     .bw = l->bandwidth_bytes_per_s,
+                                     .samples = l->samples,
                                      .age_s = l->age_s + since};
         }
     }
@@ -179,8 +181,7 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
         size_t k = v->n++;
         const Strata__Capability *cap = m->join->join->cap;
         st_place_worker *w = &v->w[k];
-        *w = (st_place_worker){.id = m->id, .mem_budget = cap->memory_budget,
-                               .spare = cap->spare};
+        *w = (st_place_worker){.id = m->id, .mem_budget = cap->memory_budget, .spare = cap->spare};
         int st = serving ? st_plan_stage_of(&c->plan, m->id) : -1;
         if (st >= 0) {
             w->has_stage = true;
@@ -190,9 +191,9 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
         sp[k].cap_spb = 1.0 / st_member_speed(m, c->mi.dtype);
         double meas;
         v->source[k] = "announced";
-        if (st >= 0 && st_member_measured(m, c->plan.epoch, w->cur_first, w->cur_last,
-                                          c->mi.layer_bytes, c->mi.n_layer, c->mi.head_bytes,
-                                          c->pl.min_samples, &meas)) {
+        if (st >= 0 &&
+            st_member_measured(m, c->plan.epoch, w->cur_first, w->cur_last, c->mi.layer_bytes,
+                               c->mi.n_layer, c->mi.head_bytes, c->pl.min_samples, &meas)) {
             m->meas_spb = meas;
             m->meas_ns = now;
             v->source[k] = "measured";
@@ -227,8 +228,10 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
         v->lat[a] = v->links[a].latency_s;
         v->bw[a] = v->links[a].bw;
     }
-    v->m = (st_place_model){.n_layer = c->mi.n_layer, .layer_bytes = c->mi.layer_bytes,
-                            .embd_bytes = c->mi.embd_bytes, .head_bytes = c->mi.head_bytes,
+    v->m = (st_place_model){.n_layer = c->mi.n_layer,
+                            .layer_bytes = c->mi.layer_bytes,
+                            .embd_bytes = c->mi.embd_bytes,
+                            .head_bytes = c->mi.head_bytes,
                             .kv_bytes_per_token_layer = c->mi.kv_bytes_per_token_layer};
     v->o = st_place_opts_default();
     v->o.objective = objective;
@@ -282,8 +285,11 @@ static st_err coord_wire_matrix(const st_coord *c, coord_pl_view *v)
         uint32_t mask = coord_wire_accept(c, v->w[b].id);
         for (size_t a = 0; a < n; a++) {
             const st_link *l = &v->links[a * n + b];
-            st_wire_link_in in = {.hidden = c->mi.n_embd, .bw = l->bw, .latency_s = l->latency_s,
-                                  .measured = l->measured, .compute_s = v->w[b].spb * share,
+            st_wire_link_in in = {.hidden = c->mi.n_embd,
+                                  .bw = l->bw,
+                                  .latency_s = l->latency_s,
+                                  .measured = l->measured,
+                                  .compute_s = v->w[b].spb * share,
                                   .accept_mask = mask};
             st_wire_choice ch;
             /* a receiver accepting nothing usable gets f32's bytes here; the
@@ -304,8 +310,11 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
     size_t n = v->n;
     for (size_t i = 1; i < r->n_stages && i < p->n_stages; i++) {
         const st_place_stage *from = &r->stages[i - 1], *to = &r->stages[i];
-        st_wire_link_in in = {.hidden = c->mi.n_embd, .bw = INFINITY, .measured = true,
-                              .compute_s = to->compute_s, .accept_mask = ST_WIRE_MASK_ALL};
+        st_wire_link_in in = {.hidden = c->mi.n_embd,
+                              .bw = INFINITY,
+                              .measured = true,
+                              .compute_s = to->compute_s,
+                              .accept_mask = ST_WIRE_MASK_ALL};
         for (uint32_t y = 0; y < to->n_rep; y++) {
             in.accept_mask &= coord_wire_accept(c, v->w[to->rep[y]].id);
             for (uint32_t x = 0; x < from->n_rep; x++) {
@@ -374,7 +383,8 @@ static bool coord_wire_moved(const st_coord *c, const coord_pl_view *v, st_place
         for (uint32_t i = 1; i < q.n_stages && !moved; i++)
             if (strcmp(q.stages[i].in_dtype, c->plan.stages[i].in_dtype) != 0) {
                 moved = true;
-                snprintf(why, cap, "the boundary into stage %u now chooses %s", i, q.stages[i].in_why);
+                snprintf(why, cap, "the boundary into stage %u now chooses %s", i,
+                         q.stages[i].in_why);
             }
     free(st);
     return moved;
@@ -400,8 +410,10 @@ void coord_replan(st_coord *c, bool force, const char *why)
     if (c->round.phase != ST_ROUND_IDLE) {
         c->replan_wanted = true;
         c->replan_force = c->replan_force || force;
-        snprintf(c->pl.decision, sizeof c->pl.decision, "deferred until epoch %llu is switched "
-                 "to (%s)", (unsigned long long)c->round.plan.epoch, why);
+        snprintf(c->pl.decision, sizeof c->pl.decision,
+                 "deferred until epoch %llu is switched "
+                 "to (%s)",
+                 (unsigned long long)c->round.plan.epoch, why);
         return;
     }
     force = force || c->replan_force;
@@ -412,8 +424,8 @@ void coord_replan(st_coord *c, bool force, const char *why)
     st_err e = r ? coord_pl_view_build(c, c->pl.objective, c->cfg.replicas, &v)
                  : st_errorf(ST_ENOMEM, "planner result");
     if (e == ST_OK && !c->has_plan && v->n < c->cfg.min_workers) {
-        snprintf(c->plan_error, sizeof c->plan_error, "waiting for workers: %zu of %u joined",
-                 v->n, c->cfg.min_workers);
+        snprintf(c->plan_error, sizeof c->plan_error, "waiting for workers: %zu of %u joined", v->n,
+                 c->cfg.min_workers);
         snprintf(c->pl.decision, sizeof c->pl.decision, "%s", c->plan_error);
         goto out;
     }
@@ -432,9 +444,11 @@ void coord_replan(st_coord *c, bool force, const char *why)
     char moved[ST_WIRE_WHY_MAX + 64];
     if (!force && serving && r->keep_current) {
         if (!coord_wire_moved(c, v, r, moved, sizeof moved)) {
-            snprintf(text, sizeof text, "keeping epoch %llu: its %s step %.3f ms; the best plan's "
-                     "%.3f ms is not %.0f%% better (%s)", (unsigned long long)c->plan.epoch, obj,
-                     r->current_s * 1e3, r->step_s * 1e3, 100 * c->pl.margin, why);
+            snprintf(text, sizeof text,
+                     "keeping epoch %llu: its %s step %.3f ms; the best plan's "
+                     "%.3f ms is not %.0f%% better (%s)",
+                     (unsigned long long)c->plan.epoch, obj, r->current_s * 1e3, r->step_s * 1e3,
+                     100 * c->pl.margin, why);
             coord_pl_note(c, ST_LOG_INFO, text);
             goto out;
         }
@@ -503,9 +517,11 @@ void coord_replan(st_coord *c, bool force, const char *why)
     char cur[64] = "";
     if (r->has_current)
         snprintf(cur, sizeof cur, ", the serving plan's %.3f ms", r->current_s * 1e3);
-    snprintf(text, sizeof text, "preparing epoch %llu (%u stages, %u workers, %s step %.3f ms%s) "
-             "because %s", (unsigned long long)p.epoch, p.n_stages, st_plan_n_workers(&p), obj,
-             r->step_s * 1e3, cur, why);
+    snprintf(text, sizeof text,
+             "preparing epoch %llu (%u stages, %u workers, %s step %.3f ms%s) "
+             "because %s",
+             (unsigned long long)p.epoch, p.n_stages, st_plan_n_workers(&p), obj, r->step_s * 1e3,
+             cur, why);
     coord_pl_note(c, ST_LOG_INFO, text);
     if ((e = st_round_begin(&c->round, &p, others, no, coord_now()))) {
         st_plan_free(&p);
@@ -531,7 +547,8 @@ static bool coord_wire_check(st_coord *c, uint64_t now, uint64_t every)
     coord_pl_view *v = NULL;
     st_place_result *r = malloc(sizeof *r);
     char why[ST_WIRE_WHY_MAX + 64];
-    bool moved = r != NULL && coord_pl_view_build(c, c->pl.objective, c->cfg.replicas, &v) == ST_OK &&
+    bool moved = r != NULL &&
+                 coord_pl_view_build(c, c->pl.objective, c->cfg.replicas, &v) == ST_OK &&
                  coord_wire_moved(c, v, r, why, sizeof why);
     coord_pl_view_free(v);
     free(r);
@@ -577,8 +594,10 @@ void coord_on_heartbeat(st_coord *c)
     bool imbalanced = r->has_current && !r->keep_current;
     if (st_imbalance_update(&c->pl.imb, imbalanced, now, c->pl.imbalance_ns, 3)) {
         char why[200];
-        snprintf(why, sizeof why, "of a sustained imbalance: the serving plan's step %.3f ms, "
-                 "the best plan's %.3f ms", r->current_s * 1e3, r->step_s * 1e3);
+        snprintf(why, sizeof why,
+                 "of a sustained imbalance: the serving plan's step %.3f ms, "
+                 "the best plan's %.3f ms",
+                 r->current_s * 1e3, r->step_s * 1e3);
         coord_replan(c, false, why);
     }
     coord_pl_view_free(v);

@@ -27,32 +27,32 @@ typedef struct coord_pl {
     bool init;
     st_place_objective objective;
     double margin;
-    uint64_t imbalance_ns;  /* 0: imbalance checks off */
+    uint64_t imbalance_ns; /* 0: imbalance checks off */
     uint32_t min_samples;
     uint64_t last_check_ns;
     uint64_t wire_check_ns; /* the last --wire auto check of the serving plan's dtypes */
     uint64_t last_samples;  /* per-layer samples of the serving workers at the last check */
     st_imbalance imb;
-    double calibration;     /* the last k of st_place_calibrate */
-    char decision[400];     /* what the last replan decided, for logs and ReplanReply */
-    bool started;           /* the last coord_replan started a round */
-    st_err last_err;        /* the last coord_replan's planner error (ST_OK: none) */
+    double calibration; /* the last k of st_place_calibrate */
+    char decision[400]; /* what the last replan decided, for logs and ReplanReply */
+    bool started;       /* the last coord_replan started a round */
+    st_err last_err;    /* the last coord_replan's planner error (ST_OK: none) */
 } coord_pl;
 
 /* The planner's inputs built from the live members at one moment. */
 typedef struct coord_pl_view {
-    size_t n;                          /* planner inputs: the placeable members */
+    size_t n; /* planner inputs: the placeable members */
     st_place_worker w[ST_MEMBERS_MAX];
-    const char *source[ST_MEMBERS_MAX];/* "measured", "remembered", "announced" */
-    double *lat;                       /* [n x n] link latency, s */
-    double *bw;                        /* [n x n] bytes/s */
-    st_link *links;                    /* [n x n] the same with measured / assumed */
-    double *act_ab;                    /* [n x n] bytes per token of each link in the dtype
-                                        * --wire auto would give it (NULL: a fixed --wire) */
-    size_t n_measured;                 /* off-diagonal pairs measured */
+    const char *source[ST_MEMBERS_MAX]; /* "measured", "remembered", "announced" */
+    double *lat;                        /* [n x n] link latency, s */
+    double *bw;                         /* [n x n] bytes/s */
+    st_link *links;                     /* [n x n] the same with measured / assumed */
+    double *act_ab;                     /* [n x n] bytes per token of each link in the dtype
+                                         * --wire auto would give it (NULL: a fixed --wire) */
+    size_t n_measured;                  /* off-diagonal pairs measured */
     st_place_model m;
     st_place_opts o;
-    double calibration;                /* k of st_place_calibrate */
+    double calibration; /* k of st_place_calibrate */
 } coord_pl_view;
 
 /* coord_pl_view_build - the planner's inputs for objective (replicas as

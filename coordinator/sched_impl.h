@@ -28,25 +28,25 @@ typedef struct sched_req {
     uint32_t n_stop;
     size_t max_stop_len;
     bool want_logits;
-    int32_t *ids;       /* [max_tokens] */
+    int32_t *ids; /* [max_tokens] */
     uint32_t n_ids;
     uint32_t *text_off; /* [max_tokens + 1] */
     char *text;
     size_t text_len, text_cap;
-    float *logits;      /* [n_ids][n_vocab] */
+    float *logits; /* [n_ids][n_vocab] */
     st_detok dt;
     const char *finish;
     st_err err;
     char err_msg[256];
     uint64_t created_ns, progress_ns, done_ns;
     uint64_t delivered_ns; /* its end reached the client (0: not yet) */
-    uint64_t start_ns;  /* got a session */
-    uint64_t polled_ns; /* the client's last poll */
+    uint64_t start_ns;     /* got a session */
+    uint64_t polled_ns;    /* the client's last poll */
     uint64_t max_queue_ns;
-    uint64_t *times;    /* [max_tokens] when each id was appended */
+    uint64_t *times; /* [max_tokens] when each id was appended */
     uint32_t steps, missed, reused;
-    uint32_t retries;   /* failures since the last good step (ST_SCHED_RETRY_ONCE) */
-    uint32_t requeues;  /* cluster failures since the last good step (ST_SCHED_REQUEUE) */
+    uint32_t retries;  /* failures since the last good step (ST_SCHED_RETRY_ONCE) */
+    uint32_t requeues; /* cluster failures since the last good step (ST_SCHED_REQUEUE) */
 } sched_req;
 
 struct sched_sess {
@@ -58,40 +58,40 @@ struct sched_sess {
     uint32_t n_cached;
     uint64_t rng[ST_RNG_WORDS];
     sched_req *req;
-    uint64_t in_flight; /* batch id, 0 if none */
+    uint64_t in_flight;  /* batch id, 0 if none */
     uint64_t last_batch; /* formation number of the last batch it was in (decode order:
                             oldest first); batch ids are random, so not those */
     uint64_t last_used_ns;
-    uint32_t route;      /* the route its KV lives on (st_sched_set_routes) */
-    bool route_kept;     /* st_sched_keep_kv: the next set_routes leaves it there */
+    uint32_t route;  /* the route its KV lives on (st_sched_set_routes) */
+    bool route_kept; /* st_sched_keep_kv: the next set_routes leaves it there */
 };
 
 typedef struct sched_batch {
     bool used;
     st_sched_batch b;
-    uint64_t *end;        /* [cap_ended] storage of b.end_ids */
+    uint64_t *end; /* [cap_ended] storage of b.end_ids */
 } sched_batch;
 
 struct st_sched {
     st_sched_cfg cfg;
-    sched_sess *sess;     /* [max_sessions] */
-    sched_req **req;      /* requests in arrival order */
+    sched_sess *sess; /* [max_sessions] */
+    sched_req **req;  /* requests in arrival order */
     size_t n_req, cap_req;
-    sched_batch *batches; /* [max_in_flight] */
+    sched_batch *batches;                       /* [max_in_flight] */
     uint32_t cap_sessions, batch_tokens, depth; /* the serving plan's limits */
-    uint32_t n_routes;    /* routes through the serving plan's replicas */
+    uint32_t n_routes;                          /* routes through the serving plan's replicas */
     uint64_t route_batches[ST_SCHED_MAX_ROUTES];
-    uint64_t next_req;    /* the last request id given */
-    uint64_t formed;      /* batches formed: the formation number of the last one */
-    uint64_t *ended;      /* ended session ids for EndSessions (st_sched_take_ended) */
+    uint64_t next_req; /* the last request id given */
+    uint64_t formed;   /* batches formed: the formation number of the last one */
+    uint64_t *ended;   /* ended session ids for EndSessions (st_sched_take_ended) */
     size_t n_ended, cap_ended;
     uint64_t *pend;       /* ended session ids for the next batches' end_ids, until a */
     uint32_t *pend_route; /* batch of the session's route carried it (its workers saw it) */
     size_t n_pend;
-    st_sched_stats st;    /* totals (the gauges are computed on demand) */
-    char *dbuf;           /* detokenizer output scratch */
+    st_sched_stats st; /* totals (the gauges are computed on demand) */
+    char *dbuf;        /* detokenizer output scratch */
     size_t dcap;
-    st_hold hold;         /* the test-only step gate (hold.h); off unless a test sets it */
+    st_hold hold; /* the test-only step gate (hold.h); off unless a test sets it */
 };
 
 /* sched_req.c */

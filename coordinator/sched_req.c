@@ -72,7 +72,8 @@ void sched_req_free(sched_req *r)
 static st_err sched_unknown(const st_sched *s, uint64_t id)
 {
     if (id <= s->cfg.id_base)
-        return st_errorf(ST_ENOENT, "request %llu was made before this coordinator started (it "
+        return st_errorf(ST_ENOENT,
+                         "request %llu was made before this coordinator started (it "
                          "restarted, and the request's state is gone): submit it again",
                          (unsigned long long)id);
     return st_errorf(ST_ENOENT, "request %llu is unknown or expired", (unsigned long long)id);
@@ -126,8 +127,8 @@ static st_err sched_text_put(sched_req *r, const char *b, size_t n)
 
 /* sched_finish - ends r with reason (and an error for "error" and
  * "cancelled"); flushes its detokenizer. */
-void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err,
-                         const char *msg, uint64_t now)
+void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err, const char *msg,
+                  uint64_t now)
 {
     if (r->state == RQ_DONE)
         return;
@@ -150,11 +151,10 @@ static st_err sched_validate(st_sched *s, const st_gen_req *g)
         return st_errorf(ST_EINVAL, "the prompt is empty");
     for (size_t i = 0; i < g->n_prompt; i++)
         if (g->prompt[i] < 0 || (uint32_t)g->prompt[i] >= c->n_vocab)
-            return st_errorf(ST_ERANGE, "prompt_ids[%zu] = %d is outside the vocabulary of %u",
-                             i, g->prompt[i], c->n_vocab);
+            return st_errorf(ST_ERANGE, "prompt_ids[%zu] = %d is outside the vocabulary of %u", i,
+                             g->prompt[i], c->n_vocab);
     if (g->max_tokens == 0)
-        return st_errorf(ST_EINVAL, "max_tokens is 0; it must be in 1..%u (the context)",
-                         c->n_ctx);
+        return st_errorf(ST_EINVAL, "max_tokens is 0; it must be in 1..%u (the context)", c->n_ctx);
     if (g->max_tokens > c->n_ctx)
         return st_errorf(ST_EINVAL, "max_tokens %u exceeds the context of %u", g->max_tokens,
                          c->n_ctx);
@@ -174,8 +174,10 @@ static st_err sched_validate(st_sched *s, const st_gen_req *g)
     }
     if (g->want_logits &&
         (uint64_t)g->max_tokens * c->n_vocab * sizeof(float) > ST_SCHED_MAX_LOGITS_BYTES)
-        return st_errorf(ST_EINVAL, "want_logits with max_tokens %u and %u ids needs %llu bytes; "
-                         "at most %llu", g->max_tokens, c->n_vocab,
+        return st_errorf(ST_EINVAL,
+                         "want_logits with max_tokens %u and %u ids needs %llu bytes; "
+                         "at most %llu",
+                         g->max_tokens, c->n_vocab,
                          (unsigned long long)g->max_tokens * c->n_vocab * sizeof(float),
                          (unsigned long long)ST_SCHED_MAX_LOGITS_BYTES);
     if (sched_live(s) >= c->max_requests) {
@@ -238,7 +240,8 @@ st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64
     r->finish = "";
     r->created_ns = r->progress_ns = r->polled_ns = now_ns;
     r->max_queue_ns = g->max_queue_ns == 0 || g->max_queue_ns > s->cfg.queue_timeout_ns
-                          ? s->cfg.queue_timeout_ns : g->max_queue_ns;
+                          ? s->cfg.queue_timeout_ns
+                          : g->max_queue_ns;
     s->req[s->n_req++] = r;
     *req_id = r->id;
     return ST_OK;
@@ -246,8 +249,8 @@ st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64
 
 /* sched_append - appends sampled id tok to r (history, ids, text, logits)
  * and ends r on EOS, stop string, token limit or a full context. */
-void sched_append(st_sched *s, sched_req *r, sched_sess *ss,
-                         const st_sched_result_row *rr, uint64_t now)
+void sched_append(st_sched *s, sched_req *r, sched_sess *ss, const st_sched_result_row *rr,
+                  uint64_t now)
 {
     int32_t tok = rr->token;
     ss->hist[ss->n_hist++] = tok;

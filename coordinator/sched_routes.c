@@ -118,15 +118,9 @@ void st_sched_keep_kv(st_sched *s, const int32_t *map, uint32_t n_old)
 
 /* ---- the test-only step gate (hold.h) ---- */
 
-void st_sched_set_hold(st_sched *s, const st_hold *h)
-{
-    s->hold = *h;
-}
+void st_sched_set_hold(st_sched *s, const st_hold *h) { s->hold = *h; }
 
-void st_sched_get_hold(const st_sched *s, st_hold *h)
-{
-    *h = s->hold;
-}
+void st_sched_get_hold(const st_sched *s, st_hold *h) { *h = s->hold; }
 
 size_t st_sched_held(const st_sched *s, st_held *out, size_t cap)
 {
@@ -137,8 +131,10 @@ size_t st_sched_held(const st_sched *s, st_held *out, size_t cap)
             !sched_parked(s, ss))
             continue;
         if (n < cap)
-            out[n] = (st_held){.request_id = ss->req->id, .session_id = ss->id,
-                               .tokens = ss->req->n_ids, .route = ss->route};
+            out[n] = (st_held){.request_id = ss->req->id,
+                               .session_id = ss->id,
+                               .tokens = ss->req->n_ids,
+                               .route = ss->route};
         n++;
     }
     return n;

@@ -67,14 +67,14 @@ st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
     *out = NULL;
     if (cfg->new_id == NULL && sodium_init() < 0) /* random ids (sched_new_id) */
         return st_err_sodium("sodium_init");
-    if (cfg->n_ctx < 2 || cfg->chunk == 0 || cfg->max_batch_tokens == 0 ||
-        cfg->max_sessions == 0 || cfg->max_requests == 0 || cfg->max_in_flight == 0 ||
-        cfg->n_vocab == 0)
-        return st_errorf(ST_EINVAL, "scheduler: n_ctx %u, chunk %u, max_batch_tokens %u, "
+    if (cfg->n_ctx < 2 || cfg->chunk == 0 || cfg->max_batch_tokens == 0 || cfg->max_sessions == 0 ||
+        cfg->max_requests == 0 || cfg->max_in_flight == 0 || cfg->n_vocab == 0)
+        return st_errorf(ST_EINVAL,
+                         "scheduler: n_ctx %u, chunk %u, max_batch_tokens %u, "
                          "max_sessions %u, max_requests %u, max_in_flight %u, n_vocab %u: each "
-                         "must be positive (n_ctx >= 2)", cfg->n_ctx, cfg->chunk,
-                         cfg->max_batch_tokens, cfg->max_sessions, cfg->max_requests,
-                         cfg->max_in_flight, cfg->n_vocab);
+                         "must be positive (n_ctx >= 2)",
+                         cfg->n_ctx, cfg->chunk, cfg->max_batch_tokens, cfg->max_sessions,
+                         cfg->max_requests, cfg->max_in_flight, cfg->n_vocab);
     st_sched *s = calloc(1, sizeof *s);
     if (s == NULL)
         return st_errorf(ST_ENOMEM, "scheduler");
@@ -89,8 +89,7 @@ st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
     s->pend = calloc(s->cap_ended, sizeof *s->pend);
     s->pend_route = calloc(s->cap_ended, sizeof *s->pend_route);
     s->dbuf = malloc(s->dcap ? s->dcap : 1);
-    if (!s->sess || !s->req || !s->batches || !s->ended || !s->pend || !s->pend_route ||
-        !s->dbuf) {
+    if (!s->sess || !s->req || !s->batches || !s->ended || !s->pend || !s->pend_route || !s->dbuf) {
         st_sched_free(s);
         return st_errorf(ST_ENOMEM, "scheduler tables");
     }
@@ -116,8 +115,10 @@ st_err st_sched_set_limits(st_sched *s, uint32_t max_sessions, uint32_t max_batc
                            uint32_t depth)
 {
     if (max_sessions == 0 || max_batch_tokens == 0 || depth == 0)
-        return st_errorf(ST_EINVAL, "scheduler limits: max_sessions %u, max_batch_tokens %u, "
-                         "depth %u: each must be positive", max_sessions, max_batch_tokens, depth);
+        return st_errorf(ST_EINVAL,
+                         "scheduler limits: max_sessions %u, max_batch_tokens %u, "
+                         "depth %u: each must be positive",
+                         max_sessions, max_batch_tokens, depth);
     const st_sched_cfg *c = &s->cfg;
     s->cap_sessions = max_sessions < c->max_sessions ? max_sessions : c->max_sessions;
     s->batch_tokens = max_batch_tokens < c->max_batch_tokens ? max_batch_tokens
@@ -310,8 +311,10 @@ static void sched_admit(st_sched *s, uint64_t now)
         }
         uint64_t sid = sched_new_id(s, ST_SCHED_ID_SESSION);
         if (sid == 0) {
-            sched_finish(s, r, "error", ST_EINTERNAL, "no new session id: the id generator "
-                         "gave only ids in use", now);
+            sched_finish(s, r, "error", ST_EINTERNAL,
+                         "no new session id: the id generator "
+                         "gave only ids in use",
+                         now);
             continue;
         }
         ss->route = sched_least_loaded(s); /* before it counts itself */
@@ -352,7 +355,7 @@ static void sched_add_row(st_sched_batch *b, uint64_t seq, sched_sess *ss, uint3
     row->n_hist = 0;
     if (row->sample && r->sp.repeat_penalty != 1.0f && r->sp.repeat_last_n > 0) {
         uint32_t k = (uint32_t)r->sp.repeat_last_n < ss->n_hist ? (uint32_t)r->sp.repeat_last_n
-                                                                 : ss->n_hist;
+                                                                : ss->n_hist;
         row->hist = ss->hist + ss->n_hist - k;
         row->n_hist = k;
     }
@@ -574,16 +577,22 @@ static st_err sched_check(const st_sched *s, const st_sched_batch *b,
             return st_errorf(ST_EPROTO, "result of batch %llu lacks session %llu",
                              (unsigned long long)b->id, (unsigned long long)row->session_id);
         if (rr->token < 0 || (uint32_t)rr->token >= s->cfg.n_vocab)
-            return st_errorf(ST_EPROTO, "result of batch %llu: token %d of session %llu is "
-                             "outside the vocabulary of %u", (unsigned long long)b->id,
-                             rr->token, (unsigned long long)row->session_id, s->cfg.n_vocab);
+            return st_errorf(ST_EPROTO,
+                             "result of batch %llu: token %d of session %llu is "
+                             "outside the vocabulary of %u",
+                             (unsigned long long)b->id, rr->token,
+                             (unsigned long long)row->session_id, s->cfg.n_vocab);
         if (rr->n_rng != ST_RNG_WORDS)
-            return st_errorf(ST_EPROTO, "result of batch %llu: session %llu's RNG state has %zu "
-                             "words, not %d", (unsigned long long)b->id,
-                             (unsigned long long)row->session_id, rr->n_rng, ST_RNG_WORDS);
+            return st_errorf(ST_EPROTO,
+                             "result of batch %llu: session %llu's RNG state has %zu "
+                             "words, not %d",
+                             (unsigned long long)b->id, (unsigned long long)row->session_id,
+                             rr->n_rng, ST_RNG_WORDS);
         if (row->want_logits && rr->n_logits != s->cfg.n_vocab)
-            return st_errorf(ST_EPROTO, "result of batch %llu: session %llu has %zu logits, not "
-                             "%u", (unsigned long long)b->id, (unsigned long long)row->session_id,
+            return st_errorf(ST_EPROTO,
+                             "result of batch %llu: session %llu has %zu logits, not "
+                             "%u",
+                             (unsigned long long)b->id, (unsigned long long)row->session_id,
                              rr->n_logits, s->cfg.n_vocab);
     }
     return ST_OK;
@@ -631,10 +640,7 @@ st_err st_sched_complete(st_sched *s, uint64_t batch_id, uint64_t epoch,
  * taken after the caller read now: while handling an event, a member's
  * loss, a result). Without it the difference wraps around and a request
  * or session just touched would look older than any TTL. */
-static uint64_t sched_since(uint64_t now, uint64_t then)
-{
-    return now > then ? now - then : 0;
-}
+static uint64_t sched_since(uint64_t now, uint64_t then) { return now > then ? now - then : 0; }
 
 void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
 {
@@ -643,9 +649,10 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
     for (uint32_t i = 0; i < c->max_in_flight; i++) {
         st_sched_batch *b = &s->batches[i].b;
         if (s->batches[i].used && now_ns >= b->deadline_ns) {
-            snprintf(msg, sizeof msg, "step deadline missed: batch %llu (epoch %llu) got no "
-                     "result within %llu ms", (unsigned long long)b->id,
-                     (unsigned long long)b->epoch,
+            snprintf(msg, sizeof msg,
+                     "step deadline missed: batch %llu (epoch %llu) got no "
+                     "result within %llu ms",
+                     (unsigned long long)b->id, (unsigned long long)b->epoch,
                      (unsigned long long)(c->step_timeout_ns / 1000000));
             st_sched_fail(s, b->id, ST_ETIMEOUT, msg, ST_SCHED_RETRY_ONCE, now_ns);
         }
@@ -680,8 +687,7 @@ void st_sched_tick(st_sched *s, uint64_t now_ns, const char *stall)
         uint64_t dttl = c->delivered_ttl_ns ? c->delivered_ttl_ns : c->finished_ttl_ns;
         bool expired = sched_since(now_ns, r->done_ns) >= c->finished_ttl_ns ||
                        (r->delivered_ns && sched_since(now_ns, r->delivered_ns) >= dttl);
-        if (r->state == RQ_DONE && expired &&
-            (r->sess == NULL || !r->sess->in_flight))
+        if (r->state == RQ_DONE && expired && (r->sess == NULL || !r->sess->in_flight))
             sched_drop(s, i);
         else
             i++;

@@ -51,11 +51,11 @@
 #include "common/tokenizer.h"
 #include "coordinator/hold.h"
 
-#define ST_SCHED_MAX_STOP 16       /* stop strings per request */
-#define ST_SCHED_MAX_STOP_LEN 256  /* bytes per stop string */
+#define ST_SCHED_MAX_STOP 16                            /* stop strings per request */
+#define ST_SCHED_MAX_STOP_LEN 256                       /* bytes per stop string */
 #define ST_SCHED_MAX_LOGITS_BYTES ((uint64_t)256 << 20) /* per request */
-#define ST_SCHED_MAX_ROUTES 64     /* routes through the replicas of a plan */
-#define ST_SCHED_MAX_REQUEUES 32   /* cluster failures of a request without a good step */
+#define ST_SCHED_MAX_ROUTES 64                          /* routes through the replicas of a plan */
+#define ST_SCHED_MAX_REQUEUES 32 /* cluster failures of a request without a good step */
 
 /* What an id names (st_sched_id_fn). */
 typedef enum st_sched_id_kind {
@@ -117,27 +117,27 @@ typedef struct st_gen_req {
 /* One row of a batch. Pointers stay valid while the batch is in flight. */
 typedef struct st_sched_row {
     uint64_t session_id;
-    uint32_t pos;            /* position of tokens[0] */
+    uint32_t pos; /* position of tokens[0] */
     uint32_t n_tok;
     const int32_t *tokens;
-    bool sample;             /* the row reaches the end of the history */
+    bool sample; /* the row reaches the end of the history */
     bool want_logits;
     st_sampler_params sp;
     uint64_t rng[ST_RNG_WORDS];
-    const int32_t *hist;     /* last repeat_last_n ids (penalty on and sample only) */
+    const int32_t *hist; /* last repeat_last_n ids (penalty on and sample only) */
     uint32_t n_hist;
 } st_sched_row;
 
 typedef struct st_sched_batch {
     uint64_t id;
     uint64_t epoch;
-    uint32_t route;          /* every row's session is pinned to this route */
+    uint32_t route; /* every row's session is pinned to this route */
     uint64_t sent_ns;
     uint64_t deadline_ns;
     uint32_t n_rows;
     uint32_t n_tokens;
     st_sched_row *rows;
-    uint32_t n_end;          /* sessions ended since the previous batch was formed */
+    uint32_t n_end; /* sessions ended since the previous batch was formed */
     const uint64_t *end_ids;
 } st_sched_batch;
 
@@ -156,29 +156,29 @@ typedef struct st_sched_result_row {
 typedef struct st_req_view {
     uint64_t id;
     bool done;
-    const char *finish;  /* "length", "eos", "stop", "error", "cancelled"; "" while running */
+    const char *finish; /* "length", "eos", "stop", "error", "cancelled"; "" while running */
     st_err err;
     const char *err_msg;
     uint32_t n_prompt;
     uint32_t n_ids;
     const int32_t *ids;
-    const char *text;        /* generated text, complete UTF-8 characters only */
-    const uint32_t *text_off;/* [n_ids + 1]: text of ids[i] is [text_off[i], text_off[i+1]) */
-    size_t text_len;         /* >= text_off[n_ids]; the rest is the flush at the end */
-    const float *logits;     /* [n_ids][n_vocab] when want_logits */
+    const char *text;         /* generated text, complete UTF-8 characters only */
+    const uint32_t *text_off; /* [n_ids + 1]: text of ids[i] is [text_off[i], text_off[i+1]) */
+    size_t text_len;          /* >= text_off[n_ids]; the rest is the flush at the end */
+    const float *logits;      /* [n_ids][n_vocab] when want_logits */
     bool want_logits;
     uint32_t n_vocab;
-    const uint64_t *times;   /* [n_ids] when each id was appended (the caller's clock) */
-    uint32_t steps;          /* batches that carried a row of this request */
-    uint32_t missed;         /* batches formed while it was ready to decode, without it */
-    uint32_t reused;         /* prompt ids the session's KV already held */
-    uint64_t submit_ns;      /* accepted */
-    uint64_t start_ns;       /* got a session; 0 while queued */
+    const uint64_t *times; /* [n_ids] when each id was appended (the caller's clock) */
+    uint32_t steps;        /* batches that carried a row of this request */
+    uint32_t missed;       /* batches formed while it was ready to decode, without it */
+    uint32_t reused;       /* prompt ids the session's KV already held */
+    uint64_t submit_ns;    /* accepted */
+    uint64_t start_ns;     /* got a session; 0 while queued */
 } st_req_view;
 
 /* The scheduler's state and totals (strata status). */
 typedef struct st_sched_stats {
-    uint32_t running, queued;       /* live requests with / without a session */
+    uint32_t running, queued; /* live requests with / without a session */
     uint32_t sessions, idle_sessions;
     uint32_t cap_sessions, depth, max_batch_tokens, chunk;
     uint32_t in_flight, peak_in_flight;

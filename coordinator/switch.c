@@ -36,12 +36,11 @@
 
 #define CO "coordinator"
 
-
 /* ---- sending to workers ---- */
 
 /* coord_rpc - sends m to worker id's control socket as an op tagged tag. */
 st_err coord_rpc(st_coord *c, uint64_t id, const Strata__Msg *m, int timeout_ms,
-                        const st_op_tag *tag)
+                 const st_op_tag *tag)
 {
     st_member *w = st_members_find(&c->ms, id);
     if (w == NULL || w->rpc == NULL || w->life != ST_MEMBER_ALIVE)
@@ -106,10 +105,10 @@ void coord_prepare_all(st_coord *c)
     /* every peer: a worker takes no Commit without its Prepare, and one
      * the plan leaves out becomes a spare by it (worker/dm_plan.c) */
     for (size_t i = 0; i < c->round.n_peers && failed == 0; i++) {
-        st_op_tag tag = {.what = ST_OP_PREPARE, .worker_id = c->round.peers[i].worker_id,
+        st_op_tag tag = {.what = ST_OP_PREPARE,
+                         .worker_id = c->round.peers[i].worker_id,
                          .epoch = epoch};
-        if ((e = coord_rpc(c, tag.worker_id, &m, coord_prepare_timeout(c, tag.worker_id),
-                           &tag))) {
+        if ((e = coord_rpc(c, tag.worker_id, &m, coord_prepare_timeout(c, tag.worker_id), &tag))) {
             snprintf(why, sizeof why, "Prepare of epoch %llu not sent: %s",
                      (unsigned long long)epoch, st_errmsg(e));
             if (c->round.peers[i].in_plan)
@@ -136,7 +135,8 @@ void coord_commit_all(st_coord *c)
     m.commit = &cm;
     st_log(ST_LOG_INFO, CO, "committing epoch %llu", (unsigned long long)cm.epoch);
     for (size_t i = 0; i < c->round.n_peers; i++) {
-        st_op_tag tag = {.what = ST_OP_COMMIT, .worker_id = c->round.peers[i].worker_id,
+        st_op_tag tag = {.what = ST_OP_COMMIT,
+                         .worker_id = c->round.peers[i].worker_id,
                          .epoch = cm.epoch};
         st_member *w = st_members_find(&c->ms, tag.worker_id);
         if (w)
@@ -174,8 +174,10 @@ static void coord_keep_kv(st_coord *c, const st_plan *old, uint32_t n_old)
     }
     st_sched_keep_kv(c->sched, map, n_old);
     if (kept > 0)
-        st_log(ST_LOG_INFO, CO, "epoch %llu: %u of %u route(s) kept their workers; their "
-               "sessions keep their KV", (unsigned long long)c->plan.epoch, kept, n_old);
+        st_log(ST_LOG_INFO, CO,
+               "epoch %llu: %u of %u route(s) kept their workers; their "
+               "sessions keep their KV",
+               (unsigned long long)c->plan.epoch, kept, n_old);
 }
 
 /* coord_committed - the round's plan becomes the serving plan. */
@@ -220,9 +222,10 @@ static void coord_committed(st_coord *c)
         if (m->draining && !m->drained && st_plan_stage_of(&c->plan, m->id) < 0) {
             m->drained = true; /* the commit waited for every batch in flight to end */
             m->drain_epoch = c->plan.epoch;
-            st_log(ST_LOG_INFO, CO, "worker %llu drained: epoch %llu does not use it and no step "
-                   "in flight does; it may stop", (unsigned long long)m->id,
-                   (unsigned long long)c->plan.epoch);
+            st_log(ST_LOG_INFO, CO,
+                   "worker %llu drained: epoch %llu does not use it and no step "
+                   "in flight does; it may stop",
+                   (unsigned long long)m->id, (unsigned long long)c->plan.epoch);
         }
     }
     memset(&c->pl.imb, 0, sizeof c->pl.imb);
@@ -312,8 +315,8 @@ void coord_on_prepare_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *re
     if (e != ST_OK)
         coord_exclude(c, t->worker_id, why);
     else
-        st_log(ST_LOG_INFO, CO, "worker %llu ready for epoch %llu", (unsigned long long)t->worker_id,
-               (unsigned long long)t->epoch);
+        st_log(ST_LOG_INFO, CO, "worker %llu ready for epoch %llu",
+               (unsigned long long)t->worker_id, (unsigned long long)t->epoch);
 }
 
 void coord_on_commit_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply)
@@ -328,7 +331,8 @@ void coord_on_commit_reply(st_coord *c, const st_op_tag *t, int rv, nng_msg *rep
         Strata__Msg *m;
         st_err e = st_msg_unpack(&c->env_rpc, ST_ENV_CONTROL, reply, &m, NULL);
         if (e == ST_OK) {
-            ok = m->body_case != STRATA__MSG__BODY_ERROR && m->body_case != STRATA__MSG__BODY_REFUSE;
+            ok = m->body_case != STRATA__MSG__BODY_ERROR &&
+                 m->body_case != STRATA__MSG__BODY_REFUSE;
             if (m->body_case == STRATA__MSG__BODY_ERROR)
                 snprintf(why, sizeof why, "Commit of epoch %llu: error %u: %s",
                          (unsigned long long)t->epoch, m->error->code,

@@ -123,8 +123,10 @@ static void ws_answer(st_weights *w, const Strata__Msg *r)
             w->served_chunks++;
         }
     } else if (e == ST_OK) {
-        e = st_errorf(ST_EPROTO, "the weights server takes ManifestRequest and ChunkRequest "
-                      "only (got body %d)", (int)r->body_case);
+        e = st_errorf(ST_EPROTO,
+                      "the weights server takes ManifestRequest and ChunkRequest "
+                      "only (got body %d)",
+                      (int)r->body_case);
     }
     char why[300];
     if (e != ST_OK) {
@@ -164,8 +166,8 @@ static void *ws_main(void *arg)
         ws_answer(w, r);
         st_msg_free(r);
     }
-    st_log(ST_LOG_INFO, WS, "served %llu chunks, %llu bytes",
-           (unsigned long long)w->served_chunks, (unsigned long long)w->served_bytes);
+    st_log(ST_LOG_INFO, WS, "served %llu chunks, %llu bytes", (unsigned long long)w->served_chunks,
+           (unsigned long long)w->served_bytes);
     return NULL;
 }
 

@@ -19,10 +19,10 @@
 
 typedef struct st_weights_cfg {
     const char *model_path;
-    const char *listen;        /* tcp://HOST:PORT (port 0: any) */
-    const char *cache_dir;     /* the manifest's second place (NULL: beside the file only) */
-    uint32_t chunk_size;       /* ST_MANIFEST_CHUNK_MIN..MAX */
-    const char *key_path;      /* the cluster key (NULL: none) */
+    const char *listen;    /* tcp://HOST:PORT (port 0: any) */
+    const char *cache_dir; /* the manifest's second place (NULL: beside the file only) */
+    uint32_t chunk_size;   /* ST_MANIFEST_CHUNK_MIN..MAX */
+    const char *key_path;  /* the cluster key (NULL: none) */
     bool encrypt;
     int64_t test_corrupt_chunk; /* test hook: this chunk is sent corrupted the first time
                                    it is asked for (-1: never) */

@@ -115,16 +115,17 @@ static st_err wf_link(const cJSON *l, const char *path, double *lat_ms, double *
 
 static st_err wf_facts(const cJSON *o, st_wfile *f)
 {
-    static const char *const keys[] = {"n_layer", "layer_bytes", "embd_bytes", "head_bytes",
-                                       "kv_bytes_per_token_layer", "hidden", "dtype", NULL};
+    static const char *const keys[] =
+        {"n_layer", "layer_bytes", "embd_bytes", "head_bytes", "kv_bytes_per_token_layer",
+         "hidden",  "dtype",       NULL};
     const char *p = "model_facts";
     if (!cJSON_IsObject(o))
         return st_errorf(ST_EINVAL, "model_facts: not an object");
     st_err e = wf_keys(o, p, keys);
     double nl = 0, hid = 0;
     bool found;
-    if (e == ST_OK && (e = wf_num(o, "n_layer", p, 1, ST_PLACE_MAX_LAYERS, true, &nl, &found)) ==
-                          ST_OK && !found)
+    if (e == ST_OK &&
+        (e = wf_num(o, "n_layer", p, 1, ST_PLACE_MAX_LAYERS, true, &nl, &found)) == ST_OK && !found)
         e = st_errorf(ST_EMISSING, "model_facts.n_layer is required");
     if (e == ST_OK && (e = wf_num(o, "hidden", p, 1, 1 << 20, true, &hid, &found)) == ST_OK &&
         !found)
@@ -167,8 +168,8 @@ static st_err wf_facts(const cJSON *o, st_wfile *f)
 
 static st_err wf_worker(const cJSON *o, size_t i, st_wfile_worker *w)
 {
-    static const char *const keys[] = {"name", "id", "memory", "bytes_per_s", "speeds", "throttle",
-                                       "spare", "stage", "link", NULL};
+    static const char *const keys[] = {"name",     "id",    "memory", "bytes_per_s", "speeds",
+                                       "throttle", "spare", "stage",  "link",        NULL};
     char p[32];
     snprintf(p, sizeof p, "workers[%zu]", i);
     if (!cJSON_IsObject(o))
@@ -201,8 +202,8 @@ static st_err wf_worker(const cJSON *o, size_t i, st_wfile_worker *w)
         for (const cJSON *it = sp->child; it; it = it->next) {
             if (w->n_speeds == ST_WFILE_MAX_SPEEDS || !it->string || !it->string[0] ||
                 strlen(it->string) >= sizeof w->speeds[0].dtype)
-                return st_errorf(ST_EINVAL, "%s.speeds: at most %d dtypes of 1..15 characters",
-                                 p, ST_WFILE_MAX_SPEEDS);
+                return st_errorf(ST_EINVAL, "%s.speeds: at most %d dtypes of 1..15 characters", p,
+                                 ST_WFILE_MAX_SPEEDS);
             if (!cJSON_IsNumber(it) || !(it->valuedouble >= 1) || !(it->valuedouble <= 1e16))
                 return st_errorf(ST_EINVAL, "%s.speeds.%s: not bytes/s in [1, 1e16]", p,
                                  it->string);
@@ -246,7 +247,8 @@ static st_err wf_links(const cJSON *arr, st_wfile *f)
         if (e != ST_OK)
             return e;
         char from[64] = "", to[64] = "";
-        if ((e = wf_str(it, "from", p, from, sizeof from)) || (e = wf_str(it, "to", p, to, sizeof to)))
+        if ((e = wf_str(it, "from", p, from, sizeof from)) ||
+            (e = wf_str(it, "to", p, to, sizeof to)))
             return e;
         size_t a = f->n, b = f->n;
         for (size_t k = 0; k < f->n; k++) {
@@ -256,8 +258,7 @@ static st_err wf_links(const cJSON *arr, st_wfile *f)
                 b = k;
         }
         if (a == f->n || b == f->n || a == b)
-            return st_errorf(ST_EINVAL, "%s: from '%s' to '%s' must name two workers", p, from,
-                             to);
+            return st_errorf(ST_EINVAL, "%s: from '%s' to '%s' must name two workers", p, from, to);
         if (isnan(lat))
             return st_errorf(ST_EMISSING, "%s.latency_ms is required", p);
         f->link_lat_ms[a * f->n + b] = f->link_lat_ms[b * f->n + a] = lat;
@@ -268,9 +269,9 @@ static st_err wf_links(const cJSON *arr, st_wfile *f)
 
 static st_err wf_top(const cJSON *root, st_wfile *f)
 {
-    static const char *const keys[] = {"model", "model_facts", "objective", "ctx", "sessions",
-                                       "wire", "replicas", "margin", "link", "workers", "links",
-                                       NULL};
+    static const char *const keys[] = {"model",    "model_facts", "objective", "ctx",
+                                       "sessions", "wire",        "replicas",  "margin",
+                                       "link",     "workers",     "links",     NULL};
     if (!cJSON_IsObject(root))
         return st_errorf(ST_EINVAL, "the workers file is not a JSON object");
     st_err e = wf_keys(root, "the workers file", keys);
@@ -325,9 +326,10 @@ static st_err wf_top(const cJSON *root, st_wfile *f)
             return e;
         for (size_t k = 0; k < i; k++)
             if (f->w[k].id == f->w[i].id || strcmp(f->w[k].name, f->w[i].name) == 0)
-                return st_errorf(ST_EINVAL, "workers[%zu]: id %llu or name '%s' repeats "
-                                 "workers[%zu]'s", i, (unsigned long long)f->w[i].id,
-                                 f->w[i].name, k);
+                return st_errorf(ST_EINVAL,
+                                 "workers[%zu]: id %llu or name '%s' repeats "
+                                 "workers[%zu]'s",
+                                 i, (unsigned long long)f->w[i].id, f->w[i].name, k);
     }
     for (size_t k = 0; k < f->n * f->n; k++) {
         f->link_lat_ms[k] = NAN;
@@ -379,14 +381,21 @@ st_err st_wfile_inputs(const st_wfile *f, uint32_t n_layer, const char *dtype, u
             if (strcmp(x->speeds[k].dtype, dtype) == 0)
                 speed = x->speeds[k].bytes_per_s;
         if (!(speed > 0))
-            return st_errorf(ST_EINVAL, "workers[%zu] ('%s'): no speed for the model's dtype %s "
-                             "(give speeds.%s or bytes_per_s)", i, x->name, dtype, dtype);
+            return st_errorf(ST_EINVAL,
+                             "workers[%zu] ('%s'): no speed for the model's dtype %s "
+                             "(give speeds.%s or bytes_per_s)",
+                             i, x->name, dtype, dtype);
         if (x->has_stage && x->last > n_layer)
-            return st_errorf(ST_EINVAL, "workers[%zu].stage [%u, %u) is beyond the model's %u "
-                             "layers", i, x->first, x->last, n_layer);
-        w[i] = (st_place_worker){.id = x->id, .mem_budget = x->memory,
-                                 .spb = x->throttle / speed, .spare = x->spare,
-                                 .has_stage = x->has_stage, .cur_first = x->first,
+            return st_errorf(ST_EINVAL,
+                             "workers[%zu].stage [%u, %u) is beyond the model's %u "
+                             "layers",
+                             i, x->first, x->last, n_layer);
+        w[i] = (st_place_worker){.id = x->id,
+                                 .mem_budget = x->memory,
+                                 .spb = x->throttle / speed,
+                                 .spare = x->spare,
+                                 .has_stage = x->has_stage,
+                                 .cur_first = x->first,
                                  .cur_last = x->last};
     }
     for (size_t a = 0; a < f->n; a++)

@@ -26,10 +26,10 @@ typedef struct st_wfile_worker {
     char name[64];
     uint64_t id;
     uint64_t memory;
-    double bytes_per_s;   /* any dtype (0: absent) */
+    double bytes_per_s; /* any dtype (0: absent) */
     st_wfile_speed speeds[ST_WFILE_MAX_SPEEDS];
     size_t n_speeds;
-    double throttle;      /* 1 when absent */
+    double throttle; /* 1 when absent */
     bool spare;
     bool has_stage;
     uint32_t first, last; /* its current stage [first, last) */
@@ -38,24 +38,24 @@ typedef struct st_wfile_worker {
 } st_wfile_worker;
 
 typedef struct st_wfile {
-    char *model_path;            /* "model", or NULL */
-    bool has_facts;              /* "model_facts" given */
+    char *model_path; /* "model", or NULL */
+    bool has_facts;   /* "model_facts" given */
     uint32_t n_layer;
-    uint64_t *layer_bytes;       /* [n_layer] when has_facts */
+    uint64_t *layer_bytes; /* [n_layer] when has_facts */
     uint64_t embd_bytes, head_bytes, kv_bytes_per_token_layer;
     uint32_t hidden;
-    char dtype[16];              /* weight dtype the speeds are looked up with */
+    char dtype[16]; /* weight dtype the speeds are looked up with */
     bool objective_set;
     st_place_objective objective;
-    uint32_t ctx, sessions;      /* KV reserve = ctx x sessions (0: unset) */
-    char wire[8];                /* "" unset */
+    uint32_t ctx, sessions; /* KV reserve = ctx x sessions (0: unset) */
+    char wire[8];           /* "" unset */
     bool replicas;
     bool margin_set;
     double margin;
     size_t n;
-    st_wfile_worker *w;          /* [n] */
-    double *link_lat_ms;         /* [n x n] explicit "links" (NaN: none) */
-    double *link_bw;             /* [n x n] */
+    st_wfile_worker *w;  /* [n] */
+    double *link_lat_ms; /* [n x n] explicit "links" (NaN: none) */
+    double *link_bw;     /* [n x n] */
 } st_wfile;
 
 /* st_wfile_parse - parses the JSON text (len bytes) into f (zeroed first;

@@ -25,7 +25,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s MODEL PROMPT SHARD [SHARD...]\n", argv[0]);
         return 2;
     }
-    strata_chain_config cfg = {.model = argv[1], .shards = (const char *const *)argv + 3,
+    strata_chain_config cfg = {.model = argv[1],
+                               .shards = (const char *const *)argv + 3,
                                .n_shards = (size_t)(argc - 3)};
     char err[512];
     strata_chain *c;

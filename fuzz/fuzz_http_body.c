@@ -42,8 +42,7 @@ static void fh_request(st_http_kind kind, const char *body, size_t len)
         const char *t = kind == ST_HTTP_CHAT ? g.msgs[0].content : (g.prompt ? g.prompt : "");
         size_t vis = st_http_stop_cut(t, strlen(t), g.stop, g.n_stop, false, false);
         fh_check(vis <= strlen(t));
-        st_http_ident r = {.kind = kind, .id = "x", .created = 0,
-                           .model = g.model ? g.model : ""};
+        st_http_ident r = {.kind = kind, .id = "x", .created = 0, .model = g.model ? g.model : ""};
         char *doc = st_http_resp_full(&r, t, strlen(t), "stop", 1, 1);
         cJSON *o = doc ? cJSON_Parse(doc) : NULL;
         fh_check(doc == NULL || o != NULL);

@@ -111,7 +111,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mode & 1)
         (void)wt_reseal(pkt, len); /* fails when the rows overrun the input: fine */
 
-    st_wire_expect exp = {.epoch = 7, .plan_hash = plan, .stage = 1, .hidden = 64,
+    st_wire_expect exp = {.epoch = 7,
+                          .plan_hash = plan,
+                          .stage = 1,
+                          .hidden = 64,
                           .max_tokens = FW_MAX_TOKENS};
     if ((mode & 2) && len >= ST_WIRE_HDR_SIZE) {
         exp.epoch = fw_ld(pkt + ST_WIRE_OFF_EPOCH, 8);

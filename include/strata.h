@@ -35,18 +35,18 @@ typedef struct strata_chain strata_chain;
 /* What a chain is made of. Strings are borrowed for the duration of
  * strata_chain_open only. */
 typedef struct strata_chain_config {
-    const char *model;          /* GGUF path: embedding, head, tokenizer */
-    const char *const *shards;  /* [n_shards] tcp://HOST:PORT in layer order */
+    const char *model;         /* GGUF path: embedding, head, tokenizer */
+    const char *const *shards; /* [n_shards] tcp://HOST:PORT in layer order */
     size_t n_shards;
-    const char *key_file;       /* cluster key of the servers, or NULL */
-    int encrypt;                /* nonzero: seal frames (needs key_file) */
-    const char *dtype;          /* wire dtype: "f32" (NULL), "bf16", "f16", "i8" */
-    int threads;                /* for the head; 0: the cores */
-    int timeout_ms;             /* per exchange with a server; 0: 60000 */
-    const char *embed;          /* NULL: the ends are local; else the NNG address
-                                 * of an embedding service (strata-embed
-                                 * --listen): rows and logits are asked of it
-                                 * and only the tokenizer is read from model */
+    const char *key_file; /* cluster key of the servers, or NULL */
+    int encrypt;          /* nonzero: seal frames (needs key_file) */
+    const char *dtype;    /* wire dtype: "f32" (NULL), "bf16", "f16", "i8" */
+    int threads;          /* for the head; 0: the cores */
+    int timeout_ms;       /* per exchange with a server; 0: 60000 */
+    const char *embed;    /* NULL: the ends are local; else the NNG address
+                           * of an embedding service (strata-embed
+                           * --listen): rows and logits are asked of it
+                           * and only the tokenizer is read from model */
 } strata_chain_config;
 
 /* Sampling, as `strata run`'s flags; strata_sampling_default() gives its

@@ -338,7 +338,8 @@ static const x86_crc_lane x86_crc_lanes[3] = {
  * k = x^(8 L - 33) mod P: the carry-less product c * k is 63 bits, and the
  * crc32 instruction over it multiplies by x^32 (and one more x comes from
  * the reflected product) and reduces mod P. */
-__attribute__((target("pclmul,sse4.2"))) static inline uint32_t x86_crc_shift(uint32_t c, uint32_t k)
+__attribute__((target("pclmul,sse4.2"))) static inline uint32_t x86_crc_shift(uint32_t c,
+                                                                              uint32_t k)
 {
     __m128i p = _mm_clmulepi64_si128(_mm_cvtsi32_si128((int)c), _mm_cvtsi32_si128((int)k), 0);
     return (uint32_t)_mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(p));
@@ -352,7 +353,7 @@ static inline uint64_t x86_load64(const unsigned char *p)
 }
 
 __attribute__((target("pclmul,sse4.2"))) static uint32_t x86_crc32c(uint32_t crc, const void *buf,
-                                                                     size_t n)
+                                                                    size_t n)
 {
     const unsigned char *p = buf;
     uint64_t c = (uint32_t)~crc;
@@ -392,9 +393,18 @@ x86_conv16_crc(x86_kind k, const float *src, unsigned char *dst, __m256i *acc, u
 {
     size_t bytes;
     switch (k) {
-    case X86_K_F32: x86_copy16(src, (float *)(void *)dst, acc); bytes = 64; break;
-    case X86_K_F16: x86_f16_16(src, (uint16_t *)(void *)dst, acc); bytes = 32; break;
-    default: x86_bf16_16(src, (uint16_t *)(void *)dst, acc); bytes = 32; break;
+    case X86_K_F32:
+        x86_copy16(src, (float *)(void *)dst, acc);
+        bytes = 64;
+        break;
+    case X86_K_F16:
+        x86_f16_16(src, (uint16_t *)(void *)dst, acc);
+        bytes = 32;
+        break;
+    default:
+        x86_bf16_16(src, (uint16_t *)(void *)dst, acc);
+        bytes = 32;
+        break;
     }
     for (size_t b = 0; b < bytes; b += 8)
         c = _mm_crc32_u64(c, x86_load64(dst + b));
@@ -408,7 +418,7 @@ x86_fused(x86_kind k, const float *src, void *dst, size_t n, __m256i *acc, uint3
 {
     const size_t esz = k == X86_K_F32 ? 4 : 2;
     unsigned char *d = dst;
-    uint64_t c = (uint32_t)~*crc;
+    uint64_t c = (uint32_t) ~*crc;
     size_t i = 0;
     for (int l = 0; l < 3; l++) {
         const size_t le = x86_crc_lanes[l].len / esz; /* a multiple of 16 */
@@ -428,8 +438,8 @@ x86_fused(x86_kind k, const float *src, void *dst, size_t n, __m256i *acc, uint3
     return i;
 }
 
-__attribute__((target("pclmul,sse4.2"))) static size_t x86_f32_copy_crc(const float *src, float *dst,
-                                                                          size_t n, uint32_t *crc)
+__attribute__((target("pclmul,sse4.2"))) static size_t
+x86_f32_copy_crc(const float *src, float *dst, size_t n, uint32_t *crc)
 {
     __m256i amax = _mm256_setzero_si256();
     uint32_t c = *crc;
@@ -472,9 +482,8 @@ x86_f32_to_f16_crc(const float *src, uint16_t *dst, size_t n, uint64_t *n_clampe
     return n;
 }
 
-__attribute__((target("pclmul,sse4.2"))) static size_t x86_f32_to_bf16_crc(const float *src,
-                                                                             uint16_t *dst, size_t n,
-                                                                             uint32_t *crc)
+__attribute__((target("pclmul,sse4.2"))) static size_t
+x86_f32_to_bf16_crc(const float *src, uint16_t *dst, size_t n, uint32_t *crc)
 {
     __m256i amax = _mm256_setzero_si256();
     uint32_t c = *crc;

@@ -60,10 +60,11 @@ static inline uint16_t st_f32_to_f16(float f)
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t absx = x & 0x7fffffffu;
     if (absx >= 0x7f800000u) /* Inf or NaN */
-        return (uint16_t)(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0));
+        return (uint16_t)(sign | 0x7c00u |
+                          (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0));
     if (absx >= 0x477ff000u) /* rounds to >= 65520: overflow */
         return (uint16_t)(sign | 0x7c00u);
-    if (absx < 0x38800000u) { /* below the smallest normal half: subnormal or zero */
+    if (absx < 0x38800000u) {   /* below the smallest normal half: subnormal or zero */
         if (absx < 0x33000000u) /* < 2^-25: rounds to zero */
             return (uint16_t)sign;
         uint32_t e = absx >> 23;

@@ -90,7 +90,8 @@ static_assert(sizeof(st_block_q4_0) == 18, "q4_0 block is 18 bytes");
  * sub-blocks of 32 (Q4_K, Q5_K), each with its own small integer scale
  * (and min), scaled again by the super-block's f16 d (and dmin). */
 #define ST_QK_K 256
-#define ST_K_SCALE_BYTES 12 /* 8 six-bit scales + 8 six-bit mins (Q4_K, Q5_K); 16 six-bit scales (Q3_K) */
+#define ST_K_SCALE_BYTES                                                                           \
+    12 /* 8 six-bit scales + 8 six-bit mins (Q4_K, Q5_K); 16 six-bit scales (Q3_K) */
 
 /* Q2_K: x = d * (scales[s] & 15) * q - dmin * (scales[s] >> 4), q 2 bits,
  * sub-block s of 16 values. qs: 4 values per byte (see kernels/kquant_ref.c). */
@@ -175,8 +176,8 @@ int st_row_size(st_dtype t, int64_t n, size_t *out);
 
 typedef enum st_kvariant {
     ST_KVAR_REF = 0,
-    ST_KVAR_AVX2 = 1,    /* AVX2 + FMA + F16C */
-    ST_KVAR_AVX512 = 2,  /* AVX-512 F/BW/VL/VNNI/BF16 */
+    ST_KVAR_AVX2 = 1,   /* AVX2 + FMA + F16C */
+    ST_KVAR_AVX512 = 2, /* AVX-512 F/BW/VL/VNNI/BF16 */
     ST_KVAR_COUNT
 } st_kvariant;
 
@@ -201,9 +202,9 @@ typedef struct st_kernel_ops {
      * columns. X: nx rows already converted to st_dtype_info_of(t)->act,
      * rows of x_stride bytes. Every y element is computed in the same
      * order whatever nx, j, i0 and i1 are. */
-    void (*mul_mat[ST_DT_COUNT])(int64_t n, const void *w, size_t w_stride, int64_t i0,
-                                 int64_t i1, const void *x, size_t x_stride, int64_t nx,
-                                 float *y, int64_t y_stride);
+    void (*mul_mat[ST_DT_COUNT])(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                 const void *x, size_t x_stride, int64_t nx, float *y,
+                                 int64_t y_stride);
 
     /* mul_mat_r8[t] - mul_mat[t] for weights in the R8 layout of
      * kernels/repack.h (NULL for dtypes without one): w is the repacked

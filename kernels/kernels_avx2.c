@@ -51,8 +51,10 @@ static inline __m256 a2_exp(__m256 x)
     const __m256i n = _mm256_cvtps_epi32(fn);
     const __m256i n1 = _mm256_srai_epi32(n, 1);
     const __m256i n2 = _mm256_sub_epi32(n, n1);
-    const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
-    const __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
+    const __m256 s1 = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(n1, _mm256_set1_epi32(127)), 23));
+    const __m256 s2 = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(n2, _mm256_set1_epi32(127)), 23));
     __m256 e = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
     e = _mm256_blendv_ps(e, _mm256_set1_ps(INFINITY), _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
     e = _mm256_andnot_ps(_mm256_cmp_ps(x, lo, _CMP_LT_OQ), e);
@@ -101,9 +103,12 @@ static void a2_f16_to_float(const void *src, float *dst, int64_t n)
         const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x7fff)),
                                                _mm256_set1_epi32(0x7c00));
         if (!_mm256_testz_si256(nan, nan)) { /* the reference keeps a NaN's payload as is */
-            const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x8000)), 16);
-            const __m256i man = _mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x3ff)), 13);
-            const __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, man), _mm256_set1_epi32(0x7f800000));
+            const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x8000)),
+                                                   16);
+            const __m256i man = _mm256_slli_epi32(_mm256_and_si256(h32, _mm256_set1_epi32(0x3ff)),
+                                                  13);
+            const __m256i bits = _mm256_or_si256(_mm256_or_si256(sign, man),
+                                                 _mm256_set1_epi32(0x7f800000));
             f = _mm256_blendv_ps(f, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(nan));
         }
         _mm256_storeu_ps(dst + i, f);
@@ -180,12 +185,14 @@ static void a2_bf16_from_float(const float *src, void *dst, int64_t n)
         const __m256i nan = _mm256_cmpgt_epi32(absx, _mm256_set1_epi32(0x7f800000));
         const __m256i tiny = _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7f800000)),
                                                 _mm256_setzero_si256());
-        const __m256i rnd = _mm256_add_epi32(
-            x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), _mm256_and_si256(hi16, _mm256_set1_epi32(1))));
+        const __m256i rnd =
+            _mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff),
+                                                 _mm256_and_si256(hi16, _mm256_set1_epi32(1))));
         __m256i r = _mm256_srli_epi32(rnd, 16);
         r = _mm256_blendv_epi8(r, _mm256_and_si256(hi16, _mm256_set1_epi32(0x8000)), tiny);
         r = _mm256_blendv_epi8(r, _mm256_or_si256(hi16, _mm256_set1_epi32(0x40)), nan);
-        const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+        const __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(r),
+                                           _mm256_extracti128_si256(r, 1));
         _mm_storeu_si128((__m128i *)(d + i), p);
     }
     for (; i < n; i++)
@@ -271,15 +278,18 @@ static void a2_q4_0_from_float(const float *src, void *dst, int64_t n)
         b[ib].d = st_f32_to_f16(d);
         __m256i q[4];
         for (int k = 0; k < 4; k++) {
-            const __m256 t = _mm256_add_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)), _mm256_set1_ps(8.5f));
+            const __m256 t = _mm256_add_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)),
+                                           _mm256_set1_ps(8.5f));
             __m256 r = _mm256_min_ps(t, _mm256_set1_ps(15.0f));
             r = _mm256_and_ps(r, _mm256_cmp_ps(t, _mm256_setzero_ps(), _CMP_GE_OQ));
             q[k] = _mm256_cvttps_epi32(r);
         }
         const __m256i lo = _mm256_or_si256(q[0], _mm256_slli_epi32(q[2], 4)); /* elements 0..7 */
         const __m256i hi = _mm256_or_si256(q[1], _mm256_slli_epi32(q[3], 4)); /* 8..15 */
-        const __m128i w0 = _mm_packs_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
-        const __m128i w1 = _mm_packs_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
+        const __m128i w0 = _mm_packs_epi32(_mm256_castsi256_si128(lo),
+                                           _mm256_extracti128_si256(lo, 1));
+        const __m128i w1 = _mm_packs_epi32(_mm256_castsi256_si128(hi),
+                                           _mm256_extracti128_si256(hi, 1));
         _mm_storeu_si128((__m128i *)b[ib].qs, _mm_packus_epi16(w0, w1));
     }
 }
@@ -352,8 +362,8 @@ static void a2_rope(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, i
 
 /* a2_rope_neox - the pairs (i, i + n_rot/2) are two contiguous runs, so
  * 8 pairs rotate with plain loads: cos/sin once per token as in a2_rope. */
-static void a2_rope_neox(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot,
-                         int64_t pos, float base)
+static void a2_rope_neox(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
+                         float base)
 {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     const int64_t half = n_rot / 2;
@@ -475,7 +485,8 @@ static void a2_attn_head(const float *q, const float *k, const float *v, int64_t
     for (; d + 8 <= head_dim; d += 8) {
         __m256 o = _mm256_setzero_ps();
         for (int64_t t = 0; t < n_kv; t++)
-            o = _mm256_fmadd_ps(_mm256_set1_ps(scores[t]), _mm256_loadu_ps(v + t * kv_stride + d), o);
+            o = _mm256_fmadd_ps(_mm256_set1_ps(scores[t]), _mm256_loadu_ps(v + t * kv_stride + d),
+                                o);
         _mm256_storeu_ps(out + d, o);
     }
     for (; d < head_dim; d++) {
@@ -489,20 +500,33 @@ static void a2_attn_head(const float *q, const float *k, const float *v, int64_t
 static const st_kernel_ops a2_ops = {
     .name = "avx2",
     .variant = ST_KVAR_AVX2,
-    .to_float = {[ST_DT_F32] = st_ref_f32_to_float, [ST_DT_F16] = a2_f16_to_float,
-                 [ST_DT_BF16] = a2_bf16_to_float, [ST_DT_Q8_0] = a2_q8_0_to_float,
-                 [ST_DT_Q4_0] = a2_q4_0_to_float, [ST_DT_Q2_K] = st_kq_to_float_q2_k,
-                 [ST_DT_Q3_K] = st_kq_to_float_q3_k, [ST_DT_Q4_K] = st_kq_to_float_q4_k,
-                 [ST_DT_Q5_K] = st_kq_to_float_q5_k, [ST_DT_Q6_K] = st_kq_to_float_q6_k,
+    .to_float = {[ST_DT_F32] = st_ref_f32_to_float,
+                 [ST_DT_F16] = a2_f16_to_float,
+                 [ST_DT_BF16] = a2_bf16_to_float,
+                 [ST_DT_Q8_0] = a2_q8_0_to_float,
+                 [ST_DT_Q4_0] = a2_q4_0_to_float,
+                 [ST_DT_Q2_K] = st_kq_to_float_q2_k,
+                 [ST_DT_Q3_K] = st_kq_to_float_q3_k,
+                 [ST_DT_Q4_K] = st_kq_to_float_q4_k,
+                 [ST_DT_Q5_K] = st_kq_to_float_q5_k,
+                 [ST_DT_Q6_K] = st_kq_to_float_q6_k,
                  [ST_DT_Q8_K] = st_kq_to_float_q8_k},
-    .from_float = {[ST_DT_F32] = st_ref_f32_from_float, [ST_DT_F16] = a2_f16_from_float,
-                   [ST_DT_BF16] = a2_bf16_from_float, [ST_DT_Q8_0] = a2_q8_0_from_float,
-                   [ST_DT_Q4_0] = a2_q4_0_from_float, [ST_DT_Q8_K] = st_kq_from_float_q8_k},
-    .mul_mat = {[ST_DT_F32] = avx2_mul_mat_f32, [ST_DT_F16] = avx2_mul_mat_f16,
-                [ST_DT_BF16] = avx2_mul_mat_bf16, [ST_DT_Q8_0] = avx2_mul_mat_q8_0,
-                [ST_DT_Q4_0] = avx2_mul_mat_q4_0, [ST_DT_Q2_K] = avx2_mul_mat_q2_k,
-                [ST_DT_Q3_K] = avx2_mul_mat_q3_k, [ST_DT_Q4_K] = avx2_mul_mat_q4_k,
-                [ST_DT_Q5_K] = avx2_mul_mat_q5_k, [ST_DT_Q6_K] = avx2_mul_mat_q6_k},
+    .from_float = {[ST_DT_F32] = st_ref_f32_from_float,
+                   [ST_DT_F16] = a2_f16_from_float,
+                   [ST_DT_BF16] = a2_bf16_from_float,
+                   [ST_DT_Q8_0] = a2_q8_0_from_float,
+                   [ST_DT_Q4_0] = a2_q4_0_from_float,
+                   [ST_DT_Q8_K] = st_kq_from_float_q8_k},
+    .mul_mat = {[ST_DT_F32] = avx2_mul_mat_f32,
+                [ST_DT_F16] = avx2_mul_mat_f16,
+                [ST_DT_BF16] = avx2_mul_mat_bf16,
+                [ST_DT_Q8_0] = avx2_mul_mat_q8_0,
+                [ST_DT_Q4_0] = avx2_mul_mat_q4_0,
+                [ST_DT_Q2_K] = avx2_mul_mat_q2_k,
+                [ST_DT_Q3_K] = avx2_mul_mat_q3_k,
+                [ST_DT_Q4_K] = avx2_mul_mat_q4_k,
+                [ST_DT_Q5_K] = avx2_mul_mat_q5_k,
+                [ST_DT_Q6_K] = avx2_mul_mat_q6_k},
     .mul_mat_r8 = {[ST_DT_Q8_0] = avx2_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx2_mul_mat_r8_q4_0},
     .rmsnorm = a2_rmsnorm,
     .rope = a2_rope,
@@ -524,20 +548,33 @@ const st_kernel_ops *st_kernels_avx2_table(void) { return &a2_ops; }
 static const st_kernel_ops a5_ops = {
     .name = "avx512",
     .variant = ST_KVAR_AVX512,
-    .to_float = {[ST_DT_F32] = st_ref_f32_to_float, [ST_DT_F16] = a2_f16_to_float,
-                 [ST_DT_BF16] = a2_bf16_to_float, [ST_DT_Q8_0] = a2_q8_0_to_float,
-                 [ST_DT_Q4_0] = a2_q4_0_to_float, [ST_DT_Q2_K] = st_kq_to_float_q2_k,
-                 [ST_DT_Q3_K] = st_kq_to_float_q3_k, [ST_DT_Q4_K] = st_kq_to_float_q4_k,
-                 [ST_DT_Q5_K] = st_kq_to_float_q5_k, [ST_DT_Q6_K] = st_kq_to_float_q6_k,
+    .to_float = {[ST_DT_F32] = st_ref_f32_to_float,
+                 [ST_DT_F16] = a2_f16_to_float,
+                 [ST_DT_BF16] = a2_bf16_to_float,
+                 [ST_DT_Q8_0] = a2_q8_0_to_float,
+                 [ST_DT_Q4_0] = a2_q4_0_to_float,
+                 [ST_DT_Q2_K] = st_kq_to_float_q2_k,
+                 [ST_DT_Q3_K] = st_kq_to_float_q3_k,
+                 [ST_DT_Q4_K] = st_kq_to_float_q4_k,
+                 [ST_DT_Q5_K] = st_kq_to_float_q5_k,
+                 [ST_DT_Q6_K] = st_kq_to_float_q6_k,
                  [ST_DT_Q8_K] = st_kq_to_float_q8_k},
-    .from_float = {[ST_DT_F32] = st_ref_f32_from_float, [ST_DT_F16] = a2_f16_from_float,
-                   [ST_DT_BF16] = a2_bf16_from_float, [ST_DT_Q8_0] = a2_q8_0_from_float,
-                   [ST_DT_Q4_0] = a2_q4_0_from_float, [ST_DT_Q8_K] = st_kq_from_float_q8_k},
-    .mul_mat = {[ST_DT_F32] = avx512_mul_mat_f32, [ST_DT_F16] = avx512_mul_mat_f16,
-                [ST_DT_BF16] = avx512_mul_mat_bf16, [ST_DT_Q8_0] = avx2_mul_mat_q8_0,
-                [ST_DT_Q4_0] = avx2_mul_mat_q4_0, [ST_DT_Q2_K] = avx512_mul_mat_q2_k,
-                [ST_DT_Q3_K] = avx512_mul_mat_q3_k, [ST_DT_Q4_K] = avx512_mul_mat_q4_k,
-                [ST_DT_Q5_K] = avx512_mul_mat_q5_k, [ST_DT_Q6_K] = avx512_mul_mat_q6_k},
+    .from_float = {[ST_DT_F32] = st_ref_f32_from_float,
+                   [ST_DT_F16] = a2_f16_from_float,
+                   [ST_DT_BF16] = a2_bf16_from_float,
+                   [ST_DT_Q8_0] = a2_q8_0_from_float,
+                   [ST_DT_Q4_0] = a2_q4_0_from_float,
+                   [ST_DT_Q8_K] = st_kq_from_float_q8_k},
+    .mul_mat = {[ST_DT_F32] = avx512_mul_mat_f32,
+                [ST_DT_F16] = avx512_mul_mat_f16,
+                [ST_DT_BF16] = avx512_mul_mat_bf16,
+                [ST_DT_Q8_0] = avx2_mul_mat_q8_0,
+                [ST_DT_Q4_0] = avx2_mul_mat_q4_0,
+                [ST_DT_Q2_K] = avx512_mul_mat_q2_k,
+                [ST_DT_Q3_K] = avx512_mul_mat_q3_k,
+                [ST_DT_Q4_K] = avx512_mul_mat_q4_k,
+                [ST_DT_Q5_K] = avx512_mul_mat_q5_k,
+                [ST_DT_Q6_K] = avx512_mul_mat_q6_k},
     .mul_mat_r8 = {[ST_DT_Q8_0] = avx512_mul_mat_r8_q8_0, [ST_DT_Q4_0] = avx512_mul_mat_r8_q4_0},
     .rmsnorm = a2_rmsnorm,
     .rope = a2_rope,

@@ -21,7 +21,6 @@
 #include "kernels/fp16.h"
 #include "kernels/kernels_avx2_int.h"
 
-
 /* f_load8 - 8 elements of a t row from element k, widened to f32. */
 static inline __attribute__((always_inline)) __m256 f_load8(st_dtype t, const void *p, int64_t k)
 {
@@ -51,9 +50,10 @@ static inline float f_hsum(__m256 acc)
 }
 
 /* f_tile - y[j][i + r] for r < R, j < C. w: row i; x: row 0 of the tile. */
-static inline __attribute__((always_inline)) void
-f_tile(st_dtype t, int R, int C, int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
-       size_t xs, float *y, int64_t ys)
+static inline __attribute__((always_inline)) void f_tile(st_dtype t, int R, int C, int64_t n,
+                                                         const uint8_t *w, size_t ws,
+                                                         const uint8_t *x, size_t xs, float *y,
+                                                         int64_t ys)
 {
     __m256 acc[8][3];
     for (int r = 0; r < R; r++)
@@ -81,9 +81,10 @@ f_tile(st_dtype t, int R, int C, int64_t n, const uint8_t *w, size_t ws, const u
 }
 
 /* f_mul_mat - dispatch of tiles over [i0, i1) x [0, nx). */
-static inline __attribute__((always_inline)) void
-f_mul_mat(st_dtype t, int64_t n, const void *wv, size_t ws, int64_t i0, int64_t i1, const void *xv,
-          size_t xs, int64_t nx, float *y, int64_t ys)
+static inline __attribute__((always_inline)) void f_mul_mat(st_dtype t, int64_t n, const void *wv,
+                                                            size_t ws, int64_t i0, int64_t i1,
+                                                            const void *xv, size_t xs, int64_t nx,
+                                                            float *y, int64_t ys)
 {
     const uint8_t *w = wv;
     const uint8_t *x = xv;

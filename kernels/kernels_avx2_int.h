@@ -48,9 +48,9 @@ typedef struct avx2_xchunk {
  * (rows x_stride bytes apart) at k-panel block b0, whose block sums and
  * scales are rows [j, j + C) of sums and dx (ld entries apart), and whose
  * outputs start at column col of y (rows y_stride floats apart). */
-void avx2_xchunk_at(avx2_xchunk *c, int C, const uint8_t *x, size_t x_stride, int64_t j0,
-                    int64_t j, int64_t b0, const int32_t *sums, const float *dx, int64_t ld,
-                    float *y, int64_t y_stride, int64_t col);
+void avx2_xchunk_at(avx2_xchunk *c, int C, const uint8_t *x, size_t x_stride, int64_t j0, int64_t j,
+                    int64_t b0, const int32_t *sums, const float *dx, int64_t ld, float *y,
+                    int64_t y_stride, int64_t col);
 
 /* avx2_mul_mat_f32 / _f16 / _bf16 - the mul_mat contract for float
  * weights (activations in the same dtype). Each output element has one
@@ -94,11 +94,9 @@ void avx512_mul_mat_bf16(int64_t n, const void *w, size_t w_stride, int64_t i0, 
  * bit-identical to the reference on the plain matrix; only called through
  * the AVX-512 table. */
 void avx512_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                            const void *x, size_t x_stride, int64_t nx, float *y,
-                            int64_t y_stride);
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 void avx512_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                            const void *x, size_t x_stride, int64_t nx, float *y,
-                            int64_t y_stride);
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
 /* avx512_mul_mat_q2_k .. _q6_k (kquant_avx512.c, built with AVX-512
  * F/BW/VL) - the same contract and results with 512-bit products; only

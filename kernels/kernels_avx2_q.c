@@ -227,9 +227,8 @@ static void q8_rows8(int64_t nb, const uint8_t *w, size_t ws, const st_block_q8_
  * Rows r and r + 4 share a vector (one per 128-bit half), so nibbles are
  * unpacked two rows at a time and the reduction needs only three hadds,
  * which leave the 8 row sums in row order. */
-static void q4_rows8(int64_t b0, int64_t nbp, const uint8_t *w, size_t ws,
-                     const st_block_q8_0 *x, const int32_t *sx, float *y, int first,
-                     const uint8_t *pf, int64_t nb)
+static void q4_rows8(int64_t b0, int64_t nbp, const uint8_t *w, size_t ws, const st_block_q8_0 *x,
+                     const int32_t *sx, float *y, int first, const uint8_t *pf, int64_t nb)
 {
     const size_t pf_step = ((8 * ws + (size_t)nb - 1) / (size_t)nb + 63) & ~(size_t)63;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -289,9 +288,10 @@ static inline __m256i q_pair4(__m256i ha, __m256i hb)
  * lanes are (activation row, weight row) pairs, and each pair's float
  * accumulator is one lane. pf: the next group, prefetched a slice per
  * block (NULL: none). */
-static inline __attribute__((always_inline)) void
-q8_rows4(int C, int64_t nb, const uint8_t *w, size_t ws, const st_block_q8_0 *const *xr,
-         float *const *yr, const uint8_t *pf)
+static inline __attribute__((always_inline)) void q8_rows4(int C, int64_t nb, const uint8_t *w,
+                                                           size_t ws,
+                                                           const st_block_q8_0 *const *xr,
+                                                           float *const *yr, const uint8_t *pf)
 {
     const size_t pf_step = ((4 * ws + (size_t)nb - 1) / (size_t)nb + 63) & ~(size_t)63;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -317,16 +317,16 @@ q8_rows4(int C, int64_t nb, const uint8_t *w, size_t ws, const st_block_q8_0 *co
         }
         /* h[j] = [rows 0..3 (first half) | rows 0..3 (second half)] of x_j */
         const __m128 dw = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, q_ld16(w + 3 * ws + off),
-                                                     q_ld16(w + 2 * ws + off),
-                                                     q_ld16(w + ws + off), q_ld16(w + off)));
+                                                     q_ld16(w + 2 * ws + off), q_ld16(w + ws + off),
+                                                     q_ld16(w + off)));
         const __m256 dw2 = _mm256_set_m128(dw, dw);
         for (int k = 0; 2 * k < C; k++) {
             const int ja = 2 * k, jb = 2 * k + 1 < C ? 2 * k + 1 : 2 * k;
             const __m256i si = q_pair4(h[ja], h[jb]);
             const __m256 dx = _mm256_set_m128(_mm_set1_ps(q_h2f(xr[jb][b].d)),
                                               _mm_set1_ps(q_h2f(xr[ja][b].d)));
-            acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_cvtepi32_ps(si),
-                                                         _mm256_mul_ps(dw2, dx)));
+            acc[k] = _mm256_add_ps(acc[k],
+                                   _mm256_mul_ps(_mm256_cvtepi32_ps(si), _mm256_mul_ps(dw2, dx)));
         }
     }
     for (int k = 0; 2 * k < C; k++) {
@@ -357,10 +357,18 @@ static void q8_mul_mat_rows4(int64_t nb, const uint8_t *w, size_t ws, int64_t i0
             /* the first activation chunk prefetches the next group */
             const uint8_t *pf = j0 == 0 && g + 1 < ng4 ? wg + 4 * ws : NULL;
             switch (C) {
-            case 4: q8_rows4(4, nb, wg, ws, xr, yr, pf); break;
-            case 3: q8_rows4(3, nb, wg, ws, xr, yr, pf); break;
-            case 2: q8_rows4(2, nb, wg, ws, xr, yr, pf); break;
-            default: q8_rows4(1, nb, wg, ws, xr, yr, pf); break;
+            case 4:
+                q8_rows4(4, nb, wg, ws, xr, yr, pf);
+                break;
+            case 3:
+                q8_rows4(3, nb, wg, ws, xr, yr, pf);
+                break;
+            case 2:
+                q8_rows4(2, nb, wg, ws, xr, yr, pf);
+                break;
+            default:
+                q8_rows4(1, nb, wg, ws, xr, yr, pf);
+                break;
             }
         }
     }
@@ -472,8 +480,8 @@ q_panel_rows(const q_panel *P, int64_t nbp, int q4, int C, const st_block_q8_0 *
 }
 
 static void q_panel_x(const q_panel *P, int64_t nbp, int q4, int C, const st_block_q8_0 *const *xr,
-                      const int32_t *const *sx, const float *const *dx, float *const *yr,
-                      int first, const q_pf *pf)
+                      const int32_t *const *sx, const float *const *dx, float *const *yr, int first,
+                      const q_pf *pf)
 {
     switch (C) {
     case 4:
@@ -516,9 +524,9 @@ void avx2_x_blocks(const uint8_t *x, size_t x_stride, int64_t j0, int64_t nxg, i
     }
 }
 
-void avx2_xchunk_at(avx2_xchunk *c, int C, const uint8_t *x, size_t x_stride, int64_t j0,
-                    int64_t j, int64_t b0, const int32_t *sums, const float *dx, int64_t ld,
-                    float *y, int64_t y_stride, int64_t col)
+void avx2_xchunk_at(avx2_xchunk *c, int C, const uint8_t *x, size_t x_stride, int64_t j0, int64_t j,
+                    int64_t b0, const int32_t *sums, const float *dx, int64_t ld, float *y,
+                    int64_t y_stride, int64_t col)
 {
     for (int k = 0; k < C; k++) {
         c->xr[k] = (const st_block_q8_0 *)(x + (size_t)(j0 + j + k) * x_stride) + b0;
@@ -588,8 +596,7 @@ static void q_mul_mat(int q4, int64_t n, const void *wv, size_t w_stride, int64_
             float *yr = y + j * y_stride;
             if (!q4) {
                 for (int64_t g = 0; g < ng; g++)
-                    q8_rows8(nb, w + (size_t)(i0 + 8 * g) * w_stride, w_stride, xr,
-                             yr + i0 + 8 * g,
+                    q8_rows8(nb, w + (size_t)(i0 + 8 * g) * w_stride, w_stride, xr, yr + i0 + 8 * g,
                              g + 1 < ng ? w + (size_t)(i0 + 8 * g + 8) * w_stride : NULL);
                 continue;
             }

@@ -86,8 +86,8 @@ r8_rows(int q4, int C, const uint8_t *gb, int64_t nbp, const st_block_q8_0 *cons
                 const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
                 for (int j = 0; j < C; j++) {
                     const __m256i pl = _mm256_maddubs_epi16(lo, r8_bcast4(xr[j][bb].qs + 4 * v));
-                    const __m256i ph =
-                        _mm256_maddubs_epi16(hi, r8_bcast4(xr[j][bb].qs + 16 + 4 * v));
+                    const __m256i ph = _mm256_maddubs_epi16(hi,
+                                                            r8_bcast4(xr[j][bb].qs + 16 + 4 * v));
                     h[j] = _mm256_add_epi16(h[j], _mm256_add_epi16(pl, ph));
                 }
             }
@@ -97,8 +97,8 @@ r8_rows(int q4, int C, const uint8_t *gb, int64_t nbp, const st_block_q8_0 *cons
         } else {
             for (int j = 0; j < C; j++)
                 s[j] = _mm256_setzero_si256();
-            /* not unrolled: unrolled, GCC reassociates the chunk sums into
-             * a tree whose partial sums spill out of the 16 registers */
+                /* not unrolled: unrolled, GCC reassociates the chunk sums into
+                 * a tree whose partial sums spill out of the 16 registers */
 #pragma GCC unroll 1
             for (int c = 0; c < 8; c++) {
                 const __m256i wv = _mm256_loadu_si256((const __m256i *)(o + 16 + 32 * c));
@@ -121,22 +121,38 @@ r8_rows(int q4, int C, const uint8_t *gb, int64_t nbp, const st_block_q8_0 *cons
 
 /* r8_rows_x - r8_rows with q4 and C as compile-time constants. */
 static void r8_rows_x(int q4, int C, const uint8_t *gb, int64_t nbp, const st_block_q8_0 *const *xr,
-                      const int32_t *const *sx, const float *const *dx, float *const *yr,
-                      int first, const r8_pf *pf)
+                      const int32_t *const *sx, const float *const *dx, float *const *yr, int first,
+                      const r8_pf *pf)
 {
     if (q4) {
         switch (C) {
-        case 4: r8_rows(1, 4, gb, nbp, xr, sx, dx, yr, first, pf); break;
-        case 3: r8_rows(1, 3, gb, nbp, xr, sx, dx, yr, first, pf); break;
-        case 2: r8_rows(1, 2, gb, nbp, xr, sx, dx, yr, first, pf); break;
-        default: r8_rows(1, 1, gb, nbp, xr, sx, dx, yr, first, pf); break;
+        case 4:
+            r8_rows(1, 4, gb, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 3:
+            r8_rows(1, 3, gb, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 2:
+            r8_rows(1, 2, gb, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        default:
+            r8_rows(1, 1, gb, nbp, xr, sx, dx, yr, first, pf);
+            break;
         }
     } else {
         switch (C) {
-        case 4: r8_rows(0, 4, gb, nbp, xr, sx, dx, yr, first, pf); break;
-        case 3: r8_rows(0, 3, gb, nbp, xr, sx, dx, yr, first, pf); break;
-        case 2: r8_rows(0, 2, gb, nbp, xr, sx, dx, yr, first, pf); break;
-        default: r8_rows(0, 1, gb, nbp, xr, sx, dx, yr, first, pf); break;
+        case 4:
+            r8_rows(0, 4, gb, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 3:
+            r8_rows(0, 3, gb, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        case 2:
+            r8_rows(0, 2, gb, nbp, xr, sx, dx, yr, first, pf);
+            break;
+        default:
+            r8_rows(0, 1, gb, nbp, xr, sx, dx, yr, first, pf);
+            break;
         }
     }
 }
@@ -154,7 +170,8 @@ static void r8_mul_mat(int q4, int64_t n, const uint8_t *w, size_t ws, int64_t g
         const int64_t nxg = nx - j0 < R8_XG ? nx - j0 : R8_XG;
         for (int64_t b0 = 0; b0 < nb; b0 += R8_KP) {
             const int64_t nbp = nb - b0 < R8_KP ? nb - b0 : R8_KP;
-            avx2_x_blocks(x, x_stride, j0, nxg, b0, nbp, R8_KP, &dxs[0][0], q4 ? &sums[0][0] : NULL);
+            avx2_x_blocks(x, x_stride, j0, nxg, b0, nbp, R8_KP, &dxs[0][0],
+                          q4 ? &sums[0][0] : NULL);
             const int64_t nparts = (nxg + 3) / 4;
             for (int64_t g = g0; g < g1; g++) {
                 const uint8_t *gb = w + (size_t)g * gbytes + (size_t)b0 * gbb;

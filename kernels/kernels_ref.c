@@ -305,15 +305,15 @@ static void ref_mul_mat_r8(st_dtype t, ref_dot_fn dot, int64_t n, const void *w,
     }
 }
 
-static void ref_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0,
-                                int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
+static void ref_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                const void *x, size_t x_stride, int64_t nx, float *y,
                                 int64_t y_stride)
 {
     ref_mul_mat_r8(ST_DT_Q8_0, ref_dot_q8_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
-static void ref_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0,
-                                int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
+static void ref_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                const void *x, size_t x_stride, int64_t nx, float *y,
                                 int64_t y_stride)
 {
     ref_mul_mat_r8(ST_DT_Q4_0, ref_dot_q4_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
@@ -351,8 +351,8 @@ static void ref_rope(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, 
     }
 }
 
-static void ref_rope_neox(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot,
-                          int64_t pos, float base)
+static void ref_rope_neox(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
+                          float base)
 {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     const int64_t half = n_rot / 2;
@@ -428,20 +428,33 @@ int64_t st_ref_argmax(const float *x, int64_t n)
 static const st_kernel_ops ref_ops = {
     .name = "ref",
     .variant = ST_KVAR_REF,
-    .to_float = {[ST_DT_F32] = st_ref_f32_to_float, [ST_DT_F16] = ref_f16_to_float,
-                 [ST_DT_BF16] = ref_bf16_to_float, [ST_DT_Q8_0] = ref_q8_0_to_float,
-                 [ST_DT_Q4_0] = ref_q4_0_to_float, [ST_DT_Q2_K] = st_kq_to_float_q2_k,
-                 [ST_DT_Q3_K] = st_kq_to_float_q3_k, [ST_DT_Q4_K] = st_kq_to_float_q4_k,
-                 [ST_DT_Q5_K] = st_kq_to_float_q5_k, [ST_DT_Q6_K] = st_kq_to_float_q6_k,
+    .to_float = {[ST_DT_F32] = st_ref_f32_to_float,
+                 [ST_DT_F16] = ref_f16_to_float,
+                 [ST_DT_BF16] = ref_bf16_to_float,
+                 [ST_DT_Q8_0] = ref_q8_0_to_float,
+                 [ST_DT_Q4_0] = ref_q4_0_to_float,
+                 [ST_DT_Q2_K] = st_kq_to_float_q2_k,
+                 [ST_DT_Q3_K] = st_kq_to_float_q3_k,
+                 [ST_DT_Q4_K] = st_kq_to_float_q4_k,
+                 [ST_DT_Q5_K] = st_kq_to_float_q5_k,
+                 [ST_DT_Q6_K] = st_kq_to_float_q6_k,
                  [ST_DT_Q8_K] = st_kq_to_float_q8_k},
-    .from_float = {[ST_DT_F32] = st_ref_f32_from_float, [ST_DT_F16] = ref_f16_from_float,
-                   [ST_DT_BF16] = ref_bf16_from_float, [ST_DT_Q8_0] = ref_q8_0_from_float,
-                   [ST_DT_Q4_0] = ref_q4_0_from_float, [ST_DT_Q8_K] = st_kq_from_float_q8_k},
-    .mul_mat = {[ST_DT_F32] = ref_mul_mat_f32, [ST_DT_F16] = ref_mul_mat_f16,
-                [ST_DT_BF16] = ref_mul_mat_bf16, [ST_DT_Q8_0] = ref_mul_mat_q8_0,
-                [ST_DT_Q4_0] = ref_mul_mat_q4_0, [ST_DT_Q2_K] = st_kq_mul_mat_q2_k,
-                [ST_DT_Q3_K] = st_kq_mul_mat_q3_k, [ST_DT_Q4_K] = st_kq_mul_mat_q4_k,
-                [ST_DT_Q5_K] = st_kq_mul_mat_q5_k, [ST_DT_Q6_K] = st_kq_mul_mat_q6_k},
+    .from_float = {[ST_DT_F32] = st_ref_f32_from_float,
+                   [ST_DT_F16] = ref_f16_from_float,
+                   [ST_DT_BF16] = ref_bf16_from_float,
+                   [ST_DT_Q8_0] = ref_q8_0_from_float,
+                   [ST_DT_Q4_0] = ref_q4_0_from_float,
+                   [ST_DT_Q8_K] = st_kq_from_float_q8_k},
+    .mul_mat = {[ST_DT_F32] = ref_mul_mat_f32,
+                [ST_DT_F16] = ref_mul_mat_f16,
+                [ST_DT_BF16] = ref_mul_mat_bf16,
+                [ST_DT_Q8_0] = ref_mul_mat_q8_0,
+                [ST_DT_Q4_0] = ref_mul_mat_q4_0,
+                [ST_DT_Q2_K] = st_kq_mul_mat_q2_k,
+                [ST_DT_Q3_K] = st_kq_mul_mat_q3_k,
+                [ST_DT_Q4_K] = st_kq_mul_mat_q4_k,
+                [ST_DT_Q5_K] = st_kq_mul_mat_q5_k,
+                [ST_DT_Q6_K] = st_kq_mul_mat_q6_k},
     .mul_mat_r8 = {[ST_DT_Q8_0] = ref_mul_mat_r8_q8_0, [ST_DT_Q4_0] = ref_mul_mat_r8_q4_0},
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,

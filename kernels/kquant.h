@@ -57,8 +57,7 @@ void st_kq_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, i
 /* st_kq_step - one super-block's term added to the running sum, the one
  * float formula of every variant (dx: the Q8_K scale; d, dmin: the weight
  * block's; sumi, summ: its exact integer sums). */
-static inline float st_kq_step(float sum, float dx, float d, float dmin, int32_t sumi,
-                               int32_t summ)
+static inline float st_kq_step(float sum, float dx, float d, float dmin, int32_t sumi, int32_t summ)
 {
     return sum + ((dx * d) * (float)sumi - (dx * dmin) * (float)summ);
 }

@@ -34,36 +34,36 @@ static void ka_tile(ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned c
 }
 
 void avx2_mul_mat_q2_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    ka_mul_mat(ka_tile, ka_unpack_q2_k, sizeof(st_block_q2_k), n, w, w_stride, i0, i1, x,
-               x_stride, nx, y, y_stride);
+    ka_mul_mat(ka_tile, ka_unpack_q2_k, sizeof(st_block_q2_k), n, w, w_stride, i0, i1, x, x_stride,
+               nx, y, y_stride);
 }
 
 void avx2_mul_mat_q3_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    ka_mul_mat(ka_tile, ka_unpack_q3_k, sizeof(st_block_q3_k), n, w, w_stride, i0, i1, x,
-               x_stride, nx, y, y_stride);
+    ka_mul_mat(ka_tile, ka_unpack_q3_k, sizeof(st_block_q3_k), n, w, w_stride, i0, i1, x, x_stride,
+               nx, y, y_stride);
 }
 
 void avx2_mul_mat_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    ka_mul_mat(ka_tile, ka_unpack_q4_k, sizeof(st_block_q4_k), n, w, w_stride, i0, i1, x,
-               x_stride, nx, y, y_stride);
+    ka_mul_mat(ka_tile, ka_unpack_q4_k, sizeof(st_block_q4_k), n, w, w_stride, i0, i1, x, x_stride,
+               nx, y, y_stride);
 }
 
 void avx2_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    ka_mul_mat(ka_tile, ka_unpack_q5_k, sizeof(st_block_q5_k), n, w, w_stride, i0, i1, x,
-               x_stride, nx, y, y_stride);
+    ka_mul_mat(ka_tile, ka_unpack_q5_k, sizeof(st_block_q5_k), n, w, w_stride, i0, i1, x, x_stride,
+               nx, y, y_stride);
 }
 
 void avx2_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    ka_mul_mat(ka_tile, ka_unpack_q6_k, sizeof(st_block_q6_k), n, w, w_stride, i0, i1, x,
-               x_stride, nx, y, y_stride);
+    ka_mul_mat(ka_tile, ka_unpack_q6_k, sizeof(st_block_q6_k), n, w, w_stride, i0, i1, x, x_stride,
+               nx, y, y_stride);
 }

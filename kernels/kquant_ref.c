@@ -277,31 +277,31 @@ static void kq_mul_mat(kq_dot_fn dot, int64_t n, const void *w, size_t w_stride,
 }
 
 void st_kq_mul_mat_q2_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     kq_mul_mat(st_kq_dot_q2_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_kq_mul_mat_q3_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     kq_mul_mat(st_kq_dot_q3_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_kq_mul_mat_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     kq_mul_mat(st_kq_dot_q4_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_kq_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     kq_mul_mat(st_kq_dot_q5_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_kq_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     kq_mul_mat(st_kq_dot_q6_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }

@@ -59,8 +59,8 @@ static inline float ka_h2f(uint16_t h) { return _cvtsh_ss(h); }
  * the low 128 bits and its high half over the high ones. */
 static inline void ka_scales(ka_block *kb, __m256i sc, int off)
 {
-    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
-                                            2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2,
+                                            3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
     for (int c = 0; c < KA_CHUNKS; c++) {
         const __m256i pair = _mm256_permutevar8x32_epi32(sc, _mm256_set1_epi32(c));
         kb->scv[c] = _mm256_shuffle_epi8(pair, spread);
@@ -172,8 +172,8 @@ static inline void ka_unpack_q45_u(const uint8_t *qs, const uint8_t *qh, __m256i
     }
 }
 
-static inline void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs,
-                          const uint8_t *qh, ka_block *kb)
+static inline void ka_unpack_q45(uint16_t d, uint16_t dmin, const uint8_t *scales,
+                                 const uint8_t *qs, const uint8_t *qh, ka_block *kb)
 {
     ka_unpack_q45_u(qs, qh, kb->u);
     __m256i sc, m;
@@ -254,7 +254,7 @@ typedef void (*ka_unpack_fn)(const void *blk, ka_block *kb);
 
 /* ka_row1 - one weight row against one activation row: scalar float steps. */
 static inline float ka_row1(ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned char *wr,
-                     const st_block_q8_k *xr)
+                            const st_block_q8_k *xr)
 {
     ka_block kb;
     float acc = 0.0f;
@@ -277,7 +277,8 @@ static inline __m256 ka_tile_step(__m256 acc, const ka_block *kb, const __m256i 
     const __m256 sm = kb->has_min ? _mm256_cvtepi32_ps(ka_hsum8(vm)) : _mm256_setzero_ps();
     const __m256 d = _mm256_loadu_ps(dx);
     const __m256 term = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(kb->d)), si),
-                                      _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(kb->dmin)), sm));
+                                      _mm256_mul_ps(_mm256_mul_ps(d, _mm256_set1_ps(kb->dmin)),
+                                                    sm));
     return _mm256_add_ps(acc, term);
 }
 
@@ -288,9 +289,9 @@ typedef void (*ka_tile_fn)(ka_unpack_fn unpack, size_t bb, int64_t nb, const uns
                            const unsigned char *xb, size_t x_stride, int64_t nt,
                            float out[KA_TILE]);
 
-static inline void ka_mul_mat(ka_tile_fn tile, ka_unpack_fn unpack, size_t bb, int64_t n, const void *w, size_t w_stride,
-                       int64_t i0, int64_t i1, const void *x, size_t x_stride, int64_t nx,
-                       float *y, int64_t y_stride)
+static inline void ka_mul_mat(ka_tile_fn tile, ka_unpack_fn unpack, size_t bb, int64_t n,
+                              const void *w, size_t w_stride, int64_t i0, int64_t i1, const void *x,
+                              size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     const unsigned char *wb = w;
     const unsigned char *xb = x;

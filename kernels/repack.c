@@ -17,14 +17,12 @@ static size_t r8_group_block_bytes(st_dtype t)
 
 int st_r8_supported(st_dtype t) { return t == ST_DT_Q8_0 || t == ST_DT_Q4_0; }
 
-int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64_t rows,
-                 void *dst)
+int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64_t rows, void *dst)
 {
     if (!st_r8_supported(t))
         return ST_K_ETYPE;
     size_t rb;
-    if (st_row_size(t, n, &rb) != ST_K_OK || rb != row_bytes || rows < 0 ||
-        rows % ST_R8_ROWS != 0)
+    if (st_row_size(t, n, &rb) != ST_K_OK || rb != row_bytes || rows < 0 || rows % ST_R8_ROWS != 0)
         return ST_K_ESHAPE;
     const int64_t nb = n / ST_QK;
     const size_t gbb = r8_group_block_bytes(t);
@@ -38,7 +36,7 @@ int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64
             uint8_t *o = dg + (size_t)b * gbb;
             for (int r = 0; r < ST_R8_ROWS; r++) {
                 const uint8_t *blk = sg + (size_t)r * row_bytes + (size_t)b * (gbb / ST_R8_ROWS);
-                memcpy(o + 2 * r, blk, 2); /* the f16 scale */
+                memcpy(o + 2 * r, blk, 2);       /* the f16 scale */
                 for (int c = 0; c < nchunk; c++) /* 4 quant bytes per chunk */
                     memcpy(o + 16 + 32 * c + 4 * r, blk + 2 + 4 * c, 4);
             }
@@ -48,8 +46,8 @@ int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64
 }
 
 /* r8_block_at - group block b of the group holding row i, and i's place r. */
-static const uint8_t *r8_block_at(const void *w, size_t row_bytes, int64_t i, int64_t b,
-                                  size_t gbb, int *r)
+static const uint8_t *r8_block_at(const void *w, size_t row_bytes, int64_t i, int64_t b, size_t gbb,
+                                  int *r)
 {
     const int64_t g = i / ST_R8_ROWS;
     *r = (int)(i % ST_R8_ROWS);

@@ -42,8 +42,7 @@ int st_r8_supported(st_dtype t);
  * match n; dst is untouched then. Groups are independent: a slice of whole
  * groups (src and dst advanced by 8 g row_bytes, rows a multiple of 8) can
  * be repacked alone, by one thread each. */
-int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64_t rows,
-                 void *dst);
+int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64_t rows, void *dst);
 
 /* st_r8_gather - block b of row i of an R8 matrix of t (w at row 0, plain
  * row size row_bytes), written to out as the plain block (34 bytes for

@@ -83,8 +83,8 @@ static bool sel_cpu_has_avx512(void)
 
 const char *st_kvariant_name(st_kvariant v)
 {
-    static const char *const names[ST_KVAR_COUNT] = {
-        [ST_KVAR_REF] = "ref", [ST_KVAR_AVX2] = "avx2", [ST_KVAR_AVX512] = "avx512"};
+    static const char *const names[ST_KVAR_COUNT] =
+        {[ST_KVAR_REF] = "ref", [ST_KVAR_AVX2] = "avx2", [ST_KVAR_AVX512] = "avx512"};
     if ((int)v < 0 || v >= ST_KVAR_COUNT)
         return NULL;
     return names[v];

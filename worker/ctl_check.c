@@ -39,9 +39,11 @@ st_err st_ctl_sender_check(const st_ctl_state *s, const char *what, uint64_t sen
         snprintf(why, cap, "%s from sender %llu: this worker has joined no coordinator", what,
                  (unsigned long long)sender);
     else
-        snprintf(why, cap, "%s from sender %llu: only the coordinator this worker joined (sender "
-                 "%llu, incarnation %llu) may send it", what, (unsigned long long)sender,
-                 (unsigned long long)s->coord_ctl, (unsigned long long)s->incarnation);
+        snprintf(why, cap,
+                 "%s from sender %llu: only the coordinator this worker joined (sender "
+                 "%llu, incarnation %llu) may send it",
+                 what, (unsigned long long)sender, (unsigned long long)s->coord_ctl,
+                 (unsigned long long)s->incarnation);
     return ST_EAUTH;
 }
 
@@ -95,9 +97,10 @@ st_err st_ctl_prepare_check(const st_ctl_state *s, const Strata__Plan *p, char *
         return ST_EEPOCH;
     }
     if (p->incarnation != s->incarnation) {
-        snprintf(why, cap, "plan of epoch %llu is of coordinator incarnation %llu; this worker "
-                 "joined incarnation %llu", ep, (unsigned long long)p->incarnation,
-                 (unsigned long long)s->incarnation);
+        snprintf(why, cap,
+                 "plan of epoch %llu is of coordinator incarnation %llu; this worker "
+                 "joined incarnation %llu",
+                 ep, (unsigned long long)p->incarnation, (unsigned long long)s->incarnation);
         return ST_EAUTH;
     }
     return st_ctl_plan_hash(p, why, cap);
@@ -120,11 +123,15 @@ st_err st_ctl_commit_check(const st_ctl_state *s, uint64_t epoch, const uint8_t 
     }
     if (!s->have_pending || s->pending_epoch != epoch) {
         if (s->have_pending)
-            snprintf(why, cap, "commit of epoch %llu (plan hash %s..) without a matching Prepare: "
-                     "epoch %llu is prepared", ep, a, (unsigned long long)s->pending_epoch);
+            snprintf(why, cap,
+                     "commit of epoch %llu (plan hash %s..) without a matching Prepare: "
+                     "epoch %llu is prepared",
+                     ep, a, (unsigned long long)s->pending_epoch);
         else
-            snprintf(why, cap, "commit of epoch %llu (plan hash %s..) without a matching Prepare: "
-                     "no plan is prepared", ep, a);
+            snprintf(why, cap,
+                     "commit of epoch %llu (plan hash %s..) without a matching Prepare: "
+                     "no plan is prepared",
+                     ep, a);
         return ST_EPROTO;
     }
     if (sodium_memcmp(hash, s->pending_hash, ST_CTL_HASH_BYTES) != 0) {

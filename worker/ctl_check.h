@@ -24,11 +24,11 @@
 
 /* What the checks read of a worker's plans. */
 typedef struct st_ctl_state {
-    uint64_t coord_ctl;        /* the joined coordinator's control sender; 0: not joined */
-    uint64_t incarnation;      /* the joined coordinator's incarnation */
-    bool have_cur;             /* a plan is committed */
+    uint64_t coord_ctl;   /* the joined coordinator's control sender; 0: not joined */
+    uint64_t incarnation; /* the joined coordinator's incarnation */
+    bool have_cur;        /* a plan is committed */
     uint64_t cur_epoch;
-    bool have_pending;         /* a plan is prepared (Ready answered), not committed */
+    bool have_pending; /* a plan is prepared (Ready answered), not committed */
     uint64_t pending_epoch;
     uint8_t pending_hash[ST_CTL_HASH_BYTES];
 } st_ctl_state;

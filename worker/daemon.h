@@ -25,32 +25,32 @@
 #include "common/err.h"
 
 typedef struct st_worker_cfg {
-    const char *coordinator;   /* tcp://HOST:PORT of the coordinator's control REP */
-    const char *model;         /* GGUF path; NULL: stream the weights (docs/streaming.md) */
-    const char *weights_from;  /* without model: weights servers, tcp:// separated by commas
-                                * (NULL: the coordinator's host, its port + 1) */
-    const char *cache_dir;     /* without model: the chunk cache (NULL: ~/.cache/strata) */
-    double max_fetch_rate;     /* bytes per second (0: no cap) */
+    const char *coordinator;        /* tcp://HOST:PORT of the coordinator's control REP */
+    const char *model;              /* GGUF path; NULL: stream the weights (docs/streaming.md) */
+    const char *weights_from;       /* without model: weights servers, tcp:// separated by commas
+                                     * (NULL: the coordinator's host, its port + 1) */
+    const char *cache_dir;          /* without model: the chunk cache (NULL: ~/.cache/strata) */
+    double max_fetch_rate;          /* bytes per second (0: no cap) */
     int64_t test_fetch_pause_after; /* test hook (fetch.h): -1 none */
-    const char *listen;        /* data PULL: tcp://HOST:PORT (port 0: any) */
-    const char *advertise;     /* data address announced; NULL: derived from listen */
-    const char *name;          /* NULL: HOSTNAME-PID */
-    const char *key_file;      /* cluster key; NULL: open cluster */
-    bool encrypt;              /* seal every frame (needs key_file) */
-    const char *throttle_file; /* re-read every heartbeat; NULL: none */
-    uint64_t memory;           /* budget in bytes; 0: MemAvailable */
-    int threads;               /* pool threads; 0: the cores */
-    uint32_t heartbeat_ms;     /* until the JoinReply says otherwise */
-    double throttle;           /* >= 1; test-only slow-down */
-    bool spare;                /* join as a spare */
-    bool force_ref;            /* scalar reference kernels */
-    bool stay_after_drain;     /* drained: stay joined as a spare instead of leaving */
-    double probe_s;            /* link probe interval per peer (s); 0: each peer once */
-    bool no_probe;             /* do not measure links */
-    uint32_t wire_accept;      /* boundary dtypes it accepts (bit 1 << st_wire_dtype);
-                                * 0: every one */
-    int leave_signal;          /* raised in the process (kill) when the daemon decides to
-                                * leave by itself (drained); 0: none */
+    const char *listen;             /* data PULL: tcp://HOST:PORT (port 0: any) */
+    const char *advertise;          /* data address announced; NULL: derived from listen */
+    const char *name;               /* NULL: HOSTNAME-PID */
+    const char *key_file;           /* cluster key; NULL: open cluster */
+    bool encrypt;                   /* seal every frame (needs key_file) */
+    const char *throttle_file;      /* re-read every heartbeat; NULL: none */
+    uint64_t memory;                /* budget in bytes; 0: MemAvailable */
+    int threads;                    /* pool threads; 0: the cores */
+    uint32_t heartbeat_ms;          /* until the JoinReply says otherwise */
+    double throttle;                /* >= 1; test-only slow-down */
+    bool spare;                     /* join as a spare */
+    bool force_ref;                 /* scalar reference kernels */
+    bool stay_after_drain;          /* drained: stay joined as a spare instead of leaving */
+    double probe_s;                 /* link probe interval per peer (s); 0: each peer once */
+    bool no_probe;                  /* do not measure links */
+    uint32_t wire_accept;           /* boundary dtypes it accepts (bit 1 << st_wire_dtype);
+                                     * 0: every one */
+    int leave_signal;               /* raised in the process (kill) when the daemon decides to
+                                     * leave by itself (drained); 0: none */
 } st_worker_cfg;
 
 typedef struct st_daemon st_daemon;

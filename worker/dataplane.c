@@ -210,8 +210,7 @@ static void dp_redial(nng_socket s, nng_dialer *d, bool *has, char *cur, const c
     snprintf(cur, ST_DP_ADDR_MAX, "%s", addr);
 }
 
-st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out,
-                  int *bound_port)
+st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out, int *bound_port)
 {
     *out = NULL;
     st_dataplane *dp = calloc(1, sizeof *dp);
@@ -225,8 +224,7 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
     if ((e = st_step_max_frame(cfg->hidden, ST_DP_MAX_TOKENS, &max_frame)) ||
         (e = st_env_init_mode(&dp->rx, cfg->key, cfg->encrypt, cfg->sender)) ||
         (e = st_env_init_mode(&dp->tx, cfg->key, cfg->encrypt, cfg->sender)) ||
-        (e = st_wire_ctx_new(cfg->force_ref, &dp->wire)) ||
-        (e = st_sessions_init(&dp->ses, 1)))
+        (e = st_wire_ctx_new(cfg->force_ref, &dp->wire)) || (e = st_sessions_init(&dp->ses, 1)))
         goto fail;
     dp->end_ids = calloc(ST_DP_END_CAP, sizeof *dp->end_ids);
     if (dp->end_ids == NULL) {
@@ -350,13 +348,14 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
     dp->cur = n;
     st_dp_stage_free(old);
     if (np->index >= 0)
-        st_log(ST_LOG_INFO, "data", "serving epoch %llu: stage %d of %u (replica %u of %u), "
-               "layers [%lld, %lld), %u next worker(s)%s", (unsigned long long)np->epoch,
-               np->index, np->n_stages, np->replica, np->n_replicas, (long long)np->first,
-               (long long)np->last, np->n_next, keep ? " (sessions kept)" : "");
+        st_log(ST_LOG_INFO, "data",
+               "serving epoch %llu: stage %d of %u (replica %u of %u), "
+               "layers [%lld, %lld), %u next worker(s)%s",
+               (unsigned long long)np->epoch, np->index, np->n_stages, np->replica, np->n_replicas,
+               (long long)np->first, (long long)np->last, np->n_next,
+               keep ? " (sessions kept)" : "");
     else
-        st_log(ST_LOG_INFO, "data", "epoch %llu: spare (no stage)",
-               (unsigned long long)np->epoch);
+        st_log(ST_LOG_INFO, "data", "epoch %llu: spare (no stage)", (unsigned long long)np->epoch);
 }
 
 /* ---- the thread ---- */

@@ -4,12 +4,11 @@
  *
  * Ownership. The data thread owns the PULL socket (listening on the
  * worker's data address), the PUSH sockets (one per worker of the next
- * stage, replicas included, and one to the plan's result address), their envelopes, the wire codec context, the
- * stage being served and the sessions' KV. The control thread prepares a
- * stage (st_dp_stage_load on a loader thread), and on Commit publishes it
- * in st_worker_shared.next; the data thread swaps it in between two
- * batches. Everything in st_worker_shared is read and written under its
- * mutex only, by short critical sections that never call out. */
+ * stage, replicas included, and one to the plan's result address), their envelopes, the wire codec
+ * context, the stage being served and the sessions' KV. The control thread prepares a stage
+ * (st_dp_stage_load on a loader thread), and on Commit publishes it in st_worker_shared.next; the
+ * data thread swaps it in between two batches. Everything in st_worker_shared is read and written
+ * under its mutex only, by short critical sections that never call out. */
 #ifndef ST_WORKER_DATAPLANE_H
 #define ST_WORKER_DATAPLANE_H
 
@@ -40,16 +39,16 @@
 typedef struct st_dp_plan {
     uint64_t epoch;
     uint8_t plan_hash[ST_WIRE_PLAN_HASH_SIZE];
-    int32_t index;                    /* this worker's stage; -1: spare */
-    uint32_t replica;                 /* its index among the stage's workers */
-    uint32_t n_replicas;              /* workers of its stage */
+    int32_t index;       /* this worker's stage; -1: spare */
+    uint32_t replica;    /* its index among the stage's workers */
+    uint32_t n_replicas; /* workers of its stage */
     uint32_t n_stages;
-    int64_t first, last;              /* layers [first, last) */
-    uint32_t n_next;                  /* workers of the next stage; 0 on the last and spares */
+    int64_t first, last; /* layers [first, last) */
+    uint32_t n_next;     /* workers of the next stage; 0 on the last and spares */
     char next_addrs[ST_DP_MAX_NEXT][ST_DP_ADDR_MAX]; /* their data addresses, plan order */
-    char result_addr[ST_DP_ADDR_MAX]; /* where results and error results go */
-    st_wire_dtype in_dtype;           /* boundary into this stage (not stage 0) */
-    st_wire_dtype out_dtype;          /* boundary out of it (not the last) */
+    char result_addr[ST_DP_ADDR_MAX];                /* where results and error results go */
+    st_wire_dtype in_dtype;                          /* boundary into this stage (not stage 0) */
+    st_wire_dtype out_dtype;                         /* boundary out of it (not the last) */
     bool zstd;
     uint32_t max_tokens, n_ctx, max_sessions;
     /* who may send this stage STEP frames (envelope sender ids): the
@@ -67,18 +66,18 @@ typedef struct st_dp_stage {
     st_model *model; /* NULL for a spare */
     st_stage_ctx *ctx;
     int64_t n_embd, n_vocab;
-    float *hin;   /* [max_tokens][n_embd] decoded input */
+    float *hin; /* [max_tokens][n_embd] decoded input */
     size_t hin_cap;
-    float *hout;  /* hidden [max_tokens][n_embd] or logits [rows][n_vocab] */
+    float *hout; /* hidden [max_tokens][n_embd] or logits [rows][n_vocab] */
     size_t hout_cap;
-    float *lrow;  /* [n_vocab] logits copy that sampling may modify */
+    float *lrow; /* [n_vocab] logits copy that sampling may modify */
     st_sample_scratch scratch;
     size_t kv_session_bytes;
     /* per-batch arrays of max_tokens rows */
     st_batch_row *brow;
-    st_wire_row *wrow;  /* rows of the outgoing packet */
-    st_wire_row *prow;  /* rows of the incoming packet */
-    uint64_t *ids;      /* sorted session ids (duplicate check) */
+    st_wire_row *wrow; /* rows of the outgoing packet */
+    st_wire_row *prow; /* rows of the incoming packet */
+    uint64_t *ids;     /* sorted session ids (duplicate check) */
     Strata__RowResult *rr;
     Strata__RowResult **rrp;
     uint64_t *rng;      /* [max_tokens][ST_RNG_WORDS] RNG states of results */
@@ -126,26 +125,26 @@ typedef struct st_worker_shared {
 
     /* control -> data */
     bool data_stop;
-    bool have_next;           /* a committed stage waits in next */
+    bool have_next; /* a committed stage waits in next */
     st_dp_stage *next;
-    uint64_t *end_ids;        /* [ST_DP_END_CAP] sessions to free */
+    uint64_t *end_ids; /* [ST_DP_END_CAP] sessions to free */
     uint32_t n_end;
     uint64_t end_dropped;
-    double throttle;          /* >= 1 */
-    uint64_t worker_id;       /* 0 before the first join */
+    double throttle;    /* >= 1 */
+    uint64_t worker_id; /* 0 before the first join */
 
     /* data -> control */
     st_dp_stale stale[ST_DP_STALE_CAP]; /* ring */
     uint32_t stale_head, stale_n;
     uint64_t stale_dropped;
-    st_latency lat;           /* layers of the served stage */
+    st_latency lat; /* layers of the served stage */
     st_dp_counters c;
-    uint64_t busy_ns;         /* time spent on batches, ever */
-    uint32_t in_flight;       /* batches being computed (0 or 1) */
+    uint64_t busy_ns;   /* time spent on batches, ever */
+    uint32_t in_flight; /* batches being computed (0 or 1) */
     uint32_t sessions;
-    uint64_t kv_bytes;        /* bytes of the allocated KV caches */
-    uint64_t weight_bytes;    /* weights of the served stage */
-    uint64_t serving_epoch;   /* epoch of the stage the data thread runs */
+    uint64_t kv_bytes;      /* bytes of the allocated KV caches */
+    uint64_t weight_bytes;  /* weights of the served stage */
+    uint64_t serving_epoch; /* epoch of the stage the data thread runs */
 
     /* wake-up reasons of the control thread: the "flags" form of the
      * owner-thread rule of common/cq.h; set under mu, then cv signalled */
@@ -162,21 +161,20 @@ void st_worker_shared_fini(st_worker_shared *sh);
 typedef struct st_dataplane st_dataplane;
 
 typedef struct st_dp_cfg {
-    const char *listen;     /* tcp://HOST:PORT the PULL listens on */
-    const uint8_t *key;     /* cluster key (ST_KEY_BYTES) or NULL */
-    bool encrypt;           /* seal data frames (needs key) */
-    uint64_t sender;        /* our envelope sender id on data frames */
-    int force_ref;          /* scalar wire conversions */
-    const char *name;       /* worker name, for error messages */
-    uint32_t hidden;        /* the model's hidden size: sizes the receive limit */
+    const char *listen; /* tcp://HOST:PORT the PULL listens on */
+    const uint8_t *key; /* cluster key (ST_KEY_BYTES) or NULL */
+    bool encrypt;       /* seal data frames (needs key) */
+    uint64_t sender;    /* our envelope sender id on data frames */
+    int force_ref;      /* scalar wire conversions */
+    const char *name;   /* worker name, for error messages */
+    uint32_t hidden;    /* the model's hidden size: sizes the receive limit */
 } st_dp_cfg;
 
 /* st_dp_open - creates the sockets and binds the PULL (TCP_NODELAY,
  * receive limit of the largest frame of ST_DP_MAX_TOKENS tokens of
  * cfg->hidden floats, st_step_max_frame); *bound_port is the port bound.
  * sh is borrowed and must outlive the data plane. */
-st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out,
-                  int *bound_port);
+st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out, int *bound_port);
 
 /* st_dp_start - starts the data thread, bound to cpus when not NULL (the
  * core the pool reserved for its calling thread). */

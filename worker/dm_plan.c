@@ -100,8 +100,10 @@ static bool dm_plan_senders(const Strata__Plan *p, int32_t me, st_dp_plan *o)
 
 st_ctl_state dm_ctl_state(const st_daemon *d)
 {
-    st_ctl_state s = {.coord_ctl = d->coord_ctl, .incarnation = d->incarnation,
-                      .have_cur = d->have_cur, .cur_epoch = d->cur_epoch,
+    st_ctl_state s = {.coord_ctl = d->coord_ctl,
+                      .incarnation = d->incarnation,
+                      .have_cur = d->have_cur,
+                      .cur_epoch = d->cur_epoch,
                       .have_pending = d->pending != NULL};
     if (d->pending != NULL) {
         s.pending_epoch = d->pending->plan.epoch;
@@ -113,16 +115,18 @@ st_ctl_state dm_ctl_state(const st_daemon *d)
 /* dm_plan_check - validates the layout of plan (see the file comment;
  * its epoch, incarnation and hash are st_ctl_prepare_check's) and extracts
  * this worker's part into *o (index -1 when it is not in the plan). */
-static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_plan *o,
-                            char *why, size_t cap)
+static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_plan *o, char *why,
+                            size_t cap)
 {
     memset(o, 0, sizeof *o); /* epoch, incarnation and hash: st_ctl_prepare_check */
     if (p->model_id.len != 32 || memcmp(p->model_id.data, d->model_id, 32) != 0) {
         char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
         st_hex_short(p->model_id.data, p->model_id.len, a);
         st_hex_short(d->model_id, 32, b);
-        return dm_why(why, cap, "plan model id %s.. (%zu bytes) differs from this worker's model "
-                      "%s.. (%s)", a, p->model_id.len, b, d->cfg.model);
+        return dm_why(why, cap,
+                      "plan model id %s.. (%zu bytes) differs from this worker's model "
+                      "%s.. (%s)",
+                      a, p->model_id.len, b, d->cfg.model);
     }
     if ((int64_t)p->n_layer != d->hp.n_layer)
         return dm_why(why, cap, "plan has %u layers; the model has %lld", p->n_layer,
@@ -134,8 +138,8 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
         return dm_why(why, cap, "plan max_tokens %u is outside 1..%u", p->max_tokens,
                       ST_DP_MAX_TOKENS);
     if (p->n_ctx < 1 || (int64_t)p->n_ctx > d->hp.n_ctx_train)
-        return dm_why(why, cap, "plan n_ctx %u is outside 1..%lld (the model's context)",
-                      p->n_ctx, (long long)d->hp.n_ctx_train);
+        return dm_why(why, cap, "plan n_ctx %u is outside 1..%lld (the model's context)", p->n_ctx,
+                      (long long)d->hp.n_ctx_train);
     if (p->max_sessions < 1 || p->max_sessions > 65536)
         return dm_why(why, cap, "plan max_sessions %u is outside 1..65536", p->max_sessions);
     if (!dm_addr_ok(p->result_addr))
@@ -146,15 +150,19 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
     for (size_t i = 0; i < p->n_stages; i++) {
         const Strata__Stage *s = p->stages[i];
         if (s->index != i || s->first != prev || s->last <= s->first || s->last > p->n_layer)
-            return dm_why(why, cap, "stage %zu (index %u, layers [%u, %u)) does not continue "
-                          "the layer ranges at %u", i, s->index, s->first, s->last, prev);
+            return dm_why(why, cap,
+                          "stage %zu (index %u, layers [%u, %u)) does not continue "
+                          "the layer ranges at %u",
+                          i, s->index, s->first, s->last, prev);
         prev = s->last;
         if (s->n_worker_ids < 1 || s->n_data_addrs != s->n_worker_ids)
             return dm_why(why, cap, "stage %zu has %zu workers and %zu addresses", i,
                           s->n_worker_ids, s->n_data_addrs);
         if (s->n_worker_ids > ST_DP_MAX_NEXT)
-            return dm_why(why, cap, "stage %zu has %zu workers; at most %d replicas per stage are "
-                          "served", i, s->n_worker_ids, ST_DP_MAX_NEXT);
+            return dm_why(why, cap,
+                          "stage %zu has %zu workers; at most %d replicas per stage are "
+                          "served",
+                          i, s->n_worker_ids, ST_DP_MAX_NEXT);
         for (size_t j = 0; j < s->n_data_addrs; j++)
             if (!dm_addr_ok(s->data_addrs[j]))
                 return dm_why(why, cap, "stage %zu: data address %zu is not a valid URL", i, j);
@@ -175,9 +183,10 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
     if (prev != p->n_layer)
         return dm_why(why, cap, "the stages cover layers [0, %u) of %u", prev, p->n_layer);
     if (!dm_plan_senders(p, me, o))
-        return dm_why(why, cap, "the plan does not say who sends stage %d its STEP frames (a "
-                      "zero step_sender, or data_senders unlike the workers of stage %d)", me,
-                      me - 1);
+        return dm_why(why, cap,
+                      "the plan does not say who sends stage %d its STEP frames (a "
+                      "zero step_sender, or data_senders unlike the workers of stage %d)",
+                      me, me - 1);
     o->epoch = p->epoch;
     memcpy(o->plan_hash, p->plan_hash.data, 32);
     o->index = me;
@@ -206,7 +215,6 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
     }
     return ST_OK;
 }
-
 
 /* ---- Prepare ---- */
 
@@ -276,10 +284,12 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
     uint64_t per = st_kv_bytes(plan.last - plan.first, plan.n_ctx, d->hp.kv_dim);
     uint64_t kv = per * plan.max_sessions;
     if (per == 0 || kv / plan.max_sessions != per || w + kv < w || w + kv > d->memory) {
-        snprintf(why, sizeof why, "stage %d (layers [%lld, %lld)) needs %llu bytes of weights + "
+        snprintf(why, sizeof why,
+                 "stage %d (layers [%lld, %lld)) needs %llu bytes of weights + "
                  "%llu bytes of KV (%u sessions x %u positions) = %llu bytes; the memory budget "
-                 "is %llu bytes", plan.index, (long long)plan.first, (long long)plan.last,
-                 (unsigned long long)w, (unsigned long long)kv, plan.max_sessions, plan.n_ctx,
+                 "is %llu bytes",
+                 plan.index, (long long)plan.first, (long long)plan.last, (unsigned long long)w,
+                 (unsigned long long)kv, plan.max_sessions, plan.n_ctx,
                  (unsigned long long)(w + kv), (unsigned long long)d->memory);
         dm_refuse(d, epoch, why);
         return;

@@ -124,12 +124,14 @@ void dm_on_join_reply(st_daemon *d, const Strata__JoinReply *jr, double now)
     d->sh.worker_id = d->worker_id;
     pthread_mutex_unlock(&d->sh.mu);
     if (d->coord_ctl == 0)
-        st_log(ST_LOG_WARN, "control", "the JoinReply names no control sender: every Prepare, "
+        st_log(ST_LOG_WARN, "control",
+               "the JoinReply names no control sender: every Prepare, "
                "Commit and EndSessions will be refused");
-    st_log(ST_LOG_INFO, "control", "joined %s as worker %llu (incarnation %llu, heartbeat %u ms, "
-           "control sender %llu; protocol %u, coordinator strata %s)", d->cfg.coordinator,
-           (unsigned long long)d->worker_id, (unsigned long long)d->incarnation, d->hb_ms,
-           (unsigned long long)d->coord_ctl,
+    st_log(ST_LOG_INFO, "control",
+           "joined %s as worker %llu (incarnation %llu, heartbeat %u ms, "
+           "control sender %llu; protocol %u, coordinator strata %s)",
+           d->cfg.coordinator, (unsigned long long)d->worker_id, (unsigned long long)d->incarnation,
+           d->hb_ms, (unsigned long long)d->coord_ctl,
            jr->protocol ? jr->protocol : (uint32_t)STRATA__VERSION__PROTOCOL, /* 0: older builds */
            jr->version && jr->version[0] ? jr->version : "(not sent)");
 }
@@ -231,4 +233,3 @@ void dm_on_rep(st_daemon *d)
     if (!d->rep_waiting)
         nng_recv_aio(d->rep, d->rep_aio);
 }
-

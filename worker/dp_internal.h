@@ -10,26 +10,26 @@
 struct st_dataplane {
     st_worker_shared *sh;
     char name[64];
-    bool open;                     /* sockets opened */
+    bool open; /* sockets opened */
     nng_socket pull, push_res;
     nng_socket push_next[ST_DP_MAX_NEXT]; /* one per worker of the next stage */
     nng_dialer d_next[ST_DP_MAX_NEXT], d_res;
     bool has_next[ST_DP_MAX_NEXT], has_res; /* dialers exist */
     char next_addr[ST_DP_MAX_NEXT][ST_DP_ADDR_MAX], res_addr[ST_DP_ADDR_MAX];
-    st_env rx;                     /* opens frames from the PULL */
-    st_env tx;                     /* seals frames for both PUSHes */
+    st_env rx; /* opens frames from the PULL */
+    st_env tx; /* seals frames for both PUSHes */
     st_wire_ctx *wire;
-    st_dp_stage *cur;              /* the stage served; NULL before the first commit */
+    st_dp_stage *cur; /* the stage served; NULL before the first commit */
     st_sessions ses;
-    uint64_t *end_ids;             /* [ST_DP_END_CAP] copy of the shared list */
-    uint64_t tick;                 /* batch counter, the sessions' pin */
-    uint64_t wire_seq;             /* sequence number of outgoing packets */
-    uint64_t worker_id;            /* copied from the shared state per batch */
-    double throttle;               /* copied from the shared state per batch */
-    uint64_t lap_ns;               /* layer hook: end of the previous layer */
-    double debt_ns;                /* throttle: sleep overshoot still to take back */
-    double warn_at;                /* rate limit of warnings about bad input */
-    uint64_t warn_quiet;           /* warnings suppressed since */
+    uint64_t *end_ids;   /* [ST_DP_END_CAP] copy of the shared list */
+    uint64_t tick;       /* batch counter, the sessions' pin */
+    uint64_t wire_seq;   /* sequence number of outgoing packets */
+    uint64_t worker_id;  /* copied from the shared state per batch */
+    double throttle;     /* copied from the shared state per batch */
+    uint64_t lap_ns;     /* layer hook: end of the previous layer */
+    double debt_ns;      /* throttle: sleep overshoot still to take back */
+    double warn_at;      /* rate limit of warnings about bad input */
+    uint64_t warn_quiet; /* warnings suppressed since */
     pthread_t th;
     bool started;
 };

@@ -103,8 +103,8 @@ static void dp_result_error(st_dataplane *dp, uint64_t epoch, uint64_t batch_id,
                 st_errmsg(e));
     else if (rv != 0) {
         nng_msg_free(out);
-        dp_warn(dp, "error result of batch %llu not sent to %s: %s",
-                (unsigned long long)batch_id, dp->res_addr, nng_strerror(rv));
+        dp_warn(dp, "error result of batch %llu not sent to %s: %s", (unsigned long long)batch_id,
+                dp->res_addr, nng_strerror(rv));
     }
 }
 
@@ -146,7 +146,8 @@ static void dp_stale(st_dataplane *dp, const Strata__StepMeta *m)
         char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
         st_hex_short(m->plan_hash.data, m->plan_hash.len, a);
         st_hex_short(s->plan.plan_hash, ST_WIRE_PLAN_HASH_SIZE, b);
-        snprintf(msg, sizeof msg, "epoch %llu refused: current epoch %llu (plan hash %s.. is not %s..)",
+        snprintf(msg, sizeof msg,
+                 "epoch %llu refused: current epoch %llu (plan hash %s.. is not %s..)",
                  (unsigned long long)m->epoch, (unsigned long long)cur, a, b);
     } else {
         snprintf(msg, sizeof msg, "epoch %llu refused: current epoch %llu",
@@ -180,14 +181,15 @@ static int dp_cmp_u64(const void *a, const void *b)
 }
 
 /* dp_check_ids - every id of ids[0..n) lies in [0, n_vocab). */
-static st_err dp_check_ids(const int32_t *ids, size_t n, int64_t n_vocab, size_t row,
-                           uint64_t sid, const char *what)
+static st_err dp_check_ids(const int32_t *ids, size_t n, int64_t n_vocab, size_t row, uint64_t sid,
+                           const char *what)
 {
     for (size_t j = 0; j < n; j++)
         if (ids[j] < 0 || ids[j] >= n_vocab)
-            return st_errorf(ST_ERANGE, "row %zu (session %llu): %s id %d at %zu is outside the "
-                             "vocabulary of %lld", row, (unsigned long long)sid, what, ids[j], j,
-                             (long long)n_vocab);
+            return st_errorf(ST_ERANGE,
+                             "row %zu (session %llu): %s id %d at %zu is outside the "
+                             "vocabulary of %lld",
+                             row, (unsigned long long)sid, what, ids[j], j, (long long)n_vocab);
     return ST_OK;
 }
 
@@ -208,14 +210,17 @@ static st_err dp_check_route(const st_dp_stage *s, const Strata__StepMeta *m)
                          m->n_route, p->n_stages);
     uint32_t here = dp_route_at(m, (uint32_t)p->index);
     if (here != p->replica)
-        return st_errorf(ST_EPROTO, "step meta: route names replica %u of stage %d; this worker "
-                         "is replica %u of %u (misrouted batch)", here, p->index, p->replica,
-                         p->n_replicas);
+        return st_errorf(ST_EPROTO,
+                         "step meta: route names replica %u of stage %d; this worker "
+                         "is replica %u of %u (misrouted batch)",
+                         here, p->index, p->replica, p->n_replicas);
     if (!s->is_last) {
         uint32_t next = dp_route_at(m, (uint32_t)p->index + 1);
         if (next >= p->n_next)
-            return st_errorf(ST_ERANGE, "step meta: route names replica %u of stage %d, which "
-                             "has %u workers", next, p->index + 1, p->n_next);
+            return st_errorf(ST_ERANGE,
+                             "step meta: route names replica %u of stage %d, which "
+                             "has %u workers",
+                             next, p->index + 1, p->n_next);
     }
     return ST_OK;
 }
@@ -243,9 +248,10 @@ static st_err dp_check(st_dp_stage *s, const Strata__StepMeta *m, size_t pkt_len
             return st_errorf(ST_ERANGE, "step meta: more than %u tokens in the batch",
                              p->max_tokens);
         if ((uint64_t)r->pos + r->n_tok > p->n_ctx)
-            return st_errorf(ST_ERANGE, "row %zu (session %llu): positions [%u, %llu) exceed "
-                             "the context of %u", i, sid, r->pos,
-                             (unsigned long long)r->pos + r->n_tok, p->n_ctx);
+            return st_errorf(ST_ERANGE,
+                             "row %zu (session %llu): positions [%u, %llu) exceed "
+                             "the context of %u",
+                             i, sid, r->pos, (unsigned long long)r->pos + r->n_tok, p->n_ctx);
         if (p->index == 0 ? r->n_tokens != r->n_tok : (r->n_tokens != 0 && r->n_tokens != r->n_tok))
             return st_errorf(ST_EINVAL, "row %zu (session %llu): %zu token ids for n_tok %u", i,
                              sid, r->n_tokens, r->n_tok);
@@ -255,16 +261,19 @@ static st_err dp_check(st_dp_stage *s, const Strata__StepMeta *m, size_t pkt_len
         if (!r->sample)
             continue;
         if (r->n_rng != ST_RNG_WORDS)
-            return st_errorf(ST_EINVAL, "row %zu (session %llu): rng has %zu words; %d are "
-                             "required", i, sid, r->n_rng, ST_RNG_WORDS);
+            return st_errorf(ST_EINVAL,
+                             "row %zu (session %llu): rng has %zu words; %d are "
+                             "required",
+                             i, sid, r->n_rng, ST_RNG_WORDS);
         st_sampler_params sp;
         if ((e = st_sampling_from_pb(r->sampling, &sp)) != ST_OK)
             return st_errwrap(e, "row %zu (session %llu)", i, sid);
         if (r->n_history > p->n_ctx)
-            return st_errorf(ST_ERANGE, "row %zu (session %llu): history of %zu ids exceeds the "
-                             "context of %u", i, sid, r->n_history, p->n_ctx);
-        if ((e = dp_check_ids(r->history, r->n_history, s->n_vocab, i, r->session_id,
-                              "history")))
+            return st_errorf(ST_ERANGE,
+                             "row %zu (session %llu): history of %zu ids exceeds the "
+                             "context of %u",
+                             i, sid, r->n_history, p->n_ctx);
+        if ((e = dp_check_ids(r->history, r->n_history, s->n_vocab, i, r->session_id, "history")))
             return e;
     }
     for (size_t i = 0; i < m->n_rows; i++)
@@ -278,8 +287,7 @@ static st_err dp_check(st_dp_stage *s, const Strata__StepMeta *m, size_t pkt_len
         return st_errorf(ST_ERANGE, "step meta: %zu ended sessions; at most %u", m->n_end_sessions,
                          ST_DP_END_CAP);
     if (p->index == 0 && pkt_len != 0)
-        return st_errorf(ST_EPROTO, "stage 0 takes no activation packet; %zu bytes came",
-                         pkt_len);
+        return st_errorf(ST_EPROTO, "stage 0 takes no activation packet; %zu bytes came", pkt_len);
     if (p->index > 0 && pkt_len == 0)
         return st_errorf(ST_EPROTO, "no activation packet for stage %d", p->index);
     return ST_OK;
@@ -295,15 +303,16 @@ static bool dp_check_sender(st_dataplane *dp, const st_dp_stage *s, const Strata
                             uint64_t sender)
 {
     const st_dp_plan *p = &s->plan;
-    if (st_ctl_step_sender_ok(p->prev_senders, p->n_prev < ST_DP_MAX_NEXT ? p->n_prev
-                                                                          : ST_DP_MAX_NEXT,
-                              sender))
+    if (st_ctl_step_sender_ok(p->prev_senders,
+                              p->n_prev < ST_DP_MAX_NEXT ? p->n_prev : ST_DP_MAX_NEXT, sender))
         return true;
     pthread_mutex_lock(&dp->sh->mu);
     dp->sh->c.refused_step++;
     pthread_mutex_unlock(&dp->sh->mu);
-    dp_warn(dp, "batch %llu of epoch %llu refused: STEP from sender %llu, which is not %s of "
-            "the plan", (unsigned long long)m->batch_id, (unsigned long long)m->epoch,
+    dp_warn(dp,
+            "batch %llu of epoch %llu refused: STEP from sender %llu, which is not %s of "
+            "the plan",
+            (unsigned long long)m->batch_id, (unsigned long long)m->epoch,
             (unsigned long long)sender, p->index == 0 ? "the coordinator" : "the previous stage");
     return false;
 }
@@ -316,8 +325,11 @@ static st_err dp_input(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta 
     if (p->index == 0)
         return ST_OK;
     st_wire_expect ex = {
-        .epoch = p->epoch, .plan_hash = p->plan_hash, .stage = (uint16_t)p->index,
-        .hidden = (uint32_t)s->n_embd, .max_tokens = p->max_tokens,
+        .epoch = p->epoch,
+        .plan_hash = p->plan_hash,
+        .stage = (uint16_t)p->index,
+        .hidden = (uint32_t)s->n_embd,
+        .max_tokens = p->max_tokens,
         .dtype_mask = 1u << p->in_dtype,
     };
     st_wire_hdr h;
@@ -334,9 +346,10 @@ static st_err dp_input(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta 
         const Strata__StepRow *r = m->rows[i];
         const st_wire_row *w = &s->prow[i];
         if (w->session_id != r->session_id || w->pos0 != r->pos || w->n_tokens != r->n_tok)
-            return st_errorf(ST_EPROTO, "packet row %zu (session %llu, pos %u, %u tokens) differs "
-                             "from the meta's (session %llu, pos %u, %u tokens)", i,
-                             (unsigned long long)w->session_id, w->pos0, w->n_tokens,
+            return st_errorf(ST_EPROTO,
+                             "packet row %zu (session %llu, pos %u, %u tokens) differs "
+                             "from the meta's (session %llu, pos %u, %u tokens)",
+                             i, (unsigned long long)w->session_id, w->pos0, w->n_tokens,
                              (unsigned long long)r->session_id, r->pos, r->n_tok);
     }
     return ST_OK;
@@ -360,12 +373,16 @@ static st_err dp_bind(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta *
             if (pass == 0) {
                 x = st_sessions_find(&dp->ses, r->session_id);
                 if (x == NULL || x->kv == NULL)
-                    return st_errorf(ST_ENOENT, "session %llu at position %u: its KV is not on "
+                    return st_errorf(ST_ENOENT,
+                                     "session %llu at position %u: its KV is not on "
                                      "this worker (evicted or never prefilled); re-prefill from "
-                                     "position 0", sid, r->pos);
+                                     "position 0",
+                                     sid, r->pos);
                 if ((int64_t)r->pos > x->kv->n_filled)
-                    return st_errorf(ST_ERANGE, "session %llu: position %u leaves a gap after %lld "
-                                     "cached positions", sid, r->pos, (long long)x->kv->n_filled);
+                    return st_errorf(ST_ERANGE,
+                                     "session %llu: position %u leaves a gap after %lld "
+                                     "cached positions",
+                                     sid, r->pos, (long long)x->kv->n_filled);
             }
             st_err e = st_sessions_acquire(&dp->ses, r->session_id, tick, &x, &fresh);
             if (e != ST_OK)
@@ -417,8 +434,10 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
     const st_dp_plan *p = &s->plan;
     uint32_t k = dp_route_at(m, (uint32_t)p->index + 1); /* checked by dp_check_route */
     if (k >= ST_DP_MAX_NEXT || !dp->has_next[k])
-        return st_errorf(ST_ECLOSED, "no connection to replica %u of stage %d to send batch %llu "
-                         "to", k, p->index + 1, (unsigned long long)m->batch_id);
+        return st_errorf(ST_ECLOSED,
+                         "no connection to replica %u of stage %d to send batch %llu "
+                         "to",
+                         k, p->index + 1, (unsigned long long)m->batch_id);
     st_wire_hdr h;
     memset(&h, 0, sizeof h);
     h.epoch = p->epoch;
@@ -434,7 +453,8 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
         s->wrow[i].n_tokens = m->rows[i]->n_tok;
     }
     st_wire_opts o = {
-        .dtype = p->out_dtype, .zstd_level = p->zstd ? ST_WIRE_ZSTD_DEFAULT_LEVEL : 0,
+        .dtype = p->out_dtype,
+        .zstd_level = p->zstd ? ST_WIRE_ZSTD_DEFAULT_LEVEL : 0,
         .plane_split = p->zstd && (p->out_dtype == ST_WIRE_F16 || p->out_dtype == ST_WIRE_BF16),
     };
     size_t bound, len;
@@ -479,7 +499,7 @@ static st_err dp_send_results(st_dataplane *dp, st_dp_stage *s, const Strata__St
         float *lg = s->hout + i * nv;
         st_sampler_params sp;
         st_rng rng;
-        memcpy(rng.s, r->rng, sizeof rng.s); /* ST_RNG_WORDS words: checked by dp_check */
+        memcpy(rng.s, r->rng, sizeof rng.s);     /* ST_RNG_WORDS words: checked by dp_check */
         memcpy(s->lrow, lg, nv * sizeof(float)); /* the penalty modifies its input */
         int32_t tok;
         st_err e = st_sampling_from_pb(r->sampling, &sp);

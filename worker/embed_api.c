@@ -1,8 +1,8 @@
 /* embed_api.c - libstrata's public API (include/strata.h): a chain of
  * shard servers (common/chain.h) between the ends of the model, local
- * (worker/embed_local.h) or an embedding service's (common/shard.h), and the generation loop of `strata run` around
- * them: the same sampler, seeded the same way, over the same logits, with
- * the same stop rules, so the ids are those of `strata run`. */
+ * (worker/embed_local.h) or an embedding service's (common/shard.h), and the generation loop of
+ * `strata run` around them: the same sampler, seeded the same way, over the same logits, with the
+ * same stop rules, so the ids are those of `strata run`. */
 #include "include/strata.h"
 
 #include <sodium.h>
@@ -12,16 +12,16 @@
 
 #include "common/chain.h"
 #include "common/envelope.h"
-#include "common/shard.h"
 #include "common/sampling.h"
+#include "common/shard.h"
 #include "worker/embed_local.h"
 
 #define API_TIMEOUT_DEFAULT_MS 60000
 #define API_ERR_MAX 512
 
 struct strata_chain {
-    st_ends *ends;      /* the tokenizer; the embedding and head unless remote */
-    st_shard *remote;   /* an embedding service, or NULL */
+    st_ends *ends;    /* the tokenizer; the embedding and head unless remote */
+    st_shard *remote; /* an embedding service, or NULL */
     st_chain *chain;
     int64_t n_ctx;
     int64_t n_vocab;
@@ -38,9 +38,13 @@ static int api_fail(strata_chain *c, st_err e)
 strata_sampling strata_sampling_default(void)
 {
     st_sampler_params p = st_sampler_params_default();
-    return (strata_sampling){.temp = p.temp, .top_k = p.top_k, .top_p = p.top_p,
-                             .min_p = p.min_p, .repeat_penalty = p.repeat_penalty,
-                             .repeat_last_n = p.repeat_last_n, .seed = p.seed};
+    return (strata_sampling){.temp = p.temp,
+                             .top_k = p.top_k,
+                             .top_p = p.top_p,
+                             .min_p = p.min_p,
+                             .repeat_penalty = p.repeat_penalty,
+                             .repeat_last_n = p.repeat_last_n,
+                             .seed = p.seed};
 }
 
 static st_err api_open(const strata_chain_config *cfg, strata_chain *c)
@@ -67,20 +71,19 @@ static st_err api_open(const strata_chain_config *cfg, strata_chain *c)
         !st_shard_info_of(c->remote)->ends)
         e = st_errorf(ST_EINVAL, "%s is a shard server, not an embedding service", cfg->embed);
     if (e == ST_OK)
-        e = st_chain_open((const char *const *)cfg->shards, cfg->n_shards, k, cfg->encrypt != 0,
-                          dt, tmo, &c->chain);
+        e = st_chain_open((const char *const *)cfg->shards, cfg->n_shards, k, cfg->encrypt != 0, dt,
+                          tmo, &c->chain);
     sodium_memzero(key, sizeof key);
     if (e != ST_OK)
         return e;
     const st_hparams *hp = st_ends_hparams(c->ends);
-    if (c->remote != NULL &&
-        (memcmp(st_shard_info_of(c->remote)->model_id, st_ends_model_id(c->ends),
-                ST_WIRE_PLAN_HASH_SIZE) != 0 ||
-         st_shard_info_of(c->remote)->n_vocab != hp->n_vocab))
+    if (c->remote != NULL && (memcmp(st_shard_info_of(c->remote)->model_id,
+                                     st_ends_model_id(c->ends), ST_WIRE_PLAN_HASH_SIZE) != 0 ||
+                              st_shard_info_of(c->remote)->n_vocab != hp->n_vocab))
         return st_errorf(ST_EEPOCH, "the embedding service serves another model than %s",
                          cfg->model);
-    if (memcmp(st_chain_model_id(c->chain), st_ends_model_id(c->ends),
-                ST_WIRE_PLAN_HASH_SIZE) != 0 ||
+    if (memcmp(st_chain_model_id(c->chain), st_ends_model_id(c->ends), ST_WIRE_PLAN_HASH_SIZE) !=
+            0 ||
         st_chain_n_layer(c->chain) != hp->n_layer || st_chain_hidden(c->chain) != hp->n_embd)
         return st_errorf(ST_EEPOCH, "the shard servers serve another model than %s", cfg->model);
     c->n_ctx = st_chain_n_ctx(c->chain) < hp->n_ctx_train ? st_chain_n_ctx(c->chain)
@@ -89,8 +92,7 @@ static st_err api_open(const strata_chain_config *cfg, strata_chain *c)
     return ST_OK;
 }
 
-int strata_chain_open(const strata_chain_config *cfg, strata_chain **out, char *err,
-                      size_t err_len)
+int strata_chain_open(const strata_chain_config *cfg, strata_chain **out, char *err, size_t err_len)
 {
     *out = NULL;
     strata_chain *c = calloc(1, sizeof *c);
@@ -229,9 +231,13 @@ int strata_generate(strata_chain *c, const int32_t *prompt, size_t n_prompt, int
 {
     c->err[0] = '\0';
     strata_sampling d = sp != NULL ? *sp : strata_sampling_default();
-    st_sampler_params p = {.temp = d.temp, .top_k = d.top_k, .top_p = d.top_p, .min_p = d.min_p,
+    st_sampler_params p = {.temp = d.temp,
+                           .top_k = d.top_k,
+                           .top_p = d.top_p,
+                           .min_p = d.min_p,
                            .repeat_penalty = d.repeat_penalty,
-                           .repeat_last_n = d.repeat_last_n, .seed = d.seed};
+                           .repeat_last_n = d.repeat_last_n,
+                           .seed = d.seed};
     st_err e = st_sampler_params_validate(&p);
     if (e == ST_OK && n_predict < 0)
         e = st_errorf(ST_EINVAL, "n_predict %d is negative", n_predict);

@@ -46,9 +46,10 @@
 #define EH_RETRY_TEXT 16
 #define EH_FD_RESERVE 64 /* descriptors beyond the connections: the model, NNG, logs */
 
-static const char *const eh_ep_name[EH_EP_COUNT] = {
-    "/v1/embed", "/v1/logits", "/v1/embeddings", "/v1/tokenize", "/v1/detokenize",
-    EH_METRICS_PATH, "other"};
+static const char *const eh_ep_name[EH_EP_COUNT] = {"/v1/embed",      "/v1/logits",
+                                                    "/v1/embeddings", "/v1/tokenize",
+                                                    "/v1/detokenize", EH_METRICS_PATH,
+                                                    "other"};
 
 _Static_assert(EH_EP_COUNT <= ST_HTTP_EPS_MAX, "the service's endpoints fit the table");
 
@@ -76,9 +77,10 @@ static enum MHD_Result eh_queue(eh_req *q, unsigned status, struct MHD_Response 
 enum MHD_Result eh_send(eh_req *q, unsigned status, char *body, size_t len, const char *type,
                         const char *etag)
 {
-    struct MHD_Response *r = MHD_create_response_from_buffer(
-        body ? len : 0, body ? body : (void *)"",
-        body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *r = MHD_create_response_from_buffer(body ? len : 0,
+                                                             body ? body : (void *)"",
+                                                             body ? MHD_RESPMEM_MUST_FREE
+                                                                  : MHD_RESPMEM_PERSISTENT);
     if (r == NULL) {
         free(body);
         return MHD_NO;
@@ -102,8 +104,8 @@ enum MHD_Result eh_json(eh_req *q, unsigned status, cJSON *o, const char *etag)
 }
 
 /* eh_error_hdr - the error answer with one extra header (name NULL: none). */
-static enum MHD_Result eh_error_hdr(eh_req *q, unsigned status, const char *msg,
-                                    const char *name, const char *value)
+static enum MHD_Result eh_error_hdr(eh_req *q, unsigned status, const char *msg, const char *name,
+                                    const char *value)
 {
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
     cJSON_AddStringToObject(e, "message", msg);
@@ -111,8 +113,8 @@ static enum MHD_Result eh_error_hdr(eh_req *q, unsigned status, const char *msg,
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     size_t len = s ? strlen(s) : 0;
-    struct MHD_Response *r =
-        s ? MHD_create_response_from_buffer(len, s, MHD_RESPMEM_MUST_FREE) : NULL;
+    struct MHD_Response *r = s ? MHD_create_response_from_buffer(len, s, MHD_RESPMEM_MUST_FREE)
+                               : NULL;
     if (r == NULL) {
         free(s);
         return MHD_NO;
@@ -133,8 +135,7 @@ enum MHD_Result eh_error(eh_req *q, unsigned status, const char *msg)
 /* eh_ident - the caller's identity for the rate limits ("k:INDEX" of its
  * key, or "a:ADDRESS" without keys) and its limits; false when the key is
  * missing or wrong (answered 401). */
-static bool eh_ident(eh_req *q, char ident[EH_IDENT_MAX], st_http_limits *lim,
-                     enum MHD_Result *ans)
+static bool eh_ident(eh_req *q, char ident[EH_IDENT_MAX], st_http_limits *lim, enum MHD_Result *ans)
 {
     st_embed_srv *s = q->s;
     *lim = s->cfg.limits;
@@ -158,8 +159,9 @@ static bool eh_ident(eh_req *q, char ident[EH_IDENT_MAX], st_http_limits *lim,
     if (idx < 0) {
         atomic_fetch_add(&s->auth_failures, 1);
         *ans = eh_error_hdr(q, MHD_HTTP_UNAUTHORIZED,
-                            v ? "incorrect API key" : "missing API key: send 'Authorization: "
-                                                      "Bearer KEY'",
+                            v ? "incorrect API key"
+                              : "missing API key: send 'Authorization: "
+                                "Bearer KEY'",
                             MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
         return false;
     }
@@ -180,10 +182,14 @@ static enum MHD_Result eh_metrics(eh_req *q)
         return eh_error(q, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     st_mtext_reqs(&b, &s->reqs, eh_ep_name, EH_EP_COUNT);
     st_mtext_access(&b, atomic_load(&s->auth_failures), atomic_load(&s->rate_limited));
-    st_mtext_counter(&b, "strata_embed_rows_total", "Embedding rows served (/v1/embed ids and "
-                     "/v1/embeddings/N answers).", atomic_load(&s->rows_embedded));
-    st_mtext_counter(&b, "strata_embed_head_rows_total", "Hidden states put through the output "
-                     "norm and head (/v1/logits).", atomic_load(&s->rows_head));
+    st_mtext_counter(&b, "strata_embed_rows_total",
+                     "Embedding rows served (/v1/embed ids and "
+                     "/v1/embeddings/N answers).",
+                     atomic_load(&s->rows_embedded));
+    st_mtext_counter(&b, "strata_embed_head_rows_total",
+                     "Hidden states put through the output "
+                     "norm and head (/v1/logits).",
+                     atomic_load(&s->rows_head));
     st_mtext_counter(&b, "strata_http_received_bytes_total", "Request body bytes received.",
                      atomic_load(&s->bytes_in));
     st_mtext_counter(&b, "strata_http_sent_bytes_total", "Answer body bytes sent.",
@@ -215,11 +221,12 @@ static enum MHD_Result eh_answer(eh_req *q, const char *method)
     if (wait > 0) {
         atomic_fetch_add(&s->rate_limited, 1);
         char msg[EH_MSG_MAX], retry[EH_RETRY_TEXT];
-        snprintf(msg, sizeof msg, "rate limit reached (%u requests or %u rows per minute); "
-                 "retry after %u s", lim.rpm, lim.tpm, wait);
+        snprintf(msg, sizeof msg,
+                 "rate limit reached (%u requests or %u rows per minute); "
+                 "retry after %u s",
+                 lim.rpm, lim.tpm, wait);
         snprintf(retry, sizeof retry, "%u", wait);
-        return eh_error_hdr(q, MHD_HTTP_TOO_MANY_REQUESTS, msg, MHD_HTTP_HEADER_RETRY_AFTER,
-                            retry);
+        return eh_error_hdr(q, MHD_HTTP_TOO_MANY_REQUESTS, msg, MHD_HTTP_HEADER_RETRY_AFTER, retry);
     }
     pthread_mutex_lock(s->lock);
     enum MHD_Result r = eh_route(q, method);
@@ -301,9 +308,10 @@ static st_err eh_fds(uint32_t max_conns)
     if (rl.rlim_cur >= need)
         return ST_OK;
     if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
-        return st_errorf(ST_ERANGE, "--http-max-conns %u needs %llu file descriptors; the hard "
-                         "limit is %llu", max_conns, (unsigned long long)need,
-                         (unsigned long long)rl.rlim_max);
+        return st_errorf(ST_ERANGE,
+                         "--http-max-conns %u needs %llu file descriptors; the hard "
+                         "limit is %llu",
+                         max_conns, (unsigned long long)need, (unsigned long long)rl.rlim_max);
     rl.rlim_cur = need;
     return setrlimit(RLIMIT_NOFILE, &rl) != 0 ? st_err_errno(errno, "setrlimit RLIMIT_NOFILE")
                                               : ST_OK;
@@ -340,9 +348,10 @@ st_err st_embed_srv_open(st_ends *ends, pthread_mutex_t *lock, const st_embed_cf
 {
     *out = NULL;
     if (cfg->threads < 1 || cfg->max_conns < 1 || cfg->timeout_s < 1 || cfg->max_body < 1)
-        return st_errorf(ST_EINVAL, "embed: threads %u, connections %u, timeout %u s and "
-                         "max_body %zu must be positive", cfg->threads, cfg->max_conns,
-                         cfg->timeout_s, cfg->max_body);
+        return st_errorf(ST_EINVAL,
+                         "embed: threads %u, connections %u, timeout %u s and "
+                         "max_body %zu must be positive",
+                         cfg->threads, cfg->max_conns, cfg->timeout_s, cfg->max_body);
     st_embed_srv *s = calloc(1, sizeof *s);
     if (s == NULL)
         return st_errorf(ST_ENOMEM, "embedding service");

@@ -42,7 +42,7 @@
 #include "worker/embed_local.h"
 
 #define ST_EMBED_MAX_BODY_DEFAULT ((size_t)1 << 20)
-#define ST_EMBED_MAX_IDS 4096      /* ids per /v1/embed or /v1/detokenize */
+#define ST_EMBED_MAX_IDS 4096 /* ids per /v1/embed or /v1/detokenize */
 #define ST_EMBED_MAX_TOP_K 1000
 /* Defaults of the connection and rate flags: the coordinator's --http ones
  * (docs/http-api.md "Limits"). */
@@ -53,17 +53,17 @@
 #define ST_EMBED_PACKET_TYPE "application/x-strata-packet"
 
 typedef struct st_embed_cfg {
-    const char *host;          /* an IPv4 address */
-    int port;                  /* 0: any free port */
-    size_t max_body;           /* bytes of a request body */
-    const char *api_key_file;  /* NULL: no keys (main refuses a non-loopback host then) */
-    uint32_t max_conns;        /* connections at once */
-    uint32_t per_ip_conns;     /* per client address (0: no limit) */
-    uint32_t timeout_s;        /* an idle connection (also mid-request) is closed after this */
-    uint32_t threads;          /* HTTP threads (each polls many connections) */
-    uint32_t rate_table;       /* identities the rate limiter remembers */
-    st_http_limits limits;     /* per key or address unless the key file says else; tpm
-                                * counts rows (ids embedded, hidden states through the head) */
+    const char *host;         /* an IPv4 address */
+    int port;                 /* 0: any free port */
+    size_t max_body;          /* bytes of a request body */
+    const char *api_key_file; /* NULL: no keys (main refuses a non-loopback host then) */
+    uint32_t max_conns;       /* connections at once */
+    uint32_t per_ip_conns;    /* per client address (0: no limit) */
+    uint32_t timeout_s;       /* an idle connection (also mid-request) is closed after this */
+    uint32_t threads;         /* HTTP threads (each polls many connections) */
+    uint32_t rate_table;      /* identities the rate limiter remembers */
+    st_http_limits limits;    /* per key or address unless the key file says else; tpm
+                               * counts rows (ids embedded, hidden states through the head) */
 } st_embed_cfg;
 
 /* st_embed_cfg_default - the defaults above; host NULL. */

@@ -16,7 +16,7 @@
 
 struct st_ends {
     st_gguf *g;
-    st_model *embd, *head;  /* either may be NULL */
+    st_model *embd, *head; /* either may be NULL */
     st_stage_ctx *ectx, *hctx;
     st_pool *pool;
     const st_kernel_ops *ops;

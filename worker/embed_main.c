@@ -6,8 +6,8 @@
  * NNG side (--listen) is keyed with --cluster-key as shard servers are.
  * The HTTP flags are the coordinator's (docs/http-api.md). */
 #include <errno.h>
-#include <stddef.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +15,8 @@
 #include "common/exposure.h"
 #include "common/http_rate.h"
 #include "common/log.h"
-#include "common/version.h"
 #include "common/units.h"
+#include "common/version.h"
 #include "common/wire.h"
 #include "worker/embed_http.h"
 #include "worker/standalone.h"
@@ -198,10 +198,15 @@ int main(int argc, char **argv)
         e = st_embed_srv_open(ends, &lock, &hc, &srv, &bound);
     }
     if (e == ST_OK && listen != NULL) {
-        st_standalone_cfg c = {.listen = listen, .key_file = key_file, .encrypt = encrypt,
-                               .force_ref = force_ref, .max_sessions = 1,
+        st_standalone_cfg c = {.listen = listen,
+                               .key_file = key_file,
+                               .encrypt = encrypt,
+                               .force_ref = force_ref,
+                               .max_sessions = 1,
                                .max_tokens = ST_STANDALONE_MAX_TOKENS_DEFAULT,
-                               .dtype_mask = 1u << ST_WIRE_F32, .ends = ends, .lock = &lock};
+                               .dtype_mask = 1u << ST_WIRE_F32,
+                               .ends = ends,
+                               .lock = &lock};
         if ((e = st_standalone_open(&c, &nng)) == ST_OK && (e = st_standalone_start(nng)))
             st_standalone_close(nng);
     }

@@ -108,8 +108,8 @@ static enum MHD_Result eh_embed(eh_req *q, const cJSON *j)
     if (packet < 0)
         return eh_error(q, MHD_HTTP_BAD_REQUEST, msg);
     int32_t *ids = malloc(ST_EMBED_MAX_IDS * sizeof *ids);
-    long n = ids ? eh_ids(cJSON_GetObjectItem(j, "token_ids"), hp->n_vocab, ids,
-                          ST_EMBED_MAX_IDS, msg)
+    long n = ids ? eh_ids(cJSON_GetObjectItem(j, "token_ids"), hp->n_vocab, ids, ST_EMBED_MAX_IDS,
+                          msg)
                  : -1;
     if (n == 0 && packet) {
         n = -1;
@@ -130,8 +130,7 @@ static enum MHD_Result eh_embed(eh_req *q, const cJSON *j)
             cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "rows");
             cJSON_AddStringToObject(o, "model", q->s->model_hex);
             for (long i = 0; i < n; i++)
-                cJSON_AddItemToArray(a, eh_row(rows + (size_t)i * (size_t)hp->n_embd,
-                                               hp->n_embd));
+                cJSON_AddItemToArray(a, eh_row(rows + (size_t)i * (size_t)hp->n_embd, hp->n_embd));
             r = eh_json(q, MHD_HTTP_OK, o, NULL);
         }
     }
@@ -144,8 +143,11 @@ static enum MHD_Result eh_embed(eh_req *q, const cJSON *j)
 static int eh_utf8_ok(const unsigned char *p, size_t n)
 {
     for (size_t i = 0; i < n;) {
-        size_t k = p[i] < 0x80 ? 1 : (p[i] >> 5) == 6 ? 2 : (p[i] >> 4) == 14 ? 3
-                                   : (p[i] >> 3) == 30 ? 4 : 0;
+        size_t k = p[i] < 0x80         ? 1
+                   : (p[i] >> 5) == 6  ? 2
+                   : (p[i] >> 4) == 14 ? 3
+                   : (p[i] >> 3) == 30 ? 4
+                                       : 0;
         if (k == 0 || i + k > n)
             return 0;
         for (size_t j = 1; j < k; j++)
@@ -229,7 +231,8 @@ static enum MHD_Result eh_logits(eh_req *q, const cJSON *j)
     double temp = t == NULL ? EH_DEFAULT_TEMP : cJSON_IsNumber(t) ? t->valuedouble : -1;
     double top_k = k == NULL ? EH_DEFAULT_TOP_K : cJSON_IsNumber(k) ? k->valuedouble : -1;
     if (!cJSON_IsArray(h) || !eh_topk_ok(top_k, temp))
-        return eh_error(q, MHD_HTTP_BAD_REQUEST, "hidden (an array), top_k (1..1000) and a "
+        return eh_error(q, MHD_HTTP_BAD_REQUEST,
+                        "hidden (an array), top_k (1..1000) and a "
                         "positive finite temperature are required");
     if (cJSON_GetArraySize(h) != hp->n_embd) {
         char msg[EH_MSG_MAX];
@@ -279,18 +282,19 @@ static enum MHD_Result eh_logits_packet(eh_req *q)
     double top_k, temp;
     if (!eh_query_num(q, "top_k", EH_DEFAULT_TOP_K, &top_k) ||
         !eh_query_num(q, "temperature", EH_DEFAULT_TEMP, &temp) || !eh_topk_ok(top_k, temp))
-        return eh_error(q, MHD_HTTP_BAD_REQUEST, "?top_k= (1..1000) and ?temperature= (positive, "
+        return eh_error(q, MHD_HTTP_BAD_REQUEST,
+                        "?top_k= (1..1000) and ?temperature= (positive, "
                         "finite) must be numbers");
     st_wire_expect x = {.plan_hash = st_ends_model_id(q->s->ends),
-                        .stage = (uint16_t)hp->n_layer, .hidden = (uint32_t)hp->n_embd,
+                        .stage = (uint16_t)hp->n_layer,
+                        .hidden = (uint32_t)hp->n_embd,
                         .max_tokens = 1};
     st_wire_hdr h;
     st_wire_row row;
     float *in = malloc((size_t)hp->n_embd * sizeof *in);
     if (in == NULL)
         return eh_error(q, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-    st_err e = st_wire_decode(q->s->wctx, q->body, q->len, &x, &h, &row, 1, in,
-                              (size_t)hp->n_embd);
+    st_err e = st_wire_decode(q->s->wctx, q->body, q->len, &x, &h, &row, 1, in, (size_t)hp->n_embd);
     if (e == ST_OK && h.n_tokens != 1)
         e = st_errorf(ST_ERANGE, "n_tokens %u: /v1/logits takes one hidden state", h.n_tokens);
     enum MHD_Result r = e != ST_OK ? eh_error(q, MHD_HTTP_BAD_REQUEST, st_errmsg(e))
@@ -307,8 +311,8 @@ static enum MHD_Result eh_tokenize(eh_req *q, const cJSON *j)
     const st_tokenizer *tok = st_ends_tok(q->s->ends);
     int32_t *ids = NULL;
     size_t n = 0;
-    st_err e = st_tok_encode(tok, t->valuestring, strlen(t->valuestring), st_tok_add_bos(tok),
-                             &ids, &n);
+    st_err e = st_tok_encode(tok, t->valuestring, strlen(t->valuestring), st_tok_add_bos(tok), &ids,
+                             &n);
     if (e != ST_OK)
         return eh_error(q, MHD_HTTP_BAD_REQUEST, st_errdetail());
     cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "tokens");
@@ -333,7 +337,8 @@ static enum MHD_Result eh_detokenize(eh_req *q, const cJSON *j)
     } else if (st_tok_decode(st_ends_tok(q->s->ends), ids, (size_t)n, &text, &len) != ST_OK) {
         r = eh_error(q, MHD_HTTP_BAD_REQUEST, st_errdetail());
     } else if (!eh_utf8_ok((const unsigned char *)text, len)) {
-        r = eh_error(q, MHD_HTTP_UNPROCESSABLE_CONTENT, "the ids decode to bytes that are not "
+        r = eh_error(q, MHD_HTTP_UNPROCESSABLE_CONTENT,
+                     "the ids decode to bytes that are not "
                      "UTF-8");
     } else {
         cJSON *o = cJSON_CreateObject();
@@ -426,7 +431,8 @@ enum MHD_Result eh_route(eh_req *q, const char *method)
         if (ct != NULL && strncmp(ct, ST_EMBED_PACKET_TYPE, strlen(ST_EMBED_PACKET_TYPE)) == 0) {
             if (q->ep == EH_EP_LOGITS)
                 return eh_logits_packet(q);
-            return eh_error(q, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "only /v1/logits takes a "
+            return eh_error(q, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
+                            "only /v1/logits takes a "
                             "packet body");
         }
         cJSON *j = q->body ? cJSON_ParseWithLength(q->body, q->len) : NULL;

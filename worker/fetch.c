@@ -45,13 +45,13 @@
 #include "common/msg.h"
 
 #define FT "fetch"
-#define FETCH_CALL_MS 30000          /* one request's wait for its chunk */
-#define FETCH_TRIES 5                /* failed requests of one chunk before giving up */
-#define FETCH_MANIFEST_WAIT_S 120.0  /* for a first source to answer at start */
-#define FETCH_RETRY_MS 500           /* between rounds of asking for the manifest */
-#define FETCH_LOG_EVERY_S 2.0        /* progress lines */
+#define FETCH_CALL_MS 30000         /* one request's wait for its chunk */
+#define FETCH_TRIES 5               /* failed requests of one chunk before giving up */
+#define FETCH_MANIFEST_WAIT_S 120.0 /* for a first source to answer at start */
+#define FETCH_RETRY_MS 500          /* between rounds of asking for the manifest */
+#define FETCH_LOG_EVERY_S 2.0       /* progress lines */
 #define FETCH_ADDR_MAX 256
-#define FETCH_LINE_MAX 128           /* a journal line */
+#define FETCH_LINE_MAX 128 /* a journal line */
 
 typedef struct ft_source {
     char addr[FETCH_ADDR_MAX];
@@ -71,7 +71,7 @@ struct st_fetch {
     bool have_m;
     char dir[PATH_MAX], path[PATH_MAX], jpath[PATH_MAX];
     int fd, jfd;
-    bool *have; /* [n_chunks]: verified on disk */
+    bool *have;             /* [n_chunks]: verified on disk */
     uint64_t fetched_total; /* stage chunks fetched by this process (the pause hook) */
     pthread_mutex_t mu;     /* guards st, stop and the sockets' closing */
     pthread_cond_t cv;
@@ -236,12 +236,17 @@ static void ft_log(st_fetch *f, bool final)
         return;
     f->last_log = now;
     double pct = s.need_bytes ? 100.0 * (double)s.have_bytes / (double)s.need_bytes : 100.0;
-    st_log(ST_LOG_INFO, FT, "%s %s %llu of %llu bytes (%.1f%%): fetched %llu, cached %llu, "
+    st_log(ST_LOG_INFO, FT,
+           "%s %s %llu of %llu bytes (%.1f%%): fetched %llu, cached %llu, "
            "%.2f MB/s, ETA %.1f s, bad chunks %llu, bytes fetched twice %llu, sources %u",
-           f->what, !final ? "progress:" : s.active ? "now:" : "done:", (unsigned long long)s.have_bytes,
-           (unsigned long long)s.need_bytes, pct, (unsigned long long)s.fetched_bytes,
-           (unsigned long long)s.cached_bytes, s.rate / 1e6, s.eta_s,
-           (unsigned long long)s.bad_chunks, (unsigned long long)s.refetched_bytes, s.sources);
+           f->what,
+           !final     ? "progress:"
+           : s.active ? "now:"
+                      : "done:",
+           (unsigned long long)s.have_bytes, (unsigned long long)s.need_bytes, pct,
+           (unsigned long long)s.fetched_bytes, (unsigned long long)s.cached_bytes, s.rate / 1e6,
+           s.eta_s, (unsigned long long)s.bad_chunks, (unsigned long long)s.refetched_bytes,
+           s.sources);
 }
 
 void st_fetch_progress(st_fetch *f, st_fetch_stats *out)
@@ -335,8 +340,8 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
         if (e == ST_OK && (r->body_case != STRATA__MSG__BODY_CHUNK || r->chunk->index != i))
             e = st_errorf(ST_EPROTO, "the reply to chunk %llu is not that chunk",
                           (unsigned long long)i);
-        if (e == ST_OK && (e = st_manifest_check(&f->m, i, r->chunk->data.data,
-                                                 r->chunk->data.len)) != ST_OK) {
+        if (e == ST_OK &&
+            (e = st_manifest_check(&f->m, i, r->chunk->data.data, r->chunk->data.len)) != ST_OK) {
             ft_strike(f, s, st_errdetail());
         } else if (e == ST_OK) {
             uint64_t off;
@@ -359,15 +364,17 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
             tries++;
             last = e;
             snprintf(why, sizeof why, "%s", st_errmsg(e));
-            st_log(ST_LOG_WARN, FT, "chunk %llu from %s: %s", (unsigned long long)i,
-                   f->src[s].addr, why);
+            st_log(ST_LOG_WARN, FT, "chunk %llu from %s: %s", (unsigned long long)i, f->src[s].addr,
+                   why);
         }
         st_msg_free(r);
         s = ft_next(f, s);
     }
     if (s < 0)
-        return st_errorf(ST_ECHECKSUM, "chunk %llu: no weights source left (each sent bad data "
-                         "%d times)", (unsigned long long)i, ST_FETCH_STRIKES);
+        return st_errorf(ST_ECHECKSUM,
+                         "chunk %llu: no weights source left (each sent bad data "
+                         "%d times)",
+                         (unsigned long long)i, ST_FETCH_STRIKES);
     return st_errorf(last, "chunk %llu: %d requests failed; the last: %s", (unsigned long long)i,
                      FETCH_TRIES, why);
 }
@@ -442,8 +449,10 @@ st_err st_fetch_open(const st_fetch_cfg *cfg, st_fetch **out)
         size_t n = c != NULL ? (size_t)(c - p) : strlen(p);
         if (f->n_src == ST_FETCH_MAX_SOURCES || n == 0 || n >= FETCH_ADDR_MAX ||
             strncmp(p, "tcp://", 6) != 0) {
-            e = st_errorf(ST_EINVAL, "--weights-from '%s': at most %d tcp:// addresses separated "
-                          "by commas", cfg->sources, ST_FETCH_MAX_SOURCES);
+            e = st_errorf(ST_EINVAL,
+                          "--weights-from '%s': at most %d tcp:// addresses separated "
+                          "by commas",
+                          cfg->sources, ST_FETCH_MAX_SOURCES);
             break;
         }
         memcpy(f->src[f->n_src].addr, p, n);
@@ -519,8 +528,10 @@ st_err st_fetch_header(st_fetch *f, const char **path)
     e = st_gguf_model_id(g, id);
     st_gguf_close(g);
     if (e == ST_OK && memcmp(id, f->m.model_id, sizeof id) != 0)
-        e = st_errorf(ST_ECHECKSUM, "the header fetched into %s does not hash to the manifest's "
-                      "model id", f->path);
+        e = st_errorf(ST_ECHECKSUM,
+                      "the header fetched into %s does not hash to the manifest's "
+                      "model id",
+                      f->path);
     if (e == ST_OK) {
         char a[ST_HEX_SHORT_CAP];
         st_hex_short(id, sizeof id, a);
@@ -532,8 +543,7 @@ st_err st_fetch_header(st_fetch *f, const char **path)
     return e;
 }
 
-st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last,
-                      int64_t n_layer)
+st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last, int64_t n_layer)
 {
     if (!f->have_m)
         return st_errorf(ST_EINTERNAL, "fetch: no manifest");

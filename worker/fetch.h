@@ -35,18 +35,18 @@ typedef struct st_fetch_cfg {
     const char *cache_dir; /* created when missing */
     const uint8_t *key;    /* the cluster key (NULL: none) */
     bool encrypt;
-    uint64_t sender;       /* envelope sender id of the requests */
-    double max_rate;       /* bytes per second (0: no cap) */
-    int64_t pause_after;   /* test hook: once this many chunks of stages (not the
-                              header's) were fetched, wait for st_fetch_stop before the
-                              next (-1: never) */
+    uint64_t sender;     /* envelope sender id of the requests */
+    double max_rate;     /* bytes per second (0: no cap) */
+    int64_t pause_after; /* test hook: once this many chunks of stages (not the
+                            header's) were fetched, wait for st_fetch_stop before the
+                            next (-1: never) */
 } st_fetch_cfg;
 
 typedef struct st_fetch_stats {
     bool active;
     uint64_t need_bytes, have_bytes, fetched_bytes, cached_bytes, refetched_bytes;
     uint64_t bad_chunks, fetched_chunks;
-    double rate; /* bytes per second of this fetch so far */
+    double rate;  /* bytes per second of this fetch so far */
     double eta_s; /* -1 when unknown */
     uint32_t sources;
 } st_fetch_stats;
@@ -67,8 +67,7 @@ st_err st_fetch_header(st_fetch *f, const char **path);
  * when every one is verified on disk, or with the error that stopped it
  * (no source left, a source not answering, the disk, ST_ECANCELED after
  * st_fetch_stop). */
-st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last,
-                      int64_t n_layer);
+st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last, int64_t n_layer);
 
 /* st_fetch_progress - the figures of the current or last fetch. */
 void st_fetch_progress(st_fetch *f, st_fetch_stats *out);

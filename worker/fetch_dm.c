@@ -26,7 +26,7 @@ st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg)
     if (from == NULL) {
         if ((e = st_weights_default_addr(cfg->coordinator, wdef, sizeof wdef)))
             return st_errwrap(e, "no --model: the weights come from --weights-from, by default "
-                              "the coordinator's port + 1");
+                                 "the coordinator's port + 1");
         from = wdef;
     }
     if (cache == NULL && (e = st_cache_dir_default(cdef, sizeof cdef)) != ST_OK)
@@ -35,8 +35,11 @@ st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg)
         cache = cdef;
     if (sodium_init() < 0)
         return st_err_sodium("sodium_init");
-    st_fetch_cfg fc = {.sources = from, .cache_dir = cache, .key = d->keyed ? d->key : NULL,
-                       .encrypt = cfg->encrypt, .max_rate = cfg->max_fetch_rate,
+    st_fetch_cfg fc = {.sources = from,
+                       .cache_dir = cache,
+                       .key = d->keyed ? d->key : NULL,
+                       .encrypt = cfg->encrypt,
+                       .max_rate = cfg->max_fetch_rate,
                        .pause_after = cfg->test_fetch_pause_after};
     randombytes_buf(&fc.sender, sizeof fc.sender);
     fc.sender |= 1; /* nonzero */

@@ -28,9 +28,9 @@
 typedef struct meas_job {
     const st_kernel_ops *ops;
     st_dtype t;
-    bool r8;       /* time the R8 product (what st_model_repack serves) */
+    bool r8; /* time the R8 product (what st_model_repack serves) */
     const uint8_t *w;
-    size_t rb;     /* weight row bytes */
+    size_t rb; /* weight row bytes */
     long rows;
     const void *x;
     size_t x_stride;
@@ -49,7 +49,7 @@ static void meas_run(void *arg, int ith, int nth)
     }
     if (b < e)
         (j->r8 ? j->ops->mul_mat_r8 : j->ops->mul_mat)[j->t](MEAS_COLS, j->w, j->rb, b, e, j->x,
-                                                            j->x_stride, 1, j->y, j->rows);
+                                                             j->x_stride, 1, j->y, j->rows);
 }
 
 static uint64_t meas_rand(uint64_t *s)
@@ -133,8 +133,8 @@ static st_err meas_dtype(st_pool *pool, const st_kernel_ops *ops, st_dtype t, ui
     return ST_OK;
 }
 
-st_err st_measure_speeds(st_pool *pool, const st_kernel_ops *ops, size_t buf_bytes,
-                         double budget_s, st_measure *out)
+st_err st_measure_speeds(st_pool *pool, const st_kernel_ops *ops, size_t buf_bytes, double budget_s,
+                         st_measure *out)
 {
     memset(out, 0, sizeof *out);
     if (buf_bytes < (1u << 20) || buf_bytes > (1u << 30) || !(budget_s > 0 && budget_s <= 60))
@@ -143,7 +143,7 @@ st_err st_measure_speeds(st_pool *pool, const st_kernel_ops *ops, size_t buf_byt
     double t0 = st_now_s();
     uint8_t *buf = malloc(buf_bytes);
     float *xf = malloc(MEAS_COLS * sizeof(float));
-    void *xq = malloc(MEAS_COLS * sizeof(float)); /* f32 is the widest activation */
+    void *xq = malloc(MEAS_COLS * sizeof(float));     /* f32 is the widest activation */
     float *y = malloc(buf_bytes / 8 * sizeof(float)); /* rows <= buf_bytes / 8 (q4_0: 2304/row) */
     st_err e = ST_OK;
     if (buf == NULL || xf == NULL || xq == NULL || y == NULL) {

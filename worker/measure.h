@@ -31,8 +31,8 @@ typedef struct st_measure {
 /* st_measure_speeds - measures every dtype (see the file comment).
  * buf_bytes in [1 MiB, 1 GiB], budget_s in (0, 60]; ST_EINVAL otherwise,
  * ST_ENOMEM if the buffers cannot be allocated. */
-st_err st_measure_speeds(st_pool *pool, const st_kernel_ops *ops, size_t buf_bytes,
-                         double budget_s, st_measure *out);
+st_err st_measure_speeds(st_pool *pool, const st_kernel_ops *ops, size_t buf_bytes, double budget_s,
+                         st_measure *out);
 
 typedef struct st_topology {
     uint32_t cores;

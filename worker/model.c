@@ -22,19 +22,19 @@
 #include "kernels/repack.h"
 
 struct st_model {
-    st_gguf *owned;       /* the file, if we opened it */
+    st_gguf *owned; /* the file, if we opened it */
     const st_gguf *g;
     st_hparams hp;
     int64_t first, last;
     bool has_embd, has_head;
-    st_weight tok_embd;   /* [n_vocab rows of n_embd] */
+    st_weight tok_embd; /* [n_vocab rows of n_embd] */
     const float *out_norm;
-    st_weight output;     /* n_embd -> n_vocab */
-    st_layer *layers;     /* [last - first] */
+    st_weight output; /* n_embd -> n_vocab */
+    st_layer *layers; /* [last - first] */
     size_t resident;
     size_t weight_bytes;
     uint8_t id[32];
-    void *r8_buf;         /* the repacked matrices (st_model_repack), or NULL */
+    void *r8_buf; /* the repacked matrices (st_model_repack), or NULL */
     size_t r8_len;
 };
 
@@ -73,8 +73,7 @@ static st_err model_norm(st_model *m, const char *name, const float **out)
     return ST_OK;
 }
 
-static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t n_out,
-                           st_weight *w)
+static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t n_out, st_weight *w)
 {
     const st_gguf_tensor *t = NULL;
     st_err e = model_tensor(m, name, n_in, n_out, &t);
@@ -88,8 +87,10 @@ static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t 
      * SIMD table covers the same dtypes, falling back to the reference) */
     const st_kernel_ops *ref = st_kernels_ref();
     if (ref->mul_mat[t->dtype] == NULL || ref->to_float[t->dtype] == NULL)
-        return st_errorf(ST_ETYPE, "tensor '%s' has dtype %s (ggml type %u), which has no "
-                         "kernel yet", name, st_dtype_info_of(t->dtype)->name, t->ggml_type);
+        return st_errorf(ST_ETYPE,
+                         "tensor '%s' has dtype %s (ggml type %u), which has no "
+                         "kernel yet",
+                         name, st_dtype_info_of(t->dtype)->name, t->ggml_type);
     w->data = t->data;
     w->dtype = t->dtype;
     w->n_in = n_in;
@@ -176,8 +177,7 @@ st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_mode
     }
     char embd[ST_ARCH_NAME_MAX], name[ST_ARCH_NAME_MAX];
     st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, embd);
-    if (m->has_embd &&
-        (e = model_weight(m, embd, m->hp.n_embd, m->hp.n_vocab, &m->tok_embd)))
+    if (m->has_embd && (e = model_weight(m, embd, m->hp.n_embd, m->hp.n_vocab, &m->tok_embd)))
         goto fail;
     for (int64_t l = first; l < last; l++)
         if ((e = model_bind_layer(m, l, &m->layers[l - first])))
@@ -312,8 +312,10 @@ st_err st_model_repack(st_model *m, const st_kernel_ops *ops, st_pool *pool)
     }
     m->r8_buf = buf;
     m->r8_len = total;
-    st_log(ST_LOG_INFO, "model", "%zu matrices (%.1f MiB) repacked in the R8 layout for the %s "
-           "kernels in %.2f s", n, (double)total / (1 << 20), ops->name, st_now_s() - t0);
+    st_log(ST_LOG_INFO, "model",
+           "%zu matrices (%.1f MiB) repacked in the R8 layout for the %s "
+           "kernels in %.2f s",
+           n, (double)total / (1 << 20), ops->name, st_now_s() - t0);
 out:
     free(ws);
     free(dst);

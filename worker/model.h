@@ -33,7 +33,7 @@
 typedef struct st_weight {
     const void *data;
     st_dtype dtype;
-    bool r8;            /* data is in the R8 layout of kernels/repack.h */
+    bool r8; /* data is in the R8 layout of kernels/repack.h */
     int64_t n_in;
     int64_t n_out;
     size_t row_bytes;

@@ -43,8 +43,8 @@
 
 typedef struct pr_peer {
     st_probe_peer peer;
-    double due_s;          /* next round */
-    bool have;             /* link holds a result */
+    double due_s; /* next round */
+    bool have;    /* link holds a result */
     st_probe_link link;
 } pr_peer;
 
@@ -55,14 +55,14 @@ struct st_prober {
     pthread_t th;
     double interval_s;
     uint64_t self_id;
-    pr_peer *peers;        /* [ST_PROBE_MAX_PEERS] */
+    pr_peer *peers; /* [ST_PROBE_MAX_PEERS] */
     size_t n;
-    nng_socket cur;        /* the socket of the round in progress */
+    nng_socket cur; /* the socket of the round in progress */
     bool cur_open;
     /* owned by the thread */
     st_env env;
     bool env_ok;
-    uint8_t *payload;      /* ST_PROBE_PAYLOAD zero bytes */
+    uint8_t *payload;       /* ST_PROBE_PAYLOAD zero bytes */
     uint64_t refused_addrs; /* peers not dialed for their transport (under mu) */
 };
 
@@ -84,18 +84,22 @@ st_err st_probe_estimate(double *small_s, size_t ns, double *large_s, size_t nl,
                          double *latency_s, double *bw)
 {
     if (ns == 0 || nl == 0)
-        return st_errorf(ST_EINVAL, "link estimate: %zu small and %zu large round trips (at "
-                         "least one of each is needed)", ns, nl);
+        return st_errorf(ST_EINVAL,
+                         "link estimate: %zu small and %zu large round trips (at "
+                         "least one of each is needed)",
+                         ns, nl);
     for (size_t i = 0; i < ns + nl; i++) {
         double t = i < ns ? small_s[i] : large_s[i - ns];
         if (!isfinite(t) || t <= 0)
-            return st_errorf(ST_EINVAL, "link estimate: %s round trip %zu is %g s", i < ns ?
-                             "small" : "large", i < ns ? i : i - ns, t);
+            return st_errorf(ST_EINVAL, "link estimate: %s round trip %zu is %g s",
+                             i < ns ? "small" : "large", i < ns ? i : i - ns, t);
     }
     double s = st_probe_median(small_s, ns), l = st_probe_median(large_s, nl);
     if (!(l > s))
-        return st_errorf(ST_ERANGE, "link estimate: the large probes' median %.3f ms is not above "
-                         "the small ones' %.3f ms", l * 1e3, s * 1e3);
+        return st_errorf(ST_ERANGE,
+                         "link estimate: the large probes' median %.3f ms is not above "
+                         "the small ones' %.3f ms",
+                         l * 1e3, s * 1e3);
     *latency_s = s / 2;
     double b = (double)payload / (l - s);
     *bw = b < ST_PROBE_BW_MIN ? ST_PROBE_BW_MIN : b > ST_PROBE_BW_MAX ? ST_PROBE_BW_MAX : b;
@@ -314,8 +318,10 @@ static void *pr_main(void *arg)
         double every = p->interval_s;
         double floor = (double)ST_PROBE_LARGE * ST_PROBE_PAYLOAD / (ST_PROBE_BUDGET * l.bw);
         x->due_s = every <= 0 ? 0 : l.when_s + (every > floor ? every : floor);
-        st_log(first ? ST_LOG_INFO : ST_LOG_DEBUG, PR, "link to worker %llu (%s): latency %.3f "
-               "ms, %.1f MB/s", (unsigned long long)q.id, q.addr, l.latency_s * 1e3, l.bw / 1e6);
+        st_log(first ? ST_LOG_INFO : ST_LOG_DEBUG, PR,
+               "link to worker %llu (%s): latency %.3f "
+               "ms, %.1f MB/s",
+               (unsigned long long)q.id, q.addr, l.latency_s * 1e3, l.bw / 1e6);
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -346,9 +352,11 @@ void st_probe_set_peers(st_prober *p, uint64_t self_id, const st_probe_peer *pee
     for (size_t i = 0; i < n; i++) {
         if (strncmp(peers[i].addr, PR_TRANSPORT, strlen(PR_TRANSPORT)) != 0) {
             p->refused_addrs++; /* never dialed: ipc:// or inproc:// would reach local sockets */
-            st_log(ST_LOG_WARN, PR, "peer %llu at '%.64s' not probed: only %s addresses are "
-                   "dialed (%llu refused so far)", (unsigned long long)peers[i].id, peers[i].addr,
-                   PR_TRANSPORT, (unsigned long long)p->refused_addrs);
+            st_log(ST_LOG_WARN, PR,
+                   "peer %llu at '%.64s' not probed: only %s addresses are "
+                   "dialed (%llu refused so far)",
+                   (unsigned long long)peers[i].id, peers[i].addr, PR_TRANSPORT,
+                   (unsigned long long)p->refused_addrs);
             continue;
         }
         bool known = false;

@@ -34,12 +34,13 @@
 #define ST_PROBE_MAX_PAYLOAD ((size_t)1 << 20) /* a peer refuses bigger probes */
 #define ST_PROBE_SMALL 7u                      /* counted small round trips per round */
 #define ST_PROBE_LARGE 5u                      /* large round trips per round */
-#define ST_PROBE_FIRST_S 1.0                   /* a new peer is first measured after this:
-                                                * a join is followed by a plan and loading */
+#define ST_PROBE_FIRST_S                                                                           \
+    1.0 /* a new peer is first measured after this:                                                \
+         * a join is followed by a plan and loading */
 #define ST_PROBE_TIMEOUT_MS 3000
 #define ST_PROBE_RETRY_S 5.0
-#define ST_PROBE_BUDGET 0.005                  /* share of a link's capacity over time */
-#define ST_PROBE_BW_MIN 1.0e5                  /* bytes/s */
+#define ST_PROBE_BUDGET 0.005 /* share of a link's capacity over time */
+#define ST_PROBE_BW_MIN 1.0e5 /* bytes/s */
 #define ST_PROBE_BW_MAX 1.0e11
 #define ST_PROBE_MAX_PEERS 256
 #define ST_PROBE_ADDR_MAX 256
@@ -53,10 +54,10 @@ typedef struct st_probe_peer {
 /* One link's latest measurement. */
 typedef struct st_probe_link {
     uint64_t peer_id;
-    double latency_s;   /* one way */
-    double bw;          /* bytes/s, this worker -> the peer */
-    uint32_t samples;   /* round trips behind the figures */
-    double when_s;      /* st_now_s() when the round ended */
+    double latency_s; /* one way */
+    double bw;        /* bytes/s, this worker -> the peer */
+    uint32_t samples; /* round trips behind the figures */
+    double when_s;    /* st_now_s() when the round ended */
 } st_probe_link;
 
 typedef struct st_prober st_prober;

@@ -141,8 +141,7 @@ st_session *st_sessions_find(st_sessions *s, uint64_t id)
     return s->table[b] != 0 ? &s->slots[s->table[b] - 1] : NULL;
 }
 
-st_err st_sessions_acquire(st_sessions *s, uint64_t id, uint64_t pin, st_session **out,
-                           bool *fresh)
+st_err st_sessions_acquire(st_sessions *s, uint64_t id, uint64_t pin, st_session **out, bool *fresh)
 {
     *out = NULL;
     *fresh = false;
@@ -158,8 +157,7 @@ st_err st_sessions_acquire(st_sessions *s, uint64_t id, uint64_t pin, st_session
             i = s->free_slots[--s->n_free];
             s->count++;
         } else {
-            for (i = s->lru; i != ST_SESSION_NONE && s->slots[i].pin == pin;
-                 i = s->slots[i].prev) {
+            for (i = s->lru; i != ST_SESSION_NONE && s->slots[i].pin == pin; i = s->slots[i].prev) {
             }
             if (i == ST_SESSION_NONE)
                 return st_errorf(ST_EBUSY, "all %u session slots are used by the current batch",

@@ -28,18 +28,18 @@
 
 typedef struct st_session {
     uint64_t id;
-    st_kv *kv;      /* NULL until the caller allocates it */
-    uint64_t pin;   /* the caller's tick of the last acquire */
-    uint32_t prev;  /* toward the most recently used; ST_SESSION_NONE at the head */
-    uint32_t next;  /* toward the least recently used; ST_SESSION_NONE at the tail */
+    st_kv *kv;     /* NULL until the caller allocates it */
+    uint64_t pin;  /* the caller's tick of the last acquire */
+    uint32_t prev; /* toward the most recently used; ST_SESSION_NONE at the head */
+    uint32_t next; /* toward the least recently used; ST_SESSION_NONE at the tail */
     bool used;
 } st_session;
 
 typedef struct st_sessions {
-    uint32_t cap;       /* slots */
-    uint32_t count;     /* slots in use */
-    st_session *slots;  /* [cap] */
-    uint32_t *table;    /* [table_mask + 1] slot index + 1; 0 = empty */
+    uint32_t cap;         /* slots */
+    uint32_t count;       /* slots in use */
+    st_session *slots;    /* [cap] */
+    uint32_t *table;      /* [table_mask + 1] slot index + 1; 0 = empty */
     uint32_t *free_slots; /* [cap] stack of unused slot indices */
     uint32_t n_free;
     uint32_t table_mask;

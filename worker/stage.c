@@ -34,7 +34,7 @@
 
 typedef struct stage_mm {
     const st_weight *w;
-    float *y;         /* [n_tok][w->n_out] */
+    float *y; /* [n_tok][w->n_out] */
 } stage_mm;
 
 /* Per-token work run in the same phase as the conversion of a matmul's
@@ -72,15 +72,15 @@ struct st_stage_ctx {
     void *hook_arg;
 
     /* scratch, each for max_tokens tokens */
-    float *x;        /* [T][n_embd] residual stream */
-    float *xb;       /* [T][max(n_embd, n_ff)] normed input / attention out / ffn act */
-    float *q;        /* [T][n_embd] queries, then projection outputs */
-    float *k;        /* [T][kv_dim] */
-    float *v;        /* [T][kv_dim] */
-    float *g;        /* [T][n_ff] gate */
-    float *u;        /* [T][n_ff] up */
-    uint8_t *xq;     /* [T][row bytes of max(n_embd, n_ff) in the widest activation dtype] */
-    float *scores;   /* [nth][max_ctx] */
+    float *x;         /* [T][n_embd] residual stream */
+    float *xb;        /* [T][max(n_embd, n_ff)] normed input / attention out / ffn act */
+    float *q;         /* [T][n_embd] queries, then projection outputs */
+    float *k;         /* [T][kv_dim] */
+    float *v;         /* [T][kv_dim] */
+    float *g;         /* [T][n_ff] gate */
+    float *u;         /* [T][n_ff] up */
+    uint8_t *xq;      /* [T][row bytes of max(n_embd, n_ff) in the widest activation dtype] */
+    float *scores;    /* [nth][max_ctx] */
     int64_t *tok_row; /* [T] row of each token */
     int64_t *tok_pos; /* [T] position of each token */
 
@@ -89,11 +89,11 @@ struct st_stage_ctx {
     int64_t n_tok;
     int64_t layer;
     const float *norm_w;
-    const float *src;   /* phase input */
-    float *dst;         /* phase output */
-    int64_t width;      /* floats per token of src/dst */
-    st_dtype act;       /* activation dtype of a convert phase */
-    size_t act_stride;  /* bytes per converted row */
+    const float *src;  /* phase input */
+    float *dst;        /* phase output */
+    int64_t width;     /* floats per token of src/dst */
+    st_dtype act;      /* activation dtype of a convert phase */
+    size_t act_stride; /* bytes per converted row */
     stage_mm mm[STAGE_MAX_MM];
     int n_mm;
     const int64_t *sel;  /* head: selected token indices */
@@ -278,9 +278,9 @@ static void stage_ph_matmul(void *arg, int ith, int nth)
         const st_weight *w = c->mm[i].w;
         long per = stage_mm_chunk(w->n_out, nth) * STAGE_ROW_GROUP;
         long b = k * per, e = b + per < (long)w->n_out ? b + per : (long)w->n_out;
-        (w->r8 ? c->ops->mul_mat_r8 : c->ops->mul_mat)[w->dtype](
-            w->n_in, w->data, w->row_bytes, b, e, x, c->act_stride, c->n_tok, c->mm[i].y,
-            w->n_out);
+        (w->r8 ? c->ops->mul_mat_r8 : c->ops->mul_mat)[w->dtype](w->n_in, w->data, w->row_bytes, b,
+                                                                 e, x, c->act_stride, c->n_tok,
+                                                                 c->mm[i].y, w->n_out);
     }
 }
 
@@ -305,9 +305,9 @@ static void stage_ph_rope_store(void *arg, int ith, int nth)
         if (L->bv != NULL)
             c->ops->add(vt, L->bv, hp->kv_dim);
         (neox ? c->ops->rope_neox : c->ops->rope)(qt, hp->n_head, hp->head_dim, hp->n_rot, pos,
-                                                   hp->rope_base);
-        (neox ? c->ops->rope_neox : c->ops->rope)(kt, hp->n_head_kv, hp->head_dim, hp->n_rot,
-                                                   pos, hp->rope_base);
+                                                  hp->rope_base);
+        (neox ? c->ops->rope_neox : c->ops->rope)(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, pos,
+                                                  hp->rope_base);
         st_kv *kv = c->rows[c->tok_row[t]].kv;
         size_t off = ((size_t)li * (size_t)kv->n_ctx + (size_t)pos) * (size_t)hp->kv_dim;
         memcpy(kv->k + off, kt, (size_t)hp->kv_dim * sizeof(float));
@@ -421,8 +421,8 @@ static bool stage_layer(st_stage_ctx *c, int64_t l, stage_pre in, bool fuse_out)
     return false;
 }
 
-static st_err stage_check(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows,
-                          const float *in, st_stage_out mode, size_t out_cap, int64_t *n_tok)
+static st_err stage_check(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows, const float *in,
+                          st_stage_out mode, size_t out_cap, int64_t *n_tok)
 {
     const st_hparams *hp = c->hp;
     int64_t n_layers = st_model_last(c->m) - st_model_first(c->m);
@@ -456,8 +456,10 @@ static st_err stage_check(st_stage_ctx *c, const st_batch_row *rows, size_t n_ro
                 return st_errorf(ST_EINVAL, "row %zu: no token ids", i);
             for (int64_t j = 0; j < r->n_tok; j++)
                 if (r->tokens[j] < 0 || r->tokens[j] >= hp->n_vocab)
-                    return st_errorf(ST_ERANGE, "row %zu: token id %d outside the vocabulary "
-                                     "of %lld", i, r->tokens[j], (long long)hp->n_vocab);
+                    return st_errorf(ST_ERANGE,
+                                     "row %zu: token id %d outside the vocabulary "
+                                     "of %lld",
+                                     i, r->tokens[j], (long long)hp->n_vocab);
         }
         for (size_t j = 0; j < i; j++)
             if (rows[j].kv == r->kv)
@@ -469,8 +471,8 @@ static st_err stage_check(st_stage_ctx *c, const st_batch_row *rows, size_t n_ro
     return ST_OK;
 }
 
-st_err st_stage_forward(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows,
-                        const float *in, st_stage_out mode, float *out, size_t out_cap)
+st_err st_stage_forward(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows, const float *in,
+                        st_stage_out mode, float *out, size_t out_cap)
 {
     const st_hparams *hp = c->hp;
     int64_t n_tok = 0;

@@ -74,7 +74,7 @@ size_t st_stage_n_out(const st_stage_ctx *c, const st_batch_row *rows, size_t n_
  * within the vocabulary, positions within each cache and without gaps, a
  * session at most once per batch, out_cap large enough. On success each
  * row's cache has n_filled = pos + n_tok. */
-st_err st_stage_forward(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows,
-                        const float *in, st_stage_out mode, float *out, size_t out_cap);
+st_err st_stage_forward(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows, const float *in,
+                        st_stage_out mode, float *out, size_t out_cap);
 
 #endif

@@ -53,7 +53,7 @@ struct st_standalone {
     const st_kernel_ops *ops;
     st_stage_ctx *ctx;
     st_sessions sess;
-    double *used_at;      /* [max_sessions] last step of the session on slot i */
+    double *used_at; /* [max_sessions] last step of the session on slot i */
     uint64_t tick;
     st_env env;
     st_wire_ctx *wctx;
@@ -62,13 +62,13 @@ struct st_standalone {
     pthread_t thread;
     bool started;
     char url[SA_URL_MAX];
-    const st_hparams *hp;     /* of the model or of the ends */
+    const st_hparams *hp; /* of the model or of the ends */
     const uint8_t *model_id;
     uint32_t hidden;
-    size_t out_floats;        /* room of out */
-    float *in, *out;      /* [max_tokens][hidden] */
-    st_wire_row *rows;    /* [ST_SHARD_MAX_ROWS] */
-    st_batch_row *brows;  /* [ST_SHARD_MAX_ROWS] */
+    size_t out_floats;   /* room of out */
+    float *in, *out;     /* [max_tokens][hidden] */
+    st_wire_row *rows;   /* [ST_SHARD_MAX_ROWS] */
+    st_batch_row *brows; /* [ST_SHARD_MAX_ROWS] */
     uint64_t auth_dropped;
 };
 
@@ -99,8 +99,10 @@ static void sa_error(st_standalone *s, st_err e)
 static st_err sa_hello(st_standalone *s, const Strata__ShardHello *hi, nng_msg **out)
 {
     if (hi->dtype >= ST_WIRE_DT_COUNT || (s->cfg.dtype_mask & (1u << hi->dtype)) == 0)
-        return st_errorf(ST_ETYPE, "wire dtype %u is not among those this server accepts (mask "
-                         "0x%x)", hi->dtype, s->cfg.dtype_mask);
+        return st_errorf(ST_ETYPE,
+                         "wire dtype %u is not among those this server accepts (mask "
+                         "0x%x)",
+                         hi->dtype, s->cfg.dtype_mask);
     Strata__ShardInfo in = STRATA__SHARD_INFO__INIT;
     in.first = (uint32_t)s->cfg.first;
     in.last = (uint32_t)s->cfg.last;
@@ -124,8 +126,7 @@ static st_err sa_hello(st_standalone *s, const Strata__ShardHello *hi, nng_msg *
 static void sa_expire(st_standalone *s)
 {
     const double now = st_now_s();
-    while (s->sess.lru != ST_SESSION_NONE &&
-           now - s->used_at[s->sess.lru] > (double)s->cfg.ttl_s) {
+    while (s->sess.lru != ST_SESSION_NONE && now - s->used_at[s->sess.lru] > (double)s->cfg.ttl_s) {
         uint64_t id = s->sess.slots[s->sess.lru].id;
         st_sessions_end(&s->sess, id);
         st_log(ST_LOG_DEBUG, "shard", "session %016llx expired", (unsigned long long)id);
@@ -147,12 +148,13 @@ static st_err sa_rows(st_standalone *s, const st_wire_hdr *h)
                              (long long)s->cfg.n_ctx);
         const st_session *sl = st_sessions_find(&s->sess, r->session_id);
         if (sl == NULL && r->pos0 != 0)
-            return st_errorf(ST_ENOENT, "session %016llx is unknown here (expired, evicted or "
+            return st_errorf(ST_ENOENT,
+                             "session %016llx is unknown here (expired, evicted or "
                              "never started): replay it from position 0",
                              (unsigned long long)r->session_id);
         if (sl != NULL && sl->kv != NULL && r->pos0 > sl->kv->n_filled)
-            return st_errorf(ST_ERANGE, "row %u: position %u is beyond the %lld filled", i,
-                             r->pos0, (long long)sl->kv->n_filled);
+            return st_errorf(ST_ERANGE, "row %u: position %u is beyond the %lld filled", i, r->pos0,
+                             (long long)sl->kv->n_filled);
     }
     if (h->n_rows > s->cfg.max_sessions)
         return st_errorf(ST_EBUSY, "%u sessions in one step; this server holds %u", h->n_rows,
@@ -164,12 +166,16 @@ static st_err sa_step(st_standalone *s, const Strata__ShardStep *st, const st_st
                       nng_msg **out)
 {
     if (st->reply_dtype >= ST_WIRE_DT_COUNT || (s->cfg.dtype_mask & (1u << st->reply_dtype)) == 0)
-        return st_errorf(ST_ETYPE, "reply dtype %u is not among those this server sends (mask "
-                         "0x%x)", st->reply_dtype, s->cfg.dtype_mask);
+        return st_errorf(ST_ETYPE,
+                         "reply dtype %u is not among those this server sends (mask "
+                         "0x%x)",
+                         st->reply_dtype, s->cfg.dtype_mask);
     if (s->cfg.ends != NULL)
         return st_errorf(ST_EPROTO, "an embedding service runs no layers");
-    st_wire_expect x = {.plan_hash = s->model_id, .stage = (uint16_t)s->cfg.first,
-                        .hidden = s->hidden, .max_tokens = (uint32_t)s->cfg.max_tokens,
+    st_wire_expect x = {.plan_hash = s->model_id,
+                        .stage = (uint16_t)s->cfg.first,
+                        .hidden = s->hidden,
+                        .max_tokens = (uint32_t)s->cfg.max_tokens,
                         .dtype_mask = s->cfg.dtype_mask};
     st_wire_hdr h;
     st_err e = st_wire_decode(s->wctx, p->pkt, p->pkt_len, &x, &h, s->rows, ST_SHARD_MAX_ROWS,
@@ -192,7 +198,8 @@ static st_err sa_step(st_standalone *s, const Strata__ShardStep *st, const st_st
         if (fresh)
             st_kv_reset(sl->kv);
         s->used_at[sl - s->sess.slots] = st_now_s();
-        s->brows[i] = (st_batch_row){.kv = sl->kv, .pos = s->rows[i].pos0,
+        s->brows[i] = (st_batch_row){.kv = sl->kv,
+                                     .pos = s->rows[i].pos0,
                                      .n_tok = s->rows[i].n_tokens};
     }
     const size_t cap = (size_t)s->cfg.max_tokens * s->hidden;
@@ -203,7 +210,8 @@ static st_err sa_step(st_standalone *s, const Strata__ShardStep *st, const st_st
     rh.flags = 0;
     rh.dtype = (st_wire_dtype)st->reply_dtype;
     st_wire_opts o = {
-        .dtype = rh.dtype, .zstd_level = st->zstd ? ST_WIRE_ZSTD_DEFAULT_LEVEL : 0,
+        .dtype = rh.dtype,
+        .zstd_level = st->zstd ? ST_WIRE_ZSTD_DEFAULT_LEVEL : 0,
         .plane_split = st->zstd && (rh.dtype == ST_WIRE_F16 || rh.dtype == ST_WIRE_BF16),
     };
     Strata__ShardReply r = STRATA__SHARD_REPLY__INIT;
@@ -212,8 +220,7 @@ static st_err sa_step(st_standalone *s, const Strata__ShardStep *st, const st_st
 
 /* sa_ends_reply - the reply packet of n rows of w floats (out) for an
  * embedding service's request, sent to stage. */
-static st_err sa_ends_reply(st_standalone *s, uint16_t stage, uint32_t w, uint32_t n,
-                            nng_msg **out)
+static st_err sa_ends_reply(st_standalone *s, uint16_t stage, uint32_t w, uint32_t n, nng_msg **out)
 {
     st_wire_hdr h;
     memset(&h, 0, sizeof h);
@@ -248,8 +255,11 @@ static st_err sa_logits(st_standalone *s, const st_step_parts *p, nng_msg **out)
     if (s->cfg.ends == NULL)
         return st_errorf(ST_EPROTO, "a shard server serves no head");
     const uint16_t head = (uint16_t)s->hp->n_layer;
-    st_wire_expect x = {.plan_hash = s->model_id, .stage = head, .hidden = s->hidden,
-                        .max_tokens = (uint32_t)s->cfg.max_tokens, .dtype_mask = 1u << ST_WIRE_F32};
+    st_wire_expect x = {.plan_hash = s->model_id,
+                        .stage = head,
+                        .hidden = s->hidden,
+                        .max_tokens = (uint32_t)s->cfg.max_tokens,
+                        .dtype_mask = 1u << ST_WIRE_F32};
     st_wire_hdr h;
     st_err e = st_wire_decode(s->wctx, p->pkt, p->pkt_len, &x, &h, s->rows, 1, s->in,
                               (size_t)s->cfg.max_tokens * s->hidden);
@@ -437,11 +447,12 @@ st_err st_standalone_open(const st_standalone_cfg *cfg, st_standalone **out)
         return e;
     }
     if (s->m != NULL)
-        st_log(ST_LOG_INFO, "shard", "layers [%lld, %lld) of %lld, %zu weight bytes; %u sessions "
+        st_log(ST_LOG_INFO, "shard",
+               "layers [%lld, %lld) of %lld, %zu weight bytes; %u sessions "
                "of %lld positions, TTL %u s, %lld tokens per step; kernels %s",
                (long long)cfg->first, (long long)cfg->last, (long long)s->hp->n_layer,
-               st_model_weight_bytes(s->m), cfg->max_sessions, (long long)s->cfg.n_ctx,
-               cfg->ttl_s, (long long)cfg->max_tokens, s->ops->name);
+               st_model_weight_bytes(s->m), cfg->max_sessions, (long long)s->cfg.n_ctx, cfg->ttl_s,
+               (long long)cfg->max_tokens, s->ops->name);
     *out = s;
     return ST_OK;
 }

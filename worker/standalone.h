@@ -44,17 +44,17 @@
 
 typedef struct st_standalone_cfg {
     const char *model;
-    int64_t first, last;     /* layers [first, last) */
-    const char *listen;      /* NNG URL; port 0 picks one */
-    const char *key_file;    /* NULL: frames are not authenticated */
-    bool encrypt;            /* seal frames (needs key_file) */
-    int threads;             /* compute threads; 0: the cores */
-    bool force_ref;          /* reference kernels */
-    uint32_t max_sessions;   /* KV caches at most */
-    uint32_t ttl_s;          /* idle sessions are forgotten after this */
-    int64_t n_ctx;           /* positions per session; 0: the model's */
-    int64_t max_tokens;      /* tokens per step at most */
-    uint32_t dtype_mask;     /* bit (1 << st_wire_dtype) per accepted dtype */
+    int64_t first, last;   /* layers [first, last) */
+    const char *listen;    /* NNG URL; port 0 picks one */
+    const char *key_file;  /* NULL: frames are not authenticated */
+    bool encrypt;          /* seal frames (needs key_file) */
+    int threads;           /* compute threads; 0: the cores */
+    bool force_ref;        /* reference kernels */
+    uint32_t max_sessions; /* KV caches at most */
+    uint32_t ttl_s;        /* idle sessions are forgotten after this */
+    int64_t n_ctx;         /* positions per session; 0: the model's */
+    int64_t max_tokens;    /* tokens per step at most */
+    uint32_t dtype_mask;   /* bit (1 << st_wire_dtype) per accepted dtype */
     /* An embedding service instead (strata-embed --listen): no layers are
      * loaded (model, first and last are unused); embed and logits requests
      * are answered with these ends, borrowed, used under lock (shared with

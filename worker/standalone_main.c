@@ -47,8 +47,8 @@ static int sm_long(const char *flag, const char *s, long lo, long hi, long *out)
     errno = 0;
     long v = strtol(s, &end, 10);
     if (end == s || *end != '\0' || errno != 0 || v < lo || v > hi) {
-        fprintf(stderr, "strata-worker: %s '%s': an integer in %ld..%ld is required\n", flag, s,
-                lo, hi);
+        fprintf(stderr, "strata-worker: %s '%s': an integer in %ld..%ld is required\n", flag, s, lo,
+                hi);
         return -1;
     }
     *out = v;
@@ -100,8 +100,7 @@ bad:
 }
 
 /* sm_parse - 0 to run, 1 after --help, 2 on a bad flag (message printed). */
-static int sm_parse(int argc, char **argv, st_standalone_cfg *c, const char **level,
-                    bool *insecure)
+static int sm_parse(int argc, char **argv, st_standalone_cfg *c, const char **level, bool *insecure)
 {
     memset(c, 0, sizeof *c);
     c->model = getenv("STRATA_MODEL");
@@ -129,8 +128,10 @@ static int sm_parse(int argc, char **argv, st_standalone_cfg *c, const char **le
             continue;
         }
         if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-            fprintf(stderr, "strata-worker: %s: unknown, or it needs a value (see --standalone "
-                            "--help)\n", f);
+            fprintf(stderr,
+                    "strata-worker: %s: unknown, or it needs a value (see --standalone "
+                    "--help)\n",
+                    f);
             return 2;
         }
         v = argv[++i];

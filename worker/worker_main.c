@@ -21,69 +21,68 @@
 
 #include "common/exposure.h"
 #include "common/log.h"
+#include "common/units.h"
 #include "common/version.h"
 #include "common/wire.h"
-#include "common/units.h"
 #include "worker/daemon.h"
 #include "worker/standalone.h"
 
 static void wm_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: strata-worker --version\n"
-            "       strata-worker --coordinator ADDR [--model PATH] [--listen ADDR]\n"
-            "       [--advertise ADDR] [--memory BYTES] [--threads N] [--name NAME]\n"
-            "       [--cluster-key FILE] [--encrypt] [--insecure] [--heartbeat-ms N]\n"
-            "       [--throttle F]\n"
-            "       [--throttle-file PATH] [--spare] [--stay-after-drain] [--probe-s N]\n"
-            "       [--no-probe] [--wire-accept LIST] [--kernels ref|auto] [--log LEVEL]\n"
-            "       [--weights-from ADDR[,ADDR...]] [--cache-dir DIR] [--max-fetch-rate BYTES]\n"
-            "\n"
-            "  --coordinator ADDR  the coordinator's control address, tcp://HOST:PORT\n"
-            "                      (default: $STRATA_COORDINATOR)\n"
-            "  --model PATH        the GGUF model (default: $STRATA_MODEL); only the\n"
-            "                      tensors of the stage the plan gives are loaded. Without\n"
-            "                      it, the stage's weights are streamed (docs/streaming.md)\n"
-            "  --weights-from A    without --model: weights servers, tcp:// addresses\n"
-            "                      separated by commas (default: the coordinator's host and\n"
-            "                      port + 1)\n"
-            "  --cache-dir DIR     without --model: the verified chunks (default\n"
-            "                      $XDG_CACHE_HOME/strata or ~/.cache/strata)\n"
-            "  --max-fetch-rate B  cap on the fetch, bytes per second (suffixes k M G)\n"
-            "  --listen ADDR       data-plane listen address (default tcp://127.0.0.1:0);\n"
-            "                      the control socket listens on the same host, port 0.\n"
-            "                      Beyond loopback it needs --cluster-key or --insecure\n"
-            "  --advertise ADDR    data address announced to the coordinator (default: the\n"
-            "                      bound address, with 127.0.0.1 for 0.0.0.0)\n"
-            "  --memory BYTES      memory budget for weights + KV, suffixes k M G T\n"
-            "                      (default: MemAvailable)\n"
-            "  --threads N         compute threads (default: the cores)\n"
-            "  --name NAME         name shown by `strata status` (default: HOST-PID)\n"
-            "  --cluster-key FILE  32-byte key (mode 0600); authenticates every frame\n"
-            "                      (`strata keygen FILE` makes one)\n"
-            "  --encrypt           seal every frame with XChaCha20-Poly1305 (needs the key;\n"
-            "                      every member of the cluster must use it)\n"
-            "  --insecure          listen beyond loopback without a key (logs a warning)\n"
-            "  --heartbeat-ms N    heartbeat interval until the coordinator sets one\n"
-            "                      (default 1000)\n"
-            "  --throttle F        test only: look F times slower (F >= 1, default 1)\n"
-            "  --throttle-file P   test only: read F from P at every heartbeat\n"
-            "  --spare             join without wanting a stage\n"
-            "  --stay-after-drain  once drained, stay joined as a spare (default: leave and\n"
-            "                      exit 0 when the plan without it is committed)\n"
-            "  --probe-s N         re-measure each link to another worker every N s\n"
-            "                      (default 60; 0: once per peer)\n"
-            "  --no-probe          do not measure links (the coordinator assumes them)\n"
-            "  --wire-accept LIST  boundary dtypes it accepts, e.g. f16,bf16 (default:\n"
-            "                      f32,f16,bf16,i8); the coordinator never sends it another\n"
-            "  --kernels ref|auto  scalar reference kernels, or the best (default auto)\n"
-            "  --log LEVEL         error, warn, info (default) or debug; or $STRATA_LOG\n"
-            "  --test-hooks        test only: allow --test-fetch-pause-after N (stop fetching\n"
-            "                      after N chunks until shut down)\n"
-            "\n"
-            "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
-            "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
-            "Drained (`strata drain`): the same, by itself, unless --stay-after-drain.\n");
+    fprintf(f, "usage: strata-worker --version\n"
+               "       strata-worker --coordinator ADDR [--model PATH] [--listen ADDR]\n"
+               "       [--advertise ADDR] [--memory BYTES] [--threads N] [--name NAME]\n"
+               "       [--cluster-key FILE] [--encrypt] [--insecure] [--heartbeat-ms N]\n"
+               "       [--throttle F]\n"
+               "       [--throttle-file PATH] [--spare] [--stay-after-drain] [--probe-s N]\n"
+               "       [--no-probe] [--wire-accept LIST] [--kernels ref|auto] [--log LEVEL]\n"
+               "       [--weights-from ADDR[,ADDR...]] [--cache-dir DIR] [--max-fetch-rate BYTES]\n"
+               "\n"
+               "  --coordinator ADDR  the coordinator's control address, tcp://HOST:PORT\n"
+               "                      (default: $STRATA_COORDINATOR)\n"
+               "  --model PATH        the GGUF model (default: $STRATA_MODEL); only the\n"
+               "                      tensors of the stage the plan gives are loaded. Without\n"
+               "                      it, the stage's weights are streamed (docs/streaming.md)\n"
+               "  --weights-from A    without --model: weights servers, tcp:// addresses\n"
+               "                      separated by commas (default: the coordinator's host and\n"
+               "                      port + 1)\n"
+               "  --cache-dir DIR     without --model: the verified chunks (default\n"
+               "                      $XDG_CACHE_HOME/strata or ~/.cache/strata)\n"
+               "  --max-fetch-rate B  cap on the fetch, bytes per second (suffixes k M G)\n"
+               "  --listen ADDR       data-plane listen address (default tcp://127.0.0.1:0);\n"
+               "                      the control socket listens on the same host, port 0.\n"
+               "                      Beyond loopback it needs --cluster-key or --insecure\n"
+               "  --advertise ADDR    data address announced to the coordinator (default: the\n"
+               "                      bound address, with 127.0.0.1 for 0.0.0.0)\n"
+               "  --memory BYTES      memory budget for weights + KV, suffixes k M G T\n"
+               "                      (default: MemAvailable)\n"
+               "  --threads N         compute threads (default: the cores)\n"
+               "  --name NAME         name shown by `strata status` (default: HOST-PID)\n"
+               "  --cluster-key FILE  32-byte key (mode 0600); authenticates every frame\n"
+               "                      (`strata keygen FILE` makes one)\n"
+               "  --encrypt           seal every frame with XChaCha20-Poly1305 (needs the key;\n"
+               "                      every member of the cluster must use it)\n"
+               "  --insecure          listen beyond loopback without a key (logs a warning)\n"
+               "  --heartbeat-ms N    heartbeat interval until the coordinator sets one\n"
+               "                      (default 1000)\n"
+               "  --throttle F        test only: look F times slower (F >= 1, default 1)\n"
+               "  --throttle-file P   test only: read F from P at every heartbeat\n"
+               "  --spare             join without wanting a stage\n"
+               "  --stay-after-drain  once drained, stay joined as a spare (default: leave and\n"
+               "                      exit 0 when the plan without it is committed)\n"
+               "  --probe-s N         re-measure each link to another worker every N s\n"
+               "                      (default 60; 0: once per peer)\n"
+               "  --no-probe          do not measure links (the coordinator assumes them)\n"
+               "  --wire-accept LIST  boundary dtypes it accepts, e.g. f16,bf16 (default:\n"
+               "                      f32,f16,bf16,i8); the coordinator never sends it another\n"
+               "  --kernels ref|auto  scalar reference kernels, or the best (default auto)\n"
+               "  --log LEVEL         error, warn, info (default) or debug; or $STRATA_LOG\n"
+               "  --test-hooks        test only: allow --test-fetch-pause-after N (stop fetching\n"
+               "                      after N chunks until shut down)\n"
+               "\n"
+               "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
+               "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
+               "Drained (`strata drain`): the same, by itself, unless --stay-after-drain.\n");
 }
 
 /* wm_value - the value after flag argv[*i], or NULL with a message. */
@@ -102,8 +101,8 @@ static int wm_long(const char *flag, const char *s, long lo, long hi, long *out)
     errno = 0;
     long v = strtol(s, &end, 10);
     if (*end != '\0' || errno != 0 || v < lo || v > hi) {
-        fprintf(stderr, "strata-worker: %s '%s': an integer in %ld..%ld is required\n", flag, s,
-                lo, hi);
+        fprintf(stderr, "strata-worker: %s '%s': an integer in %ld..%ld is required\n", flag, s, lo,
+                hi);
         return -1;
     }
     *out = v;
@@ -124,8 +123,10 @@ static int wm_fetch_flag(const char *f, const char *v, st_worker_cfg *c)
         uint64_t r;
         st_err e = st_parse_bytes(v, &r);
         if (e != ST_OK || r == 0) {
-            fprintf(stderr, "strata-worker: --max-fetch-rate '%s': bytes per second above 0 "
-                    "(%s)\n", v, e != ST_OK ? st_errdetail() : "0");
+            fprintf(stderr,
+                    "strata-worker: --max-fetch-rate '%s': bytes per second above 0 "
+                    "(%s)\n",
+                    v, e != ST_OK ? st_errdetail() : "0");
             return 2;
         }
         c->max_fetch_rate = (double)r;
@@ -139,8 +140,7 @@ static int wm_fetch_flag(const char *f, const char *v, st_worker_cfg *c)
     return 1;
 }
 
-static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_level,
-                    bool *insecure)
+static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_level, bool *insecure)
 {
     memset(c, 0, sizeof *c);
     c->coordinator = getenv("STRATA_COORDINATOR");
@@ -182,11 +182,26 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             test_hooks = true;
             continue;
         }
-        static const char *const valued[] = {
-            "--coordinator", "--model", "--listen", "--advertise", "--memory", "--threads",
-            "--name", "--cluster-key", "--heartbeat-ms", "--throttle", "--throttle-file",
-            "--kernels", "--log", "--probe-s", "--weights-from", "--cache-dir",
-            "--max-fetch-rate", "--test-fetch-pause-after", "--wire-accept", NULL};
+        static const char *const valued[] = {"--coordinator",
+                                             "--model",
+                                             "--listen",
+                                             "--advertise",
+                                             "--memory",
+                                             "--threads",
+                                             "--name",
+                                             "--cluster-key",
+                                             "--heartbeat-ms",
+                                             "--throttle",
+                                             "--throttle-file",
+                                             "--kernels",
+                                             "--log",
+                                             "--probe-s",
+                                             "--weights-from",
+                                             "--cache-dir",
+                                             "--max-fetch-rate",
+                                             "--test-fetch-pause-after",
+                                             "--wire-accept",
+                                             NULL};
         bool known = false;
         for (int k = 0; valued[k] != NULL; k++)
             known = known || strcmp(f, valued[k]) == 0;
@@ -220,7 +235,8 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
         } else if (strcmp(f, "--throttle-file") == 0) {
             c->throttle_file = v;
         } else if (strcmp(f, "--log") == 0) {
-            if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") && strcmp(v, "debug")) {
+            if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") &&
+                strcmp(v, "debug")) {
                 fprintf(stderr, "strata-worker: --log '%s': error, warn, info or debug\n", v);
                 return 2;
             }

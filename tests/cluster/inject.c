@@ -33,11 +33,11 @@
  *       result-forged RESULTS EPOCH BATCH SESSION[,SESSION...] [TOKEN]
  *           a StepResult of BATCH (of EPOCH) giving each session TOKEN
  *       Replies are printed as for req ("reply: refuse: REASON" too). */
+#include <math.h>
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/push.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <nng/supplemental/util/platform.h>
-#include <math.h>
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -313,10 +313,10 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_ste
  * Keyless only: the bombs test what an unauthenticated stranger can do. */
 
 #define INJ_MIB ((size_t)1 << 20)
-#define INJ_BOMB_MAX_MIB 256  /* ST_ENV_MAX_BODY */
-#define INJ_BOMB_SLACK 64     /* bytes left for tags and lengths around the elements */
+#define INJ_BOMB_MAX_MIB 256 /* ST_ENV_MAX_BODY */
+#define INJ_BOMB_SLACK 64    /* bytes left for tags and lengths around the elements */
 #define INJ_BOMB_TIMEOUT_MS 5000
-#define INJ_LINGER_MS 1000    /* lets a large frame leave before the socket closes */
+#define INJ_LINGER_MS 1000 /* lets a large frame leave before the socket closes */
 #define INJ_WT_VARINT 0
 #define INJ_WT_LEN 2
 
@@ -432,8 +432,7 @@ static size_t inj_bomb_size(const char *txt)
 }
 
 /* inj_seal - body[0..n) in a keyless envelope of kind (malloc). */
-static uint8_t *inj_seal(st_env *env, st_env_kind kind, const uint8_t *body, size_t n,
-                         size_t *len)
+static uint8_t *inj_seal(st_env *env, st_env_kind kind, const uint8_t *body, size_t n, size_t *len)
 {
     *len = st_env_size(env, n);
     uint8_t *buf = malloc(*len);
@@ -649,8 +648,6 @@ static int inj_version_main(int argc, char **argv, const uint8_t *key)
     return rc;
 }
 /* ---- end of the versions ---- */
-
-
 
 int inj_key_take(int *argc, char **argv, uint8_t key[ST_KEY_BYTES], bool *keyed)
 {

@@ -230,7 +230,7 @@ int inj_ctl_main(int argc, char **argv, const uint8_t *key)
 {
     uint64_t sender;
     randombytes_buf(&sender, sizeof sender); /* a stranger */
-    int n = 0; /* positional arguments: CASE ARGS... */
+    int n = 0;                               /* positional arguments: CASE ARGS... */
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--sender") == 0 && i + 1 < argc)
             sender = strtoull(argv[++i], NULL, 10);
@@ -260,9 +260,8 @@ int inj_ctl_main(int argc, char **argv, const uint8_t *key)
                           n == 8 ? (int32_t)strtol(argv[7], NULL, 10) : INJ_CTL_TOKEN);
     } else if (strcmp(what, "result-forged") == 0 && (n == 5 || n == 6) &&
                inj_ctl_ids(argv[4], ids, INJ_CTL_MAX_ROWS, &nid) == 0) {
-        rc = inj_ctl_result(argv[1], &env, strtoull(argv[2], NULL, 10),
-                            strtoull(argv[3], NULL, 10), ids, nid,
-                            n == 6 ? (int32_t)strtol(argv[5], NULL, 10) : INJ_CTL_TOKEN);
+        rc = inj_ctl_result(argv[1], &env, strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),
+                            ids, nid, n == 6 ? (int32_t)strtol(argv[5], NULL, 10) : INJ_CTL_TOKEN);
     }
     st_env_fini(&env);
     if (rc == 2)

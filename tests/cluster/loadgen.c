@@ -65,13 +65,13 @@ typedef struct lg {
     bool keyed;
     uint8_t key[ST_KEY_BYTES];
     int timeout_ms;
-    bool progress;           /* --progress: report ids as they come on stderr */
+    bool progress; /* --progress: report ids as they come on stderr */
     lg_req *req;
     size_t n_req;
-    size_t next;             /* next request to take, under mu */
+    size_t next; /* next request to take, under mu */
     uint64_t t0;
     pthread_mutex_t mu;
-    pthread_cond_t cv;       /* progress of any request */
+    pthread_cond_t cv; /* progress of any request */
 } lg;
 
 static lg G;

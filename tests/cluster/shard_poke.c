@@ -95,8 +95,8 @@ int main(int argc, char **argv)
     } else if (strcmp(cs, "oversized") == 0) {
         e = poke_step(&env, &in, ST_WIRE_F32, in.max_tokens + 1, 0, in.model_id, &m);
     } else if (strcmp(cs, "unknown") == 0) {
-        e = poke_step_of(&env, &in, ST_WIRE_F32, 1, POKE_UNKNOWN_POS, in.model_id,
-                         POKE_SESSION + 1, &m);
+        e = poke_step_of(&env, &in, ST_WIRE_F32, 1, POKE_UNKNOWN_POS, in.model_id, POKE_SESSION + 1,
+                         &m);
     } else if (strcmp(cs, "wrong-model") == 0) {
         e = poke_step(&env, &in, ST_WIRE_F32, 1, 0, other, &m);
     } else if (strcmp(cs, "huge") == 0) {
@@ -125,8 +125,8 @@ int main(int argc, char **argv)
     st_step_parts parts;
     uint64_t sender;
     ProtobufCMessage *pm;
-    e = st_shard_parse(&env, nng_msg_body(r), nng_msg_len(r), &strata__shard_reply__descriptor,
-                       &pm, &parts, &sender);
+    e = st_shard_parse(&env, nng_msg_body(r), nng_msg_len(r), &strata__shard_reply__descriptor, &pm,
+                       &parts, &sender);
     if (e != ST_OK) {
         fprintf(stderr, "shard_poke: a malformed reply: %s\n", st_errmsg(e));
         return 1;

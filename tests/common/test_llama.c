@@ -20,8 +20,8 @@
 #include "coordinator/placement.h"
 #include "worker/model.h"
 
-#define TL_KV_CTX 64      /* positions per session in the KV reserve checked */
-#define TL_KV_SESSIONS 3  /* sessions in it */
+#define TL_KV_CTX 64     /* positions per session in the KV reserve checked */
+#define TL_KV_SESSIONS 3 /* sessions in it */
 #define TL_PATH_MAX 1024
 
 static char tl_dir[TL_PATH_MAX];
@@ -53,8 +53,10 @@ static void tl_check_model(const char *path, int *n_stages)
     ck_assert_int_eq(mi.n_ctx_train, hp.n_ctx_train);
     ck_assert_uint_eq(mi.kv_bytes_per_token_layer, st_kv_bytes(1, 1, hp.kv_dim));
     ck_assert_uint_eq(mi.head_tied, st_arch_head_tied(g));
-    st_place_model pm = {.n_layer = mi.n_layer, .layer_bytes = mi.layer_bytes,
-                         .embd_bytes = mi.embd_bytes, .head_bytes = mi.head_bytes,
+    st_place_model pm = {.n_layer = mi.n_layer,
+                         .layer_bytes = mi.layer_bytes,
+                         .embd_bytes = mi.embd_bytes,
+                         .head_bytes = mi.head_bytes,
                          .kv_bytes_per_token_layer = mi.kv_bytes_per_token_layer};
     const uint64_t kv_tokens = (uint64_t)TL_KV_CTX * TL_KV_SESSIONS;
     for (uint32_t a = 0; a < mi.n_layer; a++)
@@ -64,8 +66,8 @@ static void tl_check_model(const char *path, int *n_stages)
             ck_assert_msg(e == ST_OK, "%s [%u, %u): %s", path, a, b, st_errmsg(e));
             const uint64_t worker = st_minfo_stage_bytes(&mi, a, b);
             ck_assert_msg(worker == st_model_weight_bytes(m),
-                          "%s [%u, %u): the worker checks %llu bytes, the engine binds %zu",
-                          path, a, b, (unsigned long long)worker, st_model_weight_bytes(m));
+                          "%s [%u, %u): the worker checks %llu bytes, the engine binds %zu", path,
+                          a, b, (unsigned long long)worker, st_model_weight_bytes(m));
             st_model_close(m);
             const uint64_t kv = st_kv_bytes(b - a, TL_KV_CTX, hp.kv_dim) * TL_KV_SESSIONS;
             uint64_t place = st_place_stage_bytes(&pm, kv_tokens, a, b);

@@ -20,7 +20,7 @@ static void rng_step(const uint64_t in[ST_RNG_WORDS], uint64_t out[ST_RNG_WORDS]
 
 /* fake_run - runs batch b; fills res (and rng storage) for sampled rows. */
 size_t fake_run(fake *f, const st_sched_batch *b, st_sched_result_row *res,
-                       uint64_t (*rng)[ST_RNG_WORDS])
+                uint64_t (*rng)[ST_RNG_WORDS])
 {
     size_t n = 0;
     for (uint32_t i = 0; i < b->n_rows; i++) {
@@ -46,7 +46,9 @@ size_t fake_run(fake *f, const st_sched_batch *b, st_sched_result_row *res,
         if (f->eos_after && f->len[k] >= (uint32_t)f->eos_after)
             t = 2;
         rng_step(r->rng, rng[n]);
-        res[n] = (st_sched_result_row){.session_id = r->session_id, .token = t, .rng = rng[n],
+        res[n] = (st_sched_result_row){.session_id = r->session_id,
+                                       .token = t,
+                                       .rng = rng[n],
                                        .n_rng = 4};
         n++;
     }
@@ -72,11 +74,21 @@ st_sched_cfg cfg_default(void)
     static fake_ids pool[FAKE_ID_POOL];
     static unsigned used;
     fake_ids *ids = &pool[used++ % FAKE_ID_POOL];
-    st_sched_cfg c = {.n_ctx = 256, .chunk = 16, .max_batch_tokens = 40, .max_sessions = 4,
-                      .max_requests = 8, .max_in_flight = 1, .n_vocab = V, .eos_id = 2,
-                      .step_timeout_ns = 1000 * MS, .queue_timeout_ns = 5000 * MS,
-                      .finished_ttl_ns = 10000 * MS, .idle_session_ttl_ns = 60000 * MS,
-                      .id_base = 1000, .new_id = fake_seq_id, .id_arg = ids};
+    st_sched_cfg c = {.n_ctx = 256,
+                      .chunk = 16,
+                      .max_batch_tokens = 40,
+                      .max_sessions = 4,
+                      .max_requests = 8,
+                      .max_in_flight = 1,
+                      .n_vocab = V,
+                      .eos_id = 2,
+                      .step_timeout_ns = 1000 * MS,
+                      .queue_timeout_ns = 5000 * MS,
+                      .finished_ttl_ns = 10000 * MS,
+                      .idle_session_ttl_ns = 60000 * MS,
+                      .id_base = 1000,
+                      .new_id = fake_seq_id,
+                      .id_arg = ids};
     ids->next[ST_SCHED_ID_SESSION] = ids->next[ST_SCHED_ID_BATCH] = c.id_base;
     return c;
 }
@@ -96,7 +108,7 @@ st_gen_req req_of(const int32_t *p, size_t n, uint32_t max)
 /* drive - runs steps until nothing is left to do (or max_steps); calls
  * fault(step) before each step when given. Returns the steps run. */
 int drive(st_sched *s, fake *f, uint64_t *now, int max_steps,
-                 void (*fault)(st_sched *, int, const st_sched_batch *, void *), void *arg)
+          void (*fault)(st_sched *, int, const st_sched_batch *, void *), void *arg)
 {
     st_sched_result_row res[64];
     uint64_t rng[64][ST_RNG_WORDS];
@@ -154,4 +166,3 @@ void fake_complete(st_sched *s, fake *f, const st_sched_batch *b, uint64_t now)
     size_t n = fake_run(f, b, res, rng);
     ck_assert_int_eq(st_sched_complete(s, b->id, 7, res, n, now), ST_OK);
 }
-

@@ -30,7 +30,8 @@ START_TEST(test_measured_and_direction)
     st_link_obs o[] = {
         {.from = 11, .to = 22, .latency_s = 0.0001, .bw = 120e6, .samples = 8, .age_s = 3},
         {.from = 22, .to = 11, .latency_s = 0.0002, .bw = 900e6, .samples = 8, .age_s = 1},
-        {.from = 33, .to = 99, .latency_s = 0.0001, .bw = 1e9, .samples = 8, .age_s = 1}, /* unknown */
+        {.from = 33, .to = 99, .latency_s = 0.0001, .bw = 1e9, .samples = 8, .age_s = 1}, /* unknown
+                                                                                           */
     };
     st_link m[9];
     ck_assert_uint_eq(st_links_fill(ids, 3, rtt, 1e9, o, 3, 600, m), 2);

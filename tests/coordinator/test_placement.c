@@ -26,7 +26,10 @@
 static uint64_t layers6[6] = {100, 100, 100, 100, 100, 100};
 static uint64_t layers12[12] = {100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100};
 
-static st_place_model model6(void) { return (st_place_model){.n_layer = 6, .layer_bytes = layers6}; }
+static st_place_model model6(void)
+{
+    return (st_place_model){.n_layer = 6, .layer_bytes = layers6};
+}
 
 static st_place_result *res(void)
 {
@@ -234,9 +237,10 @@ END_TEST
 START_TEST(hysteresis)
 {
     st_place_model m = {.n_layer = 12, .layer_bytes = layers12};
-    st_place_worker w[3] = {{.id = 1, .mem_budget = BIG, .spb = 1, .has_stage = true, .cur_first = 0, .cur_last = 5},
-                            {.id = 2, .mem_budget = BIG, .spb = 1, .has_stage = true, .cur_first = 5, .cur_last = 10},
-                            {.id = 3, .mem_budget = BIG, .spb = 2, .has_stage = true, .cur_first = 10, .cur_last = 12}};
+    st_place_worker w[3] = {
+        {.id = 1, .mem_budget = BIG, .spb = 1, .has_stage = true, .cur_first = 0, .cur_last = 5},
+        {.id = 2, .mem_budget = BIG, .spb = 1, .has_stage = true, .cur_first = 5, .cur_last = 10},
+        {.id = 3, .mem_budget = BIG, .spb = 2, .has_stage = true, .cur_first = 10, .cur_last = 12}};
     st_place_result *r = res();
     /* the current plan is the optimum: kept */
     ck_assert_int_eq(st_place(&m, w, 3, NULL, r), ST_OK);
@@ -467,7 +471,8 @@ END_TEST
 START_TEST(calibrate_and_measure)
 {
     /* two measured workers (ratios 2 and 4: median 3), one unmeasured */
-    st_place_speed s[3] = {{.cap_spb = 1, .meas_spb = 2}, {.cap_spb = 1, .meas_spb = 4},
+    st_place_speed s[3] = {{.cap_spb = 1, .meas_spb = 2},
+                           {.cap_spb = 1, .meas_spb = 4},
                            {.cap_spb = 0.5}};
     double spb[3], k;
     st_place_calibrate(s, 3, spb, &k);

@@ -58,15 +58,34 @@ START_TEST(hash_is_deterministic_and_covers_fields)
         st_plan c;
         mkplan(&c, 42);
         switch (f) {
-        case 0: c.epoch = 43; break;
-        case 1: c.stages[1].first = 4; c.stages[0].last = 4; break;
-        case 2: c.stages[1].worker_ids[0] = 13; break;
-        case 3: strcpy(c.stages[0].data_addrs[0], "tcp://127.0.0.1:4003"); break;
-        case 4: c.model_id[5] ^= 1; break;
-        case 5: strcpy(c.wire, "f16"); break;
-        case 6: c.zstd = true; break;
-        case 7: strcpy(c.result_addr, "tcp://127.0.0.1:5001"); break;
-        case 8: c.max_sessions = 9; break;
+        case 0:
+            c.epoch = 43;
+            break;
+        case 1:
+            c.stages[1].first = 4;
+            c.stages[0].last = 4;
+            break;
+        case 2:
+            c.stages[1].worker_ids[0] = 13;
+            break;
+        case 3:
+            strcpy(c.stages[0].data_addrs[0], "tcp://127.0.0.1:4003");
+            break;
+        case 4:
+            c.model_id[5] ^= 1;
+            break;
+        case 5:
+            strcpy(c.wire, "f16");
+            break;
+        case 6:
+            c.zstd = true;
+            break;
+        case 7:
+            strcpy(c.result_addr, "tcp://127.0.0.1:5001");
+            break;
+        case 8:
+            c.max_sessions = 9;
+            break;
         }
         ck_assert_int_eq(st_plan_seal(&c), ST_OK);
         ck_assert_msg(memcmp(c.hash, ref, 32) != 0, "field %d does not change the hash", f);
@@ -147,7 +166,7 @@ START_TEST(two_phase_round)
     ck_assert_int_eq(r.phase, ST_ROUND_COMMITTING);
     ck_assert(!st_round_on_ack(&r, 11, true));
     ck_assert(!st_round_on_ack(&r, 13, false)); /* a failing spare does not block... */
-    ck_assert(st_round_on_ack(&r, 12, true));  /* ...the stage workers decide */
+    ck_assert(st_round_on_ack(&r, 12, true));   /* ...the stage workers decide */
     st_plan got;
     st_round_take(&r, &got);
     ck_assert_int_eq(r.phase, ST_ROUND_IDLE);
@@ -326,7 +345,7 @@ START_TEST(same_route)
     ck_assert(st_plan_same_route(&p, 0, &q, 0));
     ck_assert(!st_plan_same_route(&p, 1, &q, 0));
     ck_assert(st_plan_same_route(&q, 0, &p, 2)); /* route 2 of p = 11-12 again */
-    q.stages[1].worker_ids[0] = 14; /* 12 left instead */
+    q.stages[1].worker_ids[0] = 14;              /* 12 left instead */
     ck_assert(!st_plan_same_route(&p, 0, &q, 0));
     ck_assert(st_plan_same_route(&p, 1, &q, 0));
     q.n_ctx = 256; /* the workers reallocate their KV */
@@ -356,28 +375,54 @@ START_TEST(join_checks)
     struct {
         int field;
         const char *needle;
-    } cases[] = {{0, "cores"}, {1, "threads"}, {2, "memory_budget"}, {3, "memory_budget"},
-                 {4, "data_addr"}, {5, "ctl_addr"}, {6, "speeds[0]"}, {7, "speeds[0]"},
-                 {8, "model_id"}, {9, "model id"}, {10, "wire dtype"}, {11, "throttle"},
+    } cases[] = {{0, "cores"},      {1, "threads"},  {2, "memory_budget"}, {3, "memory_budget"},
+                 {4, "data_addr"},  {5, "ctl_addr"}, {6, "speeds[0]"},     {7, "speeds[0]"},
+                 {8, "model_id"},   {9, "model id"}, {10, "wire dtype"},   {11, "throttle"},
                  {12, "capability"}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         mkjoin(&f);
         uint8_t other[32];
         memset(other, 8, 32);
         switch (cases[k].field) {
-        case 0: f.c.cores = 0; break;
-        case 1: f.c.threads = 100000; break;
-        case 2: f.c.memory_budget = 1000; break;
-        case 3: f.c.memory_budget = UINT64_MAX; break;
-        case 4: f.c.data_addr = "http://x"; break;
-        case 5: f.c.ctl_addr = ""; break;
-        case 6: f.s.bytes_per_s = NAN; break;
-        case 7: f.s.bytes_per_s = -5; break;
-        case 8: f.c.model_id.len = 31; break;
-        case 9: f.c.model_id.data = other; break;
-        case 10: f.c.n_wire_dtypes = 1; break; /* f16 only; the cluster uses f32 */
-        case 11: f.c.throttle = INFINITY; break;
-        case 12: f.j.cap = NULL; break;
+        case 0:
+            f.c.cores = 0;
+            break;
+        case 1:
+            f.c.threads = 100000;
+            break;
+        case 2:
+            f.c.memory_budget = 1000;
+            break;
+        case 3:
+            f.c.memory_budget = UINT64_MAX;
+            break;
+        case 4:
+            f.c.data_addr = "http://x";
+            break;
+        case 5:
+            f.c.ctl_addr = "";
+            break;
+        case 6:
+            f.s.bytes_per_s = NAN;
+            break;
+        case 7:
+            f.s.bytes_per_s = -5;
+            break;
+        case 8:
+            f.c.model_id.len = 31;
+            break;
+        case 9:
+            f.c.model_id.data = other;
+            break;
+        case 10:
+            f.c.n_wire_dtypes = 1;
+            break; /* f16 only; the cluster uses f32 */
+        case 11:
+            f.c.throttle = INFINITY;
+            break;
+        case 12:
+            f.j.cap = NULL;
+            break;
         }
         st_err e = st_join_validate(&f.j, mid, ST_WIRE_F32);
         ck_assert_msg(e == ST_EINVAL || e == ST_EPROTO, "case %d: %d", cases[k].field, e);

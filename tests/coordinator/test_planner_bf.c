@@ -78,9 +78,9 @@ static double bf_xfer(const bf_inst *p, size_t a, size_t b)
 
 typedef struct bf_best {
     bool found;
-    double b, lat;   /* best bottleneck; best latency (under the cap in pass 2) */
-    double cap;      /* pass 2: stages must stay within this */
-    int pass;        /* 1: min bottleneck (throughput) or min latency; 2: min latency under cap */
+    double b, lat; /* best bottleneck; best latency (under the cap in pass 2) */
+    double cap;    /* pass 2: stages must stay within this */
+    int pass;      /* 1: min bottleneck (throughput) or min latency; 2: min latency under cap */
 } bf_best;
 
 static void bf_rec(const bf_inst *p, bf_best *r, unsigned used, size_t prev, uint32_t at, double mx,
@@ -152,7 +152,8 @@ static void bf_random(bf_inst *p, uint64_t *s, size_t max_n, uint32_t max_l)
     bool tight = bf_rand(s) % 2;
     for (size_t i = 0; i < p->n; i++) {
         uint64_t budget = tight ? 150 + bf_rand(s) % (need / p->n + 300) : need + bf_rand(s) % 100;
-        p->w[i] = (st_place_worker){.id = 100 + i, .mem_budget = budget,
+        p->w[i] = (st_place_worker){.id = 100 + i,
+                                    .mem_budget = budget,
                                     .spb = 0.2 + 3 * bf_unit(s)};
     }
     bool links = bf_rand(s) % 3 != 0;
@@ -167,8 +168,11 @@ static void bf_random(bf_inst *p, uint64_t *s, size_t max_n, uint32_t max_l)
 
 static void bf_setup(const bf_inst *p, st_place_model *m, st_place_opts *o, bool replicas)
 {
-    *m = (st_place_model){.n_layer = p->L, .layer_bytes = p->lb, .embd_bytes = p->embd,
-                          .head_bytes = p->head, .kv_bytes_per_token_layer = p->kvpt};
+    *m = (st_place_model){.n_layer = p->L,
+                          .layer_bytes = p->lb,
+                          .embd_bytes = p->embd,
+                          .head_bytes = p->head,
+                          .kv_bytes_per_token_layer = p->kvpt};
     *o = st_place_opts_default();
     o->objective = p->obj;
     o->kv_tokens = p->kv_tokens;
@@ -346,8 +350,9 @@ START_TEST(heuristic_close_to_optimum)
         bf_random(&p, &seed, 1, 6);
         p.n = 9 + (size_t)(bf_rand(&seed) % 2);
         for (size_t i = 0; i < p.n; i++)
-            p.w[i] = (st_place_worker){.id = 100 + i, .mem_budget = 1 << 20,
-                                      .spb = 0.2 + 3 * bf_unit(&seed)};
+            p.w[i] = (st_place_worker){.id = 100 + i,
+                                       .mem_budget = 1 << 20,
+                                       .spb = 0.2 + 3 * bf_unit(&seed)};
         for (size_t i = 0; i < p.n * p.n; i++) {
             p.lat[i] = 10 * bf_unit(&seed);
             p.bw[i] = 0;

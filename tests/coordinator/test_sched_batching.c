@@ -125,9 +125,9 @@ START_TEST(pipelined_groups)
     for (;;) {
         const st_sched_batch *b;
         while (st_sched_form(s, 7, now, &b) == ST_OK && b != NULL) {
-            ck_assert_uint_lt(nq, 2); /* never more than depth in flight */
+            ck_assert_uint_lt(nq, 2);        /* never more than depth in flight */
             ck_assert_uint_le(b->n_rows, 4); /* ceil(8 / 2) */
-            for (size_t k = 0; k < nq; k++) /* disjoint groups */
+            for (size_t k = 0; k < nq; k++)  /* disjoint groups */
                 for (uint32_t i = 0; i < b->n_rows; i++)
                     for (uint32_t j = 0; j < q[k]->n_rows; j++)
                         ck_assert_uint_ne(b->rows[i].session_id, q[k]->rows[j].session_id);
@@ -372,7 +372,7 @@ START_TEST(eviction_spares_wanted_session)
     ck_assert_int_eq(st_sched_submit(s, &g, now, &id[3]), ST_OK);
     const st_sched_batch *b;
     ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
-    ck_assert_uint_eq(b->n_rows, 2); /* both run: 77 made room, not 88 */
+    ck_assert_uint_eq(b->n_rows, 2);             /* both run: 77 made room, not 88 */
     ck_assert_uint_eq(view(s, id[3]).reused, 4); /* its KV kept all it fed */
     st_sched_free(s);
 }

@@ -16,8 +16,8 @@
 #define MAX_STEPS 10000
 
 static const int32_t P0[] = {1, 7, 9, 11, 4};
-static const int32_t P1[] = {1, 3, 5, 8, 13, 21, 34, 55, 6, 12, 18, 24, 30, 36, 42, 48, 54, 60,
-                             5, 10};
+static const int32_t P1[] = {1,  3,  5,  8,  13, 21, 34, 55, 6, 12,
+                             18, 24, 30, 36, 42, 48, 54, 60, 5, 10};
 static const int32_t P2[] = {1, 40, 41};
 
 static const int32_t *const PROMPTS[] = {P0, P1, P2};

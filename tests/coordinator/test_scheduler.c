@@ -336,7 +336,8 @@ START_TEST(failed_batch_retried_once)
     ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
     ck_assert_ptr_nonnull(b);
     ck_assert_int_eq(st_sched_fail(s, b->id, ST_EPROTO, "bad packet again", ST_SCHED_RETRY_ONCE,
-                                   now), ST_OK);
+                                   now),
+                     ST_OK);
     v = view(s, id);
     ck_assert(v.done);
     ck_assert_str_eq(v.finish, "error");
@@ -359,7 +360,10 @@ START_TEST(bad_results_fail_the_batch)
     const st_sched_batch *b;
     ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK);
     uint64_t rng[4] = {1, 2, 3, 4};
-    st_sched_result_row r = {.session_id = b->rows[0].session_id, .token = V, .rng = rng, .n_rng = 4};
+    st_sched_result_row r = {.session_id = b->rows[0].session_id,
+                             .token = V,
+                             .rng = rng,
+                             .n_rng = 4};
     ck_assert_int_eq(st_sched_complete(s, b->id + 1, 7, &r, 1, 0), ST_ENOENT);
     ck_assert_int_eq(st_sched_complete(s, b->id, 7, &r, 1, 0), ST_EPROTO); /* id out of range */
     ck_assert_msg(strstr(st_errdetail(), "outside the vocabulary"), "%s", st_errdetail());
@@ -457,8 +461,8 @@ START_TEST(cluster_failures_requeue)
     for (int i = 0; i < ST_SCHED_MAX_REQUEUES; i++) { /* a retry fails, and its retry... */
         ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
         ck_assert_ptr_nonnull(b);
-        ck_assert_int_eq(st_sched_fail(s, b->id, ST_ECLOSED, "worker lost", ST_SCHED_REQUEUE,
-                                       now), ST_OK);
+        ck_assert_int_eq(st_sched_fail(s, b->id, ST_ECLOSED, "worker lost", ST_SCHED_REQUEUE, now),
+                         ST_OK);
         ck_assert(!view(s, id).done);
     }
     fake f = {.forced = -1};
@@ -471,8 +475,8 @@ START_TEST(cluster_failures_requeue)
     ck_assert_int_eq(st_sched_submit(s, &g, now, &id), ST_OK);
     for (int i = 0; i <= ST_SCHED_MAX_REQUEUES; i++) {
         ck_assert_int_eq(st_sched_form(s, 7, now, &b), ST_OK);
-        ck_assert_int_eq(st_sched_fail(s, b->id, ST_ECLOSED, "worker lost", ST_SCHED_REQUEUE,
-                                       now), ST_OK);
+        ck_assert_int_eq(st_sched_fail(s, b->id, ST_ECLOSED, "worker lost", ST_SCHED_REQUEUE, now),
+                         ST_OK);
     }
     v = view(s, id);
     ck_assert(v.done);
@@ -503,8 +507,7 @@ START_TEST(stamps_after_now_do_not_expire)
     st_req_view v;
     /* an id of an earlier coordinator (ids count up from the id base) */
     ck_assert_int_eq(st_sched_view(s, c.id_base - 5, &v), ST_ENOENT);
-    ck_assert_msg(strstr(st_errdetail(), "before this coordinator started"), "%s",
-                  st_errdetail());
+    ck_assert_msg(strstr(st_errdetail(), "before this coordinator started"), "%s", st_errdetail());
     ck_assert_int_eq(st_sched_view(s, a + 1000, &v), ST_ENOENT);
     ck_assert_msg(strstr(st_errdetail(), "unknown or expired"), "%s", st_errdetail());
     ck_assert_int_eq(st_sched_view(s, a, &v), ST_OK);

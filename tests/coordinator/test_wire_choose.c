@@ -10,13 +10,17 @@
 #include "common/wire.h"
 #include "coordinator/placement.h"
 
-#define HIDDEN 2048u /* TinyLlama's: f32 8 KiB, f16/bf16 4 KiB, i8 2052 B per token */
+#define HIDDEN 2048u    /* TinyLlama's: f32 8 KiB, f16/bf16 4 KiB, i8 2052 B per token */
 #define COMPUTE_S 0.010 /* a stage's compute per token: the budget is 1 ms at 10% */
 
 static st_wire_link_in link_in(double bw, uint32_t mask)
 {
-    return (st_wire_link_in){.hidden = HIDDEN, .bw = bw, .latency_s = 0.001, .measured = true,
-                             .compute_s = COMPUTE_S, .accept_mask = mask};
+    return (st_wire_link_in){.hidden = HIDDEN,
+                             .bw = bw,
+                             .latency_s = 0.001,
+                             .measured = true,
+                             .compute_s = COMPUTE_S,
+                             .accept_mask = mask};
 }
 
 static st_wire_dtype choose(st_wire_link_in in, char *why)

@@ -61,14 +61,14 @@ START_TEST(example_parses)
     st_place_worker w[3];
     double lat[9], bw[9], act;
     ck_assert_int_eq(st_wfile_inputs(&f, 4, "q8_0", 128, w, lat, bw, &act), ST_OK);
-    ck_assert_double_eq_tol(act, 512, 1e-12);         /* f32 wire */
+    ck_assert_double_eq_tol(act, 512, 1e-12); /* f32 wire */
     ck_assert_double_eq_tol(w[0].spb, 1 / 2e10, 1e-20);
-    ck_assert_double_eq_tol(w[1].spb, 2 / 5e9, 1e-20); /* throttle over bytes_per_s */
-    ck_assert_double_eq_tol(lat[0 * 3 + 1], 2.5e-3, 1e-12); /* 0.5 + 2 ms */
-    ck_assert_double_eq_tol(bw[0 * 3 + 1], 1e7, 1e-3);      /* the smaller */
-    ck_assert_double_eq_tol(lat[0 * 3 + 2], 0.05e-3, 1e-12);/* an explicit link, both ways */
+    ck_assert_double_eq_tol(w[1].spb, 2 / 5e9, 1e-20);       /* throttle over bytes_per_s */
+    ck_assert_double_eq_tol(lat[0 * 3 + 1], 2.5e-3, 1e-12);  /* 0.5 + 2 ms */
+    ck_assert_double_eq_tol(bw[0 * 3 + 1], 1e7, 1e-3);       /* the smaller */
+    ck_assert_double_eq_tol(lat[0 * 3 + 2], 0.05e-3, 1e-12); /* an explicit link, both ways */
     ck_assert_double_eq_tol(lat[2 * 3 + 0], 0.05e-3, 1e-12);
-    ck_assert_double_eq(bw[2 * 3 + 0], 0);                 /* unlimited */
+    ck_assert_double_eq(bw[2 * 3 + 0], 0); /* unlimited */
     ck_assert_double_eq_tol(lat[1 * 3 + 2], 2.5e-3, 1e-12);
     ck_assert(w[0].has_stage && w[0].cur_first == 0 && w[0].cur_last == 2);
     ck_assert_int_eq(st_wfile_inputs(&f, 3, "q8_0", 128, w, lat, bw, &act), ST_EINVAL);
@@ -90,8 +90,10 @@ START_TEST(proposal_of_a_plan)
     o.lat_s = lat;
     o.bw = bw;
     o.margin = f.margin;
-    st_place_model m = {.n_layer = f.n_layer, .layer_bytes = f.layer_bytes,
-                        .embd_bytes = f.embd_bytes, .head_bytes = f.head_bytes,
+    st_place_model m = {.n_layer = f.n_layer,
+                        .layer_bytes = f.layer_bytes,
+                        .embd_bytes = f.embd_bytes,
+                        .head_bytes = f.head_bytes,
                         .kv_bytes_per_token_layer = f.kv_bytes_per_token_layer};
     st_place_result *r = malloc(sizeof *r);
     ck_assert_int_eq(st_place(&m, w, 3, &o, r), ST_OK);
@@ -102,8 +104,11 @@ START_TEST(proposal_of_a_plan)
     ck_assert(r->has_current);
     st_pp_worker pw[4];
     for (size_t i = 0; i < 3; i++)
-        pw[i] = (st_pp_worker){.id = f.w[i].id, .name = f.w[i].name, .input = (int)i,
-                               .source = "file", .mem_budget = f.w[i].memory,
+        pw[i] = (st_pp_worker){.id = f.w[i].id,
+                               .name = f.w[i].name,
+                               .input = (int)i,
+                               .source = "file",
+                               .mem_budget = f.w[i].memory,
                                .spare = f.w[i].spare};
     pw[3] = (st_pp_worker){.id = 99, .name = "gone", .input = -1, .reason = "draining"};
     Strata__PlanProposal *p;
@@ -113,8 +118,7 @@ START_TEST(proposal_of_a_plan)
     ck_assert_uint_eq(p->stages[0]->n_worker_ids, 1);
     ck_assert_uint_eq(p->stages[0]->worker_ids[0], 7);
     ck_assert_double_eq_tol(p->step_ms, r->step_s * 1e3, 1e-12);
-    ck_assert_double_eq_tol(p->stages[0]->compute_ms, (4.0 * (1 << 20) + 2000) / 2e10 * 1e3,
-                            1e-12);
+    ck_assert_double_eq_tol(p->stages[0]->compute_ms, (4.0 * (1 << 20) + 2000) / 2e10 * 1e3, 1e-12);
     ck_assert_uint_eq(p->n_workers, 4);
     ck_assert_str_eq(p->workers[0]->left_out, "");
     ck_assert_ptr_nonnull(strstr(p->workers[1]->left_out, "not needed"));
@@ -154,13 +158,15 @@ static const char *const BAD[][2] = {
     {"{\"workers\": [{\"memory\": 1, \"name\": \"a\"}, {\"memory\": 1, \"name\": \"a\"}]}",
      "repeats workers[0]'s"},
     {"{\"workers\": [{\"memory\": 1, \"name\": \"a\"}], \"links\": [{\"from\": \"a\", \"to\": "
-     "\"b\", \"latency_ms\": 1}]}", "links[0]: from 'a' to 'b' must name two workers"},
+     "\"b\", \"latency_ms\": 1}]}",
+     "links[0]: from 'a' to 'b' must name two workers"},
     {"{\"workers\": [{\"memory\": 1}], \"margin\": 1}", "margin = 1"},
     {"{\"workers\": [{\"memory\": 1}], \"objective\": \"speed\"}", "objective: 'speed'"},
     {"{\"workers\": [{\"memory\": 1}], \"model_facts\": {\"n_layer\": 2}}",
      "model_facts.hidden is required"},
     {"{\"workers\": [{\"memory\": 1}], \"model_facts\": {\"n_layer\": 2, \"hidden\": 8, "
-     "\"layer_bytes\": [1, 2, 3]}}", "layer_bytes has 3 entries; n_layer is 2"},
+     "\"layer_bytes\": [1, 2, 3]}}",
+     "layer_bytes has 3 entries; n_layer is 2"},
     {"{\"workers\": [{\"memory\": 1}], \"ctx\": 1.5}", "ctx = 1.5"},
 };
 
@@ -175,7 +181,8 @@ START_TEST(bad_files_name_the_field)
         st_wfile_free(&f);
     }
     /* a worker without a speed for the model's dtype */
-    const char *t = "{\"workers\": [{\"memory\": 1, \"speeds\": {\"f32\": 1e9}}], \"wire\": \"f16\"}";
+    const char *t =
+        "{\"workers\": [{\"memory\": 1, \"speeds\": {\"f32\": 1e9}}], \"wire\": \"f16\"}";
     st_wfile f;
     ck_assert_int_eq(st_wfile_parse(t, strlen(t), &f), ST_OK);
     st_place_worker w[1];

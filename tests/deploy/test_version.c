@@ -53,7 +53,8 @@ START_TEST(ours_agree)
     ck_assert_uint_eq(a, ST_PROTO_VERSION);
     /* a newer build that keeps speaking ours joins at ours */
     ck_assert_int_eq(st_proto_negotiate(r(ST_PROTO_VERSION, ST_PROTO_VERSION + 1), "9.9.9",
-                                        "coordinator", &a), ST_OK);
+                                        "coordinator", &a),
+                     ST_OK);
     ck_assert_uint_eq(a, ST_PROTO_VERSION);
 }
 END_TEST
@@ -70,10 +71,12 @@ START_TEST(refusal_names_both)
              ST_PROTO_VERSION);
     ck_assert_str_eq(st_errdetail(), want);
     /* a range, and the builds when the peer names its own */
-    ck_assert_int_eq(st_proto_negotiate(r(90, 99), "9.9.9 (commit abc, debug)", "coordinator",
-                                        &a), ST_EVERSION);
-    snprintf(want, sizeof want, "protocol 90..99; coordinator speaks %u (peer strata 9.9.9 "
-             "(commit abc, debug); coordinator strata %s)", ST_PROTO_VERSION, st_version_line());
+    ck_assert_int_eq(st_proto_negotiate(r(90, 99), "9.9.9 (commit abc, debug)", "coordinator", &a),
+                     ST_EVERSION);
+    snprintf(want, sizeof want,
+             "protocol 90..99; coordinator speaks %u (peer strata 9.9.9 "
+             "(commit abc, debug); coordinator strata %s)",
+             ST_PROTO_VERSION, st_version_line());
     ck_assert_str_eq(st_errdetail(), want);
     ck_assert_int_eq(st_proto_negotiate(r(0, 0), "", "worker", &a), ST_EVERSION);
     snprintf(want, sizeof want, "protocol 0; worker speaks %u", ST_PROTO_VERSION);
@@ -118,8 +121,8 @@ START_TEST(print)
     unsetenv("STRATA_KERNELS");
     ck_assert_ptr_nonnull(strstr(text, "; selected: ref\n"));
     free(text);
-    char *argv_yes[] = {"strata", "--version", NULL}, *argv_no[] = {"strata", "run", "--version",
-                                                                   NULL};
+    char *argv_yes[] = {"strata", "--version", NULL},
+         *argv_no[] = {"strata", "run", "--version", NULL};
     ck_assert(st_version_asked(2, argv_yes));
     ck_assert(!st_version_asked(3, argv_no));
     ck_assert(!st_version_asked(1, argv_yes));

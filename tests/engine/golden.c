@@ -62,8 +62,7 @@ size_t golden_load_dir(const char *dir, golden_case **cases)
     golden_case *c = calloc((size_t)n, sizeof *c);
     for (int i = 0; i < n; i++) {
         const cJSON *o = cJSON_GetArrayItem(arr, i);
-        snprintf(c[i].model, sizeof c[i].model, "%s",
-                 cJSON_GetObjectItem(o, "model")->valuestring);
+        snprintf(c[i].model, sizeof c[i].model, "%s", cJSON_GetObjectItem(o, "model")->valuestring);
         snprintf(c[i].logits_file, sizeof c[i].logits_file, "%s",
                  cJSON_GetObjectItem(o, "logits_file")->valuestring);
         c[i].prompt = golden_ids(cJSON_GetObjectItem(o, "prompt_ids"), &c[i].n_prompt);

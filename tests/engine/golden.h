@@ -15,7 +15,7 @@ typedef struct golden_case {
     char dir[64];          /* the folder of the case under $STRATA_SHARED: "golden", ... */
     int32_t *prompt;       /* [n_prompt] */
     size_t n_prompt;
-    int32_t *expected;     /* [n] */
+    int32_t *expected; /* [n] */
     size_t n;
     int64_t n_vocab;
 } golden_case;

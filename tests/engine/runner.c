@@ -10,8 +10,7 @@ int runner_open(test_runner *r, const char *path, int64_t first, int64_t last, i
 {
     memset(r, 0, sizeof *r);
     st_err e;
-    if ((e = st_model_open(path, first, last, &r->m)) ||
-        (e = st_pool_open(threads, 0, &r->pool)) ||
+    if ((e = st_model_open(path, first, last, &r->m)) || (e = st_pool_open(threads, 0, &r->pool)) ||
         (e = st_stage_ctx_open(r->m, max_tokens, r->pool, ops, &r->ctx)) ||
         (e = st_stage_kv_alloc(r->ctx, n_ctx, &r->kv))) {
         fprintf(stderr, "runner_open %s: %s\n", path, st_errmsg(e));
@@ -20,7 +19,7 @@ int runner_open(test_runner *r, const char *path, int64_t first, int64_t last, i
     }
     r->n_vocab = st_model_hparams(r->m)->n_vocab;
     int64_t width = r->n_vocab > st_model_hparams(r->m)->n_embd ? r->n_vocab
-                                                                 : st_model_hparams(r->m)->n_embd;
+                                                                : st_model_hparams(r->m)->n_embd;
     r->logits = malloc((size_t)max_tokens * (size_t)width * sizeof(float));
     return 0;
 }

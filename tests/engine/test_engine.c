@@ -22,9 +22,9 @@
 
 /* qw2-synth: the qwen2 architecture (q/k/v biases, NEOX rope, tied head
  * of a 151,669-token vocabulary) */
-static const char *const eng_models[] = {"synth-s-f32.gguf", "synth-s-f16.gguf",
+static const char *const eng_models[] = {"synth-s-f32.gguf",  "synth-s-f16.gguf",
                                          "synth-s-q8_0.gguf", "synth-s-q4_0.gguf",
-                                         "stories260K.gguf", "qw2-synth-q8_0.gguf"};
+                                         "stories260K.gguf",  "qw2-synth-q8_0.gguf"};
 #define ENG_N_MODELS 6
 
 static const int32_t eng_prompt[] = {1, 325, 422, 307, 404, 289, 386, 271, 368, 465, 350, 447};
@@ -58,7 +58,10 @@ static void eng_split(const char *model, const st_kernel_ops *ops)
     int64_t L = hp->n_layer, E = hp->n_embd, T = ENG_N_PROMPT;
     eng_capture cap = {malloc((size_t)(L * T * E) * sizeof(float)), T, E};
     st_stage_set_hook(full.ctx, eng_hook, &cap);
-    st_batch_row row = {.kv = full.kv, .pos = 0, .n_tok = T, .tokens = eng_prompt,
+    st_batch_row row = {.kv = full.kv,
+                        .pos = 0,
+                        .n_tok = T,
+                        .tokens = eng_prompt,
                         .all_logits = true};
     float *full_logits = malloc((size_t)(T * hp->n_vocab) * sizeof(float));
     ck_assert_int_eq(st_stage_forward(full.ctx, &row, 1, NULL, ST_OUT_LOGITS, full_logits,
@@ -75,7 +78,10 @@ static void eng_split(const char *model, const st_kernel_ops *ops)
             ck_assert(st_model_has_embd(st.m) == (a == 0));
             ck_assert(st_model_has_head(st.m) == (b == L));
             const float *in = a == 0 ? NULL : cap.h + (size_t)((a - 1) * T * E);
-            st_batch_row r = {.kv = st.kv, .pos = 0, .n_tok = T, .tokens = eng_prompt,
+            st_batch_row r = {.kv = st.kv,
+                              .pos = 0,
+                              .n_tok = T,
+                              .tokens = eng_prompt,
                               .all_logits = true};
             if (b < L) {
                 float *out = malloc((size_t)(T * E) * sizeof(float));
@@ -139,8 +145,8 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
     /* three sessions with different prompts and lengths */
     static const int32_t p0[] = {1, 325, 422, 307, 404, 289, 386, 271, 368, 465, 350};
     static const int32_t p1[] = {1, 99, 17, 300, 5};
-    static const int32_t p2[] = {1, 450, 451, 452, 453, 454, 455, 456, 457, 458, 459, 460, 461,
-                                 462, 463, 464, 465, 466};
+    static const int32_t p2[] = {1,   450, 451, 452, 453, 454, 455, 456, 457,
+                                 458, 459, 460, 461, 462, 463, 464, 465, 466};
     const int32_t *ps[3] = {p0, p1, p2};
     int64_t ns[3] = {11, 5, 18};
     float *alone[3];
@@ -173,8 +179,11 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
             int64_t c = chunk + (s == 1 ? 0 : step % 2); /* uneven chunks per session */
             if (c > ns[s] - done[s])
                 c = ns[s] - done[s];
-            rows[nr] = (st_batch_row){.kv = kv[s], .pos = done[s], .n_tok = c,
-                                      .tokens = ps[s] + done[s], .all_logits = true};
+            rows[nr] = (st_batch_row){.kv = kv[s],
+                                      .pos = done[s],
+                                      .n_tok = c,
+                                      .tokens = ps[s] + done[s],
+                                      .all_logits = true};
             who[nr++] = s;
         }
         ck_assert_int_eq(st_stage_forward(ctx, rows, (size_t)nr, NULL, ST_OUT_LOGITS, out, 64 * V),

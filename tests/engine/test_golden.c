@@ -105,7 +105,8 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
     ck_assert_msg(ref != NULL, "cannot read %s", gc->logits_file);
     test_runner r;
     ck_assert_int_eq(runner_open(&r, path, 0, -1, threads, ops, 64,
-                                 (int64_t)(gc->n_prompt + gc->n)), 0);
+                                 (int64_t)(gc->n_prompt + gc->n)),
+                     0);
     /* the SIMD kernels serve R8 weights (as strata run and workers do) */
     ck_assert_int_eq(st_model_repack(r.m, ops, r.pool), ST_OK);
     ck_assert_int_eq(r.n_vocab, gc->n_vocab);
@@ -125,14 +126,13 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
     }
     printf("golden: %-22s %-28s kernels=%-5s threads=%d chunk=%lld: min_cos=%.7f "
            "max_abs=%.3g argmax_fail=%d/%d\n",
-           gc->model, gc->logits_file, ops->name, threads, (long long)chunk, gm.min_cos,
-           gm.max_abs, gm.argmax_fail, gm.steps);
+           gc->model, gc->logits_file, ops->name, threads, (long long)chunk, gm.min_cos, gm.max_abs,
+           gm.argmax_fail, gm.steps);
     fflush(stdout);
     ck_assert_msg(gm.argmax_fail == 0, "%s: %d steps with a different argmax", gc->logits_file,
                   gm.argmax_fail);
     if (dt == ST_DT_F32)
-        ck_assert_msg(gm.max_abs <= 1e-3, "%s: max |diff| %g > 1e-3", gc->logits_file,
-                      gm.max_abs);
+        ck_assert_msg(gm.max_abs <= 1e-3, "%s: max |diff| %g > 1e-3", gc->logits_file, gm.max_abs);
     else
         ck_assert_msg(gm.min_cos >= min_cos, "%s: min cosine %.6f < %.6f", gc->logits_file,
                       gm.min_cos, min_cos);
@@ -140,10 +140,7 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
     free(ref);
 }
 
-START_TEST(test_golden_ref)
-{
-    golden_run_case(g_cases[_i], st_kernels_ref(), 1, 64);
-}
+START_TEST(test_golden_ref) { golden_run_case(g_cases[_i], st_kernels_ref(), 1, 64); }
 END_TEST
 
 START_TEST(test_golden_default)

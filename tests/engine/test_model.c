@@ -15,18 +15,18 @@
 #include "worker/model.h"
 
 typedef struct edit {
-    const char *drop_key;     /* omit this pair */
-    const char *set_key;      /* replace this u32 pair's value */
+    const char *drop_key; /* omit this pair */
+    const char *set_key;  /* replace this u32 pair's value */
     uint32_t set_val;
-    const char *arch;         /* replace general.architecture */
-    const char *drop_tensor;  /* omit this tensor */
-    const char *f16_tensor;   /* store this f32 tensor as f16 */
-    const char *q8k_tensor;   /* store this tensor as (zero) Q8_K blocks */
-    const char *str_key;      /* add this string pair */
+    const char *arch;        /* replace general.architecture */
+    const char *drop_tensor; /* omit this tensor */
+    const char *f16_tensor;  /* store this f32 tensor as f16 */
+    const char *q8k_tensor;  /* store this tensor as (zero) Q8_K blocks */
+    const char *str_key;     /* add this string pair */
     const char *str_val;
-    const char *f32_key;      /* add this f32 pair */
+    const char *f32_key; /* add this f32 pair */
     float f32_val;
-    const char *add_tensor;   /* add this f32 vector of add_n ones */
+    const char *add_tensor; /* add this f32 vector of add_n ones */
     int64_t add_n;
 } edit;
 
@@ -43,9 +43,10 @@ static void copy_kv(st_gguf_writer *w, const st_gguf_kv *kv, const edit *ed)
     st_err e = ST_OK;
     switch (kv->type) {
     case ST_GGUF_UINT32:
-        e = st_gguf_writer_add_u32(w, key, ed->set_key && strcmp(key, ed->set_key) == 0
-                                               ? ed->set_val
-                                               : (uint32_t)kv->v.u64);
+        e = st_gguf_writer_add_u32(w, key,
+                                   ed->set_key && strcmp(key, ed->set_key) == 0
+                                       ? ed->set_val
+                                       : (uint32_t)kv->v.u64);
         break;
     case ST_GGUF_INT32:
         e = st_gguf_writer_add_i32(w, key, (int32_t)kv->v.i64);
@@ -116,8 +117,8 @@ static st_gguf *craft(const edit *ed, uint8_t **buf)
             size_t n = t->nbytes / 4;
             half = malloc(n * 2);
             st_kernels_ref()->from_float[ST_DT_F16](t->data, half, (int64_t)n);
-            ck_assert_int_eq(st_gguf_writer_add_tensor(w, name, ST_DT_F16, t->n_dims, t->ne,
-                                                       half, n * 2),
+            ck_assert_int_eq(st_gguf_writer_add_tensor(w, name, ST_DT_F16, t->n_dims, t->ne, half,
+                                                       n * 2),
                              ST_OK);
             continue;
         }
@@ -126,14 +127,14 @@ static st_gguf *craft(const edit *ed, uint8_t **buf)
             ck_assert_int_eq(st_row_size(ST_DT_Q8_K, t->ne[0], &row), ST_K_OK);
             const size_t n = row * (size_t)t->ne[1];
             q8k = calloc(1, n);
-            ck_assert_int_eq(st_gguf_writer_add_tensor(w, name, ST_DT_Q8_K, t->n_dims, t->ne,
-                                                       q8k, n),
+            ck_assert_int_eq(st_gguf_writer_add_tensor(w, name, ST_DT_Q8_K, t->n_dims, t->ne, q8k,
+                                                       n),
                              ST_OK);
             continue;
         }
-        ck_assert_int_eq(
-            st_gguf_writer_add_tensor(w, name, t->dtype, t->n_dims, t->ne, t->data, t->nbytes),
-            ST_OK);
+        ck_assert_int_eq(st_gguf_writer_add_tensor(w, name, t->dtype, t->n_dims, t->ne, t->data,
+                                                   t->nbytes),
+                         ST_OK);
     }
     size_t len;
     ck_assert_int_eq(st_gguf_writer_to_mem(w, buf, &len), ST_OK);

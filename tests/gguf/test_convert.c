@@ -72,10 +72,7 @@ static void tmpdir_rm(char *d)
     free(d);
 }
 
-static bool exists(const char *p)
-{
-    return access(p, F_OK) == 0;
-}
+static bool exists(const char *p) { return access(p, F_OK) == 0; }
 
 START_TEST(test_llama2c_stories)
 {
@@ -295,9 +292,10 @@ static void stats(const float *x, int64_t n, double *mean, double *std)
 
 static int synth(const char *out, const char *type, const char *seed)
 {
-    const char *args[] = {"convert", "synth", out, "--dim", "128", "--layers", "2", "--heads", "4",
-                          "--kv-heads", "2", "--ffn", "352", "--vocab", "1000", "--type", type,
-                          "--seed", seed, "--ctx", "256", NULL};
+    const char *args[] = {"convert", "synth",   out,    "--dim",      "128", "--layers",
+                          "2",       "--heads", "4",    "--kv-heads", "2",   "--ffn",
+                          "352",     "--vocab", "1000", "--type",     type,  "--seed",
+                          seed,      "--ctx",   "256",  NULL};
     return run(args);
 }
 
@@ -334,7 +332,8 @@ START_TEST(test_synth_types)
         ck_assert_uint_eq(tok->arr_n, 1000);
         ck_assert(st_gguf_str_eq(tok->arr_strs[0], "<unk>"));
         ck_assert(st_gguf_str_eq(tok->arr_strs[3 + 0x41], "<0x41>"));
-        ck_assert(st_gguf_str_eq(tok->arr_strs[259], "\xE2\x96\x81" "a"));
+        ck_assert(st_gguf_str_eq(tok->arr_strs[259], "\xE2\x96\x81"
+                                                     "a"));
         ck_assert(st_gguf_str_eq(tok->arr_strs[260], "a"));
         ck_assert_uint_eq(st_gguf_n_tensors(g), 2 + 9 * 2 + 1);
         ck_assert(st_gguf_find_tensor(g, "output.weight") != NULL);
@@ -366,8 +365,8 @@ START_TEST(test_synth_types)
             for (int64_t i = 0; i < n; i++)
                 err += fabs((double)x[i] - ref_q[i]);
             double std = 0.5 / sqrt(128.0);
-            ck_assert_msg(err / (double)n < tol[k] * std, "%s: mean abs error %g vs f32",
-                          types[k], err / (double)n);
+            ck_assert_msg(err / (double)n < tol[k] * std, "%s: mean abs error %g vs f32", types[k],
+                          err / (double)n);
             free(x);
         }
         st_gguf_close(g);
@@ -418,9 +417,10 @@ START_TEST(test_synth_qwen2)
     char out[4200], lout[4200];
     snprintf(out, sizeof out, "%s/q.gguf", dir);
     snprintf(lout, sizeof lout, "%s/l.gguf", dir);
-    const char *args[] = {"convert", "synth", out, "--dim", "128", "--layers", "2", "--heads", "4",
-                          "--kv-heads", "2", "--ffn", "352", "--vocab", "1000", "--type", "q8_0",
-                          "--seed", "7", "--arch", "qwen2", NULL};
+    const char *args[] = {"convert", "synth",   out,     "--dim",      "128",  "--layers",
+                          "2",       "--heads", "4",     "--kv-heads", "2",    "--ffn",
+                          "352",     "--vocab", "1000",  "--type",     "q8_0", "--seed",
+                          "7",       "--arch",  "qwen2", NULL};
     ck_assert_msg(run(args) == 0, "%s", cv_err);
     ck_assert(synth(lout, "q8_0", "7") == 0);
     st_gguf *g, *gl;
@@ -453,9 +453,10 @@ START_TEST(test_synth_qwen2)
     ck_assert(q && ql && q->nbytes == ql->nbytes && memcmp(q->data, ql->data, q->nbytes) == 0);
     st_gguf_close(g);
     st_gguf_close(gl);
-    const char *bad[] = {"convert", "synth", out, "--dim", "64", "--layers", "1", "--heads", "4",
-                         "--kv-heads", "2", "--ffn", "64", "--vocab", "300", "--type", "f32",
-                         "--arch", "gpt2", NULL};
+    const char *bad[] = {"convert",  "synth", out,       "--dim",   "64",
+                         "--layers", "1",     "--heads", "4",       "--kv-heads",
+                         "2",        "--ffn", "64",      "--vocab", "300",
+                         "--type",   "f32",   "--arch",  "gpt2",    NULL};
     ck_assert_int_eq(run(bad), 2);
     ck_assert_msg(strstr(cv_err, "gpt2") != NULL, "%s", cv_err);
     tmpdir_rm(dir);
@@ -469,21 +470,22 @@ START_TEST(test_synth_bad_args)
     snprintf(out, sizeof out, "%s/x.gguf", dir);
     /* each row: the value of --dim, --heads, --kv-heads, --ffn, --vocab, --type */
     const char *rows[][6] = {
-        {"100", "3", "1", "64", "300", "f32"},   /* heads do not divide dim */
-        {"128", "4", "3", "64", "300", "f32"},   /* kv-heads do not divide heads */
-        {"48", "4", "2", "64", "300", "q4_0"},   /* dim not a multiple of 32 */
-        {"64", "4", "2", "48", "300", "q8_0"},   /* ffn not a multiple of 32 */
-        {"64", "4", "2", "64", "100", "f16"},    /* vocab below 259 */
-        {"64", "4", "2", "64", "300", "q4_1"},   /* unknown type */
-        {"64x", "4", "2", "64", "300", "f32"},   /* not an integer */
-        {"0", "4", "2", "64", "300", "f32"},     /* zero */
-        {"-64", "4", "2", "64", "300", "f32"},   /* negative */
-        {"96", "32", "2", "64", "300", "f32"},   /* head dim 3 is odd */
+        {"100", "3", "1", "64", "300", "f32"}, /* heads do not divide dim */
+        {"128", "4", "3", "64", "300", "f32"}, /* kv-heads do not divide heads */
+        {"48", "4", "2", "64", "300", "q4_0"}, /* dim not a multiple of 32 */
+        {"64", "4", "2", "48", "300", "q8_0"}, /* ffn not a multiple of 32 */
+        {"64", "4", "2", "64", "100", "f16"},  /* vocab below 259 */
+        {"64", "4", "2", "64", "300", "q4_1"}, /* unknown type */
+        {"64x", "4", "2", "64", "300", "f32"}, /* not an integer */
+        {"0", "4", "2", "64", "300", "f32"},   /* zero */
+        {"-64", "4", "2", "64", "300", "f32"}, /* negative */
+        {"96", "32", "2", "64", "300", "f32"}, /* head dim 3 is odd */
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        const char *args[] = {"convert", "synth", out, "--dim", rows[i][0], "--layers", "1",
-                              "--heads", rows[i][1], "--kv-heads", rows[i][2], "--ffn",
-                              rows[i][3], "--vocab", rows[i][4], "--type", rows[i][5], NULL};
+        const char *args[] = {"convert",  "synth",    out,        "--dim",    rows[i][0],
+                              "--layers", "1",        "--heads",  rows[i][1], "--kv-heads",
+                              rows[i][2], "--ffn",    rows[i][3], "--vocab",  rows[i][4],
+                              "--type",   rows[i][5], NULL};
         ck_assert_msg(run(args) == 2, "row %zu accepted", i);
         ck_assert_msg(strlen(cv_err) > 0 && strchr(cv_err, '\n') == cv_err + strlen(cv_err) - 1,
                       "row %zu: not one line: '%s'", i, cv_err);
@@ -495,9 +497,9 @@ START_TEST(test_synth_bad_args)
     ck_assert_int_eq(run(unknown), 2);
     const char *noval[] = {"convert", "synth", out, "--dim", NULL};
     ck_assert_int_eq(run(noval), 2);
-    const char *noout[] = {"convert", "synth", "--dim", "64", "--layers", "1", "--heads", "4",
-                           "--kv-heads", "2", "--ffn", "64", "--vocab", "300", "--type", "f32",
-                           NULL};
+    const char *noout[] = {"convert", "synth", "--dim",      "64",  "--layers", "1",
+                           "--heads", "4",     "--kv-heads", "2",   "--ffn",    "64",
+                           "--vocab", "300",   "--type",     "f32", NULL};
     ck_assert_int_eq(run(noout), 2);
     ck_assert(!exists(out));
     tmpdir_rm(dir);

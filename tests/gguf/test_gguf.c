@@ -78,12 +78,12 @@ static void check_arch_table(const st_gguf *g, const char *file)
         int64_t ne0, ne1; /* ne1 == 0: a 1-D tensor (norm or bias) */
         bool qwen2_only;
     } per_block[] = {
-        {"attn_norm.weight", dim, 0, false},  {"attn_q.weight", dim, dim, false},
-        {"attn_k.weight", dim, kv_dim, false}, {"attn_v.weight", dim, kv_dim, false},
+        {"attn_norm.weight", dim, 0, false},     {"attn_q.weight", dim, dim, false},
+        {"attn_k.weight", dim, kv_dim, false},   {"attn_v.weight", dim, kv_dim, false},
         {"attn_output.weight", dim, dim, false}, {"ffn_norm.weight", dim, 0, false},
-        {"ffn_gate.weight", dim, ffn, false},  {"ffn_up.weight", dim, ffn, false},
-        {"ffn_down.weight", ffn, dim, false},  {"attn_q.bias", dim, 0, true},
-        {"attn_k.bias", kv_dim, 0, true},      {"attn_v.bias", kv_dim, 0, true},
+        {"ffn_gate.weight", dim, ffn, false},    {"ffn_up.weight", dim, ffn, false},
+        {"ffn_down.weight", ffn, dim, false},    {"attn_q.bias", dim, 0, true},
+        {"attn_k.bias", kv_dim, 0, true},        {"attn_v.bias", kv_dim, 0, true},
     };
     for (uint32_t l = 0; l < L; l++) {
         for (size_t k = 0; k < sizeof per_block / sizeof per_block[0]; k++) {
@@ -96,9 +96,8 @@ static void check_arch_table(const st_gguf *g, const char *file)
             }
             ck_assert_msg(t != NULL, "%s: %s missing", file, name);
             const int64_t ne1 = per_block[k].ne1 ? per_block[k].ne1 : 1;
-            ck_assert_msg(t->ne[0] == per_block[k].ne0 && t->ne[1] == ne1,
-                          "%s: %s is [%lld, %lld]", file, name, (long long)t->ne[0],
-                          (long long)t->ne[1]);
+            ck_assert_msg(t->ne[0] == per_block[k].ne0 && t->ne[1] == ne1, "%s: %s is [%lld, %lld]",
+                          file, name, (long long)t->ne[0], (long long)t->ne[1]);
             if (per_block[k].ne1 == 0) {
                 ck_assert_msg(t->n_dims == 1, "%s: %s has %u dims", file, name, t->n_dims);
                 ck_assert_int_eq(t->dtype, ST_DT_F32);
@@ -435,8 +434,7 @@ END_TEST
 
 /* Every prefix of a valid file is an error, and every prefix that holds
  * the whole last tensor (only trailing padding missing) is accepted. */
-static void truncation_sweep(const uint8_t *buf, size_t len, size_t stride_meta,
-                             size_t stride_data)
+static void truncation_sweep(const uint8_t *buf, size_t len, size_t stride_meta, size_t stride_data)
 {
     st_gguf *g;
     ck_assert(st_gguf_open_mem(buf, len, &g) == ST_OK);

@@ -254,7 +254,9 @@ static void rt_check(const st_gguf *g)
             ck_assert_int_eq(t->ne[d], r->ne[d]);
         ck_assert_uint_eq(t->nbytes, r->nbytes);
         ck_assert_msg(memcmp(t->data, r->data, r->nbytes) == 0, "%s bytes", r->name);
-        ck_assert_uint_eq((uintptr_t)((const uint8_t *)t->data - (const uint8_t *)st_gguf_base(g)) % 32, 0);
+        ck_assert_uint_eq((uintptr_t)((const uint8_t *)t->data - (const uint8_t *)st_gguf_base(g)) %
+                              32,
+                          0);
     }
 }
 

@@ -6,15 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-void tg_put_u32(uint8_t *b, size_t off, uint32_t v)
-{
-    memcpy(b + off, &v, 4);
-}
+void tg_put_u32(uint8_t *b, size_t off, uint32_t v) { memcpy(b + off, &v, 4); }
 
-void tg_put_u64(uint8_t *b, size_t off, uint64_t v)
-{
-    memcpy(b + off, &v, 8);
-}
+void tg_put_u64(uint8_t *b, size_t off, uint64_t v) { memcpy(b + off, &v, 8); }
 
 void tg_base(tg_file *f, int with_align)
 {
@@ -45,17 +39,14 @@ void tg_base(tg_file *f, int with_align)
         int64_t ne[4];
         size_t nbytes;
     } ts[TG_BASE_TENSORS] = {
-        {"t.f32", ST_DT_F32, 2, {32, 2, 1, 1}, 256},
-        {"t.f16", ST_DT_F16, 2, {32, 2, 1, 1}, 128},
-        {"t.q8", ST_DT_Q8_0, 2, {32, 2, 1, 1}, 68},
-        {"t.4d", ST_DT_F32, 4, {32, 1, 1, 1}, 128},
-        {"t.bf16", ST_DT_BF16, 1, {32, 1, 1, 1}, 64},
-        {"t.last", ST_DT_Q4_0, 1, {64, 1, 1, 1}, 36},
+        {"t.f32", ST_DT_F32, 2, {32, 2, 1, 1}, 256},  {"t.f16", ST_DT_F16, 2, {32, 2, 1, 1}, 128},
+        {"t.q8", ST_DT_Q8_0, 2, {32, 2, 1, 1}, 68},   {"t.4d", ST_DT_F32, 4, {32, 1, 1, 1}, 128},
+        {"t.bf16", ST_DT_BF16, 1, {32, 1, 1, 1}, 64}, {"t.last", ST_DT_Q4_0, 1, {64, 1, 1, 1}, 36},
     };
     size_t at = 0;
     for (int i = 0; i < TG_BASE_TENSORS; i++) {
-        st_err e = st_gguf_writer_add_tensor(w, ts[i].name, ts[i].dt, ts[i].nd, ts[i].ne,
-                                             data + at, ts[i].nbytes);
+        st_err e = st_gguf_writer_add_tensor(w, ts[i].name, ts[i].dt, ts[i].nd, ts[i].ne, data + at,
+                                             ts[i].nbytes);
         ck_assert_msg(e == ST_OK, "%s", st_errmsg(e));
         at += ts[i].nbytes;
     }
@@ -68,10 +59,7 @@ void tg_base(tg_file *f, int with_align)
     f->data = data;
 }
 
-void tg_reset(tg_file *f)
-{
-    memcpy(f->buf, f->orig, f->len);
-}
+void tg_reset(tg_file *f) { memcpy(f->buf, f->orig, f->len); }
 
 void tg_free(tg_file *f)
 {

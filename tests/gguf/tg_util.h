@@ -11,15 +11,15 @@
 
 /* Pairs of the crafted file, by index. */
 enum {
-    TG_KV_ARCH = 0,     /* general.architecture = "llama" */
-    TG_KV_NAME = 1,     /* general.name = "crafted" */
-    TG_KV_U32 = 2,      /* test.u32 = 7 */
-    TG_KV_U3X = 3,      /* test.u3x = 8 (one byte from test.u32) */
-    TG_KV_BOOL = 4,     /* test.bool = true */
-    TG_KV_ARR_I32 = 5,  /* test.arr_i32 = [1, -2, 3] */
-    TG_KV_ARR_STR = 6,  /* test.arr_str = ["a", "bc", ""] */
+    TG_KV_ARCH = 0,    /* general.architecture = "llama" */
+    TG_KV_NAME = 1,    /* general.name = "crafted" */
+    TG_KV_U32 = 2,     /* test.u32 = 7 */
+    TG_KV_U3X = 3,     /* test.u3x = 8 (one byte from test.u32) */
+    TG_KV_BOOL = 4,    /* test.bool = true */
+    TG_KV_ARR_I32 = 5, /* test.arr_i32 = [1, -2, 3] */
+    TG_KV_ARR_STR = 6, /* test.arr_str = ["a", "bc", ""] */
     TG_BASE_KVS = 7,
-    TG_KV_ALIGN = 7,    /* general.alignment = 32 (only when asked for) */
+    TG_KV_ALIGN = 7, /* general.alignment = 32 (only when asked for) */
 };
 
 /* Tensors of the crafted file, by index. */

@@ -11,10 +11,10 @@
 #include <unistd.h>
 
 #include "common/http_keys.h"
-#include "coordinator/http_stats.h"
 #include "common/http_rate.h"
 #include "coordinator/http_req.h"
 #include "coordinator/http_resp.h"
+#include "coordinator/http_stats.h"
 
 #define NS_PER_S 1000000000ull
 
@@ -29,19 +29,22 @@ static void parse_err(st_http_kind kind, const char *body, const char *field)
     ck_assert_msg(rc == ST_EINVAL, "accepted: %s", body);
     ck_assert_int_eq(e.status, 400);
     ck_assert_str_eq(e.type, "invalid_request_error");
-    ck_assert_msg(strncmp(e.message, field, strlen(field)) == 0, "%s: message '%s' does not "
-                  "name '%s'", body, e.message, field);
+    ck_assert_msg(strncmp(e.message, field, strlen(field)) == 0,
+                  "%s: message '%s' does not "
+                  "name '%s'",
+                  body, e.message, field);
 }
 
 START_TEST(test_parse_chat_all_fields)
 {
-    const char *b = "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},"
-                    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
-                    "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null}],"
-                    "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0,\"top_p\":0.5,"
-                    "\"seed\":-1,\"stop\":[\"x\",\"yz\"],\"stream\":true,\"stream_options\":"
-                    "{\"include_usage\":true},\"n\":1,\"user\":\"u\",\"session_id\":42,"
-                    "\"logprobs\":false,\"unknown\":{\"deep\":[1]}}";
+    const char *b =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"S\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+        "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null}],"
+        "\"max_tokens\":5,\"max_completion_tokens\":7,\"temperature\":0,\"top_p\":0.5,"
+        "\"seed\":-1,\"stop\":[\"x\",\"yz\"],\"stream\":true,\"stream_options\":"
+        "{\"include_usage\":true},\"n\":1,\"user\":\"u\",\"session_id\":42,"
+        "\"logprobs\":false,\"unknown\":{\"deep\":[1]}}";
     st_http_gen g;
     st_http_error e;
     ck_assert_int_eq(st_http_parse(ST_HTTP_CHAT, b, strlen(b), &g, &e), ST_OK);
@@ -81,13 +84,14 @@ START_TEST(test_parse_type_errors)
     parse_err(ST_HTTP_CHAT, "{\"messages\":[{\"content\":\"x\"}]}", "messages[0].role");
     parse_err(ST_HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":5}]}",
               "messages[0].content");
-    parse_err(ST_HTTP_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
-              "\"image_url\"}]}]}", "messages[0].content[0]");
+    parse_err(ST_HTTP_CHAT,
+              "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":"
+              "\"image_url\"}]}]}",
+              "messages[0].content[0]");
     parse_err(ST_HTTP_CHAT, "{\"max_tokens\":\"5\"," CHAT_OK "}", "max_tokens");
     parse_err(ST_HTTP_CHAT, "{\"max_tokens\":1.5," CHAT_OK "}", "max_tokens");
     parse_err(ST_HTTP_CHAT, "{\"max_tokens\":0," CHAT_OK "}", "max_tokens");
-    parse_err(ST_HTTP_CHAT, "{\"max_completion_tokens\":-3," CHAT_OK "}",
-              "max_completion_tokens");
+    parse_err(ST_HTTP_CHAT, "{\"max_completion_tokens\":-3," CHAT_OK "}", "max_completion_tokens");
     parse_err(ST_HTTP_CHAT, "{\"temperature\":\"hot\"," CHAT_OK "}", "temperature");
     parse_err(ST_HTTP_CHAT, "{\"temperature\":2.5," CHAT_OK "}", "temperature");
     parse_err(ST_HTTP_CHAT, "{\"temperature\":-0.1," CHAT_OK "}", "temperature");
@@ -99,8 +103,10 @@ START_TEST(test_parse_type_errors)
     parse_err(ST_HTTP_CHAT, "{\"stop\":3," CHAT_OK "}", "stop");
     parse_err(ST_HTTP_CHAT, "{\"stop\":[\"a\",4]," CHAT_OK "}", "stop[1]");
     parse_err(ST_HTTP_CHAT, "{\"stop\":[\"\"]," CHAT_OK "}", "stop[0]");
-    parse_err(ST_HTTP_CHAT, "{\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\","
-              "\"10\",\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]," CHAT_OK "}", "stop");
+    parse_err(ST_HTTP_CHAT,
+              "{\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\","
+              "\"10\",\"11\",\"12\",\"13\",\"14\",\"15\",\"16\",\"17\"]," CHAT_OK "}",
+              "stop");
     parse_err(ST_HTTP_CHAT, "{\"stream\":\"yes\"," CHAT_OK "}", "stream");
     parse_err(ST_HTTP_CHAT, "{\"stream_options\":1," CHAT_OK "}", "stream_options");
     parse_err(ST_HTTP_CHAT, "{\"stream_options\":{\"include_usage\":1}," CHAT_OK "}",
@@ -124,8 +130,8 @@ START_TEST(test_parse_malformed)
 {
     st_http_gen g;
     st_http_error e;
-    const char *bad[] = {"", "{", "{\"prompt\":}", "[1,2]", "\"x\"", "{\"prompt\":\"a\"} x",
-                         "{\"prompt\":NaN}"};
+    const char *bad[] =
+        {"", "{", "{\"prompt\":}", "[1,2]", "\"x\"", "{\"prompt\":\"a\"} x", "{\"prompt\":NaN}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_int_eq(st_http_parse(ST_HTTP_COMPLETION, bad[i], strlen(bad[i]), &g, &e),
                          ST_EINVAL);
@@ -252,9 +258,14 @@ START_TEST(test_keys_parse)
     l = st_http_keys_limits(k, 1);
     ck_assert(l.rpm == 0 && l.tpm == 0);
     st_http_keys_free(k);
-    const char *bad[] = {"", "# only\n", "short\n", "key-aaaa-0001 rpm=x\n",
-                         "key-aaaa-0001 burst=3\n", "key-aaaa-0001\nkey-aaaa-0001\n",
-                         "key-aaaa-0001 rpm=99999999999\n", "key-\001aaa-0001\n"};
+    const char *bad[] = {"",
+                         "# only\n",
+                         "short\n",
+                         "key-aaaa-0001 rpm=x\n",
+                         "key-aaaa-0001 burst=3\n",
+                         "key-aaaa-0001\nkey-aaaa-0001\n",
+                         "key-aaaa-0001 rpm=99999999999\n",
+                         "key-\001aaa-0001\n"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ck_assert_msg(st_http_keys_parse("f", bad[i], strlen(bad[i]), &k) != ST_OK, "%zu", i);
         ck_assert_ptr_null(k);
@@ -357,8 +368,8 @@ START_TEST(test_metrics_text)
     st_http_metrics_request(&m, ST_HTTP_EP_HEALTH, 503);
     st_http_metrics_request(&m, ST_HTTP_EP_OTHER, 42); /* out of range: counted as 599 */
     atomic_fetch_add(&m.generated_tokens, 9);
-    st_http_metrics_ttft(&m, 20000000);   /* 0.02 s */
-    st_http_metrics_itl(&m, 3000000);     /* 0.003 s */
+    st_http_metrics_ttft(&m, 20000000); /* 0.02 s */
+    st_http_metrics_itl(&m, 3000000);   /* 0.003 s */
     Strata__StatusReply s = STRATA__STATUS_REPLY__INIT;
     Strata__SchedStatus q = STRATA__SCHED_STATUS__INIT;
     Strata__Counters c = STRATA__COUNTERS__INIT;
@@ -408,7 +419,8 @@ START_TEST(test_metrics_text)
         "strata_queue_depth 4\n",
         "strata_kv_bytes 1024\n",
         "strata_bad_packets_total 2\n",
-        "strata_worker_layer_latency_ema_seconds{worker=\"w\\\"0\",id=\"5\",layer=\"3\"} 0.001500000\n",
+        "strata_worker_layer_latency_ema_seconds{worker=\"w\\\"0\",id=\"5\",layer=\"3\"} "
+        "0.001500000\n",
         "strata_worker_steps_total{worker=\"w\\\"0\",id=\"5\"} 77\n",
         "strata_worker_up{worker=\"w\\\"0\",id=\"5\"} 1\n",
     };

@@ -20,8 +20,10 @@ START_TEST(test_dtype_table)
         size_t bytes;
         st_dtype act;
     } want[] = {
-        {ST_DT_F32, "f32", 0, 1, 4, ST_DT_F32},     {ST_DT_F16, "f16", 1, 1, 2, ST_DT_F16},
-        {ST_DT_BF16, "bf16", 30, 1, 2, ST_DT_BF16}, {ST_DT_Q8_0, "q8_0", 8, 32, 34, ST_DT_Q8_0},
+        {ST_DT_F32, "f32", 0, 1, 4, ST_DT_F32},
+        {ST_DT_F16, "f16", 1, 1, 2, ST_DT_F16},
+        {ST_DT_BF16, "bf16", 30, 1, 2, ST_DT_BF16},
+        {ST_DT_Q8_0, "q8_0", 8, 32, 34, ST_DT_Q8_0},
         {ST_DT_Q4_0, "q4_0", 2, 32, 18, ST_DT_Q8_0},
         {ST_DT_Q2_K, "q2_k", 10, 256, 84, ST_DT_Q8_K},
         {ST_DT_Q3_K, "q3_k", 11, 256, 110, ST_DT_Q8_K},

@@ -51,14 +51,28 @@ START_TEST(test_f16_convert)
         float f;
         uint16_t h;
     } cases[] = {
-        {0.0f, 0x0000},          {-0.0f, 0x8000},          {1.0f, 0x3c00},
-        {-2.0f, 0xc000},         {65504.0f, 0x7bff},       {65519.99f, 0x7bff},
-        {65520.0f, 0x7c00},      {1e9f, 0x7c00},           {-1e9f, 0xfc00},
-        {0x1p-14f, 0x0400},      {0x1p-24f, 0x0001},       {0x1p-25f, 0x0000},
-        {0x1.8p-25f, 0x0001},    {0x1.8p-24f, 0x0002},     {0x1p-26f, 0x0000},
-        {1.0f + 0x1p-11f, 0x3c00}, /* tie -> even */       {1.0f + 0x3p-11f, 0x3c02},
-        {1.0f + 0x1.01p-11f, 0x3c01},                      {0.1f, 0x2e66},
-        {-0x1p-24f, 0x8001},     {INFINITY, 0x7c00},       {-INFINITY, 0xfc00},
+        {0.0f, 0x0000},
+        {-0.0f, 0x8000},
+        {1.0f, 0x3c00},
+        {-2.0f, 0xc000},
+        {65504.0f, 0x7bff},
+        {65519.99f, 0x7bff},
+        {65520.0f, 0x7c00},
+        {1e9f, 0x7c00},
+        {-1e9f, 0xfc00},
+        {0x1p-14f, 0x0400},
+        {0x1p-24f, 0x0001},
+        {0x1p-25f, 0x0000},
+        {0x1.8p-25f, 0x0001},
+        {0x1.8p-24f, 0x0002},
+        {0x1p-26f, 0x0000},
+        {1.0f + 0x1p-11f, 0x3c00},
+        /* tie -> even */ {1.0f + 0x3p-11f, 0x3c02},
+        {1.0f + 0x1.01p-11f, 0x3c01},
+        {0.1f, 0x2e66},
+        {-0x1p-24f, 0x8001},
+        {INFINITY, 0x7c00},
+        {-INFINITY, 0xfc00},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
         ck_assert_msg(tk_to_f16(ops, cases[k].f) == cases[k].h, "%s: f16(%a) = 0x%04x, want 0x%04x",
@@ -95,10 +109,18 @@ START_TEST(test_bf16_convert)
         float f;
         uint16_t h;
     } cases[] = {
-        {1.0f, 0x3f80},          {-2.0f, 0xc000},          {1.0f + 0x1p-8f, 0x3f80},
-        {1.0f + 0x3p-8f, 0x3f82}, {1.0f + 0x1.02p-8f, 0x3f81}, {0x1p-127f, 0x0000},
-        {-0x1p-130f, 0x8000},    {0x1p-126f, 0x0080},      {3.0e38f, 0x7f62},
-        {FLT_MAX, 0x7f80}, {INFINITY, 0x7f80},     {-INFINITY, 0xff80},
+        {1.0f, 0x3f80},
+        {-2.0f, 0xc000},
+        {1.0f + 0x1p-8f, 0x3f80},
+        {1.0f + 0x3p-8f, 0x3f82},
+        {1.0f + 0x1.02p-8f, 0x3f81},
+        {0x1p-127f, 0x0000},
+        {-0x1p-130f, 0x8000},
+        {0x1p-126f, 0x0080},
+        {3.0e38f, 0x7f62},
+        {FLT_MAX, 0x7f80},
+        {INFINITY, 0x7f80},
+        {-INFINITY, 0xff80},
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++)
         ck_assert_msg(tk_to_bf16(ops, cases[k].f) == cases[k].h,
@@ -340,15 +362,14 @@ START_TEST(test_rope_neox)
                 for (int64_t i = n_rot; i < head_dim; i++)
                     ck_assert(d[i] == s[i]);
                 for (int64_t i = 0; i < half; i++) {
-                    const double th =
-                        (double)pos * pow((double)base, -2.0 * (double)i / (double)n_rot);
+                    const double th = (double)pos *
+                                      pow((double)base, -2.0 * (double)i / (double)n_rot);
                     const double w0 = s[i] * cos(th) - s[i + half] * sin(th);
                     const double w1 = s[i] * sin(th) + s[i + half] * cos(th);
                     const double m = fabs(s[i]) + fabs(s[i + half]);
                     ck_assert_msg(fabs(d[i] - w0) <= tol * m && fabs(d[i + half] - w1) <= tol * m,
-                                  "%s rope_neox pos %ld dim %ld: (%g, %g) want (%g, %g)",
-                                  ops->name, (long)pos, (long)i, (double)d[i],
-                                  (double)d[i + half], w0, w1);
+                                  "%s rope_neox pos %ld dim %ld: (%g, %g) want (%g, %g)", ops->name,
+                                  (long)pos, (long)i, (double)d[i], (double)d[i + half], w0, w1);
                 }
             }
         }
@@ -427,8 +448,8 @@ START_TEST(test_attn_head)
                 sa += p[t] * fabs(vbuf[t * stride + d]);
             }
             ck_assert_msg(fabs(out[d] - want) <= 2e-5 * sa + 1e-9,
-                          "%s attn n_kv %ld out[%ld]=%g want %g", ops->name, (long)n_kv,
-                          (long)d, (double)out[d], want);
+                          "%s attn n_kv %ld out[%ld]=%g want %g", ops->name, (long)n_kv, (long)d,
+                          (double)out[d], want);
         }
     }
 }

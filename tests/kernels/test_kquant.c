@@ -98,8 +98,8 @@ static void tq_check_row(const st_kernel_ops *ops, st_dtype t, const uint8_t *w,
     ops->mul_mat[t](n, w, 0, 0, 1, x, 0, 1, &y, 1);
     const double bound = ((double)(n / ST_QK_K) + 10.0) * TQ_U * mag + 1e-30;
     if (!(fabs((double)y - s) <= bound))
-        ck_abort_msg( "%s %s: kernel %.9g, dequantized dot %.9g (err %g > %g)",
-                  ops->name, what, (double)y, s, fabs((double)y - s), bound);
+        ck_abort_msg("%s %s: kernel %.9g, dequantized dot %.9g (err %g > %g)", ops->name, what,
+                     (double)y, s, fabs((double)y - s), bound);
 }
 
 /* ---- shared files ---- */
@@ -172,8 +172,10 @@ START_TEST(test_shared_files)
                                         "synth-s-q4_k_m.gguf", "synth-s-q5_k_m.gguf",
                                         "synth-s-q6_k.gguf"};
     /* relative RMS error of the dequantized weights against synth-s-f32 */
-    static const double max_rel[ST_DT_COUNT] = {[ST_DT_Q2_K] = 0.45, [ST_DT_Q3_K] = 0.25,
-                                                [ST_DT_Q4_K] = 0.12, [ST_DT_Q5_K] = 0.06,
+    static const double max_rel[ST_DT_COUNT] = {[ST_DT_Q2_K] = 0.45,
+                                                [ST_DT_Q3_K] = 0.25,
+                                                [ST_DT_Q4_K] = 0.12,
+                                                [ST_DT_Q5_K] = 0.06,
                                                 [ST_DT_Q6_K] = 0.03};
     tq_file_stats st;
     memset(&st, 0, sizeof st);
@@ -341,8 +343,9 @@ START_TEST(test_mul_mat_invariance_and_variants)
                     const float a = y[j * rows + i];
                     if (a != yr[j * rows + i] || a != ys[j * rows + i] || a != one[i])
                         ck_abort_msg("%s %s nx=%lld y[%lld][%lld] %.9g: ref %.9g, split %.9g, "
-                                     "alone %.9g", ops->name, st_dtype_info_of(t)->name,
-                                     (long long)bn, (long long)j, (long long)i, (double)a,
+                                     "alone %.9g",
+                                     ops->name, st_dtype_info_of(t)->name, (long long)bn,
+                                     (long long)j, (long long)i, (double)a,
                                      (double)yr[j * rows + i], (double)ys[j * rows + i],
                                      (double)one[i]);
                 }

@@ -28,11 +28,11 @@
 #define TQO_JSON TQO_DATA_DIR "/kquant_dequant_ref.json"
 #define TQO_FNV_OFFSET 0xcbf29ce484222325ull /* FNV-1a 64 offset basis */
 #define TQO_FNV_PRIME 0x100000001b3ull       /* FNV-1a 64 prime */
-#define TQO_N_FILES 6                         /* the files the JSON must cover */
+#define TQO_N_FILES 6                        /* the files the JSON must cover */
 
-static const char *const tqo_files[TQO_N_FILES] = {
-    "synth-s-q2_k.gguf", "synth-s-q3_k_m.gguf", "synth-s-q4_k_m.gguf",
-    "synth-s-q5_k_m.gguf", "synth-s-q6_k.gguf", "synth-s-bf16.gguf"};
+static const char *const tqo_files[TQO_N_FILES] = {"synth-s-q2_k.gguf",   "synth-s-q3_k_m.gguf",
+                                                   "synth-s-q4_k_m.gguf", "synth-s-q5_k_m.gguf",
+                                                   "synth-s-q6_k.gguf",   "synth-s-bf16.gguf"};
 
 /* tqo_fnv1a64 - FNV-1a 64 of n bytes, continuing from h (the same as
  * gen_kquant_ref.c's). */
@@ -47,7 +47,10 @@ static uint64_t tqo_fnv1a64(uint64_t h, const void *p, size_t n)
 }
 
 /* tqo_checked - the dtypes the oracle covers. */
-static int tqo_checked(st_dtype t) { return t == ST_DT_BF16 || (t >= ST_DT_Q2_K && t <= ST_DT_Q6_K); }
+static int tqo_checked(st_dtype t)
+{
+    return t == ST_DT_BF16 || (t >= ST_DT_Q2_K && t <= ST_DT_Q6_K);
+}
 
 static cJSON *tqo_load_json(void)
 {
@@ -111,15 +114,16 @@ static int tqo_check_file(const st_kernel_ops *ops, const char *file, const cJSO
         const cJSON *nelem = cJSON_GetObjectItemCaseSensitive(e, "nelem");
         const cJSON *digest = cJSON_GetObjectItemCaseSensitive(e, "fnv1a64");
         ck_assert_msg(cJSON_IsString(name) && cJSON_IsString(type) && cJSON_IsNumber(nelem) &&
-                      cJSON_IsString(digest), "%s: malformed entry", file);
+                          cJSON_IsString(digest),
+                      "%s: malformed entry", file);
         const tk_tensor *q = tk_gguf_find(&g, name->valuestring);
         ck_assert_msg(q != NULL, "%s: no tensor %s", file, name->valuestring);
         st_dtype t;
         ck_assert_int_eq(st_dtype_from_ggml(q->type, &t), ST_K_OK);
-        ck_assert_msg(tqo_checked(t) && strcasecmp(st_dtype_info_of(t)->name,
-                                                   type->valuestring) == 0,
-                      "%s %s: llama.cpp type %s, Strata reads %s", file, q->name,
-                      type->valuestring, st_dtype_info_of(t)->name);
+        ck_assert_msg(tqo_checked(t) &&
+                          strcasecmp(st_dtype_info_of(t)->name, type->valuestring) == 0,
+                      "%s %s: llama.cpp type %s, Strata reads %s", file, q->name, type->valuestring,
+                      st_dtype_info_of(t)->name);
         ck_assert_msg((double)q->nelem == nelem->valuedouble, "%s %s: element count", file,
                       q->name);
         char got[17];
@@ -130,8 +134,10 @@ static int tqo_check_file(const st_kernel_ops *ops, const char *file, const cJSO
         per_type[t]++;
         compared++;
     }
-    ck_assert_msg(compared == in_file, "%s: %d tensors in the JSON, %d of the checked types in "
-                  "the file", file, compared, in_file);
+    ck_assert_msg(compared == in_file,
+                  "%s: %d tensors in the JSON, %d of the checked types in "
+                  "the file",
+                  file, compared, in_file);
     free(g.buf);
     free(g.t);
     return compared;

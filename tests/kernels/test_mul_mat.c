@@ -101,8 +101,8 @@ static void tk_mm_check_alone(const st_kernel_ops *ops, const tk_mm *m, int64_t 
 {
     float *one = tk_alloc(sizeof(float) * m->rows);
     for (int64_t j = 0; j < nx; j++) {
-        ops->mul_mat[m->t](m->n, m->w, m->w_stride, 0, m->rows, m->x + j * m->x_stride,
-                           m->x_stride, 1, one, m->rows);
+        ops->mul_mat[m->t](m->n, m->w, m->w_stride, 0, m->rows, m->x + j * m->x_stride, m->x_stride,
+                           1, one, m->rows);
         ck_assert_msg(memcmp(one, y + j * ld, sizeof(float) * m->rows) == 0,
                       "%s %s: row %ld alone differs from the batch of %ld", ops->name,
                       st_dtype_info_of(m->t)->name, (long)j, (long)nx);
@@ -119,7 +119,7 @@ START_TEST(test_mul_mat_accuracy)
     const size_t n_block_ns = 3;
     for (int t = 0; t < TK_N_PLAIN_DTYPES; t++) {
         const size_t nn = st_dtype_info_of((st_dtype)t)->blck == 1 ? sizeof(ns) / sizeof(ns[0])
-                                                                    : n_block_ns;
+                                                                   : n_block_ns;
         for (size_t k = 0; k < nn; k++) {
             tk_mm m;
             const int64_t n = ns[k], rows = 13, nx = 3;
@@ -133,8 +133,8 @@ START_TEST(test_mul_mat_accuracy)
                     const double e = fabs((double)y[j * rows + i] - s);
                     ck_assert_msg(e <= tk_mm_bound(ops, (st_dtype)t, n, sa, s),
                                   "%s %s n=%ld y[%ld][%ld]=%.9g exact %.9g (err %g, sumabs %g)",
-                                  ops->name, st_dtype_info_of((st_dtype)t)->name, (long)n,
-                                  (long)j, (long)i, (double)y[j * rows + i], s, e, sa);
+                                  ops->name, st_dtype_info_of((st_dtype)t)->name, (long)n, (long)j,
+                                  (long)i, (double)y[j * rows + i], s, e, sa);
                 }
             }
             free(y);

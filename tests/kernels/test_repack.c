@@ -135,9 +135,10 @@ static void tr_check(const st_kernel_ops *ops, const tr_mat *m, int64_t nx, int6
         for (int64_t i = 0; i < m->rows; i++)
             ck_assert_msg(memcmp(&a[j * m->rows + i], &b[j * m->rows + i], sizeof(float)) == 0,
                           "%s %s n=%ld nx=%ld rows [%ld, %ld): y[%ld][%ld] = %.9g, plain "
-                          "reference %.9g", ops->name, st_dtype_info_of(m->t)->name, (long)m->n,
-                          (long)nx, (long)i0, (long)i1, (long)j, (long)i,
-                          (double)a[j * m->rows + i], (double)b[j * m->rows + i]);
+                          "reference %.9g",
+                          ops->name, st_dtype_info_of(m->t)->name, (long)m->n, (long)nx, (long)i0,
+                          (long)i1, (long)j, (long)i, (double)a[j * m->rows + i],
+                          (double)b[j * m->rows + i]);
     free(a);
     free(b);
 }

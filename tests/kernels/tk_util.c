@@ -143,8 +143,8 @@ START_TEST(test_variants_check)
         const bool ok = tk_variants_check(cases[k].has, cases[k].table, why, sizeof why);
         ck_assert_msg(ok == cases[k].pass, "case %zu: %s (%s)", k, ok ? "passed" : "failed", why);
         if (!ok)
-            ck_assert_msg(strstr(why, cases[k].names) != NULL, "case %zu: '%s' names no %s", k,
-                          why, cases[k].names);
+            ck_assert_msg(strstr(why, cases[k].names) != NULL, "case %zu: '%s' names no %s", k, why,
+                          cases[k].names);
     }
 }
 END_TEST

@@ -167,8 +167,8 @@ static void run_golden(const bpe_vocab *v)
             free(ids);
         }
     }
-    fprintf(stderr, "%s: special off %zu/%zu, special on %zu/%zu\n", v->golden, pass[0],
-            total[0], pass[1], total[1]);
+    fprintf(stderr, "%s: special off %zu/%zu, special on %zu/%zu\n", v->golden, pass[0], total[0],
+            pass[1], total[1]);
     ck_assert_uint_eq(pass[0], total[0]);
     ck_assert_uint_eq(pass[1], total[1]);
     free_cases(c, n);
@@ -290,8 +290,15 @@ END_TEST
 START_TEST(invalid_utf8)
 {
     static const char *const texts[] = {
-        "ab\xff" "cd", "\xc3", "x\xe6\x97", "\xed\xa0\x80 surrogate", "\xf0\x9f\xa6",
-        "ok \xc0\xaf overlong \xfe\xff", "\x80\x80\x80", "caf\xc3\xa9\xc3",
+        "ab\xff"
+        "cd",
+        "\xc3",
+        "x\xe6\x97",
+        "\xed\xa0\x80 surrogate",
+        "\xf0\x9f\xa6",
+        "ok \xc0\xaf overlong \xfe\xff",
+        "\x80\x80\x80",
+        "caf\xc3\xa9\xc3",
     };
     const bpe_vocab *vs[2] = {&vocab_l3, &vocab_qw2};
     for (int v = 0; v < 2; v++) {
@@ -439,18 +446,25 @@ static void expect(const st_tokenizer *tok, const char *text, const int32_t *wan
  * 256.. the extra pieces. */
 START_TEST(merge_rank)
 {
-    static const char *const extra[] = {"ab", "bc", "abc", "aa", "aaa", "aaaa", "\xc4\xa0" "a"};
-    static const char *const merges[] = {"b c", "a b", "a bc", "a a", "aa aa", "aa a",
-                                         "\xc4\xa0 a"};
+    static const char *const extra[] = {"ab",
+                                        "bc",
+                                        "abc",
+                                        "aa",
+                                        "aaa",
+                                        "aaaa",
+                                        "\xc4\xa0"
+                                        "a"};
+    static const char *const merges[] = {"b c",   "a b",  "a bc",      "a a",
+                                         "aa aa", "aa a", "\xc4\xa0 a"};
     st_tokenizer *tok;
     ck_assert_int_eq(mini_tok(extra, 7, merges, 7, NULL, &tok), ST_OK);
     ck_assert(!st_tok_add_bos(tok));
-    expect(tok, "abc", (int32_t[]){256 + 2}, 1);       /* b c (rank 0), then a bc */
+    expect(tok, "abc", (int32_t[]){256 + 2}, 1); /* b c (rank 0), then a bc */
     expect(tok, "ab", (int32_t[]){256}, 1);
-    expect(tok, "aaa", (int32_t[]){256 + 4}, 1);         /* a a leftmost, then aa a */
+    expect(tok, "aaa", (int32_t[]){256 + 4}, 1); /* a a leftmost, then aa a */
     expect(tok, "aaaa", (int32_t[]){256 + 5}, 1);
     expect(tok, "a a", (int32_t[]){'a', 256 + 6}, 2); /* " a" is one word (gpt2) */
-    expect(tok, "ba", (int32_t[]){'b', 'a'}, 2);     /* no merge "b a" */
+    expect(tok, "ba", (int32_t[]){'b', 'a'}, 2);      /* no merge "b a" */
     st_tok_free(tok);
 }
 END_TEST

@@ -1,11 +1,11 @@
 /* test_chat.c - chat templates (common/chat.h): every case of
  * tests/text/chat_cases.json (path in argv[1]) rendered byte for byte;
  * recognition of the templates of the shared models and of template
- * texts of each family (the file's "detect" entries); the override; the errors for an unknown template
- * (the names listed), a family not rendered and a model without template;
- * the encoding rule (special tokens parsed, one BOS as the vocabulary
- * asks); the conversation of `strata chat` (cli/chat_conv.c): a second
- * turn only appends, and gives the ids of the whole rendered conversation. */
+ * texts of each family (the file's "detect" entries); the override; the errors for an unknown
+ * template (the names listed), a family not rendered and a model without template; the encoding
+ * rule (special tokens parsed, one BOS as the vocabulary asks); the conversation of `strata chat`
+ * (cli/chat_conv.c): a second turn only appends, and gives the ids of the whole rendered
+ * conversation. */
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <stdio.h>

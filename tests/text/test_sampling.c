@@ -328,8 +328,7 @@ START_TEST(top_p_and_min_p_sets)
         int keep[4];
     } cases[] = {
         {0.75f, 0.0f, 1.0f, {1, 1, 0, 0}}, /* 0.5 < 0.75 <= 0.8 */
-        {0.85f, 0.0f, 1.0f, {1, 1, 1, 0}},
-        {0.40f, 0.0f, 1.0f, {1, 0, 0, 0}},
+        {0.85f, 0.0f, 1.0f, {1, 1, 1, 0}}, {0.40f, 0.0f, 1.0f, {1, 0, 0, 0}},
         {1.0f, 0.2f, 1.0f, {1, 1, 1, 0}},  /* threshold 0.1 */
         {1.0f, 0.5f, 1.0f, {1, 1, 0, 0}},  /* threshold 0.25 */
         {1.0f, 0.5f, 2.0f, {1, 1, 0, 0}},  /* filters see untempered p */
@@ -396,7 +395,7 @@ START_TEST(repetition_penalty)
     int32_t hist[] = {0, 2, 0, 0};
     int32_t id;
     ck_assert_int_eq(st_sample(&p, NULL, l, 8, hist, 4, &s, &id), ST_OK);
-    ck_assert_int_eq(id, 1); /* token 0 was repeated: 2.0 -> 1.0 */
+    ck_assert_int_eq(id, 1);  /* token 0 was repeated: 2.0 -> 1.0 */
     ck_assert(l[0] == 1.0f);  /* once per distinct id, however often it occurs */
     ck_assert(l[2] == -2.0f); /* negative logits are multiplied */
     ck_assert(l[1] == 1.9f && l[3] == 0.5f);

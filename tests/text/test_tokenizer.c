@@ -159,8 +159,7 @@ static size_t check_golden(const st_tokenizer *tok, const char *label)
                 fprintf(stderr, " %d", gc[i].ids[j]);
             fprintf(stderr, "\n");
         }
-        ck_assert_msg(same, "%s: case %zu ('%s') ids differ from llama.cpp", label, i,
-                      gc[i].text);
+        ck_assert_msg(same, "%s: case %zu ('%s') ids differ from llama.cpp", label, i, gc[i].text);
         free(ids);
 
         ck_assert_int_eq(st_tok_encode(tok, gc[i].text, tlen, false, &ids, &n), ST_OK);
@@ -292,7 +291,8 @@ END_TEST
 START_TEST(malformed_utf8)
 {
     st_tokenizer *tok = tt_load_llama2c_tok();
-    const char x[] = "a\xff b\xe6\x97\xed\xa0\x80" "c\xc0\xaf\xf4\x90\x80\x80 \xe2\x82";
+    const char x[] = "a\xff b\xe6\x97\xed\xa0\x80"
+                     "c\xc0\xaf\xf4\x90\x80\x80 \xe2\x82";
     size_t xl = sizeof x - 1;
     int32_t *ids;
     size_t n;
@@ -475,7 +475,9 @@ START_TEST(random_bytes_round_trip)
         for (size_t i = 0; i < len; i++) {
             x = x * 6364136223846793005ULL + 1442695040888963407ULL;
             uint8_t b = (uint8_t)(x >> 56);
-            buf[i] = (char)(b < 64 ? ' ' : b < 128 ? 'a' + b % 26 : b); /* spaces, letters, any high byte */
+            buf[i] = (char)(b < 64    ? ' '
+                            : b < 128 ? 'a' + b % 26
+                                      : b); /* spaces, letters, any high byte */
         }
         int32_t *ids;
         size_t n;

@@ -15,8 +15,8 @@
 
 static st_tokenizer *tiny(float ab, float ba, bool prefix)
 {
-    const char *p[] = {"<unk>", "<s>", "</s>", "a", "b", "ab", "ba", "\xe2\x96\x81", "c", "abc",
-                       "bc", "a"};
+    const char *p[] = {"<unk>", "<s>",          "</s>", "a",   "b",  "ab",
+                       "ba",    "\xe2\x96\x81", "c",    "abc", "bc", "a"};
     float s[] = {0, 0, 0, 0, 0, ab, ba, 0, 0, 5, 0.5f, 0};
     int32_t t[] = {2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     st_tok_config cfg = st_tok_config_default();
@@ -31,8 +31,7 @@ static void expect_ids(st_tokenizer *tok, const char *text, const int32_t *want,
     int32_t *ids;
     size_t n;
     ck_assert_int_eq(st_tok_encode(tok, text, strlen(text), false, &ids, &n), ST_OK);
-    ck_assert_msg(n == nw && memcmp(ids, want, n * sizeof *ids) == 0, "'%s': got %zu ids", text,
-                  n);
+    ck_assert_msg(n == nw && memcmp(ids, want, n * sizeof *ids) == 0, "'%s': got %zu ids", text, n);
     free(ids);
 }
 
@@ -40,14 +39,14 @@ START_TEST(merge_order)
 {
     st_tokenizer *tok = tiny(1, 1, false);
     /* later duplicate of "a" (id 11) wins the lookup, as in llama.cpp */
-    expect_ids(tok, "aba", (int32_t[]){5, 11}, 2);       /* tie: leftmost pair merges */
+    expect_ids(tok, "aba", (int32_t[]){5, 11}, 2); /* tie: leftmost pair merges */
     expect_ids(tok, "bab", (int32_t[]){6, 4}, 2);
-    expect_ids(tok, "abc", (int32_t[]){9}, 1);           /* ab first, then abc */
+    expect_ids(tok, "abc", (int32_t[]){9}, 1); /* ab first, then abc */
     expect_ids(tok, "bc", (int32_t[]){10}, 1);
-    expect_ids(tok, "abx", (int32_t[]){5, 0}, 2);        /* no byte tokens: UNK */
+    expect_ids(tok, "abx", (int32_t[]){5, 0}, 2); /* no byte tokens: UNK */
     st_tok_free(tok);
     tok = tiny(1, 2, false);
-    expect_ids(tok, "aba", (int32_t[]){11, 6}, 2);       /* higher score wins */
+    expect_ids(tok, "aba", (int32_t[]){11, 6}, 2); /* higher score wins */
     st_tok_free(tok);
     tok = tiny(1, 1, true);
     expect_ids(tok, " a", (int32_t[]){7, 7, 11}, 3);
@@ -176,7 +175,10 @@ static st_err tok_from_buf(const gbuf *g, st_tokenizer **tok)
     return e;
 }
 
-static const char *const mini_tokens[] = {"<unk>", "<s>", "</s>", ("\xe2\x96\x81" "a"), "b"};
+static const char *const mini_tokens[] = {"<unk>", "<s>", "</s>",
+                                          ("\xe2\x96\x81"
+                                           "a"),
+                                          "b"};
 static const float mini_scores[] = {0, 0, 0, -1, -2};
 static const int32_t mini_types[] = {2, 3, 3, 1, 1};
 
@@ -223,7 +225,10 @@ START_TEST(gguf_metadata)
     ck_assert(!st_tok_add_space_prefix(tok));
     ck_assert_int_eq(st_tok_eos(tok), 4);
     ck_assert_int_eq(st_tok_bos(tok), 1);
-    expect_ids(tok, "\xe2\x96\x81" "ab", (int32_t[]){3, 4}, 2);
+    expect_ids(tok,
+               "\xe2\x96\x81"
+               "ab",
+               (int32_t[]){3, 4}, 2);
     expect_ids(tok, "a", (int32_t[]){0}, 1); /* no "a", no byte tokens: UNK */
     st_tok_free(tok);
 }

@@ -13,8 +13,7 @@
 
 /* run_cmd - runs a command with stdout and stderr captured into out / err
  * (NUL-terminated, at most cap - 1 bytes each); returns its exit status. */
-static int run_cmd(int (*fn)(int, char **), int argc, char **argv, char *out, char *err,
-                   size_t cap)
+static int run_cmd(int (*fn)(int, char **), int argc, char **argv, char *out, char *err, size_t cap)
 {
     char po[] = "/tmp/st_cli_out_XXXXXX", pe[] = "/tmp/st_cli_err_XXXXXX";
     int fo = mkstemp(po), fe = mkstemp(pe);

@@ -28,13 +28,12 @@ static float cv_f(uint32_t u) { return st_bits_f32(u); }
 static size_t cv_edges(float *v)
 {
     static const uint32_t bits[] = {
-        0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x00400000u,
-        0x00800000u, 0x80800000u, 0x3f800000u, 0xbf800000u, 0x7f7fffffu, 0xff7fffffu,
-        0x7f7f7fffu, 0xff7f7fffu, 0x7f7f0000u, 0x477fe000u, 0x477fefffu, 0x477ff000u,
-        0x477fffffu, 0x47800000u, 0xc77fe001u, 0x3f801000u, 0x3f803000u, 0x3f800fffu,
-        0x3f801001u, 0x33000000u, 0x33000001u, 0x32ffffffu, 0x33400000u, 0x33c00000u,
-        0x387fc000u, 0x387fe000u, 0x387fffffu, 0x38800000u, 0x3f808000u, 0x3f818000u,
-        0x3f80ffffu, 0x3f817fffu, 0x3f818001u, 0x00ff8000u, 0x00fe8000u, 0x3effffffu,
+        0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x00400000u, 0x00800000u,
+        0x80800000u, 0x3f800000u, 0xbf800000u, 0x7f7fffffu, 0xff7fffffu, 0x7f7f7fffu, 0xff7f7fffu,
+        0x7f7f0000u, 0x477fe000u, 0x477fefffu, 0x477ff000u, 0x477fffffu, 0x47800000u, 0xc77fe001u,
+        0x3f801000u, 0x3f803000u, 0x3f800fffu, 0x3f801001u, 0x33000000u, 0x33000001u, 0x32ffffffu,
+        0x33400000u, 0x33c00000u, 0x387fc000u, 0x387fe000u, 0x387fffffu, 0x38800000u, 0x3f808000u,
+        0x3f818000u, 0x3f80ffffu, 0x3f817fffu, 0x3f818001u, 0x00ff8000u, 0x00fe8000u, 0x3effffffu,
         0x4b000000u, 0x4affffffu, 0xcb7fffffu, 0x42fe0000u, 0x42ff0000u, 0x43000000u,
     };
     size_t n = sizeof bits / sizeof bits[0];
@@ -51,10 +50,18 @@ static void cv_random_finite(wt_rng *r, float *v, size_t n)
         if ((u & 0x7f800000u) == 0x7f800000u)
             u &= 0xbfffffffu;
         switch (wt_next(r) % 4) {
-        case 0: v[i] = cv_f(u); break;
-        case 1: v[i] = wt_gauss(r); break;
-        case 2: v[i] = wt_gauss(r) * 30000.0f; break;
-        default: v[i] = cv_f((u & 0x87ffffffu) | 0x30000000u); break; /* near f16 range */
+        case 0:
+            v[i] = cv_f(u);
+            break;
+        case 1:
+            v[i] = wt_gauss(r);
+            break;
+        case 2:
+            v[i] = wt_gauss(r) * 30000.0f;
+            break;
+        default:
+            v[i] = cv_f((u & 0x87ffffffu) | 0x30000000u);
+            break; /* near f16 range */
         }
     }
 }
@@ -152,7 +159,8 @@ static void cv_check_16(const float *v, size_t n)
     ck_assert_uint_eq(ref->f32_to_f16(v, a, n, &ca), n);
     ck_assert_uint_eq(x->f32_to_f16(v, b, n, &cb), n);
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(a[i] == b[i], "f16 of %08x: ref %04x avx2 %04x", st_f32_bits(v[i]), a[i], b[i]);
+        ck_assert_msg(a[i] == b[i], "f16 of %08x: ref %04x avx2 %04x", st_f32_bits(v[i]), a[i],
+                      b[i]);
     ck_assert_uint_eq(ca, cb);
     float *w = malloc((n + 1) * sizeof *w); /* bf16 refuses |x| >= 0x1.ffp127 */
     for (size_t i = 0; i < n; i++)
@@ -160,7 +168,8 @@ static void cv_check_16(const float *v, size_t n)
     ck_assert_uint_eq(ref->f32_to_bf16(w, a, n), n);
     ck_assert_uint_eq(x->f32_to_bf16(w, b, n), n);
     for (size_t i = 0; i < n; i++)
-        ck_assert_msg(a[i] == b[i], "bf16 of %08x: ref %04x avx2 %04x", st_f32_bits(w[i]), a[i], b[i]);
+        ck_assert_msg(a[i] == b[i], "bf16 of %08x: ref %04x avx2 %04x", st_f32_bits(w[i]), a[i],
+                      b[i]);
     free(w);
     free(a);
     free(b);
@@ -298,7 +307,8 @@ END_TEST
 START_TEST(test_nonfinite)
 {
     const st_convert_ops *ops[2] = {st_convert_ref(), cv_x86()};
-    static const uint32_t badv[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u};
+    static const uint32_t badv[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u,
+                                    0x7f800001u};
     float *v = malloc(200 * sizeof *v), *f = malloc(200 * sizeof *f);
     uint16_t h[200];
     int8_t q[200];

@@ -5,10 +5,10 @@
  * refused sealed frame is never handed out. Also protected mode's address
  * rule (common/exposure.h): what counts as loopback, and the refusal. */
 #include <check.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/envelope.h"
 #include "common/exposure.h"
@@ -22,10 +22,7 @@ typedef struct te_frame {
     size_t len;
 } te_frame;
 
-static void te_key(uint8_t key[ST_KEY_BYTES], uint8_t b)
-{
-    memset(key, b, ST_KEY_BYTES);
-}
+static void te_key(uint8_t key[ST_KEY_BYTES], uint8_t b) { memset(key, b, ST_KEY_BYTES); }
 
 static void te_body(uint8_t *p, size_t n)
 {
@@ -223,14 +220,23 @@ END_TEST
 
 START_TEST(test_local_addresses)
 {
-    static const char *const local[] = {
-        "tcp://127.0.0.1:0", "tcp://127.5.6.7:9000", "tcp://localhost:0", "tcp4://127.0.0.1:1",
-        "tcp://[::1]:0", "tcp://[::ffff:127.0.0.1]:0", "ipc:///tmp/strata.sock", "inproc://x",
-        "ws://127.0.0.1:80/path", NULL};
-    static const char *const exposed[] = {
-        "tcp://0.0.0.0:0", "tcp://*:0", "tcp://:0", "tcp://[::]:0", "tcp://10.0.0.1:0",
-        "tcp://128.0.0.1:0", "tcp://example.com:0", "tcp://[2001:db8::1]:0",
-        "tcp://[::ffff:10.0.0.1]:0", "127.0.0.1:0", "tcp://[::1", NULL};
+    static const char *const local[] = {"tcp://127.0.0.1:0",      "tcp://127.5.6.7:9000",
+                                        "tcp://localhost:0",      "tcp4://127.0.0.1:1",
+                                        "tcp://[::1]:0",          "tcp://[::ffff:127.0.0.1]:0",
+                                        "ipc:///tmp/strata.sock", "inproc://x",
+                                        "ws://127.0.0.1:80/path", NULL};
+    static const char *const exposed[] = {"tcp://0.0.0.0:0",
+                                          "tcp://*:0",
+                                          "tcp://:0",
+                                          "tcp://[::]:0",
+                                          "tcp://10.0.0.1:0",
+                                          "tcp://128.0.0.1:0",
+                                          "tcp://example.com:0",
+                                          "tcp://[2001:db8::1]:0",
+                                          "tcp://[::ffff:10.0.0.1]:0",
+                                          "127.0.0.1:0",
+                                          "tcp://[::1",
+                                          NULL};
     for (int i = 0; local[i] != NULL; i++)
         ck_assert_msg(st_addr_is_local(local[i]), "%s is local", local[i]);
     for (int i = 0; exposed[i] != NULL; i++)

@@ -23,13 +23,13 @@
 #define TB_SENDER 0x7b
 #define TB_MIB ((size_t)1 << 20)
 #define TB_SMALL_LIMIT 1000
-#define TB_BOMB_N 1000000       /* occurrences of StepMeta.batch_id in the scalar bomb */
-#define TB_LOGITS (2u << 20)    /* floats of the large PollReply: 8 MiB */
-#define TB_HISTORY 64           /* ids of repetition history per row */
+#define TB_BOMB_N 1000000    /* occurrences of StepMeta.batch_id in the scalar bomb */
+#define TB_LOGITS (2u << 20) /* floats of the large PollReply: 8 MiB */
+#define TB_HISTORY 64        /* ids of repetition history per row */
 #define TB_RNG_WORDS 4
 #define TB_HIDDEN 256
 #define TB_MAX_TOKENS 16384
-#define TB_F_BATCH 3            /* StepMeta.batch_id */
+#define TB_F_BATCH 3 /* StepMeta.batch_id */
 #define TB_WT_VARINT 0
 #define TB_TIMEOUT_S 60
 
@@ -60,8 +60,8 @@ static uint8_t *tb_pack_join(char **kernels, size_t n, size_t *len)
 START_TEST(test_limit)
 {
     ck_assert_uint_eq(st_pb_budget_limit(0), ST_PB_BUDGET_SLACK);
-    ck_assert_uint_eq(st_pb_budget_limit(1000), 1000 + ST_PB_BUDGET_FACTOR * 1000 +
-                                                    ST_PB_BUDGET_SLACK);
+    ck_assert_uint_eq(st_pb_budget_limit(1000),
+                      1000 + ST_PB_BUDGET_FACTOR * 1000 + ST_PB_BUDGET_SLACK);
     ck_assert_uint_eq(st_pb_budget_limit(TB_MIB), TB_MIB + ST_PB_BUDGET_EXTRA_MAX);
     ck_assert_uint_eq(st_pb_budget_limit(64 * TB_MIB), 64 * TB_MIB + ST_PB_BUDGET_EXTRA_MAX);
     ck_assert_uint_eq(st_pb_budget_limit(SIZE_MAX - 1), SIZE_MAX);
@@ -101,8 +101,9 @@ START_TEST(test_scalar_bomb)
     ck_assert_uint_eq(plain->batch_id, 1);
     strata__step_meta__free_unpacked(plain, NULL);
     ProtobufCMessage *m = (ProtobufCMessage *)buf;
-    ck_assert_int_eq(st_pb_unpack(&strata__step_meta__descriptor, buf, len, "StepMeta",
-                                  TB_SENDER, &m), ST_ERANGE);
+    ck_assert_int_eq(st_pb_unpack(&strata__step_meta__descriptor, buf, len, "StepMeta", TB_SENDER,
+                                  &m),
+                     ST_ERANGE);
     ck_assert_ptr_null(m);
     ck_assert_ptr_nonnull(strstr(st_errdetail(), "StepMeta of 2000000 bytes from sender 123 "
                                                  "would decode to more than its budget"));

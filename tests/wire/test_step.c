@@ -110,8 +110,7 @@ static void ts_check_meta(const Strata__StepMeta *m, const ts_meta *want)
 /* ts_open - opens frame msg (on an exact-size copy) with rx; on success
  * unpacks the meta into *m (the caller frees it) and copies the packet to
  * pkt (up to TS_PKT bytes), its length to *pkt_len. */
-static st_err ts_open(st_env *rx, nng_msg *msg, Strata__StepMeta **m, uint8_t *pkt,
-                      size_t *pkt_len)
+static st_err ts_open(st_env *rx, nng_msg *msg, Strata__StepMeta **m, uint8_t *pkt, size_t *pkt_len)
 {
     size_t n = nng_msg_len(msg);
     uint8_t *copy = malloc(n);
@@ -320,8 +319,13 @@ static void ts_params_eq(const st_sampler_params *a, const st_sampler_params *b)
 
 START_TEST(test_sampling_pb)
 {
-    st_sampler_params p = {.temp = 0.5f, .top_k = 7, .top_p = 0.9f, .min_p = 0.1f,
-                           .repeat_penalty = 1.1f, .repeat_last_n = 32, .seed = 1234567};
+    st_sampler_params p = {.temp = 0.5f,
+                           .top_k = 7,
+                           .top_p = 0.9f,
+                           .min_p = 0.1f,
+                           .repeat_penalty = 1.1f,
+                           .repeat_last_n = 32,
+                           .seed = 1234567};
     Strata__Sampling pb;
     st_sampling_to_pb(&p, &pb);
     st_sampler_params q;

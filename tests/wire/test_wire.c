@@ -47,13 +47,13 @@ void wt_activations(float *x, size_t n_tok, uint32_t hidden, uint64_t seed)
 
 const uint8_t *wt_plan_hash(void)
 {
-    static const uint8_t h[ST_WIRE_PLAN_HASH_SIZE] = {
-        WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE,
-        WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE,
-        WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE,
-        WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE,
-        WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE,
-        WT_PLAN_BYTE, WT_PLAN_BYTE};
+    static const uint8_t h[ST_WIRE_PLAN_HASH_SIZE] =
+        {WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE,
+         WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE,
+         WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE,
+         WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE,
+         WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE, WT_PLAN_BYTE,
+         WT_PLAN_BYTE, WT_PLAN_BYTE};
     return h;
 }
 
@@ -119,7 +119,8 @@ void wt_expect(st_wire_expect *e)
 }
 
 /* wt_reference - what decoding must yield, from the scalar references. */
-static void wt_reference(st_wire_dtype dt, const float *x, size_t n_tok, uint32_t hidden, float *out)
+static void wt_reference(st_wire_dtype dt, const float *x, size_t n_tok, uint32_t hidden,
+                         float *out)
 {
     const st_convert_ops *ref = st_convert_ref();
     size_t n = n_tok * hidden;
@@ -127,7 +128,9 @@ static void wt_reference(st_wire_dtype dt, const float *x, size_t n_tok, uint32_
     int8_t *q = malloc(n + 1);
     uint64_t c = 0;
     switch (dt) {
-    case ST_WIRE_F32: memcpy(out, x, n * sizeof *x); break;
+    case ST_WIRE_F32:
+        memcpy(out, x, n * sizeof *x);
+        break;
     case ST_WIRE_F16:
         ck_assert_uint_eq(ref->f32_to_f16(x, h, n, &c), n);
         ref->f16_to_f32(h, out, n);
@@ -179,7 +182,9 @@ static void wt_roundtrip(st_wire_dtype dt, int level, int planes, uint32_t hidde
                   "%s zstd %d planes %d: SIMD and reference packets differ", st_wire_dtype_name(dt),
                   level, planes);
     ck_assert_uint_eq(st.packet_bytes, len);
-    ck_assert_uint_eq(st.raw_bytes, n_tok * (dt == ST_WIRE_F32 ? 4 * hidden : dt == ST_WIRE_I8 ? 4 + hidden : 2 * hidden));
+    ck_assert_uint_eq(st.raw_bytes, n_tok * (dt == ST_WIRE_F32  ? 4 * hidden
+                                             : dt == ST_WIRE_I8 ? 4 + hidden
+                                                                : 2 * hidden));
     ck_assert_uint_eq(st.wire_bytes + ST_WIRE_HDR_SIZE + n_rows * ST_WIRE_ROW_SIZE, len);
     if (level == 0)
         ck_assert_uint_eq(st.wire_bytes, st.raw_bytes);
@@ -319,8 +324,8 @@ START_TEST(test_f16_clamp)
     wt_header(&h, 8);
     h.n_rows = 1;
     st_wire_row row = {.session_id = 3, .pos0 = 0, .n_tokens = 2};
-    float x[16] = {1.0f, 65504.0f, 65505.0f, -65504.5f, 1e6f, -3e38f, 70000.0f, 0.5f,
-                   -1e5f, 2.0f, 3.0f, 65519.0f, 4.0f, 5.0f, 6.0f, -65503.0f};
+    float x[16] = {1.0f,  65504.0f, 65505.0f, -65504.5f, 1e6f, -3e38f, 70000.0f, 0.5f,
+                   -1e5f, 2.0f,     3.0f,     65519.0f,  4.0f, 5.0f,   6.0f,     -65503.0f};
     for (int level = 0; level <= 1; level++) {
         st_wire_opts o = {.dtype = ST_WIRE_F16, .zstd_level = level};
         st_wire_ctx *ctx;
@@ -328,7 +333,8 @@ START_TEST(test_f16_clamp)
         unsigned char buf[1024];
         size_t len;
         st_wire_stats st;
-        ck_assert_int_eq(st_wire_encode_buf(&h, &row, x, &o, ctx, buf, sizeof buf, &len, &st), ST_OK);
+        ck_assert_int_eq(st_wire_encode_buf(&h, &row, x, &o, ctx, buf, sizeof buf, &len, &st),
+                         ST_OK);
         ck_assert_uint_eq(st.n_clamped, 7);
         st_wire_expect ex;
         wt_expect(&ex);
@@ -380,7 +386,8 @@ START_TEST(test_nan_rejected)
     unsigned char *buf = malloc(p.len + 1024);
     size_t len;
     st_wire_opts o = {.dtype = ST_WIRE_BF16};
-    ck_assert_int_eq(st_wire_encode_buf(&p.h, p.rows, p.x, &o, ctx, buf, p.len, &len, NULL), ST_ERANGE);
+    ck_assert_int_eq(st_wire_encode_buf(&p.h, p.rows, p.x, &o, ctx, buf, p.len, &len, NULL),
+                     ST_ERANGE);
     ck_assert_ptr_nonnull(strstr(st_errdetail(), "bf16"));
     o.dtype = ST_WIRE_F16;
     ck_assert_int_eq(st_wire_encode_buf(&p.h, p.rows, p.x, &o, ctx, buf, p.len, &len, NULL), ST_OK);
@@ -407,7 +414,8 @@ START_TEST(test_encode_args)
     o = (st_wire_opts){.dtype = (st_wire_dtype)9};
     ck_assert_int_eq(st_wire_encode_size(&p.h, p.rows, &o, &cap), ST_ETYPE);
     o = (st_wire_opts){.dtype = ST_WIRE_F32};
-    ck_assert_int_eq(st_wire_encode_buf(&p.h, p.rows, p.x, &o, ctx, buf, p.len - 1, &len, NULL), ST_ERANGE);
+    ck_assert_int_eq(st_wire_encode_buf(&p.h, p.rows, p.x, &o, ctx, buf, p.len - 1, &len, NULL),
+                     ST_ERANGE);
     ck_assert_int_eq(st_wire_encode_buf(&p.h, p.rows, p.x, &o, ctx, buf, p.len, &len, NULL), ST_OK);
     ck_assert_uint_eq(len, p.len);
     ck_assert(memcmp(buf, p.buf, len) == 0); /* deterministic */
@@ -525,10 +533,7 @@ Suite *wt_codec_suite(void)
  * Check's assertions, which need a running test. */
 static const char *wt_corpus_dir;
 
-START_TEST(test_write_corpus)
-{
-    ck_assert_int_eq(wt_write_corpus(wt_corpus_dir), 0);
-}
+START_TEST(test_write_corpus) { ck_assert_int_eq(wt_write_corpus(wt_corpus_dir), 0); }
 END_TEST
 
 int main(int argc, char **argv)

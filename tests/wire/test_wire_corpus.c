@@ -26,7 +26,7 @@ typedef struct wc_case {
     void (*receiver)(st_wire_expect *e); /* NULL: matching expectations */
     size_t rows_cap, out_cap;            /* 0: enough */
     st_err code;
-    const char *detail;                  /* substring of st_errdetail() */
+    const char *detail; /* substring of st_errdetail() */
 } wc_case;
 
 static size_t wc_payload_off(const wt_pkt *p)
@@ -66,7 +66,10 @@ static void m_rows_fewer(wt_pkt *p) { wt_put32(p->buf + ST_WIRE_OFF_N_ROWS, 2); 
 static void m_ntok(wt_pkt *p) { wt_put32(p->buf + ST_WIRE_OFF_N_TOKENS, 7); }
 static void m_row_sum(wt_pkt *p) { wt_put32(p->buf + ST_WIRE_HDR_SIZE + 2 * 16 + 12, 4); }
 static void m_row_zero(wt_pkt *p) { wt_put32(p->buf + ST_WIRE_HDR_SIZE + 12, 0); }
-static void m_pos_overflow(wt_pkt *p) { wt_put32(p->buf + ST_WIRE_HDR_SIZE + 16 + 8, UINT32_MAX - 1); }
+static void m_pos_overflow(wt_pkt *p)
+{
+    wt_put32(p->buf + ST_WIRE_HDR_SIZE + 16 + 8, UINT32_MAX - 1);
+}
 static void m_row_tok_huge(wt_pkt *p) { wt_put32(p->buf + ST_WIRE_HDR_SIZE + 16 + 12, UINT32_MAX); }
 
 static void m_ntok_huge(wt_pkt *p)
@@ -80,10 +83,7 @@ static void m_hidden0(wt_pkt *p) { wt_put32(p->buf + ST_WIRE_OFF_HIDDEN, 0); }
 static void m_hidden_big(wt_pkt *p) { wt_put32(p->buf + ST_WIRE_OFF_HIDDEN, 1u << 21); }
 static void m_hidden32(wt_pkt *p) { wt_put32(p->buf + ST_WIRE_OFF_HIDDEN, 32); }
 
-static void m_raw_len(wt_pkt *p)
-{
-    wt_put64(p->buf + ST_WIRE_OFF_RAW_LEN, p->h.raw_len + 2);
-}
+static void m_raw_len(wt_pkt *p) { wt_put64(p->buf + ST_WIRE_OFF_RAW_LEN, p->h.raw_len + 2); }
 
 static void m_wire_more(wt_pkt *p) { wt_put64(p->buf + ST_WIRE_OFF_WIRE_LEN, p->h.wire_len + 4); }
 static void m_wire_less(wt_pkt *p) { wt_put64(p->buf + ST_WIRE_OFF_WIRE_LEN, p->h.wire_len - 4); }
@@ -105,10 +105,7 @@ static void m_scale_nan(wt_pkt *p)
     wt_put32(p->buf + wc_payload_off(p) + 2 * (4 + WT_HIDDEN), 0x7fc00000u);
 }
 
-static void m_scale_neg(wt_pkt *p)
-{
-    p->buf[wc_payload_off(p) + 3 * (4 + WT_HIDDEN) + 3] |= 0x80;
-}
+static void m_scale_neg(wt_pkt *p) { p->buf[wc_payload_off(p) + 3 * (4 + WT_HIDDEN) + 3] |= 0x80; }
 
 static void m_scale_huge(wt_pkt *p)
 {
@@ -202,7 +199,8 @@ static void m_zstd_liar(wt_pkt *p)
     size_t n = ZSTD_compress(f, cap, two, 2 * raw, 1);
     ck_assert(!ZSTD_isError(n));
     unsigned fhd = f[4];
-    ck_assert_msg((fhd >> 6) == 1 && (fhd & 0x20) && (fhd & 3) == 0, "unexpected zstd header 0x%02x", fhd);
+    ck_assert_msg((fhd >> 6) == 1 && (fhd & 0x20) && (fhd & 3) == 0,
+                  "unexpected zstd header 0x%02x", fhd);
     f[5] = (unsigned char)(raw - 256); /* 2-byte field: value - 256 */
     f[6] = (unsigned char)((raw - 256) >> 8);
     wc_replace_payload(p, f, n);
@@ -226,7 +224,8 @@ static void m_zstd_corrupt(wt_pkt *p)
     static const size_t did[4] = {0, 1, 2, 4}, fcs[4] = {0, 2, 4, 8};
     unsigned fhd = f[4];
     int single = (fhd & 0x20) != 0;
-    size_t fh = 5 + (single ? 0 : 1) + did[fhd & 3] + ((fhd >> 6) == 0 ? (size_t)single : fcs[fhd >> 6]);
+    size_t fh = 5 + (single ? 0 : 1) + did[fhd & 3] +
+                ((fhd >> 6) == 0 ? (size_t)single : fcs[fhd >> 6]);
     ck_assert(fh + 4 <= p->h.wire_len);
     ck_assert_msg(((f[fh] >> 1) & 3) == 2, "first block is not compressed");
     f[fh + 3] ^= 0xff;
@@ -259,33 +258,41 @@ static const wc_case wc_cases[] = {
     {"version_2", ST_WIRE_F32, 0, 0, 0, m_version, 0, NULL, 0, 0, ST_EVERSION, "'version' is 2"},
     {"header_len", ST_WIRE_F32, 0, 0, 0, m_hdr_len, 0, NULL, 0, 0, ST_EFORMAT, "header_len"},
     {"unknown_flag", ST_WIRE_F16, 0, 0, 0, m_flags, 0, NULL, 0, 0, ST_EFORMAT, "unknown bits 0x8"},
-    {"mac_flag_unknown", ST_WIRE_F16, 0, 0, 0, m_flag_mac, 1, NULL, 0, 0, ST_EFORMAT, "unknown bits 0x4"},
+    {"mac_flag_unknown", ST_WIRE_F16, 0, 0, 0, m_flag_mac, 1, NULL, 0, 0, ST_EFORMAT,
+     "unknown bits 0x4"},
     {"truncated_1", ST_WIRE_F16, 0, 0, 0, m_trunc1, 0, NULL, 0, 0, ST_ETRUNC, "need"},
     {"truncated_header", ST_WIRE_F16, 0, 0, 0, m_trunc_hdr, 0, NULL, 0, 0, ST_ETRUNC, "header"},
-    {"truncated_preamble", ST_WIRE_F16, 0, 0, 0, m_trunc_tiny, 0, NULL, 0, 0, ST_ETRUNC, "preamble"},
+    {"truncated_preamble", ST_WIRE_F16, 0, 0, 0, m_trunc_tiny, 0, NULL, 0, 0, ST_ETRUNC,
+     "preamble"},
     {"trailing_byte", ST_WIRE_F16, 0, 0, 0, m_trailing, 0, NULL, 0, 0, ST_EFORMAT, "more than"},
     {"rows_zero", ST_WIRE_F16, 0, 0, 0, m_rows0, 0, NULL, 0, 0, ST_ERANGE, "n_rows"},
     {"rows_too_many", ST_WIRE_F16, 0, 0, 0, m_rows_huge, 0, NULL, 0, 0, ST_ERANGE, "n_rows"},
     {"rows_vs_payload_more", ST_WIRE_F16, 0, 0, 0, m_rows_more, 0, NULL, 0, 0, ST_ETRUNC, "rows"},
-    {"rows_vs_payload_fewer", ST_WIRE_F16, 0, 0, 0, m_rows_fewer, 0, NULL, 0, 0, ST_EFORMAT, "rows"},
+    {"rows_vs_payload_fewer", ST_WIRE_F16, 0, 0, 0, m_rows_fewer, 0, NULL, 0, 0, ST_EFORMAT,
+     "rows"},
     {"n_tokens_vs_raw_len", ST_WIRE_F16, 0, 0, 0, m_ntok, 1, NULL, 0, 0, ST_EFORMAT, "raw_len"},
     {"n_tokens_huge", ST_WIRE_F32, 0, 0, 0, m_ntok_huge, 0, NULL, 0, 0, ST_ETRUNC, "need"},
     {"row_sum_mismatch", ST_WIRE_F16, 0, 0, 0, m_row_sum, 1, NULL, 0, 0, ST_EFORMAT, "rows hold 7"},
     {"row_zero_tokens", ST_WIRE_F16, 0, 0, 0, m_row_zero, 1, NULL, 0, 0, ST_ERANGE, "0 tokens"},
-    {"row_position_overflow", ST_WIRE_F16, 0, 0, 0, m_pos_overflow, 1, NULL, 0, 0, ST_ERANGE, "overflow"},
-    {"row_token_count_overflow", ST_WIRE_F16, 0, 0, 0, m_row_tok_huge, 1, NULL, 0, 0, ST_EFORMAT, "rows hold 4294967299"},
+    {"row_position_overflow", ST_WIRE_F16, 0, 0, 0, m_pos_overflow, 1, NULL, 0, 0, ST_ERANGE,
+     "overflow"},
+    {"row_token_count_overflow", ST_WIRE_F16, 0, 0, 0, m_row_tok_huge, 1, NULL, 0, 0, ST_EFORMAT,
+     "rows hold 4294967299"},
     {"hidden_zero", ST_WIRE_F16, 0, 0, 0, m_hidden0, 1, NULL, 0, 0, ST_ERANGE, "hidden"},
     {"hidden_too_big", ST_WIRE_F16, 0, 0, 0, m_hidden_big, 1, NULL, 0, 0, ST_ERANGE, "hidden"},
     {"hidden_vs_raw_len", ST_WIRE_F16, 0, 0, 0, m_hidden32, 1, NULL, 0, 0, ST_EFORMAT, "raw_len"},
-    {"hidden_mismatch", ST_WIRE_F16, 0, 0, 0, NULL, 0, r_hidden128, 0, 0, ST_ESHAPE, "'hidden' is 64"},
+    {"hidden_mismatch", ST_WIRE_F16, 0, 0, 0, NULL, 0, r_hidden128, 0, 0, ST_ESHAPE,
+     "'hidden' is 64"},
     {"raw_len_mismatch", ST_WIRE_F16, 0, 0, 0, m_raw_len, 1, NULL, 0, 0, ST_EFORMAT, "raw_len"},
     {"wire_len_longer", ST_WIRE_F16, 0, 0, 0, m_wire_more, 0, NULL, 0, 0, ST_ETRUNC, "wire_len"},
     {"wire_len_shorter", ST_WIRE_F16, 0, 0, 0, m_wire_less, 0, NULL, 0, 0, ST_EFORMAT, "wire_len"},
-    {"wire_len_overflow", ST_WIRE_F16, 0, 0, 0, m_wire_huge, 0, NULL, 0, 0, ST_EOVERFLOW, "wire_len"},
+    {"wire_len_overflow", ST_WIRE_F16, 0, 0, 0, m_wire_huge, 0, NULL, 0, 0, ST_EOVERFLOW,
+     "wire_len"},
     {"wire_len_vs_raw_zstd", ST_WIRE_F16, 1, 0, 0, m_raw_len, 1, NULL, 0, 0, ST_EFORMAT, "raw_len"},
     {"dtype_unknown", ST_WIRE_F16, 0, 0, 0, m_dtype9, 1, NULL, 0, 0, ST_ETYPE, "dtype"},
     {"dtype_vs_raw_len", ST_WIRE_F32, 0, 0, 0, m_dtype_bf16, 1, NULL, 0, 0, ST_EFORMAT, "raw_len"},
-    {"planes_without_zstd", ST_WIRE_F16, 0, 0, 0, m_planes, 1, NULL, 0, 0, ST_EFORMAT, "planes without zstd"},
+    {"planes_without_zstd", ST_WIRE_F16, 0, 0, 0, m_planes, 1, NULL, 0, 0, ST_EFORMAT,
+     "planes without zstd"},
     {"planes_with_f32", ST_WIRE_F32, 1, 0, 0, m_planes, 1, NULL, 0, 0, ST_EFORMAT, "16-bit"},
     {"reserved0", ST_WIRE_F16, 0, 0, 0, m_rsv0, 1, NULL, 0, 0, ST_EFORMAT, "reserved0"},
     {"reserved1", ST_WIRE_F16, 0, 0, 0, m_rsv1, 1, NULL, 0, 0, ST_EFORMAT, "reserved1"},
@@ -294,28 +301,39 @@ static const wc_case wc_cases[] = {
     {"checksum_payload", ST_WIRE_F16, 0, 0, 0, m_flip_payload, 0, NULL, 0, 0, ST_ECHECKSUM, "CRC"},
     {"checksum_row", ST_WIRE_BF16, 0, 0, 0, m_flip_row, 0, NULL, 0, 0, ST_ECHECKSUM, "CRC"},
     {"checksum_header", ST_WIRE_I8, 1, 0, 0, m_flip_epoch, 0, NULL, 0, 0, ST_ECHECKSUM, "CRC"},
-    {"stale_epoch", ST_WIRE_F16, 0, 0, 0, NULL, 0, r_epoch8, 0, 0, ST_EEPOCH, "epoch 7 plan abababab"},
-    {"old_epoch_sent", ST_WIRE_F16, 0, 0, 0, m_epoch3, 1, NULL, 0, 0, ST_EEPOCH, "receiver's epoch 7"},
+    {"stale_epoch", ST_WIRE_F16, 0, 0, 0, NULL, 0, r_epoch8, 0, 0, ST_EEPOCH,
+     "epoch 7 plan abababab"},
+    {"old_epoch_sent", ST_WIRE_F16, 0, 0, 0, m_epoch3, 1, NULL, 0, 0, ST_EEPOCH,
+     "receiver's epoch 7"},
     {"wrong_plan_hash", ST_WIRE_F16, 0, 0, 0, NULL, 0, r_other_plan, 0, 0, ST_EEPOCH, "plan"},
     {"wrong_stage", ST_WIRE_F16, 0, 0, 0, NULL, 0, r_stage2, 0, 0, ST_EPROTO, "stage"},
     {"dtype_not_accepted", ST_WIRE_F16, 0, 0, 0, NULL, 0, r_f32_only, 0, 0, ST_ETYPE, "f16"},
     {"too_many_tokens", ST_WIRE_F16, 0, 0, 0, NULL, 0, r_max5, 0, 0, ST_ERANGE, "at most 5"},
     {"rows_buffer_small", ST_WIRE_F16, 0, 0, 0, NULL, 0, NULL, 2, 0, ST_ERANGE, "row buffer"},
-    {"output_buffer_small", ST_WIRE_F16, 0, 0, 0, NULL, 0, NULL, 0, 6 * WT_HIDDEN - 1, ST_ERANGE, "output"},
+    {"output_buffer_small", ST_WIRE_F16, 0, 0, 0, NULL, 0, NULL, 0, 6 * WT_HIDDEN - 1, ST_ERANGE,
+     "output"},
     {"i8_scale_nan", ST_WIRE_I8, 0, 0, 0, m_scale_nan, 1, NULL, 0, 0, ST_ERANGE, "token 2"},
     {"i8_scale_negative", ST_WIRE_I8, 0, 0, 0, m_scale_neg, 1, NULL, 0, 0, ST_ERANGE, "token 3"},
     {"i8_scale_too_large", ST_WIRE_I8, 0, 0, 0, m_scale_huge, 1, NULL, 0, 0, ST_ERANGE, "token 4"},
     {"f16_inf_value", ST_WIRE_F16, 0, 0, 0, m_f16_inf, 1, NULL, 0, 0, ST_ERANGE, "token 4 index 9"},
-    {"bf16_nan_value", ST_WIRE_BF16, 0, 0, 0, m_bf16_nan, 1, NULL, 0, 0, ST_ERANGE, "token 4 index 9"},
+    {"bf16_nan_value", ST_WIRE_BF16, 0, 0, 0, m_bf16_nan, 1, NULL, 0, 0, ST_ERANGE,
+     "token 4 index 9"},
     {"f32_nan_value", ST_WIRE_F32, 0, 0, 0, m_f32_nan, 1, NULL, 0, 0, ST_ERANGE, "token 4 index 9"},
-    {"f16_inf_value_zstd", ST_WIRE_F16, 0, 0, 0, m_f16_inf_zstd, 1, NULL, 0, 0, ST_ERANGE, "token 4 index 9"},
-    {"zstd_bomb", ST_WIRE_F32, 1, 0, 0, m_zstd_bomb, 1, NULL, 0, 0, ST_EFORMAT, "content size 1048576"},
-    {"zstd_no_content_size", ST_WIRE_F32, 1, 0, 0, m_zstd_no_size, 1, NULL, 0, 0, ST_EFORMAT, "content size"},
-    {"zstd_window_too_large", ST_WIRE_F32, 1, 0, 8192, m_zstd_window, 1, r_hidden8192, 0, 0, ST_EFORMAT, "window 196608"},
+    {"f16_inf_value_zstd", ST_WIRE_F16, 0, 0, 0, m_f16_inf_zstd, 1, NULL, 0, 0, ST_ERANGE,
+     "token 4 index 9"},
+    {"zstd_bomb", ST_WIRE_F32, 1, 0, 0, m_zstd_bomb, 1, NULL, 0, 0, ST_EFORMAT,
+     "content size 1048576"},
+    {"zstd_no_content_size", ST_WIRE_F32, 1, 0, 0, m_zstd_no_size, 1, NULL, 0, 0, ST_EFORMAT,
+     "content size"},
+    {"zstd_window_too_large", ST_WIRE_F32, 1, 0, 8192, m_zstd_window, 1, r_hidden8192, 0, 0,
+     ST_EFORMAT, "window 196608"},
     {"zstd_content_size_lie", ST_WIRE_F32, 1, 0, 0, m_zstd_liar, 1, NULL, 0, 0, ST_EZSTD, "zstd"},
-    {"zstd_truncated_frame", ST_WIRE_F16, 1, 1, 0, m_zstd_cut, 1, NULL, 0, 0, ST_EFORMAT, "frame size"},
-    {"zstd_corrupt_frame", ST_WIRE_F16, 1, 1, 1024, m_zstd_corrupt, 1, NULL, 0, 0, ST_EZSTD, "zstd"},
-    {"zstd_skippable_frame", ST_WIRE_F32, 1, 0, 0, m_zstd_skippable, 1, NULL, 0, 0, ST_EFORMAT, "content size"},
+    {"zstd_truncated_frame", ST_WIRE_F16, 1, 1, 0, m_zstd_cut, 1, NULL, 0, 0, ST_EFORMAT,
+     "frame size"},
+    {"zstd_corrupt_frame", ST_WIRE_F16, 1, 1, 1024, m_zstd_corrupt, 1, NULL, 0, 0, ST_EZSTD,
+     "zstd"},
+    {"zstd_skippable_frame", ST_WIRE_F32, 1, 0, 0, m_zstd_skippable, 1, NULL, 0, 0, ST_EFORMAT,
+     "content size"},
 };
 
 #define WC_N (sizeof wc_cases / sizeof wc_cases[0])
@@ -325,7 +343,9 @@ static void wc_make(const wc_case *c, wt_pkt *p)
 {
     uint32_t hidden = c->hidden ? c->hidden : WT_HIDDEN;
     wt_build(p, c->dt, c->zstd, c->planes, hidden);
-    p->h.raw_len = 6ull * (c->dt == ST_WIRE_F32 ? 4 * hidden : c->dt == ST_WIRE_I8 ? 4 + hidden : 2 * hidden);
+    p->h.raw_len = 6ull * (c->dt == ST_WIRE_F32  ? 4 * hidden
+                           : c->dt == ST_WIRE_I8 ? 4 + hidden
+                                                 : 2 * hidden);
     p->h.wire_len = p->len - wc_payload_off(p);
     if (c->mutate)
         c->mutate(p);

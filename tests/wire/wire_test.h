@@ -46,7 +46,7 @@ typedef struct wt_pkt {
     size_t len;
     st_wire_hdr h;
     st_wire_row rows[3];
-    float *x;           /* the encoded values */
+    float *x; /* the encoded values */
     size_t n_floats;
 } wt_pkt;
 

@@ -71,8 +71,7 @@ START_TEST(commit_needs_its_prepare)
     memset(h, 0xab, sizeof h);
     memset(other, 0xcd, sizeof other);
     /* nothing prepared: the stranger's Commit{2^64-1} of the issue */
-    ck_assert_int_eq(st_ctl_commit_check(&s, UINT64_MAX, h, sizeof h, why, sizeof why),
-                     ST_EPROTO);
+    ck_assert_int_eq(st_ctl_commit_check(&s, UINT64_MAX, h, sizeof h, why, sizeof why), ST_EPROTO);
     ck_assert_ptr_nonnull(strstr(why, "without a matching Prepare"));
     s.have_pending = true;
     s.pending_epoch = EPOCH + 1;

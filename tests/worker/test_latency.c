@@ -79,8 +79,8 @@ START_TEST(test_p99_function)
     v[0] = 4.0;
     ck_assert(st_latency_p99(v, 1) == 4.0);
     for (int i = 0; i < ST_LAT_WINDOW; i++)
-        v[i] = (double)(ST_LAT_WINDOW - i); /* descending; must not be modified */
-    ck_assert(st_latency_p99(v, 50) == 100.0);  /* rank ceil(49.5) = 50 of 51..100 */
+        v[i] = (double)(ST_LAT_WINDOW - i);    /* descending; must not be modified */
+    ck_assert(st_latency_p99(v, 50) == 100.0); /* rank ceil(49.5) = 50 of 51..100 */
     ck_assert(st_latency_p99(v, 100) == 99.0);
     ck_assert(v[0] == 100.0 && v[99] == 1.0);
 }

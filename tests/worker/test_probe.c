@@ -175,10 +175,7 @@ static void run_prober(const uint8_t *peer_key, const uint8_t *our_key, bool exp
     nng_fini();
 }
 
-START_TEST(test_prober_open)
-{
-    run_prober(NULL, NULL, true);
-}
+START_TEST(test_prober_open) { run_prober(NULL, NULL, true); }
 END_TEST
 
 START_TEST(test_prober_keyed)
