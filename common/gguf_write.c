@@ -20,6 +20,7 @@
  * validates it (shapes, block multiples, duplicates), so the writer cannot
  * produce a file our reader rejects. */
 #include "common/gguf_write.h"
+#include "common/gguf_impl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -106,29 +107,6 @@ static void gw_buf_str(gw_buf *b, const char *s, size_t n)
 {
     gw_buf_u64(b, n);
     gw_buf_put(b, s, n);
-}
-
-static size_t gw_scalar_size(st_gguf_type t)
-{
-    switch (t) {
-    case ST_GGUF_UINT8:
-    case ST_GGUF_INT8:
-    case ST_GGUF_BOOL:
-        return 1;
-    case ST_GGUF_UINT16:
-    case ST_GGUF_INT16:
-        return 2;
-    case ST_GGUF_UINT32:
-    case ST_GGUF_INT32:
-    case ST_GGUF_FLOAT32:
-        return 4;
-    case ST_GGUF_UINT64:
-    case ST_GGUF_INT64:
-    case ST_GGUF_FLOAT64:
-        return 8;
-    default:
-        return 0;
-    }
 }
 
 static st_err gw_alloc(st_gguf_writer **out)
@@ -250,7 +228,7 @@ static st_err gw_scalar(st_gguf_writer *w, const char *key, st_gguf_type t, cons
         if (t != ST_GGUF_UINT8 && t != ST_GGUF_UINT16 && t != ST_GGUF_UINT32 && t != ST_GGUF_UINT64)
             return st_errorf(ST_EINVAL, "gguf writer: general.alignment must be unsigned (type %d)",
                              t);
-        memcpy(&a, v, gw_scalar_size(t)); /* little-endian: the low bytes */
+        memcpy(&a, v, gg_scalar_size(t)); /* little-endian: the low bytes */
         if (a == 0 || (a & (a - 1)) != 0 || a > (1u << 30))
             return st_errorf(ST_EINVAL,
                              "gguf writer: general.alignment %llu is not a power of two in 1..2^30",
@@ -261,7 +239,7 @@ static st_err gw_scalar(st_gguf_writer *w, const char *key, st_gguf_type t, cons
     st_err e = gw_new_kv(w, key, t, &kv);
     if (e)
         return e;
-    memcpy(kv->scalar, v, gw_scalar_size(t));
+    memcpy(kv->scalar, v, gg_scalar_size(t));
     if (is_align)
         w->alignment = align;
     return ST_OK;
@@ -339,7 +317,7 @@ st_err st_gguf_writer_add_str(st_gguf_writer *w, const char *key, const char *s)
 st_err st_gguf_writer_add_arr(st_gguf_writer *w, const char *key, st_gguf_type elem_type,
                               const void *vals, uint64_t n)
 {
-    size_t esz = gw_scalar_size(elem_type);
+    size_t esz = gg_scalar_size(elem_type);
     if (esz == 0)
         return st_errorf(ST_ETYPE, "gguf writer: key '%s': %d is not a scalar element type", key,
                          elem_type);
@@ -510,10 +488,10 @@ static st_err gw_build_meta(st_gguf_writer *w, gw_buf *b)
                     at += kv->arr_lens[j];
                 }
             } else {
-                gw_buf_put(b, kv->arr_data, (size_t)kv->arr_n * gw_scalar_size(kv->arr_type));
+                gw_buf_put(b, kv->arr_data, (size_t)kv->arr_n * gg_scalar_size(kv->arr_type));
             }
         } else {
-            gw_buf_put(b, kv->scalar, gw_scalar_size(kv->type));
+            gw_buf_put(b, kv->scalar, gg_scalar_size(kv->type));
         }
     }
     uint64_t off = 0;
