@@ -150,6 +150,7 @@ int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
     e = st_env_init_cred(&c->env, path ? key : NULL, role, o->encrypt, sender);
     if (e == ST_OK && path == NULL)
         c->env.role = ST_ROLE_OPEN;
+    c->env.learn_peer = true; /* bind requests to the coordinator that answered (envelope.h) */
     sodium_memzero(key, sizeof key);
     if (e != ST_OK) {
         fprintf(stderr, "strata: %s: %s\n", cmd, st_errmsg(e));

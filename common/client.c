@@ -84,6 +84,7 @@ st_err st_client_open(const char *addr, const uint8_t *key, bool encrypt, st_cli
         free(c);
         return e;
     }
+    c->env.learn_peer = true; /* bind requests to the coordinator that answered (envelope.h) */
     c->env_open = true;
     int rv;
     nng_dialer d;

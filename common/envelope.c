@@ -218,6 +218,34 @@ static uint16_t env_flags(const st_env *env)
     return env->encrypt ? ST_ENV_FLAG_SEALED : env->keyed ? ST_ENV_FLAG_MAC : 0;
 }
 
+/* env_bind - the 24 authenticated bytes binding a frame to its receiver
+ * and, for a reply, its request (envelope.h). */
+static void env_bind(uint8_t b[ST_ENV_BIND], uint64_t receiver, uint64_t req_sender,
+                     uint64_t req_seq)
+{
+    env_put64(b, receiver);
+    env_put64(b + 8, req_sender);
+    env_put64(b + 16, req_seq);
+}
+
+/* env_mac - crypto_auth (HMAC-SHA-512-256) of buf[0, n) || bind. */
+static void env_mac(uint8_t out[ST_ENV_MAC], const uint8_t *buf, size_t n,
+                    const uint8_t bind[ST_ENV_BIND], const uint8_t *key)
+{
+    crypto_auth_hmacsha512256_state st;
+    crypto_auth_hmacsha512256_init(&st, key, ST_KEY_BYTES);
+    crypto_auth_hmacsha512256_update(&st, buf, n);
+    crypto_auth_hmacsha512256_update(&st, bind, ST_ENV_BIND);
+    crypto_auth_hmacsha512256_final(&st, out);
+    sodium_memzero(&st, sizeof st);
+}
+
+void st_env_reply_to(st_env *env, uint64_t sender, uint64_t seq)
+{
+    env->reply_sender = env->keyed ? sender : 0;
+    env->reply_seq = env->keyed ? seq : 0;
+}
+
 /* env_nonce - sender || seq || zeros: unique per frame under one key. */
 static void env_nonce(uint8_t n[ENV_NONCE_BYTES], uint64_t sender, uint64_t seq)
 {
@@ -239,6 +267,21 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
     uint16_t flags = env_flags(env);
     uint64_t now = env_now_us();
     uint64_t seq = env->seq = now > env->seq ? now : env->seq + 1;
+    uint8_t bind[ST_ENV_BIND], ad[ST_ENV_HDR + ST_ENV_BIND];
+    if (env->keyed && env->reply_sender != 0) {
+        flags |= ST_ENV_FLAG_REPLY;
+        env_bind(bind, env->reply_sender, env->reply_sender, env->reply_seq);
+    } else {
+        if (env->learn_peer && !env->answered)
+            env->peer = 0; /* unanswered: perhaps a restarted receiver, with a new id */
+        uint64_t to = env->to ? env->to : env->learn_peer ? env->peer : 0;
+        if (env->keyed && to != 0)
+            flags |= ST_ENV_FLAG_TO;
+        env_bind(bind, env->keyed ? to : 0, 0, 0);
+        env->asked = seq;
+        env->answered = false;
+    }
+    env->to = env->reply_sender = env->reply_seq = 0;
     const st_env_cred *cr = env->seal_cred ? &env->creds[env->seal_cred - 1] : NULL;
     const uint8_t *key = cr ? cr->key : env->key;
     memcpy(buf, "STEN", 4);
@@ -253,12 +296,14 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
     if (flags & ST_ENV_FLAG_SEALED) {
         uint8_t nonce[ENV_NONCE_BYTES];
         env_nonce(nonce, env->sender, seq);
+        memcpy(ad, buf, ST_ENV_HDR);
+        memcpy(ad + ST_ENV_HDR, bind, ST_ENV_BIND);
         if (crypto_aead_xchacha20poly1305_ietf_encrypt_detached(body, body + body_len, NULL, body,
-                                                                body_len, buf, ST_ENV_HDR, NULL,
+                                                                body_len, ad, sizeof ad, NULL,
                                                                 nonce, key) != 0)
             return st_err_sodium("crypto_aead_xchacha20poly1305_ietf_encrypt_detached");
     } else if (flags & ST_ENV_FLAG_MAC) {
-        crypto_auth(body + body_len, buf, ST_ENV_HDR + body_len, key);
+        env_mac(body + body_len, buf, ST_ENV_HDR + body_len, bind, key);
     }
     return ST_OK;
 }
@@ -296,35 +341,42 @@ static bool env_replay_ok(st_env *env, uint64_t sender, uint32_t cred, uint64_t 
  * SEALED frame is decrypted in place when this process encrypts (one pass:
  * libsodium checks the tag before it writes anything), else only checked. */
 static bool env_tag_ok(const st_env *env, const uint8_t *key, uint8_t *buf, uint16_t flags,
-                       size_t body_len, uint64_t sender, uint64_t seq)
+                       size_t body_len, uint64_t sender, uint64_t seq,
+                       const uint8_t bind[ST_ENV_BIND])
 {
     uint8_t *body = buf + ST_ENV_HDR, *tag = body + body_len;
     if (flags & ST_ENV_FLAG_SEALED) {
-        uint8_t nonce[ENV_NONCE_BYTES];
+        uint8_t nonce[ENV_NONCE_BYTES], ad[ST_ENV_HDR + ST_ENV_BIND];
         env_nonce(nonce, sender, seq);
+        memcpy(ad, buf, ST_ENV_HDR);
+        memcpy(ad + ST_ENV_HDR, bind, ST_ENV_BIND);
         /* m = NULL: libsodium checks the tag only */
         return crypto_aead_xchacha20poly1305_ietf_decrypt_detached(env->encrypt ? body : NULL, NULL,
-                                                                   body, body_len, tag, buf,
-                                                                   ST_ENV_HDR, nonce, key) == 0;
+                                                                   body, body_len, tag, ad,
+                                                                   sizeof ad, nonce, key) == 0;
     }
-    return (flags & ST_ENV_FLAG_MAC) &&
-           crypto_auth_verify(tag, buf, ST_ENV_HDR + body_len, key) == 0;
+    if (!(flags & ST_ENV_FLAG_MAC))
+        return false;
+    uint8_t mac[ST_ENV_MAC];
+    env_mac(mac, buf, ST_ENV_HDR + body_len, bind, key);
+    return crypto_verify_32(mac, tag) == 0;
 }
 
 /* env_verify - the credential whose key verifies the frame's tag: among
  * the keys of the frame's key id only; false if none does. */
 static bool env_verify(const st_env *env, uint8_t *buf, uint16_t flags, size_t body_len,
-                       uint64_t sender, uint64_t seq, uint32_t *cred, st_env_role *role)
+                       uint64_t sender, uint64_t seq, const uint8_t bind[ST_ENV_BIND],
+                       uint32_t *cred, st_env_role *role)
 {
     uint16_t id = env_get16(buf + 10);
-    if (id == env->key_id && env_tag_ok(env, env->key, buf, flags, body_len, sender, seq)) {
+    if (id == env->key_id && env_tag_ok(env, env->key, buf, flags, body_len, sender, seq, bind)) {
         *cred = 0;
         *role = env->role;
         return true;
     }
     for (size_t i = 0; i < env->n_creds; i++) {
         const st_env_cred *c = &env->creds[i];
-        if (c->id == id && env_tag_ok(env, c->key, buf, flags, body_len, sender, seq)) {
+        if (c->id == id && env_tag_ok(env, c->key, buf, flags, body_len, sender, seq, bind)) {
             *cred = (uint32_t)i + 1;
             *role = c->role;
             return true;
@@ -337,10 +389,22 @@ static bool env_verify(const st_env *env, uint8_t *buf, uint16_t flags, size_t b
 static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t body_len,
                               uint64_t sender, uint64_t seq, st_env_frame *f)
 {
-    if (!env_verify(env, buf, flags, body_len, sender, seq, &f->cred, &f->role)) {
+    uint64_t req = env->expect ? env->expect : env->asked;
+    env->expect = 0;
+    uint8_t bind[ST_ENV_BIND];
+    if (flags & ST_ENV_FLAG_REPLY)
+        env_bind(bind, env->sender, env->sender, req);
+    else
+        env_bind(bind, (flags & ST_ENV_FLAG_TO) ? env->sender : 0, 0, 0);
+    if (((flags & ST_ENV_FLAG_REPLY) && req == 0) ||
+        !env_verify(env, buf, flags, body_len, sender, seq, bind, &f->cred, &f->role)) {
         env->auth_failed++;
-        return st_errorf(ST_EAUTH, "frame from sender %llu fails authentication",
-                         (unsigned long long)sender);
+        return st_errorf(ST_EAUTH,
+                         "frame from sender %llu fails authentication%s",
+                         (unsigned long long)sender,
+                         (flags & ST_ENV_FLAG_REPLY)  ? " (a reply, not to our request)"
+                         : (flags & ST_ENV_FLAG_TO) ? " (bound to another receiver)"
+                                                     : "");
     }
     if ((flags & ST_ENV_FLAG_SEALED) && !env->encrypt) {
         env->auth_failed++;
@@ -374,6 +438,12 @@ static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t 
         return st_errorf(ST_EAUTH, "replayed frame from sender %llu (seq %llu)",
                          (unsigned long long)sender, (unsigned long long)seq);
     }
+    f->bound = (flags & (ST_ENV_FLAG_TO | ST_ENV_FLAG_REPLY)) != 0;
+    f->reply = (flags & ST_ENV_FLAG_REPLY) != 0;
+    if (f->reply && req == env->asked) {
+        env->answered = true;
+        env->peer = sender;
+    }
     return ST_OK;
 }
 
@@ -384,14 +454,19 @@ st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f)
     if (memcmp(buf, "STEN", 4) != 0)
         return st_errorf(ST_EFORMAT, "frame magic is not STEN");
     uint16_t ver = env_get16(buf + 4), flags = env_get16(buf + 6), kind = env_get16(buf + 8);
-    const uint16_t known = ST_ENV_FLAG_MAC | ST_ENV_FLAG_SEALED;
+    const uint16_t tags = ST_ENV_FLAG_MAC | ST_ENV_FLAG_SEALED,
+                   binds = ST_ENV_FLAG_TO | ST_ENV_FLAG_REPLY, known = tags | binds;
     if (ver != ST_ENV_VERSION)
         return st_errorf(ST_EVERSION, "frame version %u; this build speaks %u", ver,
                          ST_ENV_VERSION);
     if (flags & ~known)
         return st_errorf(ST_EFORMAT, "unknown frame flags 0x%x", flags & ~known);
-    if (flags == known)
+    if ((flags & tags) == tags)
         return st_errorf(ST_EFORMAT, "frame flags both MAC and SEALED");
+    if ((flags & binds) == binds)
+        return st_errorf(ST_EFORMAT, "frame flags both TO and REPLY");
+    if ((flags & binds) && !(flags & tags))
+        return st_errorf(ST_EFORMAT, "frame binds its receiver but carries no MAC");
     if (kind < ST_ENV_CONTROL || kind > ST_ENV_RESULT)
         return st_errorf(ST_EFORMAT, "unknown frame kind %u", kind);
     if (flags == 0 && env_get16(buf + 10) != 0)
@@ -403,6 +478,7 @@ st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f)
     uint64_t sender = env_get64(buf + 12), seq = env_get64(buf + 20);
     f->role = ST_ROLE_OPEN;
     f->cred = 0;
+    f->bound = f->reply = false;
     if (env->keyed) {
         st_err e = env_check_keyed(env, buf, flags, body_len, sender, seq, f);
         if (e != ST_OK)
@@ -413,6 +489,8 @@ st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f)
     }
     env->last_role = f->role;
     env->last_cred = f->cred;
+    env->last_bound = f->bound;
+    env->last_seq = seq;
     f->kind = (st_env_kind)kind;
     f->sender = sender;
     f->seq = seq;

@@ -2,14 +2,22 @@
  *
  * Layout (little-endian, 32-byte header):
  *   0  magic "STEN"        4  version u16 (1)   6  flags u16 (bit 0: MAC,
- *   8  kind u16            10 key id u16           bit 1: SEALED)
- *   12 sender u64          20 seq u64           28 body_len u32
- *   32 body[body_len]
- *   MAC:    then mac[32] = crypto_auth(key, bytes [0, 32 + body_len)).
+ *   8  kind u16            10 key id u16           bit 1: SEALED, bit 2: TO,
+ *   12 sender u64          20 seq u64              bit 3: REPLY)
+ *   28 body_len u32        32 body[body_len]
+ *   MAC:    then mac[32] = HMAC-SHA-512-256(key, bytes [0, 32 + body_len)
+ *           || binding), libsodium's crypto_auth over those bytes.
  *   SEALED: the body is XChaCha20-Poly1305 ciphertext (libsodium
  *           crypto_aead_xchacha20poly1305_ietf, detached), then tag[16];
- *           additional data = the 32-byte header; nonce (24 bytes) =
- *           sender u64 LE || seq u64 LE || 8 zero bytes.
+ *           additional data = the 32-byte header || binding; nonce (24
+ *           bytes) = sender u64 LE || seq u64 LE || 8 zero bytes.
+ *   binding (24 bytes, authenticated, never sent): receiver u64 LE ||
+ *           request sender u64 LE || request seq u64 LE. TO: receiver is
+ *           the id of the receiving st_env (its `sender`), the others 0.
+ *           REPLY: the frame answers the request (S, Q): receiver = S,
+ *           request sender = S, request seq = Q. Neither: all 0 (the
+ *           sender does not know its receiver yet). TO and REPLY need a
+ *           MAC or a seal (issue 12, finding 8).
  * Kinds: 1 control (a protobuf Msg), 2 step (StepMeta length u32, StepMeta,
  * activation packet), 3 result (a protobuf Msg with a StepResult).
  *
@@ -52,7 +60,19 @@
  * key, and the MAC binds the key id, so no client can make a frame a
  * worker or the coordinator takes for a member's. The replay window is
  * kept per (sender, key), so one credential cannot push another's
- * sequence numbers forward. Without any key every frame is role OPEN. */
+ * sequence numbers forward. Without any key every frame is role OPEN.
+ *
+ * Receiver and request binding (keyed only): a request names the id of
+ * the receiver it is meant for (st_env.to, or the learned peer), so a
+ * frame captured on its way to one receiver fails the MAC at another one
+ * sharing the key and at the same address after a restart (a new process
+ * has a new id). A reply names the request it answers, and a REQ side
+ * checks a REPLY frame against its last request (or st_env.expect), so a
+ * reply cannot be replayed to another request or another requester.
+ * Unbound requests are still accepted (the first request of a process
+ * does not know its receiver's id yet); receivers that must only take
+ * bound requests check st_env_frame.bound (the worker's Prepare, Commit
+ * and EndSessions). */
 #ifndef ST_ENVELOPE_H
 #define ST_ENVELOPE_H
 
@@ -67,6 +87,9 @@
 #define ST_ENV_AEAD_TAG 16 /* crypto_aead_xchacha20poly1305_ietf_ABYTES */
 #define ST_ENV_FLAG_MAC 1u
 #define ST_ENV_FLAG_SEALED 2u
+#define ST_ENV_FLAG_TO 4u    /* the binding names the receiver */
+#define ST_ENV_FLAG_REPLY 8u /* the binding names the request answered */
+#define ST_ENV_BIND 24       /* bytes of the binding */
 #define ST_ENV_VERSION 1
 #define ST_ENV_MAX_BODY (256u << 20)
 #define ST_ENV_MAX_PEERS 1024
@@ -109,6 +132,18 @@ typedef struct st_env {
     uint64_t tick;
     uint64_t floor;       /* the highest number of a sender evicted from peers */
     uint64_t auth_failed; /* frames refused: MAC or tag, replay, other mode */
+    /* binding (finding 8; see the top of this file) */
+    uint64_t to;          /* receiver id the next request binds (taken by st_env_seal) */
+    bool learn_peer;      /* a one-receiver REQ side: bind requests to `peer` */
+    uint64_t peer;        /* the id that answered our last request (learn_peer) */
+    bool answered;        /* our last request has its verified reply */
+    uint64_t asked;       /* seq of our last request (0: none yet) */
+    uint64_t expect;      /* seq of the request the next reply answers; 0: asked
+                           * (taken by st_env_open) */
+    uint64_t reply_sender; /* the next sealed frame answers (reply_sender, */
+    uint64_t reply_seq;    /* reply_seq): st_env_reply_to; taken by st_env_seal */
+    bool last_bound;       /* of the last frame st_env_open accepted: bound to us, */
+    uint64_t last_seq;     /* and its sequence number */
 } st_env;
 
 typedef struct st_env_frame {
@@ -119,6 +154,8 @@ typedef struct st_env_frame {
     size_t body_len;
     st_env_role role; /* of the key that verified it (OPEN without keys) */
     uint32_t cred;    /* 0: the receiver's own key; i > 0: its i-th accepted key */
+    bool bound;       /* keyed, and its binding named this receiver (TO or REPLY) */
+    bool reply;       /* a REPLY verified against our request */
 } st_env_frame;
 
 /* st_env_init - key NULL for an open cluster; sender is our id. */
@@ -144,6 +181,11 @@ st_err st_env_accept(st_env *env, const uint8_t *key, st_env_role role);
  * frame's st_env_frame.cred: answer a client with its own key); 0 goes
  * back to env's own key. ST_EINVAL for a credential env does not hold. */
 st_err st_env_seal_with(st_env *env, uint32_t cred);
+
+/* st_env_reply_to - the next frame env seals answers the request (sender,
+ * seq) (a received frame's st_env_frame.sender and .seq): it is sealed as
+ * a REPLY bound to that request. Without a key it changes nothing. */
+void st_env_reply_to(st_env *env, uint64_t sender, uint64_t seq);
 
 /* st_key_id - the 16-bit id of a client or admin key (never 0). */
 uint16_t st_key_id(const uint8_t key[ST_KEY_BYTES]);
@@ -173,12 +215,19 @@ size_t st_env_size(const st_env *env, size_t body_len);
 
 /* st_env_seal - writes the header before body (which the caller has put at
  * buf + ST_ENV_HDR) and the MAC after it, or encrypts body in place and
- * writes its tag after it; buf holds st_env_size bytes. */
+ * writes its tag after it; buf holds st_env_size bytes. Keyed, the frame
+ * is a REPLY after st_env_reply_to, else a request bound TO env->to (then
+ * reset to 0) or, with learn_peer, to the peer that answered the previous
+ * request (none when it went unanswered: a restarted receiver has a new
+ * id, so the next request is unbound and learns it again). */
 st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len);
 
 /* st_env_open - checks a received frame (magic, version, flags, length,
- * MAC or tag, mode and replay when keyed) before anything else reads it,
- * decrypts a SEALED body in place (buf is modified), and fills f. */
+ * MAC or tag with its binding, mode and replay when keyed) before anything
+ * else reads it, decrypts a SEALED body in place (buf is modified), and
+ * fills f. A REPLY is checked against env->expect (taken: reset to 0), or
+ * else env->asked; with learn_peer a verified reply to env->asked makes
+ * its sender the peer later requests bind. */
 st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f);
 
 /* st_key_generate - writes a new random key to path with mode 0600

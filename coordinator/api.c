@@ -40,7 +40,9 @@
 void coord_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
 {
     nng_msg *out;
-    st_env_seal_with(&c->env_rep, c->slot_who ? c->slot_who[slot].cred : 0);
+    const coord_who *w = c->slot_who ? &c->slot_who[slot] : NULL;
+    st_env_seal_with(&c->env_rep, w ? w->cred : 0);
+    st_env_reply_to(&c->env_rep, w ? w->sender : 0, w ? w->seq : 0); /* bound to its request */
     st_err e = st_msg_pack_max(&c->env_rep, ST_ENV_CONTROL, r, COORD_MAX_FRAME, &out);
     if (e != ST_OK) {
         Strata__Msg em;
@@ -49,6 +51,7 @@ void coord_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
         snprintf(text, sizeof text, "reply not packed: %s", st_errmsg(e));
         st_log(ST_LOG_WARN, API, "control slot %u: %s", slot, text);
         st_msg_error(&em, &er, e, text);
+        st_env_reply_to(&c->env_rep, w ? w->sender : 0, w ? w->seq : 0);
         if ((e = st_msg_pack(&c->env_rep, ST_ENV_CONTROL, &em, &out)) != ST_OK) {
             st_log(ST_LOG_ERROR, API, "control slot %u: request dropped, no reply packed: %s", slot,
                    st_errmsg(e));
@@ -596,8 +599,10 @@ void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
     coord_who who = {0};
     c->env_rep.last_role = ST_ROLE_OPEN;
     c->env_rep.last_cred = 0;
+    c->env_rep.last_seq = 0;
     st_err e = st_msg_unpack(&c->env_rep, ST_ENV_CONTROL, msg, &m, &who.sender);
     nng_msg_free(msg);
+    who.seq = e == ST_OK ? c->env_rep.last_seq : 0;
     who.role = c->env_rep.last_role; /* answers go back under the credential that verified */
     who.cred = c->env_rep.last_cred;
     c->slot_who[slot] = who;

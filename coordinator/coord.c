@@ -337,6 +337,7 @@ void st_coord_close(st_coord *c)
 
 static void coord_on_op(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply)
 {
+    c->env_rpc.expect = t->req_seq; /* replies to workers' control are bound to requests */
     switch (t->what) {
     case ST_OP_PREPARE:
         coord_on_prepare_reply(c, t, rv, reply);

@@ -34,6 +34,7 @@
  * that verified it (api_auth.c, docs/security.md). */
 typedef struct coord_who {
     uint64_t sender;
+    uint64_t seq;  /* its sequence number: the reply is bound to (sender, seq) */
     uint32_t cred; /* st_env_frame.cred of env_rep */
     st_env_role role;
 } coord_who;

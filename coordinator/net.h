@@ -56,6 +56,7 @@ typedef struct st_op_tag {
     uint64_t worker_id;
     uint64_t epoch;
     uint64_t batch_id;
+    uint64_t req_seq; /* envelope seq of the request: its reply must answer it */
 } st_op_tag;
 
 /* st_net_open - opens the control REP socket on listen_url and on

@@ -46,10 +46,13 @@ st_err coord_rpc(st_coord *c, uint64_t id, const Strata__Msg *m, int timeout_ms,
     if (w == NULL || w->rpc == NULL || w->life != ST_MEMBER_ALIVE)
         return st_errorf(ST_ENOENT, "worker %llu is gone", (unsigned long long)id);
     nng_msg *msg;
+    c->env_rpc.to = w->join->join->cap->ctl_sender; /* bound to that worker (envelope.h) */
     st_err e = st_msg_pack(&c->env_rpc, ST_ENV_CONTROL, m, &msg);
     if (e != ST_OK)
         return e;
-    if ((e = st_peer_start(w->rpc, &c->q, msg, timeout_ms, tag)) == ST_OK)
+    st_op_tag t = *tag;
+    t.req_seq = c->env_rpc.asked; /* the reply must answer this request */
+    if ((e = st_peer_start(w->rpc, &c->q, msg, timeout_ms, &t)) == ST_OK)
         c->ops_out++;
     return e;
 }

@@ -146,6 +146,7 @@ static void dm_send_join(st_daemon *d)
     cap.throttle = d->throttle;
     cap.spare = d->cfg.spare;
     cap.data_sender = d->sender + 1; /* the data plane's (st_daemon_open) */
+    cap.ctl_sender = d->env_rep.sender; /* control requests are bound to it (envelope.h) */
     cap.streams = d->fetch != NULL;
     Strata__Join j = STRATA__JOIN__INIT;
     j.protocol = ST_PROTO_VERSION; /* common/version.h */
@@ -645,6 +646,7 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     if ((e = st_env_init_mode(&d->env_req, key, cfg->encrypt, d->sender)) ||
         (e = st_env_init_mode(&d->env_rep, key, cfg->encrypt, d->sender + 2)))
         goto fail;
+    d->env_req.learn_peer = true; /* bind requests to the coordinator that answered */
     /* listeners first, so NNG's threads are not confined by the pool's pinning */
     int dport = 0, cport = 0;
     st_dp_cfg dc = {.listen = d->cfg.listen,

@@ -21,6 +21,12 @@
  * dm_plan.c). Without a cluster key a sender id is not authenticated (a
  * stranger who learns it can copy it); the checks of dm_plan.c (a Commit
  * needs its Prepare, hashes must match, epochs only grow) hold anyway.
+ * With a key they must also be bound to this worker (envelope.h: the
+ * coordinator binds its requests to the id the worker's Join announced,
+ * Capability.ctl_sender), so a Prepare, Commit or EndSessions captured on
+ * its way to another worker sharing the key fails the MAC here, and an
+ * unbound one is refused like a stranger's. Every reply is bound to the
+ * request it answers (st_env_reply_to).
  * Probes come from the other workers and change nothing: anyone may send
  * them. */
 #include <stdio.h>
@@ -144,6 +150,14 @@ static bool dm_ctl_allowed(st_daemon *d, const Strata__Msg *m, uint64_t sender)
     char why[240];
     st_ctl_state cs = dm_ctl_state(d);
     st_err e = st_ctl_sender_check(&cs, st_msg_case_name(m), sender, why, sizeof why);
+    if (e == ST_OK && d->env_rep.keyed && !d->env_rep.last_bound) {
+        e = ST_EAUTH;
+        snprintf(why, sizeof why,
+                 "%s from sender %llu is not bound to this worker (control id %llu): only "
+                 "requests sealed for this worker are taken",
+                 st_msg_case_name(m), (unsigned long long)sender,
+                 (unsigned long long)d->env_rep.sender);
+    }
     if (e == ST_OK)
         return true;
     dm_refused(d, e, why);
@@ -197,8 +211,12 @@ void dm_on_rep(st_daemon *d)
     nng_aio_set_msg(d->rep_aio, NULL);
     Strata__Msg *m = NULL;
     uint64_t sender = 0;
+    d->env_rep.last_bound = false;
+    d->env_rep.last_seq = 0;
     st_err e = st_msg_unpack(&d->env_rep, ST_ENV_CONTROL, msg, &m, &sender);
     nng_msg_free(msg);
+    /* the reply (now, or after the loader for a Prepare) answers this request */
+    st_env_reply_to(&d->env_rep, e == ST_OK ? sender : 0, e == ST_OK ? d->env_rep.last_seq : 0);
     if (e == ST_EAUTH) { /* dropped unanswered and counted (INV-5) */
         st_log(ST_LOG_WARN, "control", "control message dropped: %s", st_errmsg(e));
     } else if (e != ST_OK) {
