@@ -173,9 +173,10 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
     w->cred = who->cred;
     uint64_t id = w->id;
     st_log(ST_LOG_INFO, API,
-           "worker %llu '%s' joined: data %s, control %s, budget %llu MiB, %u "
+           "worker %llu '%s' joined (sender %llu): data %s, control %s, budget %llu MiB, %u "
            "threads%s; strata %s",
-           (unsigned long long)id, cap->name ? cap->name : "", cap->data_addr, cap->ctl_addr,
+           (unsigned long long)id, cap->name ? cap->name : "", (unsigned long long)who->sender,
+           cap->data_addr, cap->ctl_addr,
            (unsigned long long)(cap->memory_budget >> 20), cap->threads,
            cap->spare ? ", spare" : "",
            cap->version && cap->version[0] ? cap->version : "(version not sent)");
@@ -195,10 +196,24 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
     return true; /* it is placed after its first heartbeat */
 }
 
+/* api_on_route - whether worker id is the worker of route `route` at some
+ * stage of the serving plan (the only workers a batch of that route
+ * visits). */
+static bool api_on_route(const st_coord *c, uint32_t route, uint64_t id)
+{
+    for (uint32_t i = 0; c->has_plan && i < c->plan.n_stages; i++) {
+        uint32_t k = st_plan_route_worker(&c->plan, route, i);
+        if (k < c->plan.stages[i].n_workers && c->plan.stages[i].worker_ids[k] == id)
+            return true;
+    }
+    return false;
+}
+
 /* api_stale - a worker refused a batch: only a live member (speaking for
  * itself: coord_api_handle checked the sender) may fail a batch, only one in
- * flight, and only such a report replans. (A worker outside the serving
- * plan may still hold batches of the previous one during a switch.) */
+ * flight on a route through that worker, and only such a report replans. A
+ * report naming a batch of another route is refused (EAUTH) and counted
+ * (stale_refused): a member can fail only what it was sent. */
 static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
 {
     const st_member *w = st_members_find(&c->ms, s->worker_id);
@@ -209,6 +224,18 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
                  "worker %llu is not a live member: its stale report is "
                  "refused",
                  (unsigned long long)s->worker_id);
+        coord_api_reply_error(c, slot, ST_EAUTH, why);
+        return;
+    }
+    const st_sched_batch *b = st_sched_batch_find(c->sched, s->batch_id);
+    if (b != NULL && !api_on_route(c, b->route, s->worker_id)) {
+        c->sec.stale_refused++;
+        char why[200];
+        snprintf(why, sizeof why,
+                 "batch %llu is in flight on route %u, which does not pass through "
+                 "worker %llu: its stale report is refused",
+                 (unsigned long long)s->batch_id, b->route, (unsigned long long)s->worker_id);
+        st_log(ST_LOG_WARN, API, "%s", why);
         coord_api_reply_error(c, slot, ST_EAUTH, why);
         return;
     }

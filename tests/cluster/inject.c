@@ -18,7 +18,7 @@
  *   inject role ADDR CASE [--client-key FILE | ...]
  *       control requests under a credential, refused by role, owner or
  *       quota (issue 12, findings 4-7): see inject_role.c.
- *   inject sec CASE ARGS... [--sender N]
+ *   inject sec CASE ARGS... [--sender N] [--unbound]
  *       hostile control and data frames (issue 12, findings 1 and 2), from
  *       a stranger's envelope sender id, or N (a copied id: without a key
  *       sender ids are not authenticated, and the other checks must hold):
@@ -32,7 +32,12 @@
  *           a stage-0 STEP rewriting positions [POS, POS + NTOK) of SESSION
  *       result-forged RESULTS EPOCH BATCH SESSION[,SESSION...] [TOKEN]
  *           a StepResult of BATCH (of EPOCH) giving each session TOKEN
- *       Replies are printed as for req ("reply: refuse: REASON" too). */
+ *       end-sessions-bound WORKER_CTL_A WORKER_CTL_B
+ *           an EndSessions sealed for worker A (its control id read from
+ *           the reply to a Probe) sent to worker B, then to A (finding 8)
+ *       Replies are printed as for req ("reply: refuse: REASON" too).
+ *       Under a key, worker control is bound to the worker it goes to (its
+ *       id read from the reply to a Probe), unless --unbound. */
 #include <math.h>
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/push.h>

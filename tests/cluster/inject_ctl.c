@@ -20,15 +20,49 @@
 #define INJ_CTL_TIMEOUT_MS 30000 /* a Prepare's reply waits for the stage to load */
 #define INJ_CTL_TOKEN 3          /* a valid id of every test model, not BOS/EOS */
 #define INJ_CTL_MAX_ROWS 16      /* sessions of a forged result */
+#define INJ_CTL_DROP_MS 3000     /* end-sessions-bound: B drops the frame; stop waiting */
 
-/* inj_ctl_rpc - sends m to the REP at addr and prints the reply. */
+static bool inj_ctl_unbound; /* --unbound: control requests name no receiver */
+
+/* inj_ctl_learn - the control id of the worker at addr (the envelope
+ * sender of its reply to a Probe, which anyone may send): what a
+ * coordinator binds its requests to (envelope.h). */
+static st_err inj_ctl_learn(const char *addr, st_env *env, uint64_t *id)
+{
+    nng_socket s;
+    if (inj_dial(addr, true, &s) != 0)
+        return st_errorf(ST_ENNG, "dial %s", addr);
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, INJ_CTL_TIMEOUT_MS);
+    Strata__Probe pb = STRATA__PROBE__INIT;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_PROBE;
+    m.probe = &pb;
+    Strata__Msg *r = NULL;
+    st_err e = st_msg_send(s, env, ST_ENV_CONTROL, &m);
+    if (e == ST_OK)
+        e = st_msg_recv(s, env, ST_ENV_CONTROL, &r, id);
+    st_msg_free(r);
+    nng_close(s);
+    return e;
+}
+
+/* inj_ctl_rpc - sends m to the REP at addr and prints the reply; with a
+ * key the request is bound to the worker there, as the coordinator's are
+ * (so the checks after the binding are what refuses it). */
 static int inj_ctl_rpc(const char *addr, st_env *env, const Strata__Msg *m)
 {
+    uint64_t to = 0;
+    st_err e = env->keyed && !inj_ctl_unbound ? inj_ctl_learn(addr, env, &to) : ST_OK;
+    if (e != ST_OK) {
+        fprintf(stderr, "inject: probe of %s: %s\n", addr, st_errmsg(e));
+        return 1;
+    }
     nng_socket s;
     if (inj_dial(addr, true, &s) != 0)
         return 1;
     nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, INJ_CTL_TIMEOUT_MS);
-    st_err e = st_msg_send(s, env, ST_ENV_CONTROL, m);
+    env->to = to;
+    e = st_msg_send(s, env, ST_ENV_CONTROL, m);
     int rc = e == ST_OK ? inj_print_reply(s, env) : 1;
     if (e != ST_OK)
         fprintf(stderr, "inject: %s\n", st_errmsg(e));
@@ -226,6 +260,66 @@ static int inj_ctl_ids(const char *txt, uint64_t *ids, size_t cap, size_t *n)
     return *n > 0 ? 0 : -1;
 }
 
+/* inj_ctl_send_frame - sends the packed frame msg (taken) on a REQ to
+ * addr and prints its reply, waiting at most ms. */
+static int inj_ctl_send_frame(const char *addr, st_env *env, nng_msg *msg, int ms)
+{
+    nng_socket s;
+    if (inj_dial(addr, true, &s) != 0) {
+        nng_msg_free(msg);
+        return 1;
+    }
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, ms);
+    int rv = nng_sendmsg(s, msg, 0);
+    if (rv != 0) {
+        nng_msg_free(msg);
+        printf("reply: none (send: %s)\n", nng_strerror(rv));
+    } else {
+        inj_print_reply(s, env);
+    }
+    nng_close(s);
+    return 0;
+}
+
+/* inj_ctl_bound - finding 8: an EndSessions (of a random session) sealed
+ * for worker A's control socket is sent to worker B, which must drop it
+ * (the MAC binds A's id), then the same bytes to A, which takes it when
+ * env speaks as the joined coordinator. Prints "B: reply: ..." and
+ * "A: reply: ...". */
+static int inj_ctl_bound(const char *a, const char *b, st_env *env)
+{
+    uint64_t a_id = 0;
+    st_err e = inj_ctl_learn(a, env, &a_id);
+    if (e != ST_OK) {
+        fprintf(stderr, "inject: probe of %s: %s\n", a, st_errmsg(e));
+        return 1;
+    }
+    uint64_t sid;
+    randombytes_buf(&sid, sizeof sid);
+    Strata__EndSessions es = STRATA__END_SESSIONS__INIT;
+    es.n_session_ids = 1;
+    es.session_ids = &sid;
+    Strata__Msg m = STRATA__MSG__INIT;
+    m.body_case = STRATA__MSG__BODY_END_SESSIONS;
+    m.end_sessions = &es;
+    nng_msg *out, *copy;
+    env->to = a_id;
+    if ((e = st_msg_pack(env, ST_ENV_CONTROL, &m, &out)) != ST_OK) {
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+        return 1;
+    }
+    if (nng_msg_dup(&copy, out) != 0) {
+        nng_msg_free(out);
+        return 1;
+    }
+    printf("A: control id %llu\nB: ", (unsigned long long)a_id);
+    fflush(stdout);
+    inj_ctl_send_frame(b, env, copy, INJ_CTL_DROP_MS);
+    printf("A: ");
+    fflush(stdout);
+    return inj_ctl_send_frame(a, env, out, INJ_CTL_TIMEOUT_MS);
+}
+
 int inj_ctl_main(int argc, char **argv, const uint8_t *key)
 {
     uint64_t sender;
@@ -234,6 +328,8 @@ int inj_ctl_main(int argc, char **argv, const uint8_t *key)
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--sender") == 0 && i + 1 < argc)
             sender = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--unbound") == 0)
+            inj_ctl_unbound = true;
         else
             argv[n++] = argv[i];
     }
@@ -258,6 +354,8 @@ int inj_ctl_main(int argc, char **argv, const uint8_t *key)
                           strtoull(argv[4], NULL, 10), (uint32_t)strtoul(argv[5], NULL, 10),
                           (uint32_t)strtoul(argv[6], NULL, 10),
                           n == 8 ? (int32_t)strtol(argv[7], NULL, 10) : INJ_CTL_TOKEN);
+    } else if (strcmp(what, "end-sessions-bound") == 0 && n == 3) {
+        rc = inj_ctl_bound(argv[1], argv[2], &env);
     } else if (strcmp(what, "result-forged") == 0 && (n == 5 || n == 6) &&
                inj_ctl_ids(argv[4], ids, INJ_CTL_MAX_ROWS, &nid) == 0) {
         rc = inj_ctl_result(argv[1], &env, strtoull(argv[2], NULL, 10), strtoull(argv[3], NULL, 10),

@@ -17,7 +17,7 @@
 
 /* ---- issue 12 (secC): requests checked against who sends them ----
  *   inject role ADDR CASE [--key FILE | --client-key FILE | --admin-key FILE]
- *              [--id N] [--count N]
+ *              [--id N] [--count N] [--sender N] [--batch N]
  *   Sends one control request to the coordinator under the credential
  *   given (none: an open cluster's stranger) and prints its reply as
  *   `inject req` does. CASE: heartbeat-as | leave-as | stale-as (for
@@ -27,13 +27,16 @@
  *   with the first worker's capability at fresh addresses; prints
  *   "joins: accepted A refused B") | slot-flood (--count Status requests
  *   pipelined on one raw REQ connection whose answers are never read; the
- *   connection is kept --hold-ms, then closed; prints "sent N"). */
+ *   connection is kept --hold-ms, then closed; prints "sent N").
+ *   --sender: the envelope sender id to send as (a member's, copied: with
+ *   the cluster key the test speaks for that member); --batch: the batch a
+ *   stale-as report names (default 1). */
 #define INJ_ROLE_CTL_PORT 40000u  /* join-flood: fake control addresses from here */
 #define INJ_ROLE_DATA_PORT 50000u /* ... and data addresses */
 
 typedef struct inj_role {
     const char *addr, *what;
-    uint64_t id;
+    uint64_t id, sender, batch;
     uint32_t count, hold_ms;
 } inj_role;
 
@@ -182,7 +185,7 @@ static int inj_role_req(const inj_role *o, st_env *env)
     hb.worker_id = lv.worker_id = sr.worker_id = dr.worker_id = o->id;
     pr.request_id = cr.request_id = o->id;
     lv.reason = (char *)"inject";
-    sr.batch_id = 1;
+    sr.batch_id = o->batch ? o->batch : 1;
     sr.packet_epoch = 1;
     sr.current_epoch = 2; /* another epoch: a report that is believed forces a replan */
     rr.force = true;
@@ -228,6 +231,10 @@ int inj_role_main(int argc, char **argv, const uint8_t *cluster_key)
             o.id = strtoull(v, NULL, 10);
         } else if (strcmp(f, "--count") == 0) {
             o.count = (uint32_t)strtoul(v, NULL, 10);
+        } else if (strcmp(f, "--sender") == 0) {
+            o.sender = strtoull(v, NULL, 10);
+        } else if (strcmp(f, "--batch") == 0) {
+            o.batch = strtoull(v, NULL, 10);
         } else if (strcmp(f, "--hold-ms") == 0) {
             o.hold_ms = (uint32_t)strtoul(v, NULL, 10);
         } else {
@@ -255,7 +262,7 @@ int inj_role_main(int argc, char **argv, const uint8_t *cluster_key)
         return 1;
     }
     st_env env;
-    uint64_t sender = 0xbeef0000u + (uint64_t)getpid();
+    uint64_t sender = o.sender ? o.sender : 0xbeef0000u + (uint64_t)getpid();
     if (st_env_init_cred(&env, path ? key : NULL, path ? role : ST_ROLE_MEMBER, false, sender))
         return 1;
     int rc = inj_role_req(&o, &env);

@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import run_cases  # noqa: E402
@@ -230,7 +231,84 @@ def case_result_forged():
         print("result-forged: the real result applied; golden ids")
 
 
+def case_control_bound():
+    """Finding 8: worker control is bound to its receiver. An EndSessions
+    sealed for worker A by the joined coordinator's id (the cluster key held)
+    is dropped by worker B, which holds the same key (auth_failed counted),
+    and the same bytes are taken by A; a Commit not bound to any worker is
+    refused before its Prepare is looked for (refused_control); the
+    cluster serves the golden ids."""
+    case = golden_case()
+    with cluster() as c:
+        st = c.wait_serving(2)
+        wa, ia = worker(st, 0)
+        wb, _ = worker(st, 1)
+        coord = control_sender(c.workers[ia])
+        a0 = counter(c, wb["name"], "auth_failed")
+        out = inject(c, "end-sessions-bound", wa["ctl_addr"], wb["ctl_addr"], "--sender", coord)
+        assert re.search(r"^B: reply: none", out, re.M), out
+        assert re.search(r"^A: reply: ack$", out, re.M), out
+        got = wait_counter(lambda: counter(c, wb["name"], "auth_failed"), a0 + 1)
+        assert got >= a0 + 1, "auth_failed of %s: %d -> %d" % (wb["name"], a0, got)
+        print("control-bound: %s; auth_failed of %s %d -> %d"
+              % (" | ".join(out.strip().splitlines()), wb["name"], a0, got))
+        out = inject(c, "commit-unprepared", wa["ctl_addr"], U64_MAX, "--sender", coord,
+                     "--unbound")
+        assert "is not bound to this worker" in out, out
+        print("control-bound: unbound Commit as the coordinator: %s" % out.strip())
+        refused_and_serving(c, st, wa, case, "control-bound", n=1)
+
+
+def join_sender(c, name):
+    """The worker id of worker `name` and the envelope sender of its
+    control requests, from the coordinator's join line (INFO)."""
+    deadline = time.time() + TIMEOUT
+    while time.time() < deadline:
+        m = re.search(r"worker (\d+) '%s' joined \(sender (\d+)\)" % name, c.coord.stderr())
+        if m:
+            return m.group(1), m.group(2)
+        time.sleep(0.05)
+    raise AssertionError("no join line for %s" % name)
+
+
+def case_stale_off_route():
+    """Finding 4 (routes): a StaleReport from a live member speaking for
+    itself (a spare worker: on no route) naming a batch in flight (read
+    from the test hook; the last stage is stopped so it stays in flight) is
+    refused (EAUTH) and counted (stale_refused); the batch completes and
+    the ids are the golden ones."""
+    case = golden_case()
+    with cluster(["--test-hooks", "--heartbeat-timeout-ms", "600000", "--step-timeout-ms",
+                  "600000"]) as c:
+        st = c.wait_serving(2)
+        spare = c.add_worker("--spare")
+        sid, ssender = join_sender(c, spare.name)
+        _, last = worker(st, 1)
+        c.workers[last].kill(signal.SIGSTOP)
+        p = None
+        try:
+            p = start_generate(c, case)
+            st2 = wait_held(c, 0, also=lambda s: len(s["sched"]["hold"]["in_flight"]) > 0)
+            b = st2["sched"]["hold"]["in_flight"][0]
+            s0 = c.status()["security"]["stale_refused"]
+            r = subprocess.run([INJECT, "role", c.addr, "stale-as", "--id", sid, "--sender",
+                                ssender, "--batch", str(b["batch_id"])] + c.inject_key(),
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            assert r.returncode == 0, r.stderr
+            assert "does not pass through worker %s" % sid in r.stdout, r.stdout
+            s1 = c.status()["security"]["stale_refused"]
+            assert s1 == s0 + 1, "stale_refused %d -> %d" % (s0, s1)
+            print("stale-off-route: %s; stale_refused %d -> %d" % (r.stdout.strip(), s0, s1))
+        finally:
+            c.workers[last].kill(signal.SIGCONT)
+        finish_generate(p, case)
+        check_generate_exact(c, case, c.tmp)
+        print("stale-off-route: the batch completed; golden ids")
+
+
 CASES = {
+    "control_bound": case_control_bound,
+    "stale_off_route": case_stale_off_route,
     "commit_unprepared": case_commit_unprepared,
     "prepare_commit_reroute": case_prepare_commit_reroute,
     "commit_bad_hash": case_commit_bad_hash,
