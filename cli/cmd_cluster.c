@@ -68,6 +68,8 @@ static cJSON *cl_counters_json(const Strata__Counters *c)
     cli_json_u64(o, "refused_control", c->refused_control);
     cli_json_u64(o, "refused_step", c->refused_step);
     cli_json_u64(o, "forged_results", c->forged_results);
+    cli_json_u64(o, "reply_failures", c->reply_failures);
+    cli_json_u64(o, "probe_refused", c->probe_refused);
     return o;
 }
 

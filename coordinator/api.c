@@ -537,6 +537,7 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
     cn.bad_packets = c->bad_msgs;
     cn.steps = c->steps;
     cn.forged_results = c->forged_results;
+    cn.reply_failures = c->net != NULL ? st_net_reply_failures(c->net) : 0;
     st_members_counters(&c->ms, &cn);
     st_sched_stats ss;
     st_sched_get_stats(c->sched, &ss);

@@ -201,6 +201,8 @@ static void dm_send_heartbeat(st_daemon *d)
     c.auth_failed += d->env_req.auth_failed + d->env_rep.auth_failed;
     c.bad_packets += d->ctl_bad;
     c.refused_control = d->ctl_refused;
+    c.reply_failures = d->reply_failed;
+    c.probe_refused = d->probe != NULL ? st_probe_refused(d->probe) : 0;
     double now = st_now_s();
     double dt = now - d->last_hb_s;
     double load = dt > 0 ? (double)(busy - d->last_busy_ns) / 1e9 / dt : 0.0;

@@ -293,9 +293,12 @@ static st_err dp_check(st_dp_stage *s, const Strata__StepMeta *m, size_t pkt_len
     return ST_OK;
 }
 
-/* dp_check_sender - whether sender may send this stage STEP frames: the
- * previous stage's workers of the plan, or the coordinator for stage 0
- * (st_dp_plan.prev_senders). A frame from anyone else is counted
+/* dp_check_sender - whether sender may send this stage this STEP frame:
+ * the previous stage's worker of the batch's route (StepMeta.route names
+ * the replica per stage; prev_senders is indexed by replica), or the
+ * coordinator for stage 0 (st_dp_plan.prev_senders). Another replica of
+ * the previous stage carries other routes' batches only, so its frame for
+ * this route is refused too. A frame from anyone else is counted
  * (refused_step) and dropped without an answer: an error result would
  * fail the batch it names, which a forger must not be able to do. The
  * frame has passed the epoch fence and dp_check, so it changed nothing. */
@@ -303,17 +306,19 @@ static bool dp_check_sender(st_dataplane *dp, const st_dp_stage *s, const Strata
                             uint64_t sender)
 {
     const st_dp_plan *p = &s->plan;
-    if (st_ctl_step_sender_ok(p->prev_senders,
-                              p->n_prev < ST_DP_MAX_NEXT ? p->n_prev : ST_DP_MAX_NEXT, sender))
+    uint32_t n = p->n_prev < ST_DP_MAX_NEXT ? p->n_prev : ST_DP_MAX_NEXT;
+    uint32_t k = p->index == 0 ? 0 : dp_route_at(m, (uint32_t)p->index - 1);
+    if (k < n && st_ctl_step_sender_ok(&p->prev_senders[k], 1, sender))
         return true;
     pthread_mutex_lock(&dp->sh->mu);
     dp->sh->c.refused_step++;
     pthread_mutex_unlock(&dp->sh->mu);
     dp_warn(dp,
-            "batch %llu of epoch %llu refused: STEP from sender %llu, which is not %s of "
-            "the plan",
+            "batch %llu of epoch %llu refused: STEP from sender %llu, which is not %s "
+            "(replica %u) of the plan",
             (unsigned long long)m->batch_id, (unsigned long long)m->epoch,
-            (unsigned long long)sender, p->index == 0 ? "the coordinator" : "the previous stage");
+            (unsigned long long)sender,
+            p->index == 0 ? "the coordinator" : "the previous stage's worker of its route", k);
     return false;
 }
 

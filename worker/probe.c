@@ -382,6 +382,14 @@ void st_probe_set_peers(st_prober *p, uint64_t self_id, const st_probe_peer *pee
     free(next);
 }
 
+uint64_t st_probe_refused(st_prober *p)
+{
+    pthread_mutex_lock(&p->mu);
+    uint64_t n = p->refused_addrs;
+    pthread_mutex_unlock(&p->mu);
+    return n;
+}
+
 size_t st_probe_links(st_prober *p, st_probe_link *out, size_t cap)
 {
     size_t k = 0;

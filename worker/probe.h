@@ -94,6 +94,10 @@ st_err st_probe_start(st_prober *p);
  * never dialed, logged and counted. */
 void st_probe_set_peers(st_prober *p, uint64_t self_id, const st_probe_peer *peers, size_t n);
 
+/* st_probe_refused - peer addresses never dialed for their transport
+ * (not tcp://) so far. */
+uint64_t st_probe_refused(st_prober *p);
+
 /* st_probe_links - copies up to cap measured links into out; returns how many. */
 size_t st_probe_links(st_prober *p, st_probe_link *out, size_t cap);
 

@@ -256,6 +256,11 @@ def case_control_bound():
                      "--unbound")
         assert "is not bound to this worker" in out, out
         print("control-bound: unbound Commit as the coordinator: %s" % out.strip())
+        st1 = c.status()  # the counters only logged before are in the status (finding 9)
+        assert st1["counters"]["reply_failures"] == 0, st1["counters"]
+        for w in st1["workers"]:
+            assert w["counters"]["reply_failures"] == 0 and \
+                w["counters"]["probe_refused"] == 0, w["counters"]
         refused_and_serving(c, st, wa, case, "control-bound", n=1)
 
 
