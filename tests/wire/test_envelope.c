@@ -456,6 +456,19 @@ START_TEST(test_replay_not_flushed)
 }
 END_TEST
 
+/* te_envs - three envelopes of key (encrypting or not) with ids ids. */
+static void te_envs(st_env v[3], const uint8_t *key, int enc, const uint64_t ids[3])
+{
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(st_env_init_mode(&v[i], key, enc, ids[i]), ST_OK);
+}
+
+static void te_envs_fini(st_env v[3])
+{
+    for (int i = 0; i < 3; i++)
+        st_env_fini(&v[i]);
+}
+
 /* receiver binding (issue 12, finding 8): a request sealed for one
  * receiver fails the MAC at another holding the same key (another worker,
  * or the same address after a restart, which has a new id); an unbound one
@@ -465,28 +478,25 @@ START_TEST(test_request_bound_to_receiver)
     uint8_t key[ST_KEY_BYTES];
     te_key(key, 0x42);
     for (int enc = 0; enc < 2; enc++) {
-        st_env tx, rx, other;
-        ck_assert_int_eq(st_env_init_mode(&tx, key, enc, TE_SENDER), ST_OK);
-        ck_assert_int_eq(st_env_init_mode(&rx, key, enc, TE_RECEIVER), ST_OK);
-        ck_assert_int_eq(st_env_init_mode(&other, key, enc, TE_RECEIVER + 1), ST_OK);
+        st_env v[3];
+        te_envs(v, key, enc, (const uint64_t[3]){TE_SENDER, TE_RECEIVER, TE_RECEIVER + 1});
+        st_env *tx = &v[0], *rx = &v[1], *other = &v[2];
         te_frame f;
-        tx.to = rx.sender;
-        te_seal(&tx, &f, TE_BODY);
-        ck_assert_uint_eq(tx.to, 0); /* taken by the seal */
+        tx->to = rx->sender;
+        te_seal(tx, &f, TE_BODY);
+        ck_assert_uint_eq(tx->to, 0); /* taken by the seal */
         te_frame copy = f;
         st_env_frame fr;
-        ck_assert_int_eq(st_env_open(&other, copy.buf, copy.len, &fr), ST_EAUTH);
+        ck_assert_int_eq(st_env_open(other, copy.buf, copy.len, &fr), ST_EAUTH);
         ck_assert_ptr_nonnull(strstr(st_errdetail(), "another receiver"));
-        ck_assert_uint_eq(other.auth_failed, 1);
-        ck_assert_int_eq(st_env_open(&rx, f.buf, f.len, &fr), ST_OK);
-        ck_assert(fr.bound && !fr.reply && rx.last_bound);
+        ck_assert_uint_eq(other->auth_failed, 1);
+        ck_assert_int_eq(st_env_open(rx, f.buf, f.len, &fr), ST_OK);
+        ck_assert(fr.bound && !fr.reply && rx->last_bound);
         /* unbound: taken anywhere, reported as such */
-        te_seal(&tx, &f, TE_BODY);
-        ck_assert_int_eq(st_env_open(&other, f.buf, f.len, &fr), ST_OK);
-        ck_assert(!fr.bound && !other.last_bound);
-        st_env_fini(&tx);
-        st_env_fini(&rx);
-        st_env_fini(&other);
+        te_seal(tx, &f, TE_BODY);
+        ck_assert_int_eq(st_env_open(other, f.buf, f.len, &fr), ST_OK);
+        ck_assert(!fr.bound && !other->last_bound);
+        te_envs_fini(v);
     }
 }
 END_TEST
@@ -499,58 +509,55 @@ START_TEST(test_reply_bound_to_request)
     uint8_t key[ST_KEY_BYTES];
     te_key(key, 0x42);
     for (int enc = 0; enc < 2; enc++) {
-        st_env cl, cl2, sv;
-        ck_assert_int_eq(st_env_init_mode(&cl, key, enc, TE_SENDER), ST_OK);
-        ck_assert_int_eq(st_env_init_mode(&cl2, key, enc, TE_SENDER + 1), ST_OK);
-        ck_assert_int_eq(st_env_init_mode(&sv, key, enc, TE_RECEIVER), ST_OK);
-        cl.learn_peer = true;
+        st_env v[3];
+        te_envs(v, key, enc, (const uint64_t[3]){TE_SENDER, TE_SENDER + 1, TE_RECEIVER});
+        st_env *cl = &v[0], *cl2 = &v[1], *sv = &v[2];
+        cl->learn_peer = true;
         te_frame a, r, r2;
         st_env_frame fr, fa;
-        te_seal(&cl, &a, TE_BODY); /* first request: the receiver is not known */
-        ck_assert_int_eq(st_env_open(&sv, a.buf, a.len, &fa), ST_OK);
+        te_seal(cl, &a, TE_BODY); /* first request: the receiver is not known */
+        ck_assert_int_eq(st_env_open(sv, a.buf, a.len, &fa), ST_OK);
         ck_assert(!fa.bound);
         /* a reply bound to another requester's request fails at cl */
-        st_env_reply_to(&sv, cl2.sender, fa.seq);
-        te_seal(&sv, &r, TE_BODY);
-        ck_assert_int_eq(st_env_open(&cl, r.buf, r.len, &fr), ST_EAUTH);
+        st_env_reply_to(sv, cl2->sender, fa.seq);
+        te_seal(sv, &r, TE_BODY);
+        ck_assert_int_eq(st_env_open(cl, r.buf, r.len, &fr), ST_EAUTH);
         ck_assert_ptr_nonnull(strstr(st_errdetail(), "not to our request"));
         /* ... and one bound to another request of cl */
-        st_env_reply_to(&sv, fa.sender, fa.seq - 1);
-        te_seal(&sv, &r, TE_BODY);
-        ck_assert_int_eq(st_env_open(&cl, r.buf, r.len, &fr), ST_EAUTH);
-        st_env_reply_to(&sv, fa.sender, fa.seq);
-        te_seal(&sv, &r, TE_BODY);
-        ck_assert_int_eq(st_env_open(&cl, r.buf, r.len, &fr), ST_OK);
+        st_env_reply_to(sv, fa.sender, fa.seq - 1);
+        te_seal(sv, &r, TE_BODY);
+        ck_assert_int_eq(st_env_open(cl, r.buf, r.len, &fr), ST_EAUTH);
+        st_env_reply_to(sv, fa.sender, fa.seq);
+        te_seal(sv, &r, TE_BODY);
+        ck_assert_int_eq(st_env_open(cl, r.buf, r.len, &fr), ST_OK);
         ck_assert(fr.reply && fr.bound);
-        ck_assert_uint_eq(cl.peer, sv.sender);
-        ck_assert_uint_eq(cl.auth_failed, 2);
+        ck_assert_uint_eq(cl->peer, sv->sender);
+        ck_assert_uint_eq(cl->auth_failed, 2);
         /* the next request is bound to sv; a REPLY when no request was
          * sent is refused */
-        te_seal(&cl, &a, TE_BODY);
-        ck_assert_int_eq(st_env_open(&sv, a.buf, a.len, &fa), ST_OK);
+        te_seal(cl, &a, TE_BODY);
+        ck_assert_int_eq(st_env_open(sv, a.buf, a.len, &fa), ST_OK);
         ck_assert(fa.bound);
-        st_env_reply_to(&sv, cl2.sender, 1);
-        te_seal(&sv, &r2, TE_BODY);
-        ck_assert_int_eq(st_env_open(&cl2, r2.buf, r2.len, &fr), ST_EAUTH);
+        st_env_reply_to(sv, cl2->sender, 1);
+        te_seal(sv, &r2, TE_BODY);
+        ck_assert_int_eq(st_env_open(cl2, r2.buf, r2.len, &fr), ST_EAUTH);
         /* an explicit expectation (several requests in flight) */
-        st_env_reply_to(&sv, fa.sender, fa.seq);
-        te_seal(&sv, &r2, TE_BODY);
-        te_seal(&cl, &a, TE_BODY); /* another request, unanswered */
-        cl.expect = fa.seq;
-        ck_assert_int_eq(st_env_open(&cl, r2.buf, r2.len, &fr), ST_OK);
-        ck_assert_uint_eq(cl.expect, 0);
+        st_env_reply_to(sv, fa.sender, fa.seq);
+        te_seal(sv, &r2, TE_BODY);
+        te_seal(cl, &a, TE_BODY); /* another request, unanswered */
+        cl->expect = fa.seq;
+        ck_assert_int_eq(st_env_open(cl, r2.buf, r2.len, &fr), ST_OK);
+        ck_assert_uint_eq(cl->expect, 0);
         /* the last request went unanswered: the next one is unbound, so a
          * restarted receiver (a new id) takes it and is learnt */
-        te_seal(&cl, &a, TE_BODY);
-        ck_assert_uint_eq(cl.peer, 0);
+        te_seal(cl, &a, TE_BODY);
+        ck_assert_uint_eq(cl->peer, 0);
         st_env sv2;
         ck_assert_int_eq(st_env_init_mode(&sv2, key, enc, TE_RECEIVER + 7), ST_OK);
         ck_assert_int_eq(st_env_open(&sv2, a.buf, a.len, &fa), ST_OK);
         ck_assert(!fa.bound);
         st_env_fini(&sv2);
-        st_env_fini(&cl);
-        st_env_fini(&cl2);
-        st_env_fini(&sv);
+        te_envs_fini(v);
     }
 }
 END_TEST
