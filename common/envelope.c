@@ -399,11 +399,10 @@ static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t 
     if (((flags & ST_ENV_FLAG_REPLY) && req == 0) ||
         !env_verify(env, buf, flags, body_len, sender, seq, bind, &f->cred, &f->role)) {
         env->auth_failed++;
-        return st_errorf(ST_EAUTH,
-                         "frame from sender %llu fails authentication%s",
+        return st_errorf(ST_EAUTH, "frame from sender %llu fails authentication%s",
                          (unsigned long long)sender,
-                         (flags & ST_ENV_FLAG_REPLY)  ? " (a reply, not to our request)"
-                         : (flags & ST_ENV_FLAG_TO) ? " (bound to another receiver)"
+                         (flags & ST_ENV_FLAG_REPLY) ? " (a reply, not to our request)"
+                         : (flags & ST_ENV_FLAG_TO)  ? " (bound to another receiver)"
                                                      : "");
     }
     if ((flags & ST_ENV_FLAG_SEALED) && !env->encrypt) {

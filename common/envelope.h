@@ -133,13 +133,13 @@ typedef struct st_env {
     uint64_t floor;       /* the highest number of a sender evicted from peers */
     uint64_t auth_failed; /* frames refused: MAC or tag, replay, other mode */
     /* binding (finding 8; see the top of this file) */
-    uint64_t to;          /* receiver id the next request binds (taken by st_env_seal) */
-    bool learn_peer;      /* a one-receiver REQ side: bind requests to `peer` */
-    uint64_t peer;        /* the id that answered our last request (learn_peer) */
-    bool answered;        /* our last request has its verified reply */
-    uint64_t asked;       /* seq of our last request (0: none yet) */
-    uint64_t expect;      /* seq of the request the next reply answers; 0: asked
-                           * (taken by st_env_open) */
+    uint64_t to;           /* receiver id the next request binds (taken by st_env_seal) */
+    bool learn_peer;       /* a one-receiver REQ side: bind requests to `peer` */
+    uint64_t peer;         /* the id that answered our last request (learn_peer) */
+    bool answered;         /* our last request has its verified reply */
+    uint64_t asked;        /* seq of our last request (0: none yet) */
+    uint64_t expect;       /* seq of the request the next reply answers; 0: asked
+                            * (taken by st_env_open) */
     uint64_t reply_sender; /* the next sealed frame answers (reply_sender, */
     uint64_t reply_seq;    /* reply_seq): st_env_reply_to; taken by st_env_seal */
     bool last_bound;       /* of the last frame st_env_open accepted: bound to us, */

@@ -176,9 +176,8 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
            "worker %llu '%s' joined (sender %llu): data %s, control %s, budget %llu MiB, %u "
            "threads%s; strata %s",
            (unsigned long long)id, cap->name ? cap->name : "", (unsigned long long)who->sender,
-           cap->data_addr, cap->ctl_addr,
-           (unsigned long long)(cap->memory_budget >> 20), cap->threads,
-           cap->spare ? ", spare" : "",
+           cap->data_addr, cap->ctl_addr, (unsigned long long)(cap->memory_budget >> 20),
+           cap->threads, cap->spare ? ", spare" : "",
            cap->version && cap->version[0] ? cap->version : "(version not sent)");
     Strata__JoinReply jr = STRATA__JOIN_REPLY__INIT;
     jr.worker_id = id;

@@ -145,7 +145,7 @@ static void dm_send_join(st_daemon *d)
     cap.wire_dtypes = wire_names;
     cap.throttle = d->throttle;
     cap.spare = d->cfg.spare;
-    cap.data_sender = d->sender + 1; /* the data plane's (st_daemon_open) */
+    cap.data_sender = d->sender + 1;    /* the data plane's (st_daemon_open) */
     cap.ctl_sender = d->env_rep.sender; /* control requests are bound to it (envelope.h) */
     cap.streams = d->fetch != NULL;
     Strata__Join j = STRATA__JOIN__INIT;
