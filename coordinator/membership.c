@@ -150,6 +150,8 @@ static void ms_counters_add(Strata__Counters *sum, const Strata__Counters *c)
     sum->refused_control += c->refused_control;
     sum->refused_step += c->refused_step;
     sum->forged_results += c->forged_results;
+    sum->reply_failures += c->reply_failures;
+    sum->probe_refused += c->probe_refused;
 }
 
 /* ms_drop - removes member i (its rpc must be closed by the caller). */
