@@ -150,3 +150,9 @@ bool st_ctl_step_sender_ok(const uint64_t *prev, uint32_t n, uint64_t sender)
             return true;
     return false;
 }
+
+bool st_ctl_step_route_sender_ok(const uint64_t *prev, uint32_t n, uint32_t replica,
+                                 uint64_t sender)
+{
+    return replica < n && st_ctl_step_sender_ok(&prev[replica], 1, sender);
+}

@@ -64,4 +64,12 @@ st_err st_ctl_commit_check(const st_ctl_state *s, uint64_t epoch, const uint8_t 
  * send a stage STEP frames (st_dp_plan.prev_senders); 0 never is. */
 bool st_ctl_step_sender_ok(const uint64_t *prev, uint32_t n, uint64_t sender);
 
+/* st_ctl_step_route_sender_ok - whether sender is the one worker that may
+ * send a batch of a given route: prev[replica], the replica of the
+ * previous stage that the batch's route names (st_dp_plan.prev_senders,
+ * StepMeta.route), with replica < n. Another replica of that stage carries
+ * other routes' batches only, so its frames for this route are refused. */
+bool st_ctl_step_route_sender_ok(const uint64_t *prev, uint32_t n, uint32_t replica,
+                                 uint64_t sender);
+
 #endif

@@ -308,7 +308,7 @@ static bool dp_check_sender(st_dataplane *dp, const st_dp_stage *s, const Strata
     const st_dp_plan *p = &s->plan;
     uint32_t n = p->n_prev < ST_DP_MAX_NEXT ? p->n_prev : ST_DP_MAX_NEXT;
     uint32_t k = p->index == 0 ? 0 : dp_route_at(m, (uint32_t)p->index - 1);
-    if (k < n && st_ctl_step_sender_ok(&p->prev_senders[k], 1, sender))
+    if (st_ctl_step_route_sender_ok(p->prev_senders, n, k, sender))
         return true;
     pthread_mutex_lock(&dp->sh->mu);
     dp->sh->c.refused_step++;

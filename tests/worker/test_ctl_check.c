@@ -142,6 +142,22 @@ START_TEST(step_senders)
 }
 END_TEST
 
+/* A batch's route names the previous stage's replica: only that worker
+ * may send it, not the stage's other replica (issue 12, finding 2). */
+START_TEST(step_route_senders)
+{
+    const uint64_t prev[2] = {11, 12};
+    ck_assert(st_ctl_step_route_sender_ok(prev, 2, 0, 11));
+    ck_assert(st_ctl_step_route_sender_ok(prev, 2, 1, 12));
+    ck_assert(!st_ctl_step_route_sender_ok(prev, 2, 0, 12)); /* the other replica */
+    ck_assert(!st_ctl_step_route_sender_ok(prev, 2, 1, 11));
+    ck_assert(!st_ctl_step_route_sender_ok(prev, 2, 2, 11)); /* no such replica */
+    ck_assert(!st_ctl_step_route_sender_ok(prev, 2, 0, 13));
+    const uint64_t unset[1] = {0};
+    ck_assert(!st_ctl_step_route_sender_ok(unset, 1, 0, 0));
+}
+END_TEST
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -153,6 +169,7 @@ int main(void)
     tcase_add_test(tc, commit_stale);
     tcase_add_test(tc, prepare_checks);
     tcase_add_test(tc, step_senders);
+    tcase_add_test(tc, step_route_senders);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
