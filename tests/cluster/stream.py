@@ -10,6 +10,11 @@ Cases (each its own meson test, `stream-<case>`):
            the same cache and fetches only the rest (bytes fetched twice: 0)
   corrupt  a chunk the coordinator sends corrupted (test hook) is detected,
            counted, dropped and fetched again; ids equal `strata run`
+  peer     worker B fetches from worker A's chunk server (--serve-chunks over
+           its model file) while the coordinator's weights server refuses
+           every chunk (test hook); ids equal `strata run`
+  peerbad  a second source that corrupts every chunk (test hook) is dropped
+           after two bad chunks; the fetch completes from the coordinator
 
 Nothing depends on speed: the pause is a hook at a chunk count, and every
 wait is for a state with a generous deadline."""
@@ -30,6 +35,8 @@ N_GEN = 12
 DONE = re.compile(r"fetch: stage done: (\d+) of (\d+) bytes \([0-9.]+%\): fetched (\d+), "
                   r"cached (\d+), [0-9.]+ MB/s, ETA [-0-9.]+ s, bad chunks (\d+), "
                   r"bytes fetched twice (\d+)")
+HEADER_DONE = re.compile(r"fetch: header done: (\d+) of (\d+) bytes \([0-9.]+%\): fetched (\d+), "
+                         r"cached (\d+), [0-9.]+ MB/s, ETA [-0-9.]+ s, bad chunks (\d+),")
 NOW = re.compile(r"fetch: stage now: (\d+) of (\d+) bytes \([0-9.]+%\): fetched (\d+), "
                  r"cached (\d+),")
 
@@ -169,7 +176,64 @@ def case_corrupt():
               "ids equal strata run: %s" % (k, f["bad_chunks"], ids))
 
 
-CASES = {"basic": case_basic, "resume": case_resume, "corrupt": case_corrupt}
+def add_server(c, name, *extra):
+    """A worker with the model file serving its chunks (--serve-chunks);
+    its chunk server's address in w.chunks."""
+    w = c.add_worker("--serve-chunks", "tcp://127.0.0.1:0", "--cache-dir",
+                     os.path.join(c.tmp, name), *extra)
+    w.chunks = wait_log(w, re.compile(r"chunks on (tcp://[0-9.]+:\d+)")).group(1)
+    return w
+
+
+def case_peer():
+    with start(["--split", "2,2", "--test-hooks", "--test-refuse-chunks", "0"],
+               min_workers=2) as c:
+        a = add_server(c, "a")
+        b = add_streaming(c, os.path.join(c.tmp, "cache-b"), "--weights-from",
+                          "%s,%s" % (c.weights, a.chunks), name="b")
+        c.wait_serving(2)
+        hhave, hneed, hfetched, _, hbad = (int(x) for x in wait_log(b, HEADER_DONE).groups())
+        have, need, fetched, cached, bad, twice = stage_done(b)
+        # the stage's chunks include the header's, fetched before joining
+        assert hhave == hneed == hfetched and hbad == 0, (hhave, hneed, hfetched, hbad)
+        assert have == need and fetched + cached == need and cached == hneed and bad == 0, \
+            stage_done(b)
+        log = b.stderr()
+        assert re.search(r"from %s: .*test hook: chunk requests refused" % re.escape(c.weights),
+                         log), log[-3000:]
+        ids = check_ids(c)
+        a.stop()
+        served = wait_log(a, re.compile(r"chunks: served (\d+) chunks, (\d+) bytes"))
+        assert int(served.group(2)) == hfetched + fetched, (served.group(0), hfetched, fetched)
+        print("peer: the coordinator refused every chunk; b fetched %d header and %d stage bytes "
+              "from a's chunk server (%s); ids equal strata run: %s"
+              % (hfetched, fetched, served.group(0), ids))
+
+
+def case_peerbad():
+    with start() as c:
+        bad_src = add_server(c, "bad", "--spare", "--test-hooks", "--test-serve-corrupt")
+        b = add_streaming(c, os.path.join(c.tmp, "cache-b"), "--weights-from",
+                          "%s,%s" % (c.weights, bad_src.chunks), name="b")
+        c.wait_serving(1)
+        hhave, hneed, _, _, hbad = (int(x) for x in wait_log(b, HEADER_DONE).groups())
+        have, need, fetched, cached, bad, twice = stage_done(b)
+        assert hhave == hneed and have == need and fetched + cached == need, stage_done(b)
+        assert hbad + bad == 2, "bad chunks: %d in the header, %d in the stage" % (hbad, bad)
+        log = b.stderr()
+        assert re.search(r"source %s sent bad data 2 times: no longer used"
+                         % re.escape(bad_src.chunks), log), log[-3000:]
+        assert len(re.findall(r"source %s sent a bad chunk" % re.escape(bad_src.chunks), log)) == 2
+        f = reported_done(c, b.name)["fetch"]
+        assert f["sources"] == 1, f
+        ids = check_ids(c)
+        print("peerbad: the corrupting source sent 2 bad chunks (%d header, %d stage), was "
+              "dropped; %d bytes fetched from the coordinator; ids equal strata run: %s"
+              % (hbad, bad, fetched, ids))
+
+
+CASES = {"basic": case_basic, "resume": case_resume, "corrupt": case_corrupt, "peer": case_peer,
+         "peerbad": case_peerbad}
 
 if __name__ == "__main__":
     CASES[sys.argv[2]]()
