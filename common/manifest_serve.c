@@ -111,8 +111,9 @@ static void ms_answer(st_mserve *s, const Strata__Msg *r)
             s->served_chunks++;
         }
     } else {
-        e = st_errorf(ST_EPROTO, "the %s server takes ManifestRequest and ChunkRequest only (got "
-                                 "body %d)",
+        e = st_errorf(ST_EPROTO,
+                      "the %s server takes ManifestRequest and ChunkRequest only (got "
+                      "body %d)",
                       s->name, (int)r->body_case);
     }
     char why[MS_WHY_MAX];
@@ -190,8 +191,7 @@ st_err st_mserve_open(const st_mserve_cfg *cfg, st_mserve **out, char *addr, siz
     int port = 0;
     const char *colon = strrchr(cfg->listen, ':');
     if (strncmp(cfg->listen, "tcp://", 6) != 0 || colon == NULL || colon < cfg->listen + 6) {
-        e = st_errorf(ST_EINVAL, "%s '%s': not a tcp://HOST:PORT address", cfg->flag,
-                      cfg->listen);
+        e = st_errorf(ST_EINVAL, "%s '%s': not a tcp://HOST:PORT address", cfg->flag, cfg->listen);
         goto fail;
     }
     if ((rv = nng_listener_create(&l, s->s, cfg->listen)) != 0 ||
@@ -256,8 +256,7 @@ static st_err mfile_manifest(void *ctx, uint32_t chunk_size, const st_manifest *
         f->have_m = true;
         st_log(ST_LOG_INFO, "manifest", "%s: %llu chunks of %u bytes, %s (%.2f s CPU)", f->path,
                (unsigned long long)f->m.n_chunks, f->m.chunk_size,
-               computed ? "computed" : "from its cache",
-               (double)(clock() - t0) / CLOCKS_PER_SEC);
+               computed ? "computed" : "from its cache", (double)(clock() - t0) / CLOCKS_PER_SEC);
     }
     *out = &f->m;
     return ST_OK;
@@ -266,16 +265,9 @@ static st_err mfile_manifest(void *ctx, uint32_t chunk_size, const st_manifest *
 static st_err mfile_read(void *ctx, uint64_t i, uint8_t *buf, size_t len)
 {
     st_mfile *f = ctx;
-    uint64_t off = i * f->m.chunk_size;
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = pread(f->fd, buf + got, len - got, (off_t)(off + got));
-        if (r <= 0)
-            return r < 0 ? st_err_errno(errno, f->path)
-                         : st_errorf(ST_ETRUNC, "%s is shorter than its manifest", f->path);
-        got += (size_t)r;
-    }
-    return ST_OK;
+    size_t got;
+    (void)len; /* the server asked for chunk i of this manifest: its length */
+    return st_manifest_read(&f->m, f->fd, f->path, i, buf, &got);
 }
 
 st_err st_mfile_open(const char *path, const char *cache_dir, uint32_t chunk_size, bool adopt,

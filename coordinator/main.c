@@ -418,8 +418,9 @@ int main(int argc, char **argv)
     uint32_t split[MAX_SPLIT];
     bool max_set = false;
     st_http_cfg hcfg = st_http_cfg_default();
-    st_weights_cfg wcfg = {
-        .chunk_size = ST_MANIFEST_CHUNK_DEFAULT, .test_corrupt_chunk = -1, .test_refuse_after = -1};
+    st_weights_cfg wcfg = {.chunk_size = ST_MANIFEST_CHUNK_DEFAULT,
+                           .test_corrupt_chunk = -1,
+                           .test_refuse_after = -1};
     bool no_weights = false;
     char wdefault[ST_NET_ADDR_MAX], wcache[PATH_MAX];
     int rc = main_parse(argc, argv, &cfg, split, &max_set, &hcfg, &wcfg, &no_weights);

@@ -3,11 +3,11 @@
  * without a model file.
  *
  * A separate NNG REP socket served by its own thread (common/manifest_serve.h
- * over the model file), which only reads the model file and its manifest: it shares no state with the coordinator's
- * event loop (common/cq.h), so serving chunks never delays the loop, and
- * the loop never waits for a read. The manifest is computed (or read from
- * its cache, common/manifest.h) on the first request, not at start, so a
- * coordinator whose workers all hold the file never hashes it. */
+ * over the model file), which only reads the model file and its manifest: it shares no state with
+ * the coordinator's event loop (common/cq.h), so serving chunks never delays the loop, and the loop
+ * never waits for a read. The manifest is computed (or read from its cache, common/manifest.h) on
+ * the first request, not at start, so a coordinator whose workers all hold the file never hashes
+ * it. */
 #ifndef ST_COORD_WEIGHTS_H
 #define ST_COORD_WEIGHTS_H
 

@@ -21,8 +21,8 @@
 #include "worker/fetch.h"
 
 typedef struct st_chunk_serve_cfg {
-    const char *listen;     /* tcp://HOST:PORT (port 0: any) */
-    const uint8_t *key;     /* the cluster key (NULL: none) */
+    const char *listen; /* tcp://HOST:PORT (port 0: any) */
+    const uint8_t *key; /* the cluster key (NULL: none) */
     bool encrypt;
     st_fetch *fetch;        /* a streaming worker's cache; NULL: serve model_path */
     const char *model_path; /* with fetch NULL */

@@ -12,10 +12,10 @@
 
 #include "common/envelope.h"
 #include "common/gguf.h"
+#include "worker/chunk_serve.h"
 #include "worker/ctl_check.h"
 #include "worker/daemon.h"
 #include "worker/dataplane.h"
-#include "worker/chunk_serve.h"
 #include "worker/fetch.h"
 #include "worker/measure.h"
 #include "worker/probe.h"
@@ -42,8 +42,8 @@ struct st_daemon {
     char name[128];
     uint8_t key[ST_KEY_BYTES];
     bool keyed;
-    st_gguf *g;      /* the model file's metadata (no weights touched) */
-    st_fetch *fetch; /* weight streaming (fetch_dm.c); NULL with --model */
+    st_gguf *g;             /* the model file's metadata (no weights touched) */
+    st_fetch *fetch;        /* weight streaming (fetch_dm.c); NULL with --model */
     st_chunk_serve *cserve; /* --serve-chunks (fetch_dm.c); NULL without */
     st_hparams hp;
     uint8_t model_id[32];

@@ -588,20 +588,12 @@ st_err st_fetch_read(st_fetch *f, uint64_t i, uint8_t *buf, size_t len)
     bool have = f->have[i];
     pthread_mutex_unlock(&f->mu);
     if (!have)
-        return st_errorf(ST_ENOENT, "chunk %llu is not in this worker's cache", (unsigned long long)i);
+        return st_errorf(ST_ENOENT, "chunk %llu is not in this worker's cache",
+                         (unsigned long long)i);
     if (len != want)
-        return st_errorf(ST_ERANGE, "chunk %llu has %zu bytes, not %zu", (unsigned long long)i, want,
-                         len);
-    size_t got = 0;
-    while (got < len) { /* a verified chunk is never written again */
-        ssize_t r = pread(f->fd, buf + got, len - got, (off_t)(off + got));
-        if (r <= 0)
-            return r < 0 ? st_err_errno(errno, f->path)
-                         : st_errorf(ST_ETRUNC, "%s ends inside chunk %llu", f->path,
-                                     (unsigned long long)i);
-        got += (size_t)r;
-    }
-    return ST_OK;
+        return st_errorf(ST_ERANGE, "chunk %llu has %zu bytes, not %zu", (unsigned long long)i,
+                         want, len);
+    return st_manifest_read(&f->m, f->fd, f->path, i, buf, &want); /* never written again */
 }
 
 void st_fetch_stop(st_fetch *f)

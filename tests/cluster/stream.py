@@ -39,7 +39,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402
 from cluster import (COORD, STRATA, Cluster, Proc, Skip, TIMEOUT, WORKER, model,  # noqa: E402
-                     netns_bridge, parse_ids, run_ids, sh)
+                     netns_bridge, netns_cleanup, parse_ids, run_ids, sh)
 
 MODEL = model("l3-synth-q8_0.gguf")
 CHUNK = 1 << 20  # small chunks: a stage is many of them
@@ -225,7 +225,9 @@ def case_peer():
 
 def case_peerbad():
     with start() as c:
-        bad_src = add_server(c, "bad", "--spare", "--test-hooks", "--test-serve-corrupt")
+        # a spare whose budget holds no stage: never placed, whoever joins first
+        bad_src = add_server(c, "bad", "--spare", "--memory", "1M", "--test-hooks",
+                             "--test-serve-corrupt")
         b = add_streaming(c, os.path.join(c.tmp, "cache-b"), "--weights-from",
                           "%s,%s" % (c.weights, bad_src.chunks), name="b")
         c.wait_serving(1)
@@ -323,22 +325,30 @@ def case_netns():
         # over the longest one's time is a lower bound of the link's use
         st_bytes = sum(b for b, _ in rates["stage"])
         st_time = max(t for _, t in rates["stage"])
+        each = " + ".join("%.2f" % (b / t / 1e6) for b, t in rates["stage"])
+        together = st_bytes / st_time
         print("netns: %d stage fetches at once: %s MB/s each; %d bytes in %.2f s = %.2f MB/s "
               "together (at least), %.0f%% of the link" % (
-                  len(rates["stage"]), " + ".join("%.2f" % (b / t / 1e6) for b, t in rates["stage"]),
-                  st_bytes, st_time, st_bytes / st_time / 1e6, 100 * st_bytes / st_time / LINK_BYTES))
+                  len(rates["stage"]), each, st_bytes, st_time, together / 1e6,
+                  100 * together / LINK_BYTES))
         print("netns: 3 streaming workers in namespaces serve; ids equal strata run: %s" % got)
     finally:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            try:
-                p.p.wait(5)
-            except Exception:
-                pass
-        for ns in reversed(made):
-            sh("ip", "netns", "del", ns, check=False)
+        netns_cleanup(procs, made)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def tinyllama_shaped(tmp):
+    """A TinyLlama-shaped Q8_0 model (22 layers, 2048 wide, 32,000 ids,
+    1.1 GB): STRATA_RSS_MODEL, or synthesized into tmp (also shards.py's)."""
+    m = os.environ.get("STRATA_RSS_MODEL")
+    if m is None:
+        m = os.path.join(tmp, "tinyllama-shaped-q8_0.gguf")
+        r = subprocess.run([STRATA, "convert", "synth", m, "--dim", "2048", "--layers", "22",
+                            "--heads", "32", "--kv-heads", "4", "--ffn", "5632", "--vocab",
+                            "32000", "--type", "q8_0"], capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr
+    return m
 
 
 RSS_CHUNKS = 8  # the bound, in chunks, beyond a --model worker's peak (the fetch holds about 2)
@@ -352,14 +362,7 @@ def vm_hwm(pid):
 def case_rss():
     tmp = tempfile.mkdtemp(prefix="strata-stream-rss-")
     try:
-        m = os.environ.get("STRATA_RSS_MODEL")
-        if m is None:
-            m = os.path.join(tmp, "tinyllama-shaped-q8_0.gguf")
-            r = subprocess.run([STRATA, "convert", "synth", m, "--dim", "2048", "--layers", "22",
-                                "--heads", "32", "--kv-heads", "4", "--ffn", "5632", "--vocab",
-                                "32000", "--type", "q8_0"], capture_output=True, text=True,
-                               timeout=600)
-            assert r.returncode == 0, r.stderr
+        m = tinyllama_shaped(tmp)
         chunk = 4 << 20
         hwm = {}
         for label in ("local", "stream"):

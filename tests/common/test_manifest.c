@@ -220,8 +220,8 @@ static void tm_stages(const char *name)
         int64_t range[2][2] = {{0, a}, {a, n}};
         for (int s = 0; s < 2; s++) {
             memset(need, 0, m.n_chunks);
-            ck_assert_int_eq(
-                st_manifest_stage_chunks(&m, g, range[s][0], range[s][1], n, need), ST_OK);
+            ck_assert_int_eq(st_manifest_stage_chunks(&m, g, range[s][0], range[s][1], n, need),
+                             ST_OK);
             memset(want, 0, m.n_chunks);
             for (uint64_t c = 0; c * TM_CHUNK < m.data_offset; c++)
                 want[c] = true;
@@ -235,8 +235,8 @@ static void tm_stages(const char *name)
             }
             for (uint64_t c = 0; c < m.n_chunks; c++) {
                 ck_assert_msg(need[c] == want[c], "%s stage [%lld, %lld): chunk %llu %s", name,
-                              (long long)range[s][0], (long long)range[s][1],
-                              (unsigned long long)c, need[c] ? "needed" : "not needed");
+                              (long long)range[s][0], (long long)range[s][1], (unsigned long long)c,
+                              need[c] ? "needed" : "not needed");
                 both[c] |= need[c];
             }
         }

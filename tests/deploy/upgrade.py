@@ -26,11 +26,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cluster"))
 import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
 from cluster import (TIMEOUT, WORKER, Cluster, model, parse_ids, run_ids)  # noqa: E402
+from placement import wait_until  # noqa: E402
 
 MODEL = model("synth-s-f32.gguf")
 PROMPT = [1, 5, 9, 300, 17]  # within the vocabulary of 512
@@ -48,17 +48,6 @@ def generate_in_background(c, out):
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t
-
-
-def wait_status(c, pred, what, timeout=TIMEOUT):
-    deadline = time.time() + timeout
-    st = None
-    while time.time() < deadline:
-        st = c.status()
-        if pred(st):
-            return st
-        time.sleep(0.1)
-    raise AssertionError("%s not reached in %ss: %s" % (what, timeout, json.dumps(st)[:1500]))
 
 
 def version(binary):
@@ -108,8 +97,8 @@ def case_rolling():
                 assert gen.is_alive(), "the parked stream ended during the drain of %s" % n
                 assert d["epoch"] > epoch, (d, epoch)
                 procs[n] = start_worker(c, n, other)
-                st = wait_status(c, lambda s: states(s).get(n) in ("serving", "spare") and
-                                 s.get("serving"), "%s back from build B" % n)
+                st = wait_until(c, lambda s: states(s).get(n) in ("serving", "spare") and
+                                s.get("serving"), TIMEOUT, "%s back from build B" % n)
                 mine = [w for w in st["workers"] if w["name"] == n][0]
                 assert mine.get("version", st.get("version")) == st.get("version"), mine
                 assert gen.is_alive() and len(cluster.held(st)) == 1, st["sched"]
