@@ -98,20 +98,8 @@ st_err st_manifest_compute(const char *path, uint32_t chunk_size, st_manifest *o
         goto done;
     }
     for (uint64_t i = 0; i < out->n_chunks && e == ST_OK; i++) {
-        uint64_t off;
-        size_t len, got = 0;
-        st_manifest_chunk(out, i, &off, &len);
-        while (got < len) {
-            ssize_t r = pread(fd, buf + got, len - got, (off_t)(off + got));
-            if (r <= 0) {
-                e = r < 0 ? st_err_errno(errno, path)
-                          : st_errorf(ST_ETRUNC, "manifest: %s ends at %llu", path,
-                                      (unsigned long long)(off + got));
-                break;
-            }
-            got += (size_t)r;
-        }
-        if (e == ST_OK)
+        size_t len;
+        if ((e = st_manifest_read(out, fd, path, i, buf, &len)) == ST_OK)
             crypto_generichash(out->hash[i], ST_MANIFEST_HASH, buf, len, NULL, 0);
     }
 done:
@@ -121,6 +109,24 @@ done:
     if (e != ST_OK)
         st_manifest_free(out);
     return e;
+}
+
+st_err st_manifest_read(const st_manifest *m, int fd, const char *path, uint64_t i, void *buf,
+                        size_t *len)
+{
+    uint64_t off;
+    size_t got = 0;
+    st_manifest_chunk(m, i, &off, len);
+    while (got < *len) {
+        ssize_t r = pread(fd, (uint8_t *)buf + got, *len - got, (off_t)(off + got));
+        if (r < 0)
+            return st_err_errno(errno, path);
+        if (r == 0)
+            return st_errorf(ST_ETRUNC, "%s ends at %llu, inside chunk %llu", path,
+                             (unsigned long long)(off + got), (unsigned long long)i);
+        got += (size_t)r;
+    }
+    return ST_OK;
 }
 
 st_err st_manifest_check(const st_manifest *m, uint64_t i, const void *data, size_t len)

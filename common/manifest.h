@@ -68,6 +68,12 @@ void st_manifest_free(st_manifest *m);
 /* st_manifest_chunk - the file offset and length of chunk i (< n_chunks). */
 void st_manifest_chunk(const st_manifest *m, uint64_t i, uint64_t *off, size_t *len);
 
+/* st_manifest_read - reads chunk i (< n_chunks) of the file open as fd
+ * into buf (st_manifest_chunk's length, given in *len); errors name path
+ * (ST_ETRUNC when the file ends inside the chunk). */
+st_err st_manifest_read(const st_manifest *m, int fd, const char *path, uint64_t i, void *buf,
+                        size_t *len);
+
 /* st_manifest_check - ST_OK when data[0..len) is chunk i (its length and
  * hash); ST_ECHECKSUM (or ST_ERANGE for a wrong index or length) naming
  * the chunk otherwise. */

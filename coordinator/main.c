@@ -68,7 +68,7 @@ static void main_usage(FILE *f)
             "       [--client-keys FILE] [--admin-key FILE] [--max-requests-per-client N]\n"
             "       [--max-logits-per-client BYTES] [--max-new-tokens N]\n"
             "       [--weights ADDR | --no-weights] [--weights-chunk BYTES] [--cache-dir DIR]\n"
-            "       [--fetch-timeout-ms N] [--test-corrupt-chunk K]\n"
+            "       [--fetch-timeout-ms N] [--test-corrupt-chunk K] [--test-refuse-chunks N]\n"
             "\n"
             "Credentials (docs/security.md): --client-keys and --admin-key name files of\n"
             "keys, one per line ('#' comments, mode 0600), and need --cluster-key.\n"
@@ -84,7 +84,8 @@ static void main_usage(FILE *f)
             "model file (docs/streaming.md; default: the --listen host, its port + 1, any\n"
             "port when that is 0); the manifest is cached beside the model or under\n"
             "--cache-dir (default ~/.cache/strata). --fetch-timeout-ms bounds the Prepare\n"
-            "of such a worker (default 3600000). --test-corrupt-chunk needs --test-hooks.\n");
+            "of such a worker (default 3600000). --test-corrupt-chunk and --test-refuse-chunks\n"
+            "(chunk requests after N served are refused) need --test-hooks.\n");
 }
 
 /* main_u32 - a decimal in [lo, hi] into *out; 0 on success. */
@@ -194,6 +195,9 @@ static int main_weights_flag(const char *f, const char *v, st_weights_cfg *w, st
     } else if (strcmp(f, "--test-corrupt-chunk") == 0) {
         *bad = main_u32(f, v, 0, UINT32_MAX, &x);
         w->test_corrupt_chunk = x;
+    } else if (strcmp(f, "--test-refuse-chunks") == 0) {
+        *bad = main_u32(f, v, 0, UINT32_MAX, &x);
+        w->test_refuse_after = x;
     } else {
         return 0;
     }
@@ -381,8 +385,9 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
 static int main_weights_check(const st_coord_cfg *c, st_weights_cfg *w, bool none,
                               char def[ST_NET_ADDR_MAX], char cache[PATH_MAX])
 {
-    if (w->test_corrupt_chunk >= 0 && !c->test_hooks) {
-        fprintf(stderr, "strata-coordinator: --test-corrupt-chunk needs --test-hooks\n");
+    if ((w->test_corrupt_chunk >= 0 || w->test_refuse_after >= 0) && !c->test_hooks) {
+        fprintf(stderr, "strata-coordinator: --test-corrupt-chunk and --test-refuse-chunks need "
+                        "--test-hooks\n");
         return 2;
     }
     if (none)
@@ -413,7 +418,9 @@ int main(int argc, char **argv)
     uint32_t split[MAX_SPLIT];
     bool max_set = false;
     st_http_cfg hcfg = st_http_cfg_default();
-    st_weights_cfg wcfg = {.chunk_size = ST_MANIFEST_CHUNK_DEFAULT, .test_corrupt_chunk = -1};
+    st_weights_cfg wcfg = {.chunk_size = ST_MANIFEST_CHUNK_DEFAULT,
+                           .test_corrupt_chunk = -1,
+                           .test_refuse_after = -1};
     bool no_weights = false;
     char wdefault[ST_NET_ADDR_MAX], wcache[PATH_MAX];
     int rc = main_parse(argc, argv, &cfg, split, &max_set, &hcfg, &wcfg, &no_weights);

@@ -2,12 +2,12 @@
  * manifest of its model file and the file's chunks, to workers that start
  * without a model file.
  *
- * A separate NNG REP socket served by its own thread, which only reads the
- * model file and its manifest: it shares no state with the coordinator's
- * event loop (common/cq.h), so serving chunks never delays the loop, and
- * the loop never waits for a read. The manifest is computed (or read from
- * its cache, common/manifest.h) on the first request, not at start, so a
- * coordinator whose workers all hold the file never hashes it. */
+ * A separate NNG REP socket served by its own thread (common/manifest_serve.h
+ * over the model file), which only reads the model file and its manifest: it shares no state with
+ * the coordinator's event loop (common/cq.h), so serving chunks never delays the loop, and the loop
+ * never waits for a read. The manifest is computed (or read from its cache, common/manifest.h) on
+ * the first request, not at start, so a coordinator whose workers all hold the file never hashes
+ * it. */
 #ifndef ST_COORD_WEIGHTS_H
 #define ST_COORD_WEIGHTS_H
 
@@ -26,6 +26,8 @@ typedef struct st_weights_cfg {
     bool encrypt;
     int64_t test_corrupt_chunk; /* test hook: this chunk is sent corrupted the first time
                                    it is asked for (-1: never) */
+    int64_t test_refuse_after;  /* test hook: chunk requests after this many served are
+                                   refused (-1: never; 0: all) */
 } st_weights_cfg;
 
 typedef struct st_weights st_weights;

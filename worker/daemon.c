@@ -771,7 +771,7 @@ void st_daemon_close(st_daemon *d)
         pthread_mutex_destroy(&d->leave_mu);
     st_pool_close(d->pool);
     st_gguf_close(d->g);
-    st_fetch_close(d->fetch);
+    dm_fetch_close(d);
     sodium_memzero(d->key, sizeof d->key);
     free(d->s_coord);
     free(d->s_model);

@@ -12,6 +12,7 @@
 
 #include "common/envelope.h"
 #include "common/gguf.h"
+#include "worker/chunk_serve.h"
 #include "worker/ctl_check.h"
 #include "worker/daemon.h"
 #include "worker/dataplane.h"
@@ -41,8 +42,9 @@ struct st_daemon {
     char name[128];
     uint8_t key[ST_KEY_BYTES];
     bool keyed;
-    st_gguf *g;      /* the model file's metadata (no weights touched) */
-    st_fetch *fetch; /* weight streaming (fetch_dm.c); NULL with --model */
+    st_gguf *g;             /* the model file's metadata (no weights touched) */
+    st_fetch *fetch;        /* weight streaming (fetch_dm.c); NULL with --model */
+    st_chunk_serve *cserve; /* --serve-chunks (fetch_dm.c); NULL without */
     st_hparams hp;
     uint8_t model_id[32];
     st_pool *pool;
@@ -155,6 +157,8 @@ bool dm_addr_ok(const char *s);
  * becomes the sparse cache file), a Prepared stage's chunks on the loader
  * thread, and the progress a heartbeat carries (NULL when not streaming). */
 st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg);
+/* dm_fetch_close - the chunk server, then the fetch (at the daemon's close). */
+void dm_fetch_close(st_daemon *d);
 st_err dm_fetch_stage(st_daemon *d, const st_dp_plan *p);
 Strata__FetchProgress *dm_fetch_pb(st_daemon *d, Strata__FetchProgress *out);
 

@@ -10,11 +10,14 @@
  * whole, verified chunks: the next start takes those from the cache and
  * fetches the rest (bytes fetched twice: none).
  *
- * Sources are tried in order from the one that last answered well. A
- * chunk that fails verification is dropped and counted, its source gets a
- * strike, and the chunk is asked for again from the next source (the same
- * one when it is the only one left); a source with ST_FETCH_STRIKES
- * strikes is no longer used. A source that does not answer within
+ * Each chunk is asked for first from the live source after the one that
+ * sent the last chunk, so the requests go round the sources (members that
+ * hold the stage share the serving, and a source that sent bad data once
+ * is asked again soon enough to be found out). A chunk that fails
+ * verification is dropped and counted, its source gets a strike, and the
+ * chunk is asked for again from the next source (the same one when it is
+ * the only one left); a source with ST_FETCH_STRIKES strikes is no longer
+ * used. A source that does not answer within
  * FETCH_CALL_MS, or answers with an error, is tried again after the others,
  * at most FETCH_TRIES times per chunk: then the fetch fails and the worker
  * refuses the Prepare with that error (so a stalled fetch ends, and the
@@ -176,8 +179,11 @@ static void ft_journal_read(st_fetch *f)
             idx >= f->m.n_chunks || strchr(line, '\n') == NULL)
             continue;
         if (st_hex(f->m.hash[idx], ST_MANIFEST_HASH, hex, sizeof hex) == ST_OK &&
-            strcmp(hex, want) == 0)
+            strcmp(hex, want) == 0) {
+            pthread_mutex_lock(&f->mu);
             f->have[idx] = true;
+            pthread_mutex_unlock(&f->mu);
+        }
     }
     fclose(j);
 }
@@ -193,7 +199,9 @@ static st_err ft_journal_add(st_fetch *f, uint64_t i)
                      hex);
     if (write(f->jfd, line, (size_t)n) != n || fdatasync(f->jfd) != 0)
         return st_err_errno(errno, f->jpath);
+    pthread_mutex_lock(&f->mu);
     f->have[i] = true;
+    pthread_mutex_unlock(&f->mu);
     return ST_OK;
 }
 
@@ -326,10 +334,11 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
     cr.model_id.data = f->m.model_id;
     cr.model_id.len = ST_MANIFEST_HASH;
     cr.index = (uint32_t)i;
+    cr.chunk_size = f->m.chunk_size;
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_CHUNK_REQ;
     m.chunk_req = &cr;
-    int s = f->src[f->cur].dead ? ft_next(f, f->cur) : f->cur;
+    int s = ft_next(f, f->cur); /* the requests go round the live sources */
     st_err last = ST_OK;
     char why[300] = "";
     for (int tries = 0; s >= 0 && tries < FETCH_TRIES;) {
@@ -558,6 +567,33 @@ st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last
     }
     free(need);
     return e;
+}
+
+st_err st_fetch_manifest(st_fetch *f, const st_manifest **m)
+{
+    if (!f->have_m)
+        return st_errorf(ST_EINTERNAL, "fetch: no manifest");
+    *m = &f->m;
+    return ST_OK;
+}
+
+st_err st_fetch_read(st_fetch *f, uint64_t i, uint8_t *buf, size_t len)
+{
+    uint64_t off;
+    size_t want;
+    if (!f->have_m || i >= f->m.n_chunks)
+        return st_errorf(ST_ERANGE, "chunk %llu is not in the manifest", (unsigned long long)i);
+    st_manifest_chunk(&f->m, i, &off, &want);
+    pthread_mutex_lock(&f->mu);
+    bool have = f->have[i];
+    pthread_mutex_unlock(&f->mu);
+    if (!have)
+        return st_errorf(ST_ENOENT, "chunk %llu is not in this worker's cache",
+                         (unsigned long long)i);
+    if (len != want)
+        return st_errorf(ST_ERANGE, "chunk %llu has %zu bytes, not %zu", (unsigned long long)i,
+                         want, len);
+    return st_manifest_read(&f->m, f->fd, f->path, i, buf, &want); /* never written again */
 }
 
 void st_fetch_stop(st_fetch *f)

@@ -16,8 +16,8 @@
  * a cache directory fetch a chunk once.
  *
  * Threads: st_fetch_header and st_fetch_stage run on one thread at a time
- * (the daemon's start-up, then its loader thread); st_fetch_progress and
- * st_fetch_stop may be called from any thread. */
+ * (the daemon's start-up, then its loader thread); st_fetch_progress,
+ * st_fetch_read and st_fetch_stop may be called from any thread. */
 #ifndef ST_WORKER_FETCH_H
 #define ST_WORKER_FETCH_H
 
@@ -26,6 +26,7 @@
 
 #include "common/err.h"
 #include "common/gguf.h"
+#include "common/manifest.h"
 
 #define ST_FETCH_MAX_SOURCES 8
 #define ST_FETCH_STRIKES 2 /* bad chunks after which a source is no longer used */
@@ -71,6 +72,16 @@ st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last
 
 /* st_fetch_progress - the figures of the current or last fetch. */
 void st_fetch_progress(st_fetch *f, st_fetch_stats *out);
+
+/* st_fetch_manifest - the manifest st_fetch_header received (fixed from
+ * then on: any thread may read it while f is open). */
+st_err st_fetch_manifest(st_fetch *f, const st_manifest **m);
+
+/* st_fetch_read - chunk i of the cache into buf[0..len) when the journal
+ * names it verified (ST_ENOENT when not, ST_ERANGE for an index or length
+ * outside the manifest); any thread, beside a running fetch (a worker's
+ * chunk server: chunk_serve.h). */
+st_err st_fetch_read(st_fetch *f, uint64_t i, uint8_t *buf, size_t len);
 
 /* st_fetch_stop - makes a running fetch end with ST_ECANCELED soon (it
  * closes the sources' sockets); f stays to be closed. */

@@ -4,6 +4,9 @@
  * its hyperparameters) and its stage's chunks in Prepare, on the loader
  * thread, before loading; its heartbeats carry the fetch's progress.
  *
+ * With --serve-chunks the worker also serves chunks to other workers
+ * (chunk_serve.h): the verified chunks of its cache, or its model file.
+ *
  * Envelope identity: the fetcher's requests use a sender id of their own,
  * random, since they go to another socket (the weights server's) than the
  * daemon's requests. */
@@ -16,23 +19,47 @@
 #include "common/manifest.h"
 #include "worker/dm_internal.h"
 
+/* dm_serve_open - --serve-chunks: the chunk server over the fetch cache
+ * (streaming) or the model file; its address printed for operators and
+ * tests as "chunks on ADDR". */
+static st_err dm_serve_open(st_daemon *d, const st_worker_cfg *cfg, const char *cache)
+{
+    if (cfg->serve_chunks == NULL)
+        return ST_OK;
+    char addr[ST_DP_ADDR_MAX];
+    st_chunk_serve_cfg sc = {.listen = cfg->serve_chunks,
+                             .key = d->keyed ? d->key : NULL,
+                             .encrypt = cfg->encrypt,
+                             .fetch = d->fetch,
+                             .model_path = d->cfg.model,
+                             .cache_dir = cache,
+                             .test_corrupt = cfg->test_serve_corrupt};
+    st_err e = st_chunk_serve_open(&sc, &d->cserve, addr, sizeof addr);
+    if (e != ST_OK)
+        return e;
+    st_log(ST_LOG_INFO, "worker", "chunks on %s (%s)", addr,
+           d->fetch != NULL ? "the verified chunks of its cache" : "its model file");
+    return ST_OK;
+}
+
 st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg)
 {
-    if (cfg->model != NULL)
-        return ST_OK;
     char wdef[ST_DP_ADDR_MAX], cdef[PATH_MAX];
     const char *from = cfg->weights_from, *cache = cfg->cache_dir;
     st_err e;
+    if (cache == NULL && st_cache_dir_default(cdef, sizeof cdef) == ST_OK)
+        cache = cdef;
+    if (cfg->model != NULL) /* its manifest cached beside the file when no cache dir */
+        return dm_serve_open(d, cfg, cache);
     if (from == NULL) {
         if ((e = st_weights_default_addr(cfg->coordinator, wdef, sizeof wdef)))
             return st_errwrap(e, "no --model: the weights come from --weights-from, by default "
                                  "the coordinator's port + 1");
         from = wdef;
     }
-    if (cache == NULL && (e = st_cache_dir_default(cdef, sizeof cdef)) != ST_OK)
-        return st_errwrap(e, "no --model and no --cache-dir");
     if (cache == NULL)
-        cache = cdef;
+        return st_errorf(ST_ENOENT, "no --model and no --cache-dir, and no default cache "
+                                    "directory (neither XDG_CACHE_HOME nor HOME is set)");
     if (sodium_init() < 0)
         return st_err_sodium("sodium_init");
     st_fetch_cfg fc = {.sources = from,
@@ -51,7 +78,15 @@ st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg)
         return st_errorf(ST_ENOMEM, "model path");
     d->cfg.model = d->s_model;
     st_log(ST_LOG_INFO, "worker", "no --model: weights from %s, cached under %s", from, cache);
-    return ST_OK;
+    return dm_serve_open(d, cfg, cache);
+}
+
+void dm_fetch_close(st_daemon *d)
+{
+    st_chunk_serve_close(d->cserve); /* first: it reads the fetch's cache */
+    d->cserve = NULL;
+    st_fetch_close(d->fetch);
+    d->fetch = NULL;
 }
 
 st_err dm_fetch_stage(st_daemon *d, const st_dp_plan *p)

@@ -37,6 +37,7 @@ static void wm_usage(FILE *f)
                "       [--throttle-file PATH] [--spare] [--stay-after-drain] [--probe-s N]\n"
                "       [--no-probe] [--wire-accept LIST] [--kernels ref|auto] [--log LEVEL]\n"
                "       [--weights-from ADDR[,ADDR...]] [--cache-dir DIR] [--max-fetch-rate BYTES]\n"
+               "       [--serve-chunks ADDR]\n"
                "\n"
                "  --coordinator ADDR  the coordinator's control address, tcp://HOST:PORT\n"
                "                      (default: $STRATA_COORDINATOR)\n"
@@ -49,6 +50,8 @@ static void wm_usage(FILE *f)
                "  --cache-dir DIR     without --model: the verified chunks (default\n"
                "                      $XDG_CACHE_HOME/strata or ~/.cache/strata)\n"
                "  --max-fetch-rate B  cap on the fetch, bytes per second (suffixes k M G)\n"
+               "  --serve-chunks ADDR serve verified chunks to other workers' --weights-from on\n"
+               "                      tcp://HOST:PORT: those of its cache, or its --model file\n"
                "  --listen ADDR       data-plane listen address (default tcp://127.0.0.1:0);\n"
                "                      the control socket listens on the same host, port 0.\n"
                "                      Beyond loopback it needs --cluster-key or --insecure\n"
@@ -78,7 +81,8 @@ static void wm_usage(FILE *f)
                "  --kernels ref|auto  scalar reference kernels, or the best (default auto)\n"
                "  --log LEVEL         error, warn, info (default) or debug; or $STRATA_LOG\n"
                "  --test-hooks        test only: allow --test-fetch-pause-after N (stop fetching\n"
-               "                      after N chunks until shut down)\n"
+               "                      after N chunks until shut down) and --test-serve-corrupt\n"
+               "                      (the chunk server flips a bit of every chunk)\n"
                "\n"
                "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
                "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
@@ -130,6 +134,8 @@ static int wm_fetch_flag(const char *f, const char *v, st_worker_cfg *c)
             return 2;
         }
         c->max_fetch_rate = (double)r;
+    } else if (strcmp(f, "--serve-chunks") == 0) {
+        c->serve_chunks = v;
     } else if (strcmp(f, "--test-fetch-pause-after") == 0) {
         if (wm_long(f, v, 0, LONG_MAX, &n))
             return 2;
@@ -182,6 +188,10 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             test_hooks = true;
             continue;
         }
+        if (strcmp(f, "--test-serve-corrupt") == 0) {
+            c->test_serve_corrupt = true;
+            continue;
+        }
         static const char *const valued[] = {"--coordinator",
                                              "--model",
                                              "--listen",
@@ -200,6 +210,7 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
                                              "--cache-dir",
                                              "--max-fetch-rate",
                                              "--test-fetch-pause-after",
+                                             "--serve-chunks",
                                              "--wire-accept",
                                              NULL};
         bool known = false;
@@ -289,6 +300,10 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
     }
     if (c->model != NULL && c->model[0] == '\0')
         c->model = NULL; /* an empty $STRATA_MODEL: none */
+    if (c->test_serve_corrupt && !test_hooks) {
+        fprintf(stderr, "strata-worker: --test-serve-corrupt needs --test-hooks\n");
+        return 2;
+    }
     if (c->test_fetch_pause_after >= 0 && !test_hooks) {
         fprintf(stderr, "strata-worker: --test-fetch-pause-after needs --test-hooks\n");
         return 2;
@@ -326,8 +341,11 @@ int main(int argc, char **argv)
     if (r != 0)
         return r == 1 ? 0 : 2;
     st_log_init(level != NULL ? level : getenv("STRATA_LOG") != NULL ? NULL : "info");
-    const char *const lflag = "--listen"; /* the control socket shares its host */
-    if (st_listen_check("worker", &lflag, &cfg.listen, 1, cfg.key_file != NULL, insecure)) {
+    /* the control socket shares --listen's host */
+    const char *const lflags[] = {"--listen", "--serve-chunks"};
+    const char *const lurls[] = {cfg.listen, cfg.serve_chunks};
+    if (st_listen_check("worker", lflags, lurls, cfg.serve_chunks != NULL ? 2 : 1,
+                        cfg.key_file != NULL, insecure)) {
         fprintf(stderr, "strata-worker: %s\n", st_errdetail());
         return 2;
     }

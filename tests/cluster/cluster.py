@@ -8,6 +8,7 @@ Every process is started in its own process group and killed at the end,
 also on failure. Prints 'N passed, N failed' as its last line."""
 
 import array
+import contextlib
 import json
 import math
 import os
@@ -573,6 +574,15 @@ def netns_bridge(tag, br, hosts, sub, made):
         sh("ip", "-n", br, "link", "set", "p" + h, "up")
 
 
+def netns_cleanup(procs, made):  # kills procs (Proc), deletes made's namespaces newest first
+    for p in procs:
+        p.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.p.wait(5)
+    for ns in reversed(made):
+        sh("ip", "netns", "del", ns, check=False)
+
+
 NETNS_LIMIT = "50mbit"  # tbf on w2's egress in case netns
 NETNS_RATIO = 3.0       # the free link measures more than this times the limited one
 
@@ -680,15 +690,7 @@ def case_netns():
             NETNS_LIMIT if limited else "not available: not compared", gbit(slow),
             slow["latency_ms"], gbit(fast), fast["latency_ms"]))
     finally:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            try:
-                p.p.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
-        for ns in reversed(made):
-            sh("ip", "netns", "del", ns, check=False)
+        netns_cleanup(procs, made)
 
 
 def wave2_cases(model_name):

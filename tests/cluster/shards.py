@@ -60,6 +60,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
 from cluster import BUILD, STRATA, TIMEOUT, WORKER, Proc, model, parse_ids  # noqa: E402
+from stream import tinyllama_shaped  # noqa: E402
 
 POKE = os.path.join(BUILD, "tests", "cluster", "shard_poke")
 EMBED = os.path.join(BUILD, "worker", "strata-embed")
@@ -296,14 +297,7 @@ def case_rss():
     synthesized here, or STRATA_RSS_MODEL) split over two servers."""
     tmp = tempfile.mkdtemp(prefix="strata-rss-")
     try:
-        m = os.environ.get("STRATA_RSS_MODEL")
-        if m is None:
-            m = os.path.join(tmp, "tinyllama-shaped-q8_0.gguf")
-            r = subprocess.run([STRATA, "convert", "synth", m, "--dim", "2048", "--layers", "22",
-                                "--heads", "32", "--kv-heads", "4", "--ffn", "5632", "--vocab",
-                                "32000", "--type", "q8_0"], capture_output=True, text=True,
-                               timeout=600)
-            assert r.returncode == 0, r.stderr
+        m = tinyllama_shaped(tmp)
         res = {}
         with Servers(m) as s:
             a = s.start(0, 11)[1]

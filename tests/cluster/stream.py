@@ -10,18 +10,36 @@ Cases (each its own meson test, `stream-<case>`):
            the same cache and fetches only the rest (bytes fetched twice: 0)
   corrupt  a chunk the coordinator sends corrupted (test hook) is detected,
            counted, dropped and fetched again; ids equal `strata run`
+  peer     worker B fetches from worker A's chunk server (--serve-chunks over
+           its model file) while the coordinator's weights server refuses
+           every chunk (test hook); ids equal `strata run`
+  peerbad  a second source that corrupts every chunk (test hook) is dropped
+           after two bad chunks; the fetch completes from the coordinator
+  netns    three workers without model files, each in a network namespace,
+           fetch from a coordinator whose egress is a 100 Mbit/s tbf link:
+           ids equal `strata run`; the fetch rates against the link's are
+           printed for the note, never asserted
+  rss      a worker fetching a ~1.2 GB stage (a synthesized TinyLlama-shaped
+           Q8_0 model, or STRATA_RSS_MODEL): its peak RSS (VmHWM) is printed
+           beside a --model worker's of the same stage and bounded by it plus
+           8 chunks (the fetch holds about two)
 
 Nothing depends on speed: the pause is a hook at a chunk count, and every
 wait is for a state with a generous deadline."""
+import json
 import os
 import re
+import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import (Cluster, TIMEOUT, WORKER, model, parse_ids, run_ids)  # noqa: E402
+import cluster  # noqa: E402
+from cluster import (COORD, STRATA, Cluster, Proc, Skip, TIMEOUT, WORKER, model,  # noqa: E402
+                     netns_bridge, netns_cleanup, parse_ids, run_ids, sh)
 
 MODEL = model("l3-synth-q8_0.gguf")
 CHUNK = 1 << 20  # small chunks: a stage is many of them
@@ -30,6 +48,8 @@ N_GEN = 12
 DONE = re.compile(r"fetch: stage done: (\d+) of (\d+) bytes \([0-9.]+%\): fetched (\d+), "
                   r"cached (\d+), [0-9.]+ MB/s, ETA [-0-9.]+ s, bad chunks (\d+), "
                   r"bytes fetched twice (\d+)")
+HEADER_DONE = re.compile(r"fetch: header done: (\d+) of (\d+) bytes \([0-9.]+%\): fetched (\d+), "
+                         r"cached (\d+), [0-9.]+ MB/s, ETA [-0-9.]+ s, bad chunks (\d+),")
 NOW = re.compile(r"fetch: stage now: (\d+) of (\d+) bytes \([0-9.]+%\): fetched (\d+), "
                  r"cached (\d+),")
 
@@ -169,7 +189,209 @@ def case_corrupt():
               "ids equal strata run: %s" % (k, f["bad_chunks"], ids))
 
 
-CASES = {"basic": case_basic, "resume": case_resume, "corrupt": case_corrupt}
+def add_server(c, name, *extra):
+    """A worker with the model file serving its chunks (--serve-chunks);
+    its chunk server's address in w.chunks."""
+    w = c.add_worker("--serve-chunks", "tcp://127.0.0.1:0", "--cache-dir",
+                     os.path.join(c.tmp, name), *extra)
+    w.chunks = wait_log(w, re.compile(r"chunks on (tcp://[0-9.]+:\d+)")).group(1)
+    return w
+
+
+def case_peer():
+    with start(["--split", "2,2", "--test-hooks", "--test-refuse-chunks", "0"],
+               min_workers=2) as c:
+        a = add_server(c, "a")
+        b = add_streaming(c, os.path.join(c.tmp, "cache-b"), "--weights-from",
+                          "%s,%s" % (c.weights, a.chunks), name="b")
+        c.wait_serving(2)
+        hhave, hneed, hfetched, _, hbad = (int(x) for x in wait_log(b, HEADER_DONE).groups())
+        have, need, fetched, cached, bad, twice = stage_done(b)
+        # the stage's chunks include the header's, fetched before joining
+        assert hhave == hneed == hfetched and hbad == 0, (hhave, hneed, hfetched, hbad)
+        assert have == need and fetched + cached == need and cached == hneed and bad == 0, \
+            stage_done(b)
+        log = b.stderr()
+        assert re.search(r"from %s: .*test hook: chunk requests refused" % re.escape(c.weights),
+                         log), log[-3000:]
+        ids = check_ids(c)
+        a.stop()
+        served = wait_log(a, re.compile(r"chunks: served (\d+) chunks, (\d+) bytes"))
+        assert int(served.group(2)) == hfetched + fetched, (served.group(0), hfetched, fetched)
+        print("peer: the coordinator refused every chunk; b fetched %d header and %d stage bytes "
+              "from a's chunk server (%s); ids equal strata run: %s"
+              % (hfetched, fetched, served.group(0), ids))
+
+
+def case_peerbad():
+    with start() as c:
+        # a spare whose budget holds no stage: never placed, whoever joins first
+        bad_src = add_server(c, "bad", "--spare", "--memory", "1M", "--test-hooks",
+                             "--test-serve-corrupt")
+        b = add_streaming(c, os.path.join(c.tmp, "cache-b"), "--weights-from",
+                          "%s,%s" % (c.weights, bad_src.chunks), name="b")
+        c.wait_serving(1)
+        hhave, hneed, _, _, hbad = (int(x) for x in wait_log(b, HEADER_DONE).groups())
+        have, need, fetched, cached, bad, twice = stage_done(b)
+        assert hhave == hneed and have == need and fetched + cached == need, stage_done(b)
+        assert hbad + bad == 2, "bad chunks: %d in the header, %d in the stage" % (hbad, bad)
+        log = b.stderr()
+        assert re.search(r"source %s sent bad data 2 times: no longer used"
+                         % re.escape(bad_src.chunks), log), log[-3000:]
+        assert len(re.findall(r"source %s sent a bad chunk" % re.escape(bad_src.chunks), log)) == 2
+        f = reported_done(c, b.name)["fetch"]
+        assert f["sources"] == 1, f
+        ids = check_ids(c)
+        print("peerbad: the corrupting source sent 2 bad chunks (%d header, %d stage), was "
+              "dropped; %d bytes fetched from the coordinator; ids equal strata run: %s"
+              % (hbad, bad, fetched, ids))
+
+
+LINK = "100mbit"
+LINK_BYTES = 100e6 / 8
+RATE = re.compile(r"fetch: (header|stage) done: \d+ of \d+ bytes \([0-9.]+%\): fetched (\d+), "
+                  r"cached \d+, ([0-9.]+) MB/s")
+
+
+def case_netns():
+    """The coordinator and three streaming workers in network namespaces on
+    a bridge; the coordinator's egress (what the workers fetch) through tbf
+    at LINK. Keyed: the addresses are not loopback."""
+    if os.geteuid() != 0:
+        raise Skip("needs root for network namespaces")
+    tag = "sf%d" % (os.getpid() % 100000)
+    hosts = {"c": "10.232.%d.1", "w1": "10.232.%d.2", "w2": "10.232.%d.3", "w3": "10.232.%d.4"}
+    sub = os.getpid() % 250
+    made, procs = [], []
+    tmp = tempfile.mkdtemp(prefix="strata-stream-netns-%d-" % os.getpid())
+
+    def spawn(name, ns, argv):
+        p = Proc(tmp, name, ["ip", "netns", "exec", tag + ns] + argv)
+        procs.append(p)
+        return p
+
+    def in_c(*argv, check=True):
+        return sh("ip", "netns", "exec", tag + "c", STRATA, *argv, "--coordinator", addr,
+                  "--cluster-key", key, check=check)
+
+    try:
+        netns_bridge(tag, tag + "br", hosts, sub, made)
+        r = sh("tc", "-n", tag + "c", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", LINK,
+               "burst", "64kb", "latency", "200ms", check=False)
+        if r.returncode != 0:
+            raise Skip("no tbf qdisc: %s" % r.stderr.strip())
+        key = os.path.join(tmp, "cluster.key")
+        sh(STRATA, "keygen", key)
+        caddr = hosts["c"] % sub
+        coord = spawn("coordinator", "c", [
+            COORD, "--model", MODEL, "--listen", "tcp://%s:0" % caddr, "--cluster-key", key,
+            "--cache-dir", os.path.join(tmp, "coord"), "--min-workers", "3", "--split", "1,1,2",
+            "--heartbeat-ms", "200"])
+        addr = coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
+        weights = coord.wait_line(r"weights on (tcp://[0-9.]+:\d+)").group(1)
+        ws = []
+        for h in ("w1", "w2", "w3"):
+            ws.append(spawn(h, h, [
+                WORKER, "--coordinator", addr, "--weights-from", weights, "--cache-dir",
+                os.path.join(tmp, "cache-" + h), "--listen", "tcp://%s:0" % (hosts[h] % sub),
+                "--threads", "1", "--name", h, "--heartbeat-ms", "200", "--cluster-key", key]))
+            if h == "w1":  # its header alone on the link: the clean figure
+                wait_log(ws[0], re.compile(r"fetch: header done"))
+        deadline = time.time() + 3 * TIMEOUT
+        st = None
+        while time.time() < deadline:
+            r = in_c("status", "--json", check=False)
+            if r.returncode == 0:
+                st = json.loads(r.stdout)
+                if st.get("serving") and len(st["workers"]) == 3:
+                    break
+            time.sleep(0.2)
+        assert st and st.get("serving") and len(st["workers"]) == 3, st
+        got = parse_ids(in_c("generate", "--prompt-ids", ",".join(map(str, PROMPT)), "-n",
+                             str(N_GEN), "--temp", "0", "--ids").stdout)
+        ref = run_ids(MODEL, PROMPT, N_GEN, os.path.join(tmp, "run.logits"))
+        assert got == ref, "cluster ids %s != strata run %s" % (got, ref)
+        rates = {"header": [], "stage": []}  # (bytes, seconds) of each fetch
+        for w in ws:
+            for what, fetched, mbs in (m.groups() for m in RATE.finditer(wait_log(
+                    w, re.compile(r"fetch: stage done")).string)):
+                if int(fetched) > 0:
+                    rates[what].append((int(fetched), int(fetched) / (float(mbs) * 1e6)))
+        alone = rates["header"][0]
+        print("netns: w1's header alone through tbf %s (%.2f MB/s): %.2f MB/s = %.0f%% of the "
+              "link" % (LINK, LINK_BYTES / 1e6, alone[0] / alone[1] / 1e6,
+                        100 * alone[0] / alone[1] / LINK_BYTES))
+        # the stages' fetches begin together (one Prepare round): their bytes
+        # over the longest one's time is a lower bound of the link's use
+        st_bytes = sum(b for b, _ in rates["stage"])
+        st_time = max(t for _, t in rates["stage"])
+        each = " + ".join("%.2f" % (b / t / 1e6) for b, t in rates["stage"])
+        together = st_bytes / st_time
+        print("netns: %d stage fetches at once: %s MB/s each; %d bytes in %.2f s = %.2f MB/s "
+              "together (at least), %.0f%% of the link" % (
+                  len(rates["stage"]), each, st_bytes, st_time, together / 1e6,
+                  100 * together / LINK_BYTES))
+        print("netns: 3 streaming workers in namespaces serve; ids equal strata run: %s" % got)
+    finally:
+        netns_cleanup(procs, made)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def tinyllama_shaped(tmp):
+    """A TinyLlama-shaped Q8_0 model (22 layers, 2048 wide, 32,000 ids,
+    1.1 GB): STRATA_RSS_MODEL, or synthesized into tmp (also shards.py's)."""
+    m = os.environ.get("STRATA_RSS_MODEL")
+    if m is None:
+        m = os.path.join(tmp, "tinyllama-shaped-q8_0.gguf")
+        r = subprocess.run([STRATA, "convert", "synth", m, "--dim", "2048", "--layers", "22",
+                            "--heads", "32", "--kv-heads", "4", "--ffn", "5632", "--vocab",
+                            "32000", "--type", "q8_0"], capture_output=True, text=True,
+                           timeout=600)
+        assert r.returncode == 0, r.stderr
+    return m
+
+
+RSS_CHUNKS = 8  # the bound, in chunks, beyond a --model worker's peak (the fetch holds about 2)
+
+
+def vm_hwm(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1)) * 1024
+
+
+def case_rss():
+    tmp = tempfile.mkdtemp(prefix="strata-stream-rss-")
+    try:
+        m = tinyllama_shaped(tmp)
+        chunk = 4 << 20
+        hwm = {}
+        for label in ("local", "stream"):
+            with Cluster(m, ["--weights-chunk", str(chunk), "--cache-dir",
+                             os.path.join(tmp, "coord")]) as c:
+                if label == "local":
+                    w = c.add_worker()
+                else:
+                    c.weights = c.coord.wait_line(r"weights on (tcp://[0-9.]+:\d+)").group(1)
+                    w = add_streaming(c, os.path.join(tmp, "cache"))
+                c.wait_serving(1, timeout=10 * TIMEOUT)
+                hwm[label] = vm_hwm(w.p.pid)
+                if label == "stream":
+                    have, need, fetched, cached, bad, twice = stage_done(w)
+                    assert have == need and fetched + cached == need, stage_done(w)
+        size = os.path.getsize(m)
+        bound = hwm["local"] + RSS_CHUNKS * chunk
+        print("rss: a %.2f GB stage (%s): peak RSS (VmHWM) of the streaming worker %.1f MiB, of a "
+              "--model worker %.1f MiB: %+.1f MiB (%.2f chunks of 4 MiB); bound %.1f MiB" % (
+                  size / 1e9, os.path.basename(m), hwm["stream"] / 2**20, hwm["local"] / 2**20,
+                  (hwm["stream"] - hwm["local"]) / 2**20, (hwm["stream"] - hwm["local"]) / chunk,
+                  bound / 2**20))
+        assert hwm["stream"] < bound, hwm
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+CASES = {"basic": case_basic, "resume": case_resume, "corrupt": case_corrupt, "peer": case_peer,
+         "peerbad": case_peerbad, "netns": case_netns, "rss": case_rss}
 
 if __name__ == "__main__":
-    CASES[sys.argv[2]]()
+    cluster.run_cases(CASES)
