@@ -192,27 +192,14 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             c->test_serve_corrupt = true;
             continue;
         }
-        static const char *const valued[] = {"--coordinator",
-                                             "--model",
-                                             "--listen",
-                                             "--advertise",
-                                             "--memory",
-                                             "--threads",
-                                             "--name",
-                                             "--cluster-key",
-                                             "--heartbeat-ms",
-                                             "--throttle",
-                                             "--throttle-file",
-                                             "--kernels",
-                                             "--log",
-                                             "--probe-s",
-                                             "--weights-from",
-                                             "--cache-dir",
-                                             "--max-fetch-rate",
-                                             "--test-fetch-pause-after",
-                                             "--serve-chunks",
-                                             "--wire-accept",
-                                             NULL};
+        static const char *const valued[] =
+            {"--coordinator",  "--model",          "--listen",
+             "--advertise",    "--memory",         "--threads",
+             "--name",         "--cluster-key",    "--heartbeat-ms",
+             "--throttle",     "--throttle-file",  "--kernels",
+             "--log",          "--probe-s",        "--weights-from",
+             "--cache-dir",    "--max-fetch-rate", "--test-fetch-pause-after",
+             "--serve-chunks", "--wire-accept",    NULL};
         bool known = false;
         for (int k = 0; valued[k] != NULL; k++)
             known = known || strcmp(f, valued[k]) == 0;
