@@ -193,15 +193,7 @@ def case_mixed():
         print("mixed: w2->w3 %.2f MB/s (tbf %s): %s" % (slow["bandwidth_bytes_per_s"] / 1e6,
                                                       SLOW_RATE, b[1][1]))
     finally:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            try:
-                p.p.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
-        for ns in reversed(made):
-            sh("ip", "netns", "del", ns, check=False)
+        cluster.netns_cleanup(procs, made)
 
 
 CASES = {"exact": case_exact, "accept": case_accept, "mixed": case_mixed}
