@@ -185,7 +185,8 @@ START_TEST(test_roundtrip)
 }
 END_TEST
 
-/* ts_split - st_step_split of body[0..n) from an exact-size heap copy. */
+/* ts_split - st_step_split of body[0..n) from an exact-size heap copy,
+ * freed on return: p's pointers are for comparison only afterwards. */
 static st_err ts_split(const uint8_t *body, size_t n, st_step_parts *p)
 {
     uint8_t *copy = malloc(n ? n : 1);
@@ -240,14 +241,19 @@ START_TEST(test_malformed_meta)
      * field with the invalid wire type 7 */
     const uint8_t bad[][4] = {{0x22, 100, 1, 2}, {0x0f, 1, 2, 3}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        uint8_t body[ST_STEP_LEN_BYTES + 4] = {4, 0, 0, 0};
+        /* an exact-size heap body that outlives the unpack (p points into it) */
+        uint8_t *body = malloc(ST_STEP_LEN_BYTES + 4);
+        ck_assert_ptr_nonnull(body);
+        const uint8_t len[ST_STEP_LEN_BYTES] = {4, 0, 0, 0};
+        memcpy(body, len, sizeof len);
         memcpy(body + ST_STEP_LEN_BYTES, bad[i], 4);
         st_step_parts p;
-        ck_assert_int_eq(ts_split(body, sizeof body, &p), ST_OK);
+        ck_assert_int_eq(st_step_split(body, ST_STEP_LEN_BYTES + 4, &p), ST_OK);
         Strata__StepMeta *m = (Strata__StepMeta *)&p; /* must be cleared */
         ck_assert_int_eq(st_step_meta_unpack(&p, TS_SENDER, &m), ST_EFORMAT);
         ck_assert_ptr_null(m);
         ck_assert_ptr_nonnull(strstr(st_errdetail(), "malformed StepMeta (4 bytes)"));
+        free(body);
     }
     st_step_meta_free(NULL);
 }
