@@ -48,6 +48,7 @@ Cases:
 Usage: shards.py BUILD_DIR CASE...   Every process is killed at the end,
 also on failure. Prints 'N passed, N failed' as its last line."""
 
+import json
 import os
 import re
 import shutil
@@ -252,6 +253,17 @@ def case_bad_input():
         print("a client asking bf16 of an f32-only server: %s" % r.stderr.strip().splitlines()[-1])
 
 
+def build_sanitize_flags():
+    """-fsanitize=... when BUILD is a sanitizer build (meson's b_sanitize):
+    a program linking a sanitized libstrata must load the sanitizer runtime
+    first, so it is built with the same option, as any user of such a
+    build would; [] otherwise."""
+    with open(os.path.join(BUILD, "meson-info", "intro-buildoptions.json")) as f:
+        opts = {o["name"]: o["value"] for o in json.load(f)}
+    v = opts.get("b_sanitize", "none")
+    return [] if v in ("none", "") else ["-fsanitize=" + v]
+
+
 def case_pkgconfig():
     if shutil.which("pkg-config") is None:
         raise AssertionError("pkg-config is not installed")
@@ -273,8 +285,8 @@ def case_pkgconfig():
         assert any(dest in f for f in flags), "pkg-config did not point into %s: %s" % (dest, flags)
         exe = os.path.join(dest, "chain")
         src = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "chain.c")
-        r = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", src, "-o", exe] + flags,
-                           capture_output=True, text=True)
+        r = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", src, "-o", exe] + flags +
+                           build_sanitize_flags(), capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         libdir = [f[2:] for f in flags if f.startswith("-L")][0]
         with Servers(m) as s:
