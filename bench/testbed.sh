@@ -176,13 +176,14 @@ else:
 EOF
 }
 
-# ready WIRE - waits until the plan serves on 3 stages, every link between
-# workers is measured and, with auto, every boundary's choice says so
+# ready - waits until the plan serves on 3 stages, every link between
+# workers is measured and the plan stayed the same for 3 s after that
 ready() {
-    python3 - "$1" "$ready_timeout" "$tb" <<'EOF'
+    python3 - "$ready_timeout" "$tb" <<'EOF'
 import json, subprocess, sys, time
-wire, limit, tb = sys.argv[1], float(sys.argv[2]), sys.argv[3]
-deadline, why = time.monotonic() + limit, ""
+limit, tb = float(sys.argv[1]), sys.argv[2]
+deadline, why, epoch, calm = time.monotonic() + limit, "", None, 0
+calm_polls = 3  # the same plan this many polls (1 s apart) after the links are measured
 while time.monotonic() < deadline:
     r = subprocess.run([tb, "status", "--json"], capture_output=True, text=True)
     if r.returncode == 0:
@@ -192,8 +193,12 @@ while time.monotonic() < deadline:
         why = "%d stages, %d/%d links measured, boundaries %s" % (
             len(st), sum(l["measured"] for l in links), len(links),
             [x["in_dtype"] + ": " + x["in_why"] for x in st[1:]])
-        if (s["serving"] and len(st) == 3 and links and all(l["measured"] for l in links) and
-                (wire != "auto" or all("(measured)" in x["in_why"] for x in st[1:]))):
+        # measured links move an auto choice by a replan within a heartbeat
+        # or two; a choice they leave alone keeps its first reason (assumed)
+        ok = s["serving"] and len(st) == 3 and links and all(l["measured"] for l in links)
+        calm = calm + 1 if ok and s["plan"]["epoch"] == epoch else 0
+        epoch = s["plan"]["epoch"] if ok else None
+        if calm >= calm_polls:
             print(why)
             sys.exit(0)
     time.sleep(1)
@@ -225,7 +230,7 @@ strata_cell() { # strata_cell TAG WIRE LINK - "decode ttft aggregate others%" in
     "$tb" up $((workers + 1)) --link "$3:$delay" --model "$model" --build "$build" \
         --wire "$2" --threads 1 -- --split "$split" >"$c-up.txt" 2>&1 ||
         { cat "$c-up.txt" >&2; return 1; }
-    ready "$2" >"$c-ready.txt"
+    ready >"$c-ready.txt"
     a=$(cat "$state/addr")
     lg=("$tb" exec 0 "$build/tests/cluster/loadgen" "$a" --key "$state/cluster.key" --timeout-ms 900000)
     pids=$(strata_pids)
