@@ -24,6 +24,7 @@ TAG=stb             # namespace names: stb-br, stb-h0, stb-h1, ...
 NET=10.233.0        # host I is $NET.(I+1)/24
 TBF_BURST=64kb      # tbf bucket: a few packets at line rate
 TBF_LATENCY=3s      # tbf queue: holds a 1 MiB link probe on slow rates
+DOWN_WAIT_TENTHS=100 # down: 10 s for the processes to end before SIGKILL
 
 die() { echo "$NAME: $*" >&2; exit 1; }
 ns() { echo "$TAG-h$1"; }
@@ -42,11 +43,12 @@ shape() { # shape NS DEV RATE DELAY
 }
 
 wait_word() { # wait_word FILE PREFIX: the word after "PREFIX " in FILE (30 s)
-    i=0
-    while [ $i -lt 300 ]; do
+    # sh has no local variables: the counter must not be up()'s host index i
+    ww_try=0
+    while [ $ww_try -lt 300 ]; do
         a=$(sed -n "s|^$2 \([^ ]*\).*|\1|p" "$1" 2>/dev/null | head -n 1)
         if [ -n "$a" ]; then echo "$a"; return 0; fi
-        i=$((i + 1)); sleep 0.1
+        ww_try=$((ww_try + 1)); sleep 0.1
     done
     die "no '$2' line in $1: $(tail -n 5 "$1.err" 2>/dev/null)"
 }
@@ -71,6 +73,8 @@ up() {
     done
     [ -n "$model" ] || die "--model PATH is required"
     mkdir -p "$DIR"
+    # a failure from here on takes down what was made (namespaces, processes)
+    trap 'down >&2' EXIT
     ip netns add $TAG-br
     echo "$n" > "$DIR/hosts"
     ip -n $TAG-br link add br0 type bridge
@@ -102,6 +106,9 @@ up() {
         i=$((i + 1))
     done
     key="$DIR/cluster.key"
+    # a new key per run (keygen refuses to overwrite an old one), and no
+    # output of an earlier run where wait_word looks for this run's address
+    rm -f "$key" "$DIR"/coordinator* "$DIR"/worker*
     "$build/cli/strata" keygen "$key" >/dev/null
     ip netns exec "$(ns 0)" "$build/coordinator/strata-coordinator" --model "$model" \
         --listen "tcp://$NET.1:0" --cluster-key "$key" --wire "$wire" \
@@ -118,6 +125,7 @@ up() {
         wait_word "$DIR/worker$i" "listening on" >/dev/null
         i=$((i + 1))
     done
+    trap - EXIT
     echo "$NAME: $n hosts up; coordinator $addr (key $key); logs in $DIR"
     cat "$DIR/links" 2>/dev/null || true
 }
@@ -125,6 +133,17 @@ up() {
 down() {
     if [ -f "$DIR/pids" ]; then
         for p in $(cat "$DIR/pids"); do kill "$p" 2>/dev/null || true; done
+        # a worker leaves its coordinator before it exits: give the processes
+        # DOWN_WAIT_TENTHS to end while the network is still there, then
+        # SIGKILL the rest (a leave towards a dead coordinator can hang)
+        dw_try=0
+        while [ $dw_try -lt $DOWN_WAIT_TENTHS ]; do
+            alive=0
+            for p in $(cat "$DIR/pids"); do kill -0 "$p" 2>/dev/null && alive=1; done
+            [ $alive = 1 ] || break
+            dw_try=$((dw_try + 1)); sleep 0.1
+        done
+        for p in $(cat "$DIR/pids"); do kill -9 "$p" 2>/dev/null || true; done
     fi
     n=$(cat "$DIR/hosts" 2>/dev/null || echo 0)
     i=0
