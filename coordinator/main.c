@@ -397,6 +397,13 @@ static int main_weights_check(const st_coord_cfg *c, st_weights_cfg *w, bool non
             fprintf(stderr, "strata-coordinator: --weights: %s\n", st_errdetail());
             return 2;
         }
+        if (c->results != NULL && strcmp(c->results, def) == 0) {
+            fprintf(stderr,
+                    "strata-coordinator: the weights server's default address %s (the --listen "
+                    "port + 1) is the --results address: give --weights ADDR or --no-weights\n",
+                    def);
+            return 2;
+        }
         w->listen = def;
     }
     if (w->cache_dir == NULL && st_cache_dir_default(cache, PATH_MAX) == ST_OK)

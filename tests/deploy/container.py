@@ -87,7 +87,7 @@ def main():
         podman("network", "create", NET)
         model = "/models/" + MODEL
         podman(*run_args(NAMES[0], key, "strata-coordinator"), "--model", model,
-               "--listen", "tcp://0.0.0.0:7400", "--results", "tcp://0.0.0.0:7401",
+               "--listen", "tcp://0.0.0.0:7400", "--results", "tcp://0.0.0.0:7401", "--no-weights",
                "--advertise", NAMES[0], "--cluster-key", KEY_IN, "--wire", "f32",
                "--min-workers", "2", "--split", "3,3")
         for n in NAMES[1:]:

@@ -14,7 +14,7 @@ the same. Checks:
 - every Deployment and StatefulSet selector matches its pod template's
   labels, every Service selector matches some pod template, a
   StatefulSet's serviceName is a headless Service (clusterIP None);
-- ports: each --listen/--results/--http port of a container's flags is a
+- ports: each --listen/--results/--weights/--http port of a container's flags is a
   named containerPort, every Service targetPort and probe port names one;
   the worker dials the coordinator's Service by name at its control port;
 - every Secret and PersistentVolumeClaim a pod mounts is in the manifests,
@@ -228,7 +228,7 @@ def main():
             binary = ct["command"][0]
             args_of[name] = (ct, args)
             ports = {p["name"]: p["containerPort"] for p in ct["ports"]}
-            for fl in ("--listen", "--results", "--http"):
+            for fl in ("--listen", "--results", "--weights", "--http"):
                 if fl in args:
                     c.check(port_of(flag(args, fl)) in ports.values(),
                             "%s: %s %s is a container port %s" % (name, fl, flag(args, fl), ports))
@@ -241,6 +241,8 @@ def main():
             for mp, m in mounts.items():
                 v = volumes.get(m["name"])
                 ok = v is not None and m.get("readOnly") is True
+                if v and "emptyDir" in v:  # writable only as the weights cache (--cache-dir)
+                    ok = "--cache-dir" in args and flag(args, "--cache-dir") == mp
                 if v and "secret" in v:
                     sec = by.get(("Secret", v["secret"]["secretName"]))
                     ok = ok and sec is not None and all(
@@ -268,6 +270,13 @@ def main():
             int(m.group(2)) == port_of(flag(cargs, "--listen")),
             "the workers dial %s: the coordinator's Service, at its --listen port"
             % flag(wargs, "--coordinator"))
+    wm = re.fullmatch(r"tcp://([a-z0-9-]+):(\d+)", flag(wargs, "--weights-from") or "")
+    c.check("--model" in wargs or (
+        wm and wm.group(1) == "strata-coordinator" and int(wm.group(2)) in svc_ports and
+        int(wm.group(2)) == port_of(flag(cargs, "--weights")) and
+        port_of(flag(cargs, "--weights")) != port_of(flag(cargs, "--results"))),
+        "the workers stream their weights from %s: the coordinator's Service, at its --weights "
+        "port (not its --results port)" % flag(wargs, "--weights-from"))
     c.check(coord_svc["spec"].get("publishNotReadyAddresses") is True and
             flag(cargs, "--advertise") == "strata-coordinator" and
             port_of(flag(cargs, "--results")) in svc_ports,
