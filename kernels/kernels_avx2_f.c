@@ -32,14 +32,6 @@ static inline __attribute__((always_inline)) __m256 f_load8(st_dtype t, const vo
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-static inline __attribute__((always_inline)) float f_load1(st_dtype t, const void *p, int64_t k)
-{
-    if (t == ST_DT_F32)
-        return ((const float *)p)[k];
-    const uint16_t h = ((const uint16_t *)p)[k];
-    return t == ST_DT_F16 ? st_f16_to_f32(h) : st_bf16_to_f32(h);
-}
-
 /* f_hsum - the fixed reduction tree of an accumulator. */
 static inline float f_hsum(__m256 acc)
 {
@@ -74,7 +66,7 @@ static inline __attribute__((always_inline)) void f_tile(st_dtype t, int R, int 
         for (int j = 0; j < C; j++) {
             float s = f_hsum(acc[r][j]);
             for (int64_t k = n8; k < n; k++)
-                s += f_load1(t, w + (size_t)r * ws, k) * f_load1(t, x + (size_t)j * xs, k);
+                s += ki_load1(t, w + (size_t)r * ws, k) * ki_load1(t, x + (size_t)j * xs, k);
             y[j * ys + r] = s;
         }
     }

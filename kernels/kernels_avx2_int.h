@@ -7,6 +7,7 @@
 #ifndef ST_KERNELS_AVX2_INT_H
 #define ST_KERNELS_AVX2_INT_H
 
+#include "kernels/fp16.h"
 #include "kernels/kernels.h"
 
 /* avx2_mul_mat_q8_0 / avx2_mul_mat_q4_0 - the mul_mat contract of
@@ -112,5 +113,15 @@ void avx512_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, 
                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 void avx512_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* ki_load1 - element k of a t row (F32, F16 or BF16) as f32: the tails of
+ * the float products of every x86 variant. */
+static inline __attribute__((always_inline)) float ki_load1(st_dtype t, const void *p, int64_t k)
+{
+    if (t == ST_DT_F32)
+        return ((const float *)p)[k];
+    const uint16_t h = ((const uint16_t *)p)[k];
+    return t == ST_DT_F16 ? st_f16_to_f32(h) : st_bf16_to_f32(h);
+}
 
 #endif

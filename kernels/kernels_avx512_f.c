@@ -43,14 +43,6 @@ static inline __attribute__((always_inline)) __m512 f5_load(st_dtype t, const vo
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-static inline __attribute__((always_inline)) float f5_load1(st_dtype t, const void *p, int64_t k)
-{
-    if (t == ST_DT_F32)
-        return ((const float *)p)[k];
-    const uint16_t h = ((const uint16_t *)p)[k];
-    return t == ST_DT_F16 ? st_f16_to_f32(h) : st_bf16_to_f32(h);
-}
-
 /* f5_hsum - the fixed reduction tree of an accumulator: high 256 bits onto
  * the low ones, then 128, 64, 32. */
 static inline float f5_hsum(__m512 acc)
@@ -108,8 +100,8 @@ static inline __attribute__((always_inline)) void b5_tile(int R, int C, int64_t 
         for (int j = 0; j < C; j++) {
             float s = f5_hsum(acc[r][j]);
             for (int64_t k = n32; k < n; k++)
-                s += f5_load1(ST_DT_BF16, w + (size_t)r * ws, k) *
-                     f5_load1(ST_DT_BF16, x + (size_t)j * xs, k);
+                s += ki_load1(ST_DT_BF16, w + (size_t)r * ws, k) *
+                     ki_load1(ST_DT_BF16, x + (size_t)j * xs, k);
             y[j * ys + r] = s;
         }
     }
@@ -151,7 +143,7 @@ static inline __attribute__((always_inline)) void f5_tile(st_dtype t, int R, int
         for (int j = 0; j < C; j++) {
             float s = f5_hsum(acc[r][j]);
             for (int64_t k = n16; k < n; k++)
-                s += f5_load1(t, w + (size_t)r * ws, k) * f5_load1(t, x + (size_t)j * xs, k);
+                s += ki_load1(t, w + (size_t)r * ws, k) * ki_load1(t, x + (size_t)j * xs, k);
             y[j * ys + r] = s;
         }
     }
