@@ -102,6 +102,11 @@ def local_key_path(addr):
     return os.path.join(d, "coordinator-%s-%s.key" % (host, port))
 
 
+# On an explicit --listen port the weights server's default is the port after
+# it (docs/streaming.md), maybe another process's here: such coordinators pass this.
+WEIGHTS_ANY = "tcp://127.0.0.1:0"
+
+
 class Cluster:
     """A coordinator and workers; use as a context manager."""
 
@@ -115,6 +120,8 @@ class Cluster:
         self.workers = []
         args = [COORD, "--model", model_path, "--listen", listen,
                 "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "1500"] + list(coord_args)
+        if not listen.endswith(":0") and "--weights" not in coord_args:
+            args += ["--weights", WEIGHTS_ANY]  # not the --listen port + 1 (see WEIGHTS_ANY)
         if key:
             args += ["--cluster-key", key]
         if encrypt:
@@ -762,12 +769,6 @@ def case_llama3():
     """The Llama 3 vocabulary llama (rope base 500000, tied head, 128,256
     ids) through 1 and 2 workers (check_wave2_splits)."""
     check_wave2_splits("l3-synth-q8_0.gguf", ([4], [1, 3]))
-
-
-# A coordinator restarted on its old, explicit --listen port would put its
-# weights server on the port after it (docs/streaming.md), which on a shared
-# test machine may be any process's ephemeral port: restarts pass this.
-WEIGHTS_ANY = "tcp://127.0.0.1:0"
 
 
 def run_cases(cases):
