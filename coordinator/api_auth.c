@@ -32,7 +32,9 @@
  * socket that may not drain), and a connection with AUTH_PIPE_MAX_STUCK
  * answers stuck for AUTH_STUCK_NS (it does not read them; a client using
  * one request at a time never has more than one) is closed, which frees
- * their slots.
+ * their slots: checked when it sends another request and each turn of the
+ * coordinator's loop (coord_auth_sweep), so a connection that sends
+ * nothing more is closed as surely as one that keeps sending.
  *
  * Per-client caps (a client is a client key; in an open cluster, an
  * envelope sender; the cluster key and admin keys have none): live requests
@@ -45,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "coordinator/coord_impl.h"
@@ -87,8 +90,9 @@ st_err coord_auth_open(st_coord *c)
     randombytes_buf(c->sess_key, sizeof c->sess_key);
     c->n_owners = (size_t)cfg->max_requests * AUTH_OWNER_SLACK;
     c->slot_who = calloc(cfg->slots, sizeof *c->slot_who);
+    c->slot_guard = calloc(cfg->slots, sizeof *c->slot_guard);
     c->owners = calloc(c->n_owners, sizeof *c->owners);
-    if (c->slot_who == NULL || c->owners == NULL)
+    if (c->slot_who == NULL || c->slot_guard == NULL || c->owners == NULL)
         return st_errorf(ST_ENOMEM, "request owners");
     c->max_req_client = cfg->max_requests_per_client ? cfg->max_requests_per_client
                                                      : cfg->max_requests / AUTH_REQ_SHARE;
@@ -106,8 +110,10 @@ st_err coord_auth_open(st_coord *c)
 void coord_auth_close(st_coord *c)
 {
     free(c->slot_who);
+    free(c->slot_guard);
     free(c->owners);
     c->slot_who = NULL;
+    c->slot_guard = NULL;
     c->owners = NULL;
     sodium_memzero(c->sess_key, sizeof c->sess_key);
 }
@@ -330,20 +336,57 @@ bool coord_auth_member(st_coord *c, uint32_t slot, const coord_who *who, uint64_
     return false;
 }
 
+/* auth_pipe_closed - closes the connection of slot's guarded request when it
+ * holds AUTH_PIPE_MAX_STUCK stuck answers; its slots are no longer guarded
+ * (their answers fail), and its requests that arrive before the close took
+ * effect are dropped: one connection is closed and counted once. */
+static bool auth_pipe_closed(st_coord *c, uint32_t slot)
+{
+    const coord_guard *g = &c->slot_guard[slot];
+    if (!g->on)
+        return false;
+    if (g->pipe == c->closed_pipe)
+        return true; /* a request that came before the close took effect */
+    if (st_net_pipe_stuck(c->net, slot, AUTH_STUCK_NS) < AUTH_PIPE_MAX_STUCK)
+        return false;
+    c->sec.pipes_closed++;
+    c->closed_pipe = g->pipe;
+    st_log(ST_LOG_WARN, AUTH,
+           "sender %llu (%s): its connection does not read its answers "
+           "(%d are stuck): closed",
+           (unsigned long long)g->who.sender, st_env_role_name(g->who.role), AUTH_PIPE_MAX_STUCK);
+    st_net_close_pipe(c->net, slot);
+    for (uint32_t i = 0; i < st_net_n_slots(c->net); i++)
+        if (c->slot_guard[i].pipe == c->closed_pipe)
+            c->slot_guard[i].on = false;
+    return true;
+}
+
+void coord_auth_sweep(st_coord *c)
+{
+    if (c->slot_guard == NULL)
+        return;
+    uint64_t now = st_now_ns();
+    for (uint32_t i = 0; i < st_net_n_slots(c->net); i++) {
+        uint64_t t = st_net_slot_sending_ns(c->net, i);
+        if (t != 0 && now - t > AUTH_STUCK_NS)
+            auth_pipe_closed(c, i);
+    }
+}
+
 bool coord_auth_slot_ok(st_coord *c, uint32_t slot, const coord_who *who, bool trusted)
 {
+    coord_guard *g = &c->slot_guard[slot];
+    g->on = !trusted;
+    g->pipe = st_net_slot_pipe(c->net, slot);
+    g->who = *who;
     if (trusted)
         return true;
     uint32_t n = st_net_n_slots(c->net), reserve = n / AUTH_RESERVE_DIV;
     if (reserve < AUTH_RESERVE_MIN)
         reserve = AUTH_RESERVE_MIN;
-    if (st_net_pipe_stuck(c->net, slot, AUTH_STUCK_NS) >= AUTH_PIPE_MAX_STUCK) {
-        c->sec.pipes_closed++;
-        st_log(ST_LOG_WARN, AUTH,
-               "sender %llu (%s): its connection does not read its answers "
-               "(%d are stuck): closed",
-               (unsigned long long)who->sender, st_env_role_name(who->role), AUTH_PIPE_MAX_STUCK);
-        st_net_close_pipe(c->net, slot);
+    if (auth_pipe_closed(c, slot)) {
+        /* dropped below with the connection's other requests */
     } else if (st_net_slots_idle(c->net) < reserve) {
         c->sec.slots_refused++;
     } else {

@@ -664,6 +664,7 @@ void st_coord_run(st_coord *c, volatile sig_atomic_t *stop)
         }
         uint64_t now = coord_now();
         coord_timers(c, now);
+        coord_auth_sweep(c);
         coord_pump(c, now);
         coord_api_parks(c, now, false);
     }

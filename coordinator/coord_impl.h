@@ -39,6 +39,14 @@ typedef struct coord_who {
     st_env_role role;
 } coord_who;
 
+/* A control slot's request held to the slot rules (not the cluster key's,
+ * in a keyed cluster: api_auth.c), by sender who on connection pipe. */
+typedef struct coord_guard {
+    bool on;
+    uint32_t pipe;
+    coord_who who;
+} coord_guard;
+
 /* A request and the client that created it (api_auth.c). */
 typedef struct coord_owner {
     uint64_t req_id; /* the scheduler's id; 0: free */
@@ -107,6 +115,8 @@ struct st_coord {
     coord_pl pl; /* placement: objective, hysteresis, imbalance (replan.h) */
     /* credentials, owners and per-client caps (api_auth.c) */
     coord_who *slot_who; /* [slots]: who sent the request a slot answers */
+    coord_guard *slot_guard; /* [slots]: whether its request was held to the slot rules */
+    uint32_t closed_pipe;    /* the connection closed last for its stuck answers */
     coord_owner *owners; /* [n_owners] */
     size_t n_owners;
     uint32_t max_req_client, max_parks_client;
@@ -182,6 +192,10 @@ bool coord_auth_member(st_coord *c, uint32_t slot, const coord_who *who, uint64_
  * members' reserve are idle (an answer to a client that does not read
  * would hold the slot). Counts; false after dropping the request. */
 bool coord_auth_slot_ok(st_coord *c, uint32_t slot, const coord_who *who, bool trusted);
+/* coord_auth_sweep - closes every connection of untrusted requests holding
+ * AUTH_PIPE_MAX_STUCK stuck answers (called each loop, so the rule holds
+ * when that connection sends nothing more). */
+void coord_auth_sweep(st_coord *c);
 /* coord_auth_pb - the SecurityCounters of Status (role: the asker's). */
 void coord_auth_pb(const st_coord *c, st_env_role role, Strata__SecurityCounters *out);
 

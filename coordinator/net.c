@@ -272,7 +272,7 @@ uint32_t st_net_pipe_stuck(const st_net *n, uint32_t slot, uint64_t age_ns)
     uint32_t stuck = 0;
     for (uint32_t i = 0; i < n->n_slots; i++) {
         const net_slot *s = &n->slots[i];
-        stuck += i != slot && atomic_load(&s->held) == NET_SENDING &&
+        stuck += atomic_load(&s->held) == NET_SENDING &&
                  atomic_load(&s->pipe_id) == pipe && now - atomic_load(&s->send_ns) > age_ns;
     }
     return stuck;
@@ -283,6 +283,17 @@ void st_net_close_pipe(st_net *n, uint32_t slot)
     nng_pipe p;
     p.id = atomic_load(&n->slots[slot].pipe_id);
     nng_pipe_close(p); /* its pending answers fail at once: their slots receive again */
+}
+
+uint32_t st_net_slot_pipe(const st_net *n, uint32_t slot)
+{
+    return atomic_load(&n->slots[slot].pipe_id);
+}
+
+uint64_t st_net_slot_sending_ns(const st_net *n, uint32_t slot)
+{
+    const net_slot *s = &n->slots[slot];
+    return atomic_load(&s->held) == NET_SENDING ? atomic_load(&s->send_ns) : 0;
 }
 
 uint64_t st_net_reply_failures(st_net *n) { return atomic_load(&n->reply_failures); }

@@ -99,13 +99,18 @@ void st_net_drop(st_net *n, uint32_t slot);
  * read) holds it for up to the reply timeout. */
 /* st_net_slots_idle - slots waiting for a request now. */
 uint32_t st_net_slots_idle(const st_net *n);
-/* st_net_pipe_stuck - other slots whose answer to the connection slot's
- * request came on has been leaving for more than age_ns (its reader does
- * not read). */
+/* st_net_pipe_stuck - slots whose answer to the connection slot's request
+ * came on has been leaving for more than age_ns (its reader does not read);
+ * slot itself counts when its own answer is one of them. */
 uint32_t st_net_pipe_stuck(const st_net *n, uint32_t slot, uint64_t age_ns);
 /* st_net_close_pipe - closes the connection slot's request came on (the
  * answers pending on it fail, freeing their slots). */
 void st_net_close_pipe(st_net *n, uint32_t slot);
+/* st_net_slot_pipe - the connection slot's request came on. */
+uint32_t st_net_slot_pipe(const st_net *n, uint32_t slot);
+/* st_net_slot_sending_ns - when slot's answer began leaving, 0 when it is
+ * not leaving now. */
+uint64_t st_net_slot_sending_ns(const st_net *n, uint32_t slot);
 
 /* st_net_reply_failures - replies dropped (st_net_drop) or whose send
  * failed, since st_net_open; the slot received again after each. */

@@ -27,12 +27,14 @@
  *   with the first worker's capability at fresh addresses; prints
  *   "joins: accepted A refused B") | slot-flood (--count Status requests
  *   pipelined on one raw REQ connection whose answers are never read; the
- *   connection is kept --hold-ms, then closed; prints "sent N").
+ *   connection is kept until the coordinator closes it, at most --hold-ms;
+ *   prints "sent N, closed yes|no").
  *   --sender: the envelope sender id to send as (a member's, copied: with
  *   the cluster key the test speaks for that member); --batch: the batch a
  *   stale-as report names (default 1). */
 #define INJ_ROLE_CTL_PORT 40000u  /* join-flood: fake control addresses from here */
 #define INJ_ROLE_DATA_PORT 50000u /* ... and data addresses */
+#define INJ_ROLE_POLL_MS 10u      /* slot-flood: how often it looks for the close */
 
 typedef struct inj_role {
     const char *addr, *what;
@@ -52,7 +54,8 @@ static void inj_role_pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg)
 
 /* inj_role_flood - o->count Status requests on one raw REQ connection,
  * none of whose answers is read, until the coordinator closes it; the
- * connection stays open o->hold_ms (prints "sent N, closed yes|no"). */
+ * connection stays open until closed, at most o->hold_ms (prints "sent N,
+ * closed yes|no"). */
 static int inj_role_flood(const inj_role *o, st_env *env)
 {
     static const uint32_t req_id_bit = 0x80000000u; /* NNG's REQ request id marker */
@@ -83,7 +86,8 @@ static int inj_role_flood(const inj_role *o, st_env *env)
         }
         sent++;
     }
-    nng_msleep(o->hold_ms);
+    for (uint32_t waited = 0; !inj_role_closed && waited < o->hold_ms; waited += INJ_ROLE_POLL_MS)
+        nng_msleep(INJ_ROLE_POLL_MS);
     printf("sent %u, closed %s\n", sent, inj_role_closed ? "yes" : "no");
     nng_close(s);
     return 0;
