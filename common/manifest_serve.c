@@ -118,8 +118,9 @@ static void ms_answer(st_mserve *s, const Strata__Msg *r)
     }
     char why[MS_WHY_MAX];
     if (e != ST_OK) {
-        snprintf(why, sizeof why, "%s", st_errmsg(e));
-        st_log(ST_LOG_WARN, s->name, "request refused: %s", why);
+        /* the Error carries the code: its text is the detail alone */
+        snprintf(why, sizeof why, "%s", st_errdetail()[0] ? st_errdetail() : st_strerror(e));
+        st_log(ST_LOG_WARN, s->name, "request refused: %s: %s", st_strerror(e), why);
         st_msg_error(&out, &er, e, why);
     }
     nng_msg *msg;

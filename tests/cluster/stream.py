@@ -212,8 +212,8 @@ def case_peer():
         assert have == need and fetched + cached == need and cached == hneed and bad == 0, \
             stage_done(b)
         log = b.stderr()
-        assert re.search(r"from %s: .*test hook: chunk requests refused" % re.escape(c.weights),
-                         log), log[-3000:]
+        assert re.search(r"from %s: busy: test hook: chunk requests refused" %
+                         re.escape(c.weights), log), log[-3000:]  # the code's name once
         ids = check_ids(c)
         a.stop()
         served = wait_log(a, re.compile(r"chunks: served (\d+) chunks, (\d+) bytes"))
