@@ -286,7 +286,7 @@ void st_coord_close(st_coord *c)
         /* give the last replies a moment to leave */
         uint64_t until = now + 300ull * 1000000u;
         while (coord_now() < until)
-            if (st_cq_pop(&c->q, &ev, 20ull * 1000000u))
+            if (st_cq_pop(&c->q, &ev, COORD_LOOP_WAIT_NS))
                 coord_drain_event(c, &ev);
     }
     st_log(ST_LOG_DEBUG, CO, "closing peers (%llu operations out)", (unsigned long long)c->ops_out);
@@ -301,7 +301,7 @@ void st_coord_close(st_coord *c)
         /* every op ended by the closes above posts exactly one event */
         uint64_t until = coord_now() + 2000ull * 1000000u;
         while (c->ops_out > 0 && coord_now() < until)
-            if (st_cq_pop(&c->q, &ev, 20ull * 1000000u))
+            if (st_cq_pop(&c->q, &ev, COORD_LOOP_WAIT_NS))
                 coord_drain_event(c, &ev);
         while (st_cq_pop(&c->q, &ev, 0))
             coord_drain_event(c, &ev);
@@ -625,9 +625,22 @@ static void coord_pump(st_coord *c, uint64_t now)
     coord_end_sessions(c);
 }
 
+/* coord_timers - the loop's deadlines. A heartbeat deadline counts time
+ * the coordinator listened: when a turn comes COORD_STALL_NS late (the
+ * process was descheduled, stopped or swapping, or one event took that
+ * long), heartbeats sent meanwhile may not have reached its queue yet, so
+ * every member's silence is shortened by the stall instead of the members
+ * being declared lost for the coordinator's own pause. */
 static void coord_timers(st_coord *c, uint64_t now)
 {
     uint64_t lost[ST_MEMBERS_MAX];
+    uint64_t gap = c->timers_ns != 0 && now > c->timers_ns ? now - c->timers_ns : 0;
+    c->timers_ns = now;
+    if (gap > COORD_STALL_NS) {
+        st_log(ST_LOG_WARN, CO, "the coordinator's loop stalled for %llu ms: heartbeat deadlines "
+               "moved by as much", (unsigned long long)(gap / 1000000u));
+        st_members_pause(&c->ms, gap, now);
+    }
     size_t n = st_members_expire(&c->ms, now, (uint64_t)c->cfg.heartbeat_timeout_ms * 1000000u,
                                  lost, ST_MEMBERS_MAX);
     for (size_t i = 0; i < n; i++) {
@@ -657,7 +670,7 @@ void st_coord_run(st_coord *c, volatile sig_atomic_t *stop)
 {
     while (!*stop) {
         st_cq_event ev;
-        if (st_cq_pop(&c->q, &ev, 20ull * 1000000u)) {
+        if (st_cq_pop(&c->q, &ev, COORD_LOOP_WAIT_NS)) {
             coord_handle(c, &ev);
             while (st_cq_pop(&c->q, &ev, 0))
                 coord_handle(c, &ev);

@@ -26,6 +26,8 @@
 #define COORD_MAX_WAIT_MS 10000u
 #define COORD_LOGITS_PER_REPLY ((size_t)8 << 20)
 #define COORD_KEEP_GONE_NS (60ull * 1000000000ull)
+#define COORD_LOOP_WAIT_NS (20ull * 1000000ull) /* the loop waits this long for an event at most */
+#define COORD_STALL_NS (250ull * 1000000ull) /* a loop turn this late: the coordinator stalled */
 #define COORD_MAX_DEPTH 16u /* batches in flight at most (pipeline depth) */
 #define COORD_FINISHED_TTL_NS (60ull * 1000000000ull) /* a finished request stays readable */
 #define COORD_DELIVERED_TTL_NS (5ull * 1000000000ull) /* ... once its end was polled */
@@ -110,7 +112,8 @@ struct st_coord {
     uint64_t refused_epoch;  /* results of another epoch */
     uint64_t forged_results; /* results of a batch in flight not from a worker of its route */
     uint64_t steps;
-    uint64_t ops_out; /* outgoing operations not yet ended */
+    uint64_t ops_out;   /* outgoing operations not yet ended */
+    uint64_t timers_ns; /* the last turn of the loop's timers (coord_timers) */
     bool stopping;
     coord_pl pl; /* placement: objective, hysteresis, imbalance (replan.h) */
     /* credentials, owners and per-client caps (api_auth.c) */

@@ -287,6 +287,15 @@ void st_members_mark(st_member *m, st_member_life life, const char *why, uint64_
     snprintf(m->why, sizeof m->why, "%s", why);
 }
 
+void st_members_pause(st_members *ms, uint64_t gap_ns, uint64_t now_ns)
+{
+    for (size_t i = 0; i < ms->n; i++) {
+        st_member *m = &ms->v[i];
+        if (m->life == ST_MEMBER_ALIVE)
+            m->last_hb_ns = now_ns - m->last_hb_ns > gap_ns ? m->last_hb_ns + gap_ns : now_ns;
+    }
+}
+
 size_t st_members_expire(st_members *ms, uint64_t now_ns, uint64_t timeout_ns, uint64_t *lost,
                          size_t cap)
 {

@@ -139,6 +139,11 @@ void st_members_mark(st_member *m, st_member_life life, const char *why, uint64_
 size_t st_members_expire(st_members *ms, uint64_t now_ns, uint64_t timeout_ns, uint64_t *lost,
                          size_t cap);
 
+/* st_members_pause - moves the last heartbeat of every live member later
+ * by gap_ns, to now_ns at most: time the coordinator did not run is not
+ * silence (coord.c). */
+void st_members_pause(st_members *ms, uint64_t gap_ns, uint64_t now_ns);
+
 /* st_members_gc - drops members gone for longer than keep_ns (their rpc
  * must already be closed by the caller), folding their counters into
  * retired. */

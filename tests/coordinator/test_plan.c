@@ -514,6 +514,14 @@ START_TEST(members_lifecycle)
     free(buf);
     uint64_t lost[4];
     ck_assert_uint_eq(st_members_expire(&ms, 1000, 5000, lost, 4), 0);
+    /* a 3000 ns stall of the coordinator is not silence: heard at 10, it
+     * expires 5000 ns of listening later (8011), not at 5011 */
+    st_members_pause(&ms, 3000, 4000);
+    ck_assert_uint_eq(st_members_find(&ms, 1002)->last_hb_ns, 3010);
+    ck_assert_uint_eq(st_members_expire(&ms, 10 + 5001, 5000, lost, 4), 0);
+    st_members_pause(&ms, 9000, 6000); /* never later than now */
+    ck_assert_uint_eq(st_members_find(&ms, 1002)->last_hb_ns, 6000);
+    st_members_find(&ms, 1002)->last_hb_ns = 10;
     ck_assert_uint_eq(st_members_expire(&ms, 10 + 5001, 5000, lost, 4), 1);
     ck_assert_uint_eq(lost[0], 1002);
     ck_assert_int_eq(st_members_find(&ms, 1002)->life, ST_MEMBER_LOST);
