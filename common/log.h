@@ -3,8 +3,10 @@
  * The level is set once at start-up (st_log_init, from a flag or the
  * STRATA_LOG environment variable: error, warn, info, debug) before any
  * thread is started; messages below it cost one comparison. Each line is
- * "[level] component: message" and is written with one write(2) so lines of
- * different threads never interleave. */
+ * "TIME [level] component: message", TIME the UTC wall clock to the
+ * millisecond (2026-12-01T20:40:01.123Z), left out under systemd (the
+ * JOURNAL_STREAM variable: the journal stamps each line), and is written
+ * with one write(2) so lines of different threads never interleave. */
 #ifndef ST_LOG_H
 #define ST_LOG_H
 
