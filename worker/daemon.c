@@ -437,12 +437,12 @@ static bool dm_act(st_daemon *d)
             dm_send_join(d);
         return false;
     }
-    if (dm_send_stale(d))
-        return false;
-    if (now >= d->next_hb) {
+    if (now >= d->next_hb) { /* before stale reports: a burst of them never delays it */
         d->next_hb = now + d->hb_ms / 1000.0;
         dm_send_heartbeat(d);
+        return false;
     }
+    dm_send_stale(d);
     return false;
 }
 
