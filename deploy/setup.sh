@@ -4,14 +4,15 @@
 # (prometheus serves the HTTP API's tests: a real Prometheus
 # scrapes /metrics; tests/cluster/openai_client.py also needs node and npm
 # (any Node 18+) to npm-install the
-# official openai client into the build dir.)
+# official openai client into the build dir; gdb prints the threads of
+# the processes still running when a cluster test fails.)
 # Usage: deploy/setup.sh [--no-build]
 set -eu
 cd "$(dirname "$0")/.."
 
 PKGS="meson ninja-build pkg-config cmake gcc libnng-dev libprotobuf-c-dev protobuf-c-compiler
 libsodium-dev libzstd-dev libhwloc-dev check libcjson-dev libpcre2-dev clang libclang-rt-14-dev
-python3 iproute2 libmicrohttpd-dev prometheus systemd"
+python3 iproute2 libmicrohttpd-dev prometheus systemd gdb"
 
 missing=""
 for p in $PKGS; do

@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 
+from stacks import dump as stacks_dump
+
 BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "build"
 SHARED = os.environ.get("STRATA_SHARED", os.path.join(os.path.dirname(__file__), "../../../shared"))
 STRATA = os.path.join(BUILD, "cli", "strata")
@@ -215,6 +217,8 @@ class Cluster:
         return self
 
     def __exit__(self, *exc):
+        stacks = {p.name: stacks_dump(p.p.pid, os.path.join(self.tmp, p.name + ".stacks"))
+                  for p in self.procs if exc[0] is not None and p.p.poll() is None}
         for p in reversed(self.procs):
             p.kill()
         for p in self.procs:
@@ -228,6 +232,9 @@ class Cluster:
         if exc[0] is not None:
             for p in self.procs:
                 sys.stderr.write("---- %s stderr (tail) ----\n%s\n" % (p.name, p.stderr()[-3000:]))
+                if p.name in stacks:
+                    sys.stderr.write("---- %s threads (alive at the failure) ----\n%s\n"
+                                     % (p.name, stacks[p.name]))
             sys.stderr.write("(the processes' files are kept in %s)\n" % self.tmp)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)  # kept only when the case failed
