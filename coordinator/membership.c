@@ -19,11 +19,11 @@
 #define MS_TRANSPORT "tcp://" /* the one scheme a worker may announce */
 #define MS_URL_MAX 255
 
-/* ms_url_ok - an address the coordinator and the workers' probers may
- * dial: tcp:// only (a worker listens on nothing else, daemon.c), of
- * 1..MS_URL_MAX bytes. ipc:// and inproc:// would let a joiner make
- * the coordinator and every prober dial local sockets of their hosts. */
-static bool ms_url_ok(const char *s)
+/* st_member_url_ok (membership.h): tcp:// only (a worker listens on
+ * nothing else, daemon.c), of 1..MS_URL_MAX bytes. ipc:// and inproc://
+ * would let a joiner make the coordinator, every prober and every fetching
+ * worker dial local sockets of their hosts. */
+bool st_member_url_ok(const char *s)
 {
     if (s == NULL)
         return false;
@@ -61,16 +61,21 @@ st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wi
                          (unsigned long long)c->memory_budget);
     if (c->name && strlen(c->name) > 255)
         return st_errorf(ST_EINVAL, "capability name has %zu bytes; at most 255", strlen(c->name));
-    if (!ms_url_ok(c->data_addr))
+    if (!st_member_url_ok(c->data_addr))
         return st_errorf(ST_EINVAL,
                          "capability data_addr '%.64s' is not a %s address of 1..%d "
                          "bytes (no other transport is dialed)",
                          c->data_addr ? c->data_addr : "", MS_TRANSPORT, MS_URL_MAX);
-    if (!ms_url_ok(c->ctl_addr))
+    if (!st_member_url_ok(c->ctl_addr))
         return st_errorf(ST_EINVAL,
                          "capability ctl_addr '%.64s' is not a %s address of 1..%d "
                          "bytes (no other transport is dialed)",
                          c->ctl_addr ? c->ctl_addr : "", MS_TRANSPORT, MS_URL_MAX);
+    if (c->chunk_addr != NULL && c->chunk_addr[0] != '\0' && !st_member_url_ok(c->chunk_addr))
+        return st_errorf(ST_EINVAL,
+                         "capability chunk_addr '%.64s' is not a %s address of 1..%d "
+                         "bytes (no other transport is dialed)",
+                         c->chunk_addr, MS_TRANSPORT, MS_URL_MAX);
     for (size_t i = 0; i < c->n_speeds; i++) {
         const Strata__DtypeSpeed *sp = c->speeds[i];
         if (sp == NULL || sp->dtype == NULL || sp->dtype[0] == '\0' || strlen(sp->dtype) > 15)

@@ -74,10 +74,15 @@ typedef struct st_members {
  * ST_VERSION_LINE_MAX. */
 st_err st_join_protocol(const Strata__Join *j, uint32_t *agreed);
 
+/* st_member_url_ok - an address the coordinator, the workers' probers and
+ * their weight fetches may be told to dial: a tcp:// URL of 1..255 bytes. */
+bool st_member_url_ok(const char *s);
+
 /* st_join_validate - checks a Join against docs/cluster.md: protocol
  * version (st_join_protocol), capability
  * present, cores and threads 1..4096, memory budget 1 MiB..1 PiB, name at
- * most 255 bytes, data and control addresses of 1..255 bytes with a
+ * most 255 bytes, data and control addresses (and the chunk server's, when
+ * it names one) of 1..255 bytes with a
  * tcp:// scheme (the only transport dialed), speeds finite and positive with a
  * dtype name, throttle 0 or finite and positive, model id of 32 bytes
  * equal to model_id, and, when it lists wire dtypes, one of them `wire`

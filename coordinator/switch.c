@@ -1,7 +1,9 @@
 /* switch.c - the two-phase switch from the serving plan to the plan of
  * a round (coordinator/switch.h): Prepare to every live worker (a worker
  * takes no Commit without its Prepare; those the new plan leaves out
- * answer at once and become spares, and their answers hold nothing up),
+ * answer at once and become spares, and their answers hold nothing up;
+ * a streaming stage worker's also names the members serving its chunks,
+ * chunk_src.h),
  * Commit to every live worker once every stage worker is ready and no
  * batch is in flight, their replies, and what a switch leaves behind (the serving plan,
  * the PUSH sockets to stage 0, the sessions that keep their KV, the
@@ -33,6 +35,7 @@
 
 #include "common/log.h"
 #include "common/msg.h"
+#include "coordinator/chunk_src.h"
 
 #define CO "coordinator"
 
@@ -105,12 +108,22 @@ void coord_prepare_all(st_coord *c)
     uint64_t epoch = c->round.plan.epoch;
     uint64_t failed = 0;
     char why[200] = "";
+    const char *srcs[ST_CHUNK_SOURCES_MAX];
     /* every peer: a worker takes no Commit without its Prepare, and one
      * the plan leaves out becomes a spare by it (worker/dm_plan.c) */
     for (size_t i = 0; i < c->round.n_peers && failed == 0; i++) {
         st_op_tag tag = {.what = ST_OP_PREPARE,
                          .worker_id = c->round.peers[i].worker_id,
                          .epoch = epoch};
+        /* a streaming stage worker's own: the members serving its chunks */
+        pr.n_chunk_sources = st_chunk_sources(&c->ms, tag.worker_id, c->has_plan ? &c->plan : NULL,
+                                              &c->round.plan, srcs, ST_CHUNK_SOURCES_MAX);
+        pr.chunk_sources = pr.n_chunk_sources > 0 ? (char **)srcs : NULL;
+        if (pr.n_chunk_sources > 0)
+            st_log(ST_LOG_INFO, CO,
+                   "Prepare of epoch %llu to worker %llu names %zu chunk source(s)",
+                   (unsigned long long)epoch, (unsigned long long)tag.worker_id,
+                   pr.n_chunk_sources);
         if ((e = coord_rpc(c, tag.worker_id, &m, coord_prepare_timeout(c, tag.worker_id), &tag))) {
             snprintf(why, sizeof why, "Prepare of epoch %llu not sent: %s",
                      (unsigned long long)epoch, st_errmsg(e));

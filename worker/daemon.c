@@ -148,6 +148,7 @@ static void dm_send_join(st_daemon *d)
     cap.data_sender = d->sender + 1;    /* the data plane's (st_daemon_open) */
     cap.ctl_sender = d->env_rep.sender; /* control requests are bound to it (envelope.h) */
     cap.streams = d->fetch != NULL;
+    cap.chunk_addr = d->chunk_addr; /* "" without --serve-chunks */
     Strata__Join j = STRATA__JOIN__INIT;
     j.protocol = ST_PROTO_VERSION; /* common/version.h */
     j.protocol_oldest = ST_PROTO_OLDEST;
@@ -677,6 +678,7 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
         snprintf(d->data_addr, sizeof d->data_addr, "tcp://%s:%d", ahost, dport);
     }
     snprintf(d->ctl_addr, sizeof d->ctl_addr, "tcp://%s:%d", ahost, cport);
+    dm_chunk_advertise(d, ahost);
     if ((e = dm_pool(d)) || (e = dm_dial_req(d)))
         goto fail;
     if (!cfg->no_probe &&

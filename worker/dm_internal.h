@@ -42,9 +42,10 @@ struct st_daemon {
     char name[128];
     uint8_t key[ST_KEY_BYTES];
     bool keyed;
-    st_gguf *g;             /* the model file's metadata (no weights touched) */
-    st_fetch *fetch;        /* weight streaming (fetch_dm.c); NULL with --model */
-    st_chunk_serve *cserve; /* --serve-chunks (fetch_dm.c); NULL without */
+    st_gguf *g;                      /* the model file's metadata (no weights touched) */
+    st_fetch *fetch;                 /* weight streaming (fetch_dm.c); NULL with --model */
+    st_chunk_serve *cserve;          /* --serve-chunks (fetch_dm.c); NULL without */
+    char chunk_addr[ST_DP_ADDR_MAX]; /* its address for other members (Join); "" without */
     st_hparams hp;
     uint8_t model_id[32];
     st_pool *pool;
@@ -98,6 +99,8 @@ struct st_daemon {
     bool loading;
     pthread_t ld_th;
     st_dp_plan ld_plan;
+    char ld_src[ST_FETCH_MAX_SOURCES][ST_DP_ADDR_MAX]; /* the Prepare's chunk sources */
+    size_t ld_n_src;
     st_dp_stage *ld_out;
     st_err ld_err;
     char ld_msg[512];
@@ -160,6 +163,12 @@ st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg);
 /* dm_fetch_close - the chunk server, then the fetch (at the daemon's close). */
 void dm_fetch_close(st_daemon *d);
 st_err dm_fetch_stage(st_daemon *d, const st_dp_plan *p);
+/* dm_fetch_sources - keeps the well-formed chunk sources a Prepare names
+ * for the stage fetch of its loader (logged once; none when not streaming). */
+void dm_fetch_sources(st_daemon *d, const Strata__Prepare *pr);
+/* dm_chunk_advertise - the chunk server's address for the Join: its bound
+ * address, with host (the one the worker advertises) for a wildcard one. */
+void dm_chunk_advertise(st_daemon *d, const char *host);
 Strata__FetchProgress *dm_fetch_pb(st_daemon *d, Strata__FetchProgress *out);
 
 /* dm_read_throttle - re-reads --throttle-file (a number in [1, 1000]; an

@@ -295,6 +295,7 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
         return;
     }
     d->ld_plan = plan;
+    dm_fetch_sources(d, pr); /* streaming: the members the coordinator names */
     if (pthread_create(&d->ld_th, NULL, dm_loader, d) != 0) {
         dm_refuse(d, epoch, "cannot start the loader thread");
         return;

@@ -23,7 +23,13 @@
  * refuses the Prepare with that error (so a stalled fetch ends, and the
  * coordinator's long Prepare timeout for streaming workers is only a
  * backstop). --max-fetch-rate spaces the requests so the average rate
- * since the fetch began stays under the cap. */
+ * since the fetch began stays under the cap.
+ *
+ * A stage fetch may also use the sources its Prepare named (the chunk
+ * servers of other members, st_fetch_extra): they follow the configured
+ * ones in the round, under the same rules, and each adds one request to a
+ * chunk's FETCH_TRIES, so members that lack a chunk (an Error, which is
+ * quick) do not use up the tries the configured sources had. */
 #include "worker/fetch.h"
 
 #include <errno.h>
@@ -66,8 +72,8 @@ typedef struct ft_source {
 struct st_fetch {
     st_fetch_cfg cfg;
     char *cache_dir;
-    ft_source src[ST_FETCH_MAX_SOURCES];
-    int n_src, cur;
+    ft_source src[2 * ST_FETCH_MAX_SOURCES]; /* the configured [0, n_cfg), then extra ones */
+    int n_src, n_cfg, cur;                   /* n_src: written under mu (st_fetch_stop) */
     st_env env;
     bool env_ok;
     st_manifest m;
@@ -341,7 +347,10 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
     int s = ft_next(f, f->cur); /* the requests go round the live sources */
     st_err last = ST_OK;
     char why[300] = "";
-    for (int tries = 0; s >= 0 && tries < FETCH_TRIES;) {
+    int max_tries = FETCH_TRIES;
+    for (int k = f->n_cfg; k < f->n_src; k++)
+        max_tries += !f->src[k].dead; /* each named member asked once more */
+    for (int tries = 0; s >= 0 && tries < max_tries;) {
         Strata__Msg *r = NULL;
         st_err e = ft_call(f, &f->src[s], &m, &r);
         if (e == ST_ECANCELED)
@@ -385,7 +394,7 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
                          "%d times)",
                          (unsigned long long)i, ST_FETCH_STRIKES);
     return st_errorf(last, "chunk %llu: %d requests failed; the last: %s", (unsigned long long)i,
-                     FETCH_TRIES, why);
+                     max_tries, why);
 }
 
 /* ft_run - fetches the chunks marked in need that are not present (a
@@ -468,6 +477,7 @@ st_err st_fetch_open(const st_fetch_cfg *cfg, st_fetch **out)
         e = ft_dial(f, &f->src[f->n_src++]);
         p = c != NULL ? c + 1 : NULL;
     }
+    f->n_cfg = f->n_src;
     if (e == ST_OK && f->n_src == 0)
         e = st_errorf(ST_EINVAL, "no weights source (--weights-from)");
     if (e == ST_OK && (e = ft_mkdirs(cfg->cache_dir)) == ST_OK)
@@ -569,6 +579,46 @@ st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last
     return e;
 }
 
+/* ft_known - whether addr is already one of the first n sources. */
+static bool ft_known(const st_fetch *f, int n, const char *addr)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(f->src[i].addr, addr) == 0)
+            return true;
+    return false;
+}
+
+size_t st_fetch_extra(st_fetch *f, const char *const *addrs, size_t n)
+{
+    pthread_mutex_lock(&f->mu); /* st_fetch_stop closes what is open */
+    for (int i = f->n_cfg; i < f->n_src; i++)
+        if (f->src[i].open)
+            nng_close(f->src[i].s);
+    memset(&f->src[f->n_cfg], 0, (size_t)(f->n_src - f->n_cfg) * sizeof f->src[0]);
+    f->n_src = f->n_cfg;
+    size_t added = 0;
+    for (size_t k = 0; k < n && added < ST_FETCH_MAX_SOURCES && !f->stop; k++) {
+        const char *a = addrs[k];
+        if (a == NULL || strlen(a) >= FETCH_ADDR_MAX || strncmp(a, "tcp://", 6) != 0 ||
+            ft_known(f, f->n_src, a))
+            continue;
+        ft_source *s = &f->src[f->n_src];
+        snprintf(s->addr, sizeof s->addr, "%s", a);
+        st_err e = ft_dial(f, s);
+        if (e != ST_OK) {
+            st_log(ST_LOG_WARN, FT, "source %s not used: %s", a, st_errmsg(e));
+            if (s->open)
+                nng_close(s->s);
+            memset(s, 0, sizeof *s);
+            continue;
+        }
+        f->n_src++;
+        added++;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return added;
+}
+
 st_err st_fetch_manifest(st_fetch *f, const st_manifest **m)
 {
     if (!f->have_m)
@@ -600,13 +650,17 @@ void st_fetch_stop(st_fetch *f)
 {
     if (f == NULL)
         return;
-    pthread_mutex_lock(&f->mu);
+    nng_socket s[2 * ST_FETCH_MAX_SOURCES];
+    int n = 0;
+    pthread_mutex_lock(&f->mu); /* the sockets open now (st_fetch_extra opens none after) */
     f->stop = true;
     pthread_cond_broadcast(&f->cv);
-    pthread_mutex_unlock(&f->mu);
     for (int i = 0; i < f->n_src; i++)
         if (f->src[i].open)
-            nng_close(f->src[i].s); /* a call in flight returns NNG_ECLOSED */
+            s[n++] = f->src[i].s;
+    pthread_mutex_unlock(&f->mu);
+    for (int i = 0; i < n; i++)
+        nng_close(s[i]); /* a call in flight returns NNG_ECLOSED */
 }
 
 void st_fetch_close(st_fetch *f)

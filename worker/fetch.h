@@ -22,6 +22,7 @@
 #define ST_WORKER_FETCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
@@ -69,6 +70,13 @@ st_err st_fetch_header(st_fetch *f, const char **path);
  * (no source left, a source not answering, the disk, ST_ECANCELED after
  * st_fetch_stop). */
 st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last, int64_t n_layer);
+
+/* st_fetch_extra - the sources the coordinator named for the next stage
+ * fetch (Prepare.chunk_sources; docs/streaming.md), beside the configured
+ * ones: tcp:// addresses, at most ST_FETCH_MAX_SOURCES used, one already
+ * a source named once. They replace the previous stage's extra sources
+ * (n = 0: none). Same thread as st_fetch_stage; returns how many it added. */
+size_t st_fetch_extra(st_fetch *f, const char *const *addrs, size_t n);
 
 /* st_fetch_progress - the figures of the current or last fetch. */
 void st_fetch_progress(st_fetch *f, st_fetch_stats *out);

@@ -5,13 +5,17 @@
  * thread, before loading; its heartbeats carry the fetch's progress.
  *
  * With --serve-chunks the worker also serves chunks to other workers
- * (chunk_serve.h): the verified chunks of its cache, or its model file.
+ * (chunk_serve.h): the verified chunks of its cache, or its model file;
+ * its Join names the server (Capability.chunk_addr), and the coordinator
+ * names such members in a streaming worker's Prepare (chunk_sources): that
+ * stage's fetch asks them too, beside --weights-from.
  *
  * Envelope identity: the fetcher's requests use a sender id of their own,
  * random, since they go to another socket (the weights server's) than the
  * daemon's requests. */
 #include <limits.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +41,7 @@ static st_err dm_serve_open(st_daemon *d, const st_worker_cfg *cfg, const char *
     st_err e = st_chunk_serve_open(&sc, &d->cserve, addr, sizeof addr);
     if (e != ST_OK)
         return e;
+    snprintf(d->chunk_addr, sizeof d->chunk_addr, "%s", addr);
     st_log(ST_LOG_INFO, "worker", "chunks on %s (%s)", addr,
            d->fetch != NULL ? "the verified chunks of its cache" : "its model file");
     return ST_OK;
@@ -89,10 +94,60 @@ void dm_fetch_close(st_daemon *d)
     d->fetch = NULL;
 }
 
+void dm_chunk_advertise(st_daemon *d, const char *host)
+{
+    const char *h = d->chunk_addr + 6, *c = strrchr(d->chunk_addr, ':');
+    if (d->chunk_addr[0] == '\0' || c == NULL || c < h)
+        return;
+    size_t n = (size_t)(c - h);
+    bool any = n == 0 || (n == 7 && strncmp(h, "0.0.0.0", 7) == 0) || (n == 1 && h[0] == '*') ||
+               (n == 4 && strncmp(h, "[::]", 4) == 0);
+    char a[ST_DP_ADDR_MAX];
+    if (any && (size_t)snprintf(a, sizeof a, "tcp://%s%s", host, c) < sizeof a)
+        memcpy(d->chunk_addr, a, sizeof a);
+}
+
+void dm_fetch_sources(st_daemon *d, const Strata__Prepare *pr)
+{
+    d->ld_n_src = 0;
+    if (d->fetch == NULL)
+        return;
+    char list[ST_FETCH_MAX_SOURCES * (ST_DP_ADDR_MAX + 2)] = "";
+    size_t off = 0, refused = 0;
+    for (size_t i = 0; i < pr->n_chunk_sources; i++) {
+        const char *a = pr->chunk_sources[i];
+        /* INV-3: only well-formed tcp:// addresses are dialled (as probe peers) */
+        if (!dm_addr_ok(a) || strncmp(a, "tcp://", 6) != 0 || strlen(a) >= ST_DP_ADDR_MAX ||
+            d->ld_n_src == ST_FETCH_MAX_SOURCES) {
+            refused++;
+            continue;
+        }
+        bool dup = strcmp(a, d->chunk_addr) == 0; /* its own server */
+        for (size_t k = 0; k < d->ld_n_src && !dup; k++)
+            dup = strcmp(d->ld_src[k], a) == 0;
+        if (dup)
+            continue;
+        snprintf(d->ld_src[d->ld_n_src++], ST_DP_ADDR_MAX, "%s", a);
+        off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", off ? ", " : "", a);
+    }
+    uint64_t epoch = pr->plan != NULL ? pr->plan->epoch : 0;
+    if (refused > 0)
+        st_log(ST_LOG_WARN, "fetch",
+               "epoch %llu: %zu chunk source(s) the coordinator named not used (not a tcp:// "
+               "address, or more than %d)",
+               (unsigned long long)epoch, refused, ST_FETCH_MAX_SOURCES);
+    st_log(ST_LOG_INFO, "fetch", "epoch %llu: the coordinator names %zu chunk source(s)%s%s",
+           (unsigned long long)epoch, d->ld_n_src, d->ld_n_src ? ": " : "", list);
+}
+
 st_err dm_fetch_stage(st_daemon *d, const st_dp_plan *p)
 {
     if (d->fetch == NULL)
         return ST_OK;
+    const char *extra[ST_FETCH_MAX_SOURCES];
+    for (size_t i = 0; i < d->ld_n_src; i++)
+        extra[i] = d->ld_src[i];
+    st_fetch_extra(d->fetch, extra, d->ld_n_src);
     return st_fetch_stage(d->fetch, d->g, p->first, p->last, d->hp.n_layer);
 }
 

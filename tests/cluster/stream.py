@@ -15,6 +15,10 @@ Cases (each its own meson test, `stream-<case>`):
            every chunk (test hook); ids equal `strata run`
   peerbad  a second source that corrupts every chunk (test hook) is dropped
            after two bad chunks; the fetch completes from the coordinator
+  peerlist worker B, without --weights-from naming A, fetches its stage from
+           worker A's chunk server because the coordinator's Prepare names
+           it (Prepare.chunk_sources) while the coordinator's weights server
+           refuses every chunk after the header's; ids equal `strata run`
   netns    three workers without model files, each in a network namespace,
            fetch from a coordinator whose egress is a 100 Mbit/s tbf link:
            ids equal `strata run`; the fetch rates against the link's are
@@ -31,6 +35,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -247,6 +252,85 @@ def case_peerbad():
               % (hbad, bad, fetched, ids))
 
 
+def gguf_data_offset(path):
+    """Where a GGUF v3 file's tensor data starts: after the metadata and the
+    tensor table, aligned to general.alignment (32 by default)."""
+    with open(path, "rb") as f:
+        buf = f.read(1 << 24)
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from("<" + fmt, buf, pos)
+        pos += struct.calcsize("<" + fmt)
+        return v[0]
+
+    def string():
+        nonlocal pos
+        n = take("Q")
+        pos += n
+        return buf[pos - n:pos]
+
+    sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q",
+             12: "d"}
+
+    def value(t):
+        if t == 8:
+            return string()
+        if t == 9:
+            et, n = take("I"), take("Q")
+            return [value(et) for _ in range(n)]
+        return take(sizes[t])
+
+    assert buf[:4] == b"GGUF" and take("4s") and take("I") == 3, path
+    n_tensors, n_kv = take("Q"), take("Q")
+    align = 32
+    for _ in range(n_kv):
+        k = string()
+        v = value(take("I"))
+        if k == b"general.alignment":
+            align = v
+    for _ in range(n_tensors):
+        string()
+        n_dims = take("I")
+        pos += 8 * n_dims + 4 + 8  # dims, type, offset
+    return (pos + align - 1) // align * align
+
+
+def case_peerlist():
+    header = (gguf_data_offset(MODEL) + CHUNK - 1) // CHUNK  # the chunks below the tensor data
+    with start(["--split", "2,2", "--test-hooks", "--test-refuse-chunks", str(header),
+                "--log", "info"], min_workers=2) as c:
+        a = add_server(c, "a")
+        b = add_streaming(c, os.path.join(c.tmp, "cache-b"), name="b")  # --weights-from: c's
+        c.wait_serving(2)
+        hhave, hneed, hfetched, _, hbad = (int(x) for x in wait_log(b, HEADER_DONE).groups())
+        have, need, fetched, cached, bad, twice = stage_done(b)
+        assert hneed == hfetched == header * CHUNK and hbad == 0, (hneed, hfetched, header)
+        assert have == need and fetched + cached == need and cached == hneed and bad == 0, \
+            stage_done(b)
+        assert fetched > 0, stage_done(b)
+        log = b.stderr()
+        named = re.search(r"fetch: epoch \d+: the coordinator names (\d+) chunk source\(s\): (.*)",
+                          log)
+        assert named and a.chunks in named.group(2).split(", "), log[-3000:]
+        assert re.search(r"from %s: busy: test hook: chunk requests refused" %
+                         re.escape(c.weights), log), log[-3000:]
+        # the coordinator named sources to b alone (a has its model file)
+        ids_of = {x["name"]: x["id"] for x in c.status()["workers"]}
+        to = set(int(x) for x in re.findall(r"Prepare of epoch \d+ to worker (\d+) names \d+ "
+                                            r"chunk source", c.coord.stderr()))
+        assert to == {ids_of["b"]}, (to, ids_of)
+        ids = check_ids(c)
+        a.stop()
+        served = wait_log(a, re.compile(r"chunks: served (\d+) chunks, (\d+) bytes"))
+        assert int(served.group(2)) == fetched, (served.group(0), fetched)
+        print("peerlist: the coordinator served the %d header chunks (%d bytes) and refused the "
+              "rest; its Prepare named %s to b, which fetched its %d stage bytes there (%s); "
+              "ids equal strata run: %s" % (header, hfetched, named.group(2), fetched,
+                                            served.group(0), ids))
+
+
 LINK = "100mbit"
 LINK_BYTES = 100e6 / 8
 RATE = re.compile(r"fetch: (header|stage) done: \d+ of \d+ bytes \([0-9.]+%\): fetched (\d+), "
@@ -399,7 +483,7 @@ def case_rss():
 
 
 CASES = {"basic": case_basic, "resume": case_resume, "corrupt": case_corrupt, "peer": case_peer,
-         "peerbad": case_peerbad, "netns": case_netns, "rss": case_rss}
+         "peerbad": case_peerbad, "peerlist": case_peerlist, "netns": case_netns, "rss": case_rss}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)

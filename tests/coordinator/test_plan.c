@@ -2,13 +2,16 @@
  * (coordinator/membership.c): epochs that never go backwards, the plan
  * hash (deterministic, covering every field but itself, recomputable by a
  * worker from the packed Plan it received), the two-phase round, which
- * routes of two plans run on the same workers, and the Join checks of
- * docs/cluster.md. */
+ * routes of two plans run on the same workers, the Join checks of
+ * docs/cluster.md, and the chunk sources a streaming worker's Prepare names
+ * (coordinator/chunk_src.c). */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/chunk_src.h"
 #include "coordinator/membership.h"
 #include "coordinator/plan.h"
 
@@ -375,10 +378,10 @@ START_TEST(join_checks)
     struct {
         int field;
         const char *needle;
-    } cases[] = {{0, "cores"},      {1, "threads"},  {2, "memory_budget"}, {3, "memory_budget"},
-                 {4, "data_addr"},  {5, "ctl_addr"}, {6, "speeds[0]"},     {7, "speeds[0]"},
-                 {8, "model_id"},   {9, "model id"}, {10, "wire dtype"},   {11, "throttle"},
-                 {12, "capability"}};
+    } cases[] = {{0, "cores"},       {1, "threads"},    {2, "memory_budget"}, {3, "memory_budget"},
+                 {4, "data_addr"},   {5, "ctl_addr"},   {6, "speeds[0]"},     {7, "speeds[0]"},
+                 {8, "model_id"},    {9, "model id"},   {10, "wire dtype"},   {11, "throttle"},
+                 {12, "capability"}, {13, "chunk_addr"}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         mkjoin(&f);
         uint8_t other[32];
@@ -422,6 +425,9 @@ START_TEST(join_checks)
             break;
         case 12:
             f.j.cap = NULL;
+            break;
+        case 13:
+            f.c.chunk_addr = "ipc:///tmp/chunks"; /* no other transport is dialed */
             break;
         }
         st_err e = st_join_validate(&f.j, mid, ST_WIRE_F32);
@@ -531,6 +537,101 @@ START_TEST(members_lifecycle)
 }
 END_TEST
 
+/* ---- the chunk sources a Prepare names (chunk_src.h) ---- */
+
+/* add_member - a member joined with f's capability, as st_members_add takes it. */
+static st_member *add_member(st_members *ms, join_fx *f)
+{
+    Strata__Msg tmp = STRATA__MSG__INIT;
+    tmp.body_case = STRATA__MSG__BODY_JOIN;
+    tmp.join = &f->j;
+    size_t len = strata__msg__get_packed_size(&tmp);
+    uint8_t *buf = malloc(len);
+    strata__msg__pack(&tmp, buf);
+    Strata__Msg *m = strata__msg__unpack(NULL, len, buf);
+    free(buf);
+    st_member *w;
+    uint64_t rep;
+    ck_assert_int_eq(st_members_add(ms, m, 0, &w, &rep), ST_OK);
+    return w;
+}
+
+START_TEST(chunk_sources)
+{
+    /* 1001 streams: stage [0,3) of the new plan beside 1002; 1003 streams,
+     * [3,6) in both plans; 1004 streams, [0,3) in the serving plan, a spare
+     * in the new one; 1005 has the model file; then members never named: no
+     * server (1006), another model (1007), 1005's address again (1008), an
+     * ipc:// address (1009), lost (1010) */
+    static const struct {
+        bool streams;
+        const char *chunks;
+        bool other_model;
+    } spec[] = {{true, "", false},
+                {true, "tcp://127.0.0.1:7002", false},
+                {true, "tcp://127.0.0.1:7003", false},
+                {true, "tcp://127.0.0.1:7004", false},
+                {false, "tcp://127.0.0.1:7005", false},
+                {false, "", false},
+                {false, "tcp://127.0.0.1:7007", true},
+                {false, "tcp://127.0.0.1:7005", false},
+                {false, "ipc:///tmp/chunks", false},
+                {false, "tcp://127.0.0.1:7010", false}};
+    st_members ms;
+    ck_assert_int_eq(st_members_init(&ms, 1000), ST_OK);
+    char ctl[10][32];
+    for (size_t i = 0; i < 10; i++) {
+        join_fx f;
+        mkjoin(&f);
+        snprintf(ctl[i], sizeof ctl[i], "tcp://127.0.0.1:%zu", 4100 + i);
+        f.c.ctl_addr = ctl[i];
+        f.c.streams = spec[i].streams;
+        f.c.chunk_addr = (char *)spec[i].chunks;
+        if (spec[i].other_model)
+            memset(f.id, 8, 32);
+        ck_assert_uint_eq(add_member(&ms, &f)->id, 1001 + i);
+    }
+    st_members_mark(st_members_find(&ms, 1010), ST_MEMBER_LOST, "test", 1);
+    st_plan cur, next;
+    mkplan(&cur, 300);
+    cur.stages[0].worker_ids[0] = 1004;
+    cur.stages[1].worker_ids[0] = 1003;
+    mkplan(&next, 301);
+    next.stages[0].n_workers = 2;
+    next.stages[0].worker_ids[0] = 1001;
+    next.stages[0].worker_ids[1] = 1002;
+    next.stages[1].worker_ids[0] = 1003;
+    const char *out[ST_CHUNK_SOURCES_MAX];
+    /* holding the chunks now (the serving overlap, the model file), then
+     * the new plan's overlap, then the others */
+    ck_assert_uint_eq(st_chunk_sources(&ms, 1001, &cur, &next, out, ST_CHUNK_SOURCES_MAX), 4);
+    ck_assert_str_eq(out[0], "tcp://127.0.0.1:7004");
+    ck_assert_str_eq(out[1], "tcp://127.0.0.1:7005");
+    ck_assert_str_eq(out[2], "tcp://127.0.0.1:7002");
+    ck_assert_str_eq(out[3], "tcp://127.0.0.1:7003");
+    ck_assert_uint_eq(st_chunk_sources(&ms, 1001, &cur, &next, out, 2), 2); /* the bound */
+    ck_assert_str_eq(out[1], "tcp://127.0.0.1:7005");
+    /* without a serving plan: 1004 holds nothing known */
+    ck_assert_uint_eq(st_chunk_sources(&ms, 1001, NULL, &next, out, ST_CHUNK_SOURCES_MAX), 4);
+    ck_assert_str_eq(out[0], "tcp://127.0.0.1:7005");
+    ck_assert_str_eq(out[3], "tcp://127.0.0.1:7004");
+    /* 1003: itself never named */
+    ck_assert_uint_eq(st_chunk_sources(&ms, 1003, &cur, &next, out, ST_CHUNK_SOURCES_MAX), 3);
+    ck_assert_str_eq(out[0], "tcp://127.0.0.1:7005");
+    ck_assert_str_eq(out[1], "tcp://127.0.0.1:7002");
+    ck_assert_str_eq(out[2], "tcp://127.0.0.1:7004");
+    /* nothing to a worker with its model file, a spare of the new plan, a stranger */
+    ck_assert_uint_eq(st_chunk_sources(&ms, 1005, &cur, &next, out, ST_CHUNK_SOURCES_MAX), 0);
+    next.stages[1].worker_ids[0] = 1005;
+    ck_assert_uint_eq(st_chunk_sources(&ms, 1005, &cur, &next, out, ST_CHUNK_SOURCES_MAX), 0);
+    ck_assert_uint_eq(st_chunk_sources(&ms, 1004, &cur, &next, out, ST_CHUNK_SOURCES_MAX), 0);
+    ck_assert_uint_eq(st_chunk_sources(&ms, 999, &cur, &next, out, ST_CHUNK_SOURCES_MAX), 0);
+    st_plan_free(&cur);
+    st_plan_free(&next);
+    st_members_fini(&ms);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("plan");
@@ -545,6 +646,7 @@ int main(void)
     tcase_add_test(tc, route_senders);
     tcase_add_test(tc, join_checks);
     tcase_add_test(tc, members_lifecycle);
+    tcase_add_test(tc, chunk_sources);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
