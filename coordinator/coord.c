@@ -55,7 +55,7 @@ st_coord_cfg st_coord_cfg_default(void)
     memset(&c, 0, sizeof c);
     c.listen = "tcp://127.0.0.1:0";
     c.min_workers = 1;
-    c.wire = ST_WIRE_F16;
+    c.wire = ST_WIRE_AUTO; /* each boundary its own dtype (docs/wire-format.md 6.1) */
     c.heartbeat_ms = 1000;
     c.heartbeat_timeout_ms = 3000;
     c.step_timeout_ms = 30000;
