@@ -748,16 +748,30 @@ st_err st_wire_choose(const st_wire_link_in *in, st_wire_choice *out)
             pick = i;
         }
     }
+    size_t held = nc; /* the held dtype's place among the candidates (nc: none) */
+    for (size_t i = 0; in->has_held && i < nc; i++)
+        held = cand[i] == in->held ? i : held;
+    const char *rule = fits ? "the most precise within budget:" : "none fits, fewest bytes:";
+    if (held < nc && held != pick) {
+        double t_pick = (double)st_wire_token_bytes(cand[pick], in->hidden) / in->bw;
+        double t_held = (double)st_wire_token_bytes(cand[held], in->hidden) / in->bw;
+        bool keep = pick < held ? t_pick > budget * (1 - ST_WIRE_AUTO_BAND)   /* up */
+                                : t_held <= budget * (1 + ST_WIRE_AUTO_BAND); /* down */
+        if (keep) {
+            pick = held;
+            fits = t_held <= budget;
+            rule = "kept within the hysteresis band:";
+        }
+    }
     st_wire_dtype d = cand[pick];
     uint64_t bytes = st_wire_token_bytes(d, in->hidden);
     double t = (double)bytes / in->bw;
     snprintf(out->why, sizeof out->why,
              "%s: %s %llu B/token at %.3g MB/s (%s) = %.3g us %s %.0f%% of %.3g ms compute; "
              "latency %.3g ms%s",
-             st_wire_dtype_name(d),
-             fits ? "the most precise within budget:" : "none fits, fewest bytes:",
-             (unsigned long long)bytes, in->bw / WIRE_MB, src, t * WIRE_US, fits ? "<=" : ">",
-             share * 100, in->compute_s * WIRE_MS, in->latency_s * WIRE_MS, tail);
+             st_wire_dtype_name(d), rule, (unsigned long long)bytes, in->bw / WIRE_MB, src,
+             t * WIRE_US, fits ? "<=" : ">", share * 100, in->compute_s * WIRE_MS,
+             in->latency_s * WIRE_MS, tail);
     out->dtype = d;
     return ST_OK;
 }

@@ -203,6 +203,12 @@ st_err st_wire_negotiate(const st_wire_dtype *a, size_t na, const st_wire_dtype 
 /* The share of the receiving stage's compute time one token's transfer
  * may take under `--wire auto`. */
 #define ST_WIRE_AUTO_SHARE 0.10
+/* Hysteresis of `--wire auto`: a boundary's dtype changes to a more
+ * precise one only when that one's transfer is within (1 - band) x the
+ * budget, and to a less precise one only when its own exceeds (1 + band)
+ * x the budget, so a link measured near the threshold does not flip it at
+ * every heartbeat. */
+#define ST_WIRE_AUTO_BAND 0.20
 #define ST_WIRE_WHY_MAX 256 /* a choice's reason, terminator included */
 #define ST_WIRE_MASK_ALL ((1u << ST_WIRE_DT_COUNT) - 1u)
 
@@ -231,6 +237,8 @@ typedef struct st_wire_link_in {
     uint32_t accept_mask; /* what the receiver accepts (st_wire_accept_mask) */
     bool allow_i8;        /* i8 may be chosen (the plan's accuracy gate passed) */
     double share;         /* of compute_s a token's transfer may take; 0: ST_WIRE_AUTO_SHARE */
+    bool has_held;        /* the boundary has a dtype now (the serving plan's) ... */
+    st_wire_dtype held;   /* ... this one: kept while within ST_WIRE_AUTO_BAND */
 } st_wire_link_in;
 
 typedef struct st_wire_choice {
@@ -244,8 +252,10 @@ typedef struct st_wire_choice {
  * stays within share x compute_s; when none does, the accepted dtype with
  * the fewest bytes (the most precise of those); when the bandwidth or the
  * compute time is unknown, the most precise accepted. The latency is the
- * same for every dtype, so it does not enter the choice. out->why says
- * which rule chose and its figures. ST_ETYPE when the receiver accepts
+ * same for every dtype, so it does not enter the choice. With has_held,
+ * an accepted held dtype stays unless the choice clears the hysteresis
+ * band (ST_WIRE_AUTO_BAND). out->why says which rule chose and its
+ * figures. ST_ETYPE when the receiver accepts
  * none of the candidates; ST_EINVAL for a NULL argument, hidden 0 or a
  * share outside (0, 1]. */
 st_err st_wire_choose(const st_wire_link_in *in, st_wire_choice *out);

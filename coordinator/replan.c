@@ -302,6 +302,33 @@ static st_err coord_wire_matrix(const st_coord *c, coord_pl_view *v)
     return ST_OK;
 }
 
+/* coord_wire_same - whether serving stage ps holds exactly the workers of
+ * placed stage s (indices into v). */
+static bool coord_wire_same(const coord_pl_view *v, const st_plan_stage *ps,
+                            const st_place_stage *s)
+{
+    if (ps->n_workers != s->n_rep || ps->first != s->first)
+        return false;
+    for (uint32_t k = 0; k < s->n_rep; k++)
+        if (ps->worker_ids[k] != v->w[s->rep[k]].id)
+            return false;
+    return true;
+}
+
+/* coord_wire_held - the serving plan's dtype on the boundary from -> to
+ * when it has that boundary (the same first layer, the same workers on
+ * both sides), for st_wire_choose's hysteresis. */
+static void coord_wire_held(const st_coord *c, const coord_pl_view *v, const st_place_stage *from,
+                            const st_place_stage *to, st_wire_link_in *in)
+{
+    if (!c->has_plan || c->plan_broken)
+        return;
+    for (uint32_t j = 1; j < c->plan.n_stages; j++)
+        if (coord_wire_same(v, &c->plan.stages[j], to) &&
+            coord_wire_same(v, &c->plan.stages[j - 1], from))
+            in->has_held = st_wire_dtype_from_name(c->plan.stages[j].in_dtype, &in->held) == ST_OK;
+}
+
 st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_place_result *r,
                          st_plan *p)
 {
@@ -324,6 +351,7 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
                 in.measured = in.measured && l->measured;
             }
         }
+        coord_wire_held(c, v, from, to, &in);
         st_wire_choice ch;
         st_err e = st_wire_choose(&in, &ch);
         if (e != ST_OK)

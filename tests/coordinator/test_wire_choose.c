@@ -77,6 +77,37 @@ START_TEST(test_slow_link_fewest_bytes)
 }
 END_TEST
 
+START_TEST(test_hysteresis)
+{
+    char why[ST_WIRE_WHY_MAX];
+    /* f32 is 8192 B against a 1 ms budget: it fits from 8.192 MB/s */
+    st_wire_link_in in = link_in(9e6, ST_WIRE_MASK_ALL); /* f32 0.91 ms: fits */
+    ck_assert_int_eq(choose(in, NULL), ST_WIRE_F32);
+    in.has_held = true;
+    in.held = ST_WIRE_F16; /* up from f16 only within 80% of the budget */
+    ck_assert_int_eq(choose(in, why), ST_WIRE_F16);
+    ck_assert_ptr_nonnull(strstr(why, "f16: kept within the hysteresis band"));
+    in.bw = 10.5e6; /* f32 0.78 ms */
+    ck_assert_int_eq(choose(in, NULL), ST_WIRE_F32);
+    /* down from f32 only beyond 120% of the budget */
+    in.held = ST_WIRE_F32;
+    in.bw = 7.5e6; /* f32 1.09 ms: over, but within the band */
+    ck_assert_int_eq(choose(in, why), ST_WIRE_F32);
+    ck_assert_ptr_nonnull(strstr(why, "kept within the hysteresis band"));
+    ck_assert_ptr_nonnull(strstr(why, "> 10%"));
+    in.bw = 6.5e6; /* f32 1.26 ms */
+    ck_assert_int_eq(choose(in, NULL), ST_WIRE_F16);
+    /* a held dtype the receiver no longer accepts is not kept */
+    in.bw = 7.5e6;
+    in.accept_mask = ST_WIRE_MASK_ALL & ~(1u << ST_WIRE_F32);
+    ck_assert_int_eq(choose(in, NULL), ST_WIRE_F16);
+    /* without a held dtype the rule alone decides */
+    in.accept_mask = ST_WIRE_MASK_ALL;
+    in.has_held = false;
+    ck_assert_int_eq(choose(in, NULL), ST_WIRE_F16);
+}
+END_TEST
+
 START_TEST(test_receiver_restricts)
 {
     char why[ST_WIRE_WHY_MAX];
@@ -200,6 +231,7 @@ int main(void)
     tcase_add_test(tc, test_fast_link_f32);
     tcase_add_test(tc, test_middle_link_f16);
     tcase_add_test(tc, test_slow_link_fewest_bytes);
+    tcase_add_test(tc, test_hysteresis);
     tcase_add_test(tc, test_receiver_restricts);
     tcase_add_test(tc, test_unknown_inputs);
     tcase_add_test(tc, test_masks);
