@@ -637,8 +637,10 @@ static void coord_timers(st_coord *c, uint64_t now)
     uint64_t gap = c->timers_ns != 0 && now > c->timers_ns ? now - c->timers_ns : 0;
     c->timers_ns = now;
     if (gap > COORD_STALL_NS) {
-        st_log(ST_LOG_WARN, CO, "the coordinator's loop stalled for %llu ms: heartbeat deadlines "
-               "moved by as much", (unsigned long long)(gap / 1000000u));
+        st_log(ST_LOG_WARN, CO,
+               "the coordinator's loop stalled for %llu ms: heartbeat deadlines "
+               "moved by as much",
+               (unsigned long long)(gap / 1000000u));
         st_members_pause(&c->ms, gap, now);
     }
     size_t n = st_members_expire(&c->ms, now, (uint64_t)c->cfg.heartbeat_timeout_ms * 1000000u,

@@ -26,9 +26,9 @@
 #define COORD_MAX_WAIT_MS 10000u
 #define COORD_LOGITS_PER_REPLY ((size_t)8 << 20)
 #define COORD_KEEP_GONE_NS (60ull * 1000000000ull)
-#define COORD_LOOP_WAIT_NS (20ull * 1000000ull) /* the loop waits this long for an event at most */
-#define COORD_STALL_NS (250ull * 1000000ull) /* a loop turn this late: the coordinator stalled */
-#define COORD_MAX_DEPTH 16u /* batches in flight at most (pipeline depth) */
+#define COORD_LOOP_WAIT_NS (20ull * 1000000ull) /* the longest wait for an event */
+#define COORD_STALL_NS (250ull * 1000000ull)    /* a loop turn this late: the coordinator stalled */
+#define COORD_MAX_DEPTH 16u                     /* batches in flight at most (pipeline depth) */
 #define COORD_FINISHED_TTL_NS (60ull * 1000000000ull) /* a finished request stays readable */
 #define COORD_DELIVERED_TTL_NS (5ull * 1000000000ull) /* ... once its end was polled */
 
@@ -117,10 +117,10 @@ struct st_coord {
     bool stopping;
     coord_pl pl; /* placement: objective, hysteresis, imbalance (replan.h) */
     /* credentials, owners and per-client caps (api_auth.c) */
-    coord_who *slot_who; /* [slots]: who sent the request a slot answers */
+    coord_who *slot_who;     /* [slots]: who sent the request a slot answers */
     coord_guard *slot_guard; /* [slots]: whether its request was held to the slot rules */
     uint32_t closed_pipe;    /* the connection closed last for its stuck answers */
-    coord_owner *owners; /* [n_owners] */
+    coord_owner *owners;     /* [n_owners] */
     size_t n_owners;
     uint32_t max_req_client, max_parks_client;
     uint64_t max_logits_client;

@@ -272,8 +272,8 @@ uint32_t st_net_pipe_stuck(const st_net *n, uint32_t slot, uint64_t age_ns)
     uint32_t stuck = 0;
     for (uint32_t i = 0; i < n->n_slots; i++) {
         const net_slot *s = &n->slots[i];
-        stuck += atomic_load(&s->held) == NET_SENDING &&
-                 atomic_load(&s->pipe_id) == pipe && now - atomic_load(&s->send_ns) > age_ns;
+        stuck += atomic_load(&s->held) == NET_SENDING && atomic_load(&s->pipe_id) == pipe &&
+                 now - atomic_load(&s->send_ns) > age_ns;
     }
     return stuck;
 }
