@@ -30,6 +30,7 @@ Cases (each its own meson test, `stream-<case>`):
 
 Nothing depends on speed: the pause is a hook at a chunk count, and every
 wait is for a state with a generous deadline."""
+import hashlib
 import json
 import os
 import re
@@ -137,6 +138,29 @@ def case_basic():
         print("basic: 2 streaming workers serve; ids equal strata run: %s" % ids)
 
 
+def bad_journal_lines(cache):
+    """Appends to the killed worker's journal the lines a restart must skip:
+    another chunk size, a wrong hash, an index past the manifest, garbage,
+    and last a torn line (no newline) naming an unfetched chunk with its
+    right hash: none of them may count as cached."""
+    journals = [os.path.join(d, "journal") for d, _, fs in os.walk(cache) if "journal" in fs]
+    assert len(journals) == 1, journals
+    with open(journals[0]) as f:
+        rows = [line.split() for line in f.read().splitlines()]
+    have = {int(r[1]) for r in rows}
+    cs, h0 = int(rows[0][0]), rows[0][2]
+    todo = min(set(range(os.path.getsize(MODEL) // cs)) - have)
+    with open(MODEL, "rb") as f:
+        f.seek(todo * cs)
+        right = hashlib.blake2b(f.read(cs), digest_size=32).hexdigest()
+    with open(journals[0], "a") as f:
+        f.write("%d %d %s\n" % (cs * 2, todo, right))    # another chunk size
+        f.write("%d %d %s\n" % (cs, todo, h0))           # a wrong hash
+        f.write("%d %d %s\n" % (cs, 1 << 40, right))     # past the manifest
+        f.write("not a journal line\n")
+        f.write("%d %d %s" % (cs, todo, right))           # torn: no newline
+
+
 def case_resume():
     pause = 4
     with start() as c:
@@ -164,6 +188,7 @@ def case_resume():
         w.kill(signal.SIGKILL)
         w.p.wait(10)
         c.workers.remove(w)
+        bad_journal_lines(cache)
         w2 = add_streaming(c, cache, name="again")
         c.wait_serving(1)
         have2, need2, fetched2, cached2, bad2, twice2 = stage_done(w2)
