@@ -18,7 +18,7 @@
  *   inject role ADDR CASE [--client-key FILE | ...]
  *       control requests under a credential, refused by role, owner or
  *       quota (issue 12, findings 4-7): see inject_role.c.
- *   inject sec CASE ARGS... [--sender N] [--unbound]
+ *   inject sec CASE ARGS... [--sender N] [--unbound] [--reply-ms N]
  *       hostile control and data frames (issue 12, findings 1 and 2), from
  *       a stranger's envelope sender id, or N (a copied id: without a key
  *       sender ids are not authenticated, and the other checks must hold):
@@ -37,7 +37,9 @@
  *           the reply to a Probe) sent to worker B, then to A (finding 8)
  *       Replies are printed as for req ("reply: refuse: REASON" too).
  *       Under a key, worker control is bound to the worker it goes to (its
- *       id read from the reply to a Probe), unless --unbound. */
+ *       id read from the reply to a Probe), unless --unbound. --reply-ms:
+ *       how long a reply is waited for (default 30000: a Prepare's waits for
+ *       the stage to load); a test that expects none says how long. */
 #include <math.h>
 #include <nng/nng.h>
 #include <nng/protocol/pipeline0/push.h>

@@ -22,7 +22,8 @@
 #define INJ_CTL_MAX_ROWS 16      /* sessions of a forged result */
 #define INJ_CTL_DROP_MS 3000     /* end-sessions-bound: B drops the frame; stop waiting */
 
-static bool inj_ctl_unbound; /* --unbound: control requests name no receiver */
+static bool inj_ctl_unbound;                      /* --unbound: control requests name no receiver */
+static int inj_ctl_reply_ms = INJ_CTL_TIMEOUT_MS; /* --reply-ms: a reply's wait */
 
 /* inj_ctl_learn - the control id of the worker at addr (the envelope
  * sender of its reply to a Probe, which anyone may send): what a
@@ -60,7 +61,7 @@ static int inj_ctl_rpc(const char *addr, st_env *env, const Strata__Msg *m)
     nng_socket s;
     if (inj_dial(addr, true, &s) != 0)
         return 1;
-    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, INJ_CTL_TIMEOUT_MS);
+    nng_socket_set_ms(s, NNG_OPT_RECVTIMEO, inj_ctl_reply_ms);
     env->to = to;
     e = st_msg_send(s, env, ST_ENV_CONTROL, m);
     int rc = e == ST_OK ? inj_print_reply(s, env) : 1;
@@ -330,6 +331,8 @@ int inj_ctl_main(int argc, char **argv, const uint8_t *key)
             sender = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--unbound") == 0)
             inj_ctl_unbound = true;
+        else if (strcmp(argv[i], "--reply-ms") == 0 && i + 1 < argc)
+            inj_ctl_reply_ms = atoi(argv[++i]);
         else
             argv[n++] = argv[i];
     }

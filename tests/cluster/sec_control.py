@@ -121,9 +121,11 @@ def case_commit_unprepared():
         assert "only the coordinator this worker joined" in out, out
         print("commit-unprepared: stranger: %s" % replies(out)[0])
         # without the cluster key: no reply, refused by the MAC and counted
+        # (the counter is the evidence; the reply is not waited for long)
         auth0 = counter(c, w["name"], "auth_failed")
         r = subprocess.run([INJECT, "sec", "commit-unprepared", w["ctl_addr"], str(U64_MAX),
-                            "--no-key"], capture_output=True, text=True, timeout=TIMEOUT)
+                            "--no-key", "--reply-ms", "3000"], capture_output=True, text=True,
+                           timeout=TIMEOUT)
         out = r.stdout  # (inject exits 1: no reply came)
         assert replies(out) and replies(out)[0].startswith("reply: none"), (out, r.stderr)
         auth = wait_counter(lambda: counter(c, w["name"], "auth_failed"), auth0 + 1)
