@@ -189,6 +189,11 @@ def settle(c, names, quiet_s, timeout):
 
 # the throttle of the hetero case's workers (worker2 starts at twice it)
 HETERO_BASE = 10
+# The budget of worker0 and worker1 in case hetero: synth-12's layer holds
+# 5,113,856 bytes (3,016,704 of f32 weights + 2,097,152 of KV: 512 positions
+# x 8 sessions x 2 x 64 values x 4 bytes), its embedding and head 524,288
+# each, so 5 layers and an end (26.1 MB) fit in 28 MiB and 6 (31.2 MB) do not.
+HETERO_MEMORY = "28M"
 
 
 def case_hetero():
@@ -215,8 +220,13 @@ def hetero(tmp):
         # make a two-worker plan the best and leave worker2 out unmeasured;
         # one at a time, so their start-up measurements do not compete for
         # the cores
-        add_joined(c, "--throttle", str(HETERO_BASE))
-        add_joined(c, "--throttle", str(HETERO_BASE))
+        # worker0 and worker1 hold at most 5 of the 12 layers (HETERO_MEMORY),
+        # so every plan gives worker2 a stage: under a heavy load its start-up
+        # measurement can be slow enough for the throughput objective to
+        # leave it out, and a spare serves nothing that would measure the
+        # throttle's change
+        add_joined(c, "--throttle", str(HETERO_BASE), "--memory", HETERO_MEMORY)
+        add_joined(c, "--throttle", str(HETERO_BASE), "--memory", HETERO_MEMORY)
         add_joined(c, "--throttle", str(2 * HETERO_BASE), "--throttle-file", tfile)
         st = c.wait_placed(3)
         print("hetero: first plan (announced speeds) epoch %d layers %s"
@@ -231,6 +241,7 @@ def hetero(tmp):
         # fastest. Three single-thread workers share two cores here, so an
         # unthrottled worker that shares a core can be measured as slow as
         # the throttled one; the planner then rightly gives them equal shares.
+        assert before["worker2"] > 0, "worker2 has no stage despite HETERO_MEMORY: %s" % before
         others = [before["worker0"], before["worker1"]]
         assert before["worker2"] <= min(others) and before["worker2"] < max(others), \
             "the slow worker does not get fewer layers: %s" % before
