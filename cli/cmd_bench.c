@@ -23,9 +23,9 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/local.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "worker/local.h"
 
 /* ---- memory bandwidth ---- */
 
@@ -260,17 +260,17 @@ static double br_bytes_per_token(const st_model *m)
 }
 
 /* br_round - one prompt evaluation and gen decode steps; seconds of each. */
-static st_err br_round(cli_local *l, const int32_t *prompt, int64_t n_prompt, int64_t gen,
+static st_err br_round(st_local *l, const int32_t *prompt, int64_t n_prompt, int64_t gen,
                        double *t_prompt, double *t_decode)
 {
     double t0 = st_now_s();
-    st_err e = cli_local_eval(l, prompt, n_prompt, 0);
+    st_err e = st_local_eval(l, prompt, n_prompt, 0);
     if (e != ST_OK)
         return e;
     double t1 = st_now_s();
     for (int64_t g = 0; g < gen; g++) {
         int32_t id = (int32_t)l->ops->argmax(l->logits, l->n_vocab);
-        if ((e = cli_local_eval(l, &id, 1, n_prompt + g)) != ST_OK)
+        if ((e = st_local_eval(l, &id, 1, n_prompt + g)) != ST_OK)
             return e;
     }
     *t_prompt = t1 - t0;
@@ -292,8 +292,8 @@ int st_bench_run(int argc, char **argv)
     int rc = br_parse(argc, argv, &o);
     if (rc != 0)
         return rc;
-    cli_local l;
-    st_err e = cli_local_open(&l, o.model, (int)o.eng.threads, o.eng.force_ref, o.eng.chunk, 0);
+    st_local l;
+    st_err e = st_local_open(&l, o.model, (int)o.eng.threads, o.eng.force_ref, o.eng.chunk, 0);
     if (e != ST_OK) {
         fprintf(stderr, "strata: bench run: %s\n", st_errmsg(e));
         return 1;
@@ -302,7 +302,7 @@ int st_bench_run(int argc, char **argv)
         fprintf(stderr,
                 "strata: bench run: --prompt %lld + --gen %lld exceed the context of %lld\n",
                 (long long)o.prompt, (long long)o.gen, (long long)l.n_ctx);
-        cli_local_close(&l);
+        st_local_close(&l);
         return 2;
     }
     int32_t *prompt = malloc((size_t)o.prompt * sizeof(int32_t));
@@ -382,7 +382,7 @@ out:
     free(tp);
     free(td);
     free(bwbuf);
-    cli_local_close(&l);
+    st_local_close(&l);
     return rc;
 }
 

@@ -26,9 +26,9 @@
 #include "cli/chat_conv.h"
 #include "cli/commands.h"
 #include "cli/conn.h"
-#include "cli/local.h"
 #include "common/clock.h"
 #include "common/sampling.h"
+#include "worker/local.h"
 
 /* The default reply length limit, in ids. */
 #define CHAT_DEFAULT_N 256
@@ -148,7 +148,7 @@ static void chat_stat(int turn, size_t n_prompt, size_t reused, size_t n_gen, do
 
 /* The local engine's state across turns: the ids its KV cache holds. */
 typedef struct chat_local {
-    cli_local l;
+    st_local l;
     int32_t *kv; /* ids at positions [0, n_kv) */
     size_t n_kv;
     int32_t *gen; /* this turn's ids */
@@ -164,7 +164,7 @@ typedef struct chat_local {
 static st_err chat_local_turn(chat_local *x, const chat_opts *o, const chat_conv *c, int turn,
                               size_t *n_gen)
 {
-    cli_local *l = &x->l;
+    st_local *l = &x->l;
     size_t n = c->n_ids;
     if ((int64_t)n >= l->n_ctx)
         return st_errorf(ST_ERANGE,
@@ -175,7 +175,7 @@ static st_err chat_local_turn(chat_local *x, const chat_opts *o, const chat_conv
     if (keep == n)
         keep = n - 1; /* the last prompt id is fed again: its logits give the first sample */
     double t0 = st_now_s();
-    st_err e = cli_local_eval(l, c->ids + keep, (int64_t)(n - keep), (int64_t)keep);
+    st_err e = st_local_eval(l, c->ids + keep, (int64_t)(n - keep), (int64_t)keep);
     if (e != ST_OK)
         return e;
     memcpy(x->kv, c->ids, n * sizeof *x->kv);
@@ -201,7 +201,7 @@ static st_err chat_local_turn(chat_local *x, const chat_opts *o, const chat_conv
                     (long long)l->n_ctx);
             break;
         }
-        if ((e = cli_local_eval(l, &id, 1, (int64_t)x->n_kv)))
+        if ((e = st_local_eval(l, &id, 1, (int64_t)x->n_kv)))
             return e;
         x->kv[x->n_kv++] = id;
     }
@@ -222,7 +222,7 @@ static int chat_local_run(const chat_opts *o)
     char *line = NULL;
     size_t cap = 0;
     int rc = 1;
-    st_err e = cli_local_open(&x.l, o->model, (int)o->eng.threads, 0, o->eng.chunk, o->eng.ctx);
+    st_err e = st_local_open(&x.l, o->model, (int)o->eng.threads, 0, o->eng.chunk, o->eng.ctx);
     if (e != ST_OK) {
         fprintf(stderr, "strata: chat: %s: %s\n", o->model, st_errmsg(e));
         return 1;
@@ -267,7 +267,7 @@ out:
     free(x.work);
     free(x.gen);
     free(x.kv);
-    cli_local_close(&x.l);
+    st_local_close(&x.l);
     return rc;
 }
 

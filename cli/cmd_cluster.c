@@ -314,6 +314,8 @@ static void cl_status_print(const Strata__StatusReply *s)
            : s->encrypted ? "keyed and encrypted (every frame sealed with XChaCha20-Poly1305)"
                           : "keyed (every frame MACed; not encrypted)");
     cl_versions_print(s);
+    if (s->i8_gate && s->i8_gate[0]) /* coordinators older than the field send none */
+        printf("i8 gate: %s\n", s->i8_gate);
     if (s->plan)
         for (size_t i = 0; i < s->plan->n_stages; i++) {
             const Strata__Stage *st = s->plan->stages[i];
@@ -447,6 +449,7 @@ int st_cmd_status(int argc, char **argv)
             cJSON_AddStringToObject(j, "version", s->version ? s->version : "");
             cJSON_AddNumberToObject(j, "protocol", s->protocol);
             cJSON_AddNumberToObject(j, "protocol_oldest", s->protocol_oldest);
+            cJSON_AddStringToObject(j, "i8_gate", s->i8_gate ? s->i8_gate : "");
             cJSON_AddItemToObject(j, "counters", cl_counters_json(s->counters));
             cJSON_AddItemToObject(j, "security", cl_security_json(s->security));
             if (s->sched)

@@ -12,12 +12,12 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "cli/local.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/sampling.h"
 #include "common/tokenizer.h"
 #include "include/strata.h"
+#include "worker/local.h"
 
 #define ST_RUN_MAX_SHARDS 64
 
@@ -157,7 +157,7 @@ static void run_write(const char *b, size_t n)
     }
 }
 
-static int run_generate(run_opts *o, cli_local *l, st_tokenizer *tok, const int32_t *prompt,
+static int run_generate(run_opts *o, st_local *l, st_tokenizer *tok, const int32_t *prompt,
                         size_t n_prompt)
 {
     int rc = 1;
@@ -184,7 +184,7 @@ static int run_generate(run_opts *o, cli_local *l, st_tokenizer *tok, const int3
     st_detok_init(&dt, tok, true);
 
     double t0 = st_now_s();
-    st_err e = cli_local_eval(l, prompt, (int64_t)n_prompt, 0);
+    st_err e = st_local_eval(l, prompt, (int64_t)n_prompt, 0);
     double t1 = st_now_s();
     if (e != ST_OK) {
         fprintf(stderr, "strata: run: %s\n", st_errmsg(e));
@@ -230,7 +230,7 @@ static int run_generate(run_opts *o, cli_local *l, st_tokenizer *tok, const int3
             fprintf(stderr, "strata: run: context of %lld tokens is full\n", (long long)l->n_ctx);
             break;
         }
-        e = cli_local_eval(l, &id, 1, (int64_t)n_hist - 1);
+        e = st_local_eval(l, &id, 1, (int64_t)n_hist - 1);
         if (e != ST_OK) {
             fprintf(stderr, "strata: run: %s\n", st_errmsg(e));
             goto out;
@@ -383,12 +383,12 @@ int st_cmd_run(int argc, char **argv)
         run_free(&o);
         return rc;
     }
-    cli_local l;
+    st_local l;
     st_tokenizer *tok = NULL;
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
-    st_err e = cli_local_open(&l, o.model, (int)o.eng.threads, o.eng.force_ref, o.eng.chunk,
-                              o.eng.ctx);
+    st_err e = st_local_open(&l, o.model, (int)o.eng.threads, o.eng.force_ref, o.eng.chunk,
+                             o.eng.ctx);
     if (e != ST_OK) {
         fprintf(stderr, "strata: run: %s: %s\n", o.model, st_errmsg(e));
         run_free(&o);
@@ -435,7 +435,7 @@ int st_cmd_run(int argc, char **argv)
 out:
     free(prompt);
     st_tok_free(tok);
-    cli_local_close(&l);
+    st_local_close(&l);
     run_free(&o);
     return rc;
 }

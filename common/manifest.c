@@ -338,9 +338,8 @@ static st_err mf_write(const char *cpath, const struct stat *st, const st_manife
     return ST_OK;
 }
 
-/* mf_cache_path - cache_dir/manifests/<BLAKE2b of the absolute path>.manifest
- * (the directories created). */
-static st_err mf_cache_path(const char *path, const char *cache_dir, char *out, size_t cap)
+st_err st_manifest_cache_file(const char *path, const char *cache_dir, const char *ext, char *out,
+                              size_t cap)
 {
     char abs[PATH_MAX], hex[2 * ST_MANIFEST_HASH + 1];
     uint8_t h[ST_MANIFEST_HASH];
@@ -355,7 +354,7 @@ static st_err mf_cache_path(const char *path, const char *cache_dir, char *out, 
     if ((mkdir(cache_dir, 0700) != 0 && errno != EEXIST) ||
         (mkdir(out, 0700) != 0 && errno != EEXIST))
         return st_err_errno(errno, out);
-    if ((size_t)snprintf(out, cap, "%s/manifests/%s.manifest", cache_dir, hex) >= cap)
+    if ((size_t)snprintf(out, cap, "%s/manifests/%s%s", cache_dir, hex, ext) >= cap)
         return st_errorf(ST_ERANGE, "cache directory '%s' is too long", cache_dir);
     return ST_OK;
 }
@@ -371,7 +370,8 @@ st_err st_manifest_cached(const char *path, const char *cache_dir, uint32_t chun
     char beside[PATH_MAX], other[PATH_MAX] = "";
     if ((size_t)snprintf(beside, sizeof beside, "%s%s", path, MF_SUFFIX) >= sizeof beside)
         return st_errorf(ST_ERANGE, "model path '%s' is too long", path);
-    if (cache_dir != NULL && mf_cache_path(path, cache_dir, other, sizeof other) != ST_OK) {
+    if (cache_dir != NULL &&
+        st_manifest_cache_file(path, cache_dir, ".manifest", other, sizeof other) != ST_OK) {
         st_log(ST_LOG_WARN, "manifest", "no manifest cache under %s: %s", cache_dir,
                st_errdetail());
         other[0] = '\0';

@@ -62,6 +62,12 @@ st_err st_manifest_compute(const char *path, uint32_t chunk_size, st_manifest *o
 st_err st_manifest_cached(const char *path, const char *cache_dir, uint32_t chunk_size,
                           st_manifest *out, bool *computed);
 
+/* st_manifest_cache_file - cache_dir/manifests/<BLAKE2b of path's absolute
+ * path><ext> into out (the directories created): the manifest's cache file
+ * (ext ".manifest") and what else is cached per model file beside it. */
+st_err st_manifest_cache_file(const char *path, const char *cache_dir, const char *ext, char *out,
+                              size_t cap);
+
 /* st_manifest_free - frees what *m owns; a zeroed manifest is fine. */
 void st_manifest_free(st_manifest *m);
 

@@ -528,6 +528,8 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
     Strata__Counters cn = STRATA__COUNTERS__INIT;
     sr.keyed = c->keyed;
     sr.encrypted = c->cfg.encrypt;
+    char i8[400];
+    sr.i8_gate = (char *)coord_i8gate_text(c, i8, sizeof i8);
     sr.version = (char *)st_version_line();
     sr.protocol = ST_PROTO_VERSION;
     sr.protocol_oldest = ST_PROTO_OLDEST;

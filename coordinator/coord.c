@@ -214,6 +214,8 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
                "frame (local workers and the CLI read it)",
                c->local_key_path);
     }
+    if ((e = coord_i8gate_start(c))) /* after the queue: its thread posts there */
+        goto fail;
     printf("listening on %s\nresults on %s\n", st_net_ctl_addr(c->net),
            st_net_results_addr(c->net));
     fflush(stdout);
@@ -278,6 +280,7 @@ void st_coord_close(st_coord *c)
     if (c == NULL)
         return;
     st_cq_event ev;
+    coord_i8gate_stop(c); /* before the queue goes: its thread posts there */
     if (c->sched && c->net) {
         uint64_t now = coord_now();
         c->stopping = true;
@@ -485,6 +488,9 @@ static void coord_handle(st_coord *c, st_cq_event *ev)
             nng_msg_free(ev->msg);
         break;
     }
+    case ST_CQ_I8GATE:
+        coord_i8gate_done(c, ev->op);
+        break;
     }
 }
 

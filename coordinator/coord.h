@@ -26,6 +26,12 @@ typedef struct st_coord_cfg {
     st_wire_dtype wire;       /* boundary dtype of every stage, or ST_WIRE_AUTO: each
                                * boundary its own (docs/wire-format.md 6.1) */
     bool zstd;
+    bool allow_i8;            /* --wire auto may choose i8 once the accuracy gate passed
+                               * (coordinator/i8gate.h) */
+    double i8_gate_top1;      /* the gate's top-1 threshold in percent; 0: 90 (tests only) */
+    const char *i8_gate_hold; /* tests only: the gate starts once this file exists */
+    const char *cache_dir;    /* where the i8 gate's figures are cached (NULL: beside the
+                               * model) */
     uint32_t heartbeat_ms;
     uint32_t heartbeat_timeout_ms;
     uint32_t step_timeout_ms;

@@ -14,6 +14,7 @@
 #include "common/llama.h"
 #include "common/tokenizer.h"
 #include "coordinator/coord.h"
+#include "coordinator/i8gate.h"
 #include "coordinator/membership.h"
 #include "coordinator/net.h"
 #include "coordinator/placement.h"
@@ -115,7 +116,8 @@ struct st_coord {
     uint64_t ops_out;   /* outgoing operations not yet ended */
     uint64_t timers_ns; /* the last turn of the loop's timers (coord_timers) */
     bool stopping;
-    coord_pl pl; /* placement: objective, hysteresis, imbalance (replan.h) */
+    coord_pl pl;     /* placement: objective, hysteresis, imbalance (replan.h) */
+    coord_i8gate i8; /* the i8 accuracy gate (--allow-i8, i8gate.h) */
     /* credentials, owners and per-client caps (api_auth.c) */
     coord_who *slot_who;     /* [slots]: who sent the request a slot answers */
     coord_guard *slot_guard; /* [slots]: whether its request was held to the slot rules */

@@ -58,6 +58,7 @@ static void main_usage(FILE *f)
             "       [--split N1,N2,...] [--results ADDR] [--advertise HOST]\n"
             "       [--objective latency|throughput] [--replan-margin F] [--imbalance-ms N]\n"
             "       [--no-imbalance] [--min-samples N] [--replicas] [--test-hooks]\n"
+            "       [--test-i8-gate-top1 PCT] [--test-i8-gate-hold FILE]\n"
             "       [--log error|warn|info|debug]\n"
             "       [--http HOST:PORT [--alias NAME] [--chat-template NAME] [--api-key-file FILE]\n"
             "        [--max-body BYTES]\n"
@@ -85,7 +86,18 @@ static void main_usage(FILE *f)
             "port when that is 0); the manifest is cached beside the model or under\n"
             "--cache-dir (default ~/.cache/strata). --fetch-timeout-ms bounds the Prepare\n"
             "of such a worker (default 3600000). --test-corrupt-chunk and --test-refuse-chunks\n"
-            "(chunk requests after N served are refused) need --test-hooks.\n");
+            "(chunk requests after N served are refused) need --test-hooks.\n"
+            "\n"
+            "--wire auto (the default) gives each boundary its own dtype\n"
+            "(docs/wire-format.md 6.1). --allow-i8 lets it choose i8 once an accuracy gate\n"
+            "on --model passes: at start the coordinator runs the whole model itself, on\n"
+            "one thread beside its loop (it maps the whole model file and holds 64 x vocab\n"
+            "f32 logits; it takes what `strata bench wire MODEL --wire i8 --threads 1` does),\n"
+            "greedy from the id 1 for 64 steps, with i8 at every layer boundary against f32;\n"
+            "it passes with top-1 agreement >= 90%%. Its figures are cached beside the\n"
+            "manifest (per model file size and mtime). --test-i8-gate-top1 (another\n"
+            "threshold) and --test-i8-gate-hold (the gate starts once FILE exists) need\n"
+            "--test-hooks.\n");
 }
 
 /* main_u32 - a decimal in [lo, hi] into *out; 0 on success. */
@@ -238,17 +250,9 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
             *no_weights = true;
             continue;
         }
-        if (strcmp(f, "--allow-i8") == 0) {
-            /* i8 under --wire auto needs the plan-time accuracy gate (top-k
-             * agreement of the last stage's logits with and without i8 on a
-             * calibration prompt, as `strata bench wire --gate`), which the
-             * coordinator cannot run yet: it never links the stage engine */
-            fprintf(stderr,
-                    "strata-coordinator: --allow-i8: i8 boundaries under --wire auto need "
-                    "the plan-time accuracy gate, which is not implemented yet (issue 17); "
-                    "check i8 with `strata bench wire --gate` and use --wire i8 to put it on "
-                    "every boundary\n");
-            return 2;
+        if (strcmp(f, "--allow-i8") == 0) { /* after the accuracy gate (i8gate.h) */
+            c->allow_i8 = true;
+            continue;
         }
         if (strcmp(f, "--test-hooks") == 0) { /* tests only: the step gate (hold.h) */
             c->test_hooks = true;
@@ -304,6 +308,19 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
                         v);
                 return 2;
             }
+        } else if (strcmp(f, "--test-i8-gate-top1") == 0) { /* needs --test-hooks */
+            char *end;
+            errno = 0;
+            c->i8_gate_top1 = strtod(v, &end);
+            if (*end != '\0' || errno != 0 || !(c->i8_gate_top1 > 0 && c->i8_gate_top1 <= 100)) {
+                fprintf(stderr,
+                        "strata-coordinator: --test-i8-gate-top1: '%s' is not a percent "
+                        "in (0, 100]\n",
+                        v);
+                return 2;
+            }
+        } else if (strcmp(f, "--test-i8-gate-hold") == 0) { /* needs --test-hooks */
+            c->i8_gate_hold = v;
         } else if (strcmp(f, "--min-workers") == 0) {
             bad = main_u32(f, v, 1, 256, &c->min_workers);
         } else if (strcmp(f, "--heartbeat-ms") == 0) {
@@ -435,6 +452,22 @@ int main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     if ((rc = main_weights_check(&cfg, &wcfg, no_weights, wdefault, wcache)) != 0)
         return rc;
+    if (cfg.allow_i8 && cfg.wire != ST_WIRE_AUTO) {
+        fprintf(stderr,
+                "strata-coordinator: --allow-i8 goes with --wire auto (the default): it lets "
+                "auto choose i8 per boundary; --wire %s puts %s on every boundary\n",
+                st_wire_dtype_name(cfg.wire), st_wire_dtype_name(cfg.wire));
+        return 2;
+    }
+    if ((cfg.i8_gate_top1 > 0 || cfg.i8_gate_hold) && !cfg.test_hooks) {
+        fprintf(stderr, "strata-coordinator: --test-i8-gate-top1 and --test-i8-gate-hold need "
+                        "--test-hooks\n");
+        return 2;
+    }
+    char gcache[PATH_MAX]; /* the i8 gate's cache: beside the manifest's (i8gate.h) */
+    cfg.cache_dir = wcfg.cache_dir;
+    if (cfg.cache_dir == NULL && st_cache_dir_default(gcache, sizeof gcache) == ST_OK)
+        cfg.cache_dir = gcache;
     if (cfg.model_path == NULL) {
         fprintf(stderr, "strata-coordinator: --model PATH is required\n");
         main_usage(stderr);

@@ -40,7 +40,10 @@
  * of the receiving stage's compute time (coord_wire_stages,
  * st_wire_choose), with the reason in the plan. When a measurement moves
  * a boundary's choice, the serving layout is planned again with the new
- * dtypes, hysteresis or not (coord_wire_moved, coord_wire_check).
+ * dtypes, hysteresis or not (coord_wire_moved, coord_wire_check). i8 is
+ * a candidate only once the i8 accuracy gate passed (--allow-i8,
+ * i8gate.h), which then evaluates the plan again; each reason ends with
+ * the gate's state.
  *
  * Drain: a drain request (admin_plan.c) marks the worker draining and
  * replans without it (forced); once a committed plan does not use it, the
@@ -290,7 +293,8 @@ static st_err coord_wire_matrix(const st_coord *c, coord_pl_view *v)
                                   .latency_s = l->latency_s,
                                   .measured = l->measured,
                                   .compute_s = v->w[b].spb * share,
-                                  .accept_mask = mask};
+                                  .accept_mask = mask,
+                                  .allow_i8 = coord_i8gate_allows(c)};
             st_wire_choice ch;
             /* a receiver accepting nothing usable gets f32's bytes here; the
              * plan's boundaries refuse it by name (coord_wire_stages) */
@@ -341,7 +345,8 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
                               .bw = INFINITY,
                               .measured = true,
                               .compute_s = to->compute_s,
-                              .accept_mask = ST_WIRE_MASK_ALL};
+                              .accept_mask = ST_WIRE_MASK_ALL,
+                              .allow_i8 = coord_i8gate_allows(c)};
         for (uint32_t y = 0; y < to->n_rep; y++) {
             in.accept_mask &= coord_wire_accept(c, v->w[to->rep[y]].id);
             for (uint32_t x = 0; x < from->n_rep; x++) {
@@ -360,6 +365,7 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
         snprintf(p->stages[i].in_dtype, sizeof p->stages[i].in_dtype, "%s",
                  st_wire_dtype_name(ch.dtype));
         memcpy(p->stages[i].in_why, ch.why, sizeof ch.why);
+        coord_i8gate_note(c, p->stages[i].in_why, sizeof p->stages[i].in_why);
     }
     return ST_OK;
 }

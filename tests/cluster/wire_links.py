@@ -24,10 +24,20 @@ Cases:
   on the two boundaries: once both are measured, `auto` gives them
   different dtypes (f32 on the fast one, a 16-bit one on the slow one).
   The assertion is on the choice, never on a timing.
+- i8: the same bed with --allow-i8 and the accuracy gate held by a test
+  hold point: pending, the slow boundary is 16-bit; released, the gate
+  passes and the slow boundary alone moves to i8 with the gate in its
+  reason; the outputs stay within the i8 gate of `strata run`; a restart
+  reads the verdict from the cache.
+- i8-fail: the gate fails (a test threshold above the model's figure):
+  after a forced replan on measured links, no boundary is i8 and the
+  reason says the gate failed.
+- i8-fixed: --allow-i8 with a fixed --wire is a usage error (exit 2).
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -123,17 +133,38 @@ def case_accept():
         print("accept: --wire f32 refuses a worker that accepts bf16 only")
 
 
-def case_mixed():
-    if os.geteuid() != 0:
-        raise Skip("needs root for network namespaces")
-    tag = "sw%d" % (os.getpid() % 100000)
-    sub = os.getpid() % 250
-    hosts = {"c": "10.232.%d.1", "w1": "10.232.%d.2", "w2": "10.232.%d.3", "w3": "10.232.%d.4"}
-    br = tag + "br"
-    made, procs = [], []
-    tmp = tempfile.mkdtemp(prefix="strata-wire-%d-" % os.getpid())
-    try:
-        netns_bridge(tag, br, hosts, sub, made)
+class MixedBed:
+    """Three hosts as network namespaces on a bridge (root only, else Skip),
+    the bridge's port to w3 limited by tbf to SLOW_RATE while the other
+    links run at veth speed; a coordinator (with coord_extra) and workers
+    w1, w2, w3 (--split 2,2,2, in that order) serving. Use as a context
+    manager: every process is killed and every namespace deleted at the end."""
+
+    def __init__(self, coord_extra=()):
+        self.coord_extra = list(coord_extra)
+
+    def __enter__(self):
+        if os.geteuid() != 0:
+            raise Skip("needs root for network namespaces")
+        self.tag = tag = "sw%d" % (os.getpid() % 100000)
+        sub = os.getpid() % 250
+        hosts = {"c": "10.232.%d.1", "w1": "10.232.%d.2", "w2": "10.232.%d.3",
+                 "w3": "10.232.%d.4"}
+        br = tag + "br"
+        self.made, self.procs = [], []
+        self.tmp = tempfile.mkdtemp(prefix="strata-wire-%d-" % os.getpid())
+        try:
+            self._up(tag, sub, hosts, br)
+        except BaseException:
+            cluster.netns_cleanup(self.procs, self.made)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        cluster.netns_cleanup(self.procs, self.made)
+
+    def _up(self, tag, sub, hosts, br):
+        netns_bridge(tag, br, hosts, sub, self.made)
         # on the bridge's port to w3: what w3 receives is limited (w2 -> w3's
         # probes and packets), nothing on w1 -> w2's path, replies included;
         # the queue (rate x latency) holds a whole 1 MiB probe: tbf delays, not drops
@@ -141,62 +172,182 @@ def case_mixed():
                SLOW_RATE, "burst", "64kb", "latency", "3s", check=False)
         if r.returncode != 0:
             raise Skip("tbf unavailable: %s" % r.stderr.strip())
-
-        def spawn(name, ns, argv):
-            p = Proc(tmp, name, ["ip", "netns", "exec", tag + ns] + argv)
-            procs.append(p)
-            return p
-
         m = model(MODEL)
-        key = os.path.join(tmp, "cluster.key")
-        sh(STRATA, "keygen", key)
-        coord = spawn("coordinator", "c", [COORD, "--model", m, "--listen",
-                                          "tcp://%s:0" % (hosts["c"] % sub), "--wire", "auto",
-                                          "--split", "2,2,2", "--min-workers", "3",
-                                          "--heartbeat-ms", "200", "--cluster-key", key])
-        addr = coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
-
-        def status():
-            r = sh("ip", "netns", "exec", tag + "c", STRATA, "status", "--json", "--coordinator",
-                   addr, "--cluster-key", key, check=False)
-            return json.loads(r.stdout) if r.returncode == 0 else None
-
+        self.key = os.path.join(self.tmp, "cluster.key")
+        sh(STRATA, "keygen", self.key)
+        self.coord = self.spawn("coordinator", "c", [
+            COORD, "--model", m, "--listen", "tcp://%s:0" % (hosts["c"] % sub), "--wire", "auto",
+            "--split", "2,2,2", "--min-workers", "3", "--heartbeat-ms", "200",
+            "--cluster-key", self.key] + self.coord_extra)
+        self.addr = self.coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
         for i, w in enumerate(("w1", "w2", "w3")):
-            spawn(w, w, [WORKER, "--coordinator", addr, "--model", m, "--listen",
-                         "tcp://%s:0" % (hosts[w] % sub), "--threads", "1", "--name", w,
-                         "--heartbeat-ms", "200", "--cluster-key", key, "--throttle", THROTTLE,
-                         "--probe-s", "5"])
-            wait_status(status, lambda st, k=i + 1: len(st["workers"]) == k, "%s joined" % w)
-        st = wait_status(status, lambda st: st.get("serving"), "a serving plan")
+            self.spawn(w, w, [WORKER, "--coordinator", self.addr, "--model", m, "--listen",
+                              "tcp://%s:0" % (hosts[w] % sub), "--threads", "1", "--name", w,
+                              "--heartbeat-ms", "200", "--cluster-key", self.key, "--throttle",
+                              THROTTLE, "--probe-s", "5"])
+            wait_status(self.status, lambda st, k=i + 1: len(st["workers"]) == k,
+                        "%s joined" % w)
+        st = wait_status(self.status, lambda st: st.get("serving"), "a serving plan")
         names = {w["id"]: w["name"] for w in st["workers"]}
         order = [names[s["worker_ids"][0]] for s in st["plan"]["stages"]]
         assert order == ["w1", "w2", "w3"], order
 
-        def measured(st):
-            ls = {(x["from_name"], x["to_name"]) for x in st.get("links", []) if x["measured"]}
-            return ("w1", "w2") in ls and ("w2", "w3") in ls
+    def spawn(self, name, ns, argv):
+        p = Proc(self.tmp, name, ["ip", "netns", "exec", self.tag + ns] + argv)
+        self.procs.append(p)
+        return p
 
-        def mixed(st):
-            if not (st.get("serving") and measured(st)):
-                return False
-            b = boundaries(st)
-            return b[0][0] == "f32" and b[1][0] in ("f16", "bf16") and "(measured)" in b[1][1]
+    def cli(self, *args, check=True):
+        """`strata ARGS` in the coordinator's namespace, with its address and key."""
+        return sh("ip", "netns", "exec", self.tag + "c", STRATA, *args, "--coordinator",
+                  self.addr, "--cluster-key", self.key, check=check)
 
-        st = wait_status(status, mixed, "f32 on w1 -> w2 and a 16-bit dtype on w2 -> w3", 90)
+    def status(self):
+        r = self.cli("status", "--json", check=False)
+        return json.loads(r.stdout) if r.returncode == 0 else None
+
+
+def measured(st):
+    """Both boundaries' links (w1 -> w2, w2 -> w3) measured."""
+    ls = {(x["from_name"], x["to_name"]) for x in st.get("links", []) if x["measured"]}
+    return ("w1", "w2") in ls and ("w2", "w3") in ls
+
+
+def mixed(st, slow=("f16", "bf16")):
+    """Serving on measured links with f32 on the fast boundary and a dtype
+    of slow on the slow one, chosen from its measurement."""
+    if not (st.get("serving") and measured(st)):
+        return False
+    b = boundaries(st)
+    return b[0][0] == "f32" and b[1][0] in slow and "(measured)" in b[1][1]
+
+
+def case_mixed():
+    with MixedBed() as bed:
+        st = wait_status(bed.status, mixed, "f32 on w1 -> w2 and a 16-bit dtype on w2 -> w3", 90)
         b = boundaries(st)
         links = {(x["from_name"], x["to_name"]): x for x in st["links"]}
         fast, slow = links[("w1", "w2")], links[("w2", "w3")]
-        r = sh("ip", "netns", "exec", tag + "c", STRATA, "generate", "--coordinator", addr,
-               "--cluster-key", key, "--prompt-ids", "1,2,3,4", "-n", "8", "--temp", "0", "--ids")
+        r = bed.cli("generate", "--prompt-ids", "1,2,3,4", "-n", "8", "--temp", "0", "--ids")
         assert len(cluster.parse_ids(r.stdout)) == 8, r.stdout
+        assert st["i8_gate"] == "not asked (no --allow-i8)", st["i8_gate"]
+        assert all(w.endswith("; i8 gate not asked") for _, w in b), b
         print("mixed: w1->w2 %.1f MB/s: %s" % (fast["bandwidth_bytes_per_s"] / 1e6, b[0][1]))
         print("mixed: w2->w3 %.2f MB/s (tbf %s): %s" % (slow["bandwidth_bytes_per_s"] / 1e6,
                                                       SLOW_RATE, b[1][1]))
-    finally:
-        cluster.netns_cleanup(procs, made)
 
 
-CASES = {"exact": case_exact, "accept": case_accept, "mixed": case_mixed}
+def golden_case():
+    return [c for c in golden_cases() if c["model"] == MODEL][0]
+
+
+I8_TOP1_MIN = 0.9  # the i8 wire gate: top-1 agreement with f32 (worker/wire_gate.h)
+
+
+def i8_agreement(bed, tmp):
+    """The i8 wire gate's figure for the serving plan: along `strata run`'s
+    greedy path of the golden case (teacher-forced), how many of the
+    cluster's next ids (one greedy step after prompt + the path so far)
+    equal `strata run`'s; (agreeing, steps). Free-running ids diverge for
+    good at their first difference, so they are not compared."""
+    case = golden_case()
+    ref = cluster.run_ids(model(MODEL), case["prompt_ids"], case["n"],
+                          os.path.join(tmp, "run.logits"))
+    agree = 0
+    for k in range(len(ref)):
+        ids = case["prompt_ids"] + ref[:k]
+        r = bed.cli("generate", "--prompt-ids", ",".join(map(str, ids)), "-n", "1", "--temp",
+                    "0", "--ids")
+        agree += cluster.parse_ids(r.stdout) == [ref[k]]
+    print("i8: teacher-forced along strata run's path: top-1 %d/%d" % (agree, len(ref)))
+    return agree, len(ref)
+
+
+def case_i8():
+    """--allow-i8 on the mixed links: while the accuracy gate is held
+    (--test-i8-gate-hold) it is pending and the slow boundary keeps a 16-bit
+    dtype; once released it passes on synth-s-f32 (top1 98.4%), and the
+    coordinator plans again: i8 on the slow boundary only, the reason saying
+    the gate passed. Through that plan, along `strata run`'s greedy path of
+    the golden case, the next ids agree with `strata run`'s within the i8
+    gate (top-1 >= 90%). A restart on the same cache reads the verdict from
+    it."""
+    tmp = tempfile.mkdtemp(prefix="strata-i8-%d-" % os.getpid())
+    cache, hold = os.path.join(tmp, "cache"), os.path.join(tmp, "release-the-gate")
+    args = ["--allow-i8", "--cache-dir", cache, "--test-hooks", "--test-i8-gate-hold", hold,
+            "--log", "info"]
+    with MixedBed(args) as bed:
+        st = wait_status(bed.status, lambda st: mixed(st) and "i8 gate pending" in
+                         boundaries(st)[1][1], "a 16-bit slow boundary while the gate is pending",
+                         90)
+        assert st["i8_gate"].startswith("pending"), st["i8_gate"]
+        epoch = st["epoch"]
+        print("i8: gate pending, epoch %d: %s" % (epoch, boundaries(st)))
+        with open(hold, "w"):
+            pass  # the hold point: the gate may start now
+
+        def moved(st):
+            return st["i8_gate"].startswith("passed") and mixed(st, slow=("i8",))
+
+        st = wait_status(bed.status, moved, "i8 on the slow boundary after the gate passed", 90)
+        b = boundaries(st)
+        assert st["epoch"] != epoch, st["epoch"]
+        assert b[0][0] == "f32", b
+        assert b[1][1].startswith("i8: ") and b[1][1].endswith(
+            "; i8 gate passed (top1 98.4% >= 90%)"), b[1][1]
+        assert "top1 98.4% >= 90% (63/64 steps)" in st["i8_gate"], st["i8_gate"]
+        agree, n = i8_agreement(bed, tmp)
+        assert agree >= I8_TOP1_MIN * n, "i8 on one boundary: top-1 %d/%d" % (agree, n)
+        err = bed.coord.stderr()
+        assert re.search(r"i8 accuracy gate passed: top1 98\.4% >= 90% .*computed in [0-9.e+-]+ s",
+                         err), err[-3000:]
+        print("i8: epoch %d after the gate passed: %s" % (st["epoch"], b))
+        print("i8: %s" % st["i8_gate"])
+    # a restart on the same model file and cache: the verdict from the cache
+    with Cluster(model(MODEL), ["--allow-i8", "--cache-dir", cache]) as c:
+        st = c.status()
+        assert st["i8_gate"].startswith("passed: top1 98.4%") and \
+            st["i8_gate"].endswith("from the cache"), st["i8_gate"]
+        print("i8: restarted: %s" % st["i8_gate"])
+
+
+def case_i8_fail():
+    """The gate fails (a test threshold of 99.5% against synth-s-f32's
+    98.4%): i8 is never chosen; after a forced replan on measured links the
+    slow boundary has a 16-bit dtype and its reason says the gate failed."""
+    tmp = tempfile.mkdtemp(prefix="strata-i8-%d-" % os.getpid())
+    args = ["--allow-i8", "--cache-dir", os.path.join(tmp, "cache"), "--test-hooks",
+            "--test-i8-gate-top1", "99.5"]
+    with MixedBed(args) as bed:
+        st = wait_status(bed.status, lambda st: st["i8_gate"].startswith("failed") and
+                         mixed(st), "the gate failed and the links measured", 90)
+        assert "top1 98.4% < 99.5%" in st["i8_gate"], st["i8_gate"]
+        r = bed.cli("replan", "--force", "--json")
+        assert json.loads(r.stdout)["started"], r.stdout
+        new = json.loads(r.stdout)["epoch"]
+        st = wait_status(bed.status, lambda st: st["epoch"] == new and mixed(st),
+                         "the forced plan serving", 90)
+        b = boundaries(st)
+        assert b[1][1].endswith("; i8 gate failed (top1 98.4% < 99.5%)"), b[1][1]
+        assert "i8" not in [d for d, _ in b], b
+        print("i8-fail: %s; epoch %d: %s" % (st["i8_gate"], st["epoch"], b))
+
+
+def case_i8_fixed():
+    """--allow-i8 goes with --wire auto only: with a fixed --wire it is a
+    usage error naming both."""
+    r = subprocess.run([COORD, "--model", model(MODEL), "--wire", "f16", "--allow-i8"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "--allow-i8 goes with --wire auto" in r.stderr and "--wire f16" in r.stderr, r.stderr
+    r = subprocess.run([COORD, "--model", model(MODEL), "--test-i8-gate-top1", "50"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 2 and "need --test-hooks" in r.stderr, (r.returncode, r.stderr)
+    print("i8-fixed: %s" % r.stderr.strip())
+
+
+CASES = {"exact": case_exact, "accept": case_accept, "mixed": case_mixed, "i8": case_i8,
+         "i8-fail": case_i8_fail, "i8-fixed": case_i8_fixed}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)

@@ -1,13 +1,13 @@
-/* local.c - the CLI's single-process engine (see local.h). */
-#include "cli/local.h"
+/* local.c - the single-process engine (see local.h). */
+#include "worker/local.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
 
-st_err cli_local_open(cli_local *l, const char *path, int threads, int force_ref, int64_t chunk,
-                      int64_t n_ctx)
+st_err st_local_open(st_local *l, const char *path, int threads, int force_ref, int64_t chunk,
+                     int64_t n_ctx)
 {
     memset(l, 0, sizeof *l);
     st_err e;
@@ -34,11 +34,11 @@ st_err cli_local_open(cli_local *l, const char *path, int threads, int force_ref
     }
     return ST_OK;
 fail:
-    cli_local_close(l);
+    st_local_close(l);
     return e;
 }
 
-void cli_local_close(cli_local *l)
+void st_local_close(st_local *l)
 {
     free(l->logits);
     st_kv_free(l->kv);
@@ -48,7 +48,7 @@ void cli_local_close(cli_local *l)
     memset(l, 0, sizeof *l);
 }
 
-st_err cli_local_eval(cli_local *l, const int32_t *ids, int64_t n, int64_t pos)
+st_err st_local_eval(st_local *l, const int32_t *ids, int64_t n, int64_t pos)
 {
     if (n < 1)
         return st_errorf(ST_EINVAL, "nothing to evaluate");
