@@ -151,7 +151,9 @@ def case_rolling():
                 procs[n] = start_worker(c, n, other)
                 st = wait_until(c, lambda s: states(s).get(n) in ("serving", "spare") and
                                 s.get("serving"), TIMEOUT, "%s back from build B" % n)
-                mine = [w for w in st["workers"] if w["name"] == n][0]
+                # the rejoined member (the drained one is still listed, as left)
+                mine = [w for w in st["workers"] if w["name"] == n and
+                        w["state"] in ("serving", "spare")][-1]
                 assert mine.get("version") == status_version(vb), (mine, vb)
                 assert gen.is_alive() and len(cluster.held(st)) == 1, st["sched"]
                 print("rolling: %s drained (epoch %d), exited 0, rejoined from %s (status: "
