@@ -14,7 +14,8 @@ one). Both `--version`s must name the same commit; their lines are printed
 (they differ by build type). The sanitized worker runs under the tests'
 ASAN_OPTIONS/UBSAN_OPTIONS (tests/meson.build: leaks checked, halting on
 the first error; set here when absent), so a leak or an error in it fails
-the drained worker's exit status, as in the sanitizer pass. Without the
+its exit status: build B's workers are stopped with SIGTERM at the end and
+must exit 0 (build A's, drained, must too). Without the
 variable (`meson test` alone) build B is a copy of this build's
 strata-worker in the test's directory, and the test prints one line saying
 so.
@@ -168,8 +169,14 @@ def case_rolling():
             assert got == ref, "ids %s differ from strata run's %s" % (got, ref)
             for n in names:
                 assert procs[n].p.poll() is None, "%s (build B) is not running" % n
+            for n in names:  # build B's exit too: a sanitized one checks for leaks there
+                procs[n].p.terminate()
+                rc = procs[n].p.wait(TIMEOUT)
+                assert rc == 0, "%s (build B) exited %s after SIGTERM: %s" % (
+                    n, rc, procs[n].stderr()[-3000:])
             print("rolling: both workers upgraded one at a time; the stream lived through both "
-                  "drains and its %d ids equal strata run's" % len(got))
+                  "drains and its %d ids equal strata run's; build B's workers exited 0 on "
+                  "SIGTERM" % len(got))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
