@@ -143,12 +143,17 @@ def case_rolling():
                 r = c.cli("drain", n, "--json", "--timeout-ms", "60000")
                 d = json.loads(r.stdout)
                 assert d["drained"], d
+                # a member with no stage (the plan after the previous upgrade may give
+                # every layer to the other build, e.g. a release worker beside a
+                # sanitized one) is drained at once, without a new plan
+                had_stage = d.get("message") != "it has no stage: drained"
                 rc = procs[n].p.wait(TIMEOUT)
                 assert rc == 0, "%s exited %s after its drain: %s" % (
                     n, rc, procs[n].stderr()[-1500:])
                 st = cluster.wait_held(c, 1, at=K)
                 assert gen.is_alive(), "the parked stream ended during the drain of %s" % n
-                assert d["epoch"] > epoch, (d, epoch)
+                assert d["epoch"] > epoch if had_stage else d["epoch"] == epoch, (d, epoch,
+                                                                                  had_stage)
                 procs[n] = start_worker(c, n, other)
                 st = wait_until(c, lambda s: states(s).get(n) in ("serving", "spare") and
                                 s.get("serving"), TIMEOUT, "%s back from build B" % n)
@@ -157,9 +162,10 @@ def case_rolling():
                         w["state"] in ("serving", "spare")][-1]
                 assert mine.get("version") == status_version(vb), (mine, vb)
                 assert gen.is_alive() and len(cluster.held(st)) == 1, st["sched"]
-                print("rolling: %s drained (epoch %d), exited 0, rejoined from %s (status: "
-                      "%s): %s; the stream stays parked at %d ids"
-                      % (n, d["epoch"], other, mine["version"], states(st)[n], K))
+                print("rolling: %s (%s) drained (epoch %d), exited 0, rejoined from %s "
+                      "(status: %s): %s; the stream stays parked at %d ids"
+                      % (n, "serving" if had_stage else "no stage: no new plan", d["epoch"],
+                         other, mine["version"], states(st)[n], K))
             cluster.release(c)
             gen.join(10 * TIMEOUT)
             assert not gen.is_alive(), "the stream did not end after the release"
