@@ -31,15 +31,12 @@
  * chunk's FETCH_TRIES, so members that lack a chunk (an Error, which is
  * quick) do not use up the tries the configured sources had.
  *
- * A source that lets a request time out (silent, or unreachable: a REQ
- * socket waits for a connection as long as for a reply) is set aside
- * (FETCH_ASIDE_*): the round skips it until enough requests to the others
- * and enough time have passed, both doubling with each timeout in a row;
- * then it is asked once, and any answer brings it back. Only when every
- * live source is aside is one asked anyway. So one silent source costs a
- * fetch of R requests at most about log2(R / FETCH_ASIDE_TURNS) + 1
- * timeouts instead of one per chunk (docs/streaming.md, "Sources that do
- * not answer"). */
+ * A source that lets a request time out (silent, or unreachable) is set
+ * aside (FETCH_ASIDE_*, ft_next): skipped while another source can be asked,
+ * until enough requests and time have passed, both doubling per timeout in
+ * a row; any answer brings it back. One silent source costs a fetch of R
+ * requests about log2(R / FETCH_ASIDE_TURNS) + 1 timeouts, not one per
+ * chunk (docs/streaming.md, "Sources that do not answer"). */
 #include "worker/fetch.h"
 
 #include <errno.h>
@@ -391,23 +388,28 @@ static void ft_strike(st_fetch *f, int s, const char *why)
     pthread_mutex_unlock(&f->mu);
 }
 
-/* ft_next - the next live source after s that is not set aside (s itself
- * when it is the only one); when every live source is set aside, the one
- * whose span ends first in requests; -1 when none is live. */
-static int ft_next(const st_fetch *f, int s)
+/* ft_next - the live source to ask after s for a chunk that failed at the
+ * sources in tried (bit i: source i), by class: not aside and not tried,
+ * aside and not tried, not aside, aside; within a class the first in the
+ * round after s (s itself last), or of the aside the one whose span ends
+ * first. -1 when none is live. */
+static int ft_next(const st_fetch *f, int s, uint32_t tried)
 {
     double now = st_now_s();
-    int best = -1;
+    int pick[4] = {-1, -1, -1, -1}; /* free, aside, free tried, aside tried */
     for (int k = 1; k <= f->n_src; k++) {
         int i = (s + k) % f->n_src;
         if (f->src[i].dead)
             continue;
-        if (!ft_aside(f, &f->src[i], now))
-            return i;
-        if (best < 0 || f->src[i].aside_turn < f->src[best].aside_turn)
-            best = i;
+        bool aside = ft_aside(f, &f->src[i], now);
+        int c = (aside ? 1 : 0) + ((tried >> i) & 1u ? 2 : 0);
+        if (pick[c] < 0 || (aside && f->src[i].aside_turn < f->src[pick[c]].aside_turn))
+            pick[c] = i;
     }
-    return best;
+    for (int c = 0; c < 4; c++)
+        if (pick[c] >= 0)
+            return pick[c];
+    return -1;
 }
 
 /* ft_chunk - fetches, verifies and stores chunk i. */
@@ -421,7 +423,8 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_CHUNK_REQ;
     m.chunk_req = &cr;
-    int s = ft_next(f, f->cur); /* the requests go round the live sources */
+    uint32_t tried = 0;                /* sources that failed this chunk */
+    int s = ft_next(f, f->cur, tried); /* the requests go round the live sources */
     st_err last = ST_OK;
     char why[300] = "";
     int max_tries = FETCH_TRIES;
@@ -463,7 +466,8 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
                    why);
         }
         st_msg_free(r);
-        s = ft_next(f, s);
+        tried |= 1u << s;
+        s = ft_next(f, s, tried);
     }
     if (s < 0)
         return st_errorf(ST_ECHECKSUM,

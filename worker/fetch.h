@@ -31,7 +31,8 @@
 
 #define ST_FETCH_MAX_SOURCES 8
 #define ST_FETCH_ADDR_MAX 256 /* a source's address, with its NUL */
-#define ST_FETCH_STRIKES 2    /* bad chunks after which a source is no longer used */
+_Static_assert(2 * ST_FETCH_MAX_SOURCES <= 32, "a chunk's failed sources are a uint32_t mask");
+#define ST_FETCH_STRIKES 2 /* bad chunks after which a source is no longer used */
 
 typedef struct st_fetch_cfg {
     const char *sources;   /* weights servers: tcp:// addresses separated by commas */

@@ -26,6 +26,12 @@ Cases (each its own meson test, `stream-<case>`):
            where each request used to try it: one timeout per chunk), the
            timeouts are counted in the log and `strata status`, and the
            fetch completes from the coordinator with ids equal to `strata run`
+  back     worker A's chunk server is stopped (SIGSTOP) while worker B asks it
+           for the manifest: a timeout, A set aside; B takes the manifest and
+           header from the coordinator, A is continued, and the coordinator
+           refuses every stage chunk: A, still aside (16 requests not yet
+           sent), is asked since the other source failed the chunk, answers,
+           is used again and serves the whole stage; ids equal `strata run`
   netns    three workers without model files, each in a network namespace,
            fetch from a coordinator whose egress is a 100 Mbit/s tbf link:
            ids equal `strata run`; the fetch rates against the link's are
@@ -420,6 +426,47 @@ def case_silent():
               % (asked, total, bound, fetched, ids))
 
 
+def case_back():
+    header = (gguf_data_offset(MODEL) + CHUNK - 1) // CHUNK  # the chunks below the tensor data
+    # three members: the plan, and so B's stage fetch, waits for the third,
+    # started once A is continued; A's stop must not make it lost
+    with start(["--split", "1,2,1", "--test-hooks", "--test-refuse-chunks", str(header),
+                "--heartbeat-timeout-ms", "60000"], min_workers=3) as c:
+        a = add_server(c, "a")
+        os.kill(a.p.pid, signal.SIGSTOP)
+        try:
+            b = add_streaming(c, os.path.join(c.tmp, "cache-b"), "--weights-from",
+                              "%s,%s" % (a.chunks, c.weights), "--test-hooks",
+                              "--test-fetch-call-ms", str(CALL_MS), name="b")
+            wait_log(b, re.compile(r"source %s did not answer in %d ms \(timeout 1 of this "
+                                   r"source, 1 in a row\)" % (re.escape(a.chunks), CALL_MS)))
+            hhave, hneed, hfetched, _, hbad = (int(x) for x in wait_log(b, HEADER_DONE).groups())
+        finally:
+            os.kill(a.p.pid, signal.SIGCONT)
+        assert hneed == hfetched == header * CHUNK and hbad == 0, (hneed, hfetched, header)
+        c.add_worker()
+        c.wait_serving(3)
+        have, need, fetched, cached, bad, twice = stage_done(b)
+        assert have == need and fetched + cached == need and bad == 0 and fetched > 0, \
+            stage_done(b)
+        log = b.stderr()
+        assert re.search(r"source %s answers again after 1 timeout\(s\) in a row" %
+                         re.escape(a.chunks), log), log[-3000:]
+        f = reported_done(c, b.name)["fetch"]
+        src = {x["addr"]: x for x in f["source_stats"]}
+        assert src[a.chunks]["timeouts"] == 1 and not src[a.chunks]["aside"], f
+        assert src[c.weights]["timeouts"] == 0, f
+        ids = check_ids(c)
+        a.stop()
+        served = wait_log(a, re.compile(r"chunks: served (\d+) chunks, (\d+) bytes"))
+        assert int(served.group(2)) == fetched, (served.group(0), fetched)
+        print("back: a's chunk server timed out once (stopped) and was set aside; continued, it "
+              "was asked when the coordinator refused a stage chunk, answered, and served the "
+              "whole stage (%s; b fetched %d bytes); sources: %s; ids equal strata run: %s"
+              % (served.group(0), fetched, ", ".join("%s %d requests %d timeouts" % (
+                  x["addr"], x["requests"], x["timeouts"]) for x in f["source_stats"]), ids))
+
+
 LINK = "100mbit"
 LINK_BYTES = 100e6 / 8
 RATE = re.compile(r"fetch: (header|stage) done: \d+ of \d+ bytes \([0-9.]+%\): fetched (\d+), "
@@ -573,6 +620,7 @@ def case_rss():
 
 CASES = {"basic": case_basic, "resume": case_resume, "corrupt": case_corrupt, "peer": case_peer,
          "peerbad": case_peerbad, "peerlist": case_peerlist, "silent": case_silent,
+         "back": case_back,
          "netns": case_netns, "rss": case_rss}
 
 if __name__ == "__main__":
