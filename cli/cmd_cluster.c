@@ -151,6 +151,18 @@ static void cl_fetch_json(cJSON *o, const Strata__FetchProgress *f)
     cli_json_u64(j, "bad_chunks", f->bad_chunks);
     cJSON_AddNumberToObject(j, "sources", f->sources);
     cli_json_u64(j, "refetched_bytes", f->refetched_bytes);
+    cli_json_u64(j, "timeouts", f->timeouts);
+    cJSON *a = cJSON_AddArrayToObject(j, "source_stats");
+    for (size_t i = 0; a != NULL && i < f->n_source_stats; i++) {
+        const Strata__FetchSource *s = f->source_stats[i];
+        cJSON *o2 = cJSON_CreateObject();
+        cJSON_AddStringToObject(o2, "addr", s->addr ? s->addr : "");
+        cli_json_u64(o2, "requests", s->requests);
+        cli_json_u64(o2, "timeouts", s->timeouts);
+        cJSON_AddBoolToObject(o2, "aside", s->aside);
+        cJSON_AddBoolToObject(o2, "dropped", s->dropped);
+        cJSON_AddItemToArray(a, o2);
+    }
 }
 
 /* cl_fetch_print - the same as one line of `strata status`. */
@@ -160,10 +172,17 @@ static void cl_fetch_print(const Strata__FetchProgress *f)
     cl_bytes(f->have_bytes, have, sizeof have);
     cl_bytes(f->need_bytes, need, sizeof need);
     printf("    fetch%s: %s of %s (%.1f%%), %.2f MB/s, ETA %.1f s, bad chunks %" PRIu64
-           ", sources %u\n",
+           ", sources %u, timeouts %" PRIu64 "\n",
            f->active ? "ing" : " done", have, need,
            f->need_bytes ? 100.0 * (double)f->have_bytes / (double)f->need_bytes : 100.0,
-           f->rate_bytes_per_s / 1e6, f->eta_s, f->bad_chunks, f->sources);
+           f->rate_bytes_per_s / 1e6, f->eta_s, f->bad_chunks, f->sources, f->timeouts);
+    for (size_t i = 0; i < f->n_source_stats; i++) { /* the ones that timed out */
+        const Strata__FetchSource *s = f->source_stats[i];
+        if (s->timeouts > 0)
+            printf("      source %s: %" PRIu64 " requests, %" PRIu64 " timeouts%s%s\n",
+                   s->addr ? s->addr : "", s->requests, s->timeouts, s->aside ? ", set aside" : "",
+                   s->dropped ? ", dropped" : "");
+    }
 }
 
 static cJSON *cl_worker_json(const Strata__WorkerStatus *w)

@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* a worker's fetch has at most 2 * ST_FETCH_MAX_SOURCES sources (worker/fetch.h) */
+#define MB_FETCH_SOURCES_MAX 16
+
 #define MS_TRANSPORT "tcp://" /* the one scheme a worker may announce */
 #define MS_URL_MAX 255
 
@@ -258,6 +261,10 @@ st_err st_members_heartbeat(st_members *ms, Strata__Msg *hb, uint64_t now_ns, bo
     if (hb->heartbeat->n_links > ST_MEMBERS_MAX) /* one per other member at most (INV-6) */
         return st_errorf(ST_EINVAL, "heartbeat of worker %llu: %zu links (at most %d)",
                          (unsigned long long)id, hb->heartbeat->n_links, ST_MEMBERS_MAX);
+    const Strata__FetchProgress *fp = hb->heartbeat->fetch;
+    if (fp != NULL && fp->n_source_stats > MB_FETCH_SOURCES_MAX) /* kept until the next one */
+        return st_errorf(ST_EINVAL, "heartbeat of worker %llu: %zu fetch sources (at most %d)",
+                         (unsigned long long)id, fp->n_source_stats, MB_FETCH_SOURCES_MAX);
     if (m->hb)
         strata__msg__free_unpacked(m->hb, NULL);
     m->hb = hb;

@@ -41,12 +41,28 @@ suite() {
     fi
 }
 
+# Both builds come first: they are two builds of the same commit, and the
+# rolling-upgrade rehearsal (deploy-upgrade, tests/deploy/upgrade.py)
+# upgrades each worker of one pass to the other build's (STRATA_OTHER_BUILD:
+# the release pass gets build-asan, the sanitizer pass build). --quick makes
+# the release build alone (the rehearsal then upgrades to a copy of it).
 step "release build"
 [ -d build ] || meson setup build --buildtype=release -Dshared_dir="$SHARED"
 meson configure build -Dshared_dir="$SHARED" >/dev/null
 ninja -C build
+if [ "${1:-}" != "--quick" ]; then
+    step "sanitizer build (address,undefined)"
+    [ -d build-asan ] || meson setup build-asan --buildtype=debugoptimized \
+        -Db_sanitize=address,undefined -Db_lundef=false -Dshared_dir="$SHARED"
+    meson configure build-asan -Dshared_dir="$SHARED" >/dev/null
+    ninja -C build-asan
+    OTHER_OF_RELEASE="$ROOT/build-asan"
+else
+    OTHER_OF_RELEASE=
+fi
 step "tests (release, default kernels)"
-suite release meson test -C build --print-errorlogs --num-processes $JOBS
+suite release env STRATA_OTHER_BUILD="$OTHER_OF_RELEASE" \
+    meson test -C build --print-errorlogs --num-processes $JOBS
 
 if [ "${1:-}" = "--quick" ]; then
     awk '{p += $2; f += $3; s += $4} END {printf "tests: %d passed, %d failed, %d skipped\n", p, f, s}' "$SUMMARY"
@@ -75,13 +91,8 @@ step "tests (release, STRATA_KERNELS=ref: unit tests and the end-to-end ids)"
 suite ref env STRATA_KERNELS=ref meson test -C build --print-errorlogs --num-processes $JOBS \
     $(ref_tests)
 
-step "sanitizer build (address,undefined)"
-[ -d build-asan ] || meson setup build-asan --buildtype=debugoptimized \
-    -Db_sanitize=address,undefined -Db_lundef=false -Dshared_dir="$SHARED"
-meson configure build-asan -Dshared_dir="$SHARED" >/dev/null
-ninja -C build-asan
 step "tests (address,undefined)"
-suite asan env UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+suite asan env UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 STRATA_OTHER_BUILD="$ROOT/build" \
     meson test -C build-asan --print-errorlogs --num-processes $JOBS --timeout-multiplier 3
 
 step "fuzzing (${FUZZ_SECONDS:-40} s per target)"

@@ -32,6 +32,7 @@ typedef struct st_worker_cfg {
     const char *cache_dir;          /* without model: the chunk cache (NULL: ~/.cache/strata) */
     double max_fetch_rate;          /* bytes per second (0: no cap) */
     int64_t test_fetch_pause_after; /* test hook (fetch.h): -1 none */
+    int test_fetch_call_ms;         /* test hook (fetch.h): a request's wait; 0 the default */
     const char *serve_chunks;       /* the chunk server's address (chunk_serve.h); NULL: none */
     bool test_serve_corrupt;        /* test hook: the chunk server flips a bit of every chunk */
     const char *listen;             /* data PULL: tcp://HOST:PORT (port 0: any) */

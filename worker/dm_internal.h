@@ -101,6 +101,10 @@ struct st_daemon {
     st_dp_plan ld_plan;
     char ld_src[ST_FETCH_MAX_SOURCES][ST_DP_ADDR_MAX]; /* the Prepare's chunk sources */
     size_t ld_n_src;
+    /* the heartbeat's fetch sources (dm_fetch_pb; the heartbeat's thread) */
+    st_fetch_source_stats hb_src[2 * ST_FETCH_MAX_SOURCES];
+    Strata__FetchSource hb_fs[2 * ST_FETCH_MAX_SOURCES];
+    Strata__FetchSource *hb_fsp[2 * ST_FETCH_MAX_SOURCES];
     st_dp_stage *ld_out;
     st_err ld_err;
     char ld_msg[512];
@@ -169,6 +173,8 @@ void dm_fetch_sources(st_daemon *d, const Strata__Prepare *pr);
 /* dm_chunk_advertise - the chunk server's address for the Join: its bound
  * address, with host (the one the worker advertises) for a wildcard one. */
 void dm_chunk_advertise(st_daemon *d, const char *host);
+/* dm_fetch_pb - the fetch's figures for a heartbeat into out (its sources
+ * in d->hb_*: valid until the next call); NULL when not streaming. */
 Strata__FetchProgress *dm_fetch_pb(st_daemon *d, Strata__FetchProgress *out);
 
 /* dm_read_throttle - re-reads --throttle-file (a number in [1, 1000]; an

@@ -29,7 +29,14 @@
  * servers of other members, st_fetch_extra): they follow the configured
  * ones in the round, under the same rules, and each adds one request to a
  * chunk's FETCH_TRIES, so members that lack a chunk (an Error, which is
- * quick) do not use up the tries the configured sources had. */
+ * quick) do not use up the tries the configured sources had.
+ *
+ * A source that lets a request time out (silent, or unreachable) is set
+ * aside (FETCH_ASIDE_*, ft_next): skipped while another source can be asked,
+ * until enough requests and time have passed, both doubling per timeout in
+ * a row; any answer brings it back. One silent source costs a fetch of R
+ * requests about log2(R / FETCH_ASIDE_TURNS) + 1 timeouts, not one per
+ * chunk (docs/streaming.md, "Sources that do not answer"). */
 #include "worker/fetch.h"
 
 #include <errno.h>
@@ -54,19 +61,27 @@
 #include "common/msg.h"
 
 #define FT "fetch"
-#define FETCH_CALL_MS 30000         /* one request's wait for its chunk */
+#define FETCH_CALL_MS 30000         /* one request's wait for its chunk (default) */
 #define FETCH_TRIES 5               /* failed requests of one chunk before giving up */
 #define FETCH_MANIFEST_WAIT_S 120.0 /* for a first source to answer at start */
 #define FETCH_RETRY_MS 500          /* between rounds of asking for the manifest */
 #define FETCH_LOG_EVERY_S 2.0       /* progress lines */
-#define FETCH_ADDR_MAX 256
-#define FETCH_LINE_MAX 128 /* a journal line */
+#define FETCH_ADDR_MAX ST_FETCH_ADDR_MAX
+#define FETCH_LINE_MAX 128      /* a journal line */
+#define FETCH_ASIDE_TURNS 16    /* a timed-out source is set aside for this many requests */
+#define FETCH_ASIDE_CALLS 4     /* and call timeouts of time; both doubled per timeout */
+#define FETCH_ASIDE_DOUBLINGS 6 /* in a row, at most this many times */
 
 typedef struct ft_source {
     char addr[FETCH_ADDR_MAX];
     nng_socket s;
     bool open, dead;
     int strikes;
+    uint64_t asked;      /* requests sent to it */
+    uint64_t timeouts;   /* of them, not answered within the call timeout */
+    uint32_t streak;     /* timeouts in a row (0 after any answer) */
+    uint64_t aside_turn; /* set aside until f->turns reaches this */
+    double aside_until;  /* and until this time (st_now_s) */
 } ft_source;
 
 struct st_fetch {
@@ -74,6 +89,8 @@ struct st_fetch {
     char *cache_dir;
     ft_source src[2 * ST_FETCH_MAX_SOURCES]; /* the configured [0, n_cfg), then extra ones */
     int n_src, n_cfg, cur;                   /* n_src: written under mu (st_fetch_stop) */
+    uint64_t turns;                          /* requests sent to any source */
+    int call_ms;                             /* one request's wait */
     st_env env;
     bool env_ok;
     st_manifest m;
@@ -139,14 +156,54 @@ static uint32_t ft_alive(const st_fetch *f)
     return n;
 }
 
-/* ft_call - one request to source s; the reply in *r. */
+/* ft_aside - whether s is set aside now (after a timeout: see above). */
+static bool ft_aside(const st_fetch *f, const ft_source *s, double now)
+{
+    return s->streak > 0 && (f->turns < s->aside_turn || now < s->aside_until);
+}
+
+/* ft_timed_out - s let a request time out: counted, and set aside for a
+ * span that doubles with each timeout in a row. */
+static void ft_timed_out(st_fetch *f, ft_source *s)
+{
+    uint32_t shift = s->streak < FETCH_ASIDE_DOUBLINGS ? s->streak : FETCH_ASIDE_DOUBLINGS;
+    double now = st_now_s();
+    pthread_mutex_lock(&f->mu);
+    s->timeouts++;
+    s->streak++;
+    s->aside_turn = f->turns + ((uint64_t)FETCH_ASIDE_TURNS << shift);
+    s->aside_until = now + (double)FETCH_ASIDE_CALLS * f->call_ms / 1e3 * (double)(1u << shift);
+    f->st.timeouts++;
+    pthread_mutex_unlock(&f->mu);
+    st_log(ST_LOG_WARN, FT,
+           "source %s did not answer in %d ms (timeout %llu of this source, %u in a row): set "
+           "aside for %llu requests and %.0f s",
+           s->addr, f->call_ms, (unsigned long long)s->timeouts, s->streak,
+           (unsigned long long)(s->aside_turn - f->turns), s->aside_until - now);
+}
+
+/* ft_call - one request to source s; the reply in *r. A timeout sets s
+ * aside; any reply (an Error too) brings it back. */
 static st_err ft_call(st_fetch *f, ft_source *s, const Strata__Msg *m, Strata__Msg **r)
 {
     if (ft_stopped(f))
         return st_errorf(ST_ECANCELED, "the fetch was stopped");
-    st_err e = st_msg_call(s->s, &f->env, m, FETCH_CALL_MS, r);
+    pthread_mutex_lock(&f->mu);
+    f->turns++;
+    s->asked++;
+    pthread_mutex_unlock(&f->mu);
+    st_err e = st_msg_call(s->s, &f->env, m, f->call_ms, r);
     if (e != ST_OK && ft_stopped(f))
         return st_errorf(ST_ECANCELED, "the fetch was stopped");
+    if (e == ST_ETIMEOUT) {
+        ft_timed_out(f, s);
+    } else if (e == ST_OK && s->streak > 0) {
+        st_log(ST_LOG_INFO, FT, "source %s answers again after %u timeout(s) in a row", s->addr,
+               s->streak);
+        pthread_mutex_lock(&f->mu);
+        s->streak = 0;
+        pthread_mutex_unlock(&f->mu);
+    }
     return e;
 }
 
@@ -252,7 +309,8 @@ static void ft_log(st_fetch *f, bool final)
     double pct = s.need_bytes ? 100.0 * (double)s.have_bytes / (double)s.need_bytes : 100.0;
     st_log(ST_LOG_INFO, FT,
            "%s %s %llu of %llu bytes (%.1f%%): fetched %llu, cached %llu, "
-           "%.2f MB/s, ETA %.1f s, bad chunks %llu, bytes fetched twice %llu, sources %u",
+           "%.2f MB/s, ETA %.1f s, bad chunks %llu, bytes fetched twice %llu, sources %u, "
+           "timeouts %llu",
            f->what,
            !final     ? "progress:"
            : s.active ? "now:"
@@ -260,7 +318,16 @@ static void ft_log(st_fetch *f, bool final)
            (unsigned long long)s.have_bytes, (unsigned long long)s.need_bytes, pct,
            (unsigned long long)s.fetched_bytes, (unsigned long long)s.cached_bytes, s.rate / 1e6,
            s.eta_s, (unsigned long long)s.bad_chunks, (unsigned long long)s.refetched_bytes,
-           s.sources);
+           s.sources, (unsigned long long)s.timeouts);
+    if (!final)
+        return;
+    pthread_mutex_lock(&f->mu);
+    for (int i = 0; i < f->n_src; i++)
+        if (f->src[i].timeouts > 0)
+            st_log(ST_LOG_INFO, FT, "source %s: %llu requests, %llu timeouts%s", f->src[i].addr,
+                   (unsigned long long)f->src[i].asked, (unsigned long long)f->src[i].timeouts,
+                   f->src[i].streak > 0 ? " (set aside)" : "");
+    pthread_mutex_unlock(&f->mu);
 }
 
 void st_fetch_progress(st_fetch *f, st_fetch_stats *out)
@@ -321,15 +388,27 @@ static void ft_strike(st_fetch *f, int s, const char *why)
     pthread_mutex_unlock(&f->mu);
 }
 
-/* ft_next - the next live source after s (s itself when it is the only
- * one), or -1. */
-static int ft_next(const st_fetch *f, int s)
+/* ft_next - the live source to ask after s for a chunk that failed at the
+ * sources in tried (bit i: source i), by class: not aside and not tried,
+ * aside and not tried, not aside, aside; within a class the first in the
+ * round after s (s itself last), or of the aside the one whose span ends
+ * first. -1 when none is live. */
+static int ft_next(const st_fetch *f, int s, uint32_t tried)
 {
+    double now = st_now_s();
+    int pick[4] = {-1, -1, -1, -1}; /* free, aside, free tried, aside tried */
     for (int k = 1; k <= f->n_src; k++) {
         int i = (s + k) % f->n_src;
-        if (!f->src[i].dead)
-            return i;
+        if (f->src[i].dead)
+            continue;
+        bool aside = ft_aside(f, &f->src[i], now);
+        int c = (aside ? 1 : 0) + ((tried >> i) & 1u ? 2 : 0);
+        if (pick[c] < 0 || (aside && f->src[i].aside_turn < f->src[pick[c]].aside_turn))
+            pick[c] = i;
     }
+    for (int c = 0; c < 4; c++)
+        if (pick[c] >= 0)
+            return pick[c];
     return -1;
 }
 
@@ -344,7 +423,8 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_CHUNK_REQ;
     m.chunk_req = &cr;
-    int s = ft_next(f, f->cur); /* the requests go round the live sources */
+    uint32_t tried = 0;                /* sources that failed this chunk */
+    int s = ft_next(f, f->cur, tried); /* the requests go round the live sources */
     st_err last = ST_OK;
     char why[300] = "";
     int max_tries = FETCH_TRIES;
@@ -386,7 +466,8 @@ static st_err ft_chunk(st_fetch *f, uint64_t i)
                    why);
         }
         st_msg_free(r);
-        s = ft_next(f, s);
+        tried |= 1u << s;
+        s = ft_next(f, s, tried);
     }
     if (s < 0)
         return st_errorf(ST_ECHECKSUM,
@@ -453,6 +534,7 @@ st_err st_fetch_open(const st_fetch_cfg *cfg, st_fetch **out)
     if (f == NULL)
         return st_errorf(ST_ENOMEM, "fetch");
     f->cfg = *cfg;
+    f->call_ms = cfg->call_ms > 0 ? cfg->call_ms : FETCH_CALL_MS;
     f->fd = f->jfd = -1;
     pthread_mutex_init(&f->mu, NULL);
     st_cq_cond_init(&f->cv);
@@ -588,13 +670,31 @@ static bool ft_known(const st_fetch *f, int n, const char *addr)
     return false;
 }
 
+/* ft_carry - the request figures and set-aside state of the named source
+ * at addr among old[0, n) into s (a later Prepare naming it again). */
+static void ft_carry(ft_source *s, const ft_source *old, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(old[i].addr, s->addr) == 0) {
+            s->asked = old[i].asked;
+            s->timeouts = old[i].timeouts;
+            s->streak = old[i].streak;
+            s->aside_turn = old[i].aside_turn;
+            s->aside_until = old[i].aside_until;
+            return;
+        }
+}
+
 size_t st_fetch_extra(st_fetch *f, const char *const *addrs, size_t n)
 {
+    ft_source old[ST_FETCH_MAX_SOURCES];
     pthread_mutex_lock(&f->mu); /* st_fetch_stop closes what is open */
+    int n_old = f->n_src - f->n_cfg;
     for (int i = f->n_cfg; i < f->n_src; i++)
         if (f->src[i].open)
             nng_close(f->src[i].s);
-    memset(&f->src[f->n_cfg], 0, (size_t)(f->n_src - f->n_cfg) * sizeof f->src[0]);
+    memcpy(old, &f->src[f->n_cfg], (size_t)n_old * sizeof old[0]);
+    memset(&f->src[f->n_cfg], 0, (size_t)n_old * sizeof f->src[0]);
     f->n_src = f->n_cfg;
     size_t added = 0;
     for (size_t k = 0; k < n && added < ST_FETCH_MAX_SOURCES && !f->stop; k++) {
@@ -612,11 +712,29 @@ size_t st_fetch_extra(st_fetch *f, const char *const *addrs, size_t n)
             memset(s, 0, sizeof *s);
             continue;
         }
+        ft_carry(s, old, n_old);
         f->n_src++;
         added++;
     }
     pthread_mutex_unlock(&f->mu);
     return added;
+}
+
+size_t st_fetch_sources(st_fetch *f, st_fetch_source_stats *out, size_t max)
+{
+    size_t n = 0;
+    double now = st_now_s();
+    pthread_mutex_lock(&f->mu);
+    for (int i = 0; i < f->n_src && n < max; i++, n++) {
+        const ft_source *s = &f->src[i];
+        snprintf(out[n].addr, sizeof out[n].addr, "%s", s->addr);
+        out[n].requests = s->asked;
+        out[n].timeouts = s->timeouts;
+        out[n].aside = !s->dead && ft_aside(f, s, now);
+        out[n].dropped = s->dead;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return n;
 }
 
 st_err st_fetch_manifest(st_fetch *f, const st_manifest **m)

@@ -30,6 +30,8 @@
 #include "common/manifest.h"
 
 #define ST_FETCH_MAX_SOURCES 8
+#define ST_FETCH_ADDR_MAX 256 /* a source's address, with its NUL */
+_Static_assert(2 * ST_FETCH_MAX_SOURCES <= 32, "a chunk's failed sources are a uint32_t mask");
 #define ST_FETCH_STRIKES 2 /* bad chunks after which a source is no longer used */
 
 typedef struct st_fetch_cfg {
@@ -42,6 +44,8 @@ typedef struct st_fetch_cfg {
     int64_t pause_after; /* test hook: once this many chunks of stages (not the
                             header's) were fetched, wait for st_fetch_stop before the
                             next (-1: never) */
+    int call_ms;         /* one request's wait for its reply (0: the default, 30 s; tests
+                            set less) */
 } st_fetch_cfg;
 
 typedef struct st_fetch_stats {
@@ -51,7 +55,20 @@ typedef struct st_fetch_stats {
     double rate;  /* bytes per second of this fetch so far */
     double eta_s; /* -1 when unknown */
     uint32_t sources;
+    uint64_t timeouts; /* requests of this fetch that no source answered in time */
 } st_fetch_stats;
+
+/* One source's figures since it was first used (a named source's carry
+ * over to a later Prepare that names the same address). A source that let
+ * a request time out is set aside: asked again only when no other live
+ * source is free, or after a span of requests and time that doubles with
+ * each timeout in a row (docs/streaming.md, "Sources that do not answer"). */
+typedef struct st_fetch_source_stats {
+    char addr[ST_FETCH_ADDR_MAX];
+    uint64_t requests, timeouts;
+    bool aside;   /* set aside now */
+    bool dropped; /* no longer used (bad data ST_FETCH_STRIKES times) */
+} st_fetch_source_stats;
 
 typedef struct st_fetch st_fetch;
 
@@ -80,6 +97,10 @@ size_t st_fetch_extra(st_fetch *f, const char *const *addrs, size_t n);
 
 /* st_fetch_progress - the figures of the current or last fetch. */
 void st_fetch_progress(st_fetch *f, st_fetch_stats *out);
+
+/* st_fetch_sources - the figures of up to max sources (the configured
+ * ones, then the named ones) into out; returns how many. */
+size_t st_fetch_sources(st_fetch *f, st_fetch_source_stats *out, size_t max);
 
 /* st_fetch_manifest - the manifest st_fetch_header received (fixed from
  * then on: any thread may read it while f is open). */

@@ -72,7 +72,8 @@ st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg)
                        .key = d->keyed ? d->key : NULL,
                        .encrypt = cfg->encrypt,
                        .max_rate = cfg->max_fetch_rate,
-                       .pause_after = cfg->test_fetch_pause_after};
+                       .pause_after = cfg->test_fetch_pause_after,
+                       .call_ms = cfg->test_fetch_call_ms};
     randombytes_buf(&fc.sender, sizeof fc.sender);
     fc.sender |= 1; /* nonzero */
     const char *path;
@@ -168,5 +169,19 @@ Strata__FetchProgress *dm_fetch_pb(st_daemon *d, Strata__FetchProgress *out)
     out->bad_chunks = s.bad_chunks;
     out->sources = s.sources;
     out->refetched_bytes = s.refetched_bytes;
+    out->timeouts = s.timeouts;
+    size_t n = st_fetch_sources(d->fetch, d->hb_src, sizeof d->hb_src / sizeof d->hb_src[0]);
+    for (size_t i = 0; i < n; i++) {
+        Strata__FetchSource *fs = &d->hb_fs[i];
+        strata__fetch_source__init(fs);
+        fs->addr = d->hb_src[i].addr;
+        fs->requests = d->hb_src[i].requests;
+        fs->timeouts = d->hb_src[i].timeouts;
+        fs->aside = d->hb_src[i].aside;
+        fs->dropped = d->hb_src[i].dropped;
+        d->hb_fsp[i] = fs;
+    }
+    out->source_stats = d->hb_fsp;
+    out->n_source_stats = n;
     return out;
 }

@@ -82,7 +82,8 @@ static void wm_usage(FILE *f)
                "  --log LEVEL         error, warn, info (default) or debug; or $STRATA_LOG\n"
                "  --test-hooks        test only: allow --test-fetch-pause-after N (stop fetching\n"
                "                      after N chunks until shut down) and --test-serve-corrupt\n"
-               "                      (the chunk server flips a bit of every chunk)\n"
+               "                      (the chunk server flips a bit of every chunk) and\n"
+               "                      --test-fetch-call-ms N (a fetch request's wait, not 30 s)\n"
                "\n"
                "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
                "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
@@ -140,6 +141,10 @@ static int wm_fetch_flag(const char *f, const char *v, st_worker_cfg *c)
         if (wm_long(f, v, 0, LONG_MAX, &n))
             return 2;
         c->test_fetch_pause_after = n;
+    } else if (strcmp(f, "--test-fetch-call-ms") == 0) {
+        if (wm_long(f, v, 1, INT_MAX, &n))
+            return 2;
+        c->test_fetch_call_ms = (int)n;
     } else {
         return 0;
     }
@@ -192,14 +197,28 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             c->test_serve_corrupt = true;
             continue;
         }
-        static const char *const valued[] =
-            {"--coordinator",  "--model",          "--listen",
-             "--advertise",    "--memory",         "--threads",
-             "--name",         "--cluster-key",    "--heartbeat-ms",
-             "--throttle",     "--throttle-file",  "--kernels",
-             "--log",          "--probe-s",        "--weights-from",
-             "--cache-dir",    "--max-fetch-rate", "--test-fetch-pause-after",
-             "--serve-chunks", "--wire-accept",    NULL};
+        static const char *const valued[] = {"--coordinator",
+                                             "--model",
+                                             "--listen",
+                                             "--advertise",
+                                             "--memory",
+                                             "--threads",
+                                             "--name",
+                                             "--cluster-key",
+                                             "--heartbeat-ms",
+                                             "--throttle",
+                                             "--throttle-file",
+                                             "--kernels",
+                                             "--log",
+                                             "--probe-s",
+                                             "--weights-from",
+                                             "--cache-dir",
+                                             "--max-fetch-rate",
+                                             "--test-fetch-pause-after",
+                                             "--serve-chunks",
+                                             "--wire-accept",
+                                             "--test-fetch-call-ms",
+                                             NULL};
         bool known = false;
         for (int k = 0; valued[k] != NULL; k++)
             known = known || strcmp(f, valued[k]) == 0;
@@ -293,6 +312,10 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
     }
     if (c->test_fetch_pause_after >= 0 && !test_hooks) {
         fprintf(stderr, "strata-worker: --test-fetch-pause-after needs --test-hooks\n");
+        return 2;
+    }
+    if (c->test_fetch_call_ms > 0 && !test_hooks) {
+        fprintf(stderr, "strata-worker: --test-fetch-call-ms needs --test-hooks\n");
         return 2;
     }
     static char local_key[ST_LOCAL_KEY_PATH_MAX]; /* keyless: a local coordinator's key */

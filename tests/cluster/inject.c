@@ -18,6 +18,9 @@
  *   inject role ADDR CASE [--client-key FILE | ...]
  *       control requests under a credential, refused by role, owner or
  *       quota (issue 12, findings 4-7): see inject_role.c.
+ *   inject silent LISTEN
+ *       a REP socket on LISTEN that prints "silent on ADDR", then "request N
+ *       (B bytes)" per request, and never answers (inject_silent.c).
  *   inject sec CASE ARGS... [--sender N] [--unbound] [--reply-ms N]
  *       hostile control and data frames (issue 12, findings 1 and 2), from
  *       a stranger's envelope sender id, or N (a copied id: without a key
@@ -697,6 +700,8 @@ int main(int argc, char **argv)
         return inj_ctl_main(argc - 2, argv + 2, k);
     if (argc >= 4 && strcmp(argv[1], "role") == 0) /* credentials, roles, owners: inject_role.c */
         return inj_role_main(argc, argv, k);
+    if (argc >= 2 && strcmp(argv[1], "silent") == 0) /* a source that never answers */
+        return inj_silent_main(argc, argv);
     if (argc < 4)
         return inj_usage();
     st_env sec_env; /* the decoder bombs and transports: own arguments */

@@ -46,4 +46,8 @@ int inj_ctl_main(int argc, char **argv, const uint8_t *key);
  * --key already taken into key, used when no other credential is given). */
 int inj_role_main(int argc, char **argv, const uint8_t *key);
 
+/* inj_silent_main - `inject silent LISTEN`: a REP socket that receives
+ * requests, prints each, and never answers (inject_silent.c). */
+int inj_silent_main(int argc, char **argv);
+
 #endif

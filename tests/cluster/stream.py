@@ -19,6 +19,19 @@ Cases (each its own meson test, `stream-<case>`):
            worker A's chunk server because the coordinator's Prepare names
            it (Prepare.chunk_sources) while the coordinator's weights server
            refuses every chunk after the header's; ids equal `strata run`
+  silent   a source that accepts requests and never answers (inject silent),
+           listed first in --weights-from: it is asked at most the number of
+           times the set-aside rule allows for the requests the fetch made
+           (docs/streaming.md, "Sources that do not answer"; 1 or 2 here,
+           where each request used to try it: one timeout per chunk), the
+           timeouts are counted in the log and `strata status`, and the
+           fetch completes from the coordinator with ids equal to `strata run`
+  back     worker A's chunk server is stopped (SIGSTOP) while worker B asks it
+           for the manifest: a timeout, A set aside; B takes the manifest and
+           header from the coordinator, A is continued, and the coordinator
+           refuses every stage chunk: A, still aside (16 requests not yet
+           sent), is asked since the other source failed the chunk, answers,
+           is used again and serves the whole stage; ids equal `strata run`
   netns    three workers without model files, each in a network namespace,
            fetch from a coordinator whose egress is a 100 Mbit/s tbf link:
            ids equal `strata run`; the fetch rates against the link's are
@@ -44,7 +57,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402
-from cluster import (COORD, STRATA, Cluster, Proc, Skip, TIMEOUT, WORKER, model,  # noqa: E402
+from cluster import (COORD, INJECT, STRATA, Cluster, Proc, Skip, TIMEOUT, WORKER, model,  # noqa: E402
                      netns_bridge, netns_cleanup, parse_ids, run_ids, sh)
 
 MODEL = model("l3-synth-q8_0.gguf")
@@ -356,6 +369,104 @@ def case_peerlist():
                                             served.group(0), ids))
 
 
+# worker/fetch.c: a timeout sets a source aside for FETCH_ASIDE_TURNS
+# requests (and time), doubled per timeout in a row up to DOUBLINGS times
+ASIDE_TURNS = 16
+ASIDE_DOUBLINGS = 6
+CALL_MS = 4000  # --test-fetch-call-ms: a request's wait (the default is 30 s)
+
+
+def aside_bound(requests):
+    """The most timeouts one silent source can cost a fetch that sent
+    `requests` requests in all while another source answers: the k-th
+    timeout sets it aside for ASIDE_TURNS << min(k - 1, ASIDE_DOUBLINGS)
+    requests, so timeout k + 1 is request t_k + span + 1 at the earliest."""
+    n, t = 1, 1
+    while True:
+        t += (ASIDE_TURNS << min(n - 1, ASIDE_DOUBLINGS)) + 1
+        if t > requests:
+            return n
+        n += 1
+
+
+def case_silent():
+    with start() as c:
+        silent = c.spawn("silent", [INJECT, "silent", "tcp://127.0.0.1:0"])
+        saddr = silent.wait_line(r"silent on (tcp://[0-9.]+:\d+)").group(1)
+        b = add_streaming(c, os.path.join(c.tmp, "cache-b"), "--weights-from",
+                          "%s,%s" % (saddr, c.weights), "--test-hooks", "--test-fetch-call-ms",
+                          str(CALL_MS), name="b")
+        # generous: a fetch that tried the silent source for every chunk (one
+        # CALL_MS each, ~27) still serves in time, and fails on the count below
+        c.wait_serving(1, timeout=5 * TIMEOUT)
+        have, need, fetched, cached, bad, twice = stage_done(b)
+        assert have == need and fetched + cached == need and bad == 0, stage_done(b)
+        f = reported_done(c, b.name)["fetch"]
+        src = {x["addr"]: x for x in f["source_stats"]}
+        assert set(src) == {saddr, c.weights}, f
+        asked = len(re.findall(r"^request \d+ ", open(silent.out_path).read(), re.M))
+        total = sum(x["requests"] for x in src.values())
+        bound = aside_bound(total)
+        assert src[c.weights]["timeouts"] == 0, f  # the other source answered every request
+        assert src[saddr]["requests"] == src[saddr]["timeouts"] == asked, (asked, f)
+        assert 1 <= asked <= bound, \
+            "the silent source was asked %d times in %d requests (the rule allows %d)" % (
+                asked, total, bound)
+        log = b.stderr()
+        assert re.search(r"source %s did not answer in %d ms \(timeout 1 of this source, 1 in a "
+                         r"row\): set aside for %d requests" % (re.escape(saddr), CALL_MS,
+                                                                 ASIDE_TURNS), log), log[-3000:]
+        r = c.cli("status")
+        assert re.search(r"source %s: %d requests, %d timeouts" % (re.escape(saddr), asked, asked),
+                         r.stdout), r.stdout
+        ids = check_ids(c)
+        print("silent: a source that never answers, listed first, was asked %d time(s) in the "
+              "fetch's %d requests (the set-aside rule allows %d; before it, once per chunk); "
+              "%d stage bytes fetched from the coordinator; ids equal strata run: %s"
+              % (asked, total, bound, fetched, ids))
+
+
+def case_back():
+    header = (gguf_data_offset(MODEL) + CHUNK - 1) // CHUNK  # the chunks below the tensor data
+    # three members: the plan, and so B's stage fetch, waits for the third,
+    # started once A is continued; A's stop must not make it lost
+    with start(["--split", "1,2,1", "--test-hooks", "--test-refuse-chunks", str(header),
+                "--heartbeat-timeout-ms", "60000"], min_workers=3) as c:
+        a = add_server(c, "a")
+        os.kill(a.p.pid, signal.SIGSTOP)
+        try:
+            b = add_streaming(c, os.path.join(c.tmp, "cache-b"), "--weights-from",
+                              "%s,%s" % (a.chunks, c.weights), "--test-hooks",
+                              "--test-fetch-call-ms", str(CALL_MS), name="b")
+            wait_log(b, re.compile(r"source %s did not answer in %d ms \(timeout 1 of this "
+                                   r"source, 1 in a row\)" % (re.escape(a.chunks), CALL_MS)))
+            hhave, hneed, hfetched, _, hbad = (int(x) for x in wait_log(b, HEADER_DONE).groups())
+        finally:
+            os.kill(a.p.pid, signal.SIGCONT)
+        assert hneed == hfetched == header * CHUNK and hbad == 0, (hneed, hfetched, header)
+        c.add_worker()
+        c.wait_serving(3)
+        have, need, fetched, cached, bad, twice = stage_done(b)
+        assert have == need and fetched + cached == need and bad == 0 and fetched > 0, \
+            stage_done(b)
+        log = b.stderr()
+        assert re.search(r"source %s answers again after 1 timeout\(s\) in a row" %
+                         re.escape(a.chunks), log), log[-3000:]
+        f = reported_done(c, b.name)["fetch"]
+        src = {x["addr"]: x for x in f["source_stats"]}
+        assert src[a.chunks]["timeouts"] == 1 and not src[a.chunks]["aside"], f
+        assert src[c.weights]["timeouts"] == 0, f
+        ids = check_ids(c)
+        a.stop()
+        served = wait_log(a, re.compile(r"chunks: served (\d+) chunks, (\d+) bytes"))
+        assert int(served.group(2)) == fetched, (served.group(0), fetched)
+        print("back: a's chunk server timed out once (stopped) and was set aside; continued, it "
+              "was asked when the coordinator refused a stage chunk, answered, and served the "
+              "whole stage (%s; b fetched %d bytes); sources: %s; ids equal strata run: %s"
+              % (served.group(0), fetched, ", ".join("%s %d requests %d timeouts" % (
+                  x["addr"], x["requests"], x["timeouts"]) for x in f["source_stats"]), ids))
+
+
 LINK = "100mbit"
 LINK_BYTES = 100e6 / 8
 RATE = re.compile(r"fetch: (header|stage) done: \d+ of \d+ bytes \([0-9.]+%\): fetched (\d+), "
@@ -508,7 +619,9 @@ def case_rss():
 
 
 CASES = {"basic": case_basic, "resume": case_resume, "corrupt": case_corrupt, "peer": case_peer,
-         "peerbad": case_peerbad, "peerlist": case_peerlist, "netns": case_netns, "rss": case_rss}
+         "peerbad": case_peerbad, "peerlist": case_peerlist, "silent": case_silent,
+         "back": case_back,
+         "netns": case_netns, "rss": case_rss}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)
