@@ -70,6 +70,10 @@ static cJSON *cl_counters_json(const Strata__Counters *c)
     cli_json_u64(o, "forged_results", c->forged_results);
     cli_json_u64(o, "reply_failures", c->reply_failures);
     cli_json_u64(o, "probe_refused", c->probe_refused);
+    cli_json_u64(o, "zstd_packets_sent", c->zstd_packets_sent);
+    cli_json_u64(o, "zstd_raw_bytes_sent", c->zstd_raw_bytes_sent);
+    cli_json_u64(o, "zstd_wire_bytes_sent", c->zstd_wire_bytes_sent);
+    cli_json_u64(o, "zstd_packets_received", c->zstd_packets_received);
     return o;
 }
 
@@ -204,6 +208,7 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
         cJSON_AddStringToObject(o, "ctl_addr", w->cap->ctl_addr ? w->cap->ctl_addr : "");
         cJSON_AddBoolToObject(o, "spare", w->cap->spare);
         cJSON_AddStringToObject(o, "version", w->cap->version ? w->cap->version : "");
+        cJSON_AddBoolToObject(o, "wire_zstd", w->cap->wire_zstd); /* takes zstd boundaries */
         cJSON *wd = cJSON_AddArrayToObject(o, "wire_dtypes"); /* the boundary dtypes it accepts */
         for (size_t k = 0; k < w->cap->n_wire_dtypes; k++)
             cJSON_AddItemToArray(wd, cJSON_CreateString(
@@ -229,6 +234,17 @@ static cJSON *cl_worker_json(const Strata__WorkerStatus *w)
             cJSON_AddItemToArray(ls, l);
         }
         cJSON_AddItemToObject(o, "counters", cl_counters_json(h->counters));
+        cJSON *zs = cJSON_AddArrayToObject(o, "zstd"); /* zstd on its sampled outbound packets */
+        for (size_t i = 0; i < h->n_zstd; i++) {
+            cJSON *z = cJSON_CreateObject();
+            cJSON_AddStringToObject(z, "dtype", h->zstd[i]->dtype ? h->zstd[i]->dtype : "");
+            cJSON_AddNumberToObject(z, "ratio", h->zstd[i]->ratio);
+            cJSON_AddNumberToObject(z, "compress_ns_per_byte", h->zstd[i]->compress_ns_per_byte);
+            cJSON_AddNumberToObject(z, "decompress_ns_per_byte",
+                                    h->zstd[i]->decompress_ns_per_byte);
+            cJSON_AddNumberToObject(z, "samples", h->zstd[i]->samples);
+            cJSON_AddItemToArray(zs, z);
+        }
         if (h->fetch)
             cl_fetch_json(o, h->fetch);
     }
@@ -342,10 +358,10 @@ static void cl_status_print(const Strata__StatusReply *s)
                    st->n_worker_ids > 1 ? "replicas" : "worker");
             for (size_t k = 0; k < st->n_worker_ids; k++)
                 printf("%s %s", k ? "," : "", cl_name_of(s, st->worker_ids[k]));
-            if (i > 0) /* the boundary into it: its dtype, and why under --wire auto */
-                printf("; in %s%s%s%s", st->in_dtype ? st->in_dtype : "?",
-                       st->in_why && st->in_why[0] ? " (" : "", st->in_why ? st->in_why : "",
-                       st->in_why && st->in_why[0] ? ")" : "");
+            if (i > 0) { /* the boundary into it: its dtype, zstd, and why under --wire auto */
+                printf(";");
+                cli_boundary_print(st);
+            }
             printf("\n");
         }
     printf("%-20s %-14s %-9s %5s %3s %-10s %10s %10s %8s %8s\n", "worker", "name", "state", "stage",

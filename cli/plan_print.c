@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/conn.h"
 #include "common/hex.h"
@@ -68,9 +69,31 @@ cJSON *cli_plan_json(const Strata__Plan *p)
             cJSON_AddItemToArray(ad, cJSON_CreateString(s->data_addrs[k]));
         cJSON_AddStringToObject(so, "in_dtype", s->in_dtype ? s->in_dtype : "");
         cJSON_AddStringToObject(so, "in_why", s->in_why ? s->in_why : "");
+        cJSON_AddBoolToObject(so, "in_zstd", s->in_zstd);
+        if (s->live_why && s->live_why[0]) { /* --wire auto's latest check (status, plan) */
+            cJSON_AddStringToObject(so, "live_dtype", s->live_dtype ? s->live_dtype : "");
+            cJSON_AddBoolToObject(so, "live_zstd", s->live_zstd);
+            cJSON_AddStringToObject(so, "live_why", s->live_why);
+            cJSON_AddNumberToObject(so, "live_age_s", s->live_age_s);
+        }
         cJSON_AddItemToArray(st, so);
     }
     return o;
+}
+
+void cli_boundary_print(const Strata__Stage *s)
+{
+    const char *dt = s->in_dtype ? s->in_dtype : "?";
+    printf(" in %s%s", dt, s->in_zstd ? "+zstd" : "");
+    if (s->live_why && s->live_why[0]) {
+        const char *ld = s->live_dtype ? s->live_dtype : "?";
+        printf(" (%s; evaluated %.1f s ago", s->live_why, s->live_age_s);
+        if (strcmp(ld, dt) != 0 || s->live_zstd != s->in_zstd)
+            printf("; a replan to %s%s follows", ld, s->live_zstd ? "+zstd" : "");
+        printf(")");
+    } else if (s->in_why && s->in_why[0]) {
+        printf(" (%s)", s->in_why);
+    }
 }
 
 void cli_plan_print(const Strata__Plan *p)
@@ -93,8 +116,10 @@ void cli_plan_print(const Strata__Plan *p)
     for (size_t i = 0; i < p->n_stages; i++) {
         const Strata__Stage *s = p->stages[i];
         printf("stage %u: layers [%u, %u)", s->index, s->first, s->last);
-        if (i > 0 && per_boundary)
-            printf("  in %s (%s)", s->in_dtype ? s->in_dtype : "?", s->in_why ? s->in_why : "");
+        if (i > 0 && per_boundary) {
+            printf(" ");
+            cli_boundary_print(s);
+        }
         if (s->n_worker_ids > 1)
             printf("  %zu replicas (each holds these layers and its own sessions' KV)",
                    s->n_worker_ids);

@@ -24,6 +24,12 @@ cJSON *cli_plan_json(const Strata__Plan *p);
  * age); the caller owns the result. */
 cJSON *cli_link_json(const Strata__LinkStatus *l);
 
+/* cli_boundary_print - the boundary into stage s as text: " in DTYPE[+zstd]
+ * (REASON)"; the reason is the live one (--wire auto's latest check, with
+ * its age) when the coordinator sent one, else the plan's, and a live
+ * choice that differs from the committed one is named (a replan follows). */
+void cli_boundary_print(const Strata__Stage *s);
+
 /* cli_plan_print - p as text: epoch, hashes, wire, sizes, then each stage
  * with its worker or replicas and their data addresses. */
 void cli_plan_print(const Strata__Plan *p);

@@ -576,8 +576,8 @@ st_err st_wire_decode(st_wire_ctx *ctx, const void *buf, size_t len, const st_wi
     return wire_dec_plain(ctx, h, b + off, hidden_out);
 }
 
-/* wire_precision_rank - 0 is the most precise. */
-static const st_wire_dtype wire_by_precision[ST_WIRE_DT_COUNT] = {
+/* wire_by_precision - the dtypes, the most precise first (wire_impl.h). */
+const st_wire_dtype wire_by_precision[ST_WIRE_DT_COUNT] = {
     ST_WIRE_F32,
     ST_WIRE_F16,
     ST_WIRE_BF16,
@@ -698,80 +698,4 @@ const char *st_wire_mask_text(uint32_t mask, char *buf, size_t cap)
     if (used == 0)
         snprintf(buf, cap, "none");
     return buf;
-}
-
-/* Units of the reasons: microseconds, milliseconds, MB/s. */
-#define WIRE_US 1e6
-#define WIRE_MS 1e3
-#define WIRE_MB 1e6
-
-st_err st_wire_choose(const st_wire_link_in *in, st_wire_choice *out)
-{
-    if (in == NULL || out == NULL || in->hidden == 0)
-        return st_errorf(ST_EINVAL, "st_wire_choose: NULL argument or hidden 0");
-    double share = in->share == 0 ? ST_WIRE_AUTO_SHARE : in->share;
-    if (!(share > 0 && share <= 1))
-        return st_errorf(ST_EINVAL, "st_wire_choose: share %g is not in (0, 1]", share);
-    st_wire_dtype cand[ST_WIRE_DT_COUNT];
-    size_t nc = 0;
-    for (size_t k = 0; k < ST_WIRE_DT_COUNT; k++) {
-        st_wire_dtype d = wire_by_precision[k];
-        if ((in->accept_mask & (1u << d)) && (d != ST_WIRE_I8 || in->allow_i8))
-            cand[nc++] = d;
-    }
-    char acc[64];
-    st_wire_mask_text(in->accept_mask, acc, sizeof acc);
-    if (nc == 0)
-        return st_errorf(ST_ETYPE, "no boundary dtype: the receiver accepts [%s], i8 %s", acc,
-                         in->allow_i8 ? "allowed" : "not allowed");
-    char tail[96] = "";
-    if ((in->accept_mask & ST_WIRE_MASK_ALL) != ST_WIRE_MASK_ALL)
-        snprintf(tail, sizeof tail, "; the receiver accepts %s", acc);
-    const char *src = in->measured ? "measured" : "assumed";
-    if (!(in->bw > 0 && isfinite(in->bw)) || !(in->compute_s > 0 && isfinite(in->compute_s))) {
-        out->dtype = cand[0];
-        snprintf(out->why, sizeof out->why, "%s: the most precise accepted; %s unknown%s",
-                 st_wire_dtype_name(cand[0]),
-                 !(in->bw > 0 && isfinite(in->bw)) ? "link bandwidth" : "stage compute time", tail);
-        return ST_OK;
-    }
-    double budget = share * in->compute_s;
-    size_t pick = 0;
-    bool fits = false;
-    for (size_t i = 0; i < nc && !fits; i++) {
-        double t = (double)st_wire_token_bytes(cand[i], in->hidden) / in->bw;
-        if (t <= budget) {
-            pick = i;
-            fits = true;
-        } else if (st_wire_token_bytes(cand[i], in->hidden) <
-                   st_wire_token_bytes(cand[pick], in->hidden)) {
-            pick = i;
-        }
-    }
-    size_t held = nc; /* the held dtype's place among the candidates (nc: none) */
-    for (size_t i = 0; in->has_held && i < nc; i++)
-        held = cand[i] == in->held ? i : held;
-    const char *rule = fits ? "the most precise within budget:" : "none fits, fewest bytes:";
-    if (held < nc && held != pick) {
-        double t_pick = (double)st_wire_token_bytes(cand[pick], in->hidden) / in->bw;
-        double t_held = (double)st_wire_token_bytes(cand[held], in->hidden) / in->bw;
-        bool keep = pick < held ? t_pick > budget * (1 - ST_WIRE_AUTO_BAND)   /* up */
-                                : t_held <= budget * (1 + ST_WIRE_AUTO_BAND); /* down */
-        if (keep) {
-            pick = held;
-            fits = t_held <= budget;
-            rule = "kept within the hysteresis band:";
-        }
-    }
-    st_wire_dtype d = cand[pick];
-    uint64_t bytes = st_wire_token_bytes(d, in->hidden);
-    double t = (double)bytes / in->bw;
-    snprintf(out->why, sizeof out->why,
-             "%s: %s %llu B/token at %.3g MB/s (%s) = %.3g us %s %.0f%% of %.3g ms compute; "
-             "latency %.3g ms%s",
-             st_wire_dtype_name(d), rule, (unsigned long long)bytes, in->bw / WIRE_MB, src,
-             t * WIRE_US, fits ? "<=" : ">", share * 100, in->compute_s * WIRE_MS,
-             in->latency_s * WIRE_MS, tail);
-    out->dtype = d;
-    return ST_OK;
 }

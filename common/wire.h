@@ -209,7 +209,7 @@ st_err st_wire_negotiate(const st_wire_dtype *a, size_t na, const st_wire_dtype 
  * x the budget, so a link measured near the threshold does not flip it at
  * every heartbeat. */
 #define ST_WIRE_AUTO_BAND 0.20
-#define ST_WIRE_WHY_MAX 256 /* a choice's reason, terminator included */
+#define ST_WIRE_WHY_MAX 448 /* a choice's reason (dtype and zstd), terminator included */
 #define ST_WIRE_MASK_ALL ((1u << ST_WIRE_DT_COUNT) - 1u)
 
 /* st_wire_accept_mask - bit (1 << dtype) per name of names[0..n) that is
@@ -227,6 +227,24 @@ st_err st_wire_mask_parse(const char *list, uint32_t *out);
  * into buf; "none" for 0. */
 const char *st_wire_mask_text(uint32_t mask, char *buf, size_t cap);
 
+/* What zstd (level ST_WIRE_ZSTD_DEFAULT_LEVEL) does to one dtype's payload
+ * of a sender's real activations (common/wire_sample.h measures it). */
+typedef struct st_wire_zmeas {
+    double ratio;         /* raw bytes / frame bytes; not > 0: not measured */
+    double compress_ns;   /* per raw payload byte, frame overhead included */
+    double decompress_ns; /* per raw payload byte */
+    uint32_t samples;     /* 0: not measured */
+} st_wire_zmeas;
+
+/* Bounds of a believable measurement (a worker's report is remote input):
+ * outside them it counts as not measured. */
+#define ST_WIRE_ZMEAS_RATIO_MAX 1000.0
+#define ST_WIRE_ZMEAS_NS_MAX 1.0e6
+
+/* st_wire_zmeas_valid - samples > 0, ratio finite in (0,
+ * ST_WIRE_ZMEAS_RATIO_MAX], both costs finite in [0, ST_WIRE_ZMEAS_NS_MAX]. */
+bool st_wire_zmeas_valid(const st_wire_zmeas *m);
+
 /* One boundary as `--wire auto` sees it. */
 typedef struct st_wire_link_in {
     uint32_t hidden;      /* values per token */
@@ -239,14 +257,23 @@ typedef struct st_wire_link_in {
     double share;         /* of compute_s a token's transfer may take; 0: ST_WIRE_AUTO_SHARE */
     bool has_held;        /* the boundary has a dtype now (the serving plan's) ... */
     st_wire_dtype held;   /* ... this one: kept while within ST_WIRE_AUTO_BAND */
+    bool held_zstd;       /* ... and it is compressed (with has_held) */
+    bool accept_zstd;     /* every receiver takes zstd packets (Capability.wire_zstd) */
+    bool force_zstd;      /* zstd on every boundary (the coordinator's --zstd) */
+    /* per dtype, what zstd did to the senders' activations (the worst
+     * sender's: least ratio, most cost); not measured: never zstd */
+    st_wire_zmeas zstd[ST_WIRE_DT_COUNT];
 } st_wire_link_in;
 
 typedef struct st_wire_choice {
     st_wire_dtype dtype;
+    bool zstd; /* compress the boundary (st_wire_zstd_choose) */
     char why[ST_WIRE_WHY_MAX];
 } st_wire_choice;
 
-/* st_wire_choose - the dtype of one boundary: among the dtypes the
+/* st_wire_choose - the dtype of one boundary and whether it is
+ * compressed (the latter by st_wire_zstd_choose for the chosen dtype,
+ * its reason appended to why): among the dtypes the
  * receiver accepts (i8 only when allow_i8), in the order f32 > f16 > bf16
  * > i8, the first whose transfer of one token (st_wire_token_bytes / bw)
  * stays within share x compute_s; when none does, the accepted dtype with
@@ -259,5 +286,18 @@ typedef struct st_wire_choice {
  * none of the candidates; ST_EINVAL for a NULL argument, hidden 0 or a
  * share outside (0, 1]. */
 st_err st_wire_choose(const st_wire_link_in *in, st_wire_choice *out);
+
+/* st_wire_zstd_choose - whether the boundary in carries dtype d as zstd
+ * frames (docs/wire-format.md 6.1). Per token of B = st_wire_token_bytes
+ * bytes, zstd saves B x (1 - 1/ratio) / bw seconds of transfer and costs
+ * B x (compress_ns + decompress_ns) ns of codec, both measured
+ * (in->zstd[d]). With force_zstd, always. A boundary compressed now (has_held, held == d and
+ * held_zstd) stays so while saved >= (1 - ST_WIRE_AUTO_BAND) x cost;
+ * otherwise it is compressed only when saved > (1 + ST_WIRE_AUTO_BAND) x
+ * cost. Never when the receiver does not take zstd, the bandwidth is
+ * unknown or d's measurement is missing or not believable
+ * (st_wire_zmeas_valid). The reason ("zstd on: ..." or "zstd off: ...")
+ * into why (cap bytes; may be NULL). */
+bool st_wire_zstd_choose(const st_wire_link_in *in, st_wire_dtype d, char *why, size_t cap);
 
 #endif

@@ -29,6 +29,7 @@
 #include "common/version.h"
 #include "coordinator/coord_impl.h"
 #include "coordinator/planner_pb.h"
+#include "coordinator/wire_live.h"
 
 #define API "api"
 
@@ -505,6 +506,8 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
         goto out;
     }
     uint64_t now = coord_now();
+    if (pb != NULL)
+        coord_wire_live_pb(c, pb, now);
     for (size_t i = 0; i < n; i++) {
         const st_member *m = &c->ms.v[i];
         Strata__WorkerStatus *w = &ws[i];
@@ -615,6 +618,7 @@ static void api_plan(st_coord *c, uint32_t slot)
         coord_api_reply_error(c, slot, ST_ENOMEM, "plan");
         return;
     }
+    coord_wire_live_pb(c, pb, coord_now());
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_PLAN;
     r.plan = pb;

@@ -39,6 +39,7 @@
 #include "common/log.h"
 #include "common/msg.h"
 #include "common/step.h"
+#include "coordinator/wire_live.h"
 
 #define CO "coordinator"
 /* envelope sender ids: start_ms << 8 | side (below 2^52), and random bits
@@ -318,6 +319,7 @@ void st_coord_close(st_coord *c)
     st_sched_free(c->sched);
     st_members_fini(&c->ms);
     st_plan_free(&c->plan);
+    coord_wire_live_free(c);
     st_round_abort(&c->round);
     if (c->env_ready) {
         st_env_fini(&c->env_rep);

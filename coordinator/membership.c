@@ -160,6 +160,10 @@ static void ms_counters_add(Strata__Counters *sum, const Strata__Counters *c)
     sum->forged_results += c->forged_results;
     sum->reply_failures += c->reply_failures;
     sum->probe_refused += c->probe_refused;
+    sum->zstd_packets_sent += c->zstd_packets_sent;
+    sum->zstd_raw_bytes_sent += c->zstd_raw_bytes_sent;
+    sum->zstd_wire_bytes_sent += c->zstd_wire_bytes_sent;
+    sum->zstd_packets_received += c->zstd_packets_received;
 }
 
 /* ms_drop - removes member i (its rpc must be closed by the caller). */

@@ -100,6 +100,7 @@ st_err st_plan_to_pb(const st_plan *p, bool without_hash, Strata__Plan **out)
         s->data_addrs = addrs;
         s->in_dtype = (char *)(ps->in_dtype[0] ? ps->in_dtype : p->wire);
         s->in_why = (char *)ps->in_why;
+        s->in_zstd = ps->in_zstd;
         v->sp[i] = s;
     }
     v->pb.n_stages = n;
@@ -166,7 +167,7 @@ bool st_plan_same_layout(const st_plan *a, const st_plan *b)
     for (uint32_t i = 0; i < a->n_stages; i++) {
         const st_plan_stage *x = &a->stages[i], *y = &b->stages[i];
         if (x->first != y->first || x->last != y->last || x->n_workers != y->n_workers ||
-            strcmp(x->in_dtype, y->in_dtype) != 0)
+            strcmp(x->in_dtype, y->in_dtype) != 0 || x->in_zstd != y->in_zstd)
             return false;
         for (uint32_t k = 0; k < x->n_workers && k < ST_PLAN_MAX_REPLICAS; k++)
             if (x->worker_ids[k] != y->worker_ids[k] || x->data_senders[k] != y->data_senders[k] ||

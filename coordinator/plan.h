@@ -31,6 +31,7 @@ typedef struct st_plan_stage {
      * empty in_dtype means the plan's wire */
     char in_dtype[8];
     char in_why[ST_WIRE_WHY_MAX];
+    bool in_zstd; /* the boundary into this stage is zstd-compressed */
 } st_plan_stage;
 
 typedef struct st_plan {
@@ -73,7 +74,7 @@ st_err st_plan_hash_pb(const Strata__Plan *pb, uint8_t out[ST_PLAN_HASH_BYTES]);
 st_err st_plan_seal(st_plan *p);
 
 /* st_plan_same_layout - whether a and b have the same stages (ranges,
- * boundary dtypes,
+ * boundary dtypes and zstd,
  * workers, addresses) and settings, epochs and hashes aside. */
 bool st_plan_same_layout(const st_plan *a, const st_plan *b);
 

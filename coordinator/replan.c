@@ -38,12 +38,15 @@
  * get (coord_wire_matrix), and each boundary of the chosen plan gets the
  * most precise dtype its receivers accept whose transfer stays within 10%
  * of the receiving stage's compute time (coord_wire_stages,
- * st_wire_choose), with the reason in the plan. When a measurement moves
- * a boundary's choice, the serving layout is planned again with the new
- * dtypes, hysteresis or not (coord_wire_moved, coord_wire_check). i8 is
- * a candidate only once the i8 accuracy gate passed (--allow-i8,
- * i8gate.h), which then evaluates the plan again; each reason ends with
- * the gate's state.
+ * st_wire_choose), and zstd when the senders' measured ratio saves more
+ * transfer than its measured codec time (wire_live.h's inputs), with the
+ * reason in the plan. When a measurement moves a boundary's choice, the
+ * serving layout is planned again with the new dtypes and zstd,
+ * hysteresis or not (coord_wire_moved, coord_wire_check); every check
+ * keeps its reasons as the live ones that status shows (wire_live.h).
+ * i8 is a candidate only once the i8 accuracy gate passed (--allow-i8,
+ * i8gate.h), which then evaluates the plan again; each plan reason ends
+ * with the gate's state.
  *
  * Drain: a drain request (admin_plan.c) marks the worker draining and
  * replans without it (forced); once a committed plan does not use it, the
@@ -82,6 +85,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "coordinator/wire_live.h"
 
 #define CO "coordinator"
 
@@ -329,8 +333,10 @@ static void coord_wire_held(const st_coord *c, const coord_pl_view *v, const st_
         return;
     for (uint32_t j = 1; j < c->plan.n_stages; j++)
         if (coord_wire_same(v, &c->plan.stages[j], to) &&
-            coord_wire_same(v, &c->plan.stages[j - 1], from))
+            coord_wire_same(v, &c->plan.stages[j - 1], from)) {
             in->has_held = st_wire_dtype_from_name(c->plan.stages[j].in_dtype, &in->held) == ST_OK;
+            in->held_zstd = c->plan.stages[j].in_zstd;
+        }
 }
 
 st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_place_result *r,
@@ -357,6 +363,7 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
             }
         }
         coord_wire_held(c, v, from, to, &in);
+        coord_wire_zin(c, v, from, to, &in);
         st_wire_choice ch;
         st_err e = st_wire_choose(&in, &ch);
         if (e != ST_OK)
@@ -366,6 +373,7 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
                  st_wire_dtype_name(ch.dtype));
         memcpy(p->stages[i].in_why, ch.why, sizeof ch.why);
         coord_i8gate_note(c, p->stages[i].in_why, sizeof p->stages[i].in_why);
+        p->stages[i].in_zstd = ch.zstd;
     }
     return ST_OK;
 }
@@ -397,11 +405,12 @@ static bool coord_wire_current(const st_coord *c, const coord_pl_view *v, st_pla
 }
 
 /* coord_wire_moved - under --wire auto, whether the serving plan's
- * boundary dtypes differ from what the current links choose for its
- * layout; the first difference into why. r is scratch; on true it holds
- * the serving layout under v. */
-static bool coord_wire_moved(const st_coord *c, const coord_pl_view *v, st_place_result *r,
-                             char *why, size_t cap)
+ * boundary dtypes or zstd differ from what the current links and
+ * measurements choose for its layout; the first difference into why. The
+ * choice is recorded as the serving plan's live one (wire_live.h). r is
+ * scratch; on true it holds the serving layout under v. */
+static bool coord_wire_moved(st_coord *c, const coord_pl_view *v, st_place_result *r, char *why,
+                             size_t cap)
 {
     if (c->cfg.wire != ST_WIRE_AUTO || !c->has_plan || c->plan_broken ||
         !coord_wire_current(c, v, r))
@@ -413,13 +422,16 @@ static bool coord_wire_moved(const st_coord *c, const coord_pl_view *v, st_place
     memcpy(st, c->plan.stages, c->plan.n_stages * sizeof *st);
     q.stages = st;
     bool moved = false;
-    if (coord_wire_stages(c, v, r, &q) == ST_OK)
+    if (coord_wire_stages(c, v, r, &q) == ST_OK) {
+        coord_wire_live_set(c, &q, coord_now());
         for (uint32_t i = 1; i < q.n_stages && !moved; i++)
-            if (strcmp(q.stages[i].in_dtype, c->plan.stages[i].in_dtype) != 0) {
+            if (strcmp(q.stages[i].in_dtype, c->plan.stages[i].in_dtype) != 0 ||
+                q.stages[i].in_zstd != c->plan.stages[i].in_zstd) {
                 moved = true;
                 snprintf(why, cap, "the boundary into stage %u now chooses %s", i,
                          q.stages[i].in_why);
             }
+    }
     free(st);
     return moved;
 }
@@ -518,6 +530,8 @@ void coord_replan(st_coord *c, bool force, const char *why)
     }
     memcpy(p.model_id, c->mi.model_id, sizeof p.model_id);
     p.zstd = c->cfg.zstd;
+    for (uint32_t i = 1; i < p.n_stages; i++) /* --zstd: every boundary, whatever the wire */
+        p.stages[i].in_zstd = p.stages[i].in_zstd || c->cfg.zstd;
     snprintf(p.wire, sizeof p.wire, "%s",
              st_wire_dtype_name(c->cfg.wire == ST_WIRE_AUTO ? ST_WIRE_F32 : c->cfg.wire));
     snprintf(p.result_addr, sizeof p.result_addr, "%s", st_net_results_addr(c->net));

@@ -22,6 +22,14 @@
 #define COORD_PL_DEFAULT_RTT_MS 0.2                   /* before any Commit was timed */
 #define COORD_PL_BANDWIDTH 1.0e9                      /* bytes/s of a link not measured yet */
 
+/* One boundary of the serving plan as --wire auto's latest check chose it
+ * (wire_live.h). */
+typedef struct coord_wire_live {
+    char dtype[8];
+    bool zstd;
+    char why[ST_WIRE_WHY_MAX];
+} coord_wire_live;
+
 /* The placement state of a coordinator (lazily set up from its cfg). */
 typedef struct coord_pl {
     bool init;
@@ -37,6 +45,12 @@ typedef struct coord_pl {
     char decision[400]; /* what the last replan decided, for logs and ReplanReply */
     bool started;       /* the last coord_replan started a round */
     st_err last_err;    /* the last coord_replan's planner error (ST_OK: none) */
+    /* --wire auto's boundaries of the serving plan as the latest check
+     * chose them (wire_live.c): shown by status and `strata plan` */
+    coord_wire_live *live; /* [n_live], index = the stage the boundary enters */
+    uint32_t n_live;
+    uint64_t live_epoch; /* the plan they were evaluated for (0: none) */
+    uint64_t live_ns;    /* when */
 } coord_pl;
 
 /* The planner's inputs built from the live members at one moment. */
@@ -67,8 +81,8 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
 st_err coord_links(const st_coord *c, const uint64_t *ids, size_t n, st_link *out,
                    size_t *n_measured);
 
-/* coord_wire_stages - under --wire auto, each boundary's dtype and its
- * reason into p's stages (in_dtype, in_why) for the placement r of v
+/* coord_wire_stages - under --wire auto, each boundary's dtype, zstd and
+ * reason into p's stages (in_dtype, in_zstd, in_why) for the placement r of v
  * (st_wire_choose on the boundary's slowest link between the workers of
  * stages i - 1 and i, the dtypes all workers of stage i accept, and stage
  * i's compute time); nothing under a fixed --wire (the plan's wire).

@@ -143,6 +143,7 @@ static void dm_send_join(st_daemon *d)
     }
     cap.n_wire_dtypes = nw;
     cap.wire_dtypes = wire_names;
+    cap.wire_zstd = true; /* st_wire_decode takes zstd frames (a boundary's Stage.in_zstd) */
     cap.throttle = d->throttle;
     cap.spare = d->cfg.spare;
     cap.data_sender = d->sender + 1;    /* the data plane's (st_daemon_open) */
@@ -192,6 +193,12 @@ static void dm_send_heartbeat(st_daemon *d)
     c.bad_packets = sh->c.bad_packets;
     c.steps = sh->c.steps;
     c.refused_step = sh->c.refused_step;
+    c.zstd_packets_sent = sh->c.zstd_sent;
+    c.zstd_raw_bytes_sent = sh->c.zstd_raw;
+    c.zstd_wire_bytes_sent = sh->c.zstd_wire;
+    c.zstd_packets_received = sh->c.zstd_recv;
+    st_wire_zmeas zm[ST_WIRE_DT_COUNT];
+    memcpy(zm, sh->zstd, sizeof zm);
     busy = sh->busy_ns;
     hb.epoch = sh->serving_epoch;
     hb.in_flight = sh->in_flight;
@@ -214,6 +221,9 @@ static void dm_send_heartbeat(st_daemon *d)
     hb.rss_bytes = st_rss_bytes();
     hb.layers = llp;
     hb.counters = &c;
+    Strata__ZstdMeasure zs[ST_WIRE_DT_COUNT], *zsp[ST_WIRE_DT_COUNT];
+    hb.n_zstd = dm_zstd_pb(zm, zs, zsp);
+    hb.zstd = zsp;
     Strata__FetchProgress fp;
     hb.fetch = dm_fetch_pb(d, &fp);
     st_probe_link *pl = NULL;

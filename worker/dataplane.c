@@ -224,7 +224,8 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
     if ((e = st_step_max_frame(cfg->hidden, ST_DP_MAX_TOKENS, &max_frame)) ||
         (e = st_env_init_mode(&dp->rx, cfg->key, cfg->encrypt, cfg->sender)) ||
         (e = st_env_init_mode(&dp->tx, cfg->key, cfg->encrypt, cfg->sender)) ||
-        (e = st_wire_ctx_new(cfg->force_ref, &dp->wire)) || (e = st_sessions_init(&dp->ses, 1)))
+        (e = st_wire_ctx_new(cfg->force_ref, &dp->wire)) ||
+        (e = st_wire_zsampler_new(cfg->force_ref, &dp->zs)) || (e = st_sessions_init(&dp->ses, 1)))
         goto fail;
     dp->end_ids = calloc(ST_DP_END_CAP, sizeof *dp->end_ids);
     if (dp->end_ids == NULL) {
@@ -429,6 +430,7 @@ void st_dp_close(st_dataplane *dp)
     st_sessions_fini(&dp->ses);
     st_dp_stage_free(dp->cur);
     st_wire_ctx_free(dp->wire);
+    st_wire_zsampler_free(dp->zs);
     st_env_fini(&dp->rx);
     st_env_fini(&dp->tx);
     free(dp->end_ids);

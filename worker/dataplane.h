@@ -49,7 +49,8 @@ typedef struct st_dp_plan {
     char result_addr[ST_DP_ADDR_MAX];                /* where results and error results go */
     st_wire_dtype in_dtype;                          /* boundary into this stage (not stage 0) */
     st_wire_dtype out_dtype;                         /* boundary out of it (not the last) */
-    bool zstd;
+    bool out_zstd; /* the boundary out of it is compressed (the next Stage.in_zstd) */
+    bool zstd;     /* Plan.zstd: every boundary is (--zstd) */
     uint32_t max_tokens, n_ctx, max_sessions;
     /* who may send this stage STEP frames (envelope sender ids): the
      * coordinator for stage 0 (Plan.step_sender), else the workers of the
@@ -115,6 +116,10 @@ typedef struct st_dp_counters {
     uint64_t f16_clamps;    /* values clamped by the f16 wire encoder */
     uint64_t auth_failed;   /* frames the data envelope refused (MAC, replay) */
     uint64_t refused_step;  /* STEP frames not from the previous stage (dp_check_sender) */
+    uint64_t zstd_sent;     /* activation packets sent as zstd frames */
+    uint64_t zstd_raw;      /* their payload bytes before zstd */
+    uint64_t zstd_wire;     /* ... and as sent */
+    uint64_t zstd_recv;     /* zstd activation packets decoded */
 } st_dp_counters;
 
 /* The state shared by the control thread, the data thread, the loader
@@ -139,6 +144,8 @@ typedef struct st_worker_shared {
     uint64_t stale_dropped;
     st_latency lat; /* layers of the served stage */
     st_dp_counters c;
+    /* zstd on sampled outbound activations, per dtype (common/wire_sample.h) */
+    st_wire_zmeas zstd[ST_WIRE_DT_COUNT];
     uint64_t busy_ns;   /* time spent on batches, ever */
     uint32_t in_flight; /* batches being computed (0 or 1) */
     uint32_t sessions;

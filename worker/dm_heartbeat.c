@@ -2,7 +2,7 @@
  * worker: the peers whose links to probe (handed to the prober, only
  * well-formed ones, INV-3), and leaving when a drain is complete (or
  * staying as a drained spare with --stay-after-drain; daemon.h); and the
- * --throttle-file each heartbeat re-reads. */
+ * --throttle-file each heartbeat re-reads; the heartbeat's zstd figures. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +55,26 @@ void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r)
            (unsigned long long)r->drain_epoch, why);
     if (d->cfg.leave_signal > 0)
         kill(getpid(), d->cfg.leave_signal); /* main() shuts down and exits 0 */
+}
+
+size_t dm_zstd_pb(const st_wire_zmeas zm[ST_WIRE_DT_COUNT],
+                  Strata__ZstdMeasure zs[ST_WIRE_DT_COUNT],
+                  Strata__ZstdMeasure *zsp[ST_WIRE_DT_COUNT])
+{
+    size_t n = 0;
+    for (unsigned t = 0; t < ST_WIRE_DT_COUNT; t++) {
+        if (zm[t].samples == 0)
+            continue;
+        Strata__ZstdMeasure *z = &zs[n];
+        strata__zstd_measure__init(z);
+        z->dtype = (char *)st_wire_dtype_name((st_wire_dtype)t);
+        z->ratio = zm[t].ratio;
+        z->compress_ns_per_byte = zm[t].compress_ns;
+        z->decompress_ns_per_byte = zm[t].decompress_ns;
+        z->samples = zm[t].samples;
+        zsp[n++] = z;
+    }
+    return n;
 }
 
 void dm_read_throttle(st_daemon *d)

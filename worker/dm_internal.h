@@ -177,6 +177,12 @@ void dm_chunk_advertise(st_daemon *d, const char *host);
  * in d->hb_*: valid until the next call); NULL when not streaming. */
 Strata__FetchProgress *dm_fetch_pb(st_daemon *d, Strata__FetchProgress *out);
 
+/* dm_zstd_pb - the heartbeat's ZstdMeasure entries (in zs, pointed to by
+ * zsp) of the dtypes zm has samples of; returns how many (dm_heartbeat.c). */
+size_t dm_zstd_pb(const st_wire_zmeas zm[ST_WIRE_DT_COUNT],
+                  Strata__ZstdMeasure zs[ST_WIRE_DT_COUNT],
+                  Strata__ZstdMeasure *zsp[ST_WIRE_DT_COUNT]);
+
 /* dm_read_throttle - re-reads --throttle-file (a number in [1, 1000]; an
  * absent file keeps the current value, a bad one is logged and ignored)
  * into d->throttle and the data plane's copy (dm_heartbeat.c). */

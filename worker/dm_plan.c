@@ -212,6 +212,7 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
         for (size_t k = 0; k < nx->n_data_addrs; k++)
             snprintf(o->next_addrs[k], sizeof o->next_addrs[k], "%s", nx->data_addrs[k]);
         st_wire_dtype_from_name(nx->in_dtype, &o->out_dtype);
+        o->out_zstd = nx->in_zstd;
     }
     return ST_OK;
 }

@@ -4,6 +4,7 @@
 #ifndef ST_WORKER_DP_INTERNAL_H
 #define ST_WORKER_DP_INTERNAL_H
 
+#include "common/wire_sample.h"
 #include "worker/dataplane.h"
 #include "worker/sessions.h"
 
@@ -19,7 +20,10 @@ struct st_dataplane {
     st_env rx; /* opens frames from the PULL */
     st_env tx; /* seals frames for both PUSHes */
     st_wire_ctx *wire;
-    st_dp_stage *cur; /* the stage served; NULL before the first commit */
+    st_wire_zsampler *zs; /* zstd on sampled outbound packets */
+    bool zs_new;          /* a sample not published yet */
+    st_dp_counters z;     /* this batch's zstd counts (zstd_* only), published with it */
+    st_dp_stage *cur;     /* the stage served; NULL before the first commit */
     st_sessions ses;
     uint64_t *end_ids;   /* [ST_DP_END_CAP] copy of the shared list */
     uint64_t tick;       /* batch counter, the sessions' pin */

@@ -342,6 +342,7 @@ static st_err dp_input(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta 
                               s->hin_cap);
     if (e != ST_OK)
         return e;
+    dp->z.zstd_recv += (h.flags & ST_WIRE_F_ZSTD) != 0;
     if (h.batch_id != m->batch_id)
         return st_errorf(ST_EPROTO, "packet of batch %llu inside the meta of batch %llu",
                          (unsigned long long)h.batch_id, (unsigned long long)m->batch_id);
@@ -431,6 +432,23 @@ static st_err dp_forward(st_dataplane *dp, st_dp_stage *s, size_t n_rows, uint64
     return ST_OK;
 }
 
+/* dp_zsample - after a packet was sent: when due, what zstd does to its
+ * hidden states in every dtype (wire_sample.h), for the heartbeats. A
+ * failed sample is logged and changes nothing. */
+static void dp_zsample(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta *m)
+{
+    if (!st_wire_zsampler_due(dp->zs))
+        return;
+    uint32_t n = 0;
+    for (size_t i = 0; i < m->n_rows; i++)
+        n += m->rows[i]->n_tok; /* checked by dp_check: at most max_tokens */
+    st_err e = st_wire_zsampler_take(dp->zs, s->hout, n, (uint32_t)s->n_embd);
+    if (e != ST_OK)
+        st_log(ST_LOG_WARN, "data", "zstd sample of batch %llu: %s",
+               (unsigned long long)m->batch_id, st_errmsg(e));
+    dp->zs_new = dp->zs_new || e == ST_OK;
+}
+
 /* dp_send_step - encodes the hidden states for the next stage and sends
  * STEP{meta as received, packet} on; *clamps gets the f16 clamp count. */
 static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta *m,
@@ -457,10 +475,11 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
         s->wrow[i].pos0 = m->rows[i]->pos;
         s->wrow[i].n_tokens = m->rows[i]->n_tok;
     }
+    bool zstd = p->zstd || p->out_zstd; /* --zstd, or this boundary's own choice */
     st_wire_opts o = {
         .dtype = p->out_dtype,
-        .zstd_level = p->zstd ? ST_WIRE_ZSTD_DEFAULT_LEVEL : 0,
-        .plane_split = p->zstd && (p->out_dtype == ST_WIRE_F16 || p->out_dtype == ST_WIRE_BF16),
+        .zstd_level = zstd ? ST_WIRE_ZSTD_DEFAULT_LEVEL : 0,
+        .plane_split = zstd && (p->out_dtype == ST_WIRE_F16 || p->out_dtype == ST_WIRE_BF16),
     };
     size_t bound, len;
     st_err e = st_wire_encode_size(&h, s->wrow, &o, &bound);
@@ -485,6 +504,12 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
         return st_errorf(ST_ENNG, "sending batch %llu to %s: %s", (unsigned long long)m->batch_id,
                          dp->next_addr[k], nng_strerror(rv));
     }
+    if (zstd) {
+        dp->z.zstd_sent++;
+        dp->z.zstd_raw += st.raw_bytes;
+        dp->z.zstd_wire += st.wire_bytes;
+    }
+    dp_zsample(dp, s, m);
     return ST_OK;
 }
 
@@ -566,6 +591,7 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const st_step_p
         return;
     }
     uint64_t t0 = st_now_ns(), compute_ns = 0, clamps = 0;
+    memset(&dp->z, 0, sizeof dp->z);
     pthread_mutex_lock(&dp->sh->mu);
     dp->sh->in_flight = 1;
     pthread_mutex_unlock(&dp->sh->mu);
@@ -606,6 +632,13 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const st_step_p
     if (computed) {
         sh->c.steps++;
         sh->c.f16_clamps += clamps;
+        sh->c.zstd_sent += dp->z.zstd_sent;
+        sh->c.zstd_raw += dp->z.zstd_raw;
+        sh->c.zstd_wire += dp->z.zstd_wire;
+        sh->c.zstd_recv += dp->z.zstd_recv;
+        if (dp->zs_new)
+            st_wire_zsampler_get(dp->zs, sh->zstd);
+        dp->zs_new = false;
         for (int64_t l = 0; l < s->plan.last - s->plan.first; l++)
             st_latency_add(&sh->lat, s->plan.first + l, (double)s->layer_ns[l] / 1e6);
     }

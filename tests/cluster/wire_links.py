@@ -10,9 +10,12 @@ also on failure. Prints 'N passed, N failed' as its last line.
 
 Cases:
 - exact: synth-s-f32 on three workers (--split 2,2,2) on loopback: every
-  boundary is f32 (a fast link), said with its reason in `strata status
-  --json`; the golden cases' greedy ids equal the golden ids and `strata
-  run`'s, with bit-identical logits.
+  boundary is f32 (a fast link) without zstd (a loopback link is faster
+  than zstd), said with its reason in `strata status --json`; the golden
+  cases' greedy ids equal the golden ids and `strata run`'s, with
+  bit-identical logits. The boundary w2 -> w3 was planned on an assumed
+  link (w3 joined last, the plan followed its join); once measured, its
+  live reason says "measured" in the same epoch: no replan.
 - accept: two workers, the second started with `--wire-accept bf16`: the
   boundary into it is bf16 in every plan seen, its status lists only bf16,
   it refused no packet (bad_packets 0) and generation works; a
@@ -23,7 +26,12 @@ Cases:
   is not borderline); --split 2,2,2 puts w1 -> w2 (fast) and w2 -> w3 (slow)
   on the two boundaries: once both are measured, `auto` gives them
   different dtypes (f32 on the fast one, a 16-bit one on the slow one).
-  The assertion is on the choice, never on a timing.
+  After a generation w2 has sampled what zstd does to its activations
+  (every dtype) and reports it; the plan then compresses the slow boundary
+  and not the fast one, w2 sends zstd packets that w3 decodes (their
+  counters) while w1 sends none, and the greedy ids equal those of the
+  same dtypes without zstd (zstd is lossless). The assertions are on the
+  choices and on counters, never on a timing.
 - i8: the same bed with --allow-i8 and the accuracy gate held by a test
   hold point: pending, the slow boundary is 16-bit; released, the gate
   passes and the slow boundary alone moves to i8 with the gate in its
@@ -34,6 +42,7 @@ Cases:
   reason says the gate failed.
 - i8-fixed: --allow-i8 with a fixed --wire is a usage error (exit 2).
 """
+
 
 import json
 import os
@@ -59,11 +68,29 @@ THROTTLE = "4"
 # stage compute near 0.7 ms (a 10% budget near 70 us), while veths carry
 # 100s of MB/s to GB/s (one f32 token in a few us): ~6x and ~10x margins
 SLOW_RATE = "20mbit"
+# case mixed's generations: a prompt of 32 ids (one prefill packet of 32 tokens, 16 KiB as
+# f16, that zstd shrinks by ~5%; a decode step's 512 B barely compress) and 8 tokens
+ZPROMPT = ",".join(str(i) for i in range(1, 33))
+GEN_STEPS = 8
 
 
 def boundaries(st):
     """[(in_dtype, in_why)] of the stages after the first."""
     return [(s["in_dtype"], s["in_why"]) for s in st["plan"]["stages"][1:]]
+
+
+def zstds(st):
+    """[in_zstd] of the stages after the first."""
+    return [s["in_zstd"] for s in st["plan"]["stages"][1:]]
+
+
+def lives(st):
+    """[live_why or None] of the stages after the first (--wire auto's latest check)."""
+    return [s.get("live_why") for s in st["plan"]["stages"][1:]]
+
+
+def worker_of(st, name):
+    return [w for w in st["workers"] if w["name"] == name][0]
 
 
 def wait_status(get, pred, what, timeout=TIMEOUT):
@@ -74,7 +101,22 @@ def wait_status(get, pred, what, timeout=TIMEOUT):
         if st is not None and pred(st):
             return st
         time.sleep(0.2)
-    raise AssertionError("%s not seen in %ss: %s" % (what, timeout, json.dumps(st)[:3000]))
+    raise AssertionError("%s not seen in %ss: %s\nstatus: %s" % (what, timeout, summary(st),
+                                                                   json.dumps(st)[:3000]))
+
+
+def summary(st):
+    """The plan's boundaries and the links of a status, for a failure's message."""
+    if not st:
+        return "no status"
+    out = "epoch %s serving %s" % (st.get("epoch"), st.get("serving"))
+    if st.get("plan"):
+        out += "; boundaries %s; live %s" % (boundaries(st), lives(st))
+    for x in st.get("links", []):
+        out += "; %s->%s %.3g MB/s %s" % (x.get("from_name"), x.get("to_name"),
+                                         x["bandwidth_bytes_per_s"] / 1e6,
+                                         "measured" if x["measured"] else "assumed")
+    return out
 
 
 def case_exact():
@@ -84,16 +126,28 @@ def case_exact():
             time.sleep(0.3)  # join order is the split's order
         st = c.wait_serving(3)
         b = boundaries(st)
+        epoch = st["epoch"]
         assert [d for d, _ in b] == ["f32", "f32"], b
         assert all(w.startswith("f32: the most precise within budget") for _, w in b), b
+        assert "(assumed)" in b[1][1], b  # planned at w3's join: w2 -> w3 not measured yet
+        # the measurement updates the reason shown, not the plan (nothing changed)
+        st = wait_status(c.status, lambda st: st["epoch"] == epoch and lives(st)[1] is not None
+                         and "(measured)" in lives(st)[1], "w2 -> w3's live reason 'measured'")
+        assert boundaries(st)[1] == b[1], (boundaries(st), b)  # the plan's own reason stays
+        assert "; zstd off: " in lives(st)[1], lives(st)
         for case in golden_cases():
             if case["model"] == MODEL:
                 check_generate_exact(c, case, c.tmp)
         st = c.status()
         assert [d for d, _ in boundaries(st)] == ["f32", "f32"], boundaries(st)
+        assert zstds(st) == [False, False], zstds(st)
+        assert all(worker_of(st, n)["counters"]["zstd_packets_sent"] == 0
+                   for n in ("worker0", "worker1")), st["workers"]
         out = c.cli("status").stdout
         assert "; in f32 (f32: " in out, out
+        assert "s ago)" in out, out  # the live reason's age
         print("exact: boundaries %s; golden ids and bit-exact logits" % b)
+        print("exact: w2 -> w3 now (epoch %d still): %s" % (st["epoch"], lives(st)[1]))
 
 
 def case_accept():
@@ -228,13 +282,71 @@ def case_mixed():
         b = boundaries(st)
         links = {(x["from_name"], x["to_name"]): x for x in st["links"]}
         fast, slow = links[("w1", "w2")], links[("w2", "w3")]
-        r = bed.cli("generate", "--prompt-ids", "1,2,3,4", "-n", "8", "--temp", "0", "--ids")
-        assert len(cluster.parse_ids(r.stdout)) == 8, r.stdout
+
+        def generate():  # one prefill batch of ZPROMPT tokens, then GEN_STEPS - 1 decode steps
+            r = bed.cli("generate", "--prompt-ids", ZPROMPT, "-n", str(GEN_STEPS), "--temp", "0",
+                        "--ids")
+            ids = cluster.parse_ids(r.stdout)
+            assert len(ids) == GEN_STEPS, r.stdout
+            return ids
+
+        def steps_seen(n):  # every stage worker's heartbeat reports n batches computed
+            return lambda st: all(worker_of(st, w)["counters"]["steps"] == n
+                                  for w in ("w1", "w2", "w3"))
+
         assert st["i8_gate"] == "not asked (no --allow-i8)", st["i8_gate"]
         assert all(w.endswith("; i8 gate not asked") for _, w in b), b
+        # no worker has sent an activation yet: zstd unknown, off everywhere
+        assert zstds(st) == [False, False], zstds(st)
+        assert "zstd off: its ratio on" in b[1][1], b
+        ids = generate()  # w1 and w2 sample their first packets
         print("mixed: w1->w2 %.1f MB/s: %s" % (fast["bandwidth_bytes_per_s"] / 1e6, b[0][1]))
         print("mixed: w2->w3 %.2f MB/s (tbf %s): %s" % (slow["bandwidth_bytes_per_s"] / 1e6,
                                                       SLOW_RATE, b[1][1]))
+
+        # w2's zstd measurement arrives: the slow boundary is compressed, the fast one not
+        def zmixed(st):
+            return st.get("serving") and [d for d, _ in boundaries(st)] == [b[0][0], b[1][0]] \
+                and zstds(st) == [False, True]
+        st = wait_status(bed.status, zmixed, "zstd on w2 -> w3 only", 60)
+        zb = boundaries(st)
+        assert "zstd on: saves" in zb[1][1], zb
+        # w1's measurement may come after the replan w2's caused: the fast boundary's
+        # live reason then turns from 'not measured' to the figures, without a replan
+        st = wait_status(bed.status, lambda st: zmixed(st) and None not in lives(st)
+                         and "zstd off: saves" in lives(st)[0]
+                         and "zstd on: saves" in lives(st)[1], "both boundaries' zstd figures", 30)
+        zb = list(zip([d for d, _ in boundaries(st)], lives(st)))
+        w2z = {z["dtype"]: z for z in worker_of(st, "w2")["zstd"]}
+        assert set(w2z) == {"f32", "f16", "bf16", "i8"}, w2z
+        r = bed.cli("plan")
+        assert " in %s+zstd (" % b[1][0] in r.stdout, r.stdout
+        # the first generation's batches all reported (some of its packets may already
+        # have been compressed: the plan switched while it ran); then a second one
+        st = wait_status(bed.status, steps_seen(GEN_STEPS), "the first generation's steps", 30)
+        base = {n: worker_of(st, n)["counters"] for n in ("w1", "w2", "w3")}
+        zids = generate()
+        assert zids == ids, (zids, ids)  # the same dtypes, losslessly compressed
+        st = wait_status(bed.status, steps_seen(2 * GEN_STEPS), "the second generation's steps", 30)
+        w1c, w2c, w3c = ({k: v - base[n][k] for k, v in worker_of(st, n)["counters"].items()}
+                         for n in ("w1", "w2", "w3"))
+        # every packet of the second generation on w2 -> w3 is a zstd frame, none on w1 -> w2
+        assert w2c["zstd_packets_sent"] == GEN_STEPS, w2c
+        assert w3c["zstd_packets_received"] == GEN_STEPS, w3c
+        assert w1c["zstd_packets_sent"] == 0 and w2c["zstd_packets_received"] == 0, (w1c, w2c)
+        # the prefill's frame gains more than the decode steps' frame overheads lose
+        assert w2c["zstd_wire_bytes_sent"] < w2c["zstd_raw_bytes_sent"], w2c
+        assert w3c["bad_packets"] == 0, w3c
+        print("mixed: w2 measured %s" % ", ".join(
+            "%s ratio %.3f codec %.2f+%.2f ns/B" % (d, z["ratio"], z["compress_ns_per_byte"],
+                                                    z["decompress_ns_per_byte"])
+            for d, z in sorted(w2z.items())))
+        print("mixed: w2->w3 %s" % zb[1][1])
+        print("mixed: w1->w2 %s" % zb[0][1])
+        print("mixed: 2nd generation: w2 sent %d zstd packets (%d -> %d payload bytes), "
+              "w3 decoded %d; ids %s"
+              % (w2c["zstd_packets_sent"], w2c["zstd_raw_bytes_sent"],
+                 w2c["zstd_wire_bytes_sent"], w3c["zstd_packets_received"], zids))
 
 
 def golden_case():

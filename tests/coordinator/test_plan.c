@@ -293,6 +293,14 @@ START_TEST(route_senders)
     ck_assert_int_eq(st_plan_seal(&q), ST_OK);
     ck_assert(memcmp(p.hash, q.hash, 32) != 0);
     ck_assert(!st_plan_same_layout(&p, &q));
+    /* a boundary's zstd (--wire auto's per-boundary choice) is the plan's too */
+    q.step_sender = p.step_sender;
+    ck_assert_int_eq(st_plan_seal(&q), ST_OK);
+    ck_assert(memcmp(p.hash, q.hash, 32) == 0);
+    q.stages[1].in_zstd = true;
+    ck_assert_int_eq(st_plan_seal(&q), ST_OK);
+    ck_assert(memcmp(p.hash, q.hash, 32) != 0);
+    ck_assert(!st_plan_same_layout(&p, &q));
     st_plan_free(&q);
     st_plan_free(&p);
 }
