@@ -5,8 +5,8 @@
 # forced, and bounded libFuzzer runs of every fuzz target.
 # Usage: deploy/test.sh [--quick]   (--quick: release build tests only)
 # Environment: STRATA_SHARED (default ../shared), FUZZ_SECONDS (per target,
-# default 40: six targets in 240 s, so the whole run stays under 30 minutes
-# on 2 cores with the suite at 119 tests).
+# default 25: six targets in 150 s, so the whole run stays under 30 minutes
+# on 2 cores with the suite at 129 tests; deploy/fuzz.sh 600 for a long run).
 set -eu
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -76,12 +76,14 @@ fi
 # `strata run` per architecture and dtype. The other integration tests
 # (membership, security, HTTP, placement, streaming, deployment) exercise
 # sockets and state that no kernel choice reaches; they run in the release
-# and sanitizer passes.
+# and sanitizer passes, as does wire_exhaustive (the wire codec over every
+# value of each dtype: no stage engine).
 REF_E2E='^(cluster-inv1|cluster-qwen2|cluster-llama3|kquant-.*|shards-exact|wire-exact)$'
 INTEGRATION='^(cluster|batching|placement|security|chaos|http|shards|stream|wire|deploy|kquant)-'
 ref_tests() {
     meson test -C build --list 2>/dev/null | sed -n 's#^strata\(:[a-z]*\)\{0,1\} / ##p' |
         while read -r t; do
+            [ "$t" = wire_exhaustive ] && continue
             if echo "$t" | grep -qE "$REF_E2E" || ! echo "$t" | grep -qE "$INTEGRATION"; then
                 echo "$t"
             fi
@@ -91,12 +93,18 @@ step "tests (release, STRATA_KERNELS=ref: unit tests and the end-to-end ids)"
 suite ref env STRATA_KERNELS=ref meson test -C build --print-errorlogs --num-processes $JOBS \
     $(ref_tests)
 
-step "tests (address,undefined)"
+# The sanitizer pass runs every test but suite 'rss' (shards-rss,
+# stream-rss): they assert peak resident memory, which ASan's shadow memory
+# and quarantine distort, on a 1.2 GB model whose making and streaming take
+# 3 of this pass's minutes; the code they run (a stage streamed, a shard
+# chain) runs under ASan in stream-basic/resume/netns and shards-exact.
+step "tests (address,undefined; suite rss in the release pass only)"
 suite asan env UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 STRATA_OTHER_BUILD="$ROOT/build" \
-    meson test -C build-asan --print-errorlogs --num-processes $JOBS --timeout-multiplier 3
+    meson test -C build-asan --print-errorlogs --num-processes $JOBS --timeout-multiplier 3 \
+    --no-suite rss
 
-step "fuzzing (${FUZZ_SECONDS:-40} s per target)"
-if deploy/fuzz.sh "${FUZZ_SECONDS:-40}" fuzz_gguf fuzz_wire fuzz_envelope fuzz_step fuzz_http_body \
+step "fuzzing (${FUZZ_SECONDS:-25} s per target)"
+if deploy/fuzz.sh "${FUZZ_SECONDS:-25}" fuzz_gguf fuzz_wire fuzz_envelope fuzz_step fuzz_http_body \
         fuzz_msg; then
     echo "fuzz 6 0 0" >> "$SUMMARY"
 else
