@@ -300,6 +300,7 @@ static void ref_mul_mat_r8(st_dtype t, ref_dot_fn dot, int64_t n, const void *w,
                     st_block_q8_0 q8;
                     st_block_q4_0 q4;
                     st_block_q4_k q4k;
+                    st_block_q6_k q6k;
                 } blk;
                 st_r8_gather(t, w, w_stride, i, b, &blk);
                 sum += dot(blck, &blk, xr + (size_t)b * xbb);
@@ -328,6 +329,14 @@ static void ref_mul_mat_r8_q4_k(int64_t n, const void *w, size_t w_stride, int64
                                 int64_t y_stride)
 {
     ref_mul_mat_r8(ST_DT_Q4_K, st_kq_dot_q4_k, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                   y_stride);
+}
+
+static void ref_mul_mat_r8_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                const void *x, size_t x_stride, int64_t nx, float *y,
+                                int64_t y_stride)
+{
+    ref_mul_mat_r8(ST_DT_Q6_K, st_kq_dot_q6_k, n, w, w_stride, i0, i1, x, x_stride, nx, y,
                    y_stride);
 }
 
@@ -469,7 +478,8 @@ static const st_kernel_ops ref_ops = {
                 [ST_DT_Q6_K] = st_kq_mul_mat_q6_k},
     .mul_mat_r8 = {[ST_DT_Q8_0] = ref_mul_mat_r8_q8_0,
                    [ST_DT_Q4_0] = ref_mul_mat_r8_q4_0,
-                   [ST_DT_Q4_K] = ref_mul_mat_r8_q4_k},
+                   [ST_DT_Q4_K] = ref_mul_mat_r8_q4_k,
+                   [ST_DT_Q6_K] = ref_mul_mat_r8_q6_k},
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,
     .rope_neox = ref_rope_neox,

@@ -29,10 +29,10 @@
  * k-panels: bit-identical to the reference and to the tile path, so the
  * switch at KP_MIN_NX rows keeps batch invariance (INV-7). Needs VNNI.
  *
- * Q4_K weights in the R8 layout (avx512_mul_mat_r8_q4_k): fewer than
- * KP_MIN_NX activation rows take kquant_avx512_r8.c's kernel, more the
- * panel path above with each super-block gathered back from its group
- * block (kp_unpack_q4_k_r8: the same unpacked values). */
+ * Q4_K and Q6_K weights in the R8 layout (k5_r8): fewer than KP_MIN_NX
+ * activation rows take kquant_avx512_r8.c's kernels, more the panel path
+ * above with each super-block gathered back from its group block
+ * (kp_unpack_q4_k_r8, kp_unpack_q6_k_r8: the same unpacked values). */
 #include <immintrin.h>
 #include <stddef.h>
 #include <string.h>
@@ -193,10 +193,10 @@ kp_block(int nt, const ka_block *kb, const kp_xpanel *P, int sb, __m512 acc[KP_T
 static inline void kp_unpack_q4_k_r8(const unsigned char *w, size_t w_stride, int64_t i, int64_t b,
                                      ka_block *kb)
 {
+    const __m512i lines = _mm512_setr_epi64(0, 64, 128, 192, 256, 320, 384, 448);
     const int r = (int)(i % ST_R8_ROWS);
     const unsigned char *o = w + (size_t)(i / ST_R8_ROWS) * ST_R8_ROWS * w_stride +
                              (size_t)b * ST_R8_ROWS * sizeof(st_block_q4_k);
-    const __m512i lines = _mm512_setr_epi64(0, 64, 128, 192, 256, 320, 384, 448);
     const unsigned char *q = o + ST_R8_Q4K_QS + 8 * r;
     const __m512i q0 = _mm512_i64gather_epi64(lines, (const void *)q, 1);
     const __m512i q1 = _mm512_i64gather_epi64(lines, (const void *)(q + 8 * 64), 1);
@@ -222,10 +222,32 @@ static inline void kp_unpack_q4_k_r8(const unsigned char *w, size_t w_stride, in
     kb->dmin = ka_h2f(dmin);
 }
 
+/* kp_unpack_q6_k_r8 - ka_unpack_q6_k of super-block b of row i of a Q6_K
+ * R8 matrix: the plain block rebuilt from its 8-byte pieces (gathered from
+ * the group block's lines), then unpacked as usual. */
+static inline void kp_unpack_q6_k_r8(const unsigned char *w, size_t w_stride, int64_t i, int64_t b,
+                                     ka_block *kb)
+{
+    const __m512i lines = _mm512_setr_epi64(0, 64, 128, 192, 256, 320, 384, 448);
+    const int r = (int)(i % ST_R8_ROWS);
+    const unsigned char *o = w + (size_t)(i / ST_R8_ROWS) * ST_R8_ROWS * w_stride +
+                             (size_t)b * ST_R8_ROWS * sizeof(st_block_q6_k);
+    st_block_q6_k blk;
+    const unsigned char *ql = o + ST_R8_Q6K_QL + 8 * r, *qh = o + ST_R8_Q6K_QH + 8 * r;
+    _mm512_storeu_si512((void *)blk.ql, _mm512_i64gather_epi64(lines, (const void *)ql, 1));
+    _mm512_storeu_si512((void *)(blk.ql + 64),
+                        _mm512_i64gather_epi64(lines, (const void *)(ql + 8 * 64), 1));
+    _mm512_storeu_si512((void *)blk.qh, _mm512_i64gather_epi64(lines, (const void *)qh, 1));
+    memcpy(blk.scales, o + ST_R8_Q6K_SC_LO + 8 * r, 8);
+    memcpy(blk.scales + 8, o + ST_R8_Q6K_SC_HI + 8 * r, 8);
+    memcpy(&blk.d, o + ST_R8_Q6K_D + 2 * r, sizeof blk.d);
+    ka_unpack_q6_k(&blk, kb);
+}
+
 /* kp_rows - weight rows [i0, i0 + nw) (nw <= KP_WR) against activation
  * rows [j0, j0 + nr) (nr <= KP_TILES * 16), through the whole row; P and
- * acc are scratch. r8: wb is a Q4_K matrix in the R8 layout (unpack and bb
- * unused; i0 and nw multiples of 8). */
+ * acc are scratch. r8 (0: plain rows): wb is a matrix of dtype r8 (Q4_K or
+ * Q6_K) in the R8 layout (unpack unused; i0 and nw multiples of 8). */
 static inline __attribute__((always_inline)) void
 kp_rows(int nt, int r8, ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned char *wb,
         size_t w_stride, int64_t i0, int64_t nw, const unsigned char *xb, size_t x_stride,
@@ -243,7 +265,7 @@ kp_rows(int nt, int r8, ka_unpack_fn unpack, size_t bb, int64_t nb, const unsign
              * hardware prefetchers */
             if (r8 && r % ST_R8_ROWS == 0 && r + ST_R8_ROWS < nw) {
                 /* the next group's k-panel: its 8 rows' pieces side by side */
-                const size_t gbb = ST_R8_ROWS * sizeof(st_block_q4_k);
+                const size_t gbb = ST_R8_ROWS * bb;
                 const unsigned char *pf = wb + (size_t)(i0 + r + ST_R8_ROWS) * w_stride +
                                           (size_t)b0 * gbb;
                 for (size_t o = 0; o < (size_t)nsb * gbb; o += KP_ALIGN)
@@ -258,8 +280,10 @@ kp_rows(int nt, int r8, ka_unpack_fn unpack, size_t bb, int64_t nb, const unsign
                 a[t] = _mm512_load_ps(acc[r][t]);
             for (int64_t sb = 0; sb < nsb; sb++) {
                 ka_block kb;
-                if (r8)
+                if (r8 == ST_DT_Q4_K)
                     kp_unpack_q4_k_r8(wb, w_stride, i0 + r, b0 + sb, &kb);
+                else if (r8 == ST_DT_Q6_K)
+                    kp_unpack_q6_k_r8(wb, w_stride, i0 + r, b0 + sb, &kb);
                 else
                     unpack(wr + (size_t)(b0 + sb) * bb, &kb);
                 kp_block(nt, &kb, P, (int)sb, a);
@@ -412,27 +436,43 @@ void avx512_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, 
                y_stride);
 }
 
-/* avx512_mul_mat_r8_q4_k - whole groups by the panel path from KP_MIN_NX
- * activation rows, by avx512_r8_q4_k_groups below; rows outside whole
- * groups by the reference's R8 product (same bits). */
-void avx512_mul_mat_r8_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+/* k5_r8 - the mul_mat_r8 contract for t (Q4_K or Q6_K, super-blocks of
+ * bb bytes): whole groups by the panel path from KP_MIN_NX activation
+ * rows, by kquant_avx512_r8.c's kernels below (groups); rows outside
+ * whole groups by the reference's R8 product (same bits). */
+static void k5_r8(st_dtype t, size_t bb,
+                  void (*groups)(int64_t, const void *, size_t, int64_t, int64_t, const void *,
+                                 size_t, int64_t, float *, int64_t),
+                  int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1, const void *x,
+                  size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     const st_kernel_ops *ref = st_kernels_ref();
     const int64_t g0 = (i0 + ST_R8_ROWS - 1) / ST_R8_ROWS, g1 = i1 / ST_R8_ROWS;
     if (g1 <= g0) {
-        ref->mul_mat_r8[ST_DT_Q4_K](n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+        ref->mul_mat_r8[t](n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
         return;
     }
     if (i0 < ST_R8_ROWS * g0)
-        ref->mul_mat_r8[ST_DT_Q4_K](n, w, w_stride, i0, ST_R8_ROWS * g0, x, x_stride, nx, y,
-                                    y_stride);
+        ref->mul_mat_r8[t](n, w, w_stride, i0, ST_R8_ROWS * g0, x, x_stride, nx, y, y_stride);
     if (nx >= KP_MIN_NX)
-        kp_mul_mat(1, NULL, 0, n, w, w_stride, ST_R8_ROWS * g0, ST_R8_ROWS * g1, x, x_stride, nx, y,
-                   y_stride);
+        kp_mul_mat((int)t, NULL, bb, n, w, w_stride, ST_R8_ROWS * g0, ST_R8_ROWS * g1, x, x_stride,
+                   nx, y, y_stride);
     else
-        avx512_r8_q4_k_groups(n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
+        groups(n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
     if (ST_R8_ROWS * g1 < i1)
-        ref->mul_mat_r8[ST_DT_Q4_K](n, w, w_stride, ST_R8_ROWS * g1, i1, x, x_stride, nx, y,
-                                    y_stride);
+        ref->mul_mat_r8[t](n, w, w_stride, ST_R8_ROWS * g1, i1, x, x_stride, nx, y, y_stride);
+}
+
+void avx512_mul_mat_r8_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    k5_r8(ST_DT_Q4_K, sizeof(st_block_q4_k), avx512_r8_q4_k_groups, n, w, w_stride, i0, i1, x,
+          x_stride, nx, y, y_stride);
+}
+
+void avx512_mul_mat_r8_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    k5_r8(ST_DT_Q6_K, sizeof(st_block_q6_k), avx512_r8_q6_k_groups, n, w, w_stride, i0, i1, x,
+          x_stride, nx, y, y_stride);
 }

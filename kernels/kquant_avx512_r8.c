@@ -1,4 +1,4 @@
-/* kquant_avx512_r8.c - Q4_K products on R8 (row-interleaved) weights for
+/* kquant_avx512_r8.c - Q4_K and Q6_K products on R8 (row-interleaved) weights for
  * few activation rows (decode, batched decode), AVX-512 with VNNI;
  * compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (and AVX2,
  * FMA, F16C).
@@ -21,6 +21,14 @@
  * (mul, mul, sub, add: no FMA contraction in this C11 build), super-block
  * after super-block: bit-identical to kquant_ref.c on the plain matrix,
  * for any batch and any split of the rows (INV-7).
+ *
+ * Q6_K the same way: a qh line and the two ql lines it completes give 4
+ * vectors of unsigned 6-bit quants u (q = u - 32); a 16-value group is
+ * two lines, its lane sums P minus 32 * bsums (from one lane of each row)
+ * are sum((u - 32) * q8) exactly, and are multiplied by the group's
+ * signed scale (vpshufb to the top byte of each lane, then an arithmetic
+ * shift). No mins: the float step's dmin and summ are 0, as in the
+ * reference.
  *
  * Loops: group after group (8 rows, 8 * row_bytes contiguous bytes, which
  * the hardware prefetcher streams); per group, activation rows in chunks
@@ -173,8 +181,139 @@ static void r4_group_x(int C, const uint8_t *gb, int64_t nb, const st_block_q8_k
     }
 }
 
-void avx512_r8_q4_k_groups(int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
-                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+/* ---- Q6_K ---- */
+
+#define R6_GBB (ST_R8_ROWS * sizeof(st_block_q6_k)) /* bytes of a group block */
+#define R6_OFF_SHIFT 5                              /* q = u - 32: 32 = 1 << 5 */
+#define R6_Z R4_Z
+
+/* r6_ctrl_sc[j] - vpshufb control: byte j of each 64-bit lane into the top
+ * byte of both of its 32-bit lanes (then >> 24, arithmetic: the int8). */
+#define R6_SC(j)                                                                                   \
+    {                                                                                              \
+        R6_Z, R6_Z, R6_Z, j, R6_Z, R6_Z, R6_Z, j, R6_Z, R6_Z, R6_Z, 8 + j, R6_Z, R6_Z, R6_Z, 8 + j \
+    }
+static const uint8_t r6_ctrl_sc[8][16] = {R6_SC(0), R6_SC(1), R6_SC(2), R6_SC(3),
+                                          R6_SC(4), R6_SC(5), R6_SC(6), R6_SC(7)};
+/* r6_ctrl_pair[q] - vpshufb control: bytes 4q..4q+3 of each 64-bit lane
+ * into the high bytes of its 4 int16 lanes (then >> 8, arithmetic) */
+#define R6_PR(q)                                                                                   \
+    {                                                                                              \
+        R6_Z, 4 * (q), R6_Z, 4 * (q) + 1, R6_Z, 4 * (q) + 2, R6_Z, 4 * (q) + 3, R6_Z, 8 + 4 * (q), \
+            R6_Z, 9 + 4 * (q), R6_Z, 10 + 4 * (q), R6_Z, 11 + 4 * (q)                              \
+    }
+static const uint8_t r6_ctrl_pair[2][16] = {R6_PR(0), R6_PR(1)};
+
+static inline __m512i r6_ctrl(const uint8_t c[16])
+{
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)c));
+}
+
+/* r6_group - r4_group for Q6_K (no mins; 16 groups of 16 values). Line
+ * pair (h, lq): qh line 4h + lq and ql lines 8h + lq, 8h + 4 + lq give the
+ * values 128h + 8lq + off + k, off = 0, 64 (first ql line's nibbles), 32,
+ * 96 (second's); group g = 8h + off / 16 + lq / 2. The -32 offsets: o =
+ * sum_g sc_g * bsums_g by vpdpwssd of int16 scale pairs (4 groups per
+ * 64-bit lane) with the bsums, taken from the scaled sums once. */
+static inline __attribute__((always_inline)) void
+r6_group(int C, const uint8_t *gb, int64_t nb, const st_block_q8_k *const *xr, float *const *yr)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    static const int offs[4] = {0, 64, 32, 96};
+    __m256 acc[R4_C];
+    for (int t = 0; t < C; t++)
+        acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *o = gb + (size_t)b * R6_GBB;
+        const __m512i sclo = _mm512_loadu_si512((const void *)(o + ST_R8_Q6K_SC_LO));
+        const __m512i schi = _mm512_loadu_si512((const void *)(o + ST_R8_Q6K_SC_HI));
+        __m512i s[R4_C];
+        for (int t = 0; t < C; t++)
+            s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i sch = h ? schi : sclo;
+#pragma GCC unroll 2
+            for (int pq = 0; pq < 2; pq++) {
+                __m512i u[2][4]; /* [lq - 2 pq][off index] */
+                for (int e = 0; e < 2; e++) {
+                    const int lq = 2 * pq + e;
+                    const __m512i qh = _mm512_loadu_si512(
+                        (const void *)(o + ST_R8_Q6K_QH + R4_LINE * (4 * h + lq)));
+                    const __m512i l0 = _mm512_loadu_si512(
+                        (const void *)(o + ST_R8_Q6K_QL + R4_LINE * (8 * h + lq)));
+                    const __m512i l1 = _mm512_loadu_si512(
+                        (const void *)(o + ST_R8_Q6K_QL + R4_LINE * (8 * h + 4 + lq)));
+                    /* (bits 2k..2k+1 of qh) << 4, k = 0, 2, 1, 3 as off = 0, 64, 32, 96 */
+                    const __m512i h0 = _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30);
+                    const __m512i h1 = _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30);
+                    const __m512i h2 = _mm512_and_si512(qh, m30);
+                    const __m512i h3 = _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30);
+                    u[e][0] = _mm512_or_si512(_mm512_and_si512(l0, m4), h0);
+                    u[e][1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4), h2);
+                    u[e][2] = _mm512_or_si512(_mm512_and_si512(l1, m4), h1);
+                    u[e][3] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4), h3);
+                }
+                for (int f = 0; f < 4; f++) {
+                    const int gi = offs[f] / 16 + pq; /* the group's index within the half */
+                    const __m512i sc =
+                        _mm512_srai_epi32(_mm512_shuffle_epi8(sch, r6_ctrl(r6_ctrl_sc[gi])), 24);
+                    for (int t = 0; t < C; t++) {
+                        const int8_t *q = xr[t][b].qs + 128 * h + offs[f] + 16 * pq;
+                        __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0][f], r4_bq(q));
+                        p = _mm512_dpbusd_epi32(p, u[1][f], r4_bq(q + 8));
+                        s[t] = _mm512_add_epi32(s[t], _mm512_mullo_epi32(p, sc));
+                    }
+                }
+            }
+        }
+        __m512i sp[4]; /* int16 scale pairs: groups 4q .. 4q + 3 of each row */
+        for (int q = 0; q < 4; q++)
+            sp[q] = _mm512_srai_epi16(_mm512_shuffle_epi8(q < 2 ? sclo : schi,
+                                                          r6_ctrl(r6_ctrl_pair[q % 2])),
+                                      8);
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(o + ST_R8_Q6K_D)));
+        const __m256 zero = _mm256_setzero_ps();
+        for (int t = 0; t < C; t++) {
+            __m512i off = _mm512_setzero_si512();
+            for (int q = 0; q < 4; q++)
+                off = _mm512_dpwssd_epi32(off, sp[q], r4_bq(xr[t][b].bsums + 4 * q));
+            const __m512i si = _mm512_sub_epi32(s[t], _mm512_slli_epi32(off, R6_OFF_SHIFT));
+            const __m256 fi = _mm256_cvtepi32_ps(r4_rows_sum(si));
+            const __m256 dx = _mm256_set1_ps(xr[t][b].d);
+            /* st_kq_step with dmin = 0 and summ = 0, operation for operation */
+            const __m256 term = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(dx, d), fi),
+                                              _mm256_mul_ps(_mm256_mul_ps(dx, zero), zero));
+            acc[t] = _mm256_add_ps(acc[t], term);
+        }
+    }
+    for (int t = 0; t < C; t++)
+        _mm256_storeu_ps(yr[t], acc[t]);
+}
+
+/* r6_group_x - r6_group with C a compile-time constant. */
+static void r6_group_x(int C, const uint8_t *gb, int64_t nb, const st_block_q8_k *const *xr,
+                       float *const *yr)
+{
+    switch (C) {
+    case 4:
+        r6_group(4, gb, nb, xr, yr);
+        break;
+    case 3:
+        r6_group(3, gb, nb, xr, yr);
+        break;
+    case 2:
+        r6_group(2, gb, nb, xr, yr);
+        break;
+    default:
+        r6_group(1, gb, nb, xr, yr);
+        break;
+    }
+}
+
+/* r8k_groups - whole groups [g0, g1) by r4_group_x (q6 = 0) or r6_group_x. */
+static void r8k_groups(int q6, int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     const uint8_t *wb = w, *xb = x;
     const int64_t nb = n / ST_QK_K;
@@ -188,7 +327,22 @@ void avx512_r8_q4_k_groups(int64_t n, const void *w, size_t w_stride, int64_t g0
                 xr[t] = (const st_block_q8_k *)(xb + (size_t)(j + t) * x_stride);
                 yr[t] = y + (j + t) * y_stride + ST_R8_ROWS * g;
             }
-            r4_group_x(C, gb, nb, xr, yr);
+            if (q6)
+                r6_group_x(C, gb, nb, xr, yr);
+            else
+                r4_group_x(C, gb, nb, xr, yr);
         }
     }
+}
+
+void avx512_r8_q6_k_groups(int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
+                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    r8k_groups(1, n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
+}
+
+void avx512_r8_q4_k_groups(int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
+                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    r8k_groups(0, n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
 }

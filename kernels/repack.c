@@ -16,7 +16,7 @@ typedef struct r8_piece {
     uint16_t src, len, dst;
 } r8_piece;
 
-#define R8_MAX_PIECES 20 /* Q4_K: d, dmin, 2 scale pieces, 16 quant lines */
+#define R8_MAX_PIECES 27 /* Q6_K: d, 2 scale pieces, 16 + 8 quant lines */
 
 typedef struct r8_layout {
     int n;
@@ -64,6 +64,44 @@ static const r8_layout r8_q4_k = {20,
                                    R8_K4_L(14),
                                    R8_K4_L(15)}};
 
+/* Q6_K: d, scales 0..7 and 8..15, the 16 8-byte lines of ql, the 8 of qh */
+#define R8_K6_L(L)                                                                                 \
+    {                                                                                              \
+        offsetof(st_block_q6_k, ql) + 8 * (L), 8, ST_R8_Q6K_QL + 64 * (L)                          \
+    }
+#define R8_K6_H(M)                                                                                 \
+    {                                                                                              \
+        offsetof(st_block_q6_k, qh) + 8 * (M), 8, ST_R8_Q6K_QH + 64 * (M)                          \
+    }
+static const r8_layout r8_q6_k = {27,
+                                  {{offsetof(st_block_q6_k, d), 2, ST_R8_Q6K_D},
+                                   {offsetof(st_block_q6_k, scales), 8, ST_R8_Q6K_SC_LO},
+                                   {offsetof(st_block_q6_k, scales) + 8, 8, ST_R8_Q6K_SC_HI},
+                                   R8_K6_L(0),
+                                   R8_K6_L(1),
+                                   R8_K6_L(2),
+                                   R8_K6_L(3),
+                                   R8_K6_L(4),
+                                   R8_K6_L(5),
+                                   R8_K6_L(6),
+                                   R8_K6_L(7),
+                                   R8_K6_L(8),
+                                   R8_K6_L(9),
+                                   R8_K6_L(10),
+                                   R8_K6_L(11),
+                                   R8_K6_L(12),
+                                   R8_K6_L(13),
+                                   R8_K6_L(14),
+                                   R8_K6_L(15),
+                                   R8_K6_H(0),
+                                   R8_K6_H(1),
+                                   R8_K6_H(2),
+                                   R8_K6_H(3),
+                                   R8_K6_H(4),
+                                   R8_K6_H(5),
+                                   R8_K6_H(6),
+                                   R8_K6_H(7)}};
+
 /* r8_layout_of - the pieces of t (repack.h's byte order), or NULL. */
 static const r8_layout *r8_layout_of(st_dtype t)
 {
@@ -74,6 +112,8 @@ static const r8_layout *r8_layout_of(st_dtype t)
         return &r8_q4_0;
     case ST_DT_Q4_K:
         return &r8_q4_k;
+    case ST_DT_Q6_K:
+        return &r8_q6_k;
     default:
         return NULL;
     }

@@ -1,5 +1,5 @@
-/* repack.h - the row-interleaved ("R8") layout of Q8_0, Q4_0 and Q4_K
- * weights.
+/* repack.h - the row-interleaved ("R8") layout of Q8_0, Q4_0, Q4_K and
+ * Q6_K weights.
  *
  * A GGUF matrix stores each row's blocks one after another. Products that
  * use 8 rows at a time (every SIMD path) then read 8 separate streams and
@@ -28,6 +28,11 @@
  *    Line L's low nibbles are elements 64c + 8(L % 4) + k of sub-block
  *    2c (c = L / 4), its high nibbles the elements 32 further, of
  *    sub-block 2c + 1.
+ *  - Q6_K (1680 bytes = 8 x 210): the 8 d[r] at ST_R8_Q6K_D, scales
+ *    0..7 of row r at ST_R8_Q6K_SC_LO + 8r, scales 8..15 at
+ *    ST_R8_Q6K_SC_HI + 8r, 16 lines L of ql (byte 8r + k of line L at
+ *    ST_R8_Q6K_QL + 64L is ql[8L + k] of row r), then 8 lines M of qh
+ *    the same way at ST_R8_Q6K_QH + 64M (qh[8M + k]).
  * A chunk vector lines up the 8 rows' products with the same 4 (Q4_K: 8)
  * activation bytes, so one broadcast of those bytes feeds 8 output rows at
  * once and each output row stays in its own lane (Q4_K: its two lanes):
@@ -49,7 +54,15 @@
 #define ST_R8_Q4K_SC4 96  /* 8 x scale bytes 8..11 */
 #define ST_R8_Q4K_QS 128  /* 16 lines of 64 quant bytes */
 
-/* st_r8_supported - whether dtype t has an R8 layout (Q8_0, Q4_0, Q4_K). */
+/* Offsets inside a Q6_K group block (see above). */
+#define ST_R8_Q6K_D 0      /* 8 f16 d */
+#define ST_R8_Q6K_SC_LO 16 /* 8 x scales 0..7 */
+#define ST_R8_Q6K_SC_HI 80 /* 8 x scales 8..15 */
+#define ST_R8_Q6K_QL 144   /* 16 lines of 64 ql bytes */
+#define ST_R8_Q6K_QH 1168  /* 8 lines of 64 qh bytes */
+
+/* st_r8_supported - whether dtype t has an R8 layout (Q8_0, Q4_0, Q4_K,
+ * Q6_K). */
 int st_r8_supported(st_dtype t);
 
 /* st_r8_repack - writes the R8 layout of the plain matrix src (rows rows of
@@ -63,7 +76,7 @@ int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64
 
 /* st_r8_gather - block b of row i of an R8 matrix of t (w at row 0, plain
  * row size row_bytes), written to out as the plain block (34 bytes for
- * Q8_0, 18 for Q4_0, 144 for Q4_K: b counts t's blocks). t must have an
+ * Q8_0, 18 for Q4_0, 144 for Q4_K, 210 for Q6_K: b counts t's blocks). t must have an
  * R8 layout. */
 void st_r8_gather(st_dtype t, const void *w, size_t row_bytes, int64_t i, int64_t b, void *out);
 

@@ -2,11 +2,11 @@
  * on it: the layout's bytes are where repack.h says, gathering gives back
  * every plain block, repacking is deterministic, bad shapes are refused,
  * and mul_mat_r8 of every variant equals the plain reference mul_mat bit
- * for bit at every batch size 1..12 (Q4_K: 1..20, across the switch to
+ * for bit at every batch size 1..12 (K-quants: 1..20, across the switch to
  * its panel path), at prefill width (70 rows of 5632), and over uneven
  * row ranges, including ranges that do not start or end on a group of 8.
- * Q8_0 and Q4_0 products are required of every variant, Q4_K ones of the
- * reference and the AVX-512 variant (tr_expects). */
+ * Q8_0 and Q4_0 products are required of every variant, Q4_K and Q6_K
+ * ones of the reference and the AVX-512 variant (tr_expects). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -26,24 +26,35 @@ typedef struct tr_mat {
     uint8_t *w, *wr, *x; /* plain weights, R8 weights, activations (Q8_0 or Q8_K) */
 } tr_mat;
 
-/* tr_random_q4_k - rows of random Q4_K super-blocks (every quant and
- * scale bit random, d and dmin sane halves), row 1 all extreme (quants
- * 15, scales and mins 63). */
-static void tr_random_q4_k(tk_rng *r, uint8_t *w, size_t ws, int64_t rows)
+/* tr_random_k - rows of random Q4_K or Q6_K super-blocks (every quant
+ * and scale bit random, d and dmin sane halves), row 1 all extreme (Q4_K:
+ * quants 15, scales and mins 63; Q6_K: quants 63, scales -1) and row 2's
+ * Q6_K scales -128. */
+static void tr_random_k(tk_rng *r, st_dtype t, uint8_t *w, size_t ws, int64_t rows)
 {
     for (size_t k = 0; k < ws * (size_t)rows; k++)
         w[k] = (uint8_t)tk_next(r);
-    if (rows > 1)
+    if (rows > 2)
         memset(w + ws, 0xff, ws);
-    for (size_t b = 0; b < ws * (size_t)rows / sizeof(st_block_q4_k); b++) {
-        st_block_q4_k *blk = (st_block_q4_k *)(void *)(w + b * sizeof(st_block_q4_k));
-        blk->d = st_f32_to_f16(ldexpf(1.0f + 0.5f * tk_unif(r), -8));
-        blk->dmin = st_f32_to_f16(ldexpf(1.0f + 0.5f * tk_unif(r), -9));
+    const size_t bb = st_dtype_info_of(t)->blck_bytes;
+    for (size_t b = 0; b < ws * (size_t)rows / bb; b++) {
+        const uint16_t d = st_f32_to_f16(ldexpf(1.0f + 0.5f * tk_unif(r), -8));
+        const uint16_t dmin = st_f32_to_f16(ldexpf(1.0f + 0.5f * tk_unif(r), -9));
+        if (t == ST_DT_Q4_K) {
+            st_block_q4_k *blk = (st_block_q4_k *)(void *)(w + b * bb);
+            blk->d = d;
+            blk->dmin = dmin;
+        } else {
+            st_block_q6_k *blk = (st_block_q6_k *)(void *)(w + b * bb);
+            blk->d = d;
+            if (b * bb / ws == 2)
+                memset(blk->scales, 0x80, sizeof blk->scales);
+        }
     }
 }
 
 /* tr_init - random weights (quantized from floats, plus a few raw extreme
- * quants: -128 for Q8_0; Q4_K: tr_random_q4_k) and activations (in the
+ * quants: -128 for Q8_0; K-quants: tr_random_k) and activations (in the
  * weights' activation dtype); wr = the R8 repacking of w. */
 static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, uint64_t seed)
 {
@@ -54,6 +65,7 @@ static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, 
     m->nx = nx;
     ck_assert_int_eq(st_row_size(t, n, &m->ws), ST_K_OK);
     const st_dtype act = st_dtype_info_of(t)->act;
+    const int kq = t == ST_DT_Q4_K || t == ST_DT_Q6_K;
     ck_assert_int_eq(st_row_size(act, n, &m->xs), ST_K_OK);
     m->w = tk_alloc(m->ws * (size_t)rows);
     m->wr = tk_alloc(m->ws * (size_t)rows);
@@ -64,13 +76,13 @@ static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, 
         for (int64_t k = 0; k < n; k++)
             tmp[k] = (float)((double)(tk_next(&r) >> 11) * 0x1p-53 - 0.5) *
                      (i < rows ? 0.2f : 4.0f);
-        if (i < rows && t != ST_DT_Q4_K)
+        if (i < rows && !kq)
             ref->from_float[t](tmp, m->w + (size_t)i * m->ws, n);
         else if (i >= rows)
             ref->from_float[act](tmp, m->x + (size_t)(i - rows) * m->xs, n);
     }
-    if (t == ST_DT_Q4_K)
-        tr_random_q4_k(&r, m->w, m->ws, rows);
+    if (kq)
+        tr_random_k(&r, t, m->w, m->ws, rows);
     if (t == ST_DT_Q8_0) /* the extreme quant the sign trick must handle */
         for (int64_t i = 0; i < rows; i += 3)
             ((st_block_q8_0 *)(void *)(m->w + (size_t)i * m->ws))[0].qs[i % 32] = -128;
@@ -154,6 +166,32 @@ START_TEST(test_layout_q4_k)
 }
 END_TEST
 
+START_TEST(test_layout_q6_k)
+{
+    tr_mat m;
+    tr_init(&m, ST_DT_Q6_K, 512, 16, 1, 4);
+    const size_t gbb = 8 * sizeof(st_block_q6_k);
+    for (int64_t i = 0; i < 16; i++)
+        for (int64_t b = 0; b < 2; b++) {
+            const st_block_q6_k *p = (const st_block_q6_k *)(const void *)(m.w + i * m.ws) + b;
+            const uint8_t *o = m.wr + (size_t)(i / 8) * 8 * m.ws + (size_t)b * gbb;
+            const int r = (int)(i % 8);
+            ck_assert(memcmp(o + ST_R8_Q6K_D + 2 * r, &p->d, 2) == 0);
+            ck_assert(memcmp(o + ST_R8_Q6K_SC_LO + 8 * r, p->scales, 8) == 0);
+            ck_assert(memcmp(o + ST_R8_Q6K_SC_HI + 8 * r, p->scales + 8, 8) == 0);
+            for (int L = 0; L < 16; L++)
+                ck_assert(memcmp(o + ST_R8_Q6K_QL + 64 * L + 8 * r, p->ql + 8 * L, 8) == 0);
+            for (int M = 0; M < 8; M++)
+                ck_assert(memcmp(o + ST_R8_Q6K_QH + 64 * M + 8 * r, p->qh + 8 * M, 8) == 0);
+            st_block_q6_k g;
+            st_r8_gather(ST_DT_Q6_K, m.wr, m.ws, i, b, &g);
+            ck_assert(memcmp(&g, p, sizeof g) == 0);
+        }
+    ck_assert_int_eq(ST_R8_Q6K_QH + 8 * 64, (int)gbb);
+    tr_free(&m);
+}
+END_TEST
+
 START_TEST(test_bad_shapes)
 {
     uint8_t src[8 * 34 * 2], dst[8 * 34 * 2];
@@ -164,11 +202,12 @@ START_TEST(test_bad_shapes)
     ck_assert_int_eq(st_r8_repack(ST_DT_Q8_0, 48, src, 51, 8, dst), ST_K_ESHAPE); /* n % 32 */
     ck_assert_int_eq(st_r8_repack(ST_DT_F16, 64, src, 128, 8, dst), ST_K_ETYPE);
     ck_assert_int_eq(st_r8_repack(ST_DT_Q4_K, 128, src, 72, 8, dst), ST_K_ESHAPE); /* n % 256 */
-    ck_assert_int_eq(st_r8_repack(ST_DT_Q6_K, 256, src, 210, 8, dst), ST_K_ETYPE);
+    ck_assert_int_eq(st_r8_repack(ST_DT_Q5_K, 256, src, 176, 8, dst), ST_K_ETYPE);
     for (size_t k = 0; k < sizeof dst; k++)
         ck_assert_int_eq(dst[k], 0xaa); /* untouched */
     ck_assert(st_r8_supported(ST_DT_Q8_0) && st_r8_supported(ST_DT_Q4_0));
-    ck_assert(st_r8_supported(ST_DT_Q4_K) && !st_r8_supported(ST_DT_Q6_K));
+    ck_assert(st_r8_supported(ST_DT_Q4_K) && st_r8_supported(ST_DT_Q6_K));
+    ck_assert(!st_r8_supported(ST_DT_Q5_K) && !st_r8_supported(ST_DT_Q2_K));
     ck_assert(!st_r8_supported(ST_DT_F32) && !st_r8_supported(ST_DT_BF16));
 }
 END_TEST
@@ -197,10 +236,11 @@ static void tr_check(const st_kernel_ops *ops, const tr_mat *m, int64_t nx, int6
 }
 
 /* tr_expects - whether variant ops must have an R8 product for t: Q8_0
- * and Q4_0 everywhere, Q4_K in the reference and the AVX-512 variant. */
+ * and Q4_0 everywhere, Q4_K and Q6_K in the reference and the AVX-512
+ * variant. */
 static bool tr_expects(const st_kernel_ops *ops, st_dtype t)
 {
-    if (t == ST_DT_Q4_K)
+    if (t == ST_DT_Q4_K || t == ST_DT_Q6_K)
         return ops->variant == ST_KVAR_REF || ops->variant == ST_KVAR_AVX512;
     return true;
 }
@@ -208,9 +248,9 @@ static bool tr_expects(const st_kernel_ops *ops, st_dtype t)
 START_TEST(test_products)
 {
     const st_kernel_ops *ops = tk_variant(_i);
-    const st_dtype ts[] = {ST_DT_Q8_0, ST_DT_Q4_0, ST_DT_Q4_K};
-    for (int k = 0; k < 3; k++) {
-        const int kq = ts[k] == ST_DT_Q4_K;
+    const st_dtype ts[] = {ST_DT_Q8_0, ST_DT_Q4_0, ST_DT_Q4_K, ST_DT_Q6_K};
+    for (int k = 0; k < 4; k++) {
+        const int kq = ts[k] == ST_DT_Q4_K || ts[k] == ST_DT_Q6_K;
         if (!tr_expects(ops, ts[k]))
             continue;
         ck_assert_msg(ops->mul_mat_r8[ts[k]] != NULL, "%s has no R8 product for %s", ops->name,
@@ -244,6 +284,7 @@ static Suite *repack_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_layout_q4_k);
+    tcase_add_test(tc, test_layout_q6_k);
     tcase_add_test(tc, test_bad_shapes);
     tcase_add_loop_test(tc, test_products, 0, tk_variant_count());
     suite_add_tcase(s, tc);
