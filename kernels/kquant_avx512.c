@@ -228,16 +228,25 @@ static inline void kp_unpack_q4_k_r8(const unsigned char *w, size_t w_stride, in
 static inline void kp_unpack_q6_k_r8(const unsigned char *w, size_t w_stride, int64_t i, int64_t b,
                                      ka_block *kb)
 {
-    const __m512i lines = _mm512_setr_epi64(0, 64, 128, 192, 256, 320, 384, 448);
+    /* the lines of ql pieces 0..7 and of qh pieces 0..7 (ql 8..15: +12 lines) */
+    const __m512i ql_lines = _mm512_setr_epi64(ST_R8_Q6K_QL(0), ST_R8_Q6K_QL(1), ST_R8_Q6K_QL(2),
+                                               ST_R8_Q6K_QL(3), ST_R8_Q6K_QL(4), ST_R8_Q6K_QL(5),
+                                               ST_R8_Q6K_QL(6), ST_R8_Q6K_QL(7));
+    const __m512i qh_lines = _mm512_setr_epi64(ST_R8_Q6K_QH(0), ST_R8_Q6K_QH(1), ST_R8_Q6K_QH(2),
+                                               ST_R8_Q6K_QH(3), ST_R8_Q6K_QH(4), ST_R8_Q6K_QH(5),
+                                               ST_R8_Q6K_QH(6), ST_R8_Q6K_QH(7));
     const int r = (int)(i % ST_R8_ROWS);
     const unsigned char *o = w + (size_t)(i / ST_R8_ROWS) * ST_R8_ROWS * w_stride +
                              (size_t)b * ST_R8_ROWS * sizeof(st_block_q6_k);
+    const unsigned char *p = o + 8 * r;
     st_block_q6_k blk;
-    const unsigned char *ql = o + ST_R8_Q6K_QL + 8 * r, *qh = o + ST_R8_Q6K_QH + 8 * r;
-    _mm512_storeu_si512((void *)blk.ql, _mm512_i64gather_epi64(lines, (const void *)ql, 1));
+    _mm512_storeu_si512((void *)blk.ql, _mm512_i64gather_epi64(ql_lines, (const void *)p, 1));
     _mm512_storeu_si512((void *)(blk.ql + 64),
-                        _mm512_i64gather_epi64(lines, (const void *)(ql + 8 * 64), 1));
-    _mm512_storeu_si512((void *)blk.qh, _mm512_i64gather_epi64(lines, (const void *)qh, 1));
+                        _mm512_i64gather_epi64(ql_lines,
+                                               (const void *)(p + ST_R8_Q6K_QL(8) -
+                                                              ST_R8_Q6K_QL(0)),
+                                               1));
+    _mm512_storeu_si512((void *)blk.qh, _mm512_i64gather_epi64(qh_lines, (const void *)p, 1));
     memcpy(blk.scales, o + ST_R8_Q6K_SC_LO + 8 * r, 8);
     memcpy(blk.scales + 8, o + ST_R8_Q6K_SC_HI + 8 * r, 8);
     memcpy(&blk.d, o + ST_R8_Q6K_D + 2 * r, sizeof blk.d);

@@ -239,11 +239,11 @@ r6_group(int C, const uint8_t *gb, int64_t nb, const st_block_q8_k *const *xr, f
                 for (int e = 0; e < 2; e++) {
                     const int lq = 2 * pq + e;
                     const __m512i qh = _mm512_loadu_si512(
-                        (const void *)(o + ST_R8_Q6K_QH + R4_LINE * (4 * h + lq)));
+                        (const void *)(o + ST_R8_Q6K_QH(4 * h + lq)));
                     const __m512i l0 = _mm512_loadu_si512(
-                        (const void *)(o + ST_R8_Q6K_QL + R4_LINE * (8 * h + lq)));
+                        (const void *)(o + ST_R8_Q6K_QL(8 * h + lq)));
                     const __m512i l1 = _mm512_loadu_si512(
-                        (const void *)(o + ST_R8_Q6K_QL + R4_LINE * (8 * h + 4 + lq)));
+                        (const void *)(o + ST_R8_Q6K_QL(8 * h + 4 + lq)));
                     /* (bits 2k..2k+1 of qh) << 4, k = 0, 2, 1, 3 as off = 0, 64, 32, 96 */
                     const __m512i h0 = _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30);
                     const __m512i h1 = _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30);

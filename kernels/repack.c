@@ -67,11 +67,11 @@ static const r8_layout r8_q4_k = {20,
 /* Q6_K: d, scales 0..7 and 8..15, the 16 8-byte lines of ql, the 8 of qh */
 #define R8_K6_L(L)                                                                                 \
     {                                                                                              \
-        offsetof(st_block_q6_k, ql) + 8 * (L), 8, ST_R8_Q6K_QL + 64 * (L)                          \
+        offsetof(st_block_q6_k, ql) + 8 * (L), 8, ST_R8_Q6K_QL(L)                                  \
     }
 #define R8_K6_H(M)                                                                                 \
     {                                                                                              \
-        offsetof(st_block_q6_k, qh) + 8 * (M), 8, ST_R8_Q6K_QH + 64 * (M)                          \
+        offsetof(st_block_q6_k, qh) + 8 * (M), 8, ST_R8_Q6K_QH(M)                                  \
     }
 static const r8_layout r8_q6_k = {27,
                                   {{offsetof(st_block_q6_k, d), 2, ST_R8_Q6K_D},

@@ -30,9 +30,11 @@
  *    sub-block 2c + 1.
  *  - Q6_K (1680 bytes = 8 x 210): the 8 d[r] at ST_R8_Q6K_D, scales
  *    0..7 of row r at ST_R8_Q6K_SC_LO + 8r, scales 8..15 at
- *    ST_R8_Q6K_SC_HI + 8r, 16 lines L of ql (byte 8r + k of line L at
- *    ST_R8_Q6K_QL + 64L is ql[8L + k] of row r), then 8 lines M of qh
- *    the same way at ST_R8_Q6K_QH + 64M (qh[8M + k]).
+ *    ST_R8_Q6K_SC_HI + 8r, then 24 lines of 64 bytes, each holding one
+ *    8-byte piece of each row (byte 8r + k of a line = byte 8j + k of the
+ *    row's ql or qh), in the order a product reads them: for h = 0, 1 and
+ *    lq = 0..3, qh piece 4h + lq, then the ql pieces 8h + lq and 8h + 4 +
+ *    lq it completes (ST_R8_Q6K_QH(j), ST_R8_Q6K_QL(j): their offsets).
  * A chunk vector lines up the 8 rows' products with the same 4 (Q4_K: 8)
  * activation bytes, so one broadcast of those bytes feeds 8 output rows at
  * once and each output row stays in its own lane (Q4_K: its two lanes):
@@ -55,11 +57,15 @@
 #define ST_R8_Q4K_QS 128  /* 16 lines of 64 quant bytes */
 
 /* Offsets inside a Q6_K group block (see above). */
-#define ST_R8_Q6K_D 0      /* 8 f16 d */
-#define ST_R8_Q6K_SC_LO 16 /* 8 x scales 0..7 */
-#define ST_R8_Q6K_SC_HI 80 /* 8 x scales 8..15 */
-#define ST_R8_Q6K_QL 144   /* 16 lines of 64 ql bytes */
-#define ST_R8_Q6K_QH 1168  /* 8 lines of 64 qh bytes */
+#define ST_R8_Q6K_D 0       /* 8 f16 d */
+#define ST_R8_Q6K_SC_LO 16  /* 8 x scales 0..7 */
+#define ST_R8_Q6K_SC_HI 80  /* 8 x scales 8..15 */
+#define ST_R8_Q6K_LINES 144 /* 24 lines of 64 quant bytes */
+#define ST_R8_Q6K_LINE 64   /* bytes of a line */
+/* the line of qh piece j (0..7) and of ql piece j (0..15) */
+#define ST_R8_Q6K_QH(j) (ST_R8_Q6K_LINES + ST_R8_Q6K_LINE * (12 * ((j) / 4) + 3 * ((j) % 4)))
+#define ST_R8_Q6K_QL(j)                                                                            \
+    (ST_R8_Q6K_LINES + ST_R8_Q6K_LINE * (12 * ((j) / 8) + 3 * ((j) % 4) + 1 + ((j) % 8) / 4))
 
 /* st_r8_supported - whether dtype t has an R8 layout (Q8_0, Q4_0, Q4_K,
  * Q6_K). */

@@ -180,14 +180,19 @@ START_TEST(test_layout_q6_k)
             ck_assert(memcmp(o + ST_R8_Q6K_SC_LO + 8 * r, p->scales, 8) == 0);
             ck_assert(memcmp(o + ST_R8_Q6K_SC_HI + 8 * r, p->scales + 8, 8) == 0);
             for (int L = 0; L < 16; L++)
-                ck_assert(memcmp(o + ST_R8_Q6K_QL + 64 * L + 8 * r, p->ql + 8 * L, 8) == 0);
+                ck_assert(memcmp(o + ST_R8_Q6K_QL(L) + 8 * r, p->ql + 8 * L, 8) == 0);
             for (int M = 0; M < 8; M++)
-                ck_assert(memcmp(o + ST_R8_Q6K_QH + 64 * M + 8 * r, p->qh + 8 * M, 8) == 0);
+                ck_assert(memcmp(o + ST_R8_Q6K_QH(M) + 8 * r, p->qh + 8 * M, 8) == 0);
             st_block_q6_k g;
             st_r8_gather(ST_DT_Q6_K, m.wr, m.ws, i, b, &g);
             ck_assert(memcmp(&g, p, sizeof g) == 0);
         }
-    ck_assert_int_eq(ST_R8_Q6K_QH + 8 * 64, (int)gbb);
+    /* the 24 lines fill the group block, in the order the products read them */
+    ck_assert_int_eq(ST_R8_Q6K_LINES + 24 * ST_R8_Q6K_LINE, (int)gbb);
+    ck_assert_int_eq(ST_R8_Q6K_QH(0), ST_R8_Q6K_LINES);
+    ck_assert_int_eq(ST_R8_Q6K_QL(0), ST_R8_Q6K_LINES + 64);
+    ck_assert_int_eq(ST_R8_Q6K_QL(4), ST_R8_Q6K_LINES + 128);
+    ck_assert_int_eq(ST_R8_Q6K_QL(15), ST_R8_Q6K_LINES + 23 * 64);
     tr_free(&m);
 }
 END_TEST
