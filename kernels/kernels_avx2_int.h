@@ -114,6 +114,23 @@ void avx512_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, 
 void avx512_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
+/* avx512_mul_mat_r8_q4_k / _q6_k (kquant_avx512.c) - the mul_mat_r8
+ * contract of kernels.h for Q4_K / Q6_K, results bit-identical to the
+ * reference on the plain matrix; only called through the AVX-512 table. */
+void avx512_mul_mat_r8_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_r8_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* avx512_r8_q4_k_groups / _q6_k_groups (kquant_avx512_r8.c) - whole R8
+ * groups [g0, g1) (rows 8 g0 .. 8 g1) of a Q4_K / Q6_K R8 matrix against
+ * nx activation rows (any nx; fastest for few), by the mul_mat_r8 contract
+ * otherwise. */
+void avx512_r8_q4_k_groups(int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
+                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_r8_q6_k_groups(int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
+                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
 /* ki_load1 - element k of a t row (F32, F16 or BF16) as f32: the tails of
  * the float products of every x86 variant. */
 static inline __attribute__((always_inline)) float ki_load1(st_dtype t, const void *p, int64_t k)

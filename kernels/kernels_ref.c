@@ -280,25 +280,30 @@ static void ref_mul_mat_q4_0(int64_t n, const void *w, size_t w_stride, int64_t 
 }
 
 /* ref_mul_mat_r8 - each weight block gathered back to its plain form,
- * then the plain reference dot of that block: the running float sum sees
- * the same (float)sumi * (d_w * d_x) terms in the same order
- * (sum + (0 + t) == sum + t exactly), so results equal mul_mat's. */
+ * then the plain reference dot of that block alone: the running float sum
+ * sees the same terms in the same order (Q8_0 / Q4_0: (float)sumi * (d_w *
+ * d_x); K-quants: st_kq_step's term), and sum + (0 + t) == sum + t
+ * exactly (sum starts at +0 and is never -0), so results equal mul_mat's. */
 static void ref_mul_mat_r8(st_dtype t, ref_dot_fn dot, int64_t n, const void *w, size_t w_stride,
                            int64_t i0, int64_t i1, const void *x, size_t x_stride, int64_t nx,
                            float *y, int64_t y_stride)
 {
     const unsigned char *xb = x;
+    const int64_t blck = st_dtype_info_of(t)->blck;
+    const size_t xbb = st_dtype_info_of(st_dtype_info_of(t)->act)->blck_bytes;
     for (int64_t i = i0; i < i1; i++) {
         for (int64_t j = 0; j < nx; j++) {
-            const st_block_q8_0 *xr = (const void *)(xb + (size_t)j * x_stride);
+            const unsigned char *xr = xb + (size_t)j * x_stride;
             float sum = 0.0f;
-            for (int64_t b = 0; b < n / ST_QK; b++) {
+            for (int64_t b = 0; b < n / blck; b++) {
                 union {
                     st_block_q8_0 q8;
                     st_block_q4_0 q4;
+                    st_block_q4_k q4k;
+                    st_block_q6_k q6k;
                 } blk;
                 st_r8_gather(t, w, w_stride, i, b, &blk);
-                sum += dot(ST_QK, &blk, &xr[b]);
+                sum += dot(blck, &blk, xr + (size_t)b * xbb);
             }
             y[j * y_stride + i] = sum;
         }
@@ -317,6 +322,22 @@ static void ref_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64
                                 int64_t y_stride)
 {
     ref_mul_mat_r8(ST_DT_Q4_0, ref_dot_q4_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+static void ref_mul_mat_r8_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                const void *x, size_t x_stride, int64_t nx, float *y,
+                                int64_t y_stride)
+{
+    ref_mul_mat_r8(ST_DT_Q4_K, st_kq_dot_q4_k, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                   y_stride);
+}
+
+static void ref_mul_mat_r8_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                const void *x, size_t x_stride, int64_t nx, float *y,
+                                int64_t y_stride)
+{
+    ref_mul_mat_r8(ST_DT_Q6_K, st_kq_dot_q6_k, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                   y_stride);
 }
 
 /* ---- element-wise and row operations ---- */
@@ -455,7 +476,10 @@ static const st_kernel_ops ref_ops = {
                 [ST_DT_Q4_K] = st_kq_mul_mat_q4_k,
                 [ST_DT_Q5_K] = st_kq_mul_mat_q5_k,
                 [ST_DT_Q6_K] = st_kq_mul_mat_q6_k},
-    .mul_mat_r8 = {[ST_DT_Q8_0] = ref_mul_mat_r8_q8_0, [ST_DT_Q4_0] = ref_mul_mat_r8_q4_0},
+    .mul_mat_r8 = {[ST_DT_Q8_0] = ref_mul_mat_r8_q8_0,
+                   [ST_DT_Q4_0] = ref_mul_mat_r8_q4_0,
+                   [ST_DT_Q4_K] = ref_mul_mat_r8_q4_k,
+                   [ST_DT_Q6_K] = ref_mul_mat_r8_q6_k},
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,
     .rope_neox = ref_rope_neox,

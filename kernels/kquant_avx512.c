@@ -27,13 +27,19 @@
  * each lane then takes st_kq_step's float operations in order, super-block
  * after super-block, in an accumulator of KP_WR weight rows kept across
  * k-panels: bit-identical to the reference and to the tile path, so the
- * switch at KP_MIN_NX rows keeps batch invariance (INV-7). Needs VNNI. */
+ * switch at KP_MIN_NX rows keeps batch invariance (INV-7). Needs VNNI.
+ *
+ * Q4_K and Q6_K weights in the R8 layout (k5_r8): fewer than KP_MIN_NX
+ * activation rows take kquant_avx512_r8.c's kernels, more the panel path
+ * above with each super-block gathered back from its group block
+ * (kp_unpack_q4_k_r8, kp_unpack_q6_k_r8: the same unpacked values). */
 #include <immintrin.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "kernels/kernels_avx2_int.h"
 #include "kernels/kquant_x86.h"
+#include "kernels/repack.h"
 
 #define K5_PAIRS (KA_CHUNKS / 2) /* 64-value chunks per super-block */
 
@@ -180,11 +186,79 @@ kp_block(int nt, const ka_block *kb, const kp_xpanel *P, int sb, __m512 acc[KP_T
     }
 }
 
+/* kp_unpack_q4_k_r8 - ka_unpack_q4_k of super-block b of row i of a Q4_K
+ * R8 matrix (w at row 0, plain rows of w_stride bytes): the row's 16
+ * 8-byte quant pieces gathered from the group block's lines, its scale
+ * bytes copied (the same values as the plain block's, so the same kb). */
+static inline void kp_unpack_q4_k_r8(const unsigned char *w, size_t w_stride, int64_t i, int64_t b,
+                                     ka_block *kb)
+{
+    const __m512i lines = _mm512_setr_epi64(0, 64, 128, 192, 256, 320, 384, 448);
+    const int r = (int)(i % ST_R8_ROWS);
+    const unsigned char *o = w + (size_t)(i / ST_R8_ROWS) * ST_R8_ROWS * w_stride +
+                             (size_t)b * ST_R8_ROWS * sizeof(st_block_q4_k);
+    const unsigned char *q = o + ST_R8_Q4K_QS + 8 * r;
+    const __m512i q0 = _mm512_i64gather_epi64(lines, (const void *)q, 1);
+    const __m512i q1 = _mm512_i64gather_epi64(lines, (const void *)(q + 8 * 64), 1);
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i qc[4] = {_mm512_castsi512_si256(q0), _mm512_extracti64x4_epi64(q0, 1),
+                           _mm512_castsi512_si256(q1), _mm512_extracti64x4_epi64(q1, 1)};
+    for (int c = 0; c < 4; c++) {
+        kb->u[2 * c] = _mm256_and_si256(qc[c], m4);
+        kb->u[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(qc[c], 4), m4);
+    }
+    uint8_t scales[ST_K_SCALE_BYTES];
+    memcpy(scales, o + ST_R8_Q4K_SC8 + 8 * r, 8);
+    memcpy(scales + 8, o + ST_R8_Q4K_SC4 + 4 * r, 4);
+    __m256i sc, m;
+    ka_scales_k4(scales, &sc, &m);
+    ka_scales(kb, sc, 0);
+    kb->m = m;
+    kb->has_min = 1;
+    uint16_t d, dmin;
+    memcpy(&d, o + ST_R8_Q4K_D + 2 * r, sizeof d);
+    memcpy(&dmin, o + ST_R8_Q4K_DMIN + 2 * r, sizeof dmin);
+    kb->d = ka_h2f(d);
+    kb->dmin = ka_h2f(dmin);
+}
+
+/* kp_unpack_q6_k_r8 - ka_unpack_q6_k of super-block b of row i of a Q6_K
+ * R8 matrix: the plain block rebuilt from its 8-byte pieces (gathered from
+ * the group block's lines), then unpacked as usual. */
+static inline void kp_unpack_q6_k_r8(const unsigned char *w, size_t w_stride, int64_t i, int64_t b,
+                                     ka_block *kb)
+{
+    /* the lines of ql pieces 0..7 and of qh pieces 0..7 (ql 8..15: +12 lines) */
+    const __m512i ql_lines = _mm512_setr_epi64(ST_R8_Q6K_QL(0), ST_R8_Q6K_QL(1), ST_R8_Q6K_QL(2),
+                                               ST_R8_Q6K_QL(3), ST_R8_Q6K_QL(4), ST_R8_Q6K_QL(5),
+                                               ST_R8_Q6K_QL(6), ST_R8_Q6K_QL(7));
+    const __m512i qh_lines = _mm512_setr_epi64(ST_R8_Q6K_QH(0), ST_R8_Q6K_QH(1), ST_R8_Q6K_QH(2),
+                                               ST_R8_Q6K_QH(3), ST_R8_Q6K_QH(4), ST_R8_Q6K_QH(5),
+                                               ST_R8_Q6K_QH(6), ST_R8_Q6K_QH(7));
+    const int r = (int)(i % ST_R8_ROWS);
+    const unsigned char *o = w + (size_t)(i / ST_R8_ROWS) * ST_R8_ROWS * w_stride +
+                             (size_t)b * ST_R8_ROWS * sizeof(st_block_q6_k);
+    const unsigned char *p = o + 8 * r;
+    st_block_q6_k blk;
+    _mm512_storeu_si512((void *)blk.ql, _mm512_i64gather_epi64(ql_lines, (const void *)p, 1));
+    _mm512_storeu_si512((void *)(blk.ql + 64),
+                        _mm512_i64gather_epi64(ql_lines,
+                                               (const void *)(p + ST_R8_Q6K_QL(8) -
+                                                              ST_R8_Q6K_QL(0)),
+                                               1));
+    _mm512_storeu_si512((void *)blk.qh, _mm512_i64gather_epi64(qh_lines, (const void *)p, 1));
+    memcpy(blk.scales, o + ST_R8_Q6K_SC_LO + 8 * r, 8);
+    memcpy(blk.scales + 8, o + ST_R8_Q6K_SC_HI + 8 * r, 8);
+    memcpy(&blk.d, o + ST_R8_Q6K_D + 2 * r, sizeof blk.d);
+    ka_unpack_q6_k(&blk, kb);
+}
+
 /* kp_rows - weight rows [i0, i0 + nw) (nw <= KP_WR) against activation
  * rows [j0, j0 + nr) (nr <= KP_TILES * 16), through the whole row; P and
- * acc are scratch. */
+ * acc are scratch. r8 (0: plain rows): wb is a matrix of dtype r8 (Q4_K or
+ * Q6_K) in the R8 layout (unpack unused; i0 and nw multiples of 8). */
 static inline __attribute__((always_inline)) void
-kp_rows(int nt, ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned char *wb,
+kp_rows(int nt, int r8, ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned char *wb,
         size_t w_stride, int64_t i0, int64_t nw, const unsigned char *xb, size_t x_stride,
         int64_t j0, int64_t nr, float *y, int64_t y_stride, kp_xpanel *P,
         float acc[KP_WR][KP_TILES][KP_LANES])
@@ -198,7 +272,14 @@ kp_rows(int nt, ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned char 
             /* this k-panel's piece of a row KP_PF_AHEAD rows on: the rows are
              * read in pieces KP_SB super-blocks long, too short for the
              * hardware prefetchers */
-            if (r + KP_PF_AHEAD < nw) {
+            if (r8 && r % ST_R8_ROWS == 0 && r + ST_R8_ROWS < nw) {
+                /* the next group's k-panel: its 8 rows' pieces side by side */
+                const size_t gbb = ST_R8_ROWS * bb;
+                const unsigned char *pf = wb + (size_t)(i0 + r + ST_R8_ROWS) * w_stride +
+                                          (size_t)b0 * gbb;
+                for (size_t o = 0; o < (size_t)nsb * gbb; o += KP_ALIGN)
+                    _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
+            } else if (!r8 && r + KP_PF_AHEAD < nw) {
                 const unsigned char *pf = wr + (size_t)KP_PF_AHEAD * w_stride + (size_t)b0 * bb;
                 for (size_t o = 0; o < (size_t)nsb * bb; o += KP_ALIGN)
                     _mm_prefetch((const char *)(pf + o), _MM_HINT_T0);
@@ -208,7 +289,12 @@ kp_rows(int nt, ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned char 
                 a[t] = _mm512_load_ps(acc[r][t]);
             for (int64_t sb = 0; sb < nsb; sb++) {
                 ka_block kb;
-                unpack(wr + (size_t)(b0 + sb) * bb, &kb);
+                if (r8 == ST_DT_Q4_K)
+                    kp_unpack_q4_k_r8(wb, w_stride, i0 + r, b0 + sb, &kb);
+                else if (r8 == ST_DT_Q6_K)
+                    kp_unpack_q6_k_r8(wb, w_stride, i0 + r, b0 + sb, &kb);
+                else
+                    unpack(wr + (size_t)(b0 + sb) * bb, &kb);
                 kp_block(nt, &kb, P, (int)sb, a);
             }
             for (int t = 0; t < nt; t++)
@@ -220,10 +306,10 @@ kp_rows(int nt, ka_unpack_fn unpack, size_t bb, int64_t nb, const unsigned char 
             y[(j0 + j) * y_stride + i0 + r] = acc[r][j / KP_LANES][j % KP_LANES];
 }
 
-/* kp_mul_mat - the mul_mat contract by the panel path. */
-static void kp_mul_mat(ka_unpack_fn unpack, size_t bb, int64_t n, const void *w, size_t w_stride,
-                       int64_t i0, int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
-                       int64_t y_stride)
+/* kp_mul_mat - the mul_mat contract by the panel path (r8: see kp_rows). */
+static void kp_mul_mat(int r8, ka_unpack_fn unpack, size_t bb, int64_t n, const void *w,
+                       size_t w_stride, int64_t i0, int64_t i1, const void *x, size_t x_stride,
+                       int64_t nx, float *y, int64_t y_stride)
 {
     kp_xpanel P;
     _Alignas(KP_ALIGN) float acc[KP_WR][KP_TILES][KP_LANES]; /* kp_rows' sums */
@@ -236,19 +322,19 @@ static void kp_mul_mat(ka_unpack_fn unpack, size_t bb, int64_t n, const void *w,
             const int64_t nw = i1 - i < KP_WR ? i1 - i : KP_WR;
             switch (nt) {
             case 1:
-                kp_rows(1, unpack, bb, nb, w, w_stride, i, nw, x, x_stride, j0, nr, y, y_stride, &P,
-                        acc);
+                kp_rows(1, r8, unpack, bb, nb, w, w_stride, i, nw, x, x_stride, j0, nr, y, y_stride,
+                        &P, acc);
                 break;
             case 2:
-                kp_rows(2, unpack, bb, nb, w, w_stride, i, nw, x, x_stride, j0, nr, y, y_stride, &P,
-                        acc);
+                kp_rows(2, r8, unpack, bb, nb, w, w_stride, i, nw, x, x_stride, j0, nr, y, y_stride,
+                        &P, acc);
                 break;
             case 3:
-                kp_rows(3, unpack, bb, nb, w, w_stride, i, nw, x, x_stride, j0, nr, y, y_stride, &P,
-                        acc);
+                kp_rows(3, r8, unpack, bb, nb, w, w_stride, i, nw, x, x_stride, j0, nr, y, y_stride,
+                        &P, acc);
                 break;
             default:
-                kp_rows(KP_TILES, unpack, bb, nb, w, w_stride, i, nw, x, x_stride, j0, nr, y,
+                kp_rows(KP_TILES, r8, unpack, bb, nb, w, w_stride, i, nw, x, x_stride, j0, nr, y,
                         y_stride, &P, acc);
                 break;
             }
@@ -311,7 +397,7 @@ static inline void k5_mul_mat(ka_unpack_fn unpack, size_t bb, int64_t n, const v
                               size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     if (nx >= KP_MIN_NX)
-        kp_mul_mat(unpack, bb, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+        kp_mul_mat(0, unpack, bb, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
     else
         ka_mul_mat(k5_tile, unpack, bb, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
@@ -357,4 +443,45 @@ void avx512_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, 
 {
     k5_mul_mat(ka_unpack_q6_k, sizeof(st_block_q6_k), n, w, w_stride, i0, i1, x, x_stride, nx, y,
                y_stride);
+}
+
+/* k5_r8 - the mul_mat_r8 contract for t (Q4_K or Q6_K, super-blocks of
+ * bb bytes): whole groups by the panel path from KP_MIN_NX activation
+ * rows, by kquant_avx512_r8.c's kernels below (groups); rows outside
+ * whole groups by the reference's R8 product (same bits). */
+static void k5_r8(st_dtype t, size_t bb,
+                  void (*groups)(int64_t, const void *, size_t, int64_t, int64_t, const void *,
+                                 size_t, int64_t, float *, int64_t),
+                  int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1, const void *x,
+                  size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    const st_kernel_ops *ref = st_kernels_ref();
+    const int64_t g0 = (i0 + ST_R8_ROWS - 1) / ST_R8_ROWS, g1 = i1 / ST_R8_ROWS;
+    if (g1 <= g0) {
+        ref->mul_mat_r8[t](n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+        return;
+    }
+    if (i0 < ST_R8_ROWS * g0)
+        ref->mul_mat_r8[t](n, w, w_stride, i0, ST_R8_ROWS * g0, x, x_stride, nx, y, y_stride);
+    if (nx >= KP_MIN_NX)
+        kp_mul_mat((int)t, NULL, bb, n, w, w_stride, ST_R8_ROWS * g0, ST_R8_ROWS * g1, x, x_stride,
+                   nx, y, y_stride);
+    else
+        groups(n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
+    if (ST_R8_ROWS * g1 < i1)
+        ref->mul_mat_r8[t](n, w, w_stride, ST_R8_ROWS * g1, i1, x, x_stride, nx, y, y_stride);
+}
+
+void avx512_mul_mat_r8_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    k5_r8(ST_DT_Q4_K, sizeof(st_block_q4_k), avx512_r8_q4_k_groups, n, w, w_stride, i0, i1, x,
+          x_stride, nx, y, y_stride);
+}
+
+void avx512_mul_mat_r8_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    k5_r8(ST_DT_Q6_K, sizeof(st_block_q6_k), avx512_r8_q6_k_groups, n, w, w_stride, i0, i1, x,
+          x_stride, nx, y, y_stride);
 }

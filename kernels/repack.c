@@ -1,21 +1,125 @@
 /* repack.c - the R8 layout (see repack.h): scalar, deterministic, the one
- * definition of the byte order that every R8 kernel reads. Both dtypes
- * move whole 4-byte pieces: Q8_0 chunk c = qs[4c..4c+3], Q4_0 vector v =
- * qs[4v..4v+3] (whose low nibbles are elements 4v.. and high nibbles
- * elements 16 + 4v..). Any range of whole groups can be repacked alone
- * (groups are independent and keep their offsets), so callers may split
- * the work between threads. */
+ * definition of the byte order that every R8 kernel reads. A dtype's
+ * layout is a list of pieces: a piece moves len bytes at offset src of
+ * each plain block to offset dst + len * r of the group block (r the
+ * row's place in its group), so the 8 rows' copies of a piece sit side by
+ * side. Any range of whole groups can be repacked alone (groups are
+ * independent and keep their offsets), so callers may split the work
+ * between threads. */
 #include "kernels/repack.h"
 
+#include <stddef.h>
 #include <string.h>
 
-/* r8_group_block_bytes - bytes of one group block of t (8 plain blocks). */
-static size_t r8_group_block_bytes(st_dtype t)
+/* r8_piece - len bytes at src of a plain block go to dst + len * r. */
+typedef struct r8_piece {
+    uint16_t src, len, dst;
+} r8_piece;
+
+#define R8_MAX_PIECES 27 /* Q6_K: d, 2 scale pieces, 16 + 8 quant lines */
+
+typedef struct r8_layout {
+    int n;
+    r8_piece p[R8_MAX_PIECES];
+} r8_layout;
+
+/* Q8_0 and Q4_0: the scale, then 4-byte quant pieces c (8 resp. 4) */
+#define R8_Q_D                                                                                     \
+    {                                                                                              \
+        0, 2, 0                                                                                    \
+    }
+#define R8_Q_C(c)                                                                                  \
+    {                                                                                              \
+        2 + 4 * (c), 4, 16 + 32 * (c)                                                              \
+    }
+static const r8_layout r8_q8_0 = {9,
+                                  {R8_Q_D, R8_Q_C(0), R8_Q_C(1), R8_Q_C(2), R8_Q_C(3), R8_Q_C(4),
+                                   R8_Q_C(5), R8_Q_C(6), R8_Q_C(7)}};
+static const r8_layout r8_q4_0 = {5, {R8_Q_D, R8_Q_C(0), R8_Q_C(1), R8_Q_C(2), R8_Q_C(3)}};
+
+/* Q4_K: d, dmin, scale bytes 0..7 and 8..11, then 8-byte quant lines L */
+#define R8_K4_L(L)                                                                                 \
+    {                                                                                              \
+        offsetof(st_block_q4_k, qs) + 8 * (L), 8, ST_R8_Q4K_QS + 64 * (L)                          \
+    }
+static const r8_layout r8_q4_k = {20,
+                                  {{offsetof(st_block_q4_k, d), 2, ST_R8_Q4K_D},
+                                   {offsetof(st_block_q4_k, dmin), 2, ST_R8_Q4K_DMIN},
+                                   {offsetof(st_block_q4_k, scales), 8, ST_R8_Q4K_SC8},
+                                   {offsetof(st_block_q4_k, scales) + 8, 4, ST_R8_Q4K_SC4},
+                                   R8_K4_L(0),
+                                   R8_K4_L(1),
+                                   R8_K4_L(2),
+                                   R8_K4_L(3),
+                                   R8_K4_L(4),
+                                   R8_K4_L(5),
+                                   R8_K4_L(6),
+                                   R8_K4_L(7),
+                                   R8_K4_L(8),
+                                   R8_K4_L(9),
+                                   R8_K4_L(10),
+                                   R8_K4_L(11),
+                                   R8_K4_L(12),
+                                   R8_K4_L(13),
+                                   R8_K4_L(14),
+                                   R8_K4_L(15)}};
+
+/* Q6_K: d, scales 0..7 and 8..15, the 16 8-byte lines of ql, the 8 of qh */
+#define R8_K6_L(L)                                                                                 \
+    {                                                                                              \
+        offsetof(st_block_q6_k, ql) + 8 * (L), 8, ST_R8_Q6K_QL(L)                                  \
+    }
+#define R8_K6_H(M)                                                                                 \
+    {                                                                                              \
+        offsetof(st_block_q6_k, qh) + 8 * (M), 8, ST_R8_Q6K_QH(M)                                  \
+    }
+static const r8_layout r8_q6_k = {27,
+                                  {{offsetof(st_block_q6_k, d), 2, ST_R8_Q6K_D},
+                                   {offsetof(st_block_q6_k, scales), 8, ST_R8_Q6K_SC_LO},
+                                   {offsetof(st_block_q6_k, scales) + 8, 8, ST_R8_Q6K_SC_HI},
+                                   R8_K6_L(0),
+                                   R8_K6_L(1),
+                                   R8_K6_L(2),
+                                   R8_K6_L(3),
+                                   R8_K6_L(4),
+                                   R8_K6_L(5),
+                                   R8_K6_L(6),
+                                   R8_K6_L(7),
+                                   R8_K6_L(8),
+                                   R8_K6_L(9),
+                                   R8_K6_L(10),
+                                   R8_K6_L(11),
+                                   R8_K6_L(12),
+                                   R8_K6_L(13),
+                                   R8_K6_L(14),
+                                   R8_K6_L(15),
+                                   R8_K6_H(0),
+                                   R8_K6_H(1),
+                                   R8_K6_H(2),
+                                   R8_K6_H(3),
+                                   R8_K6_H(4),
+                                   R8_K6_H(5),
+                                   R8_K6_H(6),
+                                   R8_K6_H(7)}};
+
+/* r8_layout_of - the pieces of t (repack.h's byte order), or NULL. */
+static const r8_layout *r8_layout_of(st_dtype t)
 {
-    return ST_R8_ROWS * st_dtype_info_of(t)->blck_bytes;
+    switch (t) {
+    case ST_DT_Q8_0:
+        return &r8_q8_0;
+    case ST_DT_Q4_0:
+        return &r8_q4_0;
+    case ST_DT_Q4_K:
+        return &r8_q4_k;
+    case ST_DT_Q6_K:
+        return &r8_q6_k;
+    default:
+        return NULL;
+    }
 }
 
-int st_r8_supported(st_dtype t) { return t == ST_DT_Q8_0 || t == ST_DT_Q4_0; }
+int st_r8_supported(st_dtype t) { return r8_layout_of(t) != NULL; }
 
 int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64_t rows, void *dst)
 {
@@ -24,9 +128,10 @@ int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64
     size_t rb;
     if (st_row_size(t, n, &rb) != ST_K_OK || rb != row_bytes || rows < 0 || rows % ST_R8_ROWS != 0)
         return ST_K_ESHAPE;
-    const int64_t nb = n / ST_QK;
-    const size_t gbb = r8_group_block_bytes(t);
-    const int nchunk = (int)((gbb / ST_R8_ROWS - 2) / 4); /* Q8_0: 8, Q4_0: 4 */
+    const st_dtype_info *info = st_dtype_info_of(t);
+    const r8_layout *l = r8_layout_of(t);
+    const int64_t nb = n / info->blck;
+    const size_t bb = info->blck_bytes, gbb = ST_R8_ROWS * bb;
     const uint8_t *s = src;
     uint8_t *d = dst;
     for (int64_t g = 0; g < rows / ST_R8_ROWS; g++) {
@@ -35,33 +140,25 @@ int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *o = dg + (size_t)b * gbb;
             for (int r = 0; r < ST_R8_ROWS; r++) {
-                const uint8_t *blk = sg + (size_t)r * row_bytes + (size_t)b * (gbb / ST_R8_ROWS);
-                memcpy(o + 2 * r, blk, 2);       /* the f16 scale */
-                for (int c = 0; c < nchunk; c++) /* 4 quant bytes per chunk */
-                    memcpy(o + 16 + 32 * c + 4 * r, blk + 2 + 4 * c, 4);
+                const uint8_t *blk = sg + (size_t)r * row_bytes + (size_t)b * bb;
+                for (int k = 0; k < l->n; k++)
+                    memcpy(o + l->p[k].dst + (size_t)l->p[k].len * r, blk + l->p[k].src,
+                           l->p[k].len);
             }
         }
     }
     return ST_K_OK;
 }
 
-/* r8_block_at - group block b of the group holding row i, and i's place r. */
-static const uint8_t *r8_block_at(const void *w, size_t row_bytes, int64_t i, int64_t b, size_t gbb,
-                                  int *r)
-{
-    const int64_t g = i / ST_R8_ROWS;
-    *r = (int)(i % ST_R8_ROWS);
-    return (const uint8_t *)w + (size_t)g * ST_R8_ROWS * row_bytes + (size_t)b * gbb;
-}
-
 void st_r8_gather(st_dtype t, const void *w, size_t row_bytes, int64_t i, int64_t b, void *out)
 {
-    const size_t gbb = r8_group_block_bytes(t);
-    const int nchunk = (int)((gbb / ST_R8_ROWS - 2) / 4);
-    int r;
-    const uint8_t *o = r8_block_at(w, row_bytes, i, b, gbb, &r);
+    const st_dtype_info *info = st_dtype_info_of(t);
+    const r8_layout *l = r8_layout_of(t);
+    const size_t gbb = ST_R8_ROWS * info->blck_bytes;
+    const int64_t g = i / ST_R8_ROWS;
+    const int r = (int)(i % ST_R8_ROWS);
+    const uint8_t *o = (const uint8_t *)w + (size_t)g * ST_R8_ROWS * row_bytes + (size_t)b * gbb;
     uint8_t *d = out;
-    memcpy(d, o + 2 * r, 2); /* the scale */
-    for (int c = 0; c < nchunk; c++)
-        memcpy(d + 2 + 4 * c, o + 16 + 32 * c + 4 * r, 4);
+    for (int k = 0; k < l->n; k++)
+        memcpy(d + l->p[k].src, o + l->p[k].dst + (size_t)l->p[k].len * r, l->p[k].len);
 }

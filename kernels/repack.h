@@ -1,4 +1,5 @@
-/* repack.h - the row-interleaved ("R8") layout of Q8_0 and Q4_0 weights.
+/* repack.h - the row-interleaved ("R8") layout of Q8_0, Q4_0, Q4_K and
+ * Q6_K weights.
  *
  * A GGUF matrix stores each row's blocks one after another. Products that
  * use 8 rows at a time (every SIMD path) then read 8 separate streams and
@@ -19,9 +20,25 @@
  *    plain Q4_0 byte qs[e] holds element e in its low nibble and element
  *    16 + e in its high one, the low nibbles of vector v are chunk v
  *    (elements 4v..4v+3) and the high nibbles chunk v + 4.
- * A chunk vector lines up the 8 rows' products with the same 4 activation
- * bytes, so one broadcast of those bytes feeds 8 output rows at once and
- * each output row stays in its own lane: no horizontal sums. */
+ *  - Q4_K (1152 bytes = 8 x 144, "group block" b holds super-block b):
+ *    the 8 d[r] (f16) at ST_R8_Q4K_D, the 8 dmin[r] at ST_R8_Q4K_DMIN,
+ *    scale bytes 0..7 of row r at ST_R8_Q4K_SC8 + 8r, scale bytes 8..11
+ *    at ST_R8_Q4K_SC4 + 4r, then 16 lines L = 0..15 of 64 bytes at
+ *    ST_R8_Q4K_QS + 64L: byte 8r + k of line L is qs[8L + k] of row r.
+ *    Line L's low nibbles are elements 64c + 8(L % 4) + k of sub-block
+ *    2c (c = L / 4), its high nibbles the elements 32 further, of
+ *    sub-block 2c + 1.
+ *  - Q6_K (1680 bytes = 8 x 210): the 8 d[r] at ST_R8_Q6K_D, scales
+ *    0..7 of row r at ST_R8_Q6K_SC_LO + 8r, scales 8..15 at
+ *    ST_R8_Q6K_SC_HI + 8r, then 24 lines of 64 bytes, each holding one
+ *    8-byte piece of each row (byte 8r + k of a line = byte 8j + k of the
+ *    row's ql or qh), in the order a product reads them: for h = 0, 1 and
+ *    lq = 0..3, qh piece 4h + lq, then the ql pieces 8h + lq and 8h + 4 +
+ *    lq it completes (ST_R8_Q6K_QH(j), ST_R8_Q6K_QL(j): their offsets).
+ * A chunk vector lines up the 8 rows' products with the same 4 (Q4_K: 8)
+ * activation bytes, so one broadcast of those bytes feeds 8 output rows at
+ * once and each output row stays in its own lane (Q4_K: its two lanes):
+ * no horizontal sums across rows. */
 #ifndef ST_KERNELS_REPACK_H
 #define ST_KERNELS_REPACK_H
 
@@ -32,7 +49,26 @@
 
 #define ST_R8_ROWS 8 /* rows per group */
 
-/* st_r8_supported - whether dtype t has an R8 layout (Q8_0 and Q4_0). */
+/* Offsets inside a Q4_K group block (see above). */
+#define ST_R8_Q4K_D 0     /* 8 f16 d */
+#define ST_R8_Q4K_DMIN 16 /* 8 f16 dmin */
+#define ST_R8_Q4K_SC8 32  /* 8 x scale bytes 0..7 */
+#define ST_R8_Q4K_SC4 96  /* 8 x scale bytes 8..11 */
+#define ST_R8_Q4K_QS 128  /* 16 lines of 64 quant bytes */
+
+/* Offsets inside a Q6_K group block (see above). */
+#define ST_R8_Q6K_D 0       /* 8 f16 d */
+#define ST_R8_Q6K_SC_LO 16  /* 8 x scales 0..7 */
+#define ST_R8_Q6K_SC_HI 80  /* 8 x scales 8..15 */
+#define ST_R8_Q6K_LINES 144 /* 24 lines of 64 quant bytes */
+#define ST_R8_Q6K_LINE 64   /* bytes of a line */
+/* the line of qh piece j (0..7) and of ql piece j (0..15) */
+#define ST_R8_Q6K_QH(j) (ST_R8_Q6K_LINES + ST_R8_Q6K_LINE * (12 * ((j) / 4) + 3 * ((j) % 4)))
+#define ST_R8_Q6K_QL(j)                                                                            \
+    (ST_R8_Q6K_LINES + ST_R8_Q6K_LINE * (12 * ((j) / 8) + 3 * ((j) % 4) + 1 + ((j) % 8) / 4))
+
+/* st_r8_supported - whether dtype t has an R8 layout (Q8_0, Q4_0, Q4_K,
+ * Q6_K). */
 int st_r8_supported(st_dtype t);
 
 /* st_r8_repack - writes the R8 layout of the plain matrix src (rows rows of
@@ -46,7 +82,8 @@ int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64
 
 /* st_r8_gather - block b of row i of an R8 matrix of t (w at row 0, plain
  * row size row_bytes), written to out as the plain block (34 bytes for
- * Q8_0, 18 for Q4_0). t must have an R8 layout. */
+ * Q8_0, 18 for Q4_0, 144 for Q4_K, 210 for Q6_K: b counts t's blocks). t must have an
+ * R8 layout. */
 void st_r8_gather(st_dtype t, const void *w, size_t row_bytes, int64_t i, int64_t b, void *out);
 
 #endif

@@ -21,11 +21,13 @@
 #include "tests/engine/runner.h"
 
 /* qw2-synth: the qwen2 architecture (q/k/v biases, NEOX rope, tied head
- * of a 151,669-token vocabulary) */
-static const char *const eng_models[] = {"synth-s-f32.gguf",  "synth-s-f16.gguf",
-                                         "synth-s-q8_0.gguf", "synth-s-q4_0.gguf",
-                                         "stories260K.gguf",  "qw2-synth-q8_0.gguf"};
-#define ENG_N_MODELS 6
+ * of a 151,669-token vocabulary); synth-s-q4_k_m: Q4_K (R8 with AVX-512)
+ * and Q6_K matrices */
+static const char *const eng_models[] = {"synth-s-f32.gguf",   "synth-s-f16.gguf",
+                                         "synth-s-q8_0.gguf",  "synth-s-q4_0.gguf",
+                                         "stories260K.gguf",   "qw2-synth-q8_0.gguf",
+                                         "synth-s-q4_k_m.gguf"};
+#define ENG_N_MODELS 7
 
 static const int32_t eng_prompt[] = {1, 325, 422, 307, 404, 289, 386, 271, 368, 465, 350, 447};
 #define ENG_N_PROMPT 12
@@ -160,7 +162,7 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
     ck_assert_int_eq(st_pool_open(threads, 0, &pool), ST_OK);
     ck_assert_int_eq(st_model_repack(m, ops, pool), ST_OK); /* R8 weights vs the plain ones alone */
     const st_weight *w0 = &st_model_layer(m, 0)->w_up;
-    ck_assert(w0->r8 == (ops->variant != ST_KVAR_REF && st_r8_supported(w0->dtype)));
+    ck_assert(w0->r8 == st_model_serves_r8(ops, w0->dtype));
     ck_assert_int_eq(st_stage_ctx_open(m, 64, pool, ops, &ctx), ST_OK);
     size_t V = (size_t)st_model_hparams(m)->n_vocab;
     st_kv *kv[3];

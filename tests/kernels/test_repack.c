@@ -2,15 +2,19 @@
  * on it: the layout's bytes are where repack.h says, gathering gives back
  * every plain block, repacking is deterministic, bad shapes are refused,
  * and mul_mat_r8 of every variant equals the plain reference mul_mat bit
- * for bit at every batch size 1..12, at prefill width (70 rows of 5632),
- * and over uneven row ranges, including ranges that do not start or end
- * on a group of 8. */
+ * for bit at every batch size 1..12 (K-quants: 1..20, across the switch to
+ * its panel path), at prefill width (70 rows of 5632), and over uneven
+ * row ranges, including ranges that do not start or end on a group of 8.
+ * Q8_0 and Q4_0 products are required of every variant, Q4_K and Q6_K
+ * ones of the reference and the AVX-512 variant (tr_expects). */
 #include <check.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/fp16.h"
 #include "kernels/kernels.h"
 #include "kernels/repack.h"
 #include "tests/kernels/tk_util.h"
@@ -19,11 +23,39 @@ typedef struct tr_mat {
     st_dtype t;
     int64_t n, rows, nx;
     size_t ws, xs;
-    uint8_t *w, *wr, *x; /* plain weights, R8 weights, Q8_0 activations */
+    uint8_t *w, *wr, *x; /* plain weights, R8 weights, activations (Q8_0 or Q8_K) */
 } tr_mat;
 
+/* tr_random_k - rows of random Q4_K or Q6_K super-blocks (every quant
+ * and scale bit random, d and dmin sane halves), row 1 all extreme (Q4_K:
+ * quants 15, scales and mins 63; Q6_K: quants 63, scales -1) and row 2's
+ * Q6_K scales -128. */
+static void tr_random_k(tk_rng *r, st_dtype t, uint8_t *w, size_t ws, int64_t rows)
+{
+    for (size_t k = 0; k < ws * (size_t)rows; k++)
+        w[k] = (uint8_t)tk_next(r);
+    if (rows > 2)
+        memset(w + ws, 0xff, ws);
+    const size_t bb = st_dtype_info_of(t)->blck_bytes;
+    for (size_t b = 0; b < ws * (size_t)rows / bb; b++) {
+        const uint16_t d = st_f32_to_f16(ldexpf(1.0f + 0.5f * tk_unif(r), -8));
+        const uint16_t dmin = st_f32_to_f16(ldexpf(1.0f + 0.5f * tk_unif(r), -9));
+        if (t == ST_DT_Q4_K) {
+            st_block_q4_k *blk = (st_block_q4_k *)(void *)(w + b * bb);
+            blk->d = d;
+            blk->dmin = dmin;
+        } else {
+            st_block_q6_k *blk = (st_block_q6_k *)(void *)(w + b * bb);
+            blk->d = d;
+            if (b * bb / ws == 2)
+                memset(blk->scales, 0x80, sizeof blk->scales);
+        }
+    }
+}
+
 /* tr_init - random weights (quantized from floats, plus a few raw extreme
- * quants: -128 for Q8_0) and activations; wr = the R8 repacking of w. */
+ * quants: -128 for Q8_0; K-quants: tr_random_k) and activations (in the
+ * weights' activation dtype); wr = the R8 repacking of w. */
 static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, uint64_t seed)
 {
     const st_kernel_ops *ref = st_kernels_ref();
@@ -32,7 +64,9 @@ static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, 
     m->rows = rows;
     m->nx = nx;
     ck_assert_int_eq(st_row_size(t, n, &m->ws), ST_K_OK);
-    ck_assert_int_eq(st_row_size(ST_DT_Q8_0, n, &m->xs), ST_K_OK);
+    const st_dtype act = st_dtype_info_of(t)->act;
+    const int kq = t == ST_DT_Q4_K || t == ST_DT_Q6_K;
+    ck_assert_int_eq(st_row_size(act, n, &m->xs), ST_K_OK);
     m->w = tk_alloc(m->ws * (size_t)rows);
     m->wr = tk_alloc(m->ws * (size_t)rows);
     m->x = tk_alloc(m->xs * (size_t)nx);
@@ -42,11 +76,13 @@ static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, 
         for (int64_t k = 0; k < n; k++)
             tmp[k] = (float)((double)(tk_next(&r) >> 11) * 0x1p-53 - 0.5) *
                      (i < rows ? 0.2f : 4.0f);
-        if (i < rows)
+        if (i < rows && !kq)
             ref->from_float[t](tmp, m->w + (size_t)i * m->ws, n);
-        else
-            ref->from_float[ST_DT_Q8_0](tmp, m->x + (size_t)(i - rows) * m->xs, n);
+        else if (i >= rows)
+            ref->from_float[act](tmp, m->x + (size_t)(i - rows) * m->xs, n);
     }
+    if (kq)
+        tr_random_k(&r, t, m->w, m->ws, rows);
     if (t == ST_DT_Q8_0) /* the extreme quant the sign trick must handle */
         for (int64_t i = 0; i < rows; i += 3)
             ((st_block_q8_0 *)(void *)(m->w + (size_t)i * m->ws))[0].qs[i % 32] = -128;
@@ -104,6 +140,63 @@ START_TEST(test_layout)
 }
 END_TEST
 
+START_TEST(test_layout_q4_k)
+{
+    /* the offsets of repack.h, piece by piece, and gathering back */
+    tr_mat m;
+    tr_init(&m, ST_DT_Q4_K, 512, 16, 1, 3);
+    const size_t gbb = 8 * sizeof(st_block_q4_k);
+    for (int64_t i = 0; i < 16; i++)
+        for (int64_t b = 0; b < 2; b++) {
+            const st_block_q4_k *p = (const st_block_q4_k *)(const void *)(m.w + i * m.ws) + b;
+            const uint8_t *o = m.wr + (size_t)(i / 8) * 8 * m.ws + (size_t)b * gbb;
+            const int r = (int)(i % 8);
+            ck_assert(memcmp(o + ST_R8_Q4K_D + 2 * r, &p->d, 2) == 0);
+            ck_assert(memcmp(o + ST_R8_Q4K_DMIN + 2 * r, &p->dmin, 2) == 0);
+            ck_assert(memcmp(o + ST_R8_Q4K_SC8 + 8 * r, p->scales, 8) == 0);
+            ck_assert(memcmp(o + ST_R8_Q4K_SC4 + 4 * r, p->scales + 8, 4) == 0);
+            for (int L = 0; L < 16; L++)
+                ck_assert(memcmp(o + ST_R8_Q4K_QS + 64 * L + 8 * r, p->qs + 8 * L, 8) == 0);
+            st_block_q4_k g;
+            st_r8_gather(ST_DT_Q4_K, m.wr, m.ws, i, b, &g);
+            ck_assert(memcmp(&g, p, sizeof g) == 0);
+        }
+    ck_assert_int_eq(ST_R8_Q4K_QS + 16 * 64, (int)gbb);
+    tr_free(&m);
+}
+END_TEST
+
+START_TEST(test_layout_q6_k)
+{
+    tr_mat m;
+    tr_init(&m, ST_DT_Q6_K, 512, 16, 1, 4);
+    const size_t gbb = 8 * sizeof(st_block_q6_k);
+    for (int64_t i = 0; i < 16; i++)
+        for (int64_t b = 0; b < 2; b++) {
+            const st_block_q6_k *p = (const st_block_q6_k *)(const void *)(m.w + i * m.ws) + b;
+            const uint8_t *o = m.wr + (size_t)(i / 8) * 8 * m.ws + (size_t)b * gbb;
+            const int r = (int)(i % 8);
+            ck_assert(memcmp(o + ST_R8_Q6K_D + 2 * r, &p->d, 2) == 0);
+            ck_assert(memcmp(o + ST_R8_Q6K_SC_LO + 8 * r, p->scales, 8) == 0);
+            ck_assert(memcmp(o + ST_R8_Q6K_SC_HI + 8 * r, p->scales + 8, 8) == 0);
+            for (int L = 0; L < 16; L++)
+                ck_assert(memcmp(o + ST_R8_Q6K_QL(L) + 8 * r, p->ql + 8 * L, 8) == 0);
+            for (int M = 0; M < 8; M++)
+                ck_assert(memcmp(o + ST_R8_Q6K_QH(M) + 8 * r, p->qh + 8 * M, 8) == 0);
+            st_block_q6_k g;
+            st_r8_gather(ST_DT_Q6_K, m.wr, m.ws, i, b, &g);
+            ck_assert(memcmp(&g, p, sizeof g) == 0);
+        }
+    /* the 24 lines fill the group block, in the order the products read them */
+    ck_assert_int_eq(ST_R8_Q6K_LINES + 24 * ST_R8_Q6K_LINE, (int)gbb);
+    ck_assert_int_eq(ST_R8_Q6K_QH(0), ST_R8_Q6K_LINES);
+    ck_assert_int_eq(ST_R8_Q6K_QL(0), ST_R8_Q6K_LINES + 64);
+    ck_assert_int_eq(ST_R8_Q6K_QL(4), ST_R8_Q6K_LINES + 128);
+    ck_assert_int_eq(ST_R8_Q6K_QL(15), ST_R8_Q6K_LINES + 23 * 64);
+    tr_free(&m);
+}
+END_TEST
+
 START_TEST(test_bad_shapes)
 {
     uint8_t src[8 * 34 * 2], dst[8 * 34 * 2];
@@ -113,9 +206,13 @@ START_TEST(test_bad_shapes)
     ck_assert_int_eq(st_r8_repack(ST_DT_Q8_0, 64, src, 70, 8, dst), ST_K_ESHAPE); /* stride */
     ck_assert_int_eq(st_r8_repack(ST_DT_Q8_0, 48, src, 51, 8, dst), ST_K_ESHAPE); /* n % 32 */
     ck_assert_int_eq(st_r8_repack(ST_DT_F16, 64, src, 128, 8, dst), ST_K_ETYPE);
+    ck_assert_int_eq(st_r8_repack(ST_DT_Q4_K, 128, src, 72, 8, dst), ST_K_ESHAPE); /* n % 256 */
+    ck_assert_int_eq(st_r8_repack(ST_DT_Q5_K, 256, src, 176, 8, dst), ST_K_ETYPE);
     for (size_t k = 0; k < sizeof dst; k++)
         ck_assert_int_eq(dst[k], 0xaa); /* untouched */
     ck_assert(st_r8_supported(ST_DT_Q8_0) && st_r8_supported(ST_DT_Q4_0));
+    ck_assert(st_r8_supported(ST_DT_Q4_K) && st_r8_supported(ST_DT_Q6_K));
+    ck_assert(!st_r8_supported(ST_DT_Q5_K) && !st_r8_supported(ST_DT_Q2_K));
     ck_assert(!st_r8_supported(ST_DT_F32) && !st_r8_supported(ST_DT_BF16));
 }
 END_TEST
@@ -143,16 +240,32 @@ static void tr_check(const st_kernel_ops *ops, const tr_mat *m, int64_t nx, int6
     free(b);
 }
 
+/* tr_expects - whether variant ops must have an R8 product for t: Q8_0
+ * and Q4_0 everywhere, Q4_K and Q6_K in the reference and the AVX-512
+ * variant. */
+static bool tr_expects(const st_kernel_ops *ops, st_dtype t)
+{
+    if (t == ST_DT_Q4_K || t == ST_DT_Q6_K)
+        return ops->variant == ST_KVAR_REF || ops->variant == ST_KVAR_AVX512;
+    return true;
+}
+
 START_TEST(test_products)
 {
     const st_kernel_ops *ops = tk_variant(_i);
-    const st_dtype ts[] = {ST_DT_Q8_0, ST_DT_Q4_0};
-    for (int k = 0; k < 2; k++) {
-        ck_assert_ptr_nonnull(ops->mul_mat_r8[ts[k]]);
+    const st_dtype ts[] = {ST_DT_Q8_0, ST_DT_Q4_0, ST_DT_Q4_K, ST_DT_Q6_K};
+    for (int k = 0; k < 4; k++) {
+        const int kq = ts[k] == ST_DT_Q4_K || ts[k] == ST_DT_Q6_K;
+        if (!tr_expects(ops, ts[k]))
+            continue;
+        ck_assert_msg(ops->mul_mat_r8[ts[k]] != NULL, "%s has no R8 product for %s", ops->name,
+                      st_dtype_info_of(ts[k])->name);
         tr_mat m;
-        /* every batch size a decode step can have; 24 rows = 3 groups */
-        tr_init(&m, ts[k], 1056, 24, 12, 30 + (uint64_t)k);
-        for (int64_t nx = 1; nx <= 12; nx++) {
+        /* every batch size a decode step can have (Q4_K: and the switch to
+         * the panel path at 16); 24 rows = 3 groups */
+        const int64_t max_nx = kq ? 20 : 12;
+        tr_init(&m, ts[k], kq ? 1024 : 1056, 24, max_nx, 30 + (uint64_t)k);
+        for (int64_t nx = 1; nx <= max_nx; nx++) {
             tr_check(ops, &m, nx, 0, 24);
             tr_check(ops, &m, nx, 8, 16);  /* one group */
             tr_check(ops, &m, nx, 3, 21);  /* partial groups at both ends */
@@ -175,6 +288,8 @@ static Suite *repack_suite(void)
     TCase *tc = tcase_create("repack");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_layout);
+    tcase_add_test(tc, test_layout_q4_k);
+    tcase_add_test(tc, test_layout_q6_k);
     tcase_add_test(tc, test_bad_shapes);
     tcase_add_loop_test(tc, test_products, 0, tk_variant_count());
     suite_add_tcase(s, tc);
