@@ -21,7 +21,7 @@ Cases:
   it refused no packet (bad_packets 0) and generation works; a
   coordinator with the fixed `--wire f32` refuses such a worker at join.
 - mixed: three hosts as network namespaces on a bridge (root only, else
-  skipped), the bridge's port to worker w3 limited by tbf to 20 Mbit/s
+  skipped), the bridge's port to worker w3 limited by tbf to 10 Mbit/s
   while the other links run at veth speed (over 100x faster, so the choice
   is not borderline); --split 2,2,2 puts w1 -> w2 (fast) and w2 -> w3 (slow)
   on the two boundaries: once both are measured, `auto` gives them
@@ -62,12 +62,21 @@ MODEL = "synth-s-f32.gguf"
 # and with it the 10% transfer budget, is then far above what a fast link
 # needs for one f32 token (1 KiB), whatever the machine's load
 THROTTLE = "4"
-# tbf towards w3 in case mixed: 2.5 MB/s, so that w1's and w2's 1 MiB link
-# probes to w3 at the same time still end within the probe timeout (3 s);
-# one f32 token (1 KiB) then takes ~400 us there, against a throttled
-# stage compute near 0.7 ms (a 10% budget near 70 us), while veths carry
-# 100s of MB/s to GB/s (one f32 token in a few us): ~6x and ~10x margins
-SLOW_RATE = "20mbit"
+# MixedBed: tbf towards w3 at 10 Mbit/s (1.25 MB/s), so that w1's and w2's
+# 1 MiB link probes to w3 at the same time still end within the probe
+# timeout (3 s, here ~1.7 s); one f16 token (512 B) then takes ~0.8 ms
+# there, while veths carry 100s of MB/s (one f32 token, 1 KiB, in 2-5 us).
+# The auto rule compares these with 10% of a stage's compute time, which
+# moves with the kernels, the sanitizer and the load: MixedBed's workers
+# are not throttled (MIXED_THROTTLE), putting the budget near 18 us on a
+# quiet release build (the fast link's f32 within it 3-4x) and near 80-180
+# us with the reference kernels or ASan under load (the slow link's f16
+# 4x and more above 120% of it: out of the hysteresis band, so the slow
+# boundary leaves f16 for i8 once the gate passes). With the workers
+# throttled x4 and 20 Mbit/s, the reference kernels' budget (375 us) held
+# f16 (408 us) within the band and wire-i8 failed.
+SLOW_RATE = "10mbit"
+MIXED_THROTTLE = "1"
 # case mixed's generations: a prompt of 32 ids (one prefill packet of 32 tokens, 16 KiB as
 # f16, that zstd shrinks by ~5%; a decode step's 512 B barely compress) and 8 tokens
 ZPROMPT = ",".join(str(i) for i in range(1, 33))
@@ -238,7 +247,7 @@ class MixedBed:
             self.spawn(w, w, [WORKER, "--coordinator", self.addr, "--model", m, "--listen",
                               "tcp://%s:0" % (hosts[w] % sub), "--threads", "1", "--name", w,
                               "--heartbeat-ms", "200", "--cluster-key", self.key, "--throttle",
-                              THROTTLE, "--probe-s", "5"])
+                              MIXED_THROTTLE, "--probe-s", "5"])
             wait_status(self.status, lambda st, k=i + 1: len(st["workers"]) == k,
                         "%s joined" % w)
         st = wait_status(self.status, lambda st: st.get("serving"), "a serving plan")
@@ -375,15 +384,31 @@ def i8_agreement(bed, tmp):
     return agree, len(ref)
 
 
+def bench_i8():
+    """The i8 top-1 figure `strata bench wire` prints for MODEL on this
+    machine's kernels ("98.4%" with avx2 and avx512, "96.9%" with the
+    reference ones: the figure depends on the kernels' order of sums), the
+    oracle of the coordinator's gate, which runs the same calibration."""
+    r = subprocess.run([STRATA, "bench", "wire", model(MODEL), "--wire", "i8", "--threads", "1"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    m = re.search(r"^i8 +(\d+\.\d)% ", r.stdout, re.M)
+    assert m, r.stdout
+    return m.group(1)
+
+
 def case_i8():
     """--allow-i8 on the mixed links: while the accuracy gate is held
     (--test-i8-gate-hold) it is pending and the slow boundary keeps a 16-bit
-    dtype; once released it passes on synth-s-f32 (top1 98.4%), and the
+    dtype; once released it passes on synth-s-f32 (top1 98.4% with the avx2
+    and avx512 kernels, with the figure `strata bench wire` prints), and the
     coordinator plans again: i8 on the slow boundary only, the reason saying
     the gate passed. Through that plan, along `strata run`'s greedy path of
     the golden case, the next ids agree with `strata run`'s within the i8
     gate (top-1 >= 90%). A restart on the same cache reads the verdict from
     it."""
+    pct = bench_i8()
+    assert float(pct) >= 90.0, pct  # synth-s-f32 passes the i8 gate
     tmp = tempfile.mkdtemp(prefix="strata-i8-%d-" % os.getpid())
     cache, hold = os.path.join(tmp, "cache"), os.path.join(tmp, "release-the-gate")
     args = ["--allow-i8", "--cache-dir", cache, "--test-hooks", "--test-i8-gate-hold", hold,
@@ -406,41 +431,46 @@ def case_i8():
         assert st["epoch"] != epoch, st["epoch"]
         assert b[0][0] == "f32", b
         assert b[1][1].startswith("i8: ") and b[1][1].endswith(
-            "; i8 gate passed (top1 98.4% >= 90%)"), b[1][1]
-        assert "top1 98.4% >= 90% (63/64 steps)" in st["i8_gate"], st["i8_gate"]
+            "; i8 gate passed (top1 %s%% >= 90%%)" % pct), (b[1][1], pct)
+        steps = re.search(r"top1 %s%% >= 90%% \((\d+)/64 steps\)" % re.escape(pct),
+                          st["i8_gate"])
+        assert steps and "%.1f" % (100.0 * int(steps.group(1)) / 64) == pct, (st["i8_gate"], pct)
         agree, n = i8_agreement(bed, tmp)
         assert agree >= I8_TOP1_MIN * n, "i8 on one boundary: top-1 %d/%d" % (agree, n)
         err = bed.coord.stderr()
-        assert re.search(r"i8 accuracy gate passed: top1 98\.4% >= 90% .*computed in [0-9.e+-]+ s",
-                         err), err[-3000:]
+        assert re.search(r"i8 accuracy gate passed: top1 %s%% >= 90%% .*computed in [0-9.e+-]+ s"
+                         % re.escape(pct), err), err[-3000:]
         print("i8: epoch %d after the gate passed: %s" % (st["epoch"], b))
         print("i8: %s" % st["i8_gate"])
     # a restart on the same model file and cache: the verdict from the cache
     with Cluster(model(MODEL), ["--allow-i8", "--cache-dir", cache]) as c:
         st = c.status()
-        assert st["i8_gate"].startswith("passed: top1 98.4%") and \
+        assert st["i8_gate"].startswith("passed: top1 %s%%" % pct) and \
             st["i8_gate"].endswith("from the cache"), st["i8_gate"]
         print("i8: restarted: %s" % st["i8_gate"])
 
 
 def case_i8_fail():
     """The gate fails (a test threshold of 99.5% against synth-s-f32's
-    98.4%): i8 is never chosen; after a forced replan on measured links the
-    slow boundary has a 16-bit dtype and its reason says the gate failed."""
+    98.4%, the figure of `strata bench wire`): i8 is never chosen; after a
+    forced replan on measured links the slow boundary has a 16-bit dtype and
+    its reason says the gate failed."""
+    pct = bench_i8()
+    assert float(pct) < 99.5, pct  # the test threshold is above the figure
     tmp = tempfile.mkdtemp(prefix="strata-i8-%d-" % os.getpid())
     args = ["--allow-i8", "--cache-dir", os.path.join(tmp, "cache"), "--test-hooks",
             "--test-i8-gate-top1", "99.5"]
     with MixedBed(args) as bed:
         st = wait_status(bed.status, lambda st: st["i8_gate"].startswith("failed") and
                          mixed(st), "the gate failed and the links measured", 90)
-        assert "top1 98.4% < 99.5%" in st["i8_gate"], st["i8_gate"]
+        assert "top1 %s%% < 99.5%%" % pct in st["i8_gate"], (st["i8_gate"], pct)
         r = bed.cli("replan", "--force", "--json")
         assert json.loads(r.stdout)["started"], r.stdout
         new = json.loads(r.stdout)["epoch"]
         st = wait_status(bed.status, lambda st: st["epoch"] == new and mixed(st),
                          "the forced plan serving", 90)
         b = boundaries(st)
-        assert b[1][1].endswith("; i8 gate failed (top1 98.4% < 99.5%)"), b[1][1]
+        assert b[1][1].endswith("; i8 gate failed (top1 %s%% < 99.5%%)" % pct), (b[1][1], pct)
         assert "i8" not in [d for d, _ in b], b
         print("i8-fail: %s; epoch %d: %s" % (st["i8_gate"], st["epoch"], b))
 

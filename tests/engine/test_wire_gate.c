@@ -1,7 +1,10 @@
 /* test_wire_gate.c - the wire accuracy gate (worker/wire_gate.h) on real
- * shared models: its figures and verdicts are those `strata bench wire
- * --gate` prints (synth-s-f32: f32 exact, i8 63/64 top-1 = 98.4%, passes;
- * l3-synth-q8_0: i8 56/64 = 87.5%, fails), the coordinator's calibration
+ * shared models: its verdicts are those `strata bench wire --gate` prints
+ * (synth-s-f32: f32 exact, i8 lossy and passing: 63/64 top-1 = 98.4% with
+ * the avx2 and avx512 kernels, 62/64 = 96.9% with the reference ones, whose
+ * sums run in another order; l3-synth-q8_0: i8 56/64 = 87.5% with each,
+ * failing). The figures depend on the kernel variant, so the checks are
+ * on the verdicts and on figures that hold for every variant; the coordinator's calibration
  * run (st_wgate_i8) gives the same i8 figures, a test threshold above the
  * figure fails it, a cancel flag stops a run, and a path longer than the
  * context is refused. */
@@ -41,7 +44,9 @@ START_TEST(test_i8_passes_on_synth_s)
     ck_assert(st_wgate_pass(ST_WIRE_F32, &f32, ST_WGATE_I8_TOP1_MIN, NULL));
     tg_run("synth-s-f32.gguf", ST_WIRE_I8, &i8);
     ck_assert_int_eq(i8.steps, ST_WGATE_CALIB_STEPS);
-    ck_assert_int_eq(i8.top1_agree, 63); /* 98.4%, as `strata bench wire` prints */
+    /* lossy (not every step agrees, the logits differ) and within the gate */
+    ck_assert_int_lt(i8.top1_agree, ST_WGATE_CALIB_STEPS);
+    ck_assert_int_ge(100 * i8.top1_agree, (int)ST_WGATE_I8_TOP1_MIN * ST_WGATE_CALIB_STEPS);
     ck_assert(i8.max_err > 0);
     const char *rule;
     ck_assert(st_wgate_pass(ST_WIRE_I8, &i8, ST_WGATE_I8_TOP1_MIN, &rule));
@@ -55,7 +60,9 @@ START_TEST(test_i8_passes_on_synth_s)
     ck_assert_int_eq(calib.top1_agree, i8.top1_agree);
     ck_assert(calib.top5_sum == i8.top5_sum && calib.max_err == i8.max_err);
     /* a threshold above the figure fails it */
-    ck_assert(!st_wgate_pass(ST_WIRE_I8, &i8, 99.0, NULL));
+    double pct = 100.0 * (double)i8.top1_agree / (double)i8.steps;
+    ck_assert(!st_wgate_pass(ST_WIRE_I8, &i8, pct + 0.5, NULL));
+    ck_assert(st_wgate_pass(ST_WIRE_I8, &i8, pct - 0.5, NULL));
 }
 END_TEST
 
@@ -64,7 +71,8 @@ START_TEST(test_i8_fails_on_l3_synth)
     st_wgate_figs i8;
     tg_run("l3-synth-q8_0.gguf", ST_WIRE_I8, &i8);
     ck_assert_int_eq(i8.steps, ST_WGATE_CALIB_STEPS);
-    ck_assert_int_eq(i8.top1_agree, 56); /* 87.5% < 90% */
+    /* 56/64 = 87.5% with every kernel variant of this tree */
+    ck_assert_int_lt(100 * i8.top1_agree, (int)ST_WGATE_I8_TOP1_MIN * ST_WGATE_CALIB_STEPS);
     const char *rule;
     ck_assert(!st_wgate_pass(ST_WIRE_I8, &i8, ST_WGATE_I8_TOP1_MIN, &rule));
     ck_assert_str_eq(rule, "FAIL (top1 < 90%)");
