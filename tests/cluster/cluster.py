@@ -219,6 +219,9 @@ class Cluster:
     def __exit__(self, *exc):
         stacks = {p.name: stacks_dump(p.p.pid, os.path.join(self.tmp, p.name + ".stacks"))
                   for p in self.procs if exc[0] is not None and p.p.poll() is None}
+        # how each process that was gone before the cleanup ended (a crash
+        # shows as a signal, which its own log cannot say)
+        ended = {p.name: p.p.returncode for p in self.procs if p.p.poll() is not None}
         for p in reversed(self.procs):
             p.kill()
         for p in self.procs:
@@ -232,6 +235,11 @@ class Cluster:
         if exc[0] is not None:
             for p in self.procs:
                 sys.stderr.write("---- %s stderr (tail) ----\n%s\n" % (p.name, p.stderr()[-3000:]))
+                if p.name in ended:
+                    rc = ended[p.name]
+                    sys.stderr.write("---- %s had ended before the cleanup: %s ----\n" % (
+                        p.name, "signal %s" % signal.Signals(-rc).name if rc < 0 else
+                        "exit status %d" % rc))
                 if p.name in stacks:
                     sys.stderr.write("---- %s threads (alive at the failure) ----\n%s\n"
                                      % (p.name, stacks[p.name]))
