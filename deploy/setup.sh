@@ -14,6 +14,13 @@ PKGS="meson ninja-build pkg-config cmake gcc libnng-dev libprotobuf-c-dev protob
 libsodium-dev libzstd-dev libhwloc-dev check libcjson-dev libpcre2-dev clang libclang-rt-14-dev
 python3 iproute2 libmicrohttpd-dev prometheus systemd gdb curl time"
 
+# Node: any Node 18+ with npm will do (this machine's may come from
+# elsewhere, e.g. NodeSource's nodejs, which carries its own npm and
+# conflicts with Debian's npm package), so Debian's are added only when
+# there is no node or no npm at all.
+command -v node >/dev/null 2>&1 || PKGS="$PKGS nodejs"
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS npm"
+
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
