@@ -206,3 +206,13 @@ st_http_limits st_http_keys_limits(const st_http_keys *k, long idx)
     st_http_limits none = {0, 0};
     return idx >= 0 && (size_t)idx < k->n ? k->v[idx].lim : none;
 }
+
+st_http_limits st_http_keys_limits_over(const st_http_keys *k, long idx, st_http_limits dflt)
+{
+    st_http_limits own = st_http_keys_limits(k, idx);
+    if (own.rpm)
+        dflt.rpm = own.rpm;
+    if (own.tpm)
+        dflt.tpm = own.tpm;
+    return dflt;
+}

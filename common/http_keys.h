@@ -57,4 +57,9 @@ long st_http_keys_find(const st_http_keys *k, const char *key, size_t len);
  * none). */
 st_http_limits st_http_keys_limits(const st_http_keys *k, long idx);
 
+/* st_http_keys_limits_over - the limits a request with key idx runs under:
+ * the key's own limit where the file gave one, dflt's (the server's
+ * --rpm/--tpm) otherwise; one rule for every HTTP server. */
+st_http_limits st_http_keys_limits_over(const st_http_keys *k, long idx, st_http_limits dflt);
+
 #endif

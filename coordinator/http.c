@@ -254,11 +254,7 @@ static bool http_auth(st_http *h, struct MHD_Connection *conn, http_conn *hc, ch
                          0);
         return false;
     }
-    st_http_limits own = st_http_keys_limits(h->keys, idx);
-    if (own.rpm)
-        lim->rpm = own.rpm;
-    if (own.tpm)
-        lim->tpm = own.tpm;
+    *lim = st_http_keys_limits_over(h->keys, idx, *lim);
     snprintf(ident, cap, "k:%ld", idx);
     return true;
 }

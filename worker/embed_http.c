@@ -165,11 +165,7 @@ static bool eh_ident(eh_req *q, char ident[EH_IDENT_MAX], st_http_limits *lim, e
                             MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
         return false;
     }
-    st_http_limits own = st_http_keys_limits(s->keys, idx);
-    if (own.rpm)
-        lim->rpm = own.rpm;
-    if (own.tpm)
-        lim->tpm = own.tpm;
+    *lim = st_http_keys_limits_over(s->keys, idx, *lim);
     snprintf(ident, EH_IDENT_MAX, "k:%ld", idx);
     return true;
 }

@@ -257,6 +257,12 @@ START_TEST(test_keys_parse)
     ck_assert(l.rpm == 60 && l.tpm == 1000);
     l = st_http_keys_limits(k, 1);
     ck_assert(l.rpm == 0 && l.tpm == 0);
+    /* the key's own limits win; the server's fill what the key leaves */
+    st_http_limits dflt = {.rpm = 5, .tpm = 7};
+    l = st_http_keys_limits_over(k, 0, dflt);
+    ck_assert(l.rpm == 60 && l.tpm == 1000);
+    l = st_http_keys_limits_over(k, 1, dflt);
+    ck_assert(l.rpm == 5 && l.tpm == 7);
     st_http_keys_free(k);
     const char *bad[] = {"",
                          "# only\n",
