@@ -582,8 +582,10 @@ static st_err dm_pool(st_daemon *d)
         return e;
     st_measure_topology(&d->topo);
     for (int t = 0; t < ST_DT_COUNT; t++)
-        st_log(ST_LOG_INFO, "measure", "%-5s %8.2f GB/s (%d runs)",
-               st_dtype_info_of((st_dtype)t)->name, d->meas.bytes_per_s[t] / 1e9, d->meas.reps[t]);
+        if (d->meas.reps[t] > 0) /* a weight dtype with a product kernel (not q8_k) */
+            st_log(ST_LOG_INFO, "measure", "%-5s %8.2f GB/s (%d runs)",
+                   st_dtype_info_of((st_dtype)t)->name, d->meas.bytes_per_s[t] / 1e9,
+                   d->meas.reps[t]);
     st_log(ST_LOG_INFO, "measure", "%.2f s; %u cores, L3 %llu bytes, kernels %s, %d threads",
            d->meas.seconds, d->topo.cores, (unsigned long long)d->topo.l3_bytes, d->ops->name,
            st_pool_size(d->pool));
