@@ -584,58 +584,6 @@ const st_wire_dtype wire_by_precision[ST_WIRE_DT_COUNT] = {
     ST_WIRE_I8,
 };
 
-static st_err wire_accepts(const st_wire_dtype *a, size_t na, const char *side, st_wire_dtype d,
-                           bool *yes)
-{
-    *yes = false;
-    for (size_t i = 0; i < na; i++) {
-        if ((unsigned)a[i] >= ST_WIRE_DT_COUNT)
-            return st_errorf(ST_ETYPE, "wire negotiation: side %s entry %zu is dtype %u (unknown)",
-                             side, i, (unsigned)a[i]);
-        if (a[i] == d)
-            *yes = true;
-    }
-    return ST_OK;
-}
-
-static void wire_list(const st_wire_dtype *a, size_t na, char *out, size_t cap)
-{
-    size_t used = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < na && used < cap; i++) {
-        int w = snprintf(out + used, cap - used, "%s%s", i ? "," : "", st_wire_dtype_name(a[i]));
-        if (w < 0)
-            break;
-        used += (size_t)w;
-    }
-}
-
-st_err st_wire_negotiate(const st_wire_dtype *a, size_t na, const st_wire_dtype *b, size_t nb,
-                         bool allow_i8, st_wire_dtype *out)
-{
-    if ((a == NULL && na) || (b == NULL && nb) || out == NULL)
-        return st_errorf(ST_EINVAL, "st_wire_negotiate: NULL list or out");
-    for (size_t k = 0; k < ST_WIRE_DT_COUNT; k++) {
-        st_wire_dtype d = wire_by_precision[k];
-        bool ya, yb;
-        st_err e = wire_accepts(a, na, "a", d, &ya);
-        if (e == ST_OK)
-            e = wire_accepts(b, nb, "b", d, &yb);
-        if (e != ST_OK)
-            return e;
-        if (ya && yb && (d != ST_WIRE_I8 || allow_i8)) {
-            *out = d;
-            return ST_OK;
-        }
-    }
-    char la[64], lb[64];
-    wire_list(a, na, la, sizeof la);
-    wire_list(b, nb, lb, sizeof lb);
-    return st_errorf(ST_ETYPE,
-                     "wire negotiation: no common dtype (a accepts [%s], b accepts [%s], i8 %s)",
-                     la, lb, allow_i8 ? "allowed" : "not allowed");
-}
-
 /* ---- choosing a boundary's dtype ---- */
 
 uint32_t st_wire_accept_mask(char *const *names, size_t n, size_t *n_unknown)

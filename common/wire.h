@@ -186,15 +186,6 @@ st_err st_wire_decode(st_wire_ctx *ctx, const void *buf, size_t len, const st_wi
                       st_wire_hdr *h, st_wire_row *rows, size_t rows_cap, float *hidden_out,
                       size_t hidden_cap_floats);
 
-/* st_wire_negotiate - the dtype of a boundary whose sides accept a[0..na)
- * and b[0..nb) (each in its preference order): the highest-precision dtype
- * both accept, in the order f32 > f16 > bf16 > i8, with i8 only when
- * allow_i8. ST_ETYPE for an unknown entry or when no dtype is common.
- * (The coordinator's boundaries use st_wire_choose, which applies the
- * same order to the receiver's list and the link.) */
-st_err st_wire_negotiate(const st_wire_dtype *a, size_t na, const st_wire_dtype *b, size_t nb,
-                         bool allow_i8, st_wire_dtype *out);
-
 /* ---- choosing a boundary's dtype (docs/wire-format.md section 6.1) ---- */
 
 /* The coordinator's `--wire auto`: not a wire code (never in a packet or

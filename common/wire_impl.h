@@ -82,7 +82,7 @@ void wire_split_planes(const uint16_t *src, unsigned char *dst, size_t n);
 void wire_merge_planes(const unsigned char *src, uint16_t *dst, size_t n);
 
 /* wire_by_precision - the version-1 dtypes, the most precise first:
- * f32, f16, bf16, i8 (negotiation and --wire auto's order). */
+ * f32, f16, bf16, i8 (the order --wire auto chooses in). */
 extern const st_wire_dtype wire_by_precision[ST_WIRE_DT_COUNT];
 
 #endif

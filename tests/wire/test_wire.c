@@ -455,31 +455,6 @@ START_TEST(test_token_bytes)
 }
 END_TEST
 
-START_TEST(test_negotiate)
-{
-    st_wire_dtype out;
-    const st_wire_dtype a[] = {ST_WIRE_BF16, ST_WIRE_F16, ST_WIRE_I8};
-    const st_wire_dtype b[] = {ST_WIRE_I8, ST_WIRE_F32, ST_WIRE_BF16, ST_WIRE_F16};
-    ck_assert_int_eq(st_wire_negotiate(a, 3, b, 4, false, &out), ST_OK);
-    ck_assert_int_eq(out, ST_WIRE_F16);
-    const st_wire_dtype c[] = {ST_WIRE_I8, ST_WIRE_BF16};
-    ck_assert_int_eq(st_wire_negotiate(c, 2, b, 4, false, &out), ST_OK);
-    ck_assert_int_eq(out, ST_WIRE_BF16);
-    const st_wire_dtype d[] = {ST_WIRE_I8};
-    ck_assert_int_eq(st_wire_negotiate(d, 1, b, 4, false, &out), ST_ETYPE);
-    ck_assert_ptr_nonnull(strstr(st_errdetail(), "not allowed"));
-    ck_assert_int_eq(st_wire_negotiate(d, 1, b, 4, true, &out), ST_OK);
-    ck_assert_int_eq(out, ST_WIRE_I8);
-    const st_wire_dtype f[] = {ST_WIRE_F32};
-    ck_assert_int_eq(st_wire_negotiate(f, 1, b, 4, true, &out), ST_OK);
-    ck_assert_int_eq(out, ST_WIRE_F32);
-    ck_assert_int_eq(st_wire_negotiate(f, 1, c, 2, true, &out), ST_ETYPE);
-    ck_assert_int_eq(st_wire_negotiate(f, 0, b, 4, true, &out), ST_ETYPE);
-    const st_wire_dtype bad[] = {ST_WIRE_F32, (st_wire_dtype)7};
-    ck_assert_int_eq(st_wire_negotiate(bad, 2, b, 4, true, &out), ST_ETYPE);
-}
-END_TEST
-
 START_TEST(test_names_and_ratio)
 {
     st_wire_dtype d;
@@ -523,7 +498,6 @@ Suite *wt_codec_suite(void)
     tcase_add_test(tc, test_nan_rejected);
     tcase_add_test(tc, test_encode_args);
     tcase_add_test(tc, test_token_bytes);
-    tcase_add_test(tc, test_negotiate);
     tcase_add_test(tc, test_names_and_ratio);
     suite_add_tcase(s, tc);
     return s;
