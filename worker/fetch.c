@@ -1,4 +1,5 @@
-/* fetch.c - a worker's weight streaming (see fetch.h, docs/streaming.md).
+/* fetch.c - a worker's weight streaming (see fetch.h, docs/streaming.md):
+ * the fetch loop; the source table it asks is fetch_src.c's.
  *
  * Design. A fetch is a loop over the chunks a stage needs that the cache
  * does not hold, one request and one chunk in flight at a time: the chunk
@@ -10,14 +11,11 @@
  * whole, verified chunks: the next start takes those from the cache and
  * fetches the rest (bytes fetched twice: none).
  *
- * Each chunk is asked for first from the live source after the one that
- * sent the last chunk, so the requests go round the sources (members that
- * hold the stage share the serving, and a source that sent bad data once
- * is asked again soon enough to be found out). A chunk that fails
+ * Each chunk is asked for from the source ft_next picks (round the live
+ * sources; a timed-out one set aside: fetch_src.c). A chunk that fails
  * verification is dropped and counted, its source gets a strike, and the
  * chunk is asked for again from the next source (the same one when it is
- * the only one left); a source with ST_FETCH_STRIKES strikes is no longer
- * used. A source that does not answer within
+ * the only one left). A source that does not answer within
  * FETCH_CALL_MS, or answers with an error, is tried again after the others,
  * at most FETCH_TRIES times per chunk: then the fetch fails and the worker
  * refuses the Prepare with that error (so a stalled fetch ends, and the
@@ -26,24 +24,14 @@
  * since the fetch began stays under the cap.
  *
  * A stage fetch may also use the sources its Prepare named (the chunk
- * servers of other members, st_fetch_extra): they follow the configured
- * ones in the round, under the same rules, and each adds one request to a
+ * servers of other members, st_fetch_extra): each adds one request to a
  * chunk's FETCH_TRIES, so members that lack a chunk (an Error, which is
- * quick) do not use up the tries the configured sources had.
- *
- * A source that lets a request time out (silent, or unreachable) is set
- * aside (FETCH_ASIDE_*, ft_next): skipped while another source can be asked,
- * until enough requests and time have passed, both doubling per timeout in
- * a row; any answer brings it back. One silent source costs a fetch of R
- * requests about log2(R / FETCH_ASIDE_TURNS) + 1 timeouts, not one per
- * chunk (docs/streaming.md, "Sources that do not answer"). */
+ * quick) do not use up the tries the configured sources had. */
 #include "worker/fetch.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <nng/nng.h>
-#include <nng/protocol/reqrep0/req.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,80 +42,20 @@
 
 #include "common/clock.h"
 #include "common/cq.h"
-#include "common/envelope.h"
 #include "common/hex.h"
 #include "common/log.h"
-#include "common/manifest.h"
-#include "common/msg.h"
+#include "worker/fetch_impl.h"
 
-#define FT "fetch"
 #define FETCH_CALL_MS 30000         /* one request's wait for its chunk (default) */
 #define FETCH_TRIES 5               /* failed requests of one chunk before giving up */
 #define FETCH_MANIFEST_WAIT_S 120.0 /* for a first source to answer at start */
 #define FETCH_RETRY_MS 500          /* between rounds of asking for the manifest */
 #define FETCH_LOG_EVERY_S 2.0       /* progress lines */
-#define FETCH_ADDR_MAX ST_FETCH_ADDR_MAX
-#define FETCH_LINE_MAX 128      /* a journal line */
-#define FETCH_ASIDE_TURNS 16    /* a timed-out source is set aside for this many requests */
-#define FETCH_ASIDE_CALLS 4     /* and call timeouts of time; both doubled per timeout */
-#define FETCH_ASIDE_DOUBLINGS 6 /* in a row, at most this many times */
+#define FETCH_LINE_MAX 128          /* a journal line */
 
-typedef struct ft_source {
-    char addr[FETCH_ADDR_MAX];
-    nng_socket s;
-    bool open, dead;
-    int strikes;
-    uint64_t asked;      /* requests sent to it */
-    uint64_t timeouts;   /* of them, not answered within the call timeout */
-    uint32_t streak;     /* timeouts in a row (0 after any answer) */
-    uint64_t aside_turn; /* set aside until f->turns reaches this */
-    double aside_until;  /* and until this time (st_now_s) */
-} ft_source;
+/* ---- the stop flag ---- */
 
-struct st_fetch {
-    st_fetch_cfg cfg;
-    char *cache_dir;
-    ft_source src[2 * ST_FETCH_MAX_SOURCES]; /* the configured [0, n_cfg), then extra ones */
-    int n_src, n_cfg, cur;                   /* n_src: written under mu (st_fetch_stop) */
-    uint64_t turns;                          /* requests sent to any source */
-    int call_ms;                             /* one request's wait */
-    st_env env;
-    bool env_ok;
-    st_manifest m;
-    bool have_m;
-    char dir[PATH_MAX], path[PATH_MAX], jpath[PATH_MAX];
-    int fd, jfd;
-    bool *have;             /* [n_chunks]: verified on disk */
-    uint64_t fetched_total; /* stage chunks fetched by this process (the pause hook) */
-    pthread_mutex_t mu;     /* guards st, stop and the sockets' closing */
-    pthread_cond_t cv;
-    bool stop;
-    st_fetch_stats st;
-    double t0, last_log;
-    const char *what; /* "header" or "stage", in the progress lines */
-};
-
-/* ---- sources ---- */
-
-static st_err ft_dial(st_fetch *f, ft_source *s)
-{
-    int rv;
-    if ((rv = nng_req0_open(&s->s)) != 0)
-        return st_err_nng(rv, "weights socket");
-    s->open = true;
-    nng_socket_set_ms(s->s, NNG_OPT_REQ_RESENDTIME, NNG_DURATION_INFINITE); /* no replays */
-    nng_socket_set_size(s->s, NNG_OPT_RECVMAXSZ, ST_MANIFEST_MAX_FRAME);
-    nng_dialer d;
-    if ((rv = nng_dialer_create(&d, s->s, s->addr)) != 0)
-        return st_errorf(ST_ENNG, "weights source %s: %s", s->addr, nng_strerror(rv));
-    nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
-    if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0)
-        return st_errorf(ST_ENNG, "weights source %s: %s", s->addr, nng_strerror(rv));
-    (void)f;
-    return ST_OK;
-}
-
-static bool ft_stopped(st_fetch *f)
+bool ft_stopped(st_fetch *f)
 {
     pthread_mutex_lock(&f->mu);
     bool s = f->stop;
@@ -146,65 +74,6 @@ static bool ft_sleep(st_fetch *f, double ms)
     bool s = f->stop;
     pthread_mutex_unlock(&f->mu);
     return !s;
-}
-
-static uint32_t ft_alive(const st_fetch *f)
-{
-    uint32_t n = 0;
-    for (int i = 0; i < f->n_src; i++)
-        n += !f->src[i].dead;
-    return n;
-}
-
-/* ft_aside - whether s is set aside now (after a timeout: see above). */
-static bool ft_aside(const st_fetch *f, const ft_source *s, double now)
-{
-    return s->streak > 0 && (f->turns < s->aside_turn || now < s->aside_until);
-}
-
-/* ft_timed_out - s let a request time out: counted, and set aside for a
- * span that doubles with each timeout in a row. */
-static void ft_timed_out(st_fetch *f, ft_source *s)
-{
-    uint32_t shift = s->streak < FETCH_ASIDE_DOUBLINGS ? s->streak : FETCH_ASIDE_DOUBLINGS;
-    double now = st_now_s();
-    pthread_mutex_lock(&f->mu);
-    s->timeouts++;
-    s->streak++;
-    s->aside_turn = f->turns + ((uint64_t)FETCH_ASIDE_TURNS << shift);
-    s->aside_until = now + (double)FETCH_ASIDE_CALLS * f->call_ms / 1e3 * (double)(1u << shift);
-    f->st.timeouts++;
-    pthread_mutex_unlock(&f->mu);
-    st_log(ST_LOG_WARN, FT,
-           "source %s did not answer in %d ms (timeout %llu of this source, %u in a row): set "
-           "aside for %llu requests and %.0f s",
-           s->addr, f->call_ms, (unsigned long long)s->timeouts, s->streak,
-           (unsigned long long)(s->aside_turn - f->turns), s->aside_until - now);
-}
-
-/* ft_call - one request to source s; the reply in *r. A timeout sets s
- * aside; any reply (an Error too) brings it back. */
-static st_err ft_call(st_fetch *f, ft_source *s, const Strata__Msg *m, Strata__Msg **r)
-{
-    if (ft_stopped(f))
-        return st_errorf(ST_ECANCELED, "the fetch was stopped");
-    pthread_mutex_lock(&f->mu);
-    f->turns++;
-    s->asked++;
-    pthread_mutex_unlock(&f->mu);
-    st_err e = st_msg_call(s->s, &f->env, m, f->call_ms, r);
-    if (e != ST_OK && ft_stopped(f))
-        return st_errorf(ST_ECANCELED, "the fetch was stopped");
-    if (e == ST_ETIMEOUT) {
-        ft_timed_out(f, s);
-    } else if (e == ST_OK && s->streak > 0) {
-        st_log(ST_LOG_INFO, FT, "source %s answers again after %u timeout(s) in a row", s->addr,
-               s->streak);
-        pthread_mutex_lock(&f->mu);
-        s->streak = 0;
-        pthread_mutex_unlock(&f->mu);
-    }
-    return e;
 }
 
 /* ---- the cache ---- */
@@ -368,50 +237,6 @@ static bool ft_test_pause(st_fetch *f)
     return false;
 }
 
-/* ft_strike - a bad chunk from source s. */
-static void ft_strike(st_fetch *f, int s, const char *why)
-{
-    ft_source *src = &f->src[s];
-    pthread_mutex_lock(&f->mu);
-    f->st.bad_chunks++;
-    pthread_mutex_unlock(&f->mu);
-    src->strikes++;
-    st_log(ST_LOG_WARN, FT, "source %s sent a bad chunk (dropped, fetched again): %s", src->addr,
-           why);
-    if (src->strikes >= ST_FETCH_STRIKES) {
-        src->dead = true;
-        st_log(ST_LOG_WARN, FT, "source %s sent bad data %d times: no longer used", src->addr,
-               src->strikes);
-    }
-    pthread_mutex_lock(&f->mu);
-    f->st.sources = ft_alive(f);
-    pthread_mutex_unlock(&f->mu);
-}
-
-/* ft_next - the live source to ask after s for a chunk that failed at the
- * sources in tried (bit i: source i), by class: not aside and not tried,
- * aside and not tried, not aside, aside; within a class the first in the
- * round after s (s itself last), or of the aside the one whose span ends
- * first. -1 when none is live. */
-static int ft_next(const st_fetch *f, int s, uint32_t tried)
-{
-    double now = st_now_s();
-    int pick[4] = {-1, -1, -1, -1}; /* free, aside, free tried, aside tried */
-    for (int k = 1; k <= f->n_src; k++) {
-        int i = (s + k) % f->n_src;
-        if (f->src[i].dead)
-            continue;
-        bool aside = ft_aside(f, &f->src[i], now);
-        int c = (aside ? 1 : 0) + ((tried >> i) & 1u ? 2 : 0);
-        if (pick[c] < 0 || (aside && f->src[i].aside_turn < f->src[pick[c]].aside_turn))
-            pick[c] = i;
-    }
-    for (int c = 0; c < 4; c++)
-        if (pick[c] >= 0)
-            return pick[c];
-    return -1;
-}
-
 /* ft_chunk - fetches, verifies and stores chunk i. */
 static st_err ft_chunk(st_fetch *f, uint64_t i)
 {
@@ -544,21 +369,7 @@ st_err st_fetch_open(const st_fetch_cfg *cfg, st_fetch **out)
         e = st_errorf(ST_ENOMEM, "fetch");
         goto fail;
     }
-    for (const char *p = cfg->sources; p != NULL && *p != '\0' && e == ST_OK;) {
-        const char *c = strchr(p, ',');
-        size_t n = c != NULL ? (size_t)(c - p) : strlen(p);
-        if (f->n_src == ST_FETCH_MAX_SOURCES || n == 0 || n >= FETCH_ADDR_MAX ||
-            strncmp(p, "tcp://", 6) != 0) {
-            e = st_errorf(ST_EINVAL,
-                          "--weights-from '%s': at most %d tcp:// addresses separated "
-                          "by commas",
-                          cfg->sources, ST_FETCH_MAX_SOURCES);
-            break;
-        }
-        memcpy(f->src[f->n_src].addr, p, n);
-        e = ft_dial(f, &f->src[f->n_src++]);
-        p = c != NULL ? c + 1 : NULL;
-    }
+    e = ft_sources_parse(f, cfg->sources);
     f->n_cfg = f->n_src;
     if (e == ST_OK && f->n_src == 0)
         e = st_errorf(ST_EINVAL, "no weights source (--weights-from)");
@@ -659,82 +470,6 @@ st_err st_fetch_stage(st_fetch *f, const st_gguf *g, int64_t first, int64_t last
     }
     free(need);
     return e;
-}
-
-/* ft_known - whether addr is already one of the first n sources. */
-static bool ft_known(const st_fetch *f, int n, const char *addr)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(f->src[i].addr, addr) == 0)
-            return true;
-    return false;
-}
-
-/* ft_carry - the request figures and set-aside state of the named source
- * at addr among old[0, n) into s (a later Prepare naming it again). */
-static void ft_carry(ft_source *s, const ft_source *old, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(old[i].addr, s->addr) == 0) {
-            s->asked = old[i].asked;
-            s->timeouts = old[i].timeouts;
-            s->streak = old[i].streak;
-            s->aside_turn = old[i].aside_turn;
-            s->aside_until = old[i].aside_until;
-            return;
-        }
-}
-
-size_t st_fetch_extra(st_fetch *f, const char *const *addrs, size_t n)
-{
-    ft_source old[ST_FETCH_MAX_SOURCES];
-    pthread_mutex_lock(&f->mu); /* st_fetch_stop closes what is open */
-    int n_old = f->n_src - f->n_cfg;
-    for (int i = f->n_cfg; i < f->n_src; i++)
-        if (f->src[i].open)
-            nng_close(f->src[i].s);
-    memcpy(old, &f->src[f->n_cfg], (size_t)n_old * sizeof old[0]);
-    memset(&f->src[f->n_cfg], 0, (size_t)n_old * sizeof f->src[0]);
-    f->n_src = f->n_cfg;
-    size_t added = 0;
-    for (size_t k = 0; k < n && added < ST_FETCH_MAX_SOURCES && !f->stop; k++) {
-        const char *a = addrs[k];
-        if (a == NULL || strlen(a) >= FETCH_ADDR_MAX || strncmp(a, "tcp://", 6) != 0 ||
-            ft_known(f, f->n_src, a))
-            continue;
-        ft_source *s = &f->src[f->n_src];
-        snprintf(s->addr, sizeof s->addr, "%s", a);
-        st_err e = ft_dial(f, s);
-        if (e != ST_OK) {
-            st_log(ST_LOG_WARN, FT, "source %s not used: %s", a, st_errmsg(e));
-            if (s->open)
-                nng_close(s->s);
-            memset(s, 0, sizeof *s);
-            continue;
-        }
-        ft_carry(s, old, n_old);
-        f->n_src++;
-        added++;
-    }
-    pthread_mutex_unlock(&f->mu);
-    return added;
-}
-
-size_t st_fetch_sources(st_fetch *f, st_fetch_source_stats *out, size_t max)
-{
-    size_t n = 0;
-    double now = st_now_s();
-    pthread_mutex_lock(&f->mu);
-    for (int i = 0; i < f->n_src && n < max; i++, n++) {
-        const ft_source *s = &f->src[i];
-        snprintf(out[n].addr, sizeof out[n].addr, "%s", s->addr);
-        out[n].requests = s->asked;
-        out[n].timeouts = s->timeouts;
-        out[n].aside = !s->dead && ft_aside(f, s, now);
-        out[n].dropped = s->dead;
-    }
-    pthread_mutex_unlock(&f->mu);
-    return n;
 }
 
 st_err st_fetch_manifest(st_fetch *f, const st_manifest **m)

@@ -20,7 +20,8 @@ import sys
 import tempfile
 import time
 
-from stacks import dump as stacks_dump
+# the processes (procs.py); the test files import Proc and TIMEOUT from here
+from procs import TIMEOUT, Proc, cpu_seconds, end_all  # noqa: F401
 
 BUILD = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "build"
 SHARED = os.environ.get("STRATA_SHARED", os.path.join(os.path.dirname(__file__), "../../../shared"))
@@ -28,7 +29,6 @@ STRATA = os.path.join(BUILD, "cli", "strata")
 COORD = os.path.join(BUILD, "coordinator", "strata-coordinator")
 WORKER = os.path.join(BUILD, "worker", "strata-worker")
 INJECT = os.path.join(BUILD, "tests", "cluster", "inject")
-TIMEOUT = 60
 
 
 def model(name):
@@ -38,60 +38,6 @@ def model(name):
 def golden_cases():
     with open(os.path.join(SHARED, "golden", "generation.json")) as f:
         return json.load(f)["cases"]
-
-
-class Proc:
-    """A child process whose stdout and stderr go to files in tmp."""
-
-    def __init__(self, tmp, name, argv, env=None):
-        self.name = name
-        self.out_path = os.path.join(tmp, name + ".out")
-        self.err_path = os.path.join(tmp, name + ".err")
-        self.out = open(self.out_path, "w")
-        self.err = open(self.err_path, "w")
-        e = dict(os.environ)
-        e.update(env or {})
-        self.p = subprocess.Popen(argv, stdout=self.out, stderr=self.err, stdin=subprocess.DEVNULL,
-                                  start_new_session=True, env=e)
-
-    def wait_line(self, pattern, timeout=TIMEOUT):
-        """The first match of regex pattern in stdout, waiting for it."""
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            with open(self.out_path) as f:
-                m = re.search(pattern, f.read())
-            if m:
-                return m
-            if self.p.poll() is not None:
-                raise AssertionError("%s exited (%s) before printing %r; stderr:\n%s"
-                                     % (self.name, self.p.returncode, pattern, self.stderr()))
-            time.sleep(0.05)
-        raise AssertionError("%s did not print %r in %ss" % (self.name, pattern, timeout))
-
-    def stderr(self):
-        with open(self.err_path) as f:
-            return f.read()
-
-    def stdout(self):
-        with open(self.out_path) as f:
-            return f.read()
-
-    def kill(self, sig=signal.SIGKILL):
-        if self.p.poll() is None:
-            try:
-                os.killpg(self.p.pid, sig)
-            except ProcessLookupError:
-                pass
-
-    def stop(self, timeout=10):
-        """SIGTERM, then wait; returns the exit status (SIGKILL after timeout)."""
-        self.kill(signal.SIGTERM)
-        try:
-            return self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            self.p.wait()
-            raise AssertionError("%s did not stop within %ss of SIGTERM" % (self.name, timeout))
 
 
 def local_key_path(addr):
@@ -217,34 +163,12 @@ class Cluster:
         return self
 
     def __exit__(self, *exc):
-        stacks = {p.name: stacks_dump(p.p.pid, os.path.join(self.tmp, p.name + ".stacks"))
-                  for p in self.procs if exc[0] is not None and p.p.poll() is None}
-        # how each process that was gone before the cleanup ended (a crash
-        # shows as a signal, which its own log cannot say)
-        ended = {p.name: p.p.returncode for p in self.procs if p.p.poll() is not None}
-        for p in reversed(self.procs):
-            p.kill()
-        for p in self.procs:
-            try:
-                p.p.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
+        failed = exc[0] is not None
+        end_all(self.procs, self.tmp, failed)  # a failed case's diagnostics on stderr
         path = local_key_path(self.addr)
         if not self.key and os.path.exists(path):
             os.unlink(path)  # the generated key, which a coordinator keeps at exit
-        if exc[0] is not None:
-            for p in self.procs:
-                sys.stderr.write("---- %s stderr (tail) ----\n%s\n" % (p.name, p.stderr()[-3000:]))
-                if p.name in ended:
-                    rc = ended[p.name]
-                    sys.stderr.write("---- %s had ended before the cleanup: %s ----\n" % (
-                        p.name, "signal %s" % signal.Signals(-rc).name if rc < 0 else
-                        "exit status %d" % rc))
-                if p.name in stacks:
-                    sys.stderr.write("---- %s threads (alive at the failure) ----\n%s\n"
-                                     % (p.name, stacks[p.name]))
-            sys.stderr.write("(the processes' files are kept in %s)\n" % self.tmp)
-        else:
+        if not failed:
             shutil.rmtree(self.tmp, ignore_errors=True)  # kept only when the case failed
         return False
 
@@ -527,13 +451,6 @@ def case_bad_input():
         for p in c.procs:
             assert p.p.poll() is None, "%s died" % p.name
         check_generate_exact(c, case, c.tmp)
-
-
-def cpu_seconds(pid):
-    """User + system CPU seconds process pid has used (all its threads)."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def case_shutdown():
