@@ -35,7 +35,6 @@
 #include "common/envelope.h"
 #include "common/msg.h"
 
-#define CL_MAX_FRAME ((size_t)64 << 20)
 #define CL_MAX_STOP 16
 
 /* st_cmd_status - `strata status [--json]`: one request, one printed reply
