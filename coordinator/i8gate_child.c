@@ -28,6 +28,7 @@
 #define IC_EXACT_MAX 9007199254740992.0 /* 2^53: counts a double holds exactly */
 #define IC_SHOW_MAX 80                  /* bytes of a bad line shown */
 #define IC_N_FIGS 10                    /* the numbers of the JSON line */
+#define IC_STOPPED (-1)                 /* ic_read_all: the stop's wake-up came */
 
 extern char **environ;
 
@@ -190,7 +191,8 @@ static void ic_err_byte(ic_out *o, char c)
 }
 
 /* ic_read_all - reads the child's stdout (fds[0]) and stderr (fds[1]) to
- * their ends: 0; 1 when the stop's wake-up came first; else an errno. */
+ * their ends: 0; IC_STOPPED when the stop's wake-up came first; else an
+ * errno. */
 static int ic_read_all(coord_i8child *ch, int fds[2], ic_out *o)
 {
     char buf[IC_READ_CHUNK];
@@ -204,7 +206,7 @@ static int ic_read_all(coord_i8child *ch, int fds[2], ic_out *o)
             return errno;
         }
         if (p[2].revents != 0)
-            return 1; /* stopped */
+            return IC_STOPPED;
         for (int k = 0; k < 2; k++) {
             if (p[k].fd < 0 || p[k].revents == 0)
                 continue;
@@ -397,7 +399,7 @@ st_err coord_i8child_run(coord_i8child *ch, st_wgate_figs *figs, char *msg, size
     }
     int status = ic_reap(ch, pid);
     const char *last = o != NULL && o->last[0] ? o->last : "(nothing on stderr)";
-    if (coord_i8child_stopped(ch) || rd == 1)
+    if (coord_i8child_stopped(ch) || rd == IC_STOPPED)
         e = ic_fail(ch, ST_ECANCELED, "stopped");
     else if (rd != 0)
         e = ic_fail(ch, ST_EIO, "reading the output of %s: %s", ch->bin, strerror(rd));
