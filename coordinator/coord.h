@@ -30,6 +30,8 @@ typedef struct st_coord_cfg {
                                * (coordinator/i8gate.h) */
     double i8_gate_top1;      /* the gate's top-1 threshold in percent; 0: 90 (tests only) */
     const char *i8_gate_hold; /* tests only: the gate starts once this file exists */
+    const char *worker_bin;   /* the strata-worker that runs the gate (--wire-gate); NULL:
+                               * beside this executable (coordinator/i8gate.h) */
     const char *cache_dir;    /* where the i8 gate's figures are cached (NULL: beside the
                                * model) */
     uint32_t heartbeat_ms;

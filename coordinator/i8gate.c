@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "common/log.h"
 #include "common/manifest.h"
 #include "coordinator/coord_impl.h"
+#include "coordinator/i8gate_child.h"
 
 #define CO "coordinator"
 #define I8_CACHE_EXT ".i8gate"
@@ -29,14 +29,13 @@
  * (freed after the join). The thread writes figs, err, msg and seconds,
  * then posts the job; the owner reads them only after that event. */
 struct coord_i8job {
-    char *path;
     char *hold; /* tests only: start once this file exists (NULL: at once) */
     st_cq *q;
-    atomic_int cancel;
+    coord_i8child *child; /* the child process that runs the gate (i8gate_child.h) */
     pthread_t thr;
     st_wgate_figs figs;
     st_err err;
-    char msg[256];
+    char msg[sizeof(((coord_i8gate *)0)->error)];
     double seconds;
 };
 
@@ -51,13 +50,11 @@ static void *i8_main(void *arg)
 {
     coord_i8job *j = arg;
     /* the test hold point: the gate starts once the file exists */
-    const struct timespec poll = {.tv_nsec = I8_HOLD_POLL_NS};
-    while (j->hold != NULL && access(j->hold, F_OK) != 0 && atomic_load(&j->cancel) == 0)
-        nanosleep(&poll, NULL);
+    const struct timespec tick = {.tv_nsec = I8_HOLD_POLL_NS};
+    while (j->hold != NULL && access(j->hold, F_OK) != 0 && !coord_i8child_stopped(j->child))
+        nanosleep(&tick, NULL);
     double t0 = i8_now();
-    j->err = st_wgate_i8(j->path, COORD_I8GATE_THREADS, &j->cancel, &j->figs);
-    if (j->err != ST_OK)
-        snprintf(j->msg, sizeof j->msg, "%s", st_errmsg(j->err));
+    j->err = coord_i8child_run(j->child, &j->figs, j->msg, sizeof j->msg);
     j->seconds = i8_now() - t0;
     st_cq_event ev = {.kind = ST_CQ_I8GATE, .op = j};
     st_cq_push(j->q, &ev);
@@ -186,6 +183,14 @@ static void i8_verdict(st_coord *c)
            coord_i8gate_text(c, text, sizeof text));
 }
 
+/* i8_job_free - frees a job whose thread was joined or never started. */
+static void i8_job_free(coord_i8job *j)
+{
+    coord_i8child_free(j->child);
+    free(j->hold);
+    free(j);
+}
+
 st_err coord_i8gate_start(st_coord *c)
 {
     coord_i8gate *g = &c->i8;
@@ -198,29 +203,38 @@ st_err coord_i8gate_start(st_coord *c)
         i8_verdict(c);
         return ST_OK;
     }
+    char bin[PATH_MAX];
+    if (!coord_i8child_bin(c->cfg.worker_bin, bin, g->error, sizeof g->error)) {
+        g->state = COORD_I8_FAILED;
+        st_log(ST_LOG_WARN, CO,
+               "i8 accuracy gate failed: it could not run on %s (%s): no boundary gets i8",
+               c->cfg.model_path, g->error);
+        return ST_OK;
+    }
     coord_i8job *j = calloc(1, sizeof *j);
-    if (j == NULL || (j->path = strdup(c->cfg.model_path)) == NULL ||
-        (c->cfg.i8_gate_hold && (j->hold = strdup(c->cfg.i8_gate_hold)) == NULL)) {
-        if (j)
-            free(j->path);
+    if (j == NULL || (c->cfg.i8_gate_hold && (j->hold = strdup(c->cfg.i8_gate_hold)) == NULL)) {
         free(j);
         return st_errorf(ST_ENOMEM, "the i8 gate");
     }
+    st_err e = coord_i8child_new(bin, c->cfg.model_path, COORD_I8GATE_THREADS, &j->child);
+    if (e != ST_OK) {
+        i8_job_free(j);
+        return e;
+    }
     j->q = &c->q;
-    atomic_init(&j->cancel, 0);
     int rc = pthread_create(&j->thr, NULL, i8_main, j);
     if (rc != 0) {
-        free(j->path);
-        free(j->hold);
-        free(j);
+        i8_job_free(j);
         return st_err_errno(rc, "the i8 gate's thread");
     }
     g->job = j;
     g->state = COORD_I8_PENDING;
     st_log(ST_LOG_INFO, CO,
-           "i8 accuracy gate: running on %s (i8 at every layer boundary, %d greedy steps after "
-           "the prompt id %d, top1 >= %.3g%% to pass); no boundary gets i8 until it passes",
-           c->cfg.model_path, ST_WGATE_CALIB_STEPS, ST_WGATE_CALIB_ID, g->top1_min);
+           "i8 accuracy gate: running on %s in a child process, `%s --wire-gate MODEL --threads "
+           "%d` (i8 at every layer boundary, %d greedy steps after the prompt id %d, top1 >= "
+           "%.3g%% to pass); no boundary gets i8 until it passes",
+           c->cfg.model_path, bin, COORD_I8GATE_THREADS, ST_WGATE_CALIB_STEPS, ST_WGATE_CALIB_ID,
+           g->top1_min);
     return ST_OK;
 }
 
@@ -228,9 +242,7 @@ st_err coord_i8gate_start(st_coord *c)
 static void i8_join(coord_i8job *j)
 {
     pthread_join(j->thr, NULL);
-    free(j->path);
-    free(j->hold);
-    free(j);
+    i8_job_free(j);
 }
 
 void coord_i8gate_done(st_coord *c, void *op)
@@ -265,7 +277,7 @@ void coord_i8gate_stop(st_coord *c)
     if (j == NULL)
         return;
     c->i8.job = NULL;
-    atomic_store(&j->cancel, 1);
+    coord_i8child_stop(j->child); /* SIGTERM to the child; the thread reaps it */
     i8_join(j); /* its event, if it posted one, carries a freed op: not looked at */
 }
 

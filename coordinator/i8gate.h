@@ -7,18 +7,36 @@
  * (coord_i8gate_allows): until then st_wire_choose never considers i8.
  *
  * The gate (worker/wire_gate.h, st_wgate_i8) runs the served model (--model)
- * whole in this process on one thread (COORD_I8GATE_THREADS), on a fixed
- * calibration prompt (the id ST_WGATE_CALIB_ID, then ST_WGATE_CALIB_STEPS
- * greedy steps), with i8 at every layer boundary: a superset of any plan's
+ * whole, on one thread (COORD_I8GATE_THREADS), on a fixed calibration
+ * prompt (the id ST_WGATE_CALIB_ID, then ST_WGATE_CALIB_STEPS greedy
+ * steps), with i8 at every layer boundary: a superset of any plan's
  * boundaries, so its verdict is conservative for every plan. It passes with
  * top-1 agreement >= 90% with f32 (ST_WGATE_I8_TOP1_MIN; a test may set
- * another threshold under --test-hooks). It maps the whole model on the
- * coordinator's host and holds 64 x n_vocab f32 logits while it runs.
+ * another threshold under --test-hooks): the verdict is the coordinator's,
+ * from the figures (common/wire_gate_figs.h).
  *
- * Threads: the gate runs on a thread of its own that touches nothing of the
- * coordinator's: it posts its figures to the owner thread (common/cq.h,
- * ST_CQ_I8GATE) and coord_i8gate_done takes them there. Everything else
- * here is the owner thread's.
+ * The child process (i8gate_child.h): the coordinator never links the
+ * stage engine (docs/architecture.md), so the gate runs in the worker
+ * binary, the program that owns the engine: `strata-worker --wire-gate
+ * MODEL --threads 1` (worker/wire_gate_main.h), started with posix_spawn
+ * (no shell), which prints the figures as one line of JSON. That also
+ * keeps the mapped model and the 64 x n_vocab f32 logits out of the
+ * coordinator's memory. The binary is --worker-bin, else strata-worker
+ * beside this executable (/proc/self/exe), else ../worker/strata-worker
+ * from it (the build tree); when none exists the gate fails at start,
+ * naming the paths tried. Any other failure (the binary cannot be
+ * started, the child was killed by a signal or exited with a status other
+ * than 0, with its stderr's last line; a line over ST_WGATE_LINE_MAX, bad
+ * JSON, figures out of range) is the gate failing because it could not
+ * run, with why.
+ *
+ * Threads: a thread of the gate's own waits for the test hold point (once
+ * its file exists), then starts the child, reads its output to the end,
+ * reaps it (waitpid) and posts the figures to the owner thread
+ * (common/cq.h, ST_CQ_I8GATE); coord_i8gate_done takes them there. It
+ * touches nothing of the coordinator's. coord_i8gate_stop sends the child
+ * SIGTERM and waits for the thread, which reaps it: no zombie, no
+ * descriptor left. Everything else here is the owner thread's.
  *
  * The cache: the figures are written beside the model's manifest cache
  * (--cache-dir/manifests/<hash of the model's absolute path>.i8gate, else
@@ -33,7 +51,7 @@
 #include <stddef.h>
 
 #include "common/err.h"
-#include "worker/wire_gate.h"
+#include "common/wire_gate_figs.h"
 
 #define COORD_I8GATE_THREADS 1
 
@@ -52,15 +70,16 @@ typedef struct coord_i8gate {
     double top1_min;    /* the threshold in force, percent */
     double seconds;     /* the gate's run time (0: from the cache) */
     bool cached;        /* the figures came from the cache */
-    char error[256];    /* failed because the gate could not run: why */
+    char error[320];    /* failed because the gate could not run: why */
     coord_i8job *job;   /* the running gate, or NULL */
 } coord_i8gate;
 
 struct st_coord;
 
 /* coord_i8gate_start - at start: not asked without --allow-i8; else the
- * cached figures when they match the model file, or the gate started on its
- * thread (pending). ST_OK unless the thread cannot be started. */
+ * cached figures when they match the model file; else failed when no
+ * worker binary is found; else the gate started on its thread (pending).
+ * ST_OK unless the thread cannot be started. */
 st_err coord_i8gate_start(struct st_coord *c);
 
 /* coord_i8gate_done - the gate's thread posted op (its job): its verdict
@@ -70,7 +89,8 @@ st_err coord_i8gate_start(struct st_coord *c);
 void coord_i8gate_done(struct st_coord *c, void *op);
 
 /* coord_i8gate_stop - at shutdown, before the event queue goes: cancels the
- * running gate and waits for its thread (it stops within one step). */
+ * running gate (SIGTERM to its child) and waits for its thread, which
+ * reaps the child. */
 void coord_i8gate_stop(struct st_coord *c);
 
 /* coord_i8gate_allows - whether i8 may be chosen now (the gate passed). */

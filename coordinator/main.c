@@ -50,7 +50,7 @@ static void main_usage(FILE *f)
             "usage: strata-coordinator --version\n"
             "       strata-coordinator --model PATH [--listen ADDR] [--min-workers N]\n"
             "       [--cluster-key FILE] [--encrypt] [--insecure]\n"
-            "       [--wire f32|bf16|f16|i8|auto] [--allow-i8] [--zstd]\n"
+            "       [--wire f32|bf16|f16|i8|auto] [--allow-i8] [--worker-bin PATH] [--zstd]\n"
             "       [--heartbeat-ms N] [--heartbeat-timeout-ms N] [--step-timeout-ms N]\n"
             "       [--prepare-timeout-ms N] [--queue-timeout-ms N] [--chunk N]\n"
             "       [--max-tokens N] [--ctx N] [--max-sessions N] [--max-requests N]\n"
@@ -90,11 +90,14 @@ static void main_usage(FILE *f)
             "\n"
             "--wire auto (the default) gives each boundary its own dtype\n"
             "(docs/wire-format.md 6.1). --allow-i8 lets it choose i8 once an accuracy gate\n"
-            "on --model passes: at start the coordinator runs the whole model itself, on\n"
-            "one thread beside its loop (it maps the whole model file and holds 64 x vocab\n"
-            "f32 logits; it takes what `strata bench wire MODEL --wire i8 --threads 1` does),\n"
-            "greedy from the id 1 for 64 steps, with i8 at every layer boundary against f32;\n"
-            "it passes with top-1 agreement >= 90%%. Its figures are cached beside the\n"
+            "on --model passes: at start the coordinator runs the whole model in a child\n"
+            "process, `strata-worker --wire-gate MODEL --threads 1` (it maps the whole model\n"
+            "file and holds 64 x vocab f32 logits; it takes what `strata bench wire MODEL\n"
+            "--wire i8 --threads 1` does), greedy from the id 1 for 64 steps, with i8 at\n"
+            "every layer boundary against f32; it passes with top-1 agreement >= 90%%.\n"
+            "--worker-bin PATH names that strata-worker (default: the one beside this\n"
+            "executable, else ../worker/strata-worker from it; none: the gate fails).\n"
+            "Its figures are cached beside the\n"
             "manifest (per model file size and mtime). --test-i8-gate-top1 (another\n"
             "threshold) and --test-i8-gate-hold (the gate starts once FILE exists) need\n"
             "--test-hooks.\n");
@@ -321,6 +324,8 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
             }
         } else if (strcmp(f, "--test-i8-gate-hold") == 0) { /* needs --test-hooks */
             c->i8_gate_hold = v;
+        } else if (strcmp(f, "--worker-bin") == 0) { /* runs the i8 gate (i8gate.h) */
+            c->worker_bin = v;
         } else if (strcmp(f, "--min-workers") == 0) {
             bad = main_u32(f, v, 1, 256, &c->min_workers);
         } else if (strcmp(f, "--heartbeat-ms") == 0) {

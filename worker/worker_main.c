@@ -26,10 +26,12 @@
 #include "common/wire.h"
 #include "worker/daemon.h"
 #include "worker/standalone.h"
+#include "worker/wire_gate_main.h"
 
 static void wm_usage(FILE *f)
 {
     fprintf(f, "usage: strata-worker --version\n"
+               "       strata-worker --wire-gate MODEL [--threads N] [--log LEVEL]\n"
                "       strata-worker --coordinator ADDR [--model PATH] [--listen ADDR]\n"
                "       [--advertise ADDR] [--memory BYTES] [--threads N] [--name NAME]\n"
                "       [--cluster-key FILE] [--encrypt] [--insecure] [--heartbeat-ms N]\n"
@@ -87,7 +89,12 @@ static void wm_usage(FILE *f)
                "\n"
                "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
                "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
-               "Drained (`strata drain`): the same, by itself, unless --stay-after-drain.\n");
+               "Drained (`strata drain`): the same, by itself, unless --stay-after-drain.\n"
+               "\n"
+               "--wire-gate MODEL runs the i8 accuracy gate on MODEL (the whole model, i8 at\n"
+               "every layer boundary against f32, docs/wire-format.md 6.1) and prints its\n"
+               "figures as one line of JSON; exit 0 when they were computed, 1 when it could\n"
+               "not run. The coordinator runs it for --allow-i8 (its --worker-bin).\n");
 }
 
 /* wm_value - the value after flag argv[*i], or NULL with a message. */
@@ -339,10 +346,14 @@ int main(int argc, char **argv)
         return 0;
     }
     /* --standalone: a sidecar shard server without a coordinator, with its
-     * own flags (worker/standalone_main.c, docs/shards.md) */
-    for (int i = 1; i < argc; i++)
+     * own flags (worker/standalone_main.c, docs/shards.md); --wire-gate: the
+     * i8 accuracy gate's figures, for the coordinator (wire_gate_main.h) */
+    for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--standalone") == 0)
             return st_standalone_main(argc, argv);
+        if (strcmp(argv[i], "--wire-gate") == 0)
+            return st_wire_gate_main(argc, argv);
+    }
 
     st_worker_cfg cfg;
     const char *level = NULL;
