@@ -695,11 +695,17 @@ def case_i8_stop():
     """The coordinator stopped (SIGTERM to it alone) while its gate's child
     runs (a script that writes its pid, then becomes `sleep`): it exits 0,
     and the child is gone (sent SIGTERM by the coordinator, not left
-    running)."""
+    running). A second child ignores SIGTERM: the coordinator ends it with
+    SIGKILL after its grace time and still exits 0."""
+    for ignore in (False, True):
+        i8_stop_once(ignore)
+
+
+def i8_stop_once(ignore):
     tmp = tempfile.mkdtemp(prefix="strata-i8t-%d-" % os.getpid())
     pidf = os.path.join(tmp, "child.pid")
-    sleeper = gate_script(tmp, "sleep.sh", "echo $$ > %s.tmp\nmv %s.tmp %s\nexec sleep 600\n"
-                          % (pidf, pidf, pidf))
+    sleeper = gate_script(tmp, "sleep.sh", "%secho $$ > %s.tmp\nmv %s.tmp %s\nexec sleep 600\n"
+                          % ("trap '' TERM\n" if ignore else "", pidf, pidf, pidf))
     c = Cluster(model(MODEL), ["--allow-i8", "--cache-dir", os.path.join(tmp, "cache"),
                                "--worker-bin", sleeper])
     with c:
@@ -724,7 +730,8 @@ def case_i8_stop():
         except ProcessLookupError:
             alive = False
         assert not alive, "the gate's child %d outlived the coordinator" % child
-        print("i8-stop: the coordinator exited %d; its gate's child %d is gone" % (rc, child))
+        print("i8-stop: the coordinator exited %d; its gate's child %d%s is gone" % (
+            rc, child, " (ignoring SIGTERM)" if ignore else ""))
 
 
 CASES = {"exact": case_exact, "accept": case_accept, "mixed": case_mixed, "i8": case_i8,
