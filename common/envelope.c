@@ -34,10 +34,21 @@ typedef struct st_env_cred {
     st_env_role role;
 } st_env_cred;
 
+#define ENV_WORD_BITS 64u
+#define ENV_WINDOW_WORDS (ST_ENV_REPLAY_WINDOW / ENV_WORD_BITS)
+static_assert(ST_ENV_REPLAY_WINDOW % ENV_WORD_BITS == 0 && ENV_WINDOW_WORDS > 0,
+              "the replay window is whole bitmap words");
+
+/* One sender's slot of the replay table. Its window's bitmap lives apart
+ * (env_seen), so the table scanned for every frame stays compact: a ring
+ * of ST_ENV_REPLAY_WINDOW bits, bit n % ST_ENV_REPLAY_WINDOW telling
+ * whether number n was accepted, for every n in (high -
+ * ST_ENV_REPLAY_WINDOW, high]. */
 typedef struct st_env_peer {
     uint64_t sender;
     uint32_t cred; /* the credential that verified its frames */
-    uint64_t last_seq;
+    uint64_t high; /* the highest number accepted */
+    uint64_t base; /* the floor when the slot was taken: nothing at or below it */
     uint64_t used; /* tick of last use, 0 = free */
 } st_env_peer;
 
@@ -115,7 +126,8 @@ st_err st_env_init_cred(st_env *env, const uint8_t *key, st_env_role role, bool 
         memcpy(env->key, key, ST_KEY_BYTES);
         env->key_id = role == ST_ROLE_MEMBER ? 0 : st_key_id(key);
         env->peers = calloc(ST_ENV_MAX_PEERS, sizeof *env->peers);
-        if (env->peers == NULL)
+        env->seen = calloc((size_t)ST_ENV_MAX_PEERS * ENV_WINDOW_WORDS, sizeof *env->seen);
+        if (env->peers == NULL || env->seen == NULL)
             return st_errorf(ST_ENOMEM, "replay table");
     }
     return ST_OK;
@@ -124,11 +136,13 @@ st_err st_env_init_cred(st_env *env, const uint8_t *key, st_env_role role, bool 
 void st_env_fini(st_env *env)
 {
     free(env->peers);
+    free(env->seen);
     sodium_memzero(env->key, sizeof env->key);
     if (env->creds != NULL)
         sodium_memzero(env->creds, env->n_creds * sizeof *env->creds);
     free(env->creds);
     env->peers = NULL;
+    env->seen = NULL;
     env->creds = NULL;
     env->n_creds = 0;
 }
@@ -308,8 +322,49 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
     return ST_OK;
 }
 
-/* env_replay_ok - whether seq is new for (sender, cred); records it if so. */
-static bool env_replay_ok(st_env *env, uint64_t sender, uint32_t cred, uint64_t seq)
+/* env_seen_mask - the bits of numbers [n, n + k) within their word of
+ * the ring (k > 0, none past the word's end). */
+static uint64_t env_seen_mask(uint64_t n, uint64_t k)
+{
+    uint64_t off = n % ENV_WORD_BITS;
+    return (k == ENV_WORD_BITS ? ~0ull : ((1ull << k) - 1)) << off;
+}
+
+/* env_seen - the bitmap of slot p's window. */
+static uint64_t *env_seen(const st_env *env, const st_env_peer *p)
+{
+    return env->seen + (size_t)(p - env->peers) * ENV_WINDOW_WORDS;
+}
+
+/* env_seen_word - the word of window seen holding number n's bit. */
+static uint64_t *env_seen_word(uint64_t *seen, uint64_t n)
+{
+    return &seen[(n % ST_ENV_REPLAY_WINDOW) / ENV_WORD_BITS];
+}
+
+/* env_window_slide - p's window (bitmap seen) moves up to end at seq
+ * (> p->high): the numbers (p->high, seq] enter it unseen, taking the bits
+ * of those that leave. */
+static void env_window_slide(st_env_peer *p, uint64_t *seen, uint64_t seq)
+{
+    uint64_t n = p->high + 1, left = seq - p->high;
+    if (left >= ST_ENV_REPLAY_WINDOW) {
+        memset(seen, 0, ENV_WINDOW_WORDS * sizeof *seen);
+    } else {
+        while (left > 0) {
+            uint64_t room = ENV_WORD_BITS - n % ENV_WORD_BITS, k = left < room ? left : room;
+            *env_seen_word(seen, n) &= ~env_seen_mask(n, k);
+            n += k;
+            left -= k;
+        }
+    }
+    p->high = seq;
+}
+
+/* env_replay_why - NULL if seq is new for (sender, cred) (envelope.h: the
+ * anti-replay window, the floor of evicted senders), and then records it;
+ * else why it is refused. */
+static const char *env_replay_why(st_env *env, uint64_t sender, uint32_t cred, uint64_t seq)
 {
     st_env_peer *slot = NULL, *oldest = &env->peers[0];
     for (size_t i = 0; i < ST_ENV_MAX_PEERS; i++) {
@@ -321,20 +376,29 @@ static bool env_replay_ok(st_env *env, uint64_t sender, uint32_t cred, uint64_t 
         if (p->used < oldest->used)
             oldest = p;
     }
-    if (slot != NULL && seq <= slot->last_seq)
-        return false;
     if (slot == NULL) {
         if (seq <= env->floor) /* perhaps a sender evicted below: never replay it */
-            return false;
+            return "not above the floor of evicted senders";
         slot = oldest; /* a free slot (used 0) or the least recently seen */
-        if (slot->used && slot->last_seq > env->floor)
-            env->floor = slot->last_seq;
+        if (slot->used && slot->high > env->floor)
+            env->floor = slot->high;
+        memset(env_seen(env, slot), 0, ENV_WINDOW_WORDS * sizeof *env->seen);
         slot->sender = sender;
         slot->cred = cred;
+        slot->base = env->floor; /* its frames before an eviction are at or below */
+        slot->high = seq;
+    } else if (seq > slot->high) {
+        env_window_slide(slot, env_seen(env, slot), seq);
+    } else if (slot->high - seq >= ST_ENV_REPLAY_WINDOW) {
+        return "older than its sender's replay window";
+    } else if (seq <= slot->base) {
+        return "not above the floor of evicted senders";
+    } else if (*env_seen_word(env_seen(env, slot), seq) & env_seen_mask(seq, 1)) {
+        return "already accepted";
     }
-    slot->last_seq = seq;
+    *env_seen_word(env_seen(env, slot), seq) |= env_seen_mask(seq, 1);
     slot->used = ++env->tick;
-    return true;
+    return NULL;
 }
 
 /* env_tag_ok - whether the frame's own tag (MAC or AEAD) verifies. A
@@ -432,10 +496,11 @@ static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t 
                          seq < now ? "behind" : "ahead of",
                          (unsigned long long)(ST_ENV_WINDOW_US / 1000000u));
     }
-    if (!env_replay_ok(env, sender, f->cred, seq)) {
+    const char *why = env_replay_why(env, sender, f->cred, seq);
+    if (why != NULL) {
         env->auth_failed++;
-        return st_errorf(ST_EAUTH, "replayed frame from sender %llu (seq %llu)",
-                         (unsigned long long)sender, (unsigned long long)seq);
+        return st_errorf(ST_EAUTH, "replayed frame from sender %llu (seq %llu: %s)",
+                         (unsigned long long)sender, (unsigned long long)seq, why);
     }
     f->bound = (flags & (ST_ENV_FLAG_TO | ST_ENV_FLAG_REPLY)) != 0;
     f->reply = (flags & ST_ENV_FLAG_REPLY) != 0;
