@@ -39,17 +39,19 @@ typedef struct st_env_cred {
 static_assert(ST_ENV_REPLAY_WINDOW % ENV_WORD_BITS == 0 && ENV_WINDOW_WORDS > 0,
               "the replay window is whole bitmap words");
 
-/* One sender's slot of the replay table. Its window's bitmap lives apart
- * (env_seen), so the table scanned for every frame stays compact: a ring
- * of ST_ENV_REPLAY_WINDOW bits, bit n % ST_ENV_REPLAY_WINDOW telling
+/* One sender's slot of the replay table, and its window: `seen` is a
+ * ring of ST_ENV_REPLAY_WINDOW bits, bit n % ST_ENV_REPLAY_WINDOW telling
  * whether number n was accepted, for every n in (high -
- * ST_ENV_REPLAY_WINDOW, high]. */
+ * ST_ENV_REPLAY_WINDOW, high]. The bitmap is allocated when the slot is
+ * first taken (memory grows with the senders seen, to ST_ENV_MAX_PEERS),
+ * apart from the table, which every frame scans and so stays compact. */
 typedef struct st_env_peer {
     uint64_t sender;
     uint32_t cred; /* the credential that verified its frames */
     uint64_t high; /* the highest number accepted */
     uint64_t base; /* the floor when the slot was taken: nothing at or below it */
     uint64_t used; /* tick of last use, 0 = free */
+    uint64_t *seen;
 } st_env_peer;
 
 static void env_put16(uint8_t *p, uint16_t v)
@@ -126,8 +128,7 @@ st_err st_env_init_cred(st_env *env, const uint8_t *key, st_env_role role, bool 
         memcpy(env->key, key, ST_KEY_BYTES);
         env->key_id = role == ST_ROLE_MEMBER ? 0 : st_key_id(key);
         env->peers = calloc(ST_ENV_MAX_PEERS, sizeof *env->peers);
-        env->seen = calloc((size_t)ST_ENV_MAX_PEERS * ENV_WINDOW_WORDS, sizeof *env->seen);
-        if (env->peers == NULL || env->seen == NULL)
+        if (env->peers == NULL)
             return st_errorf(ST_ENOMEM, "replay table");
     }
     return ST_OK;
@@ -135,14 +136,15 @@ st_err st_env_init_cred(st_env *env, const uint8_t *key, st_env_role role, bool 
 
 void st_env_fini(st_env *env)
 {
+    if (env->peers != NULL)
+        for (size_t i = 0; i < ST_ENV_MAX_PEERS; i++)
+            free(env->peers[i].seen);
     free(env->peers);
-    free(env->seen);
     sodium_memzero(env->key, sizeof env->key);
     if (env->creds != NULL)
         sodium_memzero(env->creds, env->n_creds * sizeof *env->creds);
     free(env->creds);
     env->peers = NULL;
-    env->seen = NULL;
     env->creds = NULL;
     env->n_creds = 0;
 }
@@ -330,30 +332,24 @@ static uint64_t env_seen_mask(uint64_t n, uint64_t k)
     return (k == ENV_WORD_BITS ? ~0ull : ((1ull << k) - 1)) << off;
 }
 
-/* env_seen - the bitmap of slot p's window. */
-static uint64_t *env_seen(const st_env *env, const st_env_peer *p)
-{
-    return env->seen + (size_t)(p - env->peers) * ENV_WINDOW_WORDS;
-}
-
 /* env_seen_word - the word of window seen holding number n's bit. */
 static uint64_t *env_seen_word(uint64_t *seen, uint64_t n)
 {
     return &seen[(n % ST_ENV_REPLAY_WINDOW) / ENV_WORD_BITS];
 }
 
-/* env_window_slide - p's window (bitmap seen) moves up to end at seq
- * (> p->high): the numbers (p->high, seq] enter it unseen, taking the bits
- * of those that leave. */
-static void env_window_slide(st_env_peer *p, uint64_t *seen, uint64_t seq)
+/* env_window_slide - p's window moves up to end at seq (> p->high): the
+ * numbers (p->high, seq] enter it unseen, taking the bits of those that
+ * leave. */
+static void env_window_slide(st_env_peer *p, uint64_t seq)
 {
     uint64_t n = p->high + 1, left = seq - p->high;
     if (left >= ST_ENV_REPLAY_WINDOW) {
-        memset(seen, 0, ENV_WINDOW_WORDS * sizeof *seen);
+        memset(p->seen, 0, ENV_WINDOW_WORDS * sizeof *p->seen);
     } else {
         while (left > 0) {
             uint64_t room = ENV_WORD_BITS - n % ENV_WORD_BITS, k = left < room ? left : room;
-            *env_seen_word(seen, n) &= ~env_seen_mask(n, k);
+            *env_seen_word(p->seen, n) &= ~env_seen_mask(n, k);
             n += k;
             left -= k;
         }
@@ -361,10 +357,11 @@ static void env_window_slide(st_env_peer *p, uint64_t *seen, uint64_t seq)
     p->high = seq;
 }
 
-/* env_replay_why - NULL if seq is new for (sender, cred) (envelope.h: the
- * anti-replay window, the floor of evicted senders), and then records it;
- * else why it is refused. */
-static const char *env_replay_why(st_env *env, uint64_t sender, uint32_t cred, uint64_t seq)
+/* env_replay_check - ST_OK if seq is new for (sender, cred) (envelope.h:
+ * the anti-replay window, the floor of evicted senders), and then records
+ * it; ST_EAUTH saying why if not (counted), ST_ENOMEM if a new sender's
+ * window cannot be allocated (nothing recorded). */
+static st_err env_replay_check(st_env *env, uint64_t sender, uint32_t cred, uint64_t seq)
 {
     st_env_peer *slot = NULL, *oldest = &env->peers[0];
     for (size_t i = 0; i < ST_ENV_MAX_PEERS; i++) {
@@ -376,29 +373,40 @@ static const char *env_replay_why(st_env *env, uint64_t sender, uint32_t cred, u
         if (p->used < oldest->used)
             oldest = p;
     }
+    const char *why = NULL;
     if (slot == NULL) {
-        if (seq <= env->floor) /* perhaps a sender evicted below: never replay it */
-            return "not above the floor of evicted senders";
-        slot = oldest; /* a free slot (used 0) or the least recently seen */
-        if (slot->used && slot->high > env->floor)
-            env->floor = slot->high;
-        memset(env_seen(env, slot), 0, ENV_WINDOW_WORDS * sizeof *env->seen);
-        slot->sender = sender;
-        slot->cred = cred;
-        slot->base = env->floor; /* its frames before an eviction are at or below */
-        slot->high = seq;
+        if (seq <= env->floor) { /* perhaps a sender evicted below: never replay it */
+            why = "not above the floor of evicted senders";
+        } else {
+            slot = oldest; /* a free slot (used 0) or the least recently seen */
+            if (slot->seen == NULL &&
+                (slot->seen = malloc(ENV_WINDOW_WORDS * sizeof *slot->seen)) == NULL)
+                return st_errorf(ST_ENOMEM, "replay window of a new sender");
+            if (slot->used && slot->high > env->floor)
+                env->floor = slot->high;
+            memset(slot->seen, 0, ENV_WINDOW_WORDS * sizeof *slot->seen);
+            slot->sender = sender;
+            slot->cred = cred;
+            slot->base = env->floor; /* its frames before an eviction are at or below */
+            slot->high = seq;
+        }
     } else if (seq > slot->high) {
-        env_window_slide(slot, env_seen(env, slot), seq);
+        env_window_slide(slot, seq);
     } else if (slot->high - seq >= ST_ENV_REPLAY_WINDOW) {
-        return "older than its sender's replay window";
+        why = "older than its sender's replay window";
     } else if (seq <= slot->base) {
-        return "not above the floor of evicted senders";
-    } else if (*env_seen_word(env_seen(env, slot), seq) & env_seen_mask(seq, 1)) {
-        return "already accepted";
+        why = "not above the floor of evicted senders";
+    } else if (*env_seen_word(slot->seen, seq) & env_seen_mask(seq, 1)) {
+        why = "already accepted";
     }
-    *env_seen_word(env_seen(env, slot), seq) |= env_seen_mask(seq, 1);
+    if (why != NULL) {
+        env->auth_failed++;
+        return st_errorf(ST_EAUTH, "replayed frame from sender %llu (seq %llu: %s)",
+                         (unsigned long long)sender, (unsigned long long)seq, why);
+    }
+    *env_seen_word(slot->seen, seq) |= env_seen_mask(seq, 1);
     slot->used = ++env->tick;
-    return NULL;
+    return ST_OK;
 }
 
 /* env_tag_ok - whether the frame's own tag (MAC or AEAD) verifies. A
@@ -496,12 +504,9 @@ static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t 
                          seq < now ? "behind" : "ahead of",
                          (unsigned long long)(ST_ENV_WINDOW_US / 1000000u));
     }
-    const char *why = env_replay_why(env, sender, f->cred, seq);
-    if (why != NULL) {
-        env->auth_failed++;
-        return st_errorf(ST_EAUTH, "replayed frame from sender %llu (seq %llu: %s)",
-                         (unsigned long long)sender, (unsigned long long)seq, why);
-    }
+    st_err e = env_replay_check(env, sender, f->cred, seq);
+    if (e != ST_OK)
+        return e;
     f->bound = (flags & (ST_ENV_FLAG_TO | ST_ENV_FLAG_REPLY)) != 0;
     f->reply = (flags & ST_ENV_FLAG_REPLY) != 0;
     if (f->reply && req == env->asked) {

@@ -35,10 +35,10 @@
  * restarted process keeps counting upwards. A receiver refuses a frame
  * whose number is more than ST_ENV_WINDOW_US away from its own clock (the
  * cluster's clocks must agree within that), so a captured frame replays
- * only within ST_ENV_WINDOW_US, also across a receiver's restart. Frames failing
- * any check are refused with ST_EAUTH and must be dropped and counted:
- * they change nothing (INV-5). Without a key, MACs are neither sent nor
- * required.
+ * only within ST_ENV_WINDOW_US, also across a receiver's restart. Frames
+ * failing any check are refused with ST_EAUTH and must be dropped and
+ * counted: they change nothing (INV-5). Without a key, MACs are neither
+ * sent nor required.
  *
  * Encryption (st_env_init_mode with encrypt): every frame is SEALED
  * instead of MACed; a receiver that encrypts refuses MAC-only frames and
@@ -110,8 +110,8 @@
  * of its sender (its receive callback preempted on a loaded host, for a
  * scheduler period: CFS's is 12 ms on 2 cores) would still be refused.
  * 16384 covers 16.4 ms of the sender's clock at 2 KiB of bitmap per sender
- * (2 MiB for a full table of ST_ENV_MAX_PEERS); a frame held back longer
- * is refused as a replay. A multiple of 64 (bitmap words). */
+ * seen (2 MiB with the table full: ST_ENV_MAX_PEERS); a frame held back
+ * longer is refused as a replay. A multiple of 64 (bitmap words). */
 #define ST_ENV_REPLAY_WINDOW 16384u
 #define ST_KEY_BYTES 32
 #define ST_ENV_MAX_CREDS 1024 /* keys one receiver accepts besides its own */
@@ -147,8 +147,7 @@ typedef struct st_env {
     uint32_t last_cred;        /* accepted (for callers that only see the body) */
     uint64_t sender;           /* our id in frames we send */
     uint64_t seq;              /* last sequence number sent */
-    struct st_env_peer *peers; /* [ST_ENV_MAX_PEERS] replay table */
-    uint64_t *seen;            /* their windows' bitmaps, ST_ENV_REPLAY_WINDOW bits each */
+    struct st_env_peer *peers; /* [ST_ENV_MAX_PEERS] replay table and windows */
     uint64_t tick;
     uint64_t floor;       /* the highest number of a sender evicted from peers */
     uint64_t auth_failed; /* frames refused: MAC or tag, replay, other mode */
@@ -245,8 +244,9 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
 /* st_env_open - checks a received frame (magic, version, flags, length,
  * MAC or tag with its binding, mode and replay when keyed) before anything
  * else reads it, decrypts a SEALED body in place (buf is modified), and
- * fills f. A REPLY is checked against env->expect (taken: reset to 0), or
- * else env->asked; with learn_peer a verified reply to env->asked makes
+ * fills f (ST_ENOMEM if a new sender's replay window cannot be allocated).
+ * A REPLY is checked against env->expect (taken: reset to 0), or else
+ * env->asked; with learn_peer a verified reply to env->asked makes
  * its sender the peer later requests bind. */
 st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f);
 
