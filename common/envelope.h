@@ -22,16 +22,23 @@
  * activation packet), 3 result (a protobuf Msg with a StepResult).
  *
  * With a cluster key every frame must carry a valid MAC and a sequence
- * number above the last one accepted from its sender (replay refused).
+ * number its sender has not used before: above the highest accepted from
+ * that sender, or at most ST_ENV_REPLAY_WINDOW - 1 below it and not yet
+ * accepted (a sliding anti-replay window, as IPsec's and DTLS's: frames a
+ * receiver opens out of order, such as pipelined requests whose receive
+ * completions ran concurrently, are taken once each; anything older than
+ * the window, or seen, is refused as a replay). Only a frame that passed
+ * every other check (tag, mode, clock) is recorded, so a forged frame
+ * neither uses up a number nor moves the window.
  * Sequence numbers are wall-clock microseconds: each frame takes the
  * current time, or the last number + 1 if that is not above it, so a
  * restarted process keeps counting upwards. A receiver refuses a frame
  * whose number is more than ST_ENV_WINDOW_US away from its own clock (the
  * cluster's clocks must agree within that), so a captured frame replays
- * only within the window, also across a receiver's restart. Frames failing
- * any check are refused with ST_EAUTH and must be dropped and counted:
- * they change nothing (INV-5). Without a key, MACs are neither sent nor
- * required.
+ * only within ST_ENV_WINDOW_US, also across a receiver's restart. Frames
+ * failing any check are refused with ST_EAUTH and must be dropped and
+ * counted: they change nothing (INV-5). Without a key, MACs are neither
+ * sent nor required.
  *
  * Encryption (st_env_init_mode with encrypt): every frame is SEALED
  * instead of MACed; a receiver that encrypts refuses MAC-only frames and
@@ -42,11 +49,12 @@
  * sender ids are unique per process side (random or start-time based) and
  * seq strictly increases per sender, starting at the wall clock.
  * The replay table is bounded (ST_ENV_MAX_PEERS senders, least recently
- * seen evicted), so no map grows without bound (INV-6), and it cannot be
- * flushed: evicting a sender raises a floor to its last number, and a
- * sender the table does not hold must be above the floor, so a frame of an
- * evicted sender never replays (new senders start at the clock, above
- * it).
+ * seen evicted, each with a window of ST_ENV_REPLAY_WINDOW bits), so no
+ * map grows without bound (INV-6), and it cannot be flushed: evicting a
+ * sender raises a floor to its highest number, a sender the table does not
+ * hold must be above the floor, and a sender taken back into the table
+ * keeps that floor as the bottom of its window, so a frame of an evicted
+ * sender never replays (new senders start at the clock, above it).
  *
  * Credentials and roles (docs/security.md): the key id names which key
  * made the frame's MAC or tag. Id 0 is the cluster key (role MEMBER: the
@@ -94,6 +102,17 @@
 #define ST_ENV_MAX_BODY (256u << 20)
 #define ST_ENV_MAX_PEERS 1024
 #define ST_ENV_WINDOW_US (60ull * 1000000u) /* a frame's clock may be this far off */
+/* ST_ENV_REPLAY_WINDOW - sequence numbers a sender's window spans: its
+ * highest accepted and the ST_ENV_REPLAY_WINDOW - 1 below it. Sequence
+ * numbers are microseconds of the sender's clock, not frame counts, so a
+ * window of 64 or 1024 numbers (IPsec's and DTLS's frame counts) would
+ * cover only 64 us or 1 ms of sending: a frame held back behind later ones
+ * of its sender (its receive callback preempted on a loaded host, for a
+ * scheduler period: CFS's is 12 ms on 2 cores) would still be refused.
+ * 16384 covers 16.4 ms of the sender's clock at 2 KiB of bitmap per sender
+ * seen (2 MiB with the table full: ST_ENV_MAX_PEERS); a frame held back
+ * longer is refused as a replay. A multiple of 64 (bitmap words). */
+#define ST_ENV_REPLAY_WINDOW 16384u
 #define ST_KEY_BYTES 32
 #define ST_ENV_MAX_CREDS 1024 /* keys one receiver accepts besides its own */
 #define ST_KEY_TEXT_MIN 16    /* characters of a client or admin key, at least */
@@ -128,7 +147,7 @@ typedef struct st_env {
     uint32_t last_cred;        /* accepted (for callers that only see the body) */
     uint64_t sender;           /* our id in frames we send */
     uint64_t seq;              /* last sequence number sent */
-    struct st_env_peer *peers; /* [ST_ENV_MAX_PEERS] replay window */
+    struct st_env_peer *peers; /* [ST_ENV_MAX_PEERS] replay table and windows */
     uint64_t tick;
     uint64_t floor;       /* the highest number of a sender evicted from peers */
     uint64_t auth_failed; /* frames refused: MAC or tag, replay, other mode */
@@ -225,8 +244,9 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
 /* st_env_open - checks a received frame (magic, version, flags, length,
  * MAC or tag with its binding, mode and replay when keyed) before anything
  * else reads it, decrypts a SEALED body in place (buf is modified), and
- * fills f. A REPLY is checked against env->expect (taken: reset to 0), or
- * else env->asked; with learn_peer a verified reply to env->asked makes
+ * fills f (ST_ENOMEM if a new sender's replay window cannot be allocated).
+ * A REPLY is checked against env->expect (taken: reset to 0), or else
+ * env->asked; with learn_peer a verified reply to env->asked makes
  * its sender the peer later requests bind. */
 st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f);
 

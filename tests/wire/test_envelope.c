@@ -2,8 +2,9 @@
  * MAC-only and sealed (XChaCha20-Poly1305) frames round trip; a frame with
  * any byte changed, sealed with another key, replayed, or of the other
  * mode (--encrypt or not) is refused with ST_EAUTH and counted, and a
- * refused sealed frame is never handed out. Also protected mode's address
- * rule (common/exposure.h): what counts as loopback, and the refusal. */
+ * refused sealed frame is never handed out (the anti-replay window:
+ * test_envelope_window.c). Also protected mode's
+ * address rule (common/exposure.h): what counts as loopback, and the refusal. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,26 +13,17 @@
 
 #include "common/envelope.h"
 #include "common/exposure.h"
+#include "tests/wire/test_envelope.h"
 
-#define TE_BODY 300
-#define TE_SENDER 0x1234
-#define TE_RECEIVER 0x9999
+void te_key(uint8_t key[ST_KEY_BYTES], uint8_t b) { memset(key, b, ST_KEY_BYTES); }
 
-typedef struct te_frame {
-    uint8_t buf[ST_ENV_HDR + TE_BODY + ST_ENV_MAC];
-    size_t len;
-} te_frame;
-
-static void te_key(uint8_t key[ST_KEY_BYTES], uint8_t b) { memset(key, b, ST_KEY_BYTES); }
-
-static void te_body(uint8_t *p, size_t n)
+void te_body(uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         p[i] = (uint8_t)(i * 7 + 3);
 }
 
-/* te_seal - a frame of body_len patterned bytes sealed by tx. */
-static void te_seal(st_env *tx, te_frame *f, size_t body_len)
+void te_seal(st_env *tx, te_frame *f, size_t body_len)
 {
     f->len = st_env_size(tx, body_len);
     ck_assert_uint_le(f->len, sizeof f->buf);
@@ -126,11 +118,12 @@ START_TEST(test_replay_refused)
         ck_assert_int_eq(st_env_init_mode(&rx, key, enc, TE_RECEIVER), ST_OK);
         te_frame a, b;
         te_seal(&tx, &a, TE_BODY);
+        tx.seq += ST_ENV_REPLAY_WINDOW; /* b's number leaves a's behind the window */
         te_seal(&tx, &b, TE_BODY);
         te_frame a2 = a, b2 = b;
         st_env_frame fr;
         ck_assert_int_eq(st_env_open(&rx, b.buf, b.len, &fr), ST_OK);
-        /* the same frame again, and an older sequence number */
+        /* the same frame again, and a sequence number older than the window */
         ck_assert_int_eq(st_env_open(&rx, b2.buf, b2.len, &fr), ST_EAUTH);
         ck_assert_int_eq(st_env_open(&rx, a2.buf, a2.len, &fr), ST_EAUTH);
         ck_assert_uint_eq(rx.auth_failed, 2);
@@ -607,6 +600,7 @@ int main(void)
     tcase_add_test(tc, test_reply_bound_to_request);
     tcase_add_test(tc, test_bind_flags);
     suite_add_tcase(s, tc);
+    suite_add_tcase(s, te_window_tcase());
     TCase *tx = tcase_create("exposure");
     tcase_add_test(tx, test_local_addresses);
     tcase_add_test(tx, test_listen_check);
