@@ -29,6 +29,8 @@
 #define IC_SHOW_MAX 80                  /* bytes of a bad line shown */
 #define IC_N_FIGS 10                    /* the numbers of the JSON line */
 #define IC_STOPPED (-1)                 /* ic_read_all: the stop's wake-up came */
+#define IC_TERM_GRACE_MS 2000           /* a child told to end (SIGTERM) gets this, then SIGKILL */
+#define IC_TERM_POLL_NS 10000000L
 
 extern char **environ;
 
@@ -345,10 +347,32 @@ static st_err ic_spawn(coord_i8child *ch, int out, int err, pid_t *pid)
 }
 
 /* ic_reap - waits for the child to end, then reaps it under mu (the pid is
- * never reused while a stop may signal it): its wait status. */
-static int ic_reap(coord_i8child *ch, pid_t pid)
+ * never reused while a stop may signal it): its wait status. A child that
+ * was told to end (ended: SIGTERM sent) and has not after IC_TERM_GRACE_MS
+ * gets SIGKILL, so a stop never waits on a child that ignores SIGTERM. */
+static int ic_reap(coord_i8child *ch, pid_t pid, bool ended)
 {
     siginfo_t si;
+    if (ended) {
+        const struct timespec poll = {.tv_nsec = IC_TERM_POLL_NS};
+        long waited_ms = 0;
+        for (;;) {
+            memset(&si, 0, sizeof si);
+            int rc = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT | WNOHANG);
+            if (rc == 0 && si.si_pid == pid)
+                break; /* it has ended */
+            if (rc != 0 && errno != EINTR)
+                break; /* nothing to wait for: the blocking wait below says so */
+            if (waited_ms >= IC_TERM_GRACE_MS) {
+                pthread_mutex_lock(&ch->mu);
+                kill(pid, SIGKILL);
+                pthread_mutex_unlock(&ch->mu);
+                break;
+            }
+            nanosleep(&poll, NULL);
+            waited_ms += IC_TERM_POLL_NS / 1000000L;
+        }
+    }
     while (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) != 0 && errno == EINTR)
         ;
     int status = 0;
@@ -397,7 +421,7 @@ st_err coord_i8child_run(coord_i8child *ch, st_wgate_figs *figs, char *msg, size
         kill(pid, SIGTERM);
         pthread_mutex_unlock(&ch->mu);
     }
-    int status = ic_reap(ch, pid);
+    int status = ic_reap(ch, pid, rd != 0 || coord_i8child_stopped(ch));
     const char *last = o != NULL && o->last[0] ? o->last : "(nothing on stderr)";
     if (coord_i8child_stopped(ch) || rd == IC_STOPPED)
         e = ic_fail(ch, ST_ECANCELED, "stopped");
