@@ -120,15 +120,19 @@ def stage_done(w):
     return tuple(int(x) for x in wait_log(w, DONE).groups())
 
 
-def reported_done(c, name):
+def reported_done(c, name, need=None):
     """The worker's fetch as the status reports it once a heartbeat sent
     after its stage fetch ended has arrived (the state may turn serving
-    before that heartbeat: no snapshot races it)."""
+    before that heartbeat: no snapshot races it). need: the stage fetch's
+    byte count (stage_done's): a worker whose header fetch ended before its
+    stage's began reports that ended header fetch meanwhile, which is not
+    the one asked for."""
     deadline = time.time() + TIMEOUT
     while True:
         s = [x for x in c.status()["workers"] if x["name"] == name][0]
         f = s.get("fetch")
-        if (f is not None and not f["active"]) or time.time() > deadline:
+        if (f is not None and not f["active"] and (need is None or f["need_bytes"] == need)) \
+                or time.time() > deadline:
             return s
         time.sleep(0.1)
 
@@ -138,13 +142,15 @@ def case_basic():
         ws = [add_streaming(c, os.path.join(c.tmp, "cache%d" % i)) for i in range(2)]
         st = c.wait_serving(2)
         size = os.path.getsize(MODEL)
+        needs = {}
         for w in ws:
             have, need, fetched, cached, bad, twice = stage_done(w)
+            needs[w.name] = need
             assert have == need and need <= size, (w.name, have, need, size)
             assert fetched + cached == need and bad == 0 and twice == 0, stage_done(w)
             print("basic: %s needed %d of %d bytes: fetched %d, from its cache %d"
                   % (w.name, need, size, fetched, cached))
-        for s in (reported_done(c, x["name"]) for x in st["workers"]):
+        for s in (reported_done(c, x["name"], needs.get(x["name"])) for x in st["workers"]):
             f = s.get("fetch")
             assert f is not None and not f["active"] and f["have_bytes"] == f["need_bytes"], s
         ids = check_ids(c)
@@ -225,7 +231,7 @@ def case_corrupt():
         assert bad == 1 and have == need and fetched + cached == need, stage_done(w)
         log = w.stderr()
         assert re.search(r"sent a bad chunk \(dropped, fetched again\): chunk %d " % k, log), log
-        f = reported_done(c, w.name)["fetch"]
+        f = reported_done(c, w.name, need)["fetch"]
         assert f["bad_chunks"] == 1 and f["sources"] == 1, f
         ids = check_ids(c)
         print("corrupt: chunk %d sent corrupted once: detected, counted (%d), fetched again; "
@@ -282,7 +288,7 @@ def case_peerbad():
         assert re.search(r"source %s sent bad data 2 times: no longer used"
                          % re.escape(bad_src.chunks), log), log[-3000:]
         assert len(re.findall(r"source %s sent a bad chunk" % re.escape(bad_src.chunks), log)) == 2
-        f = reported_done(c, b.name)["fetch"]
+        f = reported_done(c, b.name, need)["fetch"]
         assert f["sources"] == 1, f
         ids = check_ids(c)
         print("peerbad: the corrupting source sent 2 bad chunks (%d header, %d stage), was "
@@ -401,7 +407,7 @@ def case_silent():
         c.wait_serving(1, timeout=5 * TIMEOUT)
         have, need, fetched, cached, bad, twice = stage_done(b)
         assert have == need and fetched + cached == need and bad == 0, stage_done(b)
-        f = reported_done(c, b.name)["fetch"]
+        f = reported_done(c, b.name, need)["fetch"]
         src = {x["addr"]: x for x in f["source_stats"]}
         assert set(src) == {saddr, c.weights}, f
         asked = len(re.findall(r"^request \d+ ", open(silent.out_path).read(), re.M))
@@ -452,7 +458,7 @@ def case_back():
         log = b.stderr()
         assert re.search(r"source %s answers again after 1 timeout\(s\) in a row" %
                          re.escape(a.chunks), log), log[-3000:]
-        f = reported_done(c, b.name)["fetch"]
+        f = reported_done(c, b.name, need)["fetch"]
         src = {x["addr"]: x for x in f["source_stats"]}
         assert src[a.chunks]["timeouts"] == 1 and not src[a.chunks]["aside"], f
         assert src[c.weights]["timeouts"] == 0, f
