@@ -32,9 +32,10 @@
  *   --sender: the envelope sender id to send as (a member's, copied: with
  *   the cluster key the test speaks for that member); --batch: the batch a
  *   stale-as report names (default 1). */
-#define INJ_ROLE_CTL_PORT 40000u  /* join-flood: fake control addresses from here */
-#define INJ_ROLE_DATA_PORT 50000u /* ... and data addresses */
-#define INJ_ROLE_POLL_MS 10u      /* slot-flood: how often it looks for the close */
+#define INJ_ROLE_CTL_PORT 40000u      /* join-flood: fake control addresses from here */
+#define INJ_ROLE_DATA_PORT 50000u     /* ... and data addresses */
+#define INJ_ROLE_POLL_MS 10u          /* slot-flood: how often it looks for the close */
+#define INJ_ROLE_NO_REDIAL_MS 3600000 /* slot-flood: no second connection within the test */
 
 typedef struct inj_role {
     const char *addr, *what;
@@ -63,6 +64,13 @@ static int inj_role_flood(const inj_role *o, st_env *env)
     int rv = nng_req0_open_raw(&s);
     if (rv == 0)
         rv = nng_pipe_notify(s, NNG_PIPE_EV_REM_POST, inj_role_pipe_gone, NULL);
+    /* one connection: once the coordinator closes it, no new one is dialled
+     * (a send then times out and ends the flood even if the close's
+     * notification came late) */
+    if (rv == 0)
+        rv = nng_socket_set_ms(s, NNG_OPT_RECONNMINT, INJ_ROLE_NO_REDIAL_MS);
+    if (rv == 0)
+        rv = nng_socket_set_ms(s, NNG_OPT_RECONNMAXT, INJ_ROLE_NO_REDIAL_MS);
     if (rv == 0)
         rv = nng_dial(s, o->addr, NULL, 0);
     if (rv != 0) {
@@ -86,10 +94,14 @@ static int inj_role_flood(const inj_role *o, st_env *env)
         }
         sent++;
     }
+    fprintf(stderr, "inject: slot-flood: %u sent, closed %s; waiting for the close\n", sent,
+            inj_role_closed ? "yes" : "no");
     for (uint32_t waited = 0; !inj_role_closed && waited < o->hold_ms; waited += INJ_ROLE_POLL_MS)
         nng_msleep(INJ_ROLE_POLL_MS);
     printf("sent %u, closed %s\n", sent, inj_role_closed ? "yes" : "no");
+    fflush(stdout); /* the verdict is out before the socket's teardown */
     nng_close(s);
+    fprintf(stderr, "inject: slot-flood: socket closed\n");
     return 0;
 }
 

@@ -284,10 +284,15 @@ def case_slots():
         c.add_worker()
         st = c.wait_serving(1)
         epoch = st["epoch"]
-        r = subprocess.run([INJECT, "role", c.addr, "slot-flood", "--admin-key", k.admin,
-                            "--count", str(SLOT_FLOOD), "--hold-ms", str(SLOT_HOLD_MS)],
-                           capture_output=True, text=True,
-                           timeout=SLOT_HOLD_MS / 1000 + TIMEOUT)  # past the flood's own bound
+        try:
+            r = subprocess.run([INJECT, "role", c.addr, "slot-flood", "--admin-key", k.admin,
+                                "--count", str(SLOT_FLOOD), "--hold-ms", str(SLOT_HOLD_MS)],
+                               capture_output=True, text=True,
+                               timeout=SLOT_HOLD_MS / 1000 + TIMEOUT)  # past its own bound
+        except subprocess.TimeoutExpired as e:
+            # what it printed before it was killed says where it stood
+            raise AssertionError("the flood did not end: stdout %r, stderr %r" % (
+                e.stdout, e.stderr)) from None
         assert r.returncode == 0, r.stderr
         assert "closed yes" in r.stdout, r.stdout
         st = c.status()
