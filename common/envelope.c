@@ -1,5 +1,5 @@
-/* envelope.c - cluster message frames, MACs, sealing, replay window and
- * key files (see envelope.h). */
+/* envelope.c - cluster message frames, MACs, sealing and key files (see
+ * envelope.h); the replay table is replay.c's. */
 #include "common/envelope.h"
 
 #include <assert.h>
@@ -33,26 +33,6 @@ typedef struct st_env_cred {
     uint16_t id;
     st_env_role role;
 } st_env_cred;
-
-#define ENV_WORD_BITS 64u
-#define ENV_WINDOW_WORDS (ST_ENV_REPLAY_WINDOW / ENV_WORD_BITS)
-static_assert(ST_ENV_REPLAY_WINDOW % ENV_WORD_BITS == 0 && ENV_WINDOW_WORDS > 0,
-              "the replay window is whole bitmap words");
-
-/* One sender's slot of the replay table, and its window: `seen` is a
- * ring of ST_ENV_REPLAY_WINDOW bits, bit n % ST_ENV_REPLAY_WINDOW telling
- * whether number n was accepted, for every n in (high -
- * ST_ENV_REPLAY_WINDOW, high]. The bitmap is allocated when the slot is
- * first taken (memory grows with the senders seen, to ST_ENV_MAX_PEERS),
- * apart from the table, which every frame scans and so stays compact. */
-typedef struct st_env_peer {
-    uint64_t sender;
-    uint32_t cred; /* the credential that verified its frames */
-    uint64_t high; /* the highest number accepted */
-    uint64_t base; /* the floor when the slot was taken: nothing at or below it */
-    uint64_t used; /* tick of last use, 0 = free */
-    uint64_t *seen;
-} st_env_peer;
 
 static void env_put16(uint8_t *p, uint16_t v)
 {
@@ -127,24 +107,21 @@ st_err st_env_init_cred(st_env *env, const uint8_t *key, st_env_role role, bool 
         env->encrypt = encrypt;
         memcpy(env->key, key, ST_KEY_BYTES);
         env->key_id = role == ST_ROLE_MEMBER ? 0 : st_key_id(key);
-        env->peers = calloc(ST_ENV_MAX_PEERS, sizeof *env->peers);
-        if (env->peers == NULL)
-            return st_errorf(ST_ENOMEM, "replay table");
+        st_err e = st_replay_open(&env->replay);
+        if (e != ST_OK)
+            return e;
     }
     return ST_OK;
 }
 
 void st_env_fini(st_env *env)
 {
-    if (env->peers != NULL)
-        for (size_t i = 0; i < ST_ENV_MAX_PEERS; i++)
-            free(env->peers[i].seen);
-    free(env->peers);
+    st_replay_close(env->replay);
     sodium_memzero(env->key, sizeof env->key);
     if (env->creds != NULL)
         sodium_memzero(env->creds, env->n_creds * sizeof *env->creds);
     free(env->creds);
-    env->peers = NULL;
+    env->replay = NULL;
     env->creds = NULL;
     env->n_creds = 0;
 }
@@ -324,91 +301,6 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
     return ST_OK;
 }
 
-/* env_seen_mask - the bits of numbers [n, n + k) within their word of
- * the ring (k > 0, none past the word's end). */
-static uint64_t env_seen_mask(uint64_t n, uint64_t k)
-{
-    uint64_t off = n % ENV_WORD_BITS;
-    return (k == ENV_WORD_BITS ? ~0ull : ((1ull << k) - 1)) << off;
-}
-
-/* env_seen_word - the word of window seen holding number n's bit. */
-static uint64_t *env_seen_word(uint64_t *seen, uint64_t n)
-{
-    return &seen[(n % ST_ENV_REPLAY_WINDOW) / ENV_WORD_BITS];
-}
-
-/* env_window_slide - p's window moves up to end at seq (> p->high): the
- * numbers (p->high, seq] enter it unseen, taking the bits of those that
- * leave. */
-static void env_window_slide(st_env_peer *p, uint64_t seq)
-{
-    uint64_t n = p->high + 1, left = seq - p->high;
-    if (left >= ST_ENV_REPLAY_WINDOW) {
-        memset(p->seen, 0, ENV_WINDOW_WORDS * sizeof *p->seen);
-    } else {
-        while (left > 0) {
-            uint64_t room = ENV_WORD_BITS - n % ENV_WORD_BITS, k = left < room ? left : room;
-            *env_seen_word(p->seen, n) &= ~env_seen_mask(n, k);
-            n += k;
-            left -= k;
-        }
-    }
-    p->high = seq;
-}
-
-/* env_replay_check - ST_OK if seq is new for (sender, cred) (envelope.h:
- * the anti-replay window, the floor of evicted senders), and then records
- * it; ST_EAUTH saying why if not (counted), ST_ENOMEM if a new sender's
- * window cannot be allocated (nothing recorded). */
-static st_err env_replay_check(st_env *env, uint64_t sender, uint32_t cred, uint64_t seq)
-{
-    st_env_peer *slot = NULL, *oldest = &env->peers[0];
-    for (size_t i = 0; i < ST_ENV_MAX_PEERS; i++) {
-        st_env_peer *p = &env->peers[i];
-        if (p->used && p->sender == sender && p->cred == cred) {
-            slot = p;
-            break;
-        }
-        if (p->used < oldest->used)
-            oldest = p;
-    }
-    const char *why = NULL;
-    if (slot == NULL) {
-        if (seq <= env->floor) { /* perhaps a sender evicted below: never replay it */
-            why = "not above the floor of evicted senders";
-        } else {
-            slot = oldest; /* a free slot (used 0) or the least recently seen */
-            if (slot->seen == NULL &&
-                (slot->seen = malloc(ENV_WINDOW_WORDS * sizeof *slot->seen)) == NULL)
-                return st_errorf(ST_ENOMEM, "replay window of a new sender");
-            if (slot->used && slot->high > env->floor)
-                env->floor = slot->high;
-            memset(slot->seen, 0, ENV_WINDOW_WORDS * sizeof *slot->seen);
-            slot->sender = sender;
-            slot->cred = cred;
-            slot->base = env->floor; /* its frames before an eviction are at or below */
-            slot->high = seq;
-        }
-    } else if (seq > slot->high) {
-        env_window_slide(slot, seq);
-    } else if (slot->high - seq >= ST_ENV_REPLAY_WINDOW) {
-        why = "older than its sender's replay window";
-    } else if (seq <= slot->base) {
-        why = "not above the floor of evicted senders";
-    } else if (*env_seen_word(slot->seen, seq) & env_seen_mask(seq, 1)) {
-        why = "already accepted";
-    }
-    if (why != NULL) {
-        env->auth_failed++;
-        return st_errorf(ST_EAUTH, "replayed frame from sender %llu (seq %llu: %s)",
-                         (unsigned long long)sender, (unsigned long long)seq, why);
-    }
-    *env_seen_word(slot->seen, seq) |= env_seen_mask(seq, 1);
-    slot->used = ++env->tick;
-    return ST_OK;
-}
-
 /* env_tag_ok - whether the frame's own tag (MAC or AEAD) verifies. A
  * SEALED frame is decrypted in place when this process encrypts (one pass:
  * libsodium checks the tag before it writes anything), else only checked. */
@@ -504,7 +396,9 @@ static st_err env_check_keyed(st_env *env, uint8_t *buf, uint16_t flags, size_t 
                          seq < now ? "behind" : "ahead of",
                          (unsigned long long)(ST_ENV_WINDOW_US / 1000000u));
     }
-    st_err e = env_replay_check(env, sender, f->cred, seq);
+    st_err e = st_replay_check(env->replay, sender, f->cred, seq);
+    if (e == ST_EAUTH)
+        env->auth_failed++;
     if (e != ST_OK)
         return e;
     f->bound = (flags & (ST_ENV_FLAG_TO | ST_ENV_FLAG_REPLY)) != 0;

@@ -48,8 +48,8 @@
  * fails is never decrypted or parsed. Nonces never repeat under a key:
  * sender ids are unique per process side (random or start-time based) and
  * seq strictly increases per sender, starting at the wall clock.
- * The replay table is bounded (ST_ENV_MAX_PEERS senders, least recently
- * seen evicted, each with a window of ST_ENV_REPLAY_WINDOW bits), so no
+ * The replay table (replay.h) is bounded (ST_ENV_MAX_PEERS senders, least
+ * recently seen evicted, each window at most 2 KiB: replay.c), so no
  * map grows without bound (INV-6), and it cannot be flushed: evicting a
  * sender raises a floor to its highest number, a sender the table does not
  * hold must be above the floor, and a sender taken back into the table
@@ -89,6 +89,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/replay.h"
 
 #define ST_ENV_HDR 32
 #define ST_ENV_MAC 32      /* crypto_auth_BYTES; the largest tag */
@@ -100,19 +101,7 @@
 #define ST_ENV_BIND 24       /* bytes of the binding */
 #define ST_ENV_VERSION 1
 #define ST_ENV_MAX_BODY (256u << 20)
-#define ST_ENV_MAX_PEERS 1024
 #define ST_ENV_WINDOW_US (60ull * 1000000u) /* a frame's clock may be this far off */
-/* ST_ENV_REPLAY_WINDOW - sequence numbers a sender's window spans: its
- * highest accepted and the ST_ENV_REPLAY_WINDOW - 1 below it. Sequence
- * numbers are microseconds of the sender's clock, not frame counts, so a
- * window of 64 or 1024 numbers (IPsec's and DTLS's frame counts) would
- * cover only 64 us or 1 ms of sending: a frame held back behind later ones
- * of its sender (its receive callback preempted on a loaded host, for a
- * scheduler period: CFS's is 12 ms on 2 cores) would still be refused.
- * 16384 covers 16.4 ms of the sender's clock at 2 KiB of bitmap per sender
- * seen (2 MiB with the table full: ST_ENV_MAX_PEERS); a frame held back
- * longer is refused as a replay. A multiple of 64 (bitmap words). */
-#define ST_ENV_REPLAY_WINDOW 16384u
 #define ST_KEY_BYTES 32
 #define ST_ENV_MAX_CREDS 1024 /* keys one receiver accepts besides its own */
 #define ST_KEY_TEXT_MIN 16    /* characters of a client or admin key, at least */
@@ -142,15 +131,13 @@ typedef struct st_env {
     st_env_role role;          /* the role of key */
     struct st_env_cred *creds; /* keys accepted besides key (st_env_accept) */
     size_t n_creds;
-    uint32_t seal_cred;        /* 0: seal with key; i > 0: with creds[i - 1] */
-    st_env_role last_role;     /* role and credential of the last frame st_env_open */
-    uint32_t last_cred;        /* accepted (for callers that only see the body) */
-    uint64_t sender;           /* our id in frames we send */
-    uint64_t seq;              /* last sequence number sent */
-    struct st_env_peer *peers; /* [ST_ENV_MAX_PEERS] replay table and windows */
-    uint64_t tick;
-    uint64_t floor;       /* the highest number of a sender evicted from peers */
-    uint64_t auth_failed; /* frames refused: MAC or tag, replay, other mode */
+    uint32_t seal_cred;    /* 0: seal with key; i > 0: with creds[i - 1] */
+    st_env_role last_role; /* role and credential of the last frame st_env_open */
+    uint32_t last_cred;    /* accepted (for callers that only see the body) */
+    uint64_t sender;       /* our id in frames we send */
+    uint64_t seq;          /* last sequence number sent */
+    st_replay *replay;     /* senders' numbers accepted (keyed only; replay.h) */
+    uint64_t auth_failed;  /* frames refused: MAC or tag, replay, other mode */
     /* binding (finding 8; see the top of this file) */
     uint64_t to;           /* receiver id the next request binds (taken by st_env_seal) */
     bool learn_peer;       /* a one-receiver REQ side: bind requests to `peer` */
