@@ -1,5 +1,5 @@
 /* fuzz_replay.c - libFuzzer target of the envelope's anti-replay window
- * (common/envelope.c): which sequence numbers a keyed receiver takes from
+ * (common/replay.c, through st_env_open): which sequence numbers a keyed receiver takes from
  * many senders, in any order.
  *
  * Input: one mode byte, then frames. Mode bit 0x02: the receiver encrypts
