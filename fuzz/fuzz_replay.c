@@ -1,6 +1,6 @@
 /* fuzz_replay.c - libFuzzer target of the envelope's anti-replay window
- * (common/replay.c, through st_env_open): which sequence numbers a keyed receiver takes from
- * many senders, in any order.
+ * (common/replay.c, through st_env_open): which sequence numbers a keyed
+ * receiver takes from many senders, in any order.
  *
  * Input: one mode byte, then frames. Mode bit 0x02: the receiver encrypts
  * (--encrypt); the receiver always has the cluster key 0x5C x 32 (a
