@@ -36,7 +36,8 @@
  * (common/cq.h, ST_CQ_I8GATE); coord_i8gate_done takes them there. It
  * touches nothing of the coordinator's. coord_i8gate_stop sends the child
  * SIGTERM and waits for the thread, which reaps it: no zombie, no
- * descriptor left. Everything else here is the owner thread's.
+ * descriptor left; a coordinator killed outright takes the child with it
+ * (--parent: PR_SET_PDEATHSIG). Everything else here is the owner thread's.
  *
  * The cache: the figures are written beside the model's manifest cache
  * (--cache-dir/manifests/<hash of the model's absolute path>.i8gate, else

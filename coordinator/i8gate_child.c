@@ -310,9 +310,11 @@ static st_err ic_parse(coord_i8child *ch, const ic_out *o, st_wgate_figs *f)
  * or an error. */
 static st_err ic_spawn(coord_i8child *ch, int out, int err, pid_t *pid)
 {
-    char threads[16];
+    char threads[16], parent[24];
     snprintf(threads, sizeof threads, "%d", ch->threads);
-    char *const argv[] = {ch->bin, IC_FLAG, ch->model, "--threads", threads, NULL};
+    snprintf(parent, sizeof parent, "%ld", (long)getpid());
+    char *const argv[] = {ch->bin, IC_FLAG,    ch->model, "--threads",
+                          threads, "--parent", parent,    NULL};
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
     sigset_t none, dfl;

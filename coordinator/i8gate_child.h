@@ -1,6 +1,7 @@
 /* i8gate_child.h - the i8 accuracy gate's child process (i8gate.h): the
- * worker binary's `strata-worker --wire-gate MODEL --threads N`
- * (worker/wire_gate_main.h), which runs the engine the coordinator never
+ * worker binary's `strata-worker --wire-gate MODEL --threads N --parent
+ * PID` (worker/wire_gate_main.h; PID: the coordinator's, so the kernel
+ * kills the child if the coordinator dies, even by SIGKILL), which runs the engine the coordinator never
  * links, and prints the figures as one line of JSON (the format is in
  * common/wire_gate_figs.h).
  *
@@ -42,7 +43,7 @@ typedef struct coord_i8child coord_i8child;
 bool coord_i8child_bin(const char *flag, char out[PATH_MAX], char *why, size_t cap);
 
 /* coord_i8child_new - a child to be run: bin --wire-gate model --threads
- * threads. Freed with coord_i8child_free. */
+ * threads --parent (our pid). Freed with coord_i8child_free. */
 st_err coord_i8child_new(const char *bin, const char *model, int threads, coord_i8child **out);
 
 /* coord_i8child_run - starts the child, reads it, reaps it: ST_OK with

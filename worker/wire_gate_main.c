@@ -2,9 +2,12 @@
 #include "worker/wire_gate_main.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -13,15 +16,18 @@
 
 #define WGM "strata-worker --wire-gate"
 #define WGM_THREADS_MAX 1024
+#define WGM_PID_MAX 4194304 /* the kernel's pid_max limit (PID_MAX_LIMIT on 64-bit) */
 #define WGM_EXIT_RAN 0
 #define WGM_EXIT_FAILED 1
 #define WGM_EXIT_USAGE 2
 
 static int wgm_usage(void)
 {
-    fprintf(stderr, "usage: strata-worker --wire-gate MODEL [--threads N] [--log LEVEL]\n"
+    fprintf(stderr, "usage: strata-worker --wire-gate MODEL [--threads N] [--parent PID] "
+                    "[--log LEVEL]\n"
                     "  runs the i8 accuracy gate on MODEL and prints its figures as one line\n"
-                    "  of JSON (--threads: compute threads, default the cores)\n");
+                    "  of JSON (--threads: compute threads, default the cores; --parent: the\n"
+                    "  process that started it, whose end ends the gate too)\n");
     return WGM_EXIT_USAGE;
 }
 
@@ -47,6 +53,27 @@ static int wgm_print(cJSON *o)
     }
     cJSON_free(s);
     return rc;
+}
+
+/* wgm_bind_parent - the kernel sends us SIGKILL when the thread that
+ * started us ends (PR_SET_PDEATHSIG), so a gate outlives no coordinator,
+ * also one killed with SIGKILL; parent already gone (we were re-parented
+ * before the call) is an error. 0, else -1 (message on stderr). */
+static int wgm_bind_parent(long parent)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+        fprintf(stderr, "%s: prctl(PR_SET_PDEATHSIG): %s\n", WGM, strerror(errno));
+        return -1;
+    }
+    const long now = (long)getppid();
+    if (now != parent) {
+        fprintf(stderr,
+                "%s: --parent %ld is not this process's parent (%ld): the process that "
+                "started it has ended\n",
+                WGM, parent, now);
+        return -1;
+    }
+    return 0;
 }
 
 /* wgm_figs - the figures as the JSON object of wire_gate_figs.h. */
@@ -81,7 +108,7 @@ static cJSON *wgm_figs(const st_wgate_figs *f)
 int st_wire_gate_main(int argc, char **argv)
 {
     const char *model = NULL, *level = NULL;
-    long threads = 0;
+    long threads = 0, parent = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (i + 1 >= argc || argv[i + 1][0] == '\0') {
@@ -100,6 +127,15 @@ int st_wire_gate_main(int argc, char **argv)
                         WGM_THREADS_MAX);
                 return WGM_EXIT_USAGE;
             }
+        } else if (strcmp(f, "--parent") == 0) {
+            char *end;
+            errno = 0;
+            parent = strtol(v, &end, 10);
+            if (*end != '\0' || errno != 0 || parent < 1 || parent > WGM_PID_MAX) {
+                fprintf(stderr, "%s: --parent '%s': a process id in 1..%d is required\n", WGM, v,
+                        WGM_PID_MAX);
+                return WGM_EXIT_USAGE;
+            }
         } else if (strcmp(f, "--log") == 0) {
             if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") &&
                 strcmp(v, "debug")) {
@@ -114,6 +150,8 @@ int st_wire_gate_main(int argc, char **argv)
     }
     if (model == NULL)
         return wgm_usage();
+    if (parent != 0 && wgm_bind_parent(parent) != 0)
+        return WGM_EXIT_FAILED;
     st_log_init(level != NULL ? level : getenv("STRATA_LOG") != NULL ? NULL : "warn");
 
     st_wgate_figs f;

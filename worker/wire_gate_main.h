@@ -1,4 +1,5 @@
-/* wire_gate_main.h - `strata-worker --wire-gate MODEL [--threads N]`: the
+/* wire_gate_main.h - `strata-worker --wire-gate MODEL [--threads N]
+ * [--parent PID]`: the
  * i8 accuracy gate (worker/wire_gate.h, st_wgate_i8) on MODEL, its figures
  * printed on stdout as one line of JSON (the format is in
  * common/wire_gate_figs.h). The coordinator's i8 gate runs it as a child
@@ -8,7 +9,11 @@
  * Exit status: 0 when the figures were computed (pass or fail is the
  * reader's decision with its threshold); 1 when the gate could not run
  * (the JSON {"error": ...} on stdout and the error on stderr); 2 for a
- * usage error (stderr only). SIGTERM ends it (the default action). Logs go
+ * usage error (stderr only). SIGTERM ends it (the default action). With
+ * --parent PID (the coordinator passes its own) it asks the kernel for
+ * SIGKILL when its parent ends (PR_SET_PDEATHSIG) and exits 1 at once if
+ * PID is no longer its parent: a coordinator killed with SIGKILL leaves no
+ * gate running. Logs go
  * to stderr at --log LEVEL, else $STRATA_LOG, else warn; the kernels are
  * chosen as everywhere (STRATA_KERNELS=ref forces the reference ones). */
 #ifndef ST_WORKER_WIRE_GATE_MAIN_H

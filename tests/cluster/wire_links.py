@@ -57,6 +57,10 @@ Cases:
   line), print bad JSON, a line over the limit, or figures out of range.
 - i8-stop: the coordinator stopped (SIGTERM) while its gate's child runs
   (a script that sleeps): it exits 0 at once and the child is gone.
+- i8-orphan: the coordinator passes its pid (--parent); the real
+  `strata-worker --wire-gate` held at a known step (opening a FIFO as its
+  model) dies with its parent killed by SIGKILL, and refuses to start for
+  a parent that is not its own.
 """
 
 
@@ -734,9 +738,82 @@ def i8_stop_once(ignore):
             rc, child, " (ignoring SIGTERM)" if ignore else ""))
 
 
+# the parent of i8-orphan's gate: starts argv with --parent (its own pid)
+# appended, prints the child's pid, waits
+ORPHAN_PARENT = ("import os, subprocess, sys\n"
+                 "p = subprocess.Popen(sys.argv[1:] + ['--parent', str(os.getpid())])\n"
+                 "print(p.pid, flush=True)\n"
+                 "p.wait()\n")
+
+
+def blocked_in_fifo_open(pid):
+    """Whether process pid sleeps in the kernel opening a FIFO (no writer yet)."""
+    try:
+        with open("/proc/%d/wchan" % pid) as f:
+            return f.read().strip() in ("fifo_open", "wait_for_partner")
+    except OSError:
+        return False
+
+
+def case_i8_orphan():
+    """The coordinator gives its gate's child its pid: a script standing in
+    for the worker binary records its arguments. The real binary, held at a
+    known step (its model a FIFO nobody writes, so it sleeps opening it
+    after it asked for PR_SET_PDEATHSIG), dies when its parent is killed
+    with SIGKILL; told a parent that is not its own, it exits 1 at once."""
+    tmp = tempfile.mkdtemp(prefix="strata-i8o-%d-" % os.getpid())
+    argf = os.path.join(tmp, "args")
+    rec = gate_script(tmp, "rec.sh", 'echo "$@" > %s.tmp\nmv %s.tmp %s\nexec sleep 600\n'
+                      % (argf, argf, argf))
+    with Cluster(model(MODEL), ["--allow-i8", "--cache-dir", os.path.join(tmp, "cache"),
+                                "--worker-bin", rec]) as c:
+        deadline = time.time() + TIMEOUT
+        while not os.path.exists(argf) and time.time() < deadline:
+            time.sleep(0.05)
+        with open(argf) as f:
+            args = f.read().split()
+        want = ["--parent", str(c.coord.p.pid)]
+        assert any(args[i:i + 2] == want for i in range(len(args))), args
+    fifo = os.path.join(tmp, "model.gguf")
+    os.mkfifo(fifo)
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN_PARENT, WORKER, "--wire-gate", fifo,
+                               "--threads", "1"], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        deadline = time.time() + TIMEOUT
+        while not blocked_in_fifo_open(child) and time.time() < deadline:
+            time.sleep(0.05)
+        assert blocked_in_fifo_open(child), "the gate %d never blocked opening the FIFO" % child
+        parent.kill()  # SIGKILL: the parent runs nothing more
+        parent.wait()
+        deadline = time.time() + TIMEOUT
+        while time.time() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(child, signal.SIGKILL)
+            raise AssertionError("the gate %d outlived its parent killed by SIGKILL" % child)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+    # a --parent that is not its parent: refused before anything else
+    r = subprocess.run([WORKER, "--wire-gate", fifo, "--threads", "1", "--parent", "1"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 1 and "--parent 1 is not this process's parent" in r.stderr, (r.returncode,
+                                                                             r.stderr)
+    print("i8-orphan: the coordinator passed %s; the gate %d, held opening a FIFO, died with "
+          "its parent (SIGKILL); --parent 1: exit 1, %r" % (" ".join(want), child,
+                                                            r.stderr.strip()))
+    shutil.rmtree(tmp, ignore_errors=True)
+
 CASES = {"exact": case_exact, "accept": case_accept, "mixed": case_mixed, "i8": case_i8,
          "i8-fail": case_i8_fail, "i8-fixed": case_i8_fixed, "i8-nobin": case_i8_nobin,
-         "i8-signal": case_i8_signal, "i8-child": case_i8_child, "i8-stop": case_i8_stop}
+         "i8-signal": case_i8_signal, "i8-child": case_i8_child, "i8-stop": case_i8_stop,
+         "i8-orphan": case_i8_orphan}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)
