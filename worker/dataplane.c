@@ -23,16 +23,9 @@
  * and rows, which must equal the meta's). Any failure after the envelope
  * is answered with an error StepResult to the plan's result address.
  *
- * Waiting is never a spin: the PULL's receive is one asynchronous
- * operation without a timeout (pull_aio), always outstanding, whose completion
- * callback only flags it and signals the data thread's condition variable
- * (sh->dcv); the thread waits there at most ST_DP_POLL_MS, which bounds how
- * late a stop request or an idle swap is noticed. No NNG timer cancels a
- * receive: libnng 1.5.2 can crash in nni_list_remove when its expiry
- * thread cancels a socket receive as a message completes it (nng issues
- * #1523, #1682: a receive timeout on the socket, as this thread had; one
- * such crash of a worker in chaos-ci), so the receive is cancelled only by
- * st_dp_close. Per-layer time is taken by the stage's layer hook, which also
+ * Waiting is a blocking receive with a timeout (ST_DP_POLL_MS), never a
+ * spin: the timeout only bounds how late a stop request or an idle swap is
+ * noticed. Per-layer time is taken by the stage's layer hook, which also
  * applies the test-only throttle (sleeping (F - 1) times the layer's
  * compute time), so the latency the worker reports is what a slower
  * machine would show. The time after the last layer (the head, or nothing)
@@ -78,12 +71,6 @@ st_err st_worker_shared_init(st_worker_shared *sh)
         free(sh->end_ids);
         return e;
     }
-    if ((e = st_cq_cond_init(&sh->dcv)) != ST_OK) {
-        pthread_cond_destroy(&sh->cv);
-        pthread_mutex_destroy(&sh->mu);
-        free(sh->end_ids);
-        return e;
-    }
     return ST_OK;
 }
 
@@ -93,11 +80,8 @@ void st_worker_shared_fini(st_worker_shared *sh)
     st_latency_fini(&sh->lat);
     free(sh->end_ids);
     pthread_cond_destroy(&sh->cv);
-    pthread_cond_destroy(&sh->dcv);
     pthread_mutex_destroy(&sh->mu);
 }
-
-static void dp_pull_done(void *arg);
 
 /* ---- stages ---- */
 
@@ -248,10 +232,6 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
         e = st_errorf(ST_ENOMEM, "EndSessions buffer");
         goto fail;
     }
-    if ((rv = nng_aio_alloc(&dp->pull_aio, dp_pull_done, dp)) != 0) {
-        e = st_err_nng(rv, "the data thread's receive");
-        goto fail;
-    }
     dp->open = true; /* closing a socket that never opened (id 0) is harmless */
     if ((rv = nng_pull0_open(&dp->pull)) != 0 || (rv = nng_push0_open(&dp->push_res)) != 0) {
         e = st_err_nng(rv, "data sockets");
@@ -266,6 +246,7 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
         nng_socket_set_int(dp->push_next[k], NNG_OPT_SENDBUF, 16);
     }
     nng_socket_set_size(dp->pull, NNG_OPT_RECVMAXSZ, max_frame);
+    nng_socket_set_ms(dp->pull, NNG_OPT_RECVTIMEO, ST_DP_POLL_MS);
     nng_socket_set_int(dp->pull, NNG_OPT_RECVBUF, 16);
     nng_socket_set_ms(dp->push_res, NNG_OPT_SENDTIMEO, ST_DP_SEND_MS);
     nng_socket_set_int(dp->push_res, NNG_OPT_SENDBUF, 16);
@@ -380,61 +361,31 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
 
 /* ---- the thread ---- */
 
-/* dp_pull_done - pull_aio's completion (an NNG thread): flags it for the data
- * thread and wakes it; nothing else. */
-static void dp_pull_done(void *arg)
-{
-    st_dataplane *dp = arg;
-    pthread_mutex_lock(&dp->sh->mu);
-    dp->pull_done = true;
-    pthread_cond_signal(&dp->sh->dcv);
-    pthread_mutex_unlock(&dp->sh->mu);
-}
-
-/* dp_wait - waits until pull_aio completed, a stop is asked for, or
- * ST_DP_POLL_MS passed: whether it completed (then taken: pull_done
- * cleared), and *stop. */
-static bool dp_wait(st_dataplane *dp, bool *stop)
-{
-    const struct timespec until = st_cq_deadline((uint64_t)ST_DP_POLL_MS * 1000000u);
-    pthread_mutex_lock(&dp->sh->mu);
-    while (!dp->pull_done && !dp->sh->data_stop &&
-           pthread_cond_timedwait(&dp->sh->dcv, &dp->sh->mu, &until) == 0) {
-    }
-    bool done = dp->pull_done;
-    dp->pull_done = false;
-    *stop = dp->sh->data_stop;
-    pthread_mutex_unlock(&dp->sh->mu);
-    return done;
-}
-
 static void *dp_main(void *arg)
 {
     st_dataplane *dp = arg;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* the throttle's sleeps are short */
-    nng_recv_aio(dp->pull, dp->pull_aio);
     for (;;) {
-        bool stop;
-        bool done = dp_wait(dp, &stop);
+        pthread_mutex_lock(&dp->sh->mu);
+        bool stop = dp->sh->data_stop;
+        pthread_mutex_unlock(&dp->sh->mu);
         if (stop)
-            break; /* the receive stays outstanding: st_dp_close cancels it */
+            break;
+        nng_msg *msg = NULL;
+        int rv = nng_recvmsg(dp->pull, &msg, 0);
         /* a stage committed before this frame was sent must be in place
          * before the frame is checked: sync after the receive */
         dp_sync(dp);
-        if (!done)
+        if (rv == NNG_ETIMEDOUT)
             continue;
-        int rv = nng_aio_result(dp->pull_aio);
         if (rv == NNG_ECLOSED)
             break;
         if (rv != 0) {
             st_log(ST_LOG_WARN, "data", "receive: %s", nng_strerror(rv));
-        } else {
-            nng_msg *msg = nng_aio_get_msg(dp->pull_aio);
-            nng_aio_set_msg(dp->pull_aio, NULL);
-            dp_frame(dp, msg);
-            nng_msg_free(msg);
+            continue;
         }
-        nng_recv_aio(dp->pull, dp->pull_aio);
+        dp_frame(dp, msg);
+        nng_msg_free(msg);
     }
     return NULL;
 }
@@ -460,7 +411,6 @@ void st_dp_stop(st_dataplane *dp)
         return;
     pthread_mutex_lock(&dp->sh->mu);
     dp->sh->data_stop = true;
-    pthread_cond_signal(&dp->sh->dcv);
     pthread_mutex_unlock(&dp->sh->mu);
     pthread_join(dp->th, NULL);
     dp->started = false;
@@ -471,12 +421,6 @@ void st_dp_close(st_dataplane *dp)
     if (dp == NULL)
         return;
     st_dp_stop(dp);
-    if (dp->pull_aio != NULL) { /* cancel the receive left outstanding, wait for its callback */
-        nng_aio_stop(dp->pull_aio);
-        if (nng_aio_result(dp->pull_aio) == 0 && nng_aio_get_msg(dp->pull_aio) != NULL)
-            nng_msg_free(nng_aio_get_msg(dp->pull_aio));
-        nng_aio_free(dp->pull_aio);
-    }
     if (dp->open) {
         nng_close(dp->pull);
         for (int k = 0; k < ST_DP_MAX_NEXT; k++)

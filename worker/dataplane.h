@@ -32,7 +32,7 @@
 #define ST_DP_END_CAP 16384    /* EndSessions ids waiting for the data thread */
 #define ST_DP_MAX_TOKENS 16384 /* Plan.max_tokens accepted */
 #define ST_DP_SEND_MS 5000     /* send timeout of the PUSH sockets */
-#define ST_DP_POLL_MS 200      /* the data thread's longest wait (dataplane.c) */
+#define ST_DP_POLL_MS 200      /* the data thread's receive timeout */
 #define ST_DP_MAX_NEXT 8       /* workers of the next stage (replicas) a worker forwards to */
 
 /* What the data thread needs of a committed plan. */
@@ -126,8 +126,7 @@ typedef struct st_dp_counters {
  * and NNG callbacks; every field under mu. */
 typedef struct st_worker_shared {
     pthread_mutex_t mu;
-    pthread_cond_t cv;  /* CLOCK_MONOTONIC; only the control thread waits on it */
-    pthread_cond_t dcv; /* CLOCK_MONOTONIC; only the data thread waits on it */
+    pthread_cond_t cv; /* CLOCK_MONOTONIC; only the control thread waits on it */
 
     /* control -> data */
     bool data_stop;

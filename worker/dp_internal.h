@@ -13,8 +13,6 @@ struct st_dataplane {
     char name[64];
     bool open; /* sockets opened */
     nng_socket pull, push_res;
-    nng_aio *pull_aio; /* the PULL's receive, outstanding while the thread runs */
-    bool pull_done;    /* pull_aio completed (under sh->mu; set by dp_pull_done) */
     nng_socket push_next[ST_DP_MAX_NEXT]; /* one per worker of the next stage */
     nng_dialer d_next[ST_DP_MAX_NEXT], d_res;
     bool has_next[ST_DP_MAX_NEXT], has_res; /* dialers exist */
