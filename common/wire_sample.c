@@ -132,21 +132,31 @@ static st_err zs_one(st_wire_zsampler *s, st_wire_dtype d, const float *hidden, 
     if ((e = zs_grow(&s->frame, &s->frame_cap, ZSTD_compressBound(raw))) != ST_OK ||
         (e = zs_grow(&s->back, &s->back_cap, raw)) != ST_OK)
         return e;
-    uint64_t t0 = st_now_ns();
-    size_t z = ZSTD_compress2(s->cctx, s->frame, s->frame_cap, s->pkt + off, raw);
-    uint64_t t1 = st_now_ns();
-    if (ZSTD_isError(z))
-        return st_errorf(ST_EZSTD, "zstd sampler: compressing %zu bytes: %s", raw,
-                         ZSTD_getErrorName(z));
-    size_t b = ZSTD_decompressDCtx(s->dctx, s->back, s->back_cap, s->frame, z);
-    uint64_t t2 = st_now_ns();
-    if (ZSTD_isError(b) || b != raw || memcmp(s->back, s->pkt + off, raw) != 0)
-        return st_errorf(ST_EZSTD, "zstd sampler: the frame of %zu bytes did not round-trip (%s)",
-                         raw, ZSTD_isError(b) ? ZSTD_getErrorName(b) : "other bytes");
+    /* each cost is the fastest of ST_WIRE_ZSAMPLE_RUNS round trips (wire_sample.h) */
+    uint64_t best_c = UINT64_MAX, best_d = UINT64_MAX;
+    size_t z = 0;
+    for (unsigned run = 0; run < ST_WIRE_ZSAMPLE_RUNS; run++) {
+        uint64_t t0 = st_now_ns();
+        z = ZSTD_compress2(s->cctx, s->frame, s->frame_cap, s->pkt + off, raw);
+        uint64_t t1 = st_now_ns();
+        if (ZSTD_isError(z))
+            return st_errorf(ST_EZSTD, "zstd sampler: compressing %zu bytes: %s", raw,
+                             ZSTD_getErrorName(z));
+        size_t b = ZSTD_decompressDCtx(s->dctx, s->back, s->back_cap, s->frame, z);
+        uint64_t t2 = st_now_ns();
+        if (ZSTD_isError(b) || b != raw || memcmp(s->back, s->pkt + off, raw) != 0)
+            return st_errorf(ST_EZSTD,
+                             "zstd sampler: the frame of %zu bytes did not round-trip (%s)", raw,
+                             ZSTD_isError(b) ? ZSTD_getErrorName(b) : "other bytes");
+        if (t1 - t0 < best_c)
+            best_c = t1 - t0;
+        if (t2 - t1 < best_d)
+            best_d = t2 - t1;
+    }
     *rawb = (double)raw;
     *zb = (double)z;
-    *cns = (double)(t1 - t0) / (double)raw;
-    *dns = (double)(t2 - t1) / (double)raw;
+    *cns = (double)best_c / (double)raw;
+    *dns = (double)best_d / (double)raw;
     return ST_OK;
 }
 

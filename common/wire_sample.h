@@ -10,9 +10,9 @@
  * is that of plain payloads (planes gain ~1% on bf16, section 2.1).
  *
  * Cost: per sample, at most ST_WIRE_ZSAMPLE_TOKENS x hidden values
- * converted four times and four zstd round trips (hidden 2048: 16 tokens
- * are 128 KiB of f32, near 0.3 ms at ~1 GB/s), once per
- * ST_WIRE_ZSAMPLE_EVERY packets. Threads: a sampler belongs to one
+ * converted four times and 4 x ST_WIRE_ZSAMPLE_RUNS zstd round trips
+ * (hidden 2048: 16 tokens are 128 KiB of f32, near 0.3 ms a round trip at
+ * ~1 GB/s), once per ST_WIRE_ZSAMPLE_EVERY packets. Threads: a sampler belongs to one
  * thread. */
 #ifndef ST_WIRE_SAMPLE_H
 #define ST_WIRE_SAMPLE_H
@@ -26,6 +26,12 @@
 #define ST_WIRE_ZSAMPLE_EVERY 32u  /* one packet in this many is sampled */
 #define ST_WIRE_ZSAMPLE_TOKENS 16u /* at most this many of its tokens */
 #define ST_WIRE_ZSAMPLE_KEEP 9u    /* medians over the last this many samples */
+/* ST_WIRE_ZSAMPLE_RUNS - round trips per payload of a sample, whose
+ * fastest gives its costs: a round trip the thread was preempted in (a
+ * scheduler slice, milliseconds against microseconds of work) would make
+ * zstd look hundreds of times slower, and a boundary's first decision
+ * rests on one sample. Costs are a minimum, the ratio is exact. */
+#define ST_WIRE_ZSAMPLE_RUNS 3u
 
 typedef struct st_wire_zsampler st_wire_zsampler;
 
