@@ -56,7 +56,7 @@ static void inj_role_pipe_gone(nng_pipe p, nng_pipe_ev ev, void *arg)
 /* inj_role_flood - o->count Status requests on one raw REQ connection,
  * none of whose answers is read, until the coordinator closes it; the
  * connection stays open until closed, at most o->hold_ms (prints "sent N,
- * closed yes|no"). */
+ * closed yes|no"), then ends the process (_exit: below). */
 static int inj_role_flood(const inj_role *o, st_env *env)
 {
     static const uint32_t req_id_bit = 0x80000000u; /* NNG's REQ request id marker */
@@ -99,10 +99,14 @@ static int inj_role_flood(const inj_role *o, st_env *env)
     for (uint32_t waited = 0; !inj_role_closed && waited < o->hold_ms; waited += INJ_ROLE_POLL_MS)
         nng_msleep(INJ_ROLE_POLL_MS);
     printf("sent %u, closed %s\n", sent, inj_role_closed ? "yes" : "no");
-    fflush(stdout); /* the verdict is out before the socket's teardown */
-    nng_close(s);
-    fprintf(stderr, "inject: slot-flood: socket closed\n");
-    return 0;
+    fflush(stdout);
+    /* The verdict is out; the socket is not torn down. libnng 1.5.2's
+     * nng_close of this raw REQ socket, whose connection the coordinator
+     * closed with requests pending, hung twice (a CI's ASan pass, and a run
+     * with a CPU hog: "sent 14662, closed yes" printed, then no exit for
+     * 120 s): the process ends here and the kernel closes its descriptor. */
+    fprintf(stderr, "inject: slot-flood: done; exiting without nng_close\n");
+    _exit(0);
 }
 
 /* inj_role_call - one request/reply on a fresh REQ socket; *out the reply. */
