@@ -25,14 +25,21 @@
  *   drain-as (worker --id) | join-steal (a Join copying the first
  *   worker's capability and control address) | join-flood (--count Joins
  *   with the first worker's capability at fresh addresses; prints
- *   "joins: accepted A refused B") | slot-flood (--count Status requests
+ *   "joins: accepted A refused B other C": B refused as busy, C answered
+ *   anything else, the first of which goes to stderr) | slot-flood (--count Status requests
  *   pipelined on one raw REQ connection whose answers are never read; the
  *   connection is kept until the coordinator closes it, at most --hold-ms;
  *   prints "sent N, closed yes|no").
  *   --sender: the envelope sender id to send as (a member's, copied: with
  *   the cluster key the test speaks for that member); --batch: the batch a
  *   stale-as report names (default 1). */
-#define INJ_ROLE_CTL_PORT 40000u      /* join-flood: fake control addresses from here */
+/* join-flood: the fake workers' addresses are on a loopback host no test
+ * process listens on (the cluster's processes use 127.0.0.1 with kernel-
+ * chosen ports), so a fake address never names a real worker's: a fake at
+ * 127.0.0.1:40173 once collided with a worker whose control port the kernel
+ * had made 40173 and was refused as a spoof, not for capacity */
+#define INJ_ROLE_FAKE_HOST "127.0.0.2"
+#define INJ_ROLE_CTL_PORT 40000u      /* fake control addresses from here */
 #define INJ_ROLE_DATA_PORT 50000u     /* ... and data addresses */
 #define INJ_ROLE_POLL_MS 10u          /* slot-flood: how often it looks for the close */
 #define INJ_ROLE_NO_REDIAL_MS 3600000 /* slot-flood: no second connection within the test */
@@ -167,23 +174,29 @@ static int inj_role_joins(const inj_role *o, st_env *env)
         st_msg_free(st);
         return rc;
     }
-    uint32_t ok = 0, refused = 0;
+    uint32_t ok = 0, refused = 0, other = 0;
     char ctl[64], data[64];
     int rc = 0;
     for (uint32_t i = 0; i < o->count && rc == 0; i++) {
-        snprintf(ctl, sizeof ctl, "tcp://127.0.0.1:%u", INJ_ROLE_CTL_PORT + i);
-        snprintf(data, sizeof data, "tcp://127.0.0.1:%u", INJ_ROLE_DATA_PORT + i);
+        snprintf(ctl, sizeof ctl, "tcp://%s:%u", INJ_ROLE_FAKE_HOST, INJ_ROLE_CTL_PORT + i);
+        snprintf(data, sizeof data, "tcp://%s:%u", INJ_ROLE_FAKE_HOST, INJ_ROLE_DATA_PORT + i);
         cap.ctl_addr = ctl;
         cap.data_addr = data;
         Strata__Msg *r = NULL;
         if ((rc = inj_role_call(o->addr, env, &m, &r)) != 0)
             break;
         ok += r->body_case == STRATA__MSG__BODY_JOIN_REPLY;
-        refused += r->body_case == STRATA__MSG__BODY_ERROR;
+        if (r->body_case == STRATA__MSG__BODY_ERROR && r->error->code == ST_EBUSY) {
+            refused++;
+        } else if (r->body_case != STRATA__MSG__BODY_JOIN_REPLY) {
+            if (other++ == 0) /* the first other answer, for the test's message */
+                fprintf(stderr, "inject: join %u answered otherwise: %s\n", i,
+                        r->body_case == STRATA__MSG__BODY_ERROR ? r->error->message : "not an error");
+        }
         st_msg_free(r);
     }
     if (rc == 0)
-        printf("joins: accepted %u refused %u\n", ok, refused);
+        printf("joins: accepted %u refused %u other %u\n", ok, refused, other);
     st_msg_free(st);
     return rc;
 }

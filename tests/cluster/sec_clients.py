@@ -176,14 +176,15 @@ def case_members():
         r = subprocess.run([INJECT, "role", c.addr, "join-flood", "--count", str(FLOOD)],
                            capture_output=True, text=True, timeout=TIMEOUT)
         assert r.returncode == 0, r.stderr
-        m = re.search(r"joins: accepted (\d+) refused (\d+)", r.stdout)
+        m = re.search(r"joins: accepted (\d+) refused (\d+) other (\d+)", r.stdout)
         assert m, r.stdout
-        ok, refused = int(m.group(1)), int(m.group(2))
+        ok, refused, other = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        assert other == 0, "joins answered other than accepted or busy: %s %s" % (r.stdout, r.stderr)
         assert ok <= 16 and ok + refused == FLOOD, r.stdout
         sec = security(c)
         assert sec["joins_refused"] == refused, sec
         st = c.status()
-        real = [w for w in st["workers"] if w["name"] == "worker0"]
+        real = [w for w in st["workers"] if str(w["id"]) == wid]  # the fakes copy its name
         assert real and real[0]["state"] == "serving", st["workers"]
         assert st["epoch"] == epoch, "the attacks changed the plan: epoch %d" % st["epoch"]
         print("members: %d fake joins: %d accepted (pending cap), %d refused" % (FLOOD, ok, refused))
