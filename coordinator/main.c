@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/envelope.h"
+#include "common/crash.h"
 #include "common/exposure.h"
 #include "common/log.h"
 #include "common/manifest.h"
@@ -443,6 +444,7 @@ int main(int argc, char **argv)
         st_version_print(stdout, "strata-coordinator");
         return 0;
     }
+    st_crash_install("strata-coordinator");
     st_coord_cfg cfg = st_coord_cfg_default();
     uint32_t split[MAX_SPLIT];
     bool max_set = false;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crash.h"
 #include "common/exposure.h"
 #include "common/http_rate.h"
 #include "common/log.h"
@@ -112,6 +113,7 @@ int main(int argc, char **argv)
         st_version_print(stdout, "strata-embed");
         return 0;
     }
+    st_crash_install("strata-embed");
     const char *model = getenv("STRATA_MODEL"), *http = NULL, *level = NULL, *listen = NULL,
                *key_file = NULL;
     bool insecure = false, force_ref = false, encrypt = false;

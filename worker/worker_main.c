@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crash.h"
 #include "common/exposure.h"
 #include "common/log.h"
 #include "common/units.h"
@@ -345,6 +346,7 @@ int main(int argc, char **argv)
         st_version_print(stdout, "strata-worker");
         return 0;
     }
+    st_crash_install("strata-worker");
     /* --standalone: a sidecar shard server without a coordinator, with its
      * own flags (worker/standalone_main.c, docs/shards.md); --wire-gate: the
      * i8 accuracy gate's figures, for the coordinator (wire_gate_main.h) */
