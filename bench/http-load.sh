@@ -8,7 +8,11 @@
 # and the HTTP run lets all 64 clients wait on the gateway at once.
 # Prints aggregate tok/s of each (tokens / wall time), the HTTP clients'
 # p50/p99 inter-token latency and time to first token, and the ratio.
-# Usage: [ROUNDS=5] bench/http-load.sh [MODEL.gguf] [MAX_TOKENS] [CLIENTS]
+# The HTTP clients are bench/http_loadgen (C, libcurl; CLIENT=c, the
+# default) or bench/http-load.mjs (Node's fetch; CLIENT=node): the same
+# requests and output; on a small machine the client shares the cores with
+# the server, and the 64 Node readers cost several times the C ones.
+# Usage: [ROUNDS=5] [CLIENT=c|node] bench/http-load.sh [MODEL.gguf] [MAX_TOKENS] [CLIENTS]
 set -eu
 cd "$(dirname "$0")/.."
 B=${BUILD:-build}
@@ -18,6 +22,17 @@ N=${2:-64}
 CLIENTS=${3:-64}
 PROMPT_LEN=16
 SESSIONS=8
+CLIENT=${CLIENT:-c}
+case "$CLIENT" in
+c)
+    [ -x "$B/bench/http_loadgen" ] || {
+        echo "http-load: $B/bench/http_loadgen is not built (libcurl missing: apt install libcurl4-openssl-dev, then ninja -C $B), or run with CLIENT=node" >&2
+        exit 1
+    }
+    HTTP_CLIENT="$B/bench/http_loadgen" ;;
+node) HTTP_CLIENT="node bench/http-load.mjs" ;; # word-split below: no spaces in these paths
+*) echo "http-load: CLIENT is c or node, not $CLIENT" >&2; exit 1 ;;
+esac
 RUN=$(mktemp -d /tmp/strata-http-load.XXXXXX)
 NAME=http-load
 . deploy/procs.sh
@@ -43,7 +58,7 @@ for (let i = 0; i < c; i++)
 ' "$CLIENTS" "$N" "$PROMPT_LEN" > "$RUN/requests"
 # warm-up: one request each way
 head -n 1 "$RUN/requests" | $B/tests/cluster/loadgen "$COORD" > /dev/null
-node bench/http-load.mjs "$URL" 1 8 "$PROMPT_LEN" > /dev/null
+$HTTP_CLIENT "$URL" 1 8 "$PROMPT_LEN" > /dev/null
 
 # ROUNDS pairs, alternated (native first in odd rounds, HTTP first in even
 # ones); each round's ratio is HTTP / native of that pair; the summary is
@@ -74,7 +89,7 @@ console.log(JSON.stringify({ requests: rows.length, errors: bad, tokens: toks,
   wall_s: +wall.toFixed(3), tok_s: +(toks / wall).toFixed(1), client_cpu_s: +(u + s).toFixed(2) }));
 ' "$RUN/native" "$T0" "$T1" "$NCPU")
         else
-            HTTP=$(/usr/bin/time -f '%U %S' -o "$RUN/cpu" node bench/http-load.mjs "$URL" "$CLIENTS" "$N" "$PROMPT_LEN")
+            HTTP=$(/usr/bin/time -f '%U %S' -o "$RUN/cpu" $HTTP_CLIENT "$URL" "$CLIENTS" "$N" "$PROMPT_LEN")
             HCPU=$(cat "$RUN/cpu")
         fi
     done
@@ -98,6 +113,6 @@ console.log(`http-load: ${rows.length} alternated pairs, ${rows[0].h.clients} cl
   `tok/s at 8 sessions (medians); pair ratios ${ratios.map((x) => x.toFixed(3)).join(" ")}: median ` +
   `${med(ratios).toFixed(3)}; inter-token p50 ${med(rows.map((r) => r.h.itl_p50_ms)).toFixed(2)} ms, ` +
   `p99 ${med(rows.map((r) => r.h.itl_p99_ms)).toFixed(2)} ms; time to first token p50 ` +
-  `${med(rows.map((r) => r.h.ttft_p50_ms)).toFixed(1)} ms; client CPU per run: node ` +
+  `${med(rows.map((r) => r.h.ttft_p50_ms)).toFixed(1)} ms; client CPU per run: ${process.argv[2]} ` +
   `${med(rows.map((r) => r.hcpu)).toFixed(2)} s, loadgen ${med(rows.map((r) => r.n.client_cpu_s)).toFixed(2)} s`);
-' "$RUN/pairs"
+' "$RUN/pairs" "$([ "$CLIENT" = c ] && echo http_loadgen || echo node)"

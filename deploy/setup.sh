@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 PKGS="meson ninja-build pkg-config cmake gcc libnng-dev libprotobuf-c-dev protobuf-c-compiler
 libsodium-dev libzstd-dev libhwloc-dev check libcjson-dev libpcre2-dev clang libclang-rt-14-dev
-python3 iproute2 libmicrohttpd-dev prometheus systemd gdb curl time"
+python3 iproute2 libmicrohttpd-dev prometheus systemd gdb curl time libcurl4-openssl-dev"
 
 # Node: any Node 18+ with npm will do (this machine's may come from
 # elsewhere, e.g. NodeSource's nodejs, which carries its own npm and
