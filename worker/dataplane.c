@@ -35,9 +35,13 @@
  * sessions routed through it. The data thread keeps a PUSH per worker of
  * the next stage and forwards a batch to the one its StepMeta.route names
  * (replica 0 when the route is empty); a batch whose route names another
- * replica of this stage was misrouted and is refused. */
+ * replica of this stage was misrouted and is refused. Each PUSH is a
+ * worker/push_link.h link: pointed at a new address, it gets a new socket
+ * (libnng 1.5.2 can crash on a socket whose dialer was closed, that
+ * header says why). */
 #include "worker/dataplane.h"
 
+#include <assert.h>
 #include <nng/protocol/pipeline0/pull.h>
 #include <nng/protocol/pipeline0/push.h>
 #include <stdarg.h>
@@ -182,32 +186,17 @@ void st_dp_stage_free(st_dp_stage *s)
 
 /* ---- sockets ---- */
 
-/* dp_redial - points the PUSH s at addr (closing a dialer to another
- * address); an empty addr only closes. */
-static void dp_redial(nng_socket s, nng_dialer *d, bool *has, char *cur, const char *addr)
+#define DP_RECONNECT_MIN_MS 50 /* the PUSH links' redial backoff */
+#define DP_RECONNECT_MAX_MS 1000
+#define DP_SEND_BUF 16 /* messages a PUSH link holds while its peer is slow */
+static_assert(ST_DP_ADDR_MAX <= ST_PUSH_LINK_ADDR_MAX, "a plan's address fits a link");
+
+/* dp_point - points link l at addr (push_link.h: a new socket per address). */
+static void dp_point(st_push_link *l, const char *addr)
 {
-    if (*has && strcmp(cur, addr) == 0)
-        return;
-    if (*has) {
-        nng_dialer_close(*d);
-        *has = false;
-        cur[0] = '\0';
-    }
-    if (addr[0] == '\0')
-        return;
-    int rv = nng_dialer_create(d, s, addr);
-    if (rv == 0) {
-        nng_dialer_set_bool(*d, NNG_OPT_TCP_NODELAY, true); /* not TCP: harmless error */
-        nng_dialer_set_ms(*d, NNG_OPT_RECONNMINT, 50);
-        nng_dialer_set_ms(*d, NNG_OPT_RECONNMAXT, 1000);
-        rv = nng_dialer_start(*d, NNG_FLAG_NONBLOCK);
-    }
-    if (rv != 0) {
-        st_log(ST_LOG_ERROR, "data", "cannot dial %s: %s", addr, nng_strerror(rv));
-        return;
-    }
-    *has = true;
-    snprintf(cur, ST_DP_ADDR_MAX, "%s", addr);
+    st_err e = st_push_link_point(l, addr, DP_RECONNECT_MIN_MS, DP_RECONNECT_MAX_MS);
+    if (e != ST_OK)
+        st_log(ST_LOG_ERROR, "data", "%s", st_errmsg(e));
 }
 
 st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out, int *bound_port)
@@ -233,23 +222,18 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
         goto fail;
     }
     dp->open = true; /* closing a socket that never opened (id 0) is harmless */
-    if ((rv = nng_pull0_open(&dp->pull)) != 0 || (rv = nng_push0_open(&dp->push_res)) != 0) {
-        e = st_err_nng(rv, "data sockets");
+    if ((rv = nng_pull0_open(&dp->pull)) != 0) {
+        e = st_err_nng(rv, "data socket");
         goto fail;
     }
-    for (int k = 0; k < ST_DP_MAX_NEXT; k++) {
-        if ((rv = nng_push0_open(&dp->push_next[k])) != 0) {
-            e = st_err_nng(rv, "data sockets to the next stage");
+    if ((e = st_push_link_open(&dp->res, ST_DP_SEND_MS, DP_SEND_BUF)) != ST_OK)
+        goto fail;
+    for (int k = 0; k < ST_DP_MAX_NEXT; k++)
+        if ((e = st_push_link_open(&dp->next[k], ST_DP_SEND_MS, DP_SEND_BUF)) != ST_OK)
             goto fail;
-        }
-        nng_socket_set_ms(dp->push_next[k], NNG_OPT_SENDTIMEO, ST_DP_SEND_MS);
-        nng_socket_set_int(dp->push_next[k], NNG_OPT_SENDBUF, 16);
-    }
     nng_socket_set_size(dp->pull, NNG_OPT_RECVMAXSZ, max_frame);
     nng_socket_set_ms(dp->pull, NNG_OPT_RECVTIMEO, ST_DP_POLL_MS);
-    nng_socket_set_int(dp->pull, NNG_OPT_RECVBUF, 16);
-    nng_socket_set_ms(dp->push_res, NNG_OPT_SENDTIMEO, ST_DP_SEND_MS);
-    nng_socket_set_int(dp->push_res, NNG_OPT_SENDBUF, 16);
+    nng_socket_set_int(dp->pull, NNG_OPT_RECVBUF, DP_SEND_BUF);
     nng_listener l;
     if ((rv = nng_listener_create(&l, dp->pull, cfg->listen)) != 0) {
         e = st_errorf(ST_ENNG, "--listen %s: %s", cfg->listen, nng_strerror(rv));
@@ -329,10 +313,9 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
         st_sessions_clear(&dp->ses);
     }
     for (uint32_t k = 0; k < ST_DP_MAX_NEXT; k++) /* a PUSH per worker of the next stage */
-        dp_redial(dp->push_next[k], &dp->d_next[k], &dp->has_next[k], dp->next_addr[k],
-                  k < np->n_next ? np->next_addrs[k] : "");
+        dp_point(&dp->next[k], k < np->n_next ? np->next_addrs[k] : "");
     if (np->result_addr[0] != '\0') /* a plan always names one (dm_plan.c checks it) */
-        dp_redial(dp->push_res, &dp->d_res, &dp->has_res, dp->res_addr, np->result_addr);
+        dp_point(&dp->res, np->result_addr);
     if (n->ctx != NULL)
         st_stage_set_hook(n->ctx, dp_hook, dp);
     st_latency lat;
@@ -424,8 +407,8 @@ void st_dp_close(st_dataplane *dp)
     if (dp->open) {
         nng_close(dp->pull);
         for (int k = 0; k < ST_DP_MAX_NEXT; k++)
-            nng_close(dp->push_next[k]);
-        nng_close(dp->push_res);
+            st_push_link_close(&dp->next[k]);
+        st_push_link_close(&dp->res);
     }
     st_sessions_fini(&dp->ses);
     st_dp_stage_free(dp->cur);

@@ -6,17 +6,16 @@
 
 #include "common/wire_sample.h"
 #include "worker/dataplane.h"
+#include "worker/push_link.h"
 #include "worker/sessions.h"
 
 struct st_dataplane {
     st_worker_shared *sh;
     char name[64];
     bool open; /* sockets opened */
-    nng_socket pull, push_res;
-    nng_socket push_next[ST_DP_MAX_NEXT]; /* one per worker of the next stage */
-    nng_dialer d_next[ST_DP_MAX_NEXT], d_res;
-    bool has_next[ST_DP_MAX_NEXT], has_res; /* dialers exist */
-    char next_addr[ST_DP_MAX_NEXT][ST_DP_ADDR_MAX], res_addr[ST_DP_ADDR_MAX];
+    nng_socket pull;
+    st_push_link res;                  /* to the plan's result address */
+    st_push_link next[ST_DP_MAX_NEXT]; /* one per worker of the next stage */
     st_env rx; /* opens frames from the PULL */
     st_env tx; /* seals frames for both PUSHes */
     st_wire_ctx *wire;

@@ -80,7 +80,7 @@ void dp_hook(void *arg, int64_t layer, float *hidden, int64_t n_tok, int64_t n_e
 static void dp_result_error(st_dataplane *dp, uint64_t epoch, uint64_t batch_id, st_err code,
                             const char *msg)
 {
-    if (!dp->has_res) {
+    if (!st_push_link_ready(&dp->res)) {
         dp_warn(dp, "no result address to report to: %s", msg);
         return;
     }
@@ -97,14 +97,14 @@ static void dp_result_error(st_dataplane *dp, uint64_t epoch, uint64_t batch_id,
     m.result = &r;
     nng_msg *out;
     st_err e = st_msg_pack(&dp->tx, ST_ENV_RESULT, &m, &out);
-    int rv = e == ST_OK ? nng_sendmsg(dp->push_res, out, 0) : 0;
+    int rv = e == ST_OK ? st_push_link_send(&dp->res, out) : 0;
     if (e != ST_OK)
         dp_warn(dp, "error result of batch %llu not sent: %s", (unsigned long long)batch_id,
                 st_errmsg(e));
     else if (rv != 0) {
         nng_msg_free(out);
         dp_warn(dp, "error result of batch %llu not sent to %s: %s", (unsigned long long)batch_id,
-                dp->res_addr, nng_strerror(rv));
+                dp->res.addr, nng_strerror(rv));
     }
 }
 
@@ -456,7 +456,7 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
 {
     const st_dp_plan *p = &s->plan;
     uint32_t k = dp_route_at(m, (uint32_t)p->index + 1); /* checked by dp_check_route */
-    if (k >= ST_DP_MAX_NEXT || !dp->has_next[k])
+    if (k >= ST_DP_MAX_NEXT || !st_push_link_ready(&dp->next[k]))
         return st_errorf(ST_ECLOSED,
                          "no connection to replica %u of stage %d to send batch %llu "
                          "to",
@@ -499,10 +499,10 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
         return e;
     *clamps = st.n_clamped;
     int rv;
-    if ((rv = nng_sendmsg(dp->push_next[k], out, 0)) != 0) { /* a successful send takes it */
+    if ((rv = st_push_link_send(&dp->next[k], out)) != 0) { /* a successful send takes it */
         nng_msg_free(out);
         return st_errorf(ST_ENNG, "sending batch %llu to %s: %s", (unsigned long long)m->batch_id,
-                         dp->next_addr[k], nng_strerror(rv));
+                         dp->next[k].addr, nng_strerror(rv));
     }
     if (zstd) {
         dp->z.zstd_sent++;
@@ -518,7 +518,7 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
 static st_err dp_send_results(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta *m,
                               double compute_ms)
 {
-    if (!dp->has_res)
+    if (!st_push_link_ready(&dp->res))
         return st_errorf(ST_ECLOSED, "no result address for batch %llu",
                          (unsigned long long)m->batch_id);
     size_t nv = (size_t)s->n_vocab, n = 0;
@@ -565,11 +565,11 @@ static st_err dp_send_results(st_dataplane *dp, st_dp_stage *s, const Strata__St
     st_err e = st_msg_pack(&dp->tx, ST_ENV_RESULT, &msg, &out);
     if (e != ST_OK)
         return e;
-    int rv = nng_sendmsg(dp->push_res, out, 0);
+    int rv = st_push_link_send(&dp->res, out);
     if (rv != 0) {
         nng_msg_free(out);
         return st_errorf(ST_ENNG, "sending the result of batch %llu to %s: %s",
-                         (unsigned long long)m->batch_id, dp->res_addr, nng_strerror(rv));
+                         (unsigned long long)m->batch_id, dp->res.addr, nng_strerror(rv));
     }
     return ST_OK;
 }
