@@ -3,7 +3,8 @@
  *
  * Why a socket per address: libnng 1.5.2 (Debian 12's) can leave a closed
  * pipe on a PUSH socket's list of ready pipes when the pipe is closed while
- * it is still starting (nng #1653, fixed in nng 1.6.0); the socket's next
+ * it is still starting (our reading of the crash: nng #1653, fixed in nng
+ * 1.6.0, describes this); the socket's next
  * send then removes that freed pipe from the list and the process dies in
  * nni_list_remove (libnng.so.1.5.2+0x1b9bb). Closing the dialer of a
  * socket that goes on sending is how a worker's data plane made that
