@@ -79,7 +79,7 @@ static st_err bs_time(st_env *tx, st_env *rx, uint8_t *buf, size_t body_len, uin
 int st_bench_wire_seal(int argc, char **argv)
 {
     int64_t rounds = BS_ROUNDS_DEFAULT, ms = BS_MS_DEFAULT;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* every flag takes a value */
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v != NULL && strcmp(argv[i], "--rounds") == 0) {
             if (cli_parse_i64(argv[i], v, 1, BS_ROUNDS_MAX, &rounds))
@@ -91,7 +91,6 @@ int st_bench_wire_seal(int argc, char **argv)
             fprintf(stderr, "usage: strata bench wire-seal [--rounds N] [--ms M]\n");
             return 2;
         }
-        i++;
     }
     uint8_t key[ST_KEY_BYTES];
     memset(key, 0x5c, sizeof key); /* a fixed key: speed does not depend on it */

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <execinfo.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
@@ -14,6 +15,11 @@
 #define CRASH_STACK_BYTES 65536 /* the alternate stack: backtrace's frames fit */
 #define CRASH_NAME_BYTES 16     /* prctl's thread names, with the NUL */
 #define CRASH_HEX_DIGITS 16
+#if defined(__SANITIZE_ADDRESS__)
+#define CRASH_UNDER_ASAN true /* ASan's report is better (crash.h) */
+#else
+#define CRASH_UNDER_ASAN false
+#endif
 
 static const char *crash_prog = "strata";
 static char crash_stack[CRASH_STACK_BYTES];
@@ -88,9 +94,8 @@ static void crash_handler(int sig, siginfo_t *si, void *uc)
 
 void st_crash_install(const char *prog)
 {
-#if defined(__SANITIZE_ADDRESS__)
-    (void)prog; /* ASan's report is better (crash.h) */
-#else
+    if (CRASH_UNDER_ASAN)
+        return;
     crash_prog = prog;
     void *warm[1];
     backtrace(warm, 1); /* loads libgcc_s now, not in the handler */
@@ -108,5 +113,4 @@ void st_crash_install(const char *prog)
         if (sigaction(crash_signals[i], &sa, NULL) != 0)
             fprintf(stderr, "%s: no crash report for signal %d: sigaction: %s\n", prog,
                     crash_signals[i], strerror(errno));
-#endif
 }
