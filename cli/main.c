@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "common/crash.h"
 #include "common/log.h"
 #include "common/version.h"
 
@@ -44,6 +45,7 @@ static void cli_usage(FILE *f)
 int main(int argc, char **argv)
 {
     st_log_init(NULL);
+    st_crash_install("strata");
     if (argc < 2) {
         cli_usage(stderr);
         return 2;

@@ -1,7 +1,9 @@
 /* crash.h - a crash report on stderr for a process killed by a fault.
  *
- * A worker or coordinator that faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
- * SIGABRT) writes one report to stderr before it dies: the program, the
+ * A Strata program (worker, coordinator, embedding service, the strata
+ * CLI; never the library libstrata, whose host owns its signals) that
+ * faults (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) writes one report to
+ * stderr before it dies: the program, the
  * signal, the faulting address, the thread's name and the call chain as
  * glibc's backtrace_symbols_fd prints it (shared libraries as
  * "libnng.so.1(+0x1b9bb)", so a fault inside a library without symbols can
