@@ -41,13 +41,14 @@ typedef struct lg_client {
     char *body;
     char *buf; /* received bytes not yet a whole event */
     size_t len, cap;
-    double t0_ms, last_ms;
+    double last_ms;
     bool got_text, done, failed;
     long tokens;
     char err[LG_ERR_MAX];
 } lg_client;
 
 static lg_vec lg_gaps, lg_ttfts;
+static double lg_t0_ms; /* when every request was sent (one batch) */
 
 static double lg_now_ms(void)
 {
@@ -123,7 +124,7 @@ static void lg_event(lg_client *c, const char *data)
         if (c->got_text)
             lg_push(&lg_gaps, now - c->last_ms);
         else
-            lg_push(&lg_ttfts, now - c->t0_ms);
+            lg_push(&lg_ttfts, now - lg_t0_ms);
         c->got_text = true;
         c->last_ms = now;
     }
@@ -196,7 +197,7 @@ int main(int argc, char **argv)
         return 2;
     }
     snprintf(url, url_len, "%s/v1/completions", argv[1]);
-    double t0 = lg_now_ms();
+    double t0 = lg_t0_ms = lg_now_ms();
     for (unsigned i = 0; i < clients; i++) {
         lg_client *c = &cs[i];
         c->body = lg_body(i, max_tokens, prompt_len);
@@ -211,7 +212,6 @@ int main(int argc, char **argv)
         curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, lg_write);
         curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, c);
         curl_easy_setopt(c->easy, CURLOPT_PRIVATE, c);
-        c->t0_ms = t0;
         curl_multi_add_handle(multi, c->easy);
     }
     int running = 1;

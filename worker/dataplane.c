@@ -43,7 +43,6 @@
 
 #include <assert.h>
 #include <nng/protocol/pipeline0/pull.h>
-#include <nng/protocol/pipeline0/push.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -188,7 +187,7 @@ void st_dp_stage_free(st_dp_stage *s)
 
 #define DP_RECONNECT_MIN_MS 50 /* the PUSH links' redial backoff */
 #define DP_RECONNECT_MAX_MS 1000
-#define DP_SEND_BUF 16 /* messages a PUSH link holds while its peer is slow */
+#define DP_QUEUE_MSGS 16 /* messages the PULL and each PUSH link hold while a peer is slow */
 static_assert(ST_DP_ADDR_MAX <= ST_PUSH_LINK_ADDR_MAX, "a plan's address fits a link");
 
 /* dp_point - points link l at addr (push_link.h: a new socket per address). */
@@ -226,14 +225,14 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
         e = st_err_nng(rv, "data socket");
         goto fail;
     }
-    if ((e = st_push_link_open(&dp->res, ST_DP_SEND_MS, DP_SEND_BUF)) != ST_OK)
+    if ((e = st_push_link_open(&dp->res, ST_DP_SEND_MS, DP_QUEUE_MSGS)) != ST_OK)
         goto fail;
     for (int k = 0; k < ST_DP_MAX_NEXT; k++)
-        if ((e = st_push_link_open(&dp->next[k], ST_DP_SEND_MS, DP_SEND_BUF)) != ST_OK)
+        if ((e = st_push_link_open(&dp->next[k], ST_DP_SEND_MS, DP_QUEUE_MSGS)) != ST_OK)
             goto fail;
     nng_socket_set_size(dp->pull, NNG_OPT_RECVMAXSZ, max_frame);
     nng_socket_set_ms(dp->pull, NNG_OPT_RECVTIMEO, ST_DP_POLL_MS);
-    nng_socket_set_int(dp->pull, NNG_OPT_RECVBUF, DP_SEND_BUF);
+    nng_socket_set_int(dp->pull, NNG_OPT_RECVBUF, DP_QUEUE_MSGS);
     nng_listener l;
     if ((rv = nng_listener_create(&l, dp->pull, cfg->listen)) != 0) {
         e = st_errorf(ST_ENNG, "--listen %s: %s", cfg->listen, nng_strerror(rv));

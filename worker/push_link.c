@@ -35,7 +35,7 @@ st_err st_push_link_point(st_push_link *l, const char *addr, int32_t reconnect_m
 {
     if (l->open && l->dialing && strcmp(l->addr, addr) == 0)
         return ST_OK;
-    if ((size_t)snprintf(NULL, 0, "%s", addr) >= sizeof l->addr)
+    if (strlen(addr) >= sizeof l->addr)
         return st_errorf(ST_ERANGE, "address '%.40s...' is too long", addr);
     if (l->open && l->dialing) { /* a new socket, not a closed dialer (push_link.h) */
         nng_close(l->s);

@@ -26,6 +26,17 @@
 #define PL_RECONNECT_MIN_MS 1
 #define PL_RECONNECT_MAX_MS 10
 
+/* LeakSanitizer's suppressions for this binary (it reads them from this
+ * function when present; without ASan nothing calls it). libnng 1.5.2 never
+ * frees a dialer, its TCP dialer and its connection when their socket is
+ * closed while that dialer is connecting: about 180 of the churn's 10,000
+ * re-points, ~4 KB each, all allocated inside libnng (docs/worker.md, "The
+ * PUSH links and libnng 1.5.2"). Scope: every leak allocated through
+ * libnng in this test, its messages included; the test's code allocates
+ * nothing else. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void) { return "leak:libnng.so.1\n"; }
+
 typedef struct pl_sink {
     nng_socket s;
     char addr[64];
