@@ -114,7 +114,7 @@ st_err st_dp_stage_load(const char *path, const st_dp_plan *plan, st_pool *pool,
     s->plan = *plan;
     st_err e;
     if ((e = st_model_open(path, plan->first, plan->last, &s->model)) ||
-        (e = st_model_repack(s->model, ops, pool)) ||
+        (e = st_model_place(s->model, ops, pool)) ||
         (e = st_stage_ctx_open(s->model, plan->max_tokens, pool, ops, &s->ctx)))
         goto fail;
     const st_hparams *hp = st_model_hparams(s->model);

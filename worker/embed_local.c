@@ -42,7 +42,7 @@ st_err st_ends_open(const char *path, int threads, bool force_ref, bool embd, bo
                  (e = st_stage_ctx_open(x->embd, ST_ENDS_MAX_TOKENS, x->pool, x->ops, &x->ectx))))
         goto fail;
     if (head && ((e = st_model_open_gguf(x->g, L, L, &x->head)) ||
-                 (e = st_model_repack(x->head, x->ops, x->pool)) ||
+                 (e = st_model_place(x->head, x->ops, x->pool)) ||
                  (e = st_stage_ctx_open(x->head, ST_ENDS_MAX_TOKENS, x->pool, x->ops, &x->hctx))))
         goto fail;
     if ((e = st_gguf_model_id(x->g, x->id)) != ST_OK)

@@ -23,7 +23,7 @@ st_err st_local_open(st_local *l, const char *path, int threads, int force_ref, 
     l->n_vocab = hp->n_vocab;
     l->ops = st_kernels_select(force_ref);
     st_log(ST_LOG_INFO, "engine", "kernels: %s", l->ops->name);
-    if ((e = st_pool_open(threads, 1, &l->pool)) || (e = st_model_repack(l->m, l->ops, l->pool)) ||
+    if ((e = st_pool_open(threads, 1, &l->pool)) || (e = st_model_place(l->m, l->ops, l->pool)) ||
         (e = st_stage_ctx_open(l->m, chunk, l->pool, l->ops, &l->ctx)) ||
         (e = st_stage_kv_alloc(l->ctx, n_ctx, &l->kv)))
         goto fail;

@@ -28,7 +28,7 @@
 typedef struct meas_job {
     const st_kernel_ops *ops;
     st_dtype t;
-    bool r8; /* time the R8 product (what st_model_repack serves) */
+    bool r8; /* time the R8 product (what st_model_place serves) */
     const uint8_t *w;
     size_t rb; /* weight row bytes */
     long rows;

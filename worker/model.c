@@ -1,9 +1,10 @@
 /* model.c - binding a stage's tensors from a GGUF file (see model.h).
  *
  * The file is the source of truth: the weights are views into the
- * read-only mapping, except that st_model_repack may afterwards rewrite
- * the matrices into the R8 layout (kernels/repack.h) in memory of its own,
- * deterministically from those views. Validation is complete
+ * read-only mapping, except that st_model_place may afterwards move the
+ * matrices into memory of its own (huge pages), rewritten into the R8
+ * layout (kernels/repack.h) where the kernels have one, deterministically
+ * from those views. Validation is complete
  * before the engine sees a pointer: every tensor the stage needs must
  * exist, have a supported type, and have exactly the shape the
  * hyperparameters imply; norms and biases must be f32. Key and tensor
@@ -34,8 +35,8 @@ struct st_model {
     size_t resident;
     size_t weight_bytes;
     uint8_t id[32];
-    void *r8_buf; /* the repacked matrices (st_model_repack), or NULL */
-    size_t r8_len;
+    void *own_buf; /* the placed matrices (st_model_place), or NULL */
+    size_t own_len;
 };
 
 /* model_tensor - finds name and checks its dims equal (ne0, ne1). */
@@ -225,100 +226,93 @@ bool st_model_serves_r8(const st_kernel_ops *ops, st_dtype t)
 /* model_r8_ok - whether w is to be repacked for ops. */
 static bool model_r8_ok(const st_weight *w, const st_kernel_ops *ops)
 {
-    return !w->r8 && st_model_serves_r8(ops, w->dtype) && w->n_out % ST_R8_ROWS == 0;
+    return st_model_serves_r8(ops, w->dtype) && w->n_out % ST_R8_ROWS == 0;
 }
 
-/* model_rp_job - one thread's share of a repacking: whole groups of the
- * concatenation of the n weights, in order. */
-typedef struct model_rp_job {
-    st_weight *const *ws;
-    uint8_t *const *dst;
-    size_t n;
-    int64_t groups; /* total groups of 8 rows */
-} model_rp_job;
+/* model_place_job - one matrix being placed: its rows split among the
+ * pool's threads in whole groups of ST_R8_ROWS. */
+typedef struct model_place_job {
+    const st_weight *w;
+    uint8_t *dst; /* w->n_out * w->row_bytes bytes */
+    bool r8;      /* repack, else copy as it is */
+} model_place_job;
 
-static void model_rp_run(void *arg, int ith, int nth)
+static void model_place_run(void *arg, int ith, int nth)
 {
-    const model_rp_job *j = arg;
+    const model_place_job *j = arg;
+    const st_weight *w = j->w;
     long g0, g1;
-    st_pool_split((long)j->groups, ith, nth, &g0, &g1);
-    int64_t base = 0; /* first group of weight k in the concatenation */
-    for (size_t k = 0; k < j->n && base < g1; k++) {
-        const st_weight *w = j->ws[k];
-        const int64_t ng = w->n_out / ST_R8_ROWS;
-        const int64_t a = g0 > base ? g0 - base : 0, b = g1 - base < ng ? g1 - base : ng;
-        if (a < b) { /* shapes were checked at bind: st_r8_repack cannot refuse */
-            const size_t off = (size_t)a * ST_R8_ROWS * w->row_bytes;
-            (void)st_r8_repack(w->dtype, w->n_in, (const uint8_t *)w->data + off, w->row_bytes,
-                               (b - a) * ST_R8_ROWS, j->dst[k] + off);
-        }
-        base += ng;
-    }
+    st_pool_split((long)((w->n_out + ST_R8_ROWS - 1) / ST_R8_ROWS), ith, nth, &g0, &g1);
+    const int64_t r0 = (int64_t)g0 * ST_R8_ROWS;
+    const int64_t r1 = (int64_t)g1 * ST_R8_ROWS < w->n_out ? (int64_t)g1 * ST_R8_ROWS : w->n_out;
+    if (r0 >= r1)
+        return;
+    const size_t off = (size_t)r0 * w->row_bytes;
+    if (j->r8) /* shapes were checked at bind: st_r8_repack cannot refuse */
+        (void)st_r8_repack(w->dtype, w->n_in, (const uint8_t *)w->data + off, w->row_bytes,
+                           r1 - r0, j->dst + off);
+    else
+        memcpy(j->dst + off, (const uint8_t *)w->data + off, (size_t)(r1 - r0) * w->row_bytes);
 }
 
-st_err st_model_repack(st_model *m, const st_kernel_ops *ops, st_pool *pool)
+st_err st_model_place(st_model *m, const st_kernel_ops *ops, st_pool *pool)
 {
-    if (m->r8_buf != NULL)
+    if (m->own_buf != NULL)
         return ST_OK;
     const int64_t nl = m->last - m->first;
-    const size_t cap = (size_t)nl * 7 + 1;
+    const size_t cap = (size_t)nl * ST_LAYER_MATRICES + 1;
     st_weight **ws = calloc(cap, sizeof *ws);
-    uint8_t **dst = calloc(cap, sizeof *dst);
-    if (ws == NULL || dst == NULL) {
-        free(ws);
-        free(dst);
-        return st_errorf(ST_ENOMEM, "repack: weight list");
-    }
-    size_t n = 0, total = 0;
+    if (ws == NULL)
+        return st_errorf(ST_ENOMEM, "placing the weights: weight list");
+    size_t n = 0, total = 0, n_r8 = 0, r8_bytes = 0;
     for (int64_t l = 0; l < nl; l++) {
         st_layer *L = &m->layers[l];
-        st_weight *lw[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (int k = 0; k < 7; k++)
-            if (model_r8_ok(lw[k], ops))
-                ws[n++] = lw[k];
+        st_weight *lw[ST_LAYER_MATRICES] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                            &L->w_gate, &L->w_up, &L->w_down};
+        for (int k = 0; k < ST_LAYER_MATRICES; k++)
+            ws[n++] = lw[k];
     }
     const bool tied = m->has_embd && m->has_head && m->output.data == m->tok_embd.data;
-    if (m->has_head && !tied && model_r8_ok(&m->output, ops))
+    if (m->has_head && !tied)
         ws[n++] = &m->output;
-    int64_t groups = 0;
-    for (size_t k = 0; k < n; k++) {
+    for (size_t k = 0; k < n; k++)
         total += (size_t)ws[k]->n_out * ws[k]->row_bytes;
-        groups += ws[k]->n_out / ST_R8_ROWS;
-    }
     st_err e = ST_OK;
     if (total == 0)
         goto out;
     const double t0 = st_now_s();
     void *buf = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED) {
-        e = st_errorf(ST_ENOMEM, "repack: %zu bytes for the R8 weights", total);
+        e = st_errorf(ST_ENOMEM, "placing the weights: %zu bytes", total);
         goto out;
     }
-    (void)madvise(buf, total, MADV_HUGEPAGE); /* advice: fewer TLB misses when streaming */
+    /* advice: streamed weights through 4 KiB pages miss the TLB so often
+     * that decode reads ~25% fewer bytes per second (see model.h) */
+    (void)madvise(buf, total, MADV_HUGEPAGE);
     uint8_t *p = buf;
-    for (size_t k = 0; k < n; k++) {
-        dst[k] = p;
-        p += (size_t)ws[k]->n_out * ws[k]->row_bytes;
+    for (size_t k = 0; k < n; k++) { /* one matrix at a time: the file's pages go as we go */
+        const size_t bytes = (size_t)ws[k]->n_out * ws[k]->row_bytes;
+        model_place_job job = {ws[k], p, model_r8_ok(ws[k], ops)};
+        if (pool != NULL)
+            st_pool_run(pool, model_place_run, &job);
+        else
+            model_place_run(&job, 0, 1);
+        st_gguf_release(m->g, ws[k]->data, bytes);
+        ws[k]->data = p;
+        ws[k]->r8 = job.r8;
+        n_r8 += job.r8;
+        r8_bytes += job.r8 ? bytes : 0;
+        p += bytes;
     }
-    model_rp_job job = {ws, dst, n, groups};
-    if (pool != NULL)
-        st_pool_run(pool, model_rp_run, &job);
-    else
-        model_rp_run(&job, 0, 1);
-    for (size_t k = 0; k < n; k++) {
-        st_gguf_release(m->g, ws[k]->data, (size_t)ws[k]->n_out * ws[k]->row_bytes);
-        ws[k]->data = dst[k];
-        ws[k]->r8 = true;
-    }
-    m->r8_buf = buf;
-    m->r8_len = total;
+    m->own_buf = buf;
+    m->own_len = total;
     st_log(ST_LOG_INFO, "model",
-           "%zu matrices (%.1f MiB) repacked in the R8 layout for the %s "
-           "kernels in %.2f s",
-           n, (double)total / (1 << 20), ops->name, st_now_s() - t0);
+           "%zu matrices (%.1f MiB) placed in huge-page memory in %.2f s: %zu (%.1f MiB) "
+           "repacked in the R8 layout for the %s kernels, %zu copied as they are",
+           n, (double)total / (1 << 20), st_now_s() - t0, n_r8, (double)r8_bytes / (1 << 20),
+           ops->name, n - n_r8);
 out:
     free(ws);
-    free(dst);
     return e;
 }
 
@@ -326,8 +320,8 @@ void st_model_close(st_model *m)
 {
     if (m == NULL)
         return;
-    if (m->r8_buf != NULL)
-        munmap(m->r8_buf, m->r8_len);
+    if (m->own_buf != NULL)
+        munmap(m->own_buf, m->own_len);
     free(m->layers);
     st_gguf_close(m->owned);
     free(m);

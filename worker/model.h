@@ -39,6 +39,9 @@ typedef struct st_weight {
     size_t row_bytes;
 } st_weight;
 
+/* ST_LAYER_MATRICES - the weight matrices of a layer (st_layer below). */
+#define ST_LAYER_MATRICES 7
+
 typedef struct st_layer {
     const float *attn_norm; /* [n_embd] */
     st_weight wq;           /* n_embd -> n_embd */
@@ -66,20 +69,25 @@ st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_mode
 
 /* st_model_serves_r8 - whether a matrix of dtype t (with a multiple of 8
  * rows) is served in the R8 layout with kernels ops: the rule of
- * st_model_repack, also used by the worker's self-measurement. */
+ * st_model_place, also used by the worker's self-measurement. */
 bool st_model_serves_r8(const st_kernel_ops *ops, st_dtype t);
 
-/* st_model_repack - puts the stage's matrices in the R8 layout of
- * kernels/repack.h, in memory the model owns, when ops has an R8 product
- * for their dtype and they have a multiple of 8 rows: every layer matrix
- * and an untied output head. The token embedding (read row by row) and a
- * head tied to it stay views of the file. Nothing is repacked for the
- * reference kernels, which read the plain layout that defines the
- * results (the R8 products give the same bits). The file's pages of each
- * repacked tensor are released. The work is split over pool's threads
- * (pool may be NULL: the calling thread). On ST_ENOMEM the model is
- * unchanged. Logs what it repacked and how long it took. */
-st_err st_model_repack(st_model *m, const st_kernel_ops *ops, st_pool *pool);
+/* st_model_place - moves the stage's matrices (every layer matrix and an
+ * untied output head) out of the file's mapping into memory the model
+ * owns, advised to huge pages: in the R8 layout of kernels/repack.h where
+ * ops has an R8 product for the dtype and the matrix has a multiple of 8
+ * rows, else copied as they are. Why: decode streams every weight byte
+ * once per token, and through the mapping's 4 KiB pages the TLB misses
+ * cost ~25% of the bytes per second (TinyLlama-shaped F16, 2 threads:
+ * 17 -> 22 tok/s). The token embedding (read row by row) and a head tied
+ * to it stay views of the file. The reference kernels get plain copies
+ * (they read the plain layout that defines the results; the R8 products
+ * give the same bits). Matrices are placed one at a time, each split over
+ * pool's threads (pool may be NULL: the calling thread), and the file's
+ * pages of each are released before the next, so the peak is the stage
+ * plus its largest matrix. On ST_ENOMEM the model is unchanged. Logs what
+ * it placed and how long it took. */
+st_err st_model_place(st_model *m, const st_kernel_ops *ops, st_pool *pool);
 
 /* st_model_close - frees; closes the file if st_model_open opened it. */
 void st_model_close(st_model *m);

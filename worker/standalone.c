@@ -386,7 +386,7 @@ static st_err sa_load_stage(st_standalone *s)
     s->model_id = st_model_id(s->m);
     s->ops = st_kernels_select(c->force_ref);
     if ((e = st_pool_open(c->threads, 1, &s->pool)) ||
-        (e = st_model_repack(s->m, s->ops, s->pool)) ||
+        (e = st_model_place(s->m, s->ops, s->pool)) ||
         (e = st_stage_ctx_open(s->m, c->max_tokens, s->pool, s->ops, &s->ctx)) ||
         (e = st_sessions_init(&s->sess, c->max_sessions)))
         return e;

@@ -6,7 +6,7 @@
  *    inside a batch with other prompts, at any place in it, with any
  *    prefill chunking and with 1, 2 or 3 threads (3: more than the cores,
  *    so the matmul chunks go to threads in a different order every run);
- *  - the R8 layout (st_model_repack, SIMD kernels) changes no bit: the
+ *  - the R8 layout (st_model_place, SIMD kernels) changes no bit: the
  *    batched runs and half the split stages use repacked weights, the
  *    runs they are compared with plain ones;
  *  - resident bytes follow the stage's share of the model;
@@ -76,7 +76,7 @@ static void eng_split(const char *model, const st_kernel_ops *ops)
             test_runner st;
             ck_assert_int_eq(runner_open(&st, path, a, b, 1, ops, 64, 64), 0);
             if ((a + b) % 2 == 1) /* half the stages multiply R8 weights (SIMD kernels) */
-                ck_assert_int_eq(st_model_repack(st.m, ops, NULL), ST_OK);
+                ck_assert_int_eq(st_model_place(st.m, ops, NULL), ST_OK);
             ck_assert(st_model_has_embd(st.m) == (a == 0));
             ck_assert(st_model_has_head(st.m) == (b == L));
             const float *in = a == 0 ? NULL : cap.h + (size_t)((a - 1) * T * E);
@@ -160,9 +160,15 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
     st_stage_ctx *ctx;
     ck_assert_int_eq(st_model_open(path, 0, -1, &m), ST_OK);
     ck_assert_int_eq(st_pool_open(threads, 0, &pool), ST_OK);
-    ck_assert_int_eq(st_model_repack(m, ops, pool), ST_OK); /* R8 weights vs the plain ones alone */
+    ck_assert_int_eq(st_model_place(m, ops, pool), ST_OK); /* R8 weights vs the plain ones alone */
     const st_weight *w0 = &st_model_layer(m, 0)->w_up;
     ck_assert(w0->r8 == st_model_serves_r8(ops, w0->dtype));
+    /* placed: out of the file's mapping, and a plain copy is the file's bytes */
+    const st_gguf_tensor *t0 = st_gguf_find_tensor(st_model_gguf(m), "blk.0.ffn_up.weight");
+    ck_assert_ptr_nonnull(t0);
+    ck_assert_ptr_ne(w0->data, t0->data);
+    if (!w0->r8)
+        ck_assert_int_eq(memcmp(w0->data, t0->data, (size_t)w0->n_out * w0->row_bytes), 0);
     ck_assert_int_eq(st_stage_ctx_open(m, 64, pool, ops, &ctx), ST_OK);
     size_t V = (size_t)st_model_hparams(m)->n_vocab;
     st_kv *kv[3];

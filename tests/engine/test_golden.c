@@ -108,7 +108,7 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
                                  (int64_t)(gc->n_prompt + gc->n)),
                      0);
     /* the SIMD kernels serve R8 weights (as strata run and workers do) */
-    ck_assert_int_eq(st_model_repack(r.m, ops, r.pool), ST_OK);
+    ck_assert_int_eq(st_model_place(r.m, ops, r.pool), ST_OK);
     ck_assert_int_eq(r.n_vocab, gc->n_vocab);
     golden_metrics gm = {.min_cos = 1.0};
     /* F32: every argmax (margin 0) and max |diff| <= 1e-3; F16 and BF16: cos >=
