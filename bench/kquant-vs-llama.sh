@@ -10,7 +10,7 @@
 # decodes each file (greedy ids next to llama.cpp's, for information), then
 # runs, --runs times alternately,
 #     strata bench run MODEL --prompt P --gen G --threads T --repeat R
-#     llama-bench -m MODEL -p P -n G -t T -r R -o csv
+#     llama-bench -m MODEL -p P -n G -t T -r R -mmp M -o csv
 # and prints per type the median over the runs of each tool's prompt and
 # decode tok/s (strata: its median of R rounds; llama-bench: its mean of R
 # repetitions) and the ratios strata / llama.cpp. A pair of runs during which
@@ -18,9 +18,15 @@
 # /proc/stat) is shown but not counted, and tried again (12 tries at most):
 # on a shared 2-core machine both tools slow down, llama.cpp's spinning
 # threads far more (decode 2 tok/s instead of 50 was seen).
+# --llama-mmap 0 runs llama-bench with -mmp 0: weights read into its own
+# buffers instead of served from the file's mapping (on a machine whose
+# transparent huge pages are "madvise", that is llama.cpp's faster setting:
+# TinyLlama-shaped F16 decode 13.3 -> 20.6 tok/s; Strata always copies its
+# weights into huge-page memory). Default 1, llama-bench's own default.
 #
 # Usage: bench/kquant-vs-llama.sh [--types "Q4_K_M Q6_K"] [--runs 3] [--repeat 3]
 #                                 [--threads 2] [--prompt 64] [--gen 128] [--quiet 5]
+#                                 [--llama-mmap 1|0]
 # Environment: STRATA (binary; default BUILD_DIR/cli/strata), BUILD_DIR
 # (default build), BENCH_DIR (models), LLAMA_REF (llama.cpp build made by
 # shared/tools/build-llama-ref.sh; default ~/.cache/llama-ref). Not run by
@@ -33,6 +39,7 @@ repeat=3
 threads=2
 prompt=64
 gen=128
+llama_mmap=1 # llama-bench -mmp
 quiet=5      # a pair counts when other processes used at most this % of the CPUs
 max_tries=12 # pairs tried per type before giving up
 while [ $# -gt 0 ]; do
@@ -44,7 +51,8 @@ while [ $# -gt 0 ]; do
     --prompt) prompt="$2"; shift 2 ;;
     --gen) gen="$2"; shift 2 ;;
     --quiet) quiet="$2"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --llama-mmap) llama_mmap="$2"; shift 2 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "kquant-vs-llama.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -130,7 +138,7 @@ for t in $types; do
         os=$(run "$log/strata-$lt-$n.txt" "$log/strata-$lt-$n.err" "$strata" bench run "$m" \
             --prompt "$prompt" --gen "$gen" --threads "$threads" --repeat "$repeat")
         ol=$(run "$log/llama-$lt-$n.csv" "$log/llama-$lt-$n.err" "$ref/bin/llama-bench" -m "$m" \
-            -p "$prompt" -n "$gen" -t "$threads" -r "$repeat" -o csv)
+            -p "$prompt" -n "$gen" -t "$threads" -r "$repeat" -mmp "$llama_mmap" -o csv)
         line="strata prompt $(strata_ts "$log/strata-$lt-$n.txt" prompt:) decode"
         line="$line $(strata_ts "$log/strata-$lt-$n.txt" decode:) tok/s (others used $os% of the CPUs);"
         line="$line llama.cpp prompt $(llama_ts "$log/llama-$lt-$n.csv" pp) decode"
