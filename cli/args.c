@@ -151,12 +151,23 @@ int cli_parse_local(int argc, char **argv, int *i, unsigned which, cli_local_opt
     } else if ((which & CLI_LOCAL_KERNELS) && strcmp(f, "--kernels") == 0) {
         if (!(v = cli_need_value(argc, argv, i)))
             return -1;
-        if (strcmp(v, "ref") == 0) {
-            o->force_ref = 1;
-        } else if (strcmp(v, "auto") != 0) {
-            fprintf(stderr, "strata: --kernels: '%s' is not ref or auto\n", v);
+        if (strcmp(v, "auto") == 0) {
+            o->force_ref = 0;
+            o->ops = NULL;
+            return 1;
+        }
+        int k = 0;
+        while (k < ST_KVAR_COUNT && strcmp(v, st_kvariant_name((st_kvariant)k)) != 0)
+            k++;
+        if (k == ST_KVAR_COUNT) {
+            fprintf(stderr, "strata: --kernels: '%s' is not ref, auto, avx2 or avx512\n", v);
             return -1;
         }
+        if ((o->ops = st_kernels_get((st_kvariant)k)) == NULL) {
+            fprintf(stderr, "strata: --kernels: %s is not supported by this CPU or build\n", v);
+            return -1;
+        }
+        o->force_ref = k == ST_KVAR_REF;
     } else {
         return 0;
     }

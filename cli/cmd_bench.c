@@ -195,7 +195,7 @@ typedef struct br_opts {
 static void br_usage(void)
 {
     fprintf(stderr, "usage: strata bench run MODEL [--prompt N] [--gen N] [--threads N] "
-                    "[--repeat N] [--chunk N] [--kernels ref|auto]\n");
+                    "[--repeat N] [--chunk N] [--kernels ref|auto|avx2|avx512]\n");
 }
 
 static int br_parse(int argc, char **argv, br_opts *o)
@@ -293,7 +293,7 @@ int st_bench_run(int argc, char **argv)
     if (rc != 0)
         return rc;
     st_local l;
-    st_err e = st_local_open(&l, o.model, (int)o.eng.threads, o.eng.force_ref, o.eng.chunk, 0);
+    st_err e = st_local_open(&l, o.model, (int)o.eng.threads, o.eng.ops, o.eng.chunk, 0);
     if (e != ST_OK) {
         fprintf(stderr, "strata: bench run: %s\n", st_errmsg(e));
         return 1;

@@ -222,7 +222,7 @@ static int chat_local_run(const chat_opts *o)
     char *line = NULL;
     size_t cap = 0;
     int rc = 1;
-    st_err e = st_local_open(&x.l, o->model, (int)o->eng.threads, 0, o->eng.chunk, o->eng.ctx);
+    st_err e = st_local_open(&x.l, o->model, (int)o->eng.threads, NULL, o->eng.chunk, o->eng.ctx);
     if (e != ST_OK) {
         fprintf(stderr, "strata: chat: %s: %s\n", o->model, st_errmsg(e));
         return 1;

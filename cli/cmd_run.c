@@ -55,7 +55,7 @@ static void run_usage(void)
             "usage: strata run MODEL (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
             "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
             "       [--threads N] [--ctx N] [--chunk N] [--ids] [--logits-out FILE]\n"
-            "       [--force-ids a,b,c] [--kernels ref|auto]\n"
+            "       [--force-ids a,b,c] [--kernels ref|auto|avx2|avx512]\n"
             "       [--shards ADDR[,ADDR...] [--embed ADDR] [--shard-key FILE]\n"
             "        [--shard-dtype f32|bf16|f16|i8]\n"
             "        [--shard-timeout-ms N] [--pause-after N]]\n");
@@ -387,7 +387,7 @@ int st_cmd_run(int argc, char **argv)
     st_tokenizer *tok = NULL;
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
-    st_err e = st_local_open(&l, o.model, (int)o.eng.threads, o.eng.force_ref, o.eng.chunk,
+    st_err e = st_local_open(&l, o.model, (int)o.eng.threads, o.eng.ops, o.eng.chunk,
                              o.eng.ctx);
     if (e != ST_OK) {
         fprintf(stderr, "strata: run: %s: %s\n", o.model, st_errmsg(e));

@@ -6,8 +6,8 @@
 
 #include "common/log.h"
 
-st_err st_local_open(st_local *l, const char *path, int threads, int force_ref, int64_t chunk,
-                     int64_t n_ctx)
+st_err st_local_open(st_local *l, const char *path, int threads, const st_kernel_ops *ops,
+                     int64_t chunk, int64_t n_ctx)
 {
     memset(l, 0, sizeof *l);
     st_err e;
@@ -21,7 +21,7 @@ st_err st_local_open(st_local *l, const char *path, int threads, int force_ref, 
     l->chunk = chunk;
     l->n_ctx = n_ctx;
     l->n_vocab = hp->n_vocab;
-    l->ops = st_kernels_select(force_ref);
+    l->ops = ops != NULL ? ops : st_kernels_select(0);
     st_log(ST_LOG_INFO, "engine", "kernels: %s", l->ops->name);
     if ((e = st_pool_open(threads, 1, &l->pool)) || (e = st_model_place(l->m, l->ops, l->pool)) ||
         (e = st_stage_ctx_open(l->m, chunk, l->pool, l->ops, &l->ctx)) ||

@@ -21,11 +21,11 @@ typedef struct st_local {
     float *logits; /* [n_vocab] logits of the last evaluated token */
 } st_local;
 
-/* st_local_open - loads path with threads (0 = cores), kernels (force_ref
- * forces the reference), prefill chunk and context n_ctx (0 = the model's).
- * Logs the kernel variant chosen. */
-st_err st_local_open(st_local *l, const char *path, int threads, int force_ref, int64_t chunk,
-                     int64_t n_ctx);
+/* st_local_open - loads path with threads (0 = cores), kernels ops (NULL:
+ * st_kernels_select's choice, which STRATA_KERNELS=ref may force), prefill
+ * chunk and context n_ctx (0 = the model's). Logs the kernel variant. */
+st_err st_local_open(st_local *l, const char *path, int threads, const st_kernel_ops *ops,
+                     int64_t chunk, int64_t n_ctx);
 
 /* st_local_close - frees everything; safe on a zeroed struct. */
 void st_local_close(st_local *l);
