@@ -9,7 +9,7 @@
 # llama-quantize to each of --types, checks that `strata run` loads and
 # decodes each file (greedy ids next to llama.cpp's, for information), then
 # runs, --runs times alternately,
-#     strata bench run MODEL --prompt P --gen G --threads T --repeat R
+#     strata bench run MODEL --prompt P --gen G --threads T --repeat R --kernels K
 #     llama-bench -m MODEL -p P -n G -t T -r R -mmp M -o csv
 # and prints per type the median over the runs of each tool's prompt and
 # decode tok/s (strata: its median of R rounds; llama-bench: its mean of R
@@ -23,10 +23,13 @@
 # transparent huge pages are "madvise", that is llama.cpp's faster setting:
 # TinyLlama-shaped F16 decode 13.3 -> 20.6 tok/s; Strata always copies its
 # weights into huge-page memory). Default 1, llama-bench's own default.
+# --kernels V passes `--kernels V` to strata bench run (default auto): with
+# avx2 and LLAMA_REF pointing at a llama.cpp built without AVX-512 (see
+# bench/README.md), one AVX-512 machine compares the two AVX2 builds.
 #
 # Usage: bench/kquant-vs-llama.sh [--types "Q4_K_M Q6_K"] [--runs 3] [--repeat 3]
 #                                 [--threads 2] [--prompt 64] [--gen 128] [--quiet 5]
-#                                 [--llama-mmap 1|0]
+#                                 [--llama-mmap 1|0] [--kernels auto|avx2|avx512]
 # Environment: STRATA (binary; default BUILD_DIR/cli/strata), BUILD_DIR
 # (default build), BENCH_DIR (models), LLAMA_REF (llama.cpp build made by
 # shared/tools/build-llama-ref.sh; default ~/.cache/llama-ref). Not run by
@@ -40,6 +43,7 @@ threads=2
 prompt=64
 gen=128
 llama_mmap=1 # llama-bench -mmp
+kernels=auto # strata bench run --kernels
 quiet=5      # a pair counts when other processes used at most this % of the CPUs
 max_tries=12 # pairs tried per type before giving up
 while [ $# -gt 0 ]; do
@@ -52,7 +56,8 @@ while [ $# -gt 0 ]; do
     --gen) gen="$2"; shift 2 ;;
     --quiet) quiet="$2"; shift 2 ;;
     --llama-mmap) llama_mmap="$2"; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    --kernels) kernels="$2"; shift 2 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "kquant-vs-llama.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -123,7 +128,7 @@ for t in $types; do
     # strata loads and decodes llama.cpp's file; the ids are printed beside
     # llama.cpp's for information (random weights: near-ties are common)
     ids="1,450,4996,17354"
-    "$strata" run "$m" --prompt-ids "$ids" -n 16 --temp 0 --ids --threads "$threads" \
+    "$strata" run "$m" --prompt-ids "$ids" -n 16 --temp 0 --ids --threads "$threads" --kernels "$kernels" \
         >"$log/run-$lt.txt" 2>"$log/run-$lt.err"
     "$ref/bin/refgen2" -m "$m" -p "$ids" -n 16 -t "$threads" >"$log/refgen-$lt.txt" 2>"$log/refgen-$lt.err"
     a=$(sed -n 's/^ids: //p' "$log/run-$lt.txt")
@@ -136,7 +141,7 @@ for t in $types; do
         tries=$((tries + 1))
         n=$((r + 1))
         os=$(run "$log/strata-$lt-$n.txt" "$log/strata-$lt-$n.err" "$strata" bench run "$m" \
-            --prompt "$prompt" --gen "$gen" --threads "$threads" --repeat "$repeat")
+            --prompt "$prompt" --gen "$gen" --threads "$threads" --repeat "$repeat" --kernels "$kernels")
         ol=$(run "$log/llama-$lt-$n.csv" "$log/llama-$lt-$n.err" "$ref/bin/llama-bench" -m "$m" \
             -p "$prompt" -n "$gen" -t "$threads" -r "$repeat" -mmp "$llama_mmap" -o csv)
         line="strata prompt $(strata_ts "$log/strata-$lt-$n.txt" prompt:) decode"
