@@ -152,22 +152,18 @@ int cli_parse_local(int argc, char **argv, int *i, unsigned which, cli_local_opt
         if (!(v = cli_need_value(argc, argv, i)))
             return -1;
         if (strcmp(v, "auto") == 0) {
-            o->force_ref = 0;
             o->ops = NULL;
             return 1;
         }
-        int k = 0;
-        while (k < ST_KVAR_COUNT && strcmp(v, st_kvariant_name((st_kvariant)k)) != 0)
-            k++;
+        const st_kvariant k = st_kvariant_from_name(v);
         if (k == ST_KVAR_COUNT) {
             fprintf(stderr, "strata: --kernels: '%s' is not ref, auto, avx2 or avx512\n", v);
             return -1;
         }
-        if ((o->ops = st_kernels_get((st_kvariant)k)) == NULL) {
+        if ((o->ops = st_kernels_get(k)) == NULL) {
             fprintf(stderr, "strata: --kernels: %s is not supported by this CPU or build\n", v);
             return -1;
         }
-        o->force_ref = k == ST_KVAR_REF;
     } else {
         return 0;
     }

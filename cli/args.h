@@ -32,13 +32,12 @@ typedef enum cli_local_flag {
     CLI_LOCAL_THREADS = 1u << 0, /* --threads N, -t N: 1..1024 (unset 0: every core) */
     CLI_LOCAL_CHUNK = 1u << 1,   /* --chunk N: 1..4096 tokens per prefill forward */
     CLI_LOCAL_CTX = 1u << 2,     /* --ctx N: 1..2^24 KV positions (unset 0: the model's) */
-    CLI_LOCAL_KERNELS = 1u << 3, /* --kernels ref|auto|avx2|avx512: sets ops (ref: force_ref too) */
+    CLI_LOCAL_KERNELS = 1u << 3, /* --kernels ref|auto|avx2|avx512: sets ops */
 } cli_local_flag;
 
 /* Their values; a command presets its defaults before parsing. */
 typedef struct cli_local_opts {
     int64_t threads, chunk, ctx;
-    int force_ref;
     const st_kernel_ops *ops; /* the variant --kernels named; NULL: auto (best, or STRATA_KERNELS) */
 } cli_local_opts;
 

@@ -380,9 +380,8 @@ int st_bench_kernels(int argc, char **argv)
             if (strcmp(v, "ref") == 0) {
                 o.force_ref = 1;
             } else if (strcmp(v, "auto") != 0) {
-                for (int k = 0; k < ST_KVAR_COUNT; k++)
-                    if (strcmp(v, st_kvariant_name((st_kvariant)k)) == 0)
-                        o.variant = k;
+                const st_kvariant k = st_kvariant_from_name(v);
+                o.variant = k == ST_KVAR_COUNT ? -1 : (int)k;
                 if (o.variant < 0) {
                     fprintf(stderr, "strata: --kernels: '%s' is not ref, auto, avx2 or avx512\n",
                             v);

@@ -304,7 +304,7 @@ static int run_shards(run_opts *o)
         fprintf(stderr, "strata: run: --embed needs --shards\n");
         return 2;
     }
-    if (o->force != NULL || o->logits_out != NULL || o->eng.force_ref) {
+    if (o->force != NULL || o->logits_out != NULL || o->eng.ops == st_kernels_ref()) {
         fprintf(stderr, "strata: run: --force-ids, --logits-out and --kernels ref are not "
                         "available with --shards\n");
         return 2;

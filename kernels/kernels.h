@@ -255,6 +255,10 @@ typedef struct st_kernel_ops {
  * variant's table), or NULL if v is out of range. */
 const char *st_kvariant_name(st_kvariant v);
 
+/* st_kvariant_from_name - the variant st_kvariant_name calls name, or
+ * ST_KVAR_COUNT if none does. */
+st_kvariant st_kvariant_from_name(const char *name);
+
 /* st_kernels_cpu_has - whether this CPU implements the instructions of
  * variant v (cpuid) and the OS saves their registers (xgetbv), whether or
  * not this build contains v's table: true for ST_KVAR_REF, false for

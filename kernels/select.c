@@ -90,6 +90,14 @@ const char *st_kvariant_name(st_kvariant v)
     return names[v];
 }
 
+st_kvariant st_kvariant_from_name(const char *name)
+{
+    int k = 0;
+    while (k < ST_KVAR_COUNT && strcmp(name, st_kvariant_name((st_kvariant)k)) != 0)
+        k++;
+    return (st_kvariant)k;
+}
+
 bool st_kernels_cpu_has(st_kvariant v)
 {
     switch (v) {
