@@ -522,7 +522,7 @@ def netns_cleanup(procs, made):  # kills procs (Proc), deletes made's namespaces
         sh("ip", "netns", "del", ns, check=False)
 
 
-NETNS_LIMIT = "50mbit"  # tbf on w2's egress in case netns
+NETNS_LIMIT = "10mbit"  # tbf on w2's egress in case netns
 NETNS_RATIO = 3.0       # the free link measures more than this times the limited one
 
 
