@@ -4,7 +4,8 @@
 # failing as soon as one finds a crash, a leak or a timeout.
 # Usage: deploy/fuzz.sh [SECONDS] TARGET...    (SECONDS defaults to 60)
 #   e.g. deploy/fuzz.sh 60 fuzz_gguf fuzz_wire
-# Environment: STRATA_SHARED (default ../shared) for the seed corpus.
+# Environment: STRATA_SHARED (default ../shared) for the seed corpus;
+# FUZZ_JOBS, targets run at once (default: the CPUs online).
 # Seeds: fuzz_gguf gets 64 KiB and 4 KiB prefixes of every shared .gguf plus
 # a few tiny crafted files; any target also gets fuzz/seeds/TARGET/* if that
 # folder exists. Crash inputs land in build-fuzz/artifacts/TARGET/.
@@ -68,8 +69,10 @@ seeds_gguf() {
     } > "$dir/arrays.gguf"
 }
 
-status=0
-for t in "$@"; do
+# fuzz_one TARGET - one bounded run, its output in build-fuzz/logs/TARGET.log
+# and its exit status in build-fuzz/logs/TARGET.rc.
+fuzz_one() {
+    t=$1
     corpus="build-fuzz/corpus/$t"
     art="build-fuzz/artifacts/$t"
     mkdir -p "$corpus" "$art"
@@ -79,14 +82,45 @@ for t in "$@"; do
     if [ -d "fuzz/seeds/$t" ]; then
         cp -r "fuzz/seeds/$t/." "$corpus/"
     fi
-    echo "=== $t: ${SECONDS_PER} s"
-    if ! ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
-         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-         "build-fuzz/fuzz/$t" -max_total_time="$SECONDS_PER" -timeout=10 \
+    set +e
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+        "build-fuzz/fuzz/$t" -max_total_time="$SECONDS_PER" -timeout=10 \
             -rss_limit_mb=2048 -max_len=1048576 -print_final_stats=1 \
-            -artifact_prefix="$art/" "$corpus"; then
-        echo "fuzz.sh: $t FAILED; inputs in $art/" >&2
-        status=1
+            -artifact_prefix="$art/" "$corpus" > "build-fuzz/logs/$t.log" 2>&1
+    echo $? > "build-fuzz/logs/$t.rc"
+    set -e
+}
+
+# Targets run FUZZ_JOBS at a time (default: the CPUs online), each a
+# single-threaded libFuzzer process with its own SECONDS_PER seconds, so
+# the run takes ceil(targets / jobs) * SECONDS_PER seconds and every target
+# gets the time it was given. Each target's output is printed when its
+# batch ends.
+JOBS=${FUZZ_JOBS:-$(getconf _NPROCESSORS_ONLN)}
+mkdir -p build-fuzz/logs
+status=0
+batch=""
+n=0
+for t in "$@" ""; do
+    if [ -n "$t" ]; then
+        echo "=== $t: ${SECONDS_PER} s"
+        fuzz_one "$t" &
+        batch="$batch $t"
+        n=$((n + 1))
+    fi
+    if [ "$n" -ge "$JOBS" ] || { [ -z "$t" ] && [ "$n" -gt 0 ]; }; then
+        wait
+        for b in $batch; do
+            echo "--- $b"
+            cat "build-fuzz/logs/$b.log"
+            if [ "$(cat "build-fuzz/logs/$b.rc")" != 0 ]; then
+                echo "fuzz.sh: $b FAILED; inputs in build-fuzz/artifacts/$b/" >&2
+                status=1
+            fi
+        done
+        batch=""
+        n=0
     fi
 done
 exit $status

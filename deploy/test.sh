@@ -5,8 +5,8 @@
 # forced, and bounded libFuzzer runs of every fuzz target.
 # Usage: deploy/test.sh [--quick]   (--quick: release build tests only)
 # Environment: STRATA_SHARED (default ../shared), FUZZ_SECONDS (per target,
-# default 25: seven targets in 175 s, so the whole run stays under 30 minutes
-# on 2 cores with the suite at 129 tests; deploy/fuzz.sh 600 for a long run).
+# default 25: seven targets two at a time in 100 s, so the whole run stays
+# under 30 minutes on 2 cores; deploy/fuzz.sh 600 for a long run).
 set -eu
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -15,7 +15,7 @@ SHARED=$(cd "$SHARED" && pwd)
 export STRATA_SHARED="$SHARED"
 JOBS=2
 
-step() { echo; echo "=== $*"; }
+step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 
 # Each suite's meson summary is kept, so the last line can add them up.
 SUMMARY=$(mktemp)
@@ -93,15 +93,19 @@ step "tests (release, STRATA_KERNELS=ref: unit tests and the end-to-end ids)"
 suite ref env STRATA_KERNELS=ref meson test -C build --print-errorlogs --num-processes $JOBS \
     $(ref_tests)
 
-# The sanitizer pass runs every test but suite 'rss' (shards-rss,
-# stream-rss): they assert peak resident memory, which ASan's shadow memory
-# and quarantine distort, on a 1.2 GB model whose making and streaming take
-# 3 of this pass's minutes; the code they run (a stage streamed, a shard
-# chain) runs under ASan in stream-basic/resume/netns and shards-exact.
-step "tests (address,undefined; suite rss in the release pass only)"
+# The sanitizer pass runs every test but suites 'rss' and 'slow'.
+# shards-rss and stream-rss assert peak resident memory, which ASan's
+# shadow memory and quarantine distort, on a 1.2 GB model whose making and
+# streaming take 3 of this pass's minutes; the code they run (a stage
+# streamed, a shard chain) runs under ASan in stream-basic/resume/netns and
+# shards-exact. wire_exhaustive (suite 'slow') compares the SIMD f16/bf16
+# encoders with the references on every f32 value: arithmetic over the
+# same buffers for each value, a minute under ASan that finds nothing the
+# 'wire' test's sizes and edge cases under ASan would not.
+step "tests (address,undefined; suites rss and slow in the release pass only)"
 suite asan env UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 STRATA_OTHER_BUILD="$ROOT/build" \
     meson test -C build-asan --print-errorlogs --num-processes $JOBS --timeout-multiplier 3 \
-    --no-suite rss
+    --no-suite rss --no-suite slow
 
 step "fuzzing (${FUZZ_SECONDS:-25} s per target)"
 if deploy/fuzz.sh "${FUZZ_SECONDS:-25}" fuzz_gguf fuzz_wire fuzz_envelope fuzz_replay fuzz_step \

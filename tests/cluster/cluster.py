@@ -142,6 +142,21 @@ class Cluster:
         raise AssertionError("cluster not serving with %d workers (epoch > %d) in %ss: %s"
                              % (n_workers, min_epoch, timeout, json.dumps(st)[:2000]))
 
+    def wait_joined(self, n_workers, timeout=TIMEOUT):
+        """Waits until the coordinator lists n_workers workers, whatever
+        their state: adding the next worker after this makes the join order
+        (which --split follows) the order of add_worker calls; returns the
+        status."""
+        deadline = time.time() + timeout
+        st = None
+        while time.time() < deadline:
+            st = self.status()
+            if len(st["workers"]) >= n_workers:
+                return st
+            time.sleep(0.1)
+        raise AssertionError("%d workers not listed in %ss: %s"
+                             % (n_workers, timeout, json.dumps(st)[:2000]))
+
     def wait_placed(self, n_workers, timeout=TIMEOUT):
         """Waits until a committed plan serves and n_workers live workers are
         listed, each serving or left out as a spare: how many of them get a

@@ -164,7 +164,7 @@ def case_exact():
 def case_accept():
     with Cluster(model(MODEL), ["--wire", "auto", "--split", "3,3", "--min-workers", "2"]) as c:
         c.add_worker("--throttle", THROTTLE)
-        time.sleep(0.3)
+        c.wait_joined(1)  # worker0 joins first: stage 0; worker1 receives the boundary
         c.add_worker("--throttle", THROTTLE, "--wire-accept", "bf16")
         st = c.wait_serving(2)
         seen = set()
