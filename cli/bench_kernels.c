@@ -14,9 +14,10 @@
  * largest relative difference), so a fast but wrong kernel shows at once.
  * Row operations (rmsnorm, rope, softmax, silu_mul, add, attn_head, the
  * Q8_0 activation quantizer) follow at the engine's sizes. Dtypes with an
- * R8 product in the chosen variant (Q8_0, Q4_0; Q4_K with AVX-512) are
- * timed twice: in the file's layout and in the R8 layout the engine
- * repacks them into at load (lines "q8_0r8", "q4_0r8", "q4_kr8"). */
+ * R8 product in the chosen variant (Q8_0, Q4_0, Q4_K, Q6_K with AVX2 or
+ * AVX-512) are timed twice: in the file's layout and in the R8 layout the
+ * engine repacks them into at load (lines "q8_0r8", "q4_0r8", "q4_kr8",
+ * "q6_kr8"). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

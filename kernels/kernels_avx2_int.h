@@ -2,7 +2,7 @@
  * variant (kernels_avx2.c: table, conversions, row ops; kernels_avx2_q.c:
  * Q8_0 / Q4_0 products; kernels_avx2_r8.c: the same on R8 weights;
  * kernels_avx2_f.c: F32 / F16 / BF16 products; kquant_avx2.c: K-quant
- * products).
+ * products; kquant_avx2_r8.c: Q4_K / Q6_K products on R8 weights).
  * Compiled only with -mavx2 -mfma -mf16c; not part of the public API. */
 #ifndef ST_KERNELS_AVX2_INT_H
 #define ST_KERNELS_AVX2_INT_H
@@ -25,6 +25,14 @@ void avx2_mul_mat_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, in
 void avx2_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 void avx2_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* avx2_mul_mat_r8_q4_k / _q6_k (kquant_avx2_r8.c) - the mul_mat_r8
+ * contract of kernels.h for Q4_K / Q6_K weights (Q8_K activations),
+ * results bit-identical to the reference on the plain matrix. */
+void avx2_mul_mat_r8_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_r8_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
 /* avx2_x_blocks - for activation rows [j0, j0 + nxg) (Q8_0, rows x_stride

@@ -1,7 +1,9 @@
 /* kquant_avx2.c - K-quant products (Q2_K .. Q6_K weights, Q8_K activations)
  * of the AVX2 variant; compiled with -mavx2 -mfma -mf16c. The unpacking,
  * the integer scheme and the float order are kquant_x86.h's; this file
- * adds the 256-bit tile. Results are bit-identical to kquant_ref.c. */
+ * adds the 256-bit tile. Results are bit-identical to kquant_ref.c. Q4_K
+ * and Q6_K weights in the R8 layout have their own products in
+ * kquant_avx2_r8.c. */
 #include <immintrin.h>
 
 #include "kernels/kernels_avx2_int.h"
