@@ -306,38 +306,34 @@ def case_pkgconfig():
 
 def case_rss():
     """A TinyLlama-shaped Q8_0 model (22 layers, 2048 wide, 32,000 ids;
-    synthesized here, or STRATA_RSS_MODEL) split over two servers."""
-    tmp = tempfile.mkdtemp(prefix="strata-rss-")
-    try:
-        m = tinyllama_shaped(tmp)
-        res = {}
-        with Servers(m) as s:
-            a = s.start(0, 11)[1]
-            b = s.start(11, 22)[1]
-            e = s.embed()
-            for label, extra in (("strata run", []),
-                                 ("strata run --shards", ["--shards", a + "," + b]),
-                                 ("strata run --shards --embed",
-                                  ["--shards", a + "," + b, "--embed", e])):
-                # a helper's ru_maxrss of its children: strata's peak alone
-                code = ("import resource,subprocess,sys;"
-                        "r=subprocess.run(sys.argv[1:],capture_output=True);"
-                        "sys.exit(r.returncode) if r.returncode else "
-                        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
-                r = subprocess.run([sys.executable, "-c", code, STRATA, "run", m, "--prompt",
-                                    PROMPT, "-n", str(N_GEN), "--ids", "--threads", "1"]
-                                   + GREEDY + extra, capture_output=True, text=True,
-                                   timeout=TIMEOUT * 5)
-                assert r.returncode == 0, r.stderr
-                res[label] = int(r.stdout.strip()) / 1024.0
-        print("%s: peak RSS strata run %.1f MiB; strata run --shards: local embedding and head "
-              "%.1f MiB, the embedding service's %.1f MiB"
-              % (os.path.basename(m), res["strata run"], res["strata run --shards"],
-                 res["strata run --shards --embed"]))
-        assert res["strata run --shards"] * 4 < res["strata run"], res
-        assert res["strata run --shards --embed"] < RSS_THIN_MIB, res
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    stream.tinyllama_shaped's) split over two servers."""
+    m = tinyllama_shaped()
+    res = {}
+    with Servers(m) as s:
+        a = s.start(0, 11)[1]
+        b = s.start(11, 22)[1]
+        e = s.embed()
+        for label, extra in (("strata run", []),
+                             ("strata run --shards", ["--shards", a + "," + b]),
+                             ("strata run --shards --embed",
+                              ["--shards", a + "," + b, "--embed", e])):
+            # a helper's ru_maxrss of its children: strata's peak alone
+            code = ("import resource,subprocess,sys;"
+                    "r=subprocess.run(sys.argv[1:],capture_output=True);"
+                    "sys.exit(r.returncode) if r.returncode else "
+                    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+            r = subprocess.run([sys.executable, "-c", code, STRATA, "run", m, "--prompt",
+                                PROMPT, "-n", str(N_GEN), "--ids", "--threads", "1"]
+                               + GREEDY + extra, capture_output=True, text=True,
+                               timeout=TIMEOUT * 5)
+            assert r.returncode == 0, r.stderr
+            res[label] = int(r.stdout.strip()) / 1024.0
+    print("%s: peak RSS strata run %.1f MiB; strata run --shards: local embedding and head "
+          "%.1f MiB, the embedding service's %.1f MiB"
+          % (os.path.basename(m), res["strata run"], res["strata run --shards"],
+             res["strata run --shards --embed"]))
+    assert res["strata run --shards"] * 4 < res["strata run"], res
+    assert res["strata run --shards --embed"] < RSS_THIN_MIB, res
 
 
 # ---- the embedding service

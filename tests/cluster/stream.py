@@ -43,6 +43,7 @@ Cases (each its own meson test, `stream-<case>`):
 
 Nothing depends on speed: the pause is a hook at a chunk count, and every
 wait is for a state with a generous deadline."""
+import fcntl
 import hashlib
 import json
 import os
@@ -563,17 +564,33 @@ def case_netns():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def tinyllama_shaped(tmp):
+def tinyllama_shaped():
     """A TinyLlama-shaped Q8_0 model (22 layers, 2048 wide, 32,000 ids,
-    1.1 GB): STRATA_RSS_MODEL, or synthesized into tmp (also shards.py's)."""
+    1.1 GB): STRATA_RSS_MODEL, or the one synthesized once per strata
+    binary into the build tree's test-models/ (also shards.py's). Cases
+    asking at once wait on one lock, so the model is made once, not once per
+    case; a binary built later (its mtime in the name) makes it anew and
+    removes the old one."""
     m = os.environ.get("STRATA_RSS_MODEL")
-    if m is None:
-        m = os.path.join(tmp, "tinyllama-shaped-q8_0.gguf")
-        r = subprocess.run([STRATA, "convert", "synth", m, "--dim", "2048", "--layers", "22",
-                            "--heads", "32", "--kv-heads", "4", "--ffn", "5632", "--vocab",
-                            "32000", "--type", "q8_0"], capture_output=True, text=True,
-                           timeout=600)
-        assert r.returncode == 0, r.stderr
+    if m is not None:
+        return m
+    cache = os.path.join(cluster.BUILD, "test-models")
+    os.makedirs(cache, exist_ok=True)
+    name = "tinyllama-shaped-q8_0-%d.gguf" % os.stat(STRATA).st_mtime_ns
+    m = os.path.join(cache, name)
+    with open(os.path.join(cache, "lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not os.path.exists(m):
+            for old in os.listdir(cache):
+                if old.startswith("tinyllama-shaped-") and old.endswith(".gguf"):
+                    os.unlink(os.path.join(cache, old))
+            part = m + ".part"
+            r = subprocess.run([STRATA, "convert", "synth", part, "--dim", "2048", "--layers",
+                                "22", "--heads", "32", "--kv-heads", "4", "--ffn", "5632",
+                                "--vocab", "32000", "--type", "q8_0"], capture_output=True,
+                               text=True, timeout=600)
+            assert r.returncode == 0, r.stderr
+            os.rename(part, m)
     return m
 
 
@@ -595,7 +612,7 @@ def case_rss():
     os.environ["ASAN_OPTIONS"] = (asan + ":" if asan else "") + \
         "quarantine_size_mb=1:thread_local_quarantine_size_kb=64"
     try:
-        m = tinyllama_shaped(tmp)
+        m = tinyllama_shaped()
         chunk = 4 << 20
         hwm = {}
         for label in ("local", "stream"):

@@ -12,6 +12,7 @@
  *  - resident bytes follow the stage's share of the model;
  *  - bad batches get errors, not crashes. */
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +46,15 @@ static void eng_hook(void *arg, int64_t layer, float *hidden, int64_t n_tok, int
            (size_t)(n_tok * n_embd) * sizeof(float));
 }
 
+/* The kernel tables the loops run: the reference, then the one
+ * st_kernels_select picks when it is not the reference (with
+ * STRATA_KERNELS=ref it is, and a second loop would repeat the first). */
+static const st_kernel_ops *eng_ops_run[2];
+static int eng_n_ops;
+
 static const st_kernel_ops *eng_ops(int variant)
 {
-    return variant == 0 ? st_kernels_ref() : st_kernels_select(0);
+    return eng_ops_run[variant];
 }
 
 static void eng_split(const char *model, const st_kernel_ops *ops)
@@ -266,18 +273,38 @@ START_TEST(test_bad_batches)
 }
 END_TEST
 
-int main(void)
+/* Usage: test_engine [split|batch]: the split-equivalence loops, or the
+ * batch-invariance loops and the bad batches; with no argument, both.
+ * meson runs the halves as two tests so they can run side by side. */
+int main(int argc, char **argv)
 {
-    /* the loops run each model with eng_ops(0) and eng_ops(1) */
-    printf("engine: kernels run: %s and %s (the one st_kernels_select picks)\n", eng_ops(0)->name,
-           eng_ops(1)->name);
+    const char *part = argc > 1 ? argv[1] : "all";
+    bool split = !strcmp(part, "split") || !strcmp(part, "all");
+    bool batch = !strcmp(part, "batch") || !strcmp(part, "all");
+    if (argc > 2 || (!split && !batch)) {
+        fprintf(stderr, "usage: test_engine [split|batch]\n");
+        return 2;
+    }
+    eng_ops_run[0] = st_kernels_ref();
+    eng_n_ops = 1;
+    if (st_kernels_select(0) != st_kernels_ref())
+        eng_ops_run[eng_n_ops++] = st_kernels_select(0);
+    if (eng_n_ops == 2)
+        printf("engine %s: kernels run: %s and %s (the one st_kernels_select picks)\n", part,
+               eng_ops_run[0]->name, eng_ops_run[1]->name);
+    else
+        printf("engine %s: kernels run: %s (st_kernels_select picks it too)\n", part,
+               eng_ops_run[0]->name);
     fflush(stdout);
     Suite *s = suite_create("engine");
     TCase *tc = tcase_create("engine");
     tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, test_split_equivalence, 0, 2 * ENG_N_MODELS);
-    tcase_add_loop_test(tc, test_batch_invariance, 0, 2 * ENG_N_MODELS);
-    tcase_add_test(tc, test_bad_batches);
+    if (split)
+        tcase_add_loop_test(tc, test_split_equivalence, 0, eng_n_ops * ENG_N_MODELS);
+    if (batch) {
+        tcase_add_loop_test(tc, test_batch_invariance, 0, eng_n_ops * ENG_N_MODELS);
+        tcase_add_test(tc, test_bad_batches);
+    }
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
