@@ -188,33 +188,23 @@ static void r8_mul_mat(int q4, int64_t n, const uint8_t *w, size_t ws, int64_t g
     }
 }
 
-/* r8_dispatch - whole groups by r8_mul_mat, rows outside them by the
- * reference (same bits). */
-static void r8_dispatch(st_dtype t, int64_t n, const void *wv, size_t w_stride, int64_t i0,
-                        int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
-                        int64_t y_stride)
+/* r8_groups - st_r8_groups_fn of Q8_0 and Q4_0. */
+static void r8_groups(st_dtype t, int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
+                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    const st_kernel_ops *ref = st_kernels_ref();
-    const int64_t g0 = (i0 + 7) / 8, g1 = i1 / 8;
-    if (g1 <= g0) {
-        ref->mul_mat_r8[t](n, wv, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
-        return;
-    }
-    if (i0 < 8 * g0)
-        ref->mul_mat_r8[t](n, wv, w_stride, i0, 8 * g0, x, x_stride, nx, y, y_stride);
-    r8_mul_mat(t == ST_DT_Q4_0, n, wv, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
-    if (8 * g1 < i1)
-        ref->mul_mat_r8[t](n, wv, w_stride, 8 * g1, i1, x, x_stride, nx, y, y_stride);
+    r8_mul_mat(t == ST_DT_Q4_0, n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
 }
 
 void avx2_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    r8_dispatch(ST_DT_Q8_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_r8_mul_mat_groups(ST_DT_Q8_0, r8_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
 }
 
 void avx2_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    r8_dispatch(ST_DT_Q4_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_r8_mul_mat_groups(ST_DT_Q4_0, r8_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
 }

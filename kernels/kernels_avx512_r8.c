@@ -329,36 +329,27 @@ static void r5d_mul_mat(int q4, int64_t n, const uint8_t *w, size_t ws, int64_t 
     }
 }
 
-/* r5_dispatch - whole groups by r5_mul_mat, rows outside them by the
- * reference (same bits). */
-static void r5_dispatch(st_dtype t, int64_t n, const void *wv, size_t w_stride, int64_t i0,
-                        int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
-                        int64_t y_stride)
+/* r5_groups - st_r8_groups_fn of Q8_0 and Q4_0: few activation rows of
+ * Q8_0 by r5d_mul_mat, the rest by r5_mul_mat. */
+static void r5_groups(st_dtype t, int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
+                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    const st_kernel_ops *ref = st_kernels_ref();
-    const int64_t g0 = (i0 + ST_R8_ROWS - 1) / ST_R8_ROWS, g1 = i1 / ST_R8_ROWS;
-    if (g1 <= g0) {
-        ref->mul_mat_r8[t](n, wv, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
-        return;
-    }
-    if (i0 < ST_R8_ROWS * g0)
-        ref->mul_mat_r8[t](n, wv, w_stride, i0, ST_R8_ROWS * g0, x, x_stride, nx, y, y_stride);
     if (t == ST_DT_Q8_0 && nx <= R5D_C && n / ST_QK <= R5D_MAXB)
-        r5d_mul_mat(t == ST_DT_Q4_0, n, wv, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
+        r5d_mul_mat(t == ST_DT_Q4_0, n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
     else
-        r5_mul_mat(t == ST_DT_Q4_0, n, wv, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
-    if (ST_R8_ROWS * g1 < i1)
-        ref->mul_mat_r8[t](n, wv, w_stride, ST_R8_ROWS * g1, i1, x, x_stride, nx, y, y_stride);
+        r5_mul_mat(t == ST_DT_Q4_0, n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
 }
 
 void avx512_mul_mat_r8_q8_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                             const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    r5_dispatch(ST_DT_Q8_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_r8_mul_mat_groups(ST_DT_Q8_0, r5_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
 }
 
 void avx512_mul_mat_r8_q4_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                             const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    r5_dispatch(ST_DT_Q4_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_r8_mul_mat_groups(ST_DT_Q4_0, r5_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
 }

@@ -369,11 +369,13 @@ static void r2k_q6_group_x(int C, const uint8_t *gb, int64_t nb, const st_block_
     }
 }
 
-/* r2k_groups - whole groups [g0, g1) by r2k_q4_group_x or r2k_q6_group_x. */
-static void r2k_groups(st_dtype t, int64_t n, const uint8_t *w, size_t w_stride, int64_t g0,
-                       int64_t g1, const uint8_t *x, size_t x_stride, int64_t nx, float *y,
+/* r2k_groups - st_r8_groups_fn of Q4_K and Q6_K: whole groups [g0, g1) by
+ * r2k_q4_group_x or r2k_q6_group_x. */
+static void r2k_groups(st_dtype t, int64_t n, const void *wv, size_t w_stride, int64_t g0,
+                       int64_t g1, const void *xv, size_t x_stride, int64_t nx, float *y,
                        int64_t y_stride)
 {
+    const uint8_t *w = wv, *x = xv;
     const int64_t nb = n / ST_QK_K;
     for (int64_t g = g0; g < g1; g++) {
         const uint8_t *gb = w + (size_t)g * ST_R8_ROWS * w_stride;
@@ -393,32 +395,16 @@ static void r2k_groups(st_dtype t, int64_t n, const uint8_t *w, size_t w_stride,
     }
 }
 
-/* r2k_mul_mat_r8 - the mul_mat_r8 contract for t (Q4_K or Q6_K). */
-static void r2k_mul_mat_r8(st_dtype t, int64_t n, const void *w, size_t w_stride, int64_t i0,
-                           int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
-                           int64_t y_stride)
-{
-    const st_kernel_ops *ref = st_kernels_ref();
-    const int64_t g0 = (i0 + ST_R8_ROWS - 1) / ST_R8_ROWS, g1 = i1 / ST_R8_ROWS;
-    if (g1 <= g0) {
-        ref->mul_mat_r8[t](n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
-        return;
-    }
-    if (i0 < ST_R8_ROWS * g0)
-        ref->mul_mat_r8[t](n, w, w_stride, i0, ST_R8_ROWS * g0, x, x_stride, nx, y, y_stride);
-    r2k_groups(t, n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
-    if (ST_R8_ROWS * g1 < i1)
-        ref->mul_mat_r8[t](n, w, w_stride, ST_R8_ROWS * g1, i1, x, x_stride, nx, y, y_stride);
-}
-
 void avx2_mul_mat_r8_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    r2k_mul_mat_r8(ST_DT_Q4_K, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_r8_mul_mat_groups(ST_DT_Q4_K, r2k_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
 }
 
 void avx2_mul_mat_r8_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    r2k_mul_mat_r8(ST_DT_Q6_K, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_r8_mul_mat_groups(ST_DT_Q6_K, r2k_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
 }

@@ -29,7 +29,7 @@
  * k-panels: bit-identical to the reference and to the tile path, so the
  * switch at KP_MIN_NX rows keeps batch invariance (INV-7). Needs VNNI.
  *
- * Q4_K and Q6_K weights in the R8 layout (k5_r8): fewer than KP_MIN_NX
+ * Q4_K and Q6_K weights in the R8 layout (k5_groups): fewer than KP_MIN_NX
  * activation rows take kquant_avx512_r8.c's kernels, more the panel path
  * above with each super-block gathered back from its group block
  * (kp_unpack_q4_k_r8, kp_unpack_q6_k_r8: the same unpacked values). */
@@ -445,43 +445,31 @@ void avx512_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, 
                y_stride);
 }
 
-/* k5_r8 - the mul_mat_r8 contract for t (Q4_K or Q6_K, super-blocks of
- * bb bytes): whole groups by the panel path from KP_MIN_NX activation
- * rows, by kquant_avx512_r8.c's kernels below (groups); rows outside
- * whole groups by the reference's R8 product (same bits). */
-static void k5_r8(st_dtype t, size_t bb,
-                  void (*groups)(int64_t, const void *, size_t, int64_t, int64_t, const void *,
-                                 size_t, int64_t, float *, int64_t),
-                  int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1, const void *x,
-                  size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+/* k5_groups - st_r8_groups_fn of Q4_K and Q6_K: from KP_MIN_NX
+ * activation rows the panel path, below kquant_avx512_r8.c's kernels. */
+static void k5_groups(st_dtype t, int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
+                      const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    const st_kernel_ops *ref = st_kernels_ref();
-    const int64_t g0 = (i0 + ST_R8_ROWS - 1) / ST_R8_ROWS, g1 = i1 / ST_R8_ROWS;
-    if (g1 <= g0) {
-        ref->mul_mat_r8[t](n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
-        return;
-    }
-    if (i0 < ST_R8_ROWS * g0)
-        ref->mul_mat_r8[t](n, w, w_stride, i0, ST_R8_ROWS * g0, x, x_stride, nx, y, y_stride);
+    const int q4 = t == ST_DT_Q4_K;
     if (nx >= KP_MIN_NX)
-        kp_mul_mat((int)t, NULL, bb, n, w, w_stride, ST_R8_ROWS * g0, ST_R8_ROWS * g1, x, x_stride,
-                   nx, y, y_stride);
+        kp_mul_mat((int)t, NULL, q4 ? sizeof(st_block_q4_k) : sizeof(st_block_q6_k), n, w, w_stride,
+                   ST_R8_ROWS * g0, ST_R8_ROWS * g1, x, x_stride, nx, y, y_stride);
+    else if (q4)
+        avx512_r8_q4_k_groups(n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
     else
-        groups(n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
-    if (ST_R8_ROWS * g1 < i1)
-        ref->mul_mat_r8[t](n, w, w_stride, ST_R8_ROWS * g1, i1, x, x_stride, nx, y, y_stride);
+        avx512_r8_q6_k_groups(n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
 }
 
 void avx512_mul_mat_r8_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                             const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    k5_r8(ST_DT_Q4_K, sizeof(st_block_q4_k), avx512_r8_q4_k_groups, n, w, w_stride, i0, i1, x,
-          x_stride, nx, y, y_stride);
+    st_r8_mul_mat_groups(ST_DT_Q4_K, k5_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
 }
 
 void avx512_mul_mat_r8_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                             const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    k5_r8(ST_DT_Q6_K, sizeof(st_block_q6_k), avx512_r8_q6_k_groups, n, w, w_stride, i0, i1, x,
-          x_stride, nx, y, y_stride);
+    st_r8_mul_mat_groups(ST_DT_Q6_K, k5_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
 }

@@ -162,3 +162,20 @@ void st_r8_gather(st_dtype t, const void *w, size_t row_bytes, int64_t i, int64_
     for (int k = 0; k < l->n; k++)
         memcpy(d + l->p[k].src, o + l->p[k].dst + (size_t)l->p[k].len * r, l->p[k].len);
 }
+
+void st_r8_mul_mat_groups(st_dtype t, st_r8_groups_fn *groups, int64_t n, const void *w,
+                          size_t w_stride, int64_t i0, int64_t i1, const void *x, size_t x_stride,
+                          int64_t nx, float *y, int64_t y_stride)
+{
+    const st_kernel_ops *ref = st_kernels_ref();
+    const int64_t g0 = (i0 + ST_R8_ROWS - 1) / ST_R8_ROWS, g1 = i1 / ST_R8_ROWS;
+    if (g1 <= g0) {
+        ref->mul_mat_r8[t](n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+        return;
+    }
+    if (i0 < ST_R8_ROWS * g0)
+        ref->mul_mat_r8[t](n, w, w_stride, i0, ST_R8_ROWS * g0, x, x_stride, nx, y, y_stride);
+    groups(t, n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
+    if (ST_R8_ROWS * g1 < i1)
+        ref->mul_mat_r8[t](n, w, w_stride, ST_R8_ROWS * g1, i1, x, x_stride, nx, y, y_stride);
+}

@@ -86,4 +86,19 @@ int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64
  * R8 layout. */
 void st_r8_gather(st_dtype t, const void *w, size_t row_bytes, int64_t i, int64_t b, void *out);
 
+/* st_r8_groups_fn - a SIMD variant's R8 product of t over whole groups
+ * [g0, g1) (rows [8 g0, 8 g1)); the other arguments as mul_mat_r8's. */
+typedef void st_r8_groups_fn(st_dtype t, int64_t n, const void *w, size_t w_stride, int64_t g0,
+                             int64_t g1, const void *x, size_t x_stride, int64_t nx, float *y,
+                             int64_t y_stride);
+
+/* st_r8_mul_mat_groups - the mul_mat_r8 contract for rows [i0, i1) of t,
+ * built from a variant's whole-group product: the whole groups inside
+ * [i0, i1) by groups, the rows outside them (a range's last partial group)
+ * by the reference's R8 product, which gives the same bits. Every SIMD
+ * mul_mat_r8 entry is this with its own groups. */
+void st_r8_mul_mat_groups(st_dtype t, st_r8_groups_fn *groups, int64_t n, const void *w,
+                          size_t w_stride, int64_t i0, int64_t i1, const void *x, size_t x_stride,
+                          int64_t nx, float *y, int64_t y_stride);
+
 #endif
