@@ -510,15 +510,17 @@ static st_err dm_split_tcp(const char *flag, const char *url, char *host, size_t
     char *end;
     errno = 0;
     *port = strtol(c + 1, &end, 10);
-    if (c[1] == '\0' || *end != '\0' || errno != 0 || *port < 0 || *port > 65535)
-        return st_errorf(ST_EINVAL, "%s '%s': the port is not a number in 0..65535", flag, url);
+    if (c[1] == '\0' || *end != '\0' || errno != 0 || *port < 0 || *port > ST_DAEMON_PORT_MAX)
+        return st_errorf(ST_EINVAL, "%s '%s': the port is not a number in 0..%d", flag, url,
+                         ST_DAEMON_PORT_MAX);
     memcpy(host, h, (size_t)(c - h));
     host[c - h] = '\0';
     return ST_OK;
 }
 
-/* dm_listen_rep - the control REP on tcp://host:0; *port gets the port. */
-static st_err dm_listen_rep(st_daemon *d, const char host[200], int *port)
+/* dm_listen_rep - the control REP on tcp://host:want_port (0: any); *port
+ * gets the bound port. */
+static st_err dm_listen_rep(st_daemon *d, const char host[200], int want_port, int *port)
 {
     int rv;
     if ((rv = nng_rep0_open(&d->rep)) != 0)
@@ -527,7 +529,7 @@ static st_err dm_listen_rep(st_daemon *d, const char host[200], int *port)
     nng_socket_set_ms(d->rep, NNG_OPT_SENDTIMEO, DM_REPLY_TIMEOUT_MS);
     nng_socket_set_size(d->rep, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
     char url[ST_DP_ADDR_MAX];
-    snprintf(url, sizeof url, "tcp://%s:0", host);
+    snprintf(url, sizeof url, "tcp://%s:%d", host, want_port);
     nng_listener l;
     if ((rv = nng_listener_create(&l, d->rep, url)) != 0 ||
         (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0 ||
@@ -603,6 +605,7 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     d->cfg.model = d->s_model = dm_strdup(cfg->model);
     d->cfg.listen = d->s_listen = dm_strdup(cfg->listen ? cfg->listen : "tcp://127.0.0.1:0");
     d->cfg.advertise = d->s_adv = dm_strdup(cfg->advertise);
+    d->cfg.advertise_control = d->s_adv_ctl = dm_strdup(cfg->advertise_control);
     d->cfg.throttle_file = d->s_tfile = dm_strdup(cfg->throttle_file);
     d->cfg.name = NULL;
     d->throttle = cfg->throttle;
@@ -619,6 +622,21 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     if (d->cfg.advertise != NULL &&
         (!dm_addr_ok(d->cfg.advertise) || strncmp(d->cfg.advertise, "tcp://", 6) != 0)) {
         e = st_errorf(ST_EINVAL, "--advertise '%s' is not a tcp://HOST:PORT URL", d->cfg.advertise);
+        goto fail;
+    }
+    if (d->cfg.advertise_control != NULL && (!dm_addr_ok(d->cfg.advertise_control) ||
+                                             strncmp(d->cfg.advertise_control, "tcp://", 6) != 0)) {
+        e = st_errorf(ST_EINVAL, "--advertise-control '%s' is not a tcp://HOST:PORT URL",
+                      d->cfg.advertise_control);
+        goto fail;
+    }
+    if (d->cfg.advertise_control != NULL &&
+        (e = dm_split_tcp("--advertise-control", d->cfg.advertise_control, host, sizeof host,
+                          &lport)))
+        goto fail;
+    if (cfg->control_port < 0 || cfg->control_port > ST_DAEMON_PORT_MAX) {
+        e = st_errorf(ST_EINVAL, "--control-port %d is not a port (0..%d)", cfg->control_port,
+                      ST_DAEMON_PORT_MAX);
         goto fail;
     }
     if ((e = dm_split_tcp("--listen", d->cfg.listen, host, sizeof host, &lport)))
@@ -671,7 +689,8 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
                     .force_ref = cfg->force_ref,
                     .name = d->name,
                     .hidden = (uint32_t)d->hp.n_embd};
-    if ((e = st_dp_open(&dc, &d->sh, &d->dp, &dport)) || (e = dm_listen_rep(d, host, &cport)))
+    if ((e = st_dp_open(&dc, &d->sh, &d->dp, &dport)) ||
+        (e = dm_listen_rep(d, host, d->cfg.control_port, &cport)))
         goto fail;
     printf("listening on tcp://%s:%d\ncontrol on tcp://%s:%d\n", host, dport, host, cport);
     fflush(stdout);
@@ -689,7 +708,10 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     } else {
         snprintf(d->data_addr, sizeof d->data_addr, "tcp://%s:%d", ahost, dport);
     }
-    snprintf(d->ctl_addr, sizeof d->ctl_addr, "tcp://%s:%d", ahost, cport);
+    if (d->cfg.advertise_control != NULL)
+        snprintf(d->ctl_addr, sizeof d->ctl_addr, "%s", d->cfg.advertise_control);
+    else
+        snprintf(d->ctl_addr, sizeof d->ctl_addr, "tcp://%s:%d", ahost, cport);
     dm_chunk_advertise(d, ahost);
     if ((e = dm_pool(d)) || (e = dm_dial_req(d)))
         goto fail;
@@ -791,6 +813,7 @@ void st_daemon_close(st_daemon *d)
     free(d->s_model);
     free(d->s_listen);
     free(d->s_adv);
+    free(d->s_adv_ctl);
     free(d->s_tfile);
     free(d);
 }

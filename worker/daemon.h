@@ -24,6 +24,8 @@
 
 #include "common/err.h"
 
+#define ST_DAEMON_PORT_MAX 65535 /* the highest TCP port */
+
 typedef struct st_worker_cfg {
     const char *coordinator;        /* tcp://HOST:PORT of the coordinator's control REP */
     const char *model;              /* GGUF path; NULL: stream the weights (docs/streaming.md) */
@@ -37,6 +39,10 @@ typedef struct st_worker_cfg {
     bool test_serve_corrupt;        /* test hook: the chunk server flips a bit of every chunk */
     const char *listen;             /* data PULL: tcp://HOST:PORT (port 0: any) */
     const char *advertise;          /* data address announced; NULL: derived from listen */
+    int control_port;               /* the control REP's port on listen's host (0: any,
+                                     * at most ST_DAEMON_PORT_MAX) */
+    const char *advertise_control;  /* control address announced; NULL: the data address's
+                                     * host (advertise's, else listen's) and the bound port */
     const char *name;               /* NULL: HOSTNAME-PID */
     const char *key_file;           /* cluster key; NULL: open cluster */
     bool encrypt;                   /* seal every frame (needs key_file) */

@@ -38,7 +38,7 @@ typedef enum dm_req_kind {
 
 struct st_daemon {
     st_worker_cfg cfg; /* strings point to the copies below */
-    char *s_coord, *s_model, *s_listen, *s_adv, *s_tfile;
+    char *s_coord, *s_model, *s_listen, *s_adv, *s_adv_ctl, *s_tfile;
     char name[128];
     uint8_t key[ST_KEY_BYTES];
     bool keyed;

@@ -34,7 +34,8 @@ static void wm_usage(FILE *f)
     fprintf(f, "usage: strata-worker --version\n"
                "       strata-worker --wire-gate MODEL [--threads N] [--log LEVEL]\n"
                "       strata-worker --coordinator ADDR [--model PATH] [--listen ADDR]\n"
-               "       [--advertise ADDR] [--memory BYTES] [--threads N] [--name NAME]\n"
+               "       [--advertise ADDR] [--control-port N] [--advertise-control ADDR]\n"
+               "       [--memory BYTES] [--threads N] [--name NAME]\n"
                "       [--cluster-key FILE] [--encrypt] [--insecure] [--heartbeat-ms N]\n"
                "       [--throttle F]\n"
                "       [--throttle-file PATH] [--spare] [--stay-after-drain] [--probe-s N]\n"
@@ -60,6 +61,12 @@ static void wm_usage(FILE *f)
                "                      Beyond loopback it needs --cluster-key or --insecure\n"
                "  --advertise ADDR    data address announced to the coordinator (default: the\n"
                "                      bound address, with 127.0.0.1 for 0.0.0.0)\n"
+               "  --control-port N    the control socket's port on the --listen host (default\n"
+               "                      0: any)\n"
+               "  --advertise-control ADDR\n"
+               "                      control address announced to the coordinator and the\n"
+               "                      other workers' probes (default: the data address's host,\n"
+               "                      the bound control port)\n"
                "  --memory BYTES      memory budget for weights + KV, suffixes k M G T\n"
                "                      (default: MemAvailable)\n"
                "  --threads N         compute threads (default: the cores)\n"
@@ -209,6 +216,8 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
                                              "--model",
                                              "--listen",
                                              "--advertise",
+                                             "--control-port",
+                                             "--advertise-control",
                                              "--memory",
                                              "--threads",
                                              "--name",
@@ -249,6 +258,12 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             c->listen = v;
         } else if (strcmp(f, "--advertise") == 0) {
             c->advertise = v;
+        } else if (strcmp(f, "--advertise-control") == 0) {
+            c->advertise_control = v;
+        } else if (strcmp(f, "--control-port") == 0) {
+            if (wm_long(f, v, 0, ST_DAEMON_PORT_MAX, &n))
+                return 2;
+            c->control_port = (int)n;
         } else if (strcmp(f, "--name") == 0) {
             if (strlen(v) > 100) {
                 fprintf(stderr, "strata-worker: --name is longer than 100 bytes\n");
