@@ -6,8 +6,8 @@
 # 1..3: the workers or one ggml-rpc-server each), for each link rate x
 # Strata wire dtype, one table.
 #
-# Per cell (link L, wire W), in this order on the same namespaces:
-#   Strata   deploy/testbed.sh up 4 --link L:0 --wire W --threads 1
+# Per cell (link L = RATE:DELAY, wire W), in this order on the same namespaces:
+#   Strata   deploy/testbed.sh up 4 --link L --wire W --threads 1
 #            -- --split SPLIT; once every link is measured (and, with auto,
 #            every boundary's dtype chosen from a measured link), from
 #            host 0 with tests/cluster/loadgen: one warm-up request; decode
@@ -20,7 +20,9 @@
 #            (seeded), never a prefix of an earlier one.
 #   llama.cpp the Strata processes stopped, a ggml-rpc-server (-t 1, -c:
 #            its tensor cache, so a load does not resend the weights) in
-#            each worker host; from host 0: llama-bench --rpc ... -ngl 99
+#            each worker host, behind a strata-delayer with that host's
+#            delay when deploy/testbed.sh adds the delays by delayers (no
+#            netem), as Strata's workers are; from host 0: llama-bench --rpc ... -ngl 99
 #            -p PROMPT -n GEN -r 1 -t 1: decode = its tg tok/s, TTFT =
 #            PROMPT / its pp tok/s (the first id comes from the prompt's
 #            logits); then llama-server --rpc ... -np SESSIONS -t 1 and
@@ -32,20 +34,22 @@
 # measured command's line in the log says how much of the CPUs other
 # processes (neither the command nor the system under test) used meanwhile.
 #
-# No delay is added to the links: this needs netem (sch_netem), which
-# deploy/testbed.sh refuses to do without (--delay asks for it anyway).
+# The delays come from tc netem where the kernel has it, else from
+# strata-delayer in front of every data-plane listener (deploy/testbed.sh,
+# docs/testbed.md): each connection's bytes wait their sending host's delay.
 #
-# Usage: bench/testbed.sh [--links "1gbit 100mbit"] [--wires "f32 f16 bf16 auto"]
-#                         [--delay 0] [--gen 64] [--prompt 512] [--sessions 8]
+# Usage: bench/testbed.sh [--links "1gbit:1ms 100mbit:5ms"] [--wires "f32 f16 bf16 auto"]
+#                         [--delay D] [--gen 64] [--prompt 512] [--sessions 8]
 #                         [--session-gen 32] [--split 8,7,7] [--no-llama]
-# i8 only when named in --wires (lossy). Environment: BUILD_DIR (default
+# A link without ":DELAY" gets --delay's (default 0). i8 only when named
+# in --wires (lossy). Environment: BUILD_DIR (default
 # build), BENCH_DIR (the model; default /tmp/strata-bench), LLAMA_REF
 # (default ~/.cache/llama-ref, made by shared/tools/build-llama-ref.sh),
 # STRATA_TESTBED (deploy/testbed.sh's folder). Needs root. Not run by CI.
 set -euo pipefail
 shopt -s inherit_errexit
 
-links="1gbit 100mbit"
+links="1gbit:1ms 100mbit:5ms"
 wires="f32 f16 bf16 auto"
 delay=0
 gen=64
@@ -70,11 +74,13 @@ while [ $# -gt 0 ]; do
     --session-gen) sgen="$2"; shift 2 ;;
     --split) split="$2"; shift 2 ;;
     --no-llama) llama=0; shift ;;
-    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
     *) echo "testbed.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
 
+# every link as RATE:DELAY
+links=$(for l in $links; do case $l in *:*) echo "$l" ;; *) echo "$l:$delay" ;; esac; done)
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 ref="${LLAMA_REF:-${XDG_CACHE_HOME:-$HOME/.cache}/llama-ref}"
@@ -227,7 +233,7 @@ trap cleanup EXIT
 
 strata_cell() { # strata_cell TAG WIRE LINK - "decode ttft aggregate others%" into TAG.result
     c="$log/$1"
-    "$tb" up $((workers + 1)) --link "$3:$delay" --model "$model" --build "$build" \
+    "$tb" up $((workers + 1)) --link "$3" --model "$model" --build "$build" \
         --wire "$2" --threads 1 -- --split "$split" >"$c-up.txt" 2>&1 ||
         { cat "$c-up.txt" >&2; return 1; }
     ready >"$c-ready.txt"
@@ -284,7 +290,13 @@ llama_cell() { # llama_cell TAG - "decode ttft aggregate others%" into TAG-llama
         "$tb" exec "$i" env LD_LIBRARY_PATH="$libs" "$ref/bin/ggml-rpc-server" \
             -H "$(addr_of "$i")" -p "$rpc_port" -t 1 -c >"$c-rpc$i.txt" 2>&1 &
         rpc_pids="$rpc_pids $!"
-        rpc="$rpc${rpc:+,}$(addr_of "$i"):$rpc_port"
+        if [ "$(cat "$state/delay_by" 2>/dev/null)" = delayer ]; then
+            # the server's link delay, as the workers' data planes have it
+            BUILD_DIR="$build" "$tb" delay "$i" $((rpc_port + 1)) "$rpc_port" >/dev/null
+            rpc="$rpc${rpc:+,}$(addr_of "$i"):$((rpc_port + 1))"
+        else
+            rpc="$rpc${rpc:+,}$(addr_of "$i"):$rpc_port"
+        fi
     done
     for i in $(seq "$workers"); do # each server accepts connections
         for _ in $(seq 100); do
@@ -324,10 +336,12 @@ EOF
 }
 
 rows=()
+delay_by="?" # deploy/testbed.sh's choice, kept from the cells' state
 for l in $links; do
     for w in $wires; do
-        tag="$l-$w"
+        tag="$(echo "$l" | tr ':' '_')-$w"
         strata_cell "$tag" "$w" "$l"
+        delay_by=$(cat "$state/delay_by" 2>/dev/null || echo "?")
         s=$(cat "$log/$tag.result")
         echo "$l strata $w: decode tok/s, TTFT s, $sessions-session tok/s, others %: $s"
         echo "   $(cat "$log/$tag-ready.txt")"
@@ -343,7 +357,7 @@ for l in $links; do
 done
 
 echo
-echo "TinyLlama-shaped Q8_0, $workers workers x 1 thread, --split $split; links rate:delay $delay;" \
+echo "TinyLlama-shaped Q8_0, $workers workers x 1 thread, --split $split; links rate:delay, delays by $delay_by;" \
      "decode: $gen ids; TTFT: $prompt-id prompt; aggregate: $sessions sessions x $sgen ids"
 echo "$(grep -m 1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs; logs: $log"
 echo
