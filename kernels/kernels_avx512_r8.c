@@ -215,9 +215,14 @@ static void r5_mul_mat(int q4, int64_t n, const uint8_t *w, size_t ws, int64_t g
  * lanes 0..7 the first, 8..15 the second), the activation dwords moved to
  * those halves by vpermd; the halves' exact sums are added before the
  * float step, which is r5_rows' (same bits). One thread streaming a
- * 32000 x 2048 matrix: Q8_0 1.19x r5_mul_mat's GB/s (pair median), Q4_0
- * 0.86x (so Q4_0 keeps r5_mul_mat; r5d_group can do both). */
-#define R5D_C 4       /* at most this many activation rows */
+ * 32000 x 2048 matrix: Q8_0 1.19x r5_mul_mat's GB/s (pair median). Q4_0
+ * measured 0.86x that way at first, but with the decode's 2 threads (the
+ * pool's row chunks) it reads 58 -> 75-91 GB/s at one row, 0.80-0.91 ->
+ * 0.62-0.66 ms at two, 0.91 -> 0.82-0.87 ms at three, and loses at four
+ * (1.06-1.11 -> 1.12-1.27 ms): end to end, TinyLlama-shaped Q4_0 decode
+ * went from 55-60 to 83-84 tok/s. So Q4_0 takes it up to R5D_Q4_C rows. */
+#define R5D_C 4       /* at most this many activation rows (Q8_0) */
+#define R5D_Q4_C 3    /* at most this many for Q4_0 */
 #define R5D_MAXB 1024 /* and at most this many blocks per row (n <= 32768) */
 #define R5D_HALF 8    /* lanes of a chunk */
 
@@ -329,12 +334,13 @@ static void r5d_mul_mat(int q4, int64_t n, const uint8_t *w, size_t ws, int64_t 
     }
 }
 
-/* r5_groups - st_r8_groups_fn of Q8_0 and Q4_0: few activation rows of
- * Q8_0 by r5d_mul_mat, the rest by r5_mul_mat. */
+/* r5_groups - st_r8_groups_fn of Q8_0 and Q4_0: few activation rows by
+ * r5d_mul_mat, the rest by r5_mul_mat. */
 static void r5_groups(st_dtype t, int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    if (t == ST_DT_Q8_0 && nx <= R5D_C && n / ST_QK <= R5D_MAXB)
+    const int64_t few = t == ST_DT_Q4_0 ? R5D_Q4_C : R5D_C;
+    if (nx <= few && n / ST_QK <= R5D_MAXB)
         r5d_mul_mat(t == ST_DT_Q4_0, n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
     else
         r5_mul_mat(t == ST_DT_Q4_0, n, w, w_stride, g0, g1, x, x_stride, nx, y, y_stride);
