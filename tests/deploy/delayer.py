@@ -179,18 +179,24 @@ def case_delay_floor(port):
              % (times[0], floor_ms, ["%.3f" % t for t in times]))
 
 
+def echoed(s, msg, what):
+    """Reads s to EOF and closes it; fails unless the bytes are msg."""
+    try:
+        got = recv_all(s)
+    except socket.timeout:
+        fail("%s: no EOF within %d s" % (what, SOCKET_TIMEOUT_S))
+    s.close()
+    if got != msg:
+        fail("%s: got %d bytes back (equal: %s), sent %d" % (what, len(got), got == msg, len(msg)))
+    return got
+
+
 def case_half_close(port):
     msg = os.urandom(HALF_CLOSE_BYTES)
     s = connect(port)
     s.sendall(msg)
     s.shutdown(socket.SHUT_WR)
-    try:
-        got = recv_all(s)
-    except socket.timeout:
-        fail("half-close: no EOF within %d s" % SOCKET_TIMEOUT_S)
-    s.close()
-    if got != msg:
-        fail("half-close: got %d bytes back (equal: %s), sent %d" % (len(got), got == msg, len(msg)))
+    got = echoed(s, msg, "half-close")
     print("half-close: %d bytes then EOF" % len(got), flush=True)
 
 
@@ -259,13 +265,7 @@ def case_many(port):
         s.sendall(d)
         s.shutdown(socket.SHUT_WR)
     for i, (s, d) in enumerate(zip(socks, sent)):
-        try:
-            got = recv_all(s)
-        except socket.timeout:
-            fail("many: connection %d hung" % i)
-        s.close()
-        if got != d:
-            fail("many: connection %d got %d bytes back (equal: %s)" % (i, len(got), got == d))
+        echoed(s, d, "many: connection %d" % i)
     print("many connections: %d at once, %d bytes each, echoed intact"
           % (len(socks), MANY_BYTES), flush=True)
 
