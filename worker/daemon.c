@@ -583,6 +583,13 @@ static st_err dm_pool(st_daemon *d)
     if (e != ST_OK)
         return e;
     st_measure_topology(&d->topo);
+    if (d->cfg.test_speed > 0) {
+        for (int t = 0; t < ST_DT_COUNT; t++)
+            if (d->meas.reps[t] > 0)
+                d->meas.bytes_per_s[t] = d->cfg.test_speed;
+        st_log(ST_LOG_INFO, "measure", "--test-speed: announcing %.2f GB/s for every dtype",
+               d->cfg.test_speed / 1e9);
+    }
     for (int t = 0; t < ST_DT_COUNT; t++)
         if (d->meas.reps[t] > 0) /* a weight dtype with a product kernel (not q8_k) */
             st_log(ST_LOG_INFO, "measure", "%-5s %8.2f GB/s (%d runs)",

@@ -37,6 +37,8 @@ typedef struct st_worker_cfg {
     int test_fetch_call_ms;         /* test hook (fetch.h): a request's wait; 0 the default */
     const char *serve_chunks;       /* the chunk server's address (chunk_serve.h); NULL: none */
     bool test_serve_corrupt;        /* test hook: the chunk server flips a bit of every chunk */
+    double test_speed;              /* test hook: bytes/s announced for every dtype instead
+                                     * of the start-up measurement's; 0: measured */
     const char *listen;             /* data PULL: tcp://HOST:PORT (port 0: any) */
     const char *advertise;          /* data address announced; NULL: derived from listen */
     int control_port;               /* the control REP's port on listen's host (0: any,

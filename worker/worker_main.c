@@ -94,6 +94,8 @@ static void wm_usage(FILE *f)
                "                      after N chunks until shut down) and --test-serve-corrupt\n"
                "                      (the chunk server flips a bit of every chunk) and\n"
                "                      --test-fetch-call-ms N (a fetch request's wait, not 30 s)\n"
+               "                      and --test-speed B (announce B bytes/s for every dtype,\n"
+               "                      suffixes k M G, instead of the start-up measurement)\n"
                "\n"
                "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
                "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
@@ -235,6 +237,7 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
                                              "--serve-chunks",
                                              "--wire-accept",
                                              "--test-fetch-call-ms",
+                                             "--test-speed",
                                              NULL};
         bool known = false;
         for (int k = 0; valued[k] != NULL; k++)
@@ -272,6 +275,15 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
             c->name = v;
         } else if (strcmp(f, "--cluster-key") == 0) {
             c->key_file = v;
+        } else if (strcmp(f, "--test-speed") == 0) {
+            uint64_t r;
+            st_err e = st_parse_bytes(v, &r);
+            if (e != ST_OK || r == 0) {
+                fprintf(stderr, "strata-worker: --test-speed '%s': bytes per second above 0 (%s)\n",
+                        v, e != ST_OK ? st_errdetail() : "0");
+                return 2;
+            }
+            c->test_speed = (double)r;
         } else if (strcmp(f, "--throttle-file") == 0) {
             c->throttle_file = v;
         } else if (strcmp(f, "--log") == 0) {
@@ -339,6 +351,10 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
     }
     if (c->test_fetch_call_ms > 0 && !test_hooks) {
         fprintf(stderr, "strata-worker: --test-fetch-call-ms needs --test-hooks\n");
+        return 2;
+    }
+    if (c->test_speed > 0 && !test_hooks) {
+        fprintf(stderr, "strata-worker: --test-speed needs --test-hooks\n");
         return 2;
     }
     static char local_key[ST_LOCAL_KEY_PATH_MAX]; /* keyless: a local coordinator's key */
