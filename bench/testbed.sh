@@ -41,7 +41,12 @@
 # Usage: bench/testbed.sh [--links "1gbit:1ms 100mbit:5ms"] [--wires "f32 f16 bf16 auto"]
 #                         [--delay D] [--gen 64] [--prompt 512] [--sessions 8]
 #                         [--session-gen 32] [--split 8,7,7] [--no-llama]
-# A link without ":DELAY" gets --delay's (default 0). i8 only when named
+#                         [--coordinator-flags "FLAGS"]
+# A link without ":DELAY" gets --delay's (default 0). A mixed cell gives
+# each worker host its own link, A+B+C for hosts 1, 2 and 3: the boundary
+# from stage 0 to stage 1 runs over hosts 1 and 2's links, the one from
+# stage 1 to stage 2 over hosts 2 and 3's (a link limits its host's egress
+# and ingress), e.g. "10gbit:0.1ms+10gbit:0.1ms+100mbit:5ms". i8 only when named
 # in --wires (lossy). Environment: BUILD_DIR (default
 # build), BENCH_DIR (the model; default /tmp/strata-bench), LLAMA_REF
 # (default ~/.cache/llama-ref, made by shared/tools/build-llama-ref.sh),
@@ -57,6 +62,7 @@ prompt=512
 sessions=8
 sgen=32
 split="8,7,7" # 22 layers; the last stage also holds the output head
+coord_flags=""  # more coordinator flags, e.g. "--pipeline-depth 4" (split on spaces)
 llama=1
 short=8              # ids in the prompts of the decode and aggregate requests
 workers=3
@@ -73,14 +79,18 @@ while [ $# -gt 0 ]; do
     --sessions) sessions="$2"; shift 2 ;;
     --session-gen) sgen="$2"; shift 2 ;;
     --split) split="$2"; shift 2 ;;
+    --coordinator-flags) coord_flags="$2"; shift 2 ;;
     --no-llama) llama=0; shift ;;
     -h|--help) sed -n '2,50p' "$0"; exit 0 ;;
     *) echo "testbed.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
 
-# every link as RATE:DELAY
-links=$(for l in $links; do case $l in *:*) echo "$l" ;; *) echo "$l:$delay" ;; esac; done)
+# every link as RATE:DELAY (each host's of a mixed cell A+B+C too)
+withdelay() { case $1 in *:*) echo "$1" ;; *) echo "$1:$delay" ;; esac; }
+links=$(for l in $links; do
+    h=""; for x in ${l//+/ }; do h="$h${h:++}$(withdelay "$x")"; done; echo "$h"
+done)
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"
 ref="${LLAMA_REF:-${XDG_CACHE_HOME:-$HOME/.cache}/llama-ref}"
@@ -196,12 +206,17 @@ while time.monotonic() < deadline:
         s = json.loads(r.stdout)
         st = (s.get("plan") or {}).get("stages") or []  # no plan yet: null
         links = s.get("links") or []
+        # a boundary's live reason (re-evaluated on heartbeats, docs/wire-format.md)
+        # once there is one, else the plan's (auto) or none (a fixed dtype)
+        live = [(x.get("live_dtype", x["in_dtype"]) + ("+zstd" if x.get("live_zstd") else ""),
+                 x.get("live_why", x["in_why"])) for x in st[1:]]
         why = "%d stages, %d/%d links measured, boundaries %s" % (
             len(st), sum(l["measured"] for l in links), len(links),
-            [x["in_dtype"] + ": " + x["in_why"] for x in st[1:]])
+            ["%s: %s" % b for b in live])
         # measured links move an auto choice by a replan within a heartbeat
-        # or two; a choice they leave alone keeps its first reason (assumed)
-        ok = s["serving"] and len(st) == 3 and links and all(l["measured"] for l in links)
+        # or two; with auto, wait for reasons evaluated on the measured links
+        ok = s["serving"] and len(st) == 3 and links and all(l["measured"] for l in links) and \
+            all(x["in_why"] == "" or "(measured)" in w for x, (_, w) in zip(st[1:], live))
         calm = calm + 1 if ok and s["plan"]["epoch"] == epoch else 0
         epoch = s["plan"]["epoch"] if ok else None
         if calm >= calm_polls:
@@ -233,8 +248,10 @@ trap cleanup EXIT
 
 strata_cell() { # strata_cell TAG WIRE LINK - "decode ttft aggregate others%" into TAG.result
     c="$log/$1"
-    "$tb" up $((workers + 1)) --link "$3" --model "$model" --build "$build" \
-        --wire "$2" --threads 1 -- --split "$split" >"$c-up.txt" 2>&1 ||
+    largs=() # a mixed cell A+B+C: host 1's link A, host 2's B, host 3's C
+    for x in ${3//+/ }; do largs+=(--link "$x"); done
+    "$tb" up $((workers + 1)) "${largs[@]}" --model "$model" --build "$build" \
+        --wire "$2" --threads 1 -- --split "$split" $coord_flags >"$c-up.txt" 2>&1 ||
         { cat "$c-up.txt" >&2; return 1; }
     ready >"$c-ready.txt"
     a=$(cat "$state/addr")
@@ -339,7 +356,7 @@ rows=()
 delay_by="?" # deploy/testbed.sh's choice, kept from the cells' state
 for l in $links; do
     for w in $wires; do
-        tag="$(echo "$l" | tr ':' '_')-$w"
+        tag="$(echo "$l" | tr ':+' '_-')-$w"
         strata_cell "$tag" "$w" "$l"
         delay_by=$(cat "$state/delay_by" 2>/dev/null || echo "?")
         s=$(cat "$log/$tag.result")

@@ -46,9 +46,9 @@ CONTROL_FRONT=7010  # host I: the delayer in front of CONTROL_PORT, advertised
 die() { echo "$NAME: $*" >&2; exit 1; }
 ns() { echo "$TAG-h$1"; }
 
-shape() { # shape NS DEV RATE DELAY (DELAY by netem; 0 or empty: rate only)
+shape() { # shape NS DEV RATE DELAY (DELAY by netem; a zero or empty one: rate only)
     r=$3; d=$4
-    if [ "$d" != "0" ] && [ -n "$d" ]; then
+    if ! no_delay "$d"; then
         tc -n "$1" qdisc add dev "$2" root handle 1: netem delay "$d" 2>/dev/null ||
             die "netem is not available in this kernel (tc qdisc netem failed): use --delay-by delayer, DELAY 0 or a kernel with sch_netem"
         [ "$r" = "0" ] || tc -n "$1" qdisc add dev "$2" parent 1: handle 2: tbf rate "$r" \
@@ -72,6 +72,9 @@ to_ms() { # to_ms DELAY: tc's time (5ms, 0.1ms, 100us, 1s, 0) in milliseconds
     *s) awk -v v="${1%s}" 'BEGIN { printf "%.4f\n", v * 1000 }';;
     *) die "delay '$1' is not a time (1ms, 0.1ms, 100us, 1s)";;
     esac
+}
+no_delay() { # no_delay DELAY: true for an empty or zero delay (0, 0ms, 0.0us)
+    [ -z "$1" ] || awk -v v="$(to_ms "$1")" 'BEGIN { exit !(v + 0 == 0) }'
 }
 
 # start_delayer I PORT TO_PORT - strata-delayer in host I on its address's
@@ -122,7 +125,7 @@ up() {
     case $delay_by in auto | netem | delayer) ;; *) die "--delay-by: auto, netem or delayer";; esac
     any_delay=0
     for l in $links; do
-        case $l in *:*) [ "$(to_ms "${l#*:}")" = 0 ] || any_delay=1;; esac
+        case $l in *:*) no_delay "${l#*:}" || any_delay=1;; esac
     done
     DELAYER=$build/deploy/strata-delayer
     mkdir -p "$DIR"
