@@ -36,10 +36,8 @@
  * the prober thread, whose results ride in the next heartbeats) and, once
  * a drain is complete, `leave`: see dm_on_heartbeat_reply (dm_plan.c). */
 #include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <nng/nng.h>
-#include <nng/protocol/reqrep0/rep.h>
 #include <nng/protocol/reqrep0/req.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -501,44 +499,6 @@ static void *dm_main(void *arg)
 
 static char *dm_strdup(const char *s) { return s != NULL ? strdup(s) : NULL; }
 
-/* dm_split_tcp - host and port of tcp://HOST:PORT (HOST may be [v6]). */
-static st_err dm_split_tcp(const char *flag, const char *url, char *host, size_t cap, long *port)
-{
-    const char *h = url + 6, *c = strrchr(url, ':');
-    if (strncmp(url, "tcp://", 6) != 0 || c == NULL || c < h || (size_t)(c - h) >= cap)
-        return st_errorf(ST_EINVAL, "%s '%s': a tcp://HOST:PORT address is required", flag, url);
-    char *end;
-    errno = 0;
-    *port = strtol(c + 1, &end, 10);
-    if (c[1] == '\0' || *end != '\0' || errno != 0 || *port < 0 || *port > ST_DAEMON_PORT_MAX)
-        return st_errorf(ST_EINVAL, "%s '%s': the port is not a number in 0..%d", flag, url,
-                         ST_DAEMON_PORT_MAX);
-    memcpy(host, h, (size_t)(c - h));
-    host[c - h] = '\0';
-    return ST_OK;
-}
-
-/* dm_listen_rep - the control REP on tcp://host:want_port (0: any); *port
- * gets the bound port. */
-static st_err dm_listen_rep(st_daemon *d, const char host[200], int want_port, int *port)
-{
-    int rv;
-    if ((rv = nng_rep0_open(&d->rep)) != 0)
-        return st_err_nng(rv, "control socket");
-    d->rep_open = true;
-    nng_socket_set_ms(d->rep, NNG_OPT_SENDTIMEO, DM_REPLY_TIMEOUT_MS);
-    nng_socket_set_size(d->rep, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
-    char url[ST_DP_ADDR_MAX];
-    snprintf(url, sizeof url, "tcp://%s:%d", host, want_port);
-    nng_listener l;
-    if ((rv = nng_listener_create(&l, d->rep, url)) != 0 ||
-        (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0 ||
-        (rv = nng_listener_start(l, 0)) != 0 ||
-        (rv = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, port)) != 0)
-        return st_errorf(ST_ENNG, "control listener on %s: %s", url, nng_strerror(rv));
-    return ST_OK;
-}
-
 /* dm_dial_req - the REQ to the coordinator: no resend (a resent frame
  * would be a replay under a key), TCP_NODELAY, non-blocking dial so a
  * coordinator that is not up yet is retried by NNG. */
@@ -619,34 +579,8 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     d->hb_ms = cfg->heartbeat_ms;
     d->backoff = DM_BACKOFF_MIN_S;
     st_err e;
-    char host[200]; /* tcp:// + host + :port always fits a URL buffer */
-    long lport;
-    if (!dm_addr_ok(d->cfg.coordinator)) {
-        e = st_errorf(ST_EINVAL, "--coordinator '%s' is not a tcp://, ipc:// or inproc:// URL",
-                      cfg->coordinator ? cfg->coordinator : "");
-        goto fail;
-    }
-    if (d->cfg.advertise != NULL &&
-        (!dm_addr_ok(d->cfg.advertise) || strncmp(d->cfg.advertise, "tcp://", 6) != 0)) {
-        e = st_errorf(ST_EINVAL, "--advertise '%s' is not a tcp://HOST:PORT URL", d->cfg.advertise);
-        goto fail;
-    }
-    if (d->cfg.advertise_control != NULL && (!dm_addr_ok(d->cfg.advertise_control) ||
-                                             strncmp(d->cfg.advertise_control, "tcp://", 6) != 0)) {
-        e = st_errorf(ST_EINVAL, "--advertise-control '%s' is not a tcp://HOST:PORT URL",
-                      d->cfg.advertise_control);
-        goto fail;
-    }
-    if (d->cfg.advertise_control != NULL &&
-        (e = dm_split_tcp("--advertise-control", d->cfg.advertise_control, host, sizeof host,
-                          &lport)))
-        goto fail;
-    if (cfg->control_port < 0 || cfg->control_port > ST_DAEMON_PORT_MAX) {
-        e = st_errorf(ST_EINVAL, "--control-port %d is not a port (0..%d)", cfg->control_port,
-                      ST_DAEMON_PORT_MAX);
-        goto fail;
-    }
-    if ((e = dm_split_tcp("--listen", d->cfg.listen, host, sizeof host, &lport)))
+    char host[DM_HOST_MAX]; /* the --listen host */
+    if ((e = dm_addrs_check(d, host, sizeof host)))
         goto fail;
     if (cfg->name != NULL) {
         snprintf(d->name, sizeof d->name, "%s", cfg->name);
@@ -699,27 +633,8 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     if ((e = st_dp_open(&dc, &d->sh, &d->dp, &dport)) ||
         (e = dm_listen_rep(d, host, d->cfg.control_port, &cport)))
         goto fail;
-    printf("listening on tcp://%s:%d\ncontrol on tcp://%s:%d\n", host, dport, host, cport);
-    fflush(stdout);
-    const char *ahost = host;
-    if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "*") == 0)
-        ahost = "127.0.0.1";
-    else if (strcmp(host, "[::]") == 0)
-        ahost = "[::1]";
-    if (d->cfg.advertise != NULL) {
-        long ap;
-        if ((e = dm_split_tcp("--advertise", d->cfg.advertise, host, sizeof host, &ap)))
-            goto fail;
-        ahost = host;
-        snprintf(d->data_addr, sizeof d->data_addr, "%s", d->cfg.advertise);
-    } else {
-        snprintf(d->data_addr, sizeof d->data_addr, "tcp://%s:%d", ahost, dport);
-    }
-    if (d->cfg.advertise_control != NULL)
-        snprintf(d->ctl_addr, sizeof d->ctl_addr, "%s", d->cfg.advertise_control);
-    else
-        snprintf(d->ctl_addr, sizeof d->ctl_addr, "tcp://%s:%d", ahost, cport);
-    dm_chunk_advertise(d, ahost);
+    if ((e = dm_addrs_announce(d, host, dport, cport)))
+        goto fail;
     if ((e = dm_pool(d)) || (e = dm_dial_req(d)))
         goto fail;
     if (!cfg->no_probe &&

@@ -1,5 +1,6 @@
 /* dm_internal.h - internals shared by daemon.c (assembly, the control
- * thread's loop, requests to the coordinator), dm_rep.c (the control
+ * thread's loop, requests to the coordinator), dm_addr.c (addresses),
+ * dm_rep.c (the control
  * server: its REP socket and replies, EndSessions, probes), dm_plan.c
  * (Prepare and Commit) and dm_heartbeat.c (what a HeartbeatReply asks).
  * Not for use outside the daemon. */
@@ -159,6 +160,24 @@ void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r);
 /* dm_addr_ok - a tcp://, ipc:// or inproc:// URL of 1..255 printable
  * bytes (dm_plan.c). */
 bool dm_addr_ok(const char *s);
+
+/* ---- dm_addr.c: the flags' addresses, the control listener, what is
+ * announced ---- */
+#define DM_HOST_MAX 200 /* a --listen or --advertise host; tcp://HOST:PORT fits a URL buffer */
+
+/* dm_addrs_check - checks --coordinator, --advertise, --advertise-control
+ * and --control-port; host[cap] gets the --listen host. ST_EINVAL naming
+ * the flag. */
+st_err dm_addrs_check(st_daemon *d, char *host, size_t cap);
+
+/* dm_listen_rep - the control REP on tcp://host:want_port (0: any); *port
+ * gets the bound port. */
+st_err dm_listen_rep(st_daemon *d, const char *host, int want_port, int *port);
+
+/* dm_addrs_announce - prints the `listening on` and `control on` lines
+ * (the bound ports dport, cport on host) and sets d->data_addr,
+ * d->ctl_addr and the chunk server's announced address. */
+st_err dm_addrs_announce(st_daemon *d, const char *host, int dport, int cport);
 
 /* fetch_dm.c: without --model, the header at start-up (the model path
  * becomes the sparse cache file), a Prepared stage's chunks on the loader

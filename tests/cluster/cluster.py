@@ -466,6 +466,21 @@ def case_bad_input():
         for p in c.procs:
             assert p.p.poll() is None, "%s died" % p.name
         check_generate_exact(c, case, c.tmp)
+    # a worker's address flags are checked before it listens: a clear error
+    # naming the flag, a failing exit, no `listening on` line
+    for flag, value in (("--advertise", "tcp://10.0.0.1"), ("--advertise", "udp://h:1"),
+                        ("--advertise-control", "tcp://h:99999"), ("--control-port", "70000"),
+                        ("--listen", "tcp://127.0.0.1"), ("--coordinator", "bogus")):
+        args = {"--coordinator": "tcp://127.0.0.1:1", "--listen": "tcp://127.0.0.1:0"}
+        args[flag] = value
+        argv = [WORKER, "--model", model("synth-s-f32.gguf"), "--threads", "1"]
+        for k, v in args.items():
+            argv += [k, v]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        assert r.returncode != 0 and flag in r.stderr and "listening on" not in r.stdout, \
+            (flag, value, r.returncode, r.stdout, r.stderr)
+        print("bad worker flag %s %s -> exit %d: %s"
+              % (flag, value, r.returncode, r.stderr.strip().splitlines()[-1]))
 
 
 def case_shutdown():
