@@ -353,10 +353,12 @@ EOF
 }
 
 rows=()
+cell=0
 delay_by="?" # deploy/testbed.sh's choice, kept from the cells' state
 for l in $links; do
     for w in $wires; do
-        tag="$(echo "$l" | tr ':+' '_-')-$w"
+        cell=$((cell + 1)) # repeated links get their own files
+        tag="$cell-$(echo "$l" | tr ':+' '_-')-$w"
         strata_cell "$tag" "$w" "$l"
         delay_by=$(cat "$state/delay_by" 2>/dev/null || echo "?")
         s=$(cat "$log/$tag.result")
