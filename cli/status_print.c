@@ -202,6 +202,8 @@ static cJSON *sp_worker_json(const Strata__WorkerStatus *w)
             cJSON_AddNumberToObject(l, "ema_ms", h->layers[i]->ema_ms);
             cJSON_AddNumberToObject(l, "p99_ms", h->layers[i]->p99_ms);
             cJSON_AddNumberToObject(l, "samples", h->layers[i]->samples);
+            cJSON_AddNumberToObject(l, "one_token_ema_ms", h->layers[i]->one_token_ema_ms);
+            cJSON_AddNumberToObject(l, "one_token_samples", h->layers[i]->one_token_samples);
             cJSON_AddItemToArray(ls, l);
         }
         cJSON_AddItemToObject(o, "counters", sp_counters_json(h->counters));

@@ -366,7 +366,7 @@ double st_member_speed(const st_member *m, const char *dtype)
 
 bool st_member_measured(const st_member *m, uint64_t epoch, uint32_t first, uint32_t last,
                         const uint64_t *layer_bytes, uint32_t n_layer, uint64_t head_bytes,
-                        uint32_t min_samples, double *spb)
+                        uint32_t min_samples, bool one_token, double *spb)
 {
     if (m->hb == NULL || m->hb->heartbeat->epoch != epoch)
         return false;
@@ -380,8 +380,8 @@ bool st_member_measured(const st_member *m, uint64_t epoch, uint32_t first, uint
     if (layer && samples && ema) {
         for (size_t i = 0; i < n; i++) {
             layer[i] = h->layers[i]->layer;
-            samples[i] = h->layers[i]->samples;
-            ema[i] = h->layers[i]->ema_ms;
+            samples[i] = one_token ? h->layers[i]->one_token_samples : h->layers[i]->samples;
+            ema[i] = one_token ? h->layers[i]->one_token_ema_ms : h->layers[i]->ema_ms;
         }
         st_place_model pm = {.n_layer = n_layer,
                              .layer_bytes = layer_bytes,

@@ -51,6 +51,8 @@ typedef struct st_member {
     double rtt_ms;        /* control round trip (Commit -> Ack), EMA; 0: not measured */
     double meas_spb;      /* last measured time per byte of weights (s/B); 0: none */
     uint64_t meas_ns;     /* when meas_spb was taken */
+    double one_spb;       /* the same from one-token steps only (--wire auto); 0: none */
+    uint64_t one_ns;      /* when one_spb was taken */
     /* who joined it (issue 12): only that envelope sender, with that
      * credential, may heartbeat, report or leave for this id */
     uint64_t sender;
@@ -166,10 +168,12 @@ double st_member_speed(const st_member *m, const char *dtype);
 /* st_member_measured - the member's measured time per byte (s/B) from its
  * last heartbeat, if that heartbeat serves `epoch` and reports every layer
  * of [first, last) with at least min_samples samples
- * (st_place_measure over layer_bytes[n_layer] and head_bytes). */
+ * (st_place_measure over layer_bytes[n_layer] and head_bytes). From every
+ * step's EMA, or with one_token from the one-token steps' EMA
+ * (LayerLatency.one_token_ema_ms: a lone decode's time, not the load's). */
 bool st_member_measured(const st_member *m, uint64_t epoch, uint32_t first, uint32_t last,
                         const uint64_t *layer_bytes, uint32_t n_layer, uint64_t head_bytes,
-                        uint32_t min_samples, double *spb);
+                        uint32_t min_samples, bool one_token, double *spb);
 
 /* st_member_rtt_sample - folds one control round trip of ms milliseconds
  * into m->rtt_ms (EMA, alpha 0.3; the first sample sets it). */

@@ -200,7 +200,14 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
         v->source[k] = "announced";
         if (st >= 0 &&
             st_member_measured(m, c->plan.epoch, w->cur_first, w->cur_last, c->mi.layer_bytes,
-                               c->mi.n_layer, c->mi.head_bytes, c->pl.min_samples, &meas)) {
+                               c->mi.n_layer, c->mi.head_bytes, c->pl.min_samples, true, &meas)) {
+            m->one_spb = meas;
+            m->one_ns = now;
+        }
+        v->wire_spb[k] = m->one_spb > 0 && now - m->one_ns < COORD_PL_REMEMBER_NS ? m->one_spb : 0;
+        if (st >= 0 &&
+            st_member_measured(m, c->plan.epoch, w->cur_first, w->cur_last, c->mi.layer_bytes,
+                               c->mi.n_layer, c->mi.head_bytes, c->pl.min_samples, false, &meas)) {
             m->meas_spb = meas;
             m->meas_ns = now;
             v->source[k] = "measured";
@@ -213,8 +220,11 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
     size_t n = v->n;
     st_place_calibrate(sp, n, spb, &v->calibration);
     c->pl.calibration = v->calibration;
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; k < n; k++) {
         v->w[k].spb = spb[k];
+        if (!(v->wire_spb[k] > 0))
+            v->wire_spb[k] = spb[k];
+    }
     v->lat = malloc((n ? n * n : 1) * sizeof *v->lat);
     v->bw = malloc((n ? n * n : 1) * sizeof *v->bw);
     free(sp);
@@ -296,7 +306,7 @@ static st_err coord_wire_matrix(const st_coord *c, coord_pl_view *v)
                                   .bw = l->bw,
                                   .latency_s = l->latency_s,
                                   .measured = l->measured,
-                                  .compute_s = v->w[b].spb * share,
+                                  .compute_s = v->wire_spb[b] * share,
                                   .accept_mask = mask,
                                   .allow_i8 = coord_i8gate_allows(c)};
             st_wire_choice ch;
@@ -347,10 +357,12 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
     size_t n = v->n;
     for (size_t i = 1; i < r->n_stages && i < p->n_stages; i++) {
         const st_place_stage *from = &r->stages[i - 1], *to = &r->stages[i];
+        /* the placement's compute time, on the one-token measurement (wire_spb) */
+        double one = v->wire_spb[to->rep[0]] / v->w[to->rep[0]].spb;
         st_wire_link_in in = {.hidden = c->mi.n_embd,
                               .bw = INFINITY,
                               .measured = true,
-                              .compute_s = to->compute_s,
+                              .compute_s = to->compute_s * one,
                               .accept_mask = ST_WIRE_MASK_ALL,
                               .allow_i8 = coord_i8gate_allows(c)};
         for (uint32_t y = 0; y < to->n_rep; y++) {

@@ -66,7 +66,10 @@ typedef struct coord_pl_view {
     size_t n_measured;                  /* off-diagonal pairs measured */
     st_place_model m;
     st_place_opts o;
-    double calibration; /* k of st_place_calibrate */
+    double calibration;              /* k of st_place_calibrate */
+    double wire_spb[ST_MEMBERS_MAX]; /* --wire auto's time per byte for one token: the
+                                      * one-token steps' measurement (remembered as
+                                      * meas_spb is), else w[].spb */
 } coord_pl_view;
 
 /* coord_pl_view_build - the planner's inputs for objective (replicas as

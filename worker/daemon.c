@@ -182,6 +182,8 @@ static void dm_send_heartbeat(st_daemon *d)
         ll[i].ema_ms = s.ema_ms;
         ll[i].p99_ms = s.p99_ms;
         ll[i].samples = s.samples > UINT32_MAX ? UINT32_MAX : (uint32_t)s.samples;
+        ll[i].one_token_ema_ms = s.one_ema_ms;
+        ll[i].one_token_samples = s.one_samples > UINT32_MAX ? UINT32_MAX : (uint32_t)s.one_samples;
         llp[i] = &ll[i];
         hb.n_layers = i + 1;
     }

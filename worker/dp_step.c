@@ -639,8 +639,13 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const st_step_p
         if (dp->zs_new)
             st_wire_zsampler_get(dp->zs, sh->zstd);
         dp->zs_new = false;
-        for (int64_t l = 0; l < s->plan.last - s->plan.first; l++)
+        /* a step of one token (a lone decode) also feeds the one-token EMA */
+        bool one = m->n_rows == 1 && m->rows[0]->n_tok == 1;
+        for (int64_t l = 0; l < s->plan.last - s->plan.first; l++) {
             st_latency_add(&sh->lat, s->plan.first + l, (double)s->layer_ns[l] / 1e6);
+            if (one)
+                st_latency_add_one(&sh->lat, s->plan.first + l, (double)s->layer_ns[l] / 1e6);
+        }
     }
     pthread_mutex_unlock(&dp->sh->mu);
 }

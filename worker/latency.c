@@ -43,7 +43,9 @@ void st_latency_reset(st_latency *l)
         memset(l->layers, 0, (size_t)l->n_layers * sizeof *l->layers);
 }
 
-st_err st_latency_add(st_latency *l, int64_t layer, double ms)
+/* lat_check - ST_ERANGE if layer is not tracked, ST_EINVAL if ms is not a
+ * sample (negative or not finite). */
+static st_err lat_check(const st_latency *l, int64_t layer, double ms)
 {
     if (layer < l->first || layer >= l->first + l->n_layers)
         return st_errorf(ST_ERANGE, "layer %lld is not tracked (layers [%lld, %lld))",
@@ -52,11 +54,31 @@ st_err st_latency_add(st_latency *l, int64_t layer, double ms)
     if (!isfinite(ms) || ms < 0.0)
         return st_errorf(ST_EINVAL, "latency sample %g ms of layer %lld is invalid", ms,
                          (long long)layer);
+    return ST_OK;
+}
+
+st_err st_latency_add(st_latency *l, int64_t layer, double ms)
+{
+    st_err e = lat_check(l, layer, ms);
+    if (e != ST_OK)
+        return e;
     st_lat_layer *s = &l->layers[layer - l->first];
     s->ema_ms = s->samples == 0 ? ms : ST_LAT_ALPHA * ms + (1.0 - ST_LAT_ALPHA) * s->ema_ms;
     s->win[s->head] = ms;
     s->head = (s->head + 1) % ST_LAT_WINDOW;
     s->samples++;
+    return ST_OK;
+}
+
+st_err st_latency_add_one(st_latency *l, int64_t layer, double ms)
+{
+    st_err e = lat_check(l, layer, ms);
+    if (e != ST_OK)
+        return e;
+    st_lat_layer *s = &l->layers[layer - l->first];
+    s->one_ema_ms = s->one_samples == 0 ? ms
+                                        : ST_LAT_ALPHA * ms + (1.0 - ST_LAT_ALPHA) * s->one_ema_ms;
+    s->one_samples++;
     return ST_OK;
 }
 
@@ -93,6 +115,8 @@ st_err st_latency_stat(const st_latency *l, int64_t layer, st_lat_stat *out)
     out->layer = layer;
     out->samples = s->samples;
     out->ema_ms = s->ema_ms;
+    out->one_ema_ms = s->one_ema_ms;
+    out->one_samples = s->one_samples;
     uint32_t n = s->samples < ST_LAT_WINDOW ? (uint32_t)s->samples : ST_LAT_WINDOW;
     out->p99_ms = st_latency_p99(s->win, n);
     return ST_OK;

@@ -21,7 +21,9 @@
 #define ST_LAT_ALPHA 0.1
 
 typedef struct st_lat_layer {
-    double ema_ms;
+    double ema_ms;     /* every step (any rows and tokens) */
+    double one_ema_ms; /* steps of one token only (st_latency_add_one) */
+    uint64_t one_samples;
     double win[ST_LAT_WINDOW]; /* ring of the last samples */
     uint32_t head;             /* next slot of the ring */
     uint64_t samples;          /* samples ever added */
@@ -39,6 +41,8 @@ typedef struct st_lat_stat {
     double ema_ms;
     double p99_ms;
     uint64_t samples;
+    double one_ema_ms; /* the one-token steps' EMA (0 before the first) */
+    uint64_t one_samples;
 } st_lat_stat;
 
 /* st_latency_init - a tracker for layers [first, first + n_layers) with no
@@ -56,6 +60,16 @@ void st_latency_reset(st_latency *l);
  * layer `layer`. ST_ERANGE if the layer is not tracked, ST_EINVAL if ms is
  * negative or not finite (nothing is recorded then). */
 st_err st_latency_add(st_latency *l, int64_t layer, double ms);
+
+/* st_latency_add_one - records a sample of a step of exactly one token
+ * (single-stream decode) in the layer's one-token EMA (alpha
+ * ST_LAT_ALPHA), besides st_latency_add's, which takes every step. A
+ * step's time grows with its rows and tokens (a prefill chunk takes many
+ * times a decode step), so the all-steps EMA follows the load mix; the
+ * one-token EMA is the time per token of a lone decode, which the
+ * coordinator's --wire auto rule compares a token's transfer with. Errors
+ * as st_latency_add's. */
+st_err st_latency_add_one(st_latency *l, int64_t layer, double ms);
 
 /* st_latency_stat - the EMA, p99 and sample count of absolute layer
  * `layer` (all zero before its first sample). ST_ERANGE if not tracked. */

@@ -21,6 +21,11 @@ Cases:
   link (latency and bandwidth above zero) within seconds, in `strata
   status --json` and a dry run's link figures; an oversized probe is
   refused with an error.
+- one_token: a worker's one-token EMA per layer (what --wire auto's rule
+  takes as a stage's compute time per token) counts exactly the steps of
+  one token: after 8 ids from a 3-id prompt, 7 samples; a 200-id prompt
+  with 1 id (two prefill steps) moves the all-steps EMA's count by 2 and
+  leaves the one-token EMA as it was, bit for bit.
 - dryrun: `strata plan --dry-run --json --workers FILE` against a
   brute-force optimum computed here from the same file, for both
   objectives; a GGUF model; the typed errors of bad and infeasible files.
@@ -379,7 +384,37 @@ def dryrun(tmp):
 
 
 
-CASES = {"hetero": case_hetero, "dryrun": case_dryrun, "links": case_links}
+def case_one_token():
+    with Cluster(model("synth-s-f32.gguf"), ["--min-workers", "1"]) as c:
+        c.add_worker()
+        c.wait_serving(1)
+
+        def worker(s):
+            return s["workers"][0]
+
+        def stepped(n):  # the worker's heartbeat reports n steps
+            return lambda s: worker(s).get("counters") and \
+                int(worker(s)["counters"]["steps"]) == n
+        # a 3-id prompt (one prefill step), then 7 decode steps of one token
+        c.cli("generate", "--prompt-ids", "5,6,7", "-n", "8", "--temp", "0", "--ids")
+        before = worker(wait_until(c, stepped(8), 30, "8 steps"))["layers"]
+        assert before and all(x["samples"] == 8 and x["one_token_samples"] == 7 and
+                              x["one_token_ema_ms"] > 0 for x in before), before
+        # 200 ids and 1 id: two prefill steps (128 + 72 ids, --chunk 128), no decode step
+        prompt = ",".join(str(1 + i % 400) for i in range(200))
+        c.cli("generate", "--prompt-ids", prompt, "-n", "1", "--temp", "0", "--ids")
+        after = worker(wait_until(c, stepped(10), 30, "10 steps"))["layers"]
+        for b, a in zip(before, after):
+            assert a["samples"] == 10 and a["one_token_samples"] == 7, (b, a)
+            assert a["one_token_ema_ms"] == b["one_token_ema_ms"], (b, a)
+        print("one_token: layer %d: one-token EMA %.4f ms over 7 decode steps, kept after two "
+              "prefill steps; all steps' EMA %.4f -> %.4f ms"
+              % (after[0]["layer"], after[0]["one_token_ema_ms"], before[0]["ema_ms"],
+                 after[0]["ema_ms"]))
+
+
+CASES = {"hetero": case_hetero, "dryrun": case_dryrun, "links": case_links,
+         "one_token": case_one_token}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)

@@ -37,6 +37,40 @@ START_TEST(test_ema)
 }
 END_TEST
 
+/* the one-token EMA takes only st_latency_add_one's samples (a lone decode
+ * step's), and st_latency_add's EMA every step's: a prefill-sized sample
+ * moves the one and not the other */
+START_TEST(test_one_token)
+{
+    st_latency l;
+    ck_assert_int_eq(st_latency_init(&l, 0, 1), ST_OK);
+    st_lat_stat s;
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(st_latency_add(&l, 0, 2.0), ST_OK);
+        ck_assert_int_eq(st_latency_add_one(&l, 0, 2.0), ST_OK);
+    }
+    ck_assert_int_eq(st_latency_add(&l, 0, 60.0), ST_OK); /* a 128-token chunk's step */
+    ck_assert_int_eq(st_latency_stat(&l, 0, &s), ST_OK);
+    ck_assert_double_eq_tol(s.ema_ms, 0.1 * 60.0 + 0.9 * 2.0, 1e-12);
+    ck_assert_uint_eq(s.samples, 11);
+    ck_assert(s.one_ema_ms == 2.0);
+    ck_assert_uint_eq(s.one_samples, 10);
+    ck_assert_int_eq(st_latency_add_one(&l, 0, 3.0), ST_OK);
+    ck_assert_int_eq(st_latency_stat(&l, 0, &s), ST_OK);
+    ck_assert_double_eq_tol(s.one_ema_ms, 0.1 * 3.0 + 0.9 * 2.0, 1e-12);
+    ck_assert_uint_eq(s.samples, 11); /* add_one does not count in the all-steps EMA */
+    ck_assert_int_eq(st_latency_add_one(&l, 1, 1.0), ST_ERANGE);
+    ck_assert_int_eq(st_latency_add_one(&l, 0, NAN), ST_EINVAL);
+    ck_assert_int_eq(st_latency_add_one(&l, 0, -1.0), ST_EINVAL);
+    ck_assert_int_eq(st_latency_stat(&l, 0, &s), ST_OK);
+    ck_assert_uint_eq(s.one_samples, 11);
+    st_latency_reset(&l);
+    ck_assert_int_eq(st_latency_stat(&l, 0, &s), ST_OK);
+    ck_assert(s.one_samples == 0 && s.one_ema_ms == 0.0);
+    st_latency_fini(&l);
+}
+END_TEST
+
 START_TEST(test_p99_window)
 {
     st_latency l;
@@ -118,6 +152,7 @@ int main(void)
     Suite *s = suite_create("latency");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_ema);
+    tcase_add_test(tc, test_one_token);
     tcase_add_test(tc, test_p99_window);
     tcase_add_test(tc, test_p99_function);
     tcase_add_test(tc, test_invalid);
