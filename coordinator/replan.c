@@ -358,11 +358,11 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
     for (size_t i = 1; i < r->n_stages && i < p->n_stages; i++) {
         const st_place_stage *from = &r->stages[i - 1], *to = &r->stages[i];
         /* the placement's compute time, on the one-token measurement (wire_spb) */
-        double one = v->wire_spb[to->rep[0]] / v->w[to->rep[0]].spb;
+        double scale = v->wire_spb[to->rep[0]] / v->w[to->rep[0]].spb;
         st_wire_link_in in = {.hidden = c->mi.n_embd,
                               .bw = INFINITY,
                               .measured = true,
-                              .compute_s = to->compute_s * one,
+                              .compute_s = to->compute_s * scale,
                               .accept_mask = ST_WIRE_MASK_ALL,
                               .allow_i8 = coord_i8gate_allows(c)};
         for (uint32_t y = 0; y < to->n_rep; y++) {

@@ -581,8 +581,8 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     d->hb_ms = cfg->heartbeat_ms;
     d->backoff = DM_BACKOFF_MIN_S;
     st_err e;
-    char host[DM_HOST_MAX]; /* the --listen host */
-    if ((e = dm_addrs_check(d, host, sizeof host)))
+    char host[DM_HOST_MAX], ahost[DM_HOST_MAX]; /* the --listen host, the one announced */
+    if ((e = dm_addrs_check(d, host, ahost)))
         goto fail;
     if (cfg->name != NULL) {
         snprintf(d->name, sizeof d->name, "%s", cfg->name);
@@ -635,8 +635,7 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     if ((e = st_dp_open(&dc, &d->sh, &d->dp, &dport)) ||
         (e = dm_listen_rep(d, host, d->cfg.control_port, &cport)))
         goto fail;
-    if ((e = dm_addrs_announce(d, host, dport, cport)))
-        goto fail;
+    dm_addrs_announce(d, host, ahost, dport, cport);
     if ((e = dm_pool(d)) || (e = dm_dial_req(d)))
         goto fail;
     if (!cfg->no_probe &&

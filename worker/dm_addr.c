@@ -35,32 +35,41 @@ static st_err dm_split_tcp(const char *flag, const char *url, char *host, size_t
     return ST_OK;
 }
 
-/* dm_tcp_flag - ST_OK when flag's value url is unset or a tcp://HOST:PORT URL. */
-static st_err dm_tcp_flag(const char *flag, const char *url)
+/* dm_tcp_flag - ST_OK when flag's value url is unset or a tcp://HOST:PORT
+ * URL; host[cap] then gets its host (untouched when unset). */
+static st_err dm_tcp_flag(const char *flag, const char *url, char *host, size_t cap)
 {
-    char host[DM_HOST_MAX];
     long port;
     if (url == NULL)
         return ST_OK;
     if (!dm_addr_ok(url) || strncmp(url, "tcp://", 6) != 0)
         return st_errorf(ST_EINVAL, "%s '%s' is not a tcp://HOST:PORT URL", flag, url);
-    return dm_split_tcp(flag, url, host, sizeof host, &port);
+    return dm_split_tcp(flag, url, host, cap, &port);
 }
 
-st_err dm_addrs_check(st_daemon *d, char *host, size_t cap)
+st_err dm_addrs_check(st_daemon *d, char host[DM_HOST_MAX], char ahost[DM_HOST_MAX])
 {
     st_err e;
     long port;
+    char ctl[DM_HOST_MAX];
     if (!dm_addr_ok(d->cfg.coordinator))
         return st_errorf(ST_EINVAL, "--coordinator '%s' is not a tcp://, ipc:// or inproc:// URL",
                          d->cfg.coordinator ? d->cfg.coordinator : "");
-    if ((e = dm_tcp_flag("--advertise", d->cfg.advertise)) ||
-        (e = dm_tcp_flag("--advertise-control", d->cfg.advertise_control)))
+    if ((e = dm_tcp_flag("--advertise-control", d->cfg.advertise_control, ctl, sizeof ctl)))
         return e;
     if (d->cfg.control_port < 0 || d->cfg.control_port > ST_DAEMON_PORT_MAX)
         return st_errorf(ST_EINVAL, "--control-port %d is not a port (0..%d)", d->cfg.control_port,
                          ST_DAEMON_PORT_MAX);
-    return dm_split_tcp("--listen", d->cfg.listen, host, cap, &port);
+    if ((e = dm_split_tcp("--listen", d->cfg.listen, host, DM_HOST_MAX, &port)))
+        return e;
+    /* the announced host: --advertise's, else the bound one (loopback for a wildcard) */
+    if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "*") == 0)
+        snprintf(ahost, DM_HOST_MAX, "127.0.0.1");
+    else if (strcmp(host, "[::]") == 0)
+        snprintf(ahost, DM_HOST_MAX, "[::1]");
+    else
+        snprintf(ahost, DM_HOST_MAX, "%s", host);
+    return dm_tcp_flag("--advertise", d->cfg.advertise, ahost, DM_HOST_MAX);
 }
 
 st_err dm_listen_rep(st_daemon *d, const char *host, int want_port, int *port)
@@ -82,30 +91,17 @@ st_err dm_listen_rep(st_daemon *d, const char *host, int want_port, int *port)
     return ST_OK;
 }
 
-st_err dm_addrs_announce(st_daemon *d, const char *host, int dport, int cport)
+void dm_addrs_announce(st_daemon *d, const char *host, const char *ahost, int dport, int cport)
 {
     printf("listening on tcp://%s:%d\ncontrol on tcp://%s:%d\n", host, dport, host, cport);
     fflush(stdout);
-    char ahost[DM_HOST_MAX];
-    long port;
-    if (d->cfg.advertise != NULL) {
-        st_err e = dm_split_tcp("--advertise", d->cfg.advertise, ahost, sizeof ahost, &port);
-        if (e != ST_OK)
-            return e;
+    if (d->cfg.advertise != NULL)
         snprintf(d->data_addr, sizeof d->data_addr, "%s", d->cfg.advertise);
-    } else {
-        if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "*") == 0)
-            snprintf(ahost, sizeof ahost, "127.0.0.1");
-        else if (strcmp(host, "[::]") == 0)
-            snprintf(ahost, sizeof ahost, "[::1]");
-        else
-            snprintf(ahost, sizeof ahost, "%s", host);
+    else
         snprintf(d->data_addr, sizeof d->data_addr, "tcp://%s:%d", ahost, dport);
-    }
     if (d->cfg.advertise_control != NULL)
         snprintf(d->ctl_addr, sizeof d->ctl_addr, "%s", d->cfg.advertise_control);
     else
         snprintf(d->ctl_addr, sizeof d->ctl_addr, "tcp://%s:%d", ahost, cport);
     dm_chunk_advertise(d, ahost);
-    return ST_OK;
 }

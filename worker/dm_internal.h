@@ -166,9 +166,10 @@ bool dm_addr_ok(const char *s);
 #define DM_HOST_MAX 200 /* a --listen or --advertise host; tcp://HOST:PORT fits a URL buffer */
 
 /* dm_addrs_check - checks --coordinator, --advertise, --advertise-control
- * and --control-port; host[cap] gets the --listen host. ST_EINVAL naming
- * the flag. */
-st_err dm_addrs_check(st_daemon *d, char *host, size_t cap);
+ * and --control-port; host gets the --listen host, ahost the host
+ * announced (--advertise's, else host, loopback for a wildcard). ST_EINVAL
+ * naming the flag. */
+st_err dm_addrs_check(st_daemon *d, char host[DM_HOST_MAX], char ahost[DM_HOST_MAX]);
 
 /* dm_listen_rep - the control REP on tcp://host:want_port (0: any); *port
  * gets the bound port. */
@@ -176,8 +177,9 @@ st_err dm_listen_rep(st_daemon *d, const char *host, int want_port, int *port);
 
 /* dm_addrs_announce - prints the `listening on` and `control on` lines
  * (the bound ports dport, cport on host) and sets d->data_addr,
- * d->ctl_addr and the chunk server's announced address. */
-st_err dm_addrs_announce(st_daemon *d, const char *host, int dport, int cport);
+ * d->ctl_addr and the chunk server's announced address from ahost
+ * (dm_addrs_check's) and the --advertise flags. */
+void dm_addrs_announce(st_daemon *d, const char *host, const char *ahost, int dport, int cport);
 
 /* fetch_dm.c: without --model, the header at start-up (the model path
  * becomes the sparse cache file), a Prepared stage's chunks on the loader

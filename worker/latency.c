@@ -57,13 +57,20 @@ static st_err lat_check(const st_latency *l, int64_t layer, double ms)
     return ST_OK;
 }
 
+/* lat_ema - an EMA (alpha ST_LAT_ALPHA) of n samples so far with ms added:
+ * the first sample initialises it. */
+static double lat_ema(double ema, uint64_t n, double ms)
+{
+    return n == 0 ? ms : ST_LAT_ALPHA * ms + (1.0 - ST_LAT_ALPHA) * ema;
+}
+
 st_err st_latency_add(st_latency *l, int64_t layer, double ms)
 {
     st_err e = lat_check(l, layer, ms);
     if (e != ST_OK)
         return e;
     st_lat_layer *s = &l->layers[layer - l->first];
-    s->ema_ms = s->samples == 0 ? ms : ST_LAT_ALPHA * ms + (1.0 - ST_LAT_ALPHA) * s->ema_ms;
+    s->ema_ms = lat_ema(s->ema_ms, s->samples, ms);
     s->win[s->head] = ms;
     s->head = (s->head + 1) % ST_LAT_WINDOW;
     s->samples++;
@@ -76,8 +83,7 @@ st_err st_latency_add_one(st_latency *l, int64_t layer, double ms)
     if (e != ST_OK)
         return e;
     st_lat_layer *s = &l->layers[layer - l->first];
-    s->one_ema_ms = s->one_samples == 0 ? ms
-                                        : ST_LAT_ALPHA * ms + (1.0 - ST_LAT_ALPHA) * s->one_ema_ms;
+    s->one_ema_ms = lat_ema(s->one_ema_ms, s->one_samples, ms);
     s->one_samples++;
     return ST_OK;
 }
