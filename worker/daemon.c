@@ -722,6 +722,7 @@ void st_daemon_close(st_daemon *d)
     dm_aio_free(d->rep_aio);
     st_dp_close(d->dp);
     st_dp_stage_free(d->pending);
+    st_model_close(d->kept);
     st_env_fini(&d->env_req);
     st_env_fini(&d->env_rep);
     if (d->sh_ok)

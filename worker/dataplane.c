@@ -101,8 +101,14 @@ st_err st_dp_stage_spare(const st_dp_plan *plan, st_dp_stage **out)
     return ST_OK;
 }
 
+bool st_dp_stage_keeps(const st_model *kept, const st_dp_plan *plan)
+{
+    return kept != NULL && plan->index >= 0 && st_model_first(kept) == plan->first &&
+           st_model_last(kept) == plan->last;
+}
+
 st_err st_dp_stage_load(const char *path, const st_dp_plan *plan, st_pool *pool,
-                        const st_kernel_ops *ops, st_dp_stage **out)
+                        const st_kernel_ops *ops, st_model *kept, st_dp_stage **out)
 {
     *out = NULL;
     if (plan->index < 0 || plan->max_tokens < 1 || plan->max_tokens > ST_DP_MAX_TOKENS)
@@ -113,9 +119,17 @@ st_err st_dp_stage_load(const char *path, const st_dp_plan *plan, st_pool *pool,
         return st_errorf(ST_ENOMEM, "stage");
     s->plan = *plan;
     st_err e;
-    if ((e = st_model_open(path, plan->first, plan->last, &s->model)) ||
-        (e = st_model_place(s->model, ops, pool)) ||
-        (e = st_stage_ctx_open(s->model, plan->max_tokens, pool, ops, &s->ctx)))
+    if (st_dp_stage_keeps(kept, plan)) {
+        s->model = st_model_ref(kept);
+        st_log(ST_LOG_INFO, "model",
+               "layers [%lld, %lld): kept the resident weights (%.1f MiB), not loaded again",
+               (long long)plan->first, (long long)plan->last,
+               (double)st_model_weight_bytes(kept) / (1 << 20));
+    } else if ((e = st_model_open(path, plan->first, plan->last, &s->model)) ||
+               (e = st_model_place(s->model, ops, pool))) {
+        goto fail;
+    }
+    if ((e = st_stage_ctx_open(s->model, plan->max_tokens, pool, ops, &s->ctx)))
         goto fail;
     const st_hparams *hp = st_model_hparams(s->model);
     s->is_last = st_model_has_head(s->model);

@@ -87,9 +87,16 @@ typedef struct st_dp_stage {
 
 /* st_dp_stage_load - opens layers [plan->first, plan->last) of the model
  * at path (only those tensors), a stage context of plan->max_tokens tokens
- * on pool with ops, and every buffer. ST_EINVAL for a spare plan. */
+ * on pool with ops, and every buffer. ST_EINVAL for a spare plan. When
+ * kept (may be NULL: none) is a placed model of exactly that layer range,
+ * the stage takes a reference to it instead of opening and placing the
+ * file again (st_dp_stage_keeps says whether it can); the caller keeps its
+ * own reference. */
 st_err st_dp_stage_load(const char *path, const st_dp_plan *plan, st_pool *pool,
-                        const st_kernel_ops *ops, st_dp_stage **out);
+                        const st_kernel_ops *ops, st_model *kept, st_dp_stage **out);
+
+/* st_dp_stage_keeps - whether st_dp_stage_load of plan would reuse kept. */
+bool st_dp_stage_keeps(const st_model *kept, const st_dp_plan *plan);
 
 /* st_dp_stage_spare - a stage object for a plan in which this worker has
  * no stage (plan->index must be -1). */

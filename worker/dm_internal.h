@@ -96,10 +96,15 @@ struct st_daemon {
     uint64_t cur_epoch;
     uint8_t cur_hash[32];
     st_dp_stage *pending; /* prepared, not committed */
+    /* a reference to the weights of the committed stage (NULL: a spare or
+     * none yet), which a Prepare that keeps its layer range reuses
+     * (st_dp_stage_load); the loader holds its own (ld_kept) */
+    st_model *kept;
     /* the loader of a Prepare; its reply waits until it is done */
     bool loading;
     pthread_t ld_th;
     st_dp_plan ld_plan;
+    st_model *ld_kept; /* the loader's reference to weights it may reuse, or NULL */
     char ld_src[ST_FETCH_MAX_SOURCES][ST_DP_ADDR_MAX]; /* the Prepare's chunk sources */
     size_t ld_n_src;
     /* the heartbeat's fetch sources (dm_fetch_pb; the heartbeat's thread) */

@@ -224,11 +224,15 @@ static void *dm_loader(void *arg)
     st_daemon *d = arg;
     d->ld_out = NULL;
     const char *what = "fetching"; /* without --model: the stage's chunks first (fetch_dm.c) */
-    d->ld_err = dm_fetch_stage(d, &d->ld_plan);
+    /* weights kept from the stage before are resident: nothing to fetch */
+    d->ld_err = d->ld_kept != NULL ? ST_OK : dm_fetch_stage(d, &d->ld_plan);
     if (d->ld_err == ST_OK) {
         what = "loading";
-        d->ld_err = st_dp_stage_load(d->cfg.model, &d->ld_plan, d->pool, d->ops, &d->ld_out);
+        d->ld_err = st_dp_stage_load(d->cfg.model, &d->ld_plan, d->pool, d->ops, d->ld_kept,
+                                     &d->ld_out);
     }
+    st_model_close(d->ld_kept);
+    d->ld_kept = NULL;
     if (d->ld_err != ST_OK)
         snprintf(d->ld_msg, sizeof d->ld_msg, "%s stage %d (layers [%lld, %lld)): %s", what,
                  d->ld_plan.index, (long long)d->ld_plan.first, (long long)d->ld_plan.last,
@@ -259,9 +263,16 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
         dm_refuse(d, epoch, why);
         return;
     }
+    /* the weights to reuse when the layer range stays (st_dp_stage_load):
+     * the prepared stage's, else the committed one's */
+    st_model *kept = d->pending != NULL && d->pending->model != NULL ? d->pending->model : d->kept;
+    if (!st_dp_stage_keeps(kept, &plan))
+        kept = NULL;
+    kept = st_model_ref(kept); /* the loader's (ld_kept), dropped on every other way out */
     st_dp_stage_free(d->pending); /* a prepared plan that was never committed */
     d->pending = NULL;
     if (plan.index < 0) {
+        st_model_close(kept);
         st_dp_stage *s;
         if (st_dp_stage_spare(&plan, &s) != ST_OK) {
             dm_refuse(d, epoch, "out of memory");
@@ -276,6 +287,7 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
     st_minfo mi;
     st_err e = st_minfo_from_gguf(d->g, &mi);
     if (e != ST_OK) {
+        st_model_close(kept);
         snprintf(why, sizeof why, "the model's facts: %s", st_errmsg(e));
         dm_refuse(d, epoch, why);
         return;
@@ -292,12 +304,16 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
                  plan.index, (long long)plan.first, (long long)plan.last, (unsigned long long)w,
                  (unsigned long long)kv, plan.max_sessions, plan.n_ctx,
                  (unsigned long long)(w + kv), (unsigned long long)d->memory);
+        st_model_close(kept);
         dm_refuse(d, epoch, why);
         return;
     }
     d->ld_plan = plan;
+    d->ld_kept = kept;
     dm_fetch_sources(d, pr); /* streaming: the members the coordinator names */
     if (pthread_create(&d->ld_th, NULL, dm_loader, d) != 0) {
+        st_model_close(d->ld_kept);
+        d->ld_kept = NULL;
         dm_refuse(d, epoch, "cannot start the loader thread");
         return;
     }
@@ -338,6 +354,8 @@ static void dm_publish(st_daemon *d, st_dp_stage *s)
     d->sh.have_next = true;
     pthread_mutex_unlock(&d->sh.mu);
     st_dp_stage_free(old); /* committed but never taken: superseded */
+    st_model_close(d->kept);
+    d->kept = st_model_ref(s->model); /* NULL for a spare: its weights go with the old stage */
     d->have_cur = true;
     d->cur_epoch = s->plan.epoch;
     memcpy(d->cur_hash, s->plan.plan_hash, 32);

@@ -13,6 +13,7 @@
  * ST_EMISSING, a contradicting shape ST_ESHAPE, each naming the culprit. */
 #include "worker/model.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,8 @@
 #include "kernels/repack.h"
 
 struct st_model {
-    st_gguf *owned; /* the file, if we opened it */
+    atomic_uint refs; /* holders (st_model_ref); the last st_model_close frees */
+    st_gguf *owned;   /* the file, if we opened it */
     const st_gguf *g;
     st_hparams hp;
     int64_t first, last;
@@ -150,6 +152,7 @@ st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_mode
     st_model *m = calloc(1, sizeof *m);
     if (m == NULL)
         return st_errorf(ST_ENOMEM, "model");
+    atomic_init(&m->refs, 1);
     m->g = g;
     st_err e = st_hparams_from_gguf(g, &m->hp);
     if (e != ST_OK)
@@ -316,9 +319,19 @@ out:
     return e;
 }
 
+st_model *st_model_ref(st_model *m)
+{
+    if (m != NULL)
+        atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed);
+    return m;
+}
+
 void st_model_close(st_model *m)
 {
     if (m == NULL)
+        return;
+    /* acq_rel: every holder's reads of the weights happen before the free */
+    if (atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1)
         return;
     if (m->own_buf != NULL)
         munmap(m->own_buf, m->own_len);

@@ -14,7 +14,14 @@
  * Only those tensors are touched, so the process's resident memory follows
  * its share of the model; st_model_resident() reports the bytes touched.
  * Every tensor's type and shape is checked against the hyperparameters
- * before use. Weights are immutable after open. */
+ * before use. Weights are immutable after open (and after st_model_place).
+ *
+ * Ownership. A model is shared by reference: st_model_open gives the
+ * caller one reference, st_model_ref adds one, st_model_close drops one,
+ * and the last drop frees it. Holders may compute on a placed model from
+ * any thread at once (nothing in it changes); st_model_place must run
+ * before the model is shared. A worker keeps its stage's weights across
+ * plans that keep its layer range this way (worker/dm_plan.c). */
 #ifndef ST_MODEL_H
 #define ST_MODEL_H
 
@@ -89,7 +96,12 @@ bool st_model_serves_r8(const st_kernel_ops *ops, st_dtype t);
  * it placed and how long it took. */
 st_err st_model_place(st_model *m, const st_kernel_ops *ops, st_pool *pool);
 
-/* st_model_close - frees; closes the file if st_model_open opened it. */
+/* st_model_ref - one more reference to m (see Ownership); returns m
+ * (NULL gives NULL). Thread-safe. */
+st_model *st_model_ref(st_model *m);
+
+/* st_model_close - drops a reference; the last one frees the model and
+ * closes the file if st_model_open opened it. Thread-safe. */
 void st_model_close(st_model *m);
 
 const st_hparams *st_model_hparams(const st_model *m);

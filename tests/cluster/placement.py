@@ -36,6 +36,12 @@ Cases:
   it keeps the other route's workers, that route's sessions keep their KV
   (`kv_kept` in the status), and, released, all 4 and 3 new sessions equal
   `strata run`.
+- keep: synth-s-f32 on two workers with a fixed split; while a stream is
+  parked by the step gate after 12 ids, `strata replan --force` switches to
+  a new epoch with the same layer ranges: each worker keeps its resident
+  weights (one "placed in huge-page memory" line and one "kept the
+  resident weights" line in its log) and the session keeps its KV;
+  released, the ids equal the golden ids and `strata run`'s.
 No verdict depends on the machine's speed (INV-9): events happen at known
 steps through the step gate (tests/cluster/cluster.py: hold, wait_held,
 release), outcomes are ids, counters and states, and time bounds only stop
@@ -444,7 +450,50 @@ def replicas_in(m, tfile, batching):
                  kept, sch["kv_reprefilled"], t_plan, t_end))
 
 
-CASES = {"switch": case_switch, "drain": case_drain, "replicas": case_replicas}
+def case_keep():
+    name = "synth-s-f32.gguf"
+    case = [x for x in golden_cases() if x["model"] == name][-1]
+    with Cluster(model(name), ["--wire", "f32", "--min-workers", "2", "--no-imbalance",
+                               "--split", "3,3", "--test-hooks"]) as c:
+        add_joined(c)
+        add_joined(c)
+        st = wait_until(c, lambda s: s["serving"] and len(s["plan"]["stages"]) == 2, TIMEOUT,
+                        "a plan for the 2 workers")
+        e0, ranges = st["epoch"], [(x["first"], x["last"]) for x in st["plan"]["stages"]]
+        kept0 = int(st["sched"]["kv_kept"])
+        n, k = 64, 12
+        cluster.hold(c, k)
+        g = Gen(c, case["prompt_ids"], n)
+        g.start()
+        cluster.wait_held(c, 1, at=k)
+        r = json.loads(c.cli("replan", "--force", "--json").stdout)
+        assert r["started"], r
+        st = wait_until(c, lambda s: s["epoch"] > e0 and s["serving"], 30, "the forced plan")
+        assert [(x["first"], x["last"]) for x in st["plan"]["stages"]] == ranges, st["plan"]
+        kept = int(st["sched"]["kv_kept"]) - kept0
+        cluster.release(c)
+        g.check(golden=case["expected_ids"])
+        for w in c.workers:
+            log = w.stderr()
+            placed = log.count("placed in huge-page memory")
+            reused = len(re.findall(r"layers \[\d+, \d+\): kept the resident weights", log))
+            assert placed == 1 and reused == 1, \
+                "%s: %d loads and %d reuses of its weights over two epochs of the same range:\n%s" \
+                % (w.name, placed, reused, log[-3000:])
+        assert kept == 1, "%d sessions kept their KV at the switch" % kept
+        for w in c.workers:  # the shared weights' last holder frees them (LeakSanitizer)
+            rc = w.stop(timeout=60)
+            err = w.stderr()
+            assert rc == 0, "%s exited with %d: %s" % (w.name, rc, err[-2000:])
+            for bad in ("LeakSanitizer", "AddressSanitizer", "runtime error"):
+                assert bad not in err, "%s: %s" % (w.name, err[err.index(bad) - 200:][:3000])
+        print("keep: epoch %d -> %d, ranges %s kept: each worker placed its weights once and "
+              "reused them; the parked session kept its KV; golden and strata run ids"
+              % (e0, st["epoch"], ranges))
+
+
+CASES = {"switch": case_switch, "drain": case_drain, "replicas": case_replicas,
+         "keep": case_keep}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)
