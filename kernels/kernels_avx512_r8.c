@@ -220,8 +220,13 @@ static void r5_mul_mat(int q4, int64_t n, const uint8_t *w, size_t ws, int64_t g
  * pool's row chunks) it reads 58 -> 75-91 GB/s at one row, 0.80-0.91 ->
  * 0.62-0.66 ms at two, 0.91 -> 0.82-0.87 ms at three, and loses at four
  * (1.06-1.11 -> 1.12-1.27 ms): end to end, TinyLlama-shaped Q4_0 decode
- * went from 55-60 to 83-84 tok/s. So Q4_0 takes it up to R5D_Q4_C rows. */
-#define R5D_C 4       /* at most this many activation rows (Q8_0) */
+ * went from 55-60 to 83-84 tok/s. So Q4_0 takes it up to R5D_Q4_C rows.
+ * Q8_0 at four rows is faster in r5_mul_mat: one thread, the 32000 x 2048
+ * matrix, 3 alternated runs (Zen 5 class EPYC): 2.46-2.70 ms here against
+ * 1.98-2.06 ms there; at three rows they tie (1.91-2.10 / 1.93-2.11), at
+ * two this path wins (1.65 / 1.94). Four-row batches are what a pipeline
+ * of two batches in flight gives 8 sessions. So Q8_0 stops at R5D_C = 3. */
+#define R5D_C 3       /* at most this many activation rows (Q8_0) */
 #define R5D_Q4_C 3    /* at most this many for Q4_0 */
 #define R5D_MAXB 1024 /* and at most this many blocks per row (n <= 32768) */
 #define R5D_HALF 8    /* lanes of a chunk */
@@ -301,11 +306,9 @@ static void r5d_group_x(int q4, int C, const uint8_t *gb, int64_t nb,
     R5D_CASE(0, 1)
     R5D_CASE(0, 2)
     R5D_CASE(0, 3)
-    R5D_CASE(0, 4)
     R5D_CASE(1, 1)
     R5D_CASE(1, 2)
     R5D_CASE(1, 3)
-    R5D_CASE(1, 4)
 #undef R5D_CASE
 }
 
