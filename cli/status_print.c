@@ -78,6 +78,7 @@ static cJSON *sp_sched_json(const Strata__SchedStatus *q)
     cJSON_AddNumberToObject(o, "max_sessions", q->max_sessions);
     cJSON_AddNumberToObject(o, "in_flight", q->in_flight);
     cJSON_AddNumberToObject(o, "depth", q->depth);
+    cJSON_AddStringToObject(o, "depth_why", q->depth_why ? q->depth_why : "");
     cJSON_AddNumberToObject(o, "peak_in_flight", q->peak_in_flight);
     cli_json_u64(o, "batches", q->batches);
     cli_json_u64(o, "rows", q->rows);
@@ -383,6 +384,8 @@ void cli_status_print(const Strata__StatusReply *s)
                q->batches, q->rows, q->tokens, q->in_flight, q->depth, q->peak_in_flight,
                q->busy_refused, q->queue_expired, q->client_gone, q->reused_tokens,
                q->sessions_evicted, q->sessions_expired, q->kv_kept, q->kv_reprefilled);
+        if (q->depth_why != NULL && q->depth_why[0] != '\0')
+            printf("pipeline depth %u: %s\n", q->depth, q->depth_why);
         if (q->hold) /* test hooks: the step gate */
             cli_hold_print(q->hold);
         if (q->routes > 1) {

@@ -553,6 +553,7 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
     sch.max_sessions = ss.cap_sessions;
     sch.in_flight = ss.in_flight;
     sch.depth = ss.depth;
+    sch.depth_why = c->depth_why;
     sch.peak_in_flight = ss.peak_in_flight;
     sch.batches = ss.batches;
     sch.rows = ss.rows;

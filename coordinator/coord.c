@@ -26,6 +26,7 @@
  * other sender is counted (forged_results) and dropped. Batch and session
  * ids are random (scheduler.h), so a stranger cannot name a batch in
  * flight or a session to begin with. */
+#include "coordinator/concurrency.h"
 #include "coordinator/coord_impl.h"
 
 #include <sodium.h>
@@ -584,15 +585,49 @@ static void coord_end_sessions(st_coord *c)
         }
 }
 
+/* coord_depth - the plan's pipeline depth by concurrency.h's rule from
+ * the workers' capabilities (at most one batch per stage and route, so
+ * the replicas of a stage work at the same time); why says how. */
+static uint32_t coord_depth(st_coord *c, char *why, size_t cap)
+{
+    uint32_t cap_depth = c->plan.n_stages * c->n_routes;
+    st_conc_worker *w = malloc((st_plan_n_workers(&c->plan) + 1) * sizeof *w);
+    if (w == NULL) {
+        snprintf(why, cap, "out of memory: one batch per stage and route");
+        return cap_depth;
+    }
+    size_t n = 0;
+    for (uint32_t i = 0; i < c->plan.n_stages; i++)
+        for (uint32_t k = 0; k < c->plan.stages[i].n_workers; k++) {
+            const st_member *m = st_members_find(&c->ms, c->plan.stages[i].worker_ids[k]);
+            if (m == NULL || m->join == NULL || m->join->join == NULL ||
+                m->join->join->cap == NULL)
+                continue; /* gone since: counts for nothing until the next plan */
+            const Strata__Capability *cp = m->join->join->cap;
+            w[n++] = (st_conc_worker){
+                .name = cp->name,
+                .host_id = cp->host_id.len == ST_HOST_ID_BYTES ? cp->host_id.data : NULL,
+                .cpus = cp->cpus,
+                .cores = cp->cores,
+                .threads = cp->threads,
+            };
+        }
+    uint32_t depth = st_conc_depth(w, n, cap_depth, why, cap);
+    free(w);
+    return depth;
+}
+
 /* coord_limits - gives the scheduler the serving plan's limits once per
  * epoch: its KV slots (max_sessions), tokens per batch, its routes, and
- * the pipeline depth (--pipeline-depth, else one batch in flight per stage
- * and route, so the replicas of a stage work at the same time). */
+ * the pipeline depth (--pipeline-depth, else coord_depth). */
 static void coord_limits(st_coord *c)
 {
     if (c->limits_epoch == c->plan.epoch)
         return;
-    uint32_t depth = c->cfg.pipeline_depth ? c->cfg.pipeline_depth : c->plan.n_stages * c->n_routes;
+    char *why = c->depth_why;
+    snprintf(why, sizeof c->depth_why, "--pipeline-depth");
+    uint32_t depth =
+        c->cfg.pipeline_depth ? c->cfg.pipeline_depth : coord_depth(c, why, sizeof c->depth_why);
     if (depth > COORD_MAX_DEPTH)
         depth = COORD_MAX_DEPTH;
     st_err e = st_sched_set_routes(c->sched, c->n_routes);
@@ -604,9 +639,9 @@ static void coord_limits(st_coord *c)
     else
         st_log(ST_LOG_INFO, CO,
                "epoch %llu: %u sessions, %u tokens per batch, %u batches in "
-               "flight, %u route(s)",
+               "flight (%s), %u route(s)",
                (unsigned long long)c->plan.epoch, c->plan.max_sessions, c->plan.max_tokens, depth,
-               c->n_routes);
+               why, c->n_routes);
     c->limits_epoch = c->plan.epoch;
 }
 

@@ -105,6 +105,7 @@ struct st_coord {
     st_peer *push[ST_PLAN_MAX_REPLICAS]; /* to each worker of stage 0 of the committed plan */
     uint32_t n_routes;                   /* routes through the committed plan's replicas */
     uint64_t limits_epoch;               /* epoch whose limits the scheduler has */
+    char depth_why[512];                 /* how its pipeline depth was chosen */
     coord_park *parks;
     size_t n_parks, max_parks;
     /* the coordinator's own counters */

@@ -8,6 +8,7 @@
 #include "coordinator/membership.h"
 
 #include "common/hex.h"
+#include "common/host.h"
 #include "common/version.h"
 #include "coordinator/placement.h"
 
@@ -59,6 +60,12 @@ st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wi
         return st_errorf(ST_EINVAL, "capability cores = %u is not in 1..4096", c->cores);
     if (c->threads < 1 || c->threads > 4096)
         return st_errorf(ST_EINVAL, "capability threads = %u is not in 1..4096", c->threads);
+    if (c->host_id.len != 0 && c->host_id.len != ST_HOST_ID_BYTES)
+        return st_errorf(ST_EINVAL, "capability host_id has %zu bytes; 0 or %d", c->host_id.len,
+                         ST_HOST_ID_BYTES);
+    if (c->cpus != NULL && strlen(c->cpus) >= ST_HOST_CPUS_MAX)
+        return st_errorf(ST_EINVAL, "capability cpus has %zu bytes; at most %d", strlen(c->cpus),
+                         ST_HOST_CPUS_MAX - 1);
     if (c->memory_budget < (1ull << 20) || c->memory_budget > (1ull << 50))
         return st_errorf(ST_EINVAL, "capability memory_budget = %llu is not in 1 MiB..1 PiB",
                          (unsigned long long)c->memory_budget);

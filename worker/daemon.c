@@ -119,6 +119,11 @@ static void dm_send_join(st_daemon *d)
     cap.name = d->name;
     cap.cores = d->topo.cores;
     cap.threads = (uint32_t)st_pool_size(d->pool);
+    if (d->topo.has_host_id) {
+        cap.host_id.data = d->topo.host_id;
+        cap.host_id.len = sizeof d->topo.host_id;
+    }
+    cap.cpus = d->topo.cpus;
     cap.l3_bytes = d->topo.l3_bytes;
     cap.memory_budget = d->memory;
     cap.n_kernels = nk;

@@ -190,4 +190,11 @@ void st_measure_topology(st_topology *out)
         if (v > 0)
             out->l3_bytes = (uint64_t)v;
     }
+    /* unknowns make this worker a host of its own (coordinator/concurrency.h) */
+    st_err e = st_host_id(out->host_id);
+    out->has_host_id = e == ST_OK;
+    if (e != ST_OK)
+        st_log(ST_LOG_WARN, "measure", "no host id: %s", st_errmsg(e));
+    if ((e = st_host_cpus(out->cpus, sizeof out->cpus)) != ST_OK)
+        st_log(ST_LOG_WARN, "measure", "no CPU list: %s", st_errmsg(e));
 }

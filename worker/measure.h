@@ -13,10 +13,12 @@
 #ifndef ST_WORKER_MEASURE_H
 #define ST_WORKER_MEASURE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/host.h"
 #include "common/pool.h"
 #include "kernels/kernels.h"
 
@@ -37,10 +39,14 @@ st_err st_measure_speeds(st_pool *pool, const st_kernel_ops *ops, size_t buf_byt
 typedef struct st_topology {
     uint32_t cores;
     uint64_t l3_bytes; /* 0 when unknown */
+    /* common/host.h: which CPUs of which host (Capability.host_id, cpus) */
+    bool has_host_id;
+    uint8_t host_id[ST_HOST_ID_BYTES];
+    char cpus[ST_HOST_CPUS_MAX]; /* "" when unknown */
 } st_topology;
 
-/* st_measure_topology - fills *out; never fails (unknowns are 0, cores at
- * least 1). */
+/* st_measure_topology - fills *out; never fails (unknowns are 0 or "",
+ * cores at least 1; a host id or CPU list it cannot read is logged). */
 void st_measure_topology(st_topology *out);
 
 #endif
