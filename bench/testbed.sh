@@ -390,7 +390,7 @@ done
 if [ "$llama" = 1 ]; then
     echo
     echo "llama.cpp RPC, median of its cells per link:"
-    for l in $links; do
+    for l in $(printf '%s\n' $links | awk '!seen[$0]++'); do # each link once
         printf '%s\n' "${rows[@]}" | awk -F'|' -v l="$l" '$1 == l && $2 == "llama.cpp RPC" { print $3 }' |
             python3 -c '
 import statistics, sys
@@ -398,4 +398,19 @@ v = [list(map(float, x.split())) for x in sys.stdin if x.strip()]
 print("| %s | llama.cpp RPC (median) | %.2f | %.2f | %.2f | %.0f |" % ((sys.argv[1],) +
       tuple(statistics.median(c) for c in zip(*v))))' "$l"
     done
+    echo
+    echo "pairs (each Strata cell and the llama.cpp cell run right after it):" \
+         "Strata / llama.cpp decode and 8-session tok/s, llama.cpp / Strata TTFT"
+    printf '%s\n' "${rows[@]}" | python3 -c '
+import statistics, sys
+rows = [x.rstrip("\n").split("|") for x in sys.stdin if x.strip()]
+r = {"decode": [], "aggregate": [], "ttft": []}
+for (l, a, fa), (l2, b, fb) in zip(rows, rows[1:]):
+    if a.startswith("strata") and b == "llama.cpp RPC" and l == l2:
+        s, m = list(map(float, fa.split())), list(map(float, fb.split()))
+        r["decode"].append(s[0] / m[0]); r["ttft"].append(m[1] / s[1]); r["aggregate"].append(s[2] / m[2])
+        print("| %s | %s | decode %.2f | TTFT %.2f | aggregate %.2f |" % (l, a, r["decode"][-1], r["ttft"][-1], r["aggregate"][-1]))
+if r["decode"]:
+    print("medians over %d pairs: decode %.2f, TTFT %.2f, aggregate %.2f" % (
+        len(r["decode"]), statistics.median(r["decode"]), statistics.median(r["ttft"]), statistics.median(r["aggregate"])))'
 fi

@@ -41,7 +41,8 @@ Cases:
   a new epoch with the same layer ranges: each worker keeps its resident
   weights (one "placed in huge-page memory" line and one "kept the
   resident weights" line in its log) and the session keeps its KV;
-  released, the ids equal the golden ids and `strata run`'s.
+  released, the ids equal the golden ids and `strata run`'s. The status
+  says the two workers share this host's cores (pipeline depth rule).
 No verdict depends on the machine's speed (INV-9): events happen at known
 steps through the step gate (tests/cluster/cluster.py: hold, wait_held,
 release), outcomes are ids, counters and states, and time bounds only stop
@@ -461,6 +462,10 @@ def case_keep():
                         "a plan for the 2 workers")
         e0, ranges = st["epoch"], [(x["first"], x["last"]) for x in st["plan"]["stages"]]
         kept0 = int(st["sched"]["kv_kept"])
+        # both workers run on this machine: they announced one host and
+        # intersecting CPU lists, so the depth rule groups them (docs/batching.md)
+        why = st["sched"]["depth_why"]
+        assert "2 workers (worker0, worker1) share" in why, why
         n, k = 64, 12
         cluster.hold(c, k)
         g = Gen(c, case["prompt_ids"], n)

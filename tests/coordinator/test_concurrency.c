@@ -4,6 +4,7 @@
  * the sum, within [1, stages x routes]; unknowns are hosts of their own
  * or (a CPU list) the whole host. */
 #include <check.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,29 @@ START_TEST(test_bounds_and_bad_lists)
 }
 END_TEST
 
+START_TEST(test_this_host)
+{
+    /* common/host.h on this machine: a stable id, a CPU list that parses */
+    uint8_t a[ST_HOST_ID_BYTES], b[ST_HOST_ID_BYTES];
+    ck_assert_int_eq(st_host_id(a), ST_OK);
+    ck_assert_int_eq(st_host_id(b), ST_OK);
+    ck_assert(memcmp(a, b, sizeof a) == 0);
+    char cpus[ST_HOST_CPUS_MAX];
+    ck_assert_int_eq(st_host_cpus(cpus, sizeof cpus), ST_OK);
+    bool x = false;
+    ck_assert_int_eq(st_host_cpus_intersect(cpus, cpus, &x), ST_OK);
+    ck_assert(x);
+    char one[1] = {'x'};
+    ck_assert_int_eq(st_host_cpus(one, sizeof one), ST_ERANGE); /* no room: "" */
+    ck_assert_int_eq(one[0], '\0');
+    ck_assert_int_eq(st_host_cpus_intersect("0-1", "2-3", &x), ST_OK);
+    ck_assert(!x);
+    ck_assert_int_eq(st_host_cpus_intersect("0-1", "1,7", &x), ST_OK);
+    ck_assert(x);
+    ck_assert_int_eq(st_host_cpus_intersect("0-1", "", &x), ST_EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("concurrency");
@@ -106,6 +130,7 @@ int main(void)
     tcase_add_test(t, test_one_host_two_cores);
     tcase_add_test(t, test_disjoint_cpus);
     tcase_add_test(t, test_bounds_and_bad_lists);
+    tcase_add_test(t, test_this_host);
     suite_add_tcase(s, t);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
