@@ -24,7 +24,8 @@
  * an ST_ENOENT answer to a heartbeat (the coordinator restarted and does
  * not know us) or DM_HB_FAILS_REJOIN failed heartbeats in a row send the
  * worker back to joining. The stage being served is kept meanwhile: the
- * rejoined coordinator's next plan replaces it.
+ * rejoined coordinator's next plan replaces it (keeping its weights when
+ * the layer range is the same: dm_plan.c).
  *
  * Envelope identities: every st_env belongs to one thread; this process
  * picks a random sender id at start-up and uses id, id + 1, id + 2, id + 3

@@ -16,7 +16,12 @@
  * fetch_dm.c, docs/streaming.md) so
  * the control thread keeps heart-beating and the data thread keeps serving
  * the old epoch; the Prepare's reply (Ready with the resident bytes, or
- * Refuse with the loader's error) goes out when the loader ends. The REP
+ * Refuse with the loader's error) goes out when the loader ends. A stage
+ * of exactly the layer range of the committed stage (or of a prepared one
+ * never committed) takes a reference to those placed weights instead of
+ * loading them again (d->kept, model.h's Ownership): a replan that changes
+ * only boundary dtypes, zstd or addresses costs a stage context, not a
+ * read, a repack and a second copy in memory. The REP
  * socket receives nothing else meanwhile: its next receive is armed only
  * after the reply, which is how REP serialises requests anyway.
  *
