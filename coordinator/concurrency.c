@@ -30,14 +30,15 @@ static const char *conc_cpus(const st_conc_worker *w, const char **bad)
     return w->cpus;
 }
 
-/* conc_share - whether a and b compute on common cores (see the rule); a
- * list that cannot be compared counts as sharing, as an unknown one does */
-static bool conc_share(const st_conc_worker *a, const st_conc_worker *b, const char **bad)
+/* conc_share - whether a and b (with their lists ca, cb from conc_cpus)
+ * compute on common cores (see the rule); a list that cannot be compared
+ * counts as sharing, as an unknown one does */
+static bool conc_share(const st_conc_worker *a, const char *ca, const st_conc_worker *b,
+                       const char *cb)
 {
     if (a->host_id == NULL || b->host_id == NULL ||
         memcmp(a->host_id, b->host_id, ST_HOST_ID_BYTES) != 0)
         return false;
-    const char *ca = conc_cpus(a, bad), *cb = conc_cpus(b, bad);
     bool x = true;
     return ca == NULL || cb == NULL || st_host_cpus_intersect(ca, cb, &x) != ST_OK || x;
 }
@@ -64,17 +65,23 @@ uint32_t st_conc_depth(const st_conc_worker *w, size_t n, uint32_t cap, char *wh
     if (cap < 1)
         cap = 1;
     size_t *up = malloc((n > 0 ? n : 1) * sizeof *up);
-    if (up == NULL) {
+    const char **cpus = malloc((n > 0 ? n : 1) * sizeof *cpus);
+    if (up == NULL || cpus == NULL) {
+        free(up);
+        free(cpus);
         conc_say(why, why_cap, &at, "out of memory grouping the workers: %u", cap);
         return cap;
     }
     const char *bad = NULL;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         up[i] = i;
+        cpus[i] = conc_cpus(&w[i], &bad); /* each list checked once */
+    }
     for (size_t i = 0; i < n; i++)
         for (size_t j = i + 1; j < n; j++)
-            if (conc_share(&w[i], &w[j], &bad))
+            if (conc_share(&w[i], cpus[i], &w[j], cpus[j]))
                 up[conc_root(up, j)] = conc_root(up, i);
+    free(cpus);
     uint64_t total = 0;
     bool shared = false;
     for (size_t r = 0; r < n; r++) {

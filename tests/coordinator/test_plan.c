@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/host.h"
 #include "coordinator/chunk_src.h"
 #include "coordinator/membership.h"
 #include "coordinator/plan.h"
@@ -380,6 +381,14 @@ START_TEST(join_checks)
     join_fx f;
     mkjoin(&f);
     ck_assert_int_eq(st_join_validate(&f.j, mid, ST_WIRE_F32), ST_OK);
+    /* a host id of 16 bytes and a CPU list are taken (common/host.h) */
+    mkjoin(&f);
+    uint8_t hid[ST_HOST_ID_BYTES] = {7};
+    f.c.host_id.data = hid;
+    f.c.host_id.len = sizeof hid;
+    f.c.cpus = "0-3,8";
+    ck_assert_int_eq(st_join_validate(&f.j, mid, ST_WIRE_F32), ST_OK);
+    mkjoin(&f);
     f.j.protocol = 2;
     ck_assert_int_eq(st_join_validate(&f.j, mid, ST_WIRE_F32), ST_EVERSION);
     ck_assert_str_eq(st_errdetail(), "protocol 2; coordinator speaks 1");
@@ -389,7 +398,10 @@ START_TEST(join_checks)
     } cases[] = {{0, "cores"},       {1, "threads"},    {2, "memory_budget"}, {3, "memory_budget"},
                  {4, "data_addr"},   {5, "ctl_addr"},   {6, "speeds[0]"},     {7, "speeds[0]"},
                  {8, "model_id"},    {9, "model id"},   {10, "wire dtype"},   {11, "throttle"},
-                 {12, "capability"}, {13, "chunk_addr"}};
+                 {12, "capability"}, {13, "chunk_addr"}, {14, "host_id"},   {15, "cpus"}};
+    static char long_cpus[ST_HOST_CPUS_MAX + 1];
+    memset(long_cpus, '1', ST_HOST_CPUS_MAX);
+    uint8_t host[ST_HOST_ID_BYTES + 1] = {0};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         mkjoin(&f);
         uint8_t other[32];
@@ -436,6 +448,13 @@ START_TEST(join_checks)
             break;
         case 13:
             f.c.chunk_addr = "ipc:///tmp/chunks"; /* no other transport is dialed */
+            break;
+        case 14:
+            f.c.host_id.data = host; /* 17 bytes: not a host id */
+            f.c.host_id.len = sizeof host;
+            break;
+        case 15:
+            f.c.cpus = long_cpus; /* ST_HOST_CPUS_MAX characters: one too many */
             break;
         }
         st_err e = st_join_validate(&f.j, mid, ST_WIRE_F32);
