@@ -38,7 +38,7 @@
 # strata-delayer in front of every data-plane listener (deploy/testbed.sh,
 # docs/testbed.md): each connection's bytes wait their sending host's delay.
 #
-# Usage: bench/testbed.sh [--links "1gbit:1ms 100mbit:5ms"] [--wires "f32 f16 bf16 auto"]
+# Usage: bench/testbed.sh [--links "1gbit:1ms 100mbit:5ms"] [--wires "f32 f16 bf16 auto auto+i8"]
 #                         [--delay D] [--gen 64] [--prompt 512] [--sessions 8]
 #                         [--session-gen 32] [--split 8,7,7] [--no-llama]
 #                         [--coordinator-flags "FLAGS"]
@@ -47,7 +47,8 @@
 # from stage 0 to stage 1 runs over hosts 1 and 2's links, the one from
 # stage 1 to stage 2 over hosts 2 and 3's (a link limits its host's egress
 # and ingress), e.g. "10gbit:0.1ms+10gbit:0.1ms+100mbit:5ms". i8 only when named
-# in --wires (lossy). Environment: BUILD_DIR (default
+# in --wires (lossy): "i8" everywhere, or "auto+i8" (--wire auto --allow-i8,
+# so auto may choose i8 where the accuracy gate passes). Environment: BUILD_DIR (default
 # build), BENCH_DIR (the model; default /tmp/strata-bench), LLAMA_REF
 # (default ~/.cache/llama-ref, made by shared/tools/build-llama-ref.sh),
 # STRATA_TESTBED (deploy/testbed.sh's folder). Needs root. Not run by CI.
@@ -110,7 +111,7 @@ if [ "$llama" = 1 ]; then
     done
 fi
 for w in $wires; do
-    case $w in f32|f16|bf16|i8|auto) ;; *) echo "testbed.sh: --wires: '$w' is not a wire dtype" >&2; exit 2 ;; esac
+    case $w in f32|f16|bf16|i8|auto|auto+i8) ;; *) echo "testbed.sh: --wires: '$w' is not a wire dtype" >&2; exit 2 ;; esac
 done
 
 mkdir -p "$dir"
@@ -250,8 +251,10 @@ strata_cell() { # strata_cell TAG WIRE LINK - "decode ttft aggregate others%" in
     c="$log/$1"
     largs=() # a mixed cell A+B+C: host 1's link A, host 2's B, host 3's C
     for x in ${3//+/ }; do largs+=(--link "$x"); done
+    wire=$2 i8=() # auto+i8: --wire auto --allow-i8 (i8 where its accuracy gate passes)
+    [ "$wire" != auto+i8 ] || { wire=auto; i8=(--allow-i8); }
     "$tb" up $((workers + 1)) "${largs[@]}" --model "$model" --build "$build" \
-        --wire "$2" --threads 1 -- --split "$split" $coord_flags >"$c-up.txt" 2>&1 ||
+        --wire "$wire" --threads 1 -- --split "$split" "${i8[@]}" $coord_flags >"$c-up.txt" 2>&1 ||
         { cat "$c-up.txt" >&2; return 1; }
     ready >"$c-ready.txt"
     a=$(cat "$state/addr")

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """openai_client.py - the official `openai` npm client against Strata's
-HTTP API, side by side with llama.cpp's llama-server on the same GGUF
-(issue 15's acceptance; the checks are in tests/cluster/openai/compare.mjs).
+HTTP API, alone or side by side with llama.cpp's llama-server on the same
+GGUF (issue 15's acceptance; the checks are in
+tests/cluster/openai/compare.mjs).
 
-Usage: openai_client.py BUILD_DIR
+Usage: openai_client.py BUILD_DIR alone|llama
 Installs tests/cluster/openai/package.json into BUILD_DIR/tests/cluster/
 openai-node with `npm install` (npm's registry only; a failed install FAILS
-the test). The reference is ~/.cache/llama-ref/bin/llama-server (built by
-../shared/tools/build-llama-ref.sh; STRATA_LLAMA_SERVER overrides): when it
-is absent the test says so loudly and exits 77 (skipped). Exits 0 when
-every check passed."""
+the test). `alone` (http-openai-client): every check the client makes of
+Strata's answers, streams, usage chunks, errors and aborts; it needs no
+reference, so it runs on every machine. `llama` (http-openai-llama): the
+same and, against ~/.cache/llama-ref/bin/llama-server (built by
+../shared/tools/build-llama-ref.sh; STRATA_LLAMA_SERVER overrides), equal
+prompt_tokens and mostly equal greedy texts; when llama-server is absent it
+says so loudly and exits 77 (skipped). Exits 0 when every check passed."""
 
 import os
 import shutil
@@ -64,8 +68,10 @@ def wait_http(port, proc, timeout=TIMEOUT):
     raise AssertionError("llama-server not healthy within %ss" % timeout)
 
 
-def main():
-    if not os.access(LLAMA, os.X_OK):
+def main(mode):
+    if mode not in ("alone", "llama"):
+        raise AssertionError("usage: openai_client.py BUILD_DIR alone|llama")
+    if mode == "llama" and not os.access(LLAMA, os.X_OK):
         print("=" * 72)
         print("SKIPPED: llama-server, the reference, is not built at %s." % LLAMA)
         print("Build it with ../shared/tools/build-llama-ref.sh (or set STRATA_LLAMA_SERVER).")
@@ -77,6 +83,9 @@ def main():
     # f32 boundaries and the reference's oracle settings (f32 KV, no flash
     # attention), so greedy texts part only where kernels round differently
     with HttpCluster(["--api-key-file", keys, "--wire", "f32"]) as c:
+        if mode == "alone":
+            compare(c, None, None, node_dir)
+            return 0
         port = free_port()
         ref = Proc(tmp, "llama-server", [LLAMA, "-m", model(MODEL), "--host", "127.0.0.1",
                                          "--port", str(port), "-np", "1", "-t", "1",
@@ -91,10 +100,13 @@ def main():
 
 
 def compare(c, ref, port, node_dir):
-    """Runs compare.mjs against the cluster c and llama-server ref."""
-    wait_http(port, ref)
+    """Runs compare.mjs against the cluster c and llama-server ref (None:
+    Strata alone)."""
+    if ref is not None:
+        wait_http(port, ref)
     r = subprocess.run(["node", "compare.mjs", "http://%s:%d" % (c.host, c.port), KEY,
-                        "http://127.0.0.1:%d" % port, MODEL_ID], cwd=node_dir,
+                        "-" if ref is None else "http://127.0.0.1:%d" % port, MODEL_ID],
+                       cwd=node_dir,
                        capture_output=True, encoding="utf-8", errors="replace",
                        timeout=NODE_TIMEOUT)
     print(r.stdout + r.stderr)
@@ -112,7 +124,7 @@ def compare(c, ref, port, node_dir):
 
 if __name__ == "__main__":
     try:
-        rc = main()
+        rc = main(sys.argv[2] if len(sys.argv) > 2 else "")
     except Exception as e:  # report like the other cluster tests
         print("FAIL: openai: %s: %s" % (type(e).__name__, e))
         print("0 passed, 1 failed")
