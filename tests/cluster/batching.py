@@ -113,7 +113,10 @@ def case_ragged():
         m = model(name)
         with Cluster(m, ["--wire", "f32", "--split", ",".join(map(str, split)), "--min-workers",
                          str(len(split)), "--chunk", "16", "--max-tokens", "256",
-                         "--max-sessions", "16", "--test-hooks"]) as c:
+                         "--max-sessions", "16", "--test-hooks",
+                         # one batch per stage in flight whatever the cores (the
+                         # default follows them: coordinator/concurrency.h)
+                         "--pipeline-depth", str(len(split))]) as c:
             for _ in split:
                 c.add_worker()
             c.wait_serving(len(split))

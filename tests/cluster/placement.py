@@ -329,7 +329,10 @@ def replicas_in(m, tfile, batching):
         f.write("1\n")
     with Cluster(m, ["--wire", "f32", "--min-workers", "3", "--replicas", "--no-imbalance",
                      "--objective", "throughput", "--chunk", "16", "--max-tokens", "512",
-                     "--test-hooks"]) as c:
+                     "--test-hooks",
+                     # two batches in flight whatever the cores (the default
+                     # follows them: coordinator/concurrency.h)
+                     "--pipeline-depth", "2"]) as c:
         def placed(s):  # a serving plan, and every live worker serves or was left out
             return s["serving"] and [w["state"] for w in s["workers"]
                                      if w["state"] != "lost"].count("serving") + \
