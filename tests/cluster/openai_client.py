@@ -15,6 +15,7 @@ same and, against ~/.cache/llama-ref/bin/llama-server (built by
 prompt_tokens and mostly equal greedy texts; when llama-server is absent it
 says so loudly and exits 77 (skipped). Exits 0 when every check passed."""
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -36,17 +37,29 @@ NODE_TIMEOUT = 300
 
 
 def npm_install():
-    """The client package in the build dir; its directory."""
+    """The client package in the build dir; its directory. http-openai-client
+    and http-openai-llama run at once and share it: an exclusive lock on
+    openai-node.lock holds the copy and the install, the files are replaced
+    whole (a node starting meanwhile reads the old or the new one), and a
+    stamp written after a successful install (not node_modules/, which a
+    broken install leaves behind) says that it is done."""
     dst = os.path.join(BUILD, "tests", "cluster", "openai-node")
     os.makedirs(dst, exist_ok=True)
-    for f in ("package.json", "compare.mjs"):
-        shutil.copyfile(os.path.join(HERE, "openai", f), os.path.join(dst, f))
-    if not os.path.isdir(os.path.join(dst, "node_modules", "openai")):
-        r = subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=dst,
-                           capture_output=True, text=True, timeout=NPM_TIMEOUT)
-        if r.returncode != 0:
-            raise AssertionError("npm install of the openai client failed (%d):\n%s%s"
-                                 % (r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+    with open(dst + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for f in ("package.json", "compare.mjs"):
+            tmp = os.path.join(dst, f + ".%d.tmp" % os.getpid())
+            shutil.copyfile(os.path.join(HERE, "openai", f), tmp)
+            os.replace(tmp, os.path.join(dst, f))
+        stamp = os.path.join(dst, "installed.stamp")
+        if not os.path.exists(stamp):
+            r = subprocess.run(["npm", "install", "--no-audit", "--no-fund"], cwd=dst,
+                               capture_output=True, text=True, timeout=NPM_TIMEOUT)
+            if r.returncode != 0:
+                raise AssertionError("npm install of the openai client failed (%d):\n%s%s"
+                                     % (r.returncode, r.stdout[-2000:], r.stderr[-2000:]))
+            with open(stamp, "w") as f:
+                f.write("npm install done\n")
     return dst
 
 
