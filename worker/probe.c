@@ -4,10 +4,16 @@
  * the peer table (st_probe_set_peers) and copies results out
  * (st_probe_links); the prober thread sleeps until the earliest peer is
  * due, measures that peer with the mutex released, and stores the result.
- * Blocking calls are fine here (the thread does nothing else), but they
- * must not hold up shutdown: the socket in use is published under the
- * mutex and st_probe_close closes it, which ends a pending send or receive
- * at once with NNG_ECLOSED.
+ * Blocking calls are fine here (the thread does nothing else). Stopping
+ * (st_probe_stop) ends a round at its next call: the call in flight ends
+ * with its reply or its timeout (ST_PROBE_TIMEOUT_MS), and the thread
+ * closes its socket itself, with no reply on the way. The socket is never
+ * closed from another thread while a request is out: NNG 1.5.2's close
+ * waits forever when a reply arrives on a pipe as it closes (reproduced:
+ * a worker's shutdown hung in st_probe_close's close, which cut a round
+ * short; common/exit_guard.h). Only a dial in progress, which has no pipe
+ * yet, is ended by closing the socket from st_probe_stop: a peer that
+ * never answers the SYN would hold a blocking dial for minutes.
  *
  * Measurement. A fresh REQ socket per round (a round every minute does
  * not warrant a pool of connections): one uncounted small probe sets the
@@ -57,8 +63,8 @@ struct st_prober {
     uint64_t self_id;
     pr_peer *peers; /* [ST_PROBE_MAX_PEERS] */
     size_t n;
-    nng_socket cur; /* the socket of the round in progress */
-    bool cur_open;
+    nng_socket cur;   /* the socket of the round in progress (under mu) */
+    bool cur_dialing; /* cur is dialing: st_probe_stop may close it (under mu) */
     /* owned by the thread */
     st_env env;
     bool env_ok;
@@ -197,6 +203,20 @@ static st_err pr_call(st_prober *p, nng_socket s, const char *addr, uint32_t seq
     return e;
 }
 
+/* pr_call_unless_stopped - pr_call, or ST_ECLOSED once st_probe_stop was
+ * called: a round ends between calls, never during one (the file comment
+ * says why). */
+static st_err pr_call_unless_stopped(st_prober *p, nng_socket s, const char *addr, uint32_t seq,
+                                     size_t n, double *rtt_s)
+{
+    pthread_mutex_lock(&p->mu);
+    bool stop = p->stop;
+    pthread_mutex_unlock(&p->mu);
+    if (stop)
+        return st_errorf(ST_ECLOSED, "probe to %s: the prober is stopping", addr);
+    return pr_call(p, s, addr, seq, n, rtt_s);
+}
+
 /* pr_measure - one round to peer q (mutex not held); fills *out. */
 static st_err pr_measure(st_prober *p, const st_probe_peer *q, st_probe_link *out)
 {
@@ -212,7 +232,7 @@ static st_err pr_measure(st_prober *p, const st_probe_peer *q, st_probe_link *ou
     bool stop = p->stop;
     if (!stop) {
         p->cur = s;
-        p->cur_open = true;
+        p->cur_dialing = true;
     }
     pthread_mutex_unlock(&p->mu);
     if (stop) {
@@ -228,27 +248,27 @@ static st_err pr_measure(st_prober *p, const st_probe_peer *q, st_probe_link *ou
         if ((rv = nng_dialer_start(dl, 0)) != 0)
             e = st_errorf(ST_ENNG, "probe to %s: dial: %s", q->addr, nng_strerror(rv));
     }
+    pthread_mutex_lock(&p->mu);
+    bool closed = !p->cur_dialing; /* st_probe_stop closed it during the dial */
+    p->cur_dialing = false;
+    pthread_mutex_unlock(&p->mu);
     double small[ST_PROBE_SMALL], large[ST_PROBE_LARGE], warm;
     uint32_t seq = 1;
     if (e == ST_OK)
-        e = pr_call(p, s, q->addr, seq++, 16, &warm);
+        e = pr_call_unless_stopped(p, s, q->addr, seq++, 16, &warm);
     /* half of the small probes, the large ones back to back (a token bucket
      * on the path drains after the first, so the median sees its rate, not
      * its burst), then the other small ones: a disturbance shorter than the
      * round hits both kinds alike */
     size_t half = ST_PROBE_SMALL / 2;
     for (size_t i = 0; e == ST_OK && i < half; i++)
-        e = pr_call(p, s, q->addr, seq++, 16, &small[i]);
+        e = pr_call_unless_stopped(p, s, q->addr, seq++, 16, &small[i]);
     for (size_t i = 0; e == ST_OK && i < ST_PROBE_LARGE; i++)
-        e = pr_call(p, s, q->addr, seq++, ST_PROBE_PAYLOAD, &large[i]);
+        e = pr_call_unless_stopped(p, s, q->addr, seq++, ST_PROBE_PAYLOAD, &large[i]);
     for (size_t i = half; e == ST_OK && i < ST_PROBE_SMALL; i++)
-        e = pr_call(p, s, q->addr, seq++, 16, &small[i]);
-    pthread_mutex_lock(&p->mu);
-    if (p->cur_open) {
-        nng_close(s);
-        p->cur_open = false;
-    }
-    pthread_mutex_unlock(&p->mu);
+        e = pr_call_unless_stopped(p, s, q->addr, seq++, 16, &small[i]);
+    if (!closed)
+        nng_close(s); /* by this thread, between calls: no reply is on the way */
     if (e != ST_OK)
         return e;
     out->peer_id = q->id;
@@ -401,20 +421,26 @@ size_t st_probe_links(st_prober *p, st_probe_link *out, size_t cap)
     return k;
 }
 
+void st_probe_stop(st_prober *p)
+{
+    if (p == NULL || !p->mu_ok)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    bool dialing = p->cur_dialing;
+    nng_socket s = p->cur;
+    p->cur_dialing = false; /* the thread sees that its socket was closed */
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (dialing)
+        nng_close(s); /* ends the dial; there is no pipe yet, so no reply either */
+}
+
 void st_probe_close(st_prober *p)
 {
     if (p == NULL)
         return;
-    if (p->mu_ok) {
-        pthread_mutex_lock(&p->mu);
-        p->stop = true;
-        if (p->cur_open) { /* ends the round's pending call */
-            nng_close(p->cur);
-            p->cur_open = false;
-        }
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-    }
+    st_probe_stop(p);
     if (p->started)
         pthread_join(p->th, NULL);
     if (p->mu_ok) {

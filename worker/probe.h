@@ -101,8 +101,14 @@ uint64_t st_probe_refused(st_prober *p);
 /* st_probe_links - copies up to cap measured links into out; returns how many. */
 size_t st_probe_links(st_prober *p, st_probe_link *out, size_t cap);
 
-/* st_probe_close - stops the thread (a round in progress ends within a
- * probe timeout) and frees; NULL is a no-op. */
+/* st_probe_stop - asks the thread to stop, without waiting: a round in
+ * progress ends after the call in flight (its reply, or its timeout of
+ * ST_PROBE_TIMEOUT_MS; never cut short: probe.c says why), a dial in
+ * progress at once. NULL is a no-op; so is a second call. */
+void st_probe_stop(st_prober *p);
+
+/* st_probe_close - st_probe_stop, then waits for the thread and frees;
+ * NULL is a no-op. */
 void st_probe_close(st_prober *p);
 
 #endif
