@@ -21,6 +21,7 @@
 
 #include "common/envelope.h"
 #include "common/crash.h"
+#include "common/exit_guard.h"
 #include "common/exposure.h"
 #include "common/log.h"
 #include "common/manifest.h"
@@ -599,8 +600,16 @@ int main(int argc, char **argv)
     st_coord_run(c, &main_stop);
     st_log(ST_LOG_INFO, "coordinator", "shutting down");
     st_http_close(http);
+    /* the release of NNG sockets, bounded (common/exit_guard.h): NNG 1.5.2's
+     * close can wait forever; st_coord_close's own waits for the last
+     * replies take at most 2.3 s */
+    st_exit_guard *g = NULL;
+    if ((e = st_exit_guard_open("the coordinator's release of its sockets and memory",
+                                ST_EXIT_GUARD_DEFAULT_MS, 0, &g)) != ST_OK)
+        st_log(ST_LOG_WARN, "coordinator", "%s", st_errmsg(e));
     st_weights_close(weights);
     st_coord_close(c);
+    st_exit_guard_close(g);
     sodium_memzero(key, sizeof key);
     sodium_memzero(local_key, sizeof local_key);
     return 0;

@@ -689,6 +689,7 @@ void st_daemon_shutdown(st_daemon *d)
     if (d == NULL || d->shut)
         return;
     d->shut = true;
+    st_probe_stop(d->probe); /* its round ends after the call in flight, meanwhile */
     st_fetch_stop(d->fetch); /* a fetch in Prepare ends; its Refuse is not awaited */
     st_dp_stop(d->dp);       /* the batch being computed is finished first */
     if (d->ctl_started) {
@@ -720,6 +721,11 @@ void st_daemon_close(st_daemon *d)
         pthread_join(d->ld_th, NULL);
         st_dp_stage_free(d->ld_out);
     }
+    /* the chunk server before the control sockets: its close logs what it
+     * served, which the last close to run may never reach when NNG 1.5.2's
+     * close hangs (common/exit_guard.h) */
+    st_chunk_serve_close(d->cserve);
+    d->cserve = NULL;
     if (d->req_open)
         nng_close(d->req);
     if (d->rep_open)

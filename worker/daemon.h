@@ -37,6 +37,8 @@ typedef struct st_worker_cfg {
     int test_fetch_call_ms;         /* test hook (fetch.h): a request's wait; 0 the default */
     const char *serve_chunks;       /* the chunk server's address (chunk_serve.h); NULL: none */
     bool test_serve_corrupt;        /* test hook: the chunk server flips a bit of every chunk */
+    bool test_hang_release;         /* test hook (worker_main.c): the release after shutdown
+                                     * never ends, as NNG 1.5.2's close can (exit_guard.h) */
     double test_speed;              /* test hook: bytes/s announced for every dtype instead
                                      * of the start-up measurement's; 0: measured */
     const char *listen;             /* data PULL: tcp://HOST:PORT (port 0: any) */

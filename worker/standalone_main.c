@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/exit_guard.h"
 #include "common/exposure.h"
 #include "common/log.h"
 #include "common/wire.h"
@@ -230,6 +231,15 @@ int st_standalone_main(int argc, char **argv)
     while (sigwait(&set, &sig) != 0)
         ;
     st_log(ST_LOG_INFO, "shard", "%s: finishing the current request and exiting", strsignal(sig));
+    /* its socket closes first, so no reply leaves after this point: the
+     * release is bounded (common/exit_guard.h: NNG 1.5.2's close can wait
+     * forever) */
+    st_exit_guard *g = NULL;
+    st_err ge = st_exit_guard_open("the shard server's release of its socket and memory",
+                                   ST_EXIT_GUARD_DEFAULT_MS, 0, &g);
+    if (ge != ST_OK)
+        st_log(ST_LOG_WARN, "shard", "%s", st_errmsg(ge));
     st_standalone_close(s);
+    st_exit_guard_close(g);
     return 0;
 }

@@ -5,7 +5,9 @@
  * created (NNG's, the pool's, the daemon's), and main() waits for them
  * with sigwait(), so no handler runs in an arbitrary thread and shutdown
  * is ordinary code: the data thread finishes its batch, the control thread
- * sends Leave, the sockets are closed, and main returns 0. SIGPIPE is
+ * sends Leave, the sockets are closed, and main returns 0. The release
+ * after Leave runs under an exit guard (common/exit_guard.h): NNG 1.5.2's
+ * close can wait forever, and the guard then ends the process with 0. SIGPIPE is
  * ignored. SIGUSR1 is the daemon's own request to leave (a completed
  * drain, daemon.h): the same shutdown follows. This is the only file that
  * ends the process. Protected mode (common/exposure.h): without a cluster
@@ -18,8 +20,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/crash.h"
+#include "common/exit_guard.h"
 #include "common/exposure.h"
 #include "common/log.h"
 #include "common/units.h"
@@ -96,6 +100,8 @@ static void wm_usage(FILE *f)
                "                      --test-fetch-call-ms N (a fetch request's wait, not 30 s)\n"
                "                      and --test-speed B (announce B bytes/s for every dtype,\n"
                "                      suffixes k M G, instead of the start-up measurement)\n"
+               "                      and --test-hang-release (after Leave, the release of\n"
+               "                      sockets and memory never ends: the exit guard's case)\n"
                "\n"
                "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
                "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
@@ -212,6 +218,10 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
         }
         if (strcmp(f, "--test-serve-corrupt") == 0) {
             c->test_serve_corrupt = true;
+            continue;
+        }
+        if (strcmp(f, "--test-hang-release") == 0) {
+            c->test_hang_release = true;
             continue;
         }
         static const char *const valued[] = {"--coordinator",
@@ -353,6 +363,10 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
         fprintf(stderr, "strata-worker: --test-fetch-call-ms needs --test-hooks\n");
         return 2;
     }
+    if (c->test_hang_release && !test_hooks) {
+        fprintf(stderr, "strata-worker: --test-hang-release needs --test-hooks\n");
+        return 2;
+    }
     if (c->test_speed > 0 && !test_hooks) {
         fprintf(stderr, "strata-worker: --test-speed needs --test-hooks\n");
         return 2;
@@ -440,7 +454,15 @@ int main(int argc, char **argv)
     else
         st_log(ST_LOG_INFO, "worker", "%s: finishing the current batch and leaving",
                strsignal(sig));
-    st_daemon_shutdown(d);
+    st_daemon_shutdown(d); /* the batch finished, Leave sent: the orderly part */
+    st_exit_guard *g = NULL;
+    e = st_exit_guard_open("the worker's release of its sockets and memory",
+                           ST_EXIT_GUARD_DEFAULT_MS, 0, &g);
+    if (e != ST_OK) /* the release goes on unguarded */
+        st_log(ST_LOG_WARN, "worker", "%s", st_errmsg(e));
+    while (cfg.test_hang_release)
+        pause(); /* the guard ends the process */
     st_daemon_close(d);
+    st_exit_guard_close(g);
     return 0;
 }

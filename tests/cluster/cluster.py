@@ -503,8 +503,33 @@ def case_shutdown():
         st = c.wait_serving(1)
         assert c.workers[0].stop() == 0
         assert c.coord.stop() == 0
+        for p in procs:  # the exit guard (common/exit_guard.h) had nothing to end
+            assert GUARD_FIRED not in p.stderr(), (p.name, p.stderr()[-2000:])
         print("shutdown: idle CPU %s s in 2.5 s; clean exits; after a leave the remaining worker "
               "served epoch %d" % (", ".join("%.3f" % u for u in used), st["epoch"]))
+
+
+GUARD_FIRED = "did not end within"  # the exit guard's line (common/exit_guard.c)
+
+
+def case_exit_guard():
+    """A worker whose release after Leave never ends (--test-hang-release
+    stands in for NNG 1.5.2's close, which can wait forever once a message
+    arrived on a closing pipe: common/exit_guard.h) is ended by its exit
+    guard: exit status 0, the coordinator got its Leave, the log says why."""
+    with Cluster(model("synth-s-q8_0.gguf"), []) as c:
+        w = c.add_worker("--test-hooks", "--test-hang-release")
+        c.wait_placed(1)
+        rc = w.stop(timeout=60)  # the guard's bound is 5 s; a hang fails here
+        assert rc == 0, "worker exit %s" % rc
+        line = re.search(r"\[error\] exit: the worker's release of its sockets and memory "
+                         r"did not end within (\d+) ms: exiting without it \(status 0\)",
+                         w.stderr())
+        assert line, w.stderr()[-2000:]
+        left = re.search(r"worker \d+ left: left: shutdown", c.coord.stderr())
+        assert left, c.coord.stderr()[-2000:]
+        print("exit_guard: a release that never ends: the worker left (%r), then its guard "
+              "ended it after %s ms with status 0" % (left.group(0), line.group(1)))
 
 
 class Skip(Exception):
@@ -757,7 +782,7 @@ def run_cases(cases):
 
 CASES = {"inv1": case_inv1, "membership": case_membership, "stale": case_stale_epoch,
          "key": case_cluster_key, "bad_input": case_bad_input, "shutdown": case_shutdown,
-         "netns": case_netns, "qwen2": case_qwen2, "llama3": case_llama3}
+         "exit_guard": case_exit_guard, "netns": case_netns, "qwen2": case_qwen2, "llama3": case_llama3}
 
 if __name__ == "__main__":
     run_cases(CASES)

@@ -70,9 +70,13 @@ class Proc:
         try:
             return self.p.wait(timeout)
         except subprocess.TimeoutExpired:
+            # where it hangs, before the SIGKILL takes the evidence away
+            path = os.path.join(os.path.dirname(self.err_path), self.name + ".stop.stacks")
+            stacks = stacks_dump(self.p.pid, path)
             self.kill()
             self.p.wait()
-            raise AssertionError("%s did not stop within %ss of SIGTERM" % (self.name, timeout))
+            raise AssertionError("%s did not stop within %ss of SIGTERM; its threads then (all in "
+                                 "%s):\n%s" % (self.name, timeout, path, stacks))
 
 
 def end_all(procs, tmp, failed):
