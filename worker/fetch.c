@@ -364,6 +364,11 @@ st_err st_fetch_open(const st_fetch_cfg *cfg, st_fetch **out)
     pthread_mutex_init(&f->mu, NULL);
     st_cq_cond_init(&f->cv);
     st_err e = ST_OK;
+    int rv = nng_aio_alloc(&f->call, NULL, NULL);
+    if (rv != 0) {
+        e = st_err_nng(rv, "fetch call");
+        goto fail;
+    }
     f->cache_dir = strdup(cfg->cache_dir);
     if (f->cache_dir == NULL) {
         e = st_errorf(ST_ENOMEM, "fetch");
@@ -503,26 +508,24 @@ void st_fetch_stop(st_fetch *f)
 {
     if (f == NULL)
         return;
-    nng_socket s[2 * ST_FETCH_MAX_SOURCES];
-    int n = 0;
-    pthread_mutex_lock(&f->mu); /* the sockets open now (st_fetch_extra opens none after) */
+    pthread_mutex_lock(&f->mu);
     f->stop = true;
     pthread_cond_broadcast(&f->cv);
-    for (int i = 0; i < f->n_src; i++)
-        if (f->src[i].open)
-            s[n++] = f->src[i].s;
+    if (f->call != NULL)
+        nng_aio_cancel(f->call); /* a call in flight ends with NNG_ECANCELED (ft_exchange) */
     pthread_mutex_unlock(&f->mu);
-    for (int i = 0; i < n; i++)
-        nng_close(s[i]); /* a call in flight returns NNG_ECLOSED */
 }
 
 void st_fetch_close(st_fetch *f)
 {
     if (f == NULL)
         return;
+    if (f->call != NULL)
+        nng_aio_stop(f->call); /* nothing in flight when the sockets close */
     for (int i = 0; i < f->n_src; i++)
         if (f->src[i].open)
             nng_close(f->src[i].s);
+    nng_aio_free(f->call);
     if (f->env_ok)
         st_env_fini(&f->env);
     if (f->fd >= 0)

@@ -47,9 +47,10 @@ struct st_fetch {
     int fd, jfd;
     bool *have;             /* [n_chunks]: verified on disk */
     uint64_t fetched_total; /* stage chunks fetched by this process (the pause hook) */
-    pthread_mutex_t mu;     /* guards st, stop and the sockets' closing */
+    pthread_mutex_t mu;     /* guards st, stop, the sockets' closing and starting call */
     pthread_cond_t cv;
     bool stop;
+    nng_aio *call; /* the request or reply in flight (ft_call): st_fetch_stop cancels it */
     st_fetch_stats st;
     double t0, last_log;
     const char *what; /* "header" or "stage", in the progress lines */

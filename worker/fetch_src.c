@@ -105,6 +105,62 @@ static void ft_timed_out(st_fetch *f, ft_source *s)
            (unsigned long long)(s->aside_turn - f->turns), s->aside_until - now);
 }
 
+/* ft_start - starts the send (or receive) of f->call on s, unless the
+ * fetch is stopped: under mu, so st_fetch_stop's cancel finds every call
+ * started before it and none starts after it. */
+static bool ft_start(st_fetch *f, nng_socket s, bool send)
+{
+    pthread_mutex_lock(&f->mu);
+    bool go = !f->stop;
+    if (go && send)
+        nng_send_aio(s, f->call);
+    else if (go)
+        nng_recv_aio(s, f->call);
+    pthread_mutex_unlock(&f->mu);
+    return go;
+}
+
+/* ft_exchange - a request and its reply on s (st_msg_call's), through
+ * f->call with f->call_ms for each half. st_fetch_stop ends a call in
+ * flight by cancelling it, not by closing its socket: NNG 1.5.2's close
+ * can wait forever when a reply arrives on a pipe as it closes
+ * (common/exit_guard.h). A cancelled request's late reply is dropped by
+ * the REQ socket, which st_fetch_close closes later. */
+static st_err ft_exchange(st_fetch *f, nng_socket s, const Strata__Msg *m, Strata__Msg **r)
+{
+    *r = NULL;
+    nng_msg *out;
+    st_err e = st_msg_pack(&f->env, ST_ENV_CONTROL, m, &out);
+    if (e != ST_OK)
+        return e;
+    nng_aio_set_msg(f->call, out);
+    nng_aio_set_timeout(f->call, f->call_ms);
+    if (!ft_start(f, s, true)) {
+        nng_msg_free(out);
+        return st_errorf(ST_ECANCELED, "the fetch was stopped");
+    }
+    nng_aio_wait(f->call);
+    int rv = nng_aio_result(f->call);
+    if (rv != 0) { /* a message not sent stays the caller's */
+        nng_msg_free(nng_aio_get_msg(f->call));
+        nng_aio_set_msg(f->call, NULL);
+        return st_err_nng(rv, "send");
+    }
+    nng_aio_set_msg(f->call, NULL);
+    nng_aio_set_timeout(f->call, f->call_ms);
+    if (!ft_start(f, s, false))
+        return st_errorf(ST_ECANCELED, "the fetch was stopped");
+    nng_aio_wait(f->call);
+    if ((rv = nng_aio_result(f->call)) != 0)
+        return st_err_nng(rv, "recv");
+    nng_msg *in = nng_aio_get_msg(f->call);
+    nng_aio_set_msg(f->call, NULL);
+    Strata__Msg *reply;
+    e = st_msg_unpack(&f->env, ST_ENV_CONTROL, in, &reply, NULL);
+    nng_msg_free(in);
+    return e != ST_OK ? e : st_msg_reply(reply, r);
+}
+
 st_err ft_call(st_fetch *f, ft_source *s, const Strata__Msg *m, Strata__Msg **r)
 {
     if (ft_stopped(f))
@@ -113,7 +169,7 @@ st_err ft_call(st_fetch *f, ft_source *s, const Strata__Msg *m, Strata__Msg **r)
     f->turns++;
     s->asked++;
     pthread_mutex_unlock(&f->mu);
-    st_err e = st_msg_call(s->s, &f->env, m, f->call_ms, r);
+    st_err e = ft_exchange(f, s->s, m, r);
     if (e != ST_OK && ft_stopped(f))
         return st_errorf(ST_ECANCELED, "the fetch was stopped");
     if (e == ST_ETIMEOUT) {
