@@ -158,16 +158,25 @@ static size_t wait_links(st_prober *p, size_t n, st_probe_link *out, double secs
     return k;
 }
 
+/* start_prober - a running prober (id 7) whose one peer (id 42, in *peer)
+ * is f. */
+static st_prober *start_prober(const uint8_t *our_key, const fake_peer *f, st_probe_peer *peer)
+{
+    st_prober *p;
+    ck_assert_int_eq(st_probe_open(our_key, false, 1000, 60, &p), ST_OK);
+    ck_assert_int_eq(st_probe_start(p), ST_OK);
+    *peer = (st_probe_peer){.id = 42};
+    snprintf(peer->addr, sizeof peer->addr, "%s", f->addr);
+    st_probe_set_peers(p, 7, peer, 1);
+    return p;
+}
+
 static void run_prober(const uint8_t *peer_key, const uint8_t *our_key, bool expect)
 {
     fake_peer f;
     fp_open(&f, peer_key);
-    st_prober *p;
-    ck_assert_int_eq(st_probe_open(our_key, false, 1000, 60, &p), ST_OK);
-    ck_assert_int_eq(st_probe_start(p), ST_OK);
-    st_probe_peer peer = {.id = 42};
-    snprintf(peer.addr, sizeof peer.addr, "%s", f.addr);
-    st_probe_set_peers(p, 7, &peer, 1);
+    st_probe_peer peer;
+    st_prober *p = start_prober(our_key, &f, &peer);
     st_probe_link l[8];
     size_t k = wait_links(p, 1, l, expect ? 10 : 1.5);
     if (expect) {
@@ -224,12 +233,8 @@ START_TEST(test_prober_stop)
     fake_peer f;
     fp_open(&f, NULL);
     f.hold_at = 3; /* the warm-up, one small probe, then this one */
-    st_prober *p;
-    ck_assert_int_eq(st_probe_open(NULL, false, 1000, 60, &p), ST_OK);
-    ck_assert_int_eq(st_probe_start(p), ST_OK);
-    st_probe_peer peer = {.id = 42};
-    snprintf(peer.addr, sizeof peer.addr, "%s", f.addr);
-    st_probe_set_peers(p, 7, &peer, 1);
+    st_probe_peer peer;
+    st_prober *p = start_prober(NULL, &f, &peer);
     double end = st_now_s() + 20;
     while (!atomic_load(&f.held) && st_now_s() < end)
         st_sleep_ms(10);
