@@ -19,6 +19,7 @@
 #ifndef ST_WORKER_DAEMON_H
 #define ST_WORKER_DAEMON_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -64,7 +65,29 @@ typedef struct st_worker_cfg {
                                      * 0: every one */
     int leave_signal;               /* raised in the process (kill) when the daemon decides to
                                      * leave by itself (drained); 0: none */
+    struct st_open_stop *open_stop; /* a stop during st_daemon_open (below); NULL: none */
 } st_worker_cfg;
+
+/* A stop asked for while st_daemon_open runs. Without --model, open
+ * fetches the model's header, which waits as long as no source answers
+ * (docs/streaming.md); main() waits for its signals only after open. So
+ * main's start-up watch (worker_main.c) calls st_open_stop_ask on SIGINT or
+ * SIGTERM: the header fetch in progress is stopped (st_fetch_stop) and
+ * open fails with ST_ECANCELED; one not begun yet is never begun. The
+ * caller owns the struct and initialises it with ST_OPEN_STOP_INIT. */
+typedef struct st_open_stop {
+    pthread_mutex_t mu;
+    int sig;                /* the signal that asked (0: none yet) */
+    struct st_fetch *fetch; /* the header fetch in progress, or NULL */
+} st_open_stop;
+
+#define ST_OPEN_STOP_INIT {.mu = PTHREAD_MUTEX_INITIALIZER}
+
+/* st_open_stop_ask - records sig and stops the header fetch in progress. */
+void st_open_stop_ask(st_open_stop *os, int sig);
+
+/* st_open_stop_asked - the signal that asked, or 0. */
+int st_open_stop_asked(st_open_stop *os);
 
 typedef struct st_daemon st_daemon;
 

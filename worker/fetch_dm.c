@@ -47,6 +47,35 @@ static st_err dm_serve_open(st_daemon *d, const st_worker_cfg *cfg, const char *
     return ST_OK;
 }
 
+void st_open_stop_ask(st_open_stop *os, int sig)
+{
+    pthread_mutex_lock(&os->mu);
+    os->sig = sig;
+    st_fetch_stop(os->fetch); /* NULL: none in progress */
+    pthread_mutex_unlock(&os->mu);
+}
+
+int st_open_stop_asked(st_open_stop *os)
+{
+    pthread_mutex_lock(&os->mu);
+    int sig = os->sig;
+    pthread_mutex_unlock(&os->mu);
+    return sig;
+}
+
+/* dm_open_stop_attach - makes f the fetch a stop ends (NULL: none); false
+ * when a stop was asked already (os NULL: never). */
+static bool dm_open_stop_attach(st_open_stop *os, st_fetch *f)
+{
+    if (os == NULL)
+        return true;
+    pthread_mutex_lock(&os->mu);
+    bool go = os->sig == 0;
+    os->fetch = go ? f : NULL;
+    pthread_mutex_unlock(&os->mu);
+    return go;
+}
+
 st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg)
 {
     char wdef[ST_DP_ADDR_MAX], cdef[PATH_MAX];
@@ -77,7 +106,13 @@ st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg)
     randombytes_buf(&fc.sender, sizeof fc.sender);
     fc.sender |= 1; /* nonzero */
     const char *path;
-    if ((e = st_fetch_open(&fc, &d->fetch)) || (e = st_fetch_header(d->fetch, &path)))
+    if ((e = st_fetch_open(&fc, &d->fetch)) != ST_OK)
+        return e;
+    if (!dm_open_stop_attach(cfg->open_stop, d->fetch))
+        return st_errorf(ST_ECANCELED, "stopped before the model's header was fetched");
+    e = st_fetch_header(d->fetch, &path);
+    dm_open_stop_attach(cfg->open_stop, NULL);
+    if (e != ST_OK)
         return e;
     free(d->s_model);
     if ((d->s_model = strdup(path)) == NULL)

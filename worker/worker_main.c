@@ -10,7 +10,8 @@
  * close can wait forever, and the guard then ends the process with 0. SIGPIPE is
  * ignored. SIGUSR1 is the daemon's own request to leave (a completed
  * drain, daemon.h): the same shutdown follows. This is the only file that
- * ends the process. Protected mode (common/exposure.h): without a cluster
+ * ends the process. While st_daemon_open runs, a start-up watch thread takes
+ * SIGINT and SIGTERM instead (wm_watch). Protected mode (common/exposure.h): without a cluster
  * key, a --listen beyond loopback is refused unless --insecure. */
 #include <errno.h>
 #include <limits.h>
@@ -385,6 +386,29 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
     return 0;
 }
 
+/* The start-up watch. st_daemon_open may fetch the model's header for
+ * long (no --model, no source answering: docs/streaming.md), and main()
+ * waits for its signals only after open. Meanwhile this thread waits for
+ * SIGINT or SIGTERM and asks the open to stop (st_open_stop_ask); main
+ * ends it with WM_WATCH_END once open has returned. SIGUSR2 is blocked in
+ * every thread: sent from outside it is ignored. */
+#define WM_WATCH_END SIGUSR2
+
+static void *wm_watch(void *arg)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, WM_WATCH_END);
+    int sig = 0;
+    while (sigwait(&set, &sig) != 0)
+        ;
+    if (sig != WM_WATCH_END)
+        st_open_stop_ask(arg, sig);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     if (st_version_asked(argc, argv)) { /* the version flag block (common/version.h) */
@@ -418,20 +442,42 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    sigset_t set;
+    sigset_t set, all;
     sigemptyset(&set);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGUSR1); /* the daemon's own "leave now" (a completed drain) */
     cfg.leave_signal = SIGUSR1;
-    pthread_sigmask(SIG_BLOCK, &set, NULL); /* inherited by every thread */
+    all = set;
+    sigaddset(&all, WM_WATCH_END); /* only ever sent to the start-up watch */
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* inherited by every thread */
     signal(SIGPIPE, SIG_IGN);
 
+    st_open_stop os = ST_OPEN_STOP_INIT;
+    cfg.open_stop = &os;
+    pthread_t watch;
+    bool watching = pthread_create(&watch, NULL, wm_watch, &os) == 0;
     st_daemon *d;
     st_err e = st_daemon_open(&cfg, &d);
+    if (watching) {
+        pthread_kill(watch, WM_WATCH_END);
+        pthread_join(watch, NULL);
+    }
+    int asked = st_open_stop_asked(&os);
+    if (e != ST_OK && asked != 0 && e == ST_ECANCELED) {
+        st_log(ST_LOG_INFO, "worker", "%s during start-up: %s; exit 0", strsignal(asked),
+               st_errmsg(e));
+        return 0;
+    }
     if (e != ST_OK) {
         fprintf(stderr, "strata-worker: %s\n", st_errmsg(e));
         return 1;
+    }
+    if (asked != 0) { /* came during open, after the header fetch: never joined */
+        st_log(ST_LOG_INFO, "worker", "%s during start-up: exit 0 without joining",
+               strsignal(asked));
+        st_daemon_close(d);
+        return 0;
     }
     if ((e = st_daemon_start(d)) != ST_OK) {
         fprintf(stderr, "strata-worker: %s\n", st_errmsg(e));

@@ -26,6 +26,9 @@ Cases (each its own meson test, `stream-<case>`):
            where each request used to try it: one timeout per chunk), the
            timeouts are counted in the log and `strata status`, and the
            fetch completes from the coordinator with ids equal to `strata run`
+  startstop a worker whose only source never answers gets SIGTERM during
+           its start-up header fetch (a request waits 30 s, the fetch 120 s):
+           it exits 0 at once, saying so, and the source got one request
   back     worker A's chunk server is stopped (SIGSTOP) while worker B asks it
            for the manifest: a timeout, A set aside; B takes the manifest and
            header from the coordinator, A is continued, and the coordinator
@@ -433,6 +436,27 @@ def case_silent():
               % (asked, total, bound, fetched, ids))
 
 
+def case_startstop():
+    with start() as c:
+        silent = c.spawn("silent", [INJECT, "silent", "tcp://127.0.0.1:0"])
+        saddr = silent.wait_line(r"silent on (tcp://[0-9.]+:\d+)").group(1)
+        # the only source never answers: the header fetch at start-up would
+        # wait 30 s per request and 120 s in all; a SIGTERM must end it
+        b = c.spawn("b", [WORKER, "--coordinator", c.addr, "--weights-from", saddr,
+                          "--cache-dir", os.path.join(c.tmp, "cache-b"), "--threads", "1",
+                          "--name", "b", "--listen", "tcp://127.0.0.1:0"])
+        silent.wait_line(r"request 1 \(")  # the known step: b's first request is out
+        rc = b.stop()  # 10 s, a third of one request's wait
+        assert rc == 0, "b ended with %s:\n%s" % (rc, b.stderr()[-2000:])
+        line = re.search(r"Terminated during start-up: .*the fetch was stopped.*; exit 0",
+                         b.stderr())
+        assert line, b.stderr()[-2000:]
+        asked = len(re.findall(r"request \d+ ", open(silent.out_path).read()))
+        assert asked == 1, "the silent source got %d requests" % asked
+        print("startstop: SIGTERM during the start-up header fetch, its only source silent: "
+              "exit 0 at once (%r); the source got %d request" % (line.group(0), asked))
+
+
 def case_back():
     header = (gguf_data_offset(MODEL) + CHUNK - 1) // CHUNK  # the chunks below the tensor data
     # three members: the plan, and so B's stage fetch, waits for the third,
@@ -643,6 +667,7 @@ def case_rss():
 
 CASES = {"basic": case_basic, "resume": case_resume, "corrupt": case_corrupt, "peer": case_peer,
          "peerbad": case_peerbad, "peerlist": case_peerlist, "silent": case_silent,
+         "startstop": case_startstop,
          "back": case_back,
          "netns": case_netns, "rss": case_rss}
 
