@@ -8,7 +8,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/cq.h"
@@ -54,12 +53,12 @@ st_err st_exit_guard_open(const char *what, int bound_ms, int status, st_exit_gu
     snprintf(g->what, sizeof g->what, "%s", what);
     g->bound_ms = bound_ms;
     g->status = status;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* st_cq_deadline's clock */
+    st_err e = st_cq_cond_init(&g->cv); /* st_cq_deadline's clock */
+    if (e != ST_OK) {
+        free(g);
+        return e;
+    }
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, &ca);
-    pthread_condattr_destroy(&ca);
     if (pthread_create(&g->th, NULL, eg_main, g) != 0) {
         pthread_cond_destroy(&g->cv);
         pthread_mutex_destroy(&g->mu);
