@@ -10,17 +10,30 @@
 # the difference is what the pipeline adds: encode/decode, NNG, scheduling.
 # Medians of --repeat runs. Needs the TinyLlama-shaped model (bench/engine.sh
 # makes it) or any MODEL given.
-# Usage: bench/pipeline.sh [MODEL] [--repeat N] [--gen N]
+# Each cluster gets an even fixed split (--split): with the default
+# placement the coordinator rebalances the layers once the workers' latency
+# arrives, and that replan (every worker loading its new range) would fall
+# inside the timed runs.
+# Usage: bench/pipeline.sh [MODEL] [--repeat N] [--gen N] [--threads T]
+#                          [--workers "1 2 3"] [--layers N]
+# --layers: the model's layer count, for the split (default 22, the
+# TinyLlama shape this script makes; give it with any other MODEL).
 set -eu
 cd "$(dirname "$0")/.."
 B=${BUILD_DIR:-build}
 MODEL=${BENCH_DIR:-/tmp/strata-bench}/tinyllama-q8_0.gguf
 REPEAT=3
 GEN=128
+THREADS=2
+WORKERS="1 2"
+LAYERS=22
 while [ $# -gt 0 ]; do
     case "$1" in
     --repeat) REPEAT=$2; shift 2 ;;
     --gen) GEN=$2; shift 2 ;;
+    --threads) THREADS=$2; shift 2 ;;
+    --workers) WORKERS=$2; shift 2 ;;
+    --layers) LAYERS=$2; shift 2 ;;
     -*) echo "pipeline.sh: unknown flag $1" >&2; exit 2 ;;
     *) MODEL=$1; shift ;;
     esac
@@ -53,16 +66,21 @@ addr_of() {
     echo "pipeline.sh: no address in $1" >&2; return 1
 }
 
+# even_split N - the model's layers in N ranges as even as they go, "a,b,..."
+even_split() {
+    awk -v l="$LAYERS" -v n="$1" 'BEGIN { for (i = 0; i < n; i++) printf "%s%d", i ? "," : "", int(l / n) + (i < l % n) }'
+}
+
 # cluster WORKERS WIRE - median decode tok/s through a fresh cluster
 cluster() {
     $B/coordinator/strata-coordinator --model "$MODEL" --listen tcp://127.0.0.1:0 \
-        --wire "$2" --min-workers "$1" >"$RUN/c" 2>"$RUN/c.err" &
+        --wire "$2" --min-workers "$1" --split "$(even_split "$1")" >"$RUN/c" 2>"$RUN/c.err" &
     PIDS="$PIDS $!"
     C=$(addr_of "$RUN/c" "listening on")
     w=0
     while [ $w -lt "$1" ]; do
         $B/worker/strata-worker --coordinator "$C" --model "$MODEL" --listen tcp://127.0.0.1:0 \
-            --threads 2 --name "w$w" >"$RUN/w$w" 2>"$RUN/w$w.err" &
+            --threads "$THREADS" --name "w$w" >"$RUN/w$w" 2>"$RUN/w$w.err" &
         PIDS="$PIDS $!"
         w=$((w + 1))
     done
@@ -84,14 +102,15 @@ cluster() {
 }
 
 echo "model $MODEL, 1-token prompt, $GEN greedy tokens, median of $REPEAT"
-$B/cli/strata bench run "$MODEL" --prompt 8 --gen 8 --repeat 1 --threads 2 2>/dev/null |
+$B/cli/strata bench run "$MODEL" --prompt 8 --gen 8 --repeat 1 --threads "$THREADS" 2>/dev/null |
     grep '^bandwidth' || true
 R=$(r=0; while [ $r -lt "$REPEAT" ]; do
-    $B/cli/strata run "$MODEL" --prompt-ids "$PROMPT" -n "$GEN" --temp 0 --ids --threads 2 \
+    $B/cli/strata run "$MODEL" --prompt-ids "$PROMPT" -n "$GEN" --temp 0 --ids --threads "$THREADS" \
         2>&1 >/dev/null | rate
     r=$((r + 1)); done | median)
-echo "strata run (2 threads):          $R tok/s"
-for cfg in "1 f16" "2 f32" "2 f16"; do
+echo "strata run ($THREADS threads):          $R tok/s"
+for cfg in $(for w in $WORKERS; do [ "$w" = 1 ] && echo "1:f16" || echo "$w:f32 $w:f16"; done); do
+    cfg=$(echo "$cfg" | tr : ' ')
     set -- $cfg
     T=$(cluster "$1" "$2")
     HOP=$(awk -v r="$R" -v t="$T" -v k="$1" 'BEGIN {printf "%.0f", (1000000 / t - 1000000 / r) / (k + 1)}')
