@@ -244,12 +244,45 @@ void coord_close_pushes(st_coord *c)
     }
 }
 
+void coord_retire_peer(st_coord *c, st_peer *p, uint64_t now)
+{
+    if (p == NULL)
+        return;
+    st_peer_cancel(p);
+    if (c->n_retired == ST_MEMBERS_MAX) { /* full: the oldest goes now */
+        st_peer_close(c->retired[0]);
+        memmove(c->retired, c->retired + 1, (c->n_retired - 1) * sizeof *c->retired);
+        memmove(c->retired_until, c->retired_until + 1,
+                (c->n_retired - 1) * sizeof *c->retired_until);
+        c->n_retired--;
+    }
+    c->retired[c->n_retired] = p;
+    c->retired_until[c->n_retired] = now + COORD_PEER_LINGER_NS;
+    c->n_retired++;
+}
+
+void coord_reap_peers(st_coord *c, uint64_t now)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < c->n_retired; i++) {
+        if (now >= c->retired_until[i]) {
+            st_peer_close(c->retired[i]);
+        } else {
+            c->retired[k] = c->retired[i];
+            c->retired_until[k] = c->retired_until[i];
+            k++;
+        }
+    }
+    c->n_retired = k;
+}
+
 static void coord_close_peers(st_coord *c)
 {
     for (size_t i = 0; i < c->ms.n; i++) {
         st_peer_close(c->ms.v[i].rpc);
         c->ms.v[i].rpc = NULL;
     }
+    coord_reap_peers(c, UINT64_MAX);
     coord_close_pushes(c);
 }
 
@@ -693,6 +726,7 @@ static void coord_timers(st_coord *c, uint64_t now)
         coord_member_gone(c, lost[i], ST_MEMBER_LOST, m ? m->why : "heartbeat timeout");
     }
     st_members_gc(&c->ms, now, COORD_KEEP_GONE_NS);
+    coord_reap_peers(c, now);
     for (size_t i = 0; i < c->ms.n; i++) {
         st_member *m = &c->ms.v[i];
         if (m->excluded_until != 0 && now >= m->excluded_until) {

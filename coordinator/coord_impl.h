@@ -27,6 +27,9 @@
 #define COORD_MAX_WAIT_MS 10000u
 #define COORD_LOGITS_PER_REPLY ((size_t)8 << 20)
 #define COORD_KEEP_GONE_NS (60ull * 1000000000ull)
+/* a gone worker's control socket stays open this long before it closes
+ * (coordinator/net.h: a reply still arriving lands first and is dropped) */
+#define COORD_PEER_LINGER_NS (10ull * 1000000000ull)
 #define COORD_LOOP_WAIT_NS (20ull * 1000000ull) /* the longest wait for an event */
 #define COORD_STALL_NS (250ull * 1000000ull)    /* a loop turn this late: the coordinator stalled */
 #define COORD_MAX_DEPTH 16u                     /* batches in flight at most (pipeline depth) */
@@ -103,6 +106,11 @@ struct st_coord {
     bool replan_wanted, replan_force;
     char plan_error[320];
     st_peer *push[ST_PLAN_MAX_REPLICAS]; /* to each worker of stage 0 of the committed plan */
+    /* gone workers' control sockets, their operations canceled, each closed
+     * at its retired_until (coord_retire_peer) */
+    st_peer *retired[ST_MEMBERS_MAX];
+    uint64_t retired_until[ST_MEMBERS_MAX];
+    size_t n_retired;
     uint32_t n_routes;                   /* routes through the committed plan's replicas */
     uint64_t limits_epoch;               /* epoch whose limits the scheduler has */
     char depth_why[512];                 /* how its pipeline depth was chosen */
@@ -139,6 +147,12 @@ bool coord_serving(const st_coord *c);
 uint64_t coord_now(void);
 /* coord_close_pushes - closes the PUSH sockets to stage 0. */
 void coord_close_pushes(st_coord *c);
+/* coord_retire_peer - a gone worker's control socket (taken): its
+ * operations end now (st_peer_cancel), the socket closes
+ * COORD_PEER_LINGER_NS after now (coord_reap_peers), or at shutdown. */
+void coord_retire_peer(st_coord *c, st_peer *p, uint64_t now);
+/* coord_reap_peers - closes the retired sockets due by now. */
+void coord_reap_peers(st_coord *c, uint64_t now);
 
 /* api.c */
 /* coord_api_handle - handles one request (msg, freed here) of control slot

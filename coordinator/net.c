@@ -49,6 +49,8 @@ struct st_net {
 struct st_peer {
     nng_socket s;
     bool req;
+    st_net_op *ops; /* started, not finished: a list linked by next/prev */
+    size_t n_ops;
     char url[ST_NET_ADDR_MAX];
 };
 
@@ -57,9 +59,12 @@ struct st_net_op {
     nng_aio *aio;
     nng_ctx ctx;
     bool has_ctx;
+    bool ctx_closed; /* by st_peer_cancel */
     int phase;
     uint64_t deadline_ns;
     st_op_tag tag;
+    st_peer *peer;            /* the peer it was started on; NULL once that closed */
+    st_net_op *next, *prev;   /* in peer->ops */
 };
 
 static bool net_is_tcp(const char *url) { return strncmp(url, "tcp://", 6) == 0; }
@@ -347,13 +352,50 @@ st_err st_peer_open_push(const char *url, st_peer **out)
     return net_peer_open(false, url, 0, out);
 }
 
+/* net_op_unlink - takes op out of its peer's list. */
+static void net_op_unlink(st_net_op *op)
+{
+    st_peer *p = op->peer;
+    if (p == NULL)
+        return;
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        p->ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    op->next = op->prev = NULL;
+    op->peer = NULL;
+    p->n_ops--;
+}
+
+void st_peer_cancel(st_peer *p)
+{
+    if (p == NULL)
+        return;
+    for (st_net_op *op = p->ops; op != NULL; op = op->next) {
+        if (op->has_ctx && !op->ctx_closed) {
+            /* a closed context ends its send or receive with NNG_ECLOSED,
+             * and a receive its callback starts after this fails at once */
+            nng_ctx_close(op->ctx);
+            op->ctx_closed = true;
+        } else if (!op->has_ctx) {
+            nng_aio_cancel(op->aio);
+        }
+    }
+}
+
 void st_peer_close(st_peer *p)
 {
     if (p == NULL)
         return;
+    while (p->ops != NULL)
+        net_op_unlink(p->ops);
     nng_close(p->s);
     free(p);
 }
+
+size_t st_peer_ops(const st_peer *p) { return p ? p->n_ops : 0; }
 
 const char *st_peer_url(const st_peer *p) { return p->url; }
 
@@ -405,6 +447,12 @@ st_err st_peer_start(st_peer *p, st_cq *q, nng_msg *msg, int timeout_ms, const s
         nng_msg_free(msg);
         return st_err_nng(rv, "operation");
     }
+    op->peer = p;
+    op->next = p->ops;
+    if (p->ops)
+        p->ops->prev = op;
+    p->ops = op;
+    p->n_ops++;
     nng_aio_set_msg(op->aio, msg);
     nng_aio_set_timeout(op->aio, timeout_ms > 0 ? timeout_ms : 1);
     if (op->has_ctx)
@@ -417,8 +465,9 @@ st_err st_peer_start(st_peer *p, st_cq *q, nng_msg *msg, int timeout_ms, const s
 void st_net_op_finish(st_net_op *op, st_op_tag *tag)
 {
     *tag = op->tag;
+    net_op_unlink(op);
     nng_aio_free(op->aio);
-    if (op->has_ctx)
+    if (op->has_ctx && !op->ctx_closed)
         nng_ctx_close(op->ctx);
     free(op);
 }

@@ -127,9 +127,32 @@ st_err st_peer_open_req(const char *url, size_t max_frame, st_peer **out);
 /* st_peer_open_push - a PUSH socket dialing url in the background. */
 st_err st_peer_open_push(const char *url, st_peer **out);
 
-/* st_peer_close - closes the socket: outstanding operations end with
- * NNG_ECLOSED events. NULL is a no-op. */
+/* Peers belong to the thread that owns the coordinator's loop: it alone
+ * opens, starts operations on, cancels and closes them, and finishes their
+ * operations (st_net_op_finish), so a peer's list of operations out needs
+ * no lock. The callbacks on NNG's threads touch only their own op.
+ *
+ * Closing a REQ peer while a worker's reply is arriving on it can leave
+ * NNG 1.5.2's close waiting forever, and with it every later close in the
+ * process (nanomsg/nng#1543; common/exit_guard.h). So a peer that may
+ * still answer (a worker that left, or was declared lost) is not closed at
+ * once: st_peer_cancel ends its operations now, and its owner closes it
+ * later (the coordinator: COORD_PEER_LINGER_NS after the worker went), when
+ * any reply in flight has landed and been dropped. */
+
+/* st_peer_cancel - ends every operation out on p at once: each posts its
+ * ST_CQ_OP_DONE with an error (a REQ operation's context is closed, so a
+ * reply arriving later finds nobody waiting and NNG drops it; a PUSH
+ * operation's send is canceled). The socket and its connection stay open.
+ * NULL is a no-op. */
+void st_peer_cancel(st_peer *p);
+
+/* st_peer_close - closes the socket: operations out end with NNG_ECLOSED
+ * events (they stay valid until st_net_op_finish). NULL is a no-op. */
 void st_peer_close(st_peer *p);
+
+/* st_peer_ops - the operations started on p and not finished yet. */
+size_t st_peer_ops(const st_peer *p);
 
 /* st_peer_url - the address the peer dials. */
 const char *st_peer_url(const st_peer *p);
@@ -141,7 +164,8 @@ const char *st_peer_url(const st_peer *p);
 st_err st_peer_start(st_peer *p, st_cq *q, nng_msg *msg, int timeout_ms, const st_op_tag *tag);
 
 /* st_net_op_finish - reads an ended op's tag and frees the op (call once,
- * on the main thread, after its ST_CQ_OP_DONE event). */
+ * on the main thread, after its ST_CQ_OP_DONE event); its peer, if still
+ * open, no longer counts it. */
 void st_net_op_finish(st_net_op *op, st_op_tag *tag);
 
 #endif

@@ -671,7 +671,7 @@ void coord_member_gone(st_coord *c, uint64_t id, st_member_life life, const char
         return;
     if (m->life == ST_MEMBER_ALIVE)
         st_members_mark(m, life, why, coord_now());
-    st_peer_close(m->rpc);
+    coord_retire_peer(c, m->rpc, coord_now()); /* not closed now: coordinator/net.h */
     m->rpc = NULL;
     st_log(ST_LOG_WARN, CO, "worker %llu %s: %s", (unsigned long long)id,
            life == ST_MEMBER_LOST ? "lost" : "left", why);
