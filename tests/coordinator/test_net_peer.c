@@ -71,14 +71,23 @@ static int done(st_cq *q, st_op_tag *tag, char *body, size_t cap)
     return ev.rv;
 }
 
+/* req_pair - a queue, a REP socket and a REQ peer dialing it. */
+static st_peer *req_pair(st_cq *q, nng_socket *rep)
+{
+    ck_assert_int_eq(st_cq_init(q), ST_OK);
+    char url[64];
+    *rep = rep_open(url, sizeof url);
+    st_peer *p;
+    ck_assert_int_eq(st_peer_open_req(url, 1 << 20, &p), ST_OK);
+    return p;
+}
+
 START_TEST(test_cancel_keeps_connection)
 {
     st_cq q;
-    ck_assert_int_eq(st_cq_init(&q), ST_OK);
-    char url[64], got[64];
-    nng_socket rep = rep_open(url, sizeof url);
-    st_peer *p;
-    ck_assert_int_eq(st_peer_open_req(url, 1 << 20, &p), ST_OK);
+    nng_socket rep;
+    st_peer *p = req_pair(&q, &rep);
+    char got[64];
 
     start(p, &q, "first", 1);
     ck_assert_uint_eq(st_peer_ops(p), 1);
@@ -110,11 +119,9 @@ END_TEST
 START_TEST(test_close_with_op_out)
 {
     st_cq q;
-    ck_assert_int_eq(st_cq_init(&q), ST_OK);
-    char url[64], got[64];
-    nng_socket rep = rep_open(url, sizeof url);
-    st_peer *p;
-    ck_assert_int_eq(st_peer_open_req(url, 1 << 20, &p), ST_OK);
+    nng_socket rep;
+    st_peer *p = req_pair(&q, &rep);
+    char got[64];
     start(p, &q, "one", 7);
     start(p, &q, "two", 8);
     ck_assert_uint_eq(st_peer_ops(p), 2);
