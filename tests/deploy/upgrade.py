@@ -112,7 +112,11 @@ def start_worker(c, name, binary):
     env = {k: v for k, v in SANITIZER_ENV.items() if k not in os.environ}
     w = c.spawn(name + "-" + str(len(c.procs)), [
         binary, "--coordinator", c.addr, "--model", MODEL, "--threads", "1", "--name", name,
-        "--heartbeat-ms", "200", "--listen", "tcp://127.0.0.1:0"], env=env)
+        "--heartbeat-ms", "200", "--listen", "tcp://127.0.0.1:0",
+        # one announced speed for both: the plan splits the model in two
+        # whatever the start-up measurement saw on a loaded machine (a
+        # preempted one once left worker0 out of the plan)
+        "--test-hooks", "--test-speed", "2G"], env=env)
     w.wait_line(r"listening on (tcp://[0-9.]+:\d+)")
     return w
 
