@@ -25,7 +25,7 @@
 #define ST_MEASURE_BUF_DEFAULT (64u << 20)
 
 typedef struct st_measure {
-    double bytes_per_s[ST_DT_COUNT]; /* median of the timed repetitions */
+    double bytes_per_s[ST_DT_COUNT]; /* the fastest of the timed repetitions */
     int reps[ST_DT_COUNT];           /* timed repetitions per dtype */
     double seconds;                  /* wall time of the whole measurement */
 } st_measure;
