@@ -697,8 +697,9 @@ void st_daemon_shutdown(st_daemon *d)
         pthread_join(d->ctl, NULL);
         d->ctl_started = false;
     }
-    st_probe_close(d->probe); /* after the control thread: it reads the results */
-    d->probe = NULL;
+    /* the probe thread is joined in st_daemon_close, under the exit guard:
+     * a round that ended on a timed-out call closed its socket while the
+     * late reply could still come, and that close can hang (exit_guard.h) */
 }
 
 static void dm_aio_free(nng_aio *a)
@@ -726,6 +727,8 @@ void st_daemon_close(st_daemon *d)
      * close hangs (common/exit_guard.h) */
     st_chunk_serve_close(d->cserve);
     d->cserve = NULL;
+    st_probe_close(d->probe); /* after the control thread (shutdown): it reads the results */
+    d->probe = NULL;
     if (d->req_open)
         nng_close(d->req);
     if (d->rep_open)
