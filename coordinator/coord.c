@@ -250,14 +250,12 @@ void coord_retire_peer(st_coord *c, st_peer *p, uint64_t now)
         return;
     st_peer_cancel(p);
     if (c->n_retired == ST_MEMBERS_MAX) { /* full: the oldest goes now */
-        st_peer_close(c->retired[0]);
+        st_peer_close(c->retired[0].peer);
         memmove(c->retired, c->retired + 1, (c->n_retired - 1) * sizeof *c->retired);
-        memmove(c->retired_until, c->retired_until + 1,
-                (c->n_retired - 1) * sizeof *c->retired_until);
         c->n_retired--;
     }
-    c->retired[c->n_retired] = p;
-    c->retired_until[c->n_retired] = now + COORD_PEER_LINGER_NS;
+    c->retired[c->n_retired].peer = p;
+    c->retired[c->n_retired].until = now + COORD_PEER_LINGER_NS;
     c->n_retired++;
 }
 
@@ -265,13 +263,10 @@ void coord_reap_peers(st_coord *c, uint64_t now)
 {
     size_t k = 0;
     for (size_t i = 0; i < c->n_retired; i++) {
-        if (now >= c->retired_until[i]) {
-            st_peer_close(c->retired[i]);
-        } else {
-            c->retired[k] = c->retired[i];
-            c->retired_until[k] = c->retired_until[i];
-            k++;
-        }
+        if (now >= c->retired[i].until)
+            st_peer_close(c->retired[i].peer);
+        else
+            c->retired[k++] = c->retired[i];
     }
     c->n_retired = k;
 }

@@ -107,9 +107,11 @@ struct st_coord {
     char plan_error[320];
     st_peer *push[ST_PLAN_MAX_REPLICAS]; /* to each worker of stage 0 of the committed plan */
     /* gone workers' control sockets, their operations canceled, each closed
-     * at its retired_until (coord_retire_peer) */
-    st_peer *retired[ST_MEMBERS_MAX];
-    uint64_t retired_until[ST_MEMBERS_MAX];
+     * at its until (coord_retire_peer) */
+    struct {
+        st_peer *peer;
+        uint64_t until; /* coordinator clock, ns */
+    } retired[ST_MEMBERS_MAX];
     size_t n_retired;
     uint32_t n_routes;                   /* routes through the committed plan's replicas */
     uint64_t limits_epoch;               /* epoch whose limits the scheduler has */

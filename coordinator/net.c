@@ -50,7 +50,6 @@ struct st_peer {
     nng_socket s;
     bool req;
     st_net_op *ops; /* started, not finished: a list linked by next/prev */
-    size_t n_ops;
     char url[ST_NET_ADDR_MAX];
 };
 
@@ -366,7 +365,6 @@ static void net_op_unlink(st_net_op *op)
         op->next->prev = op->prev;
     op->next = op->prev = NULL;
     op->peer = NULL;
-    p->n_ops--;
 }
 
 void st_peer_cancel(st_peer *p)
@@ -395,7 +393,13 @@ void st_peer_close(st_peer *p)
     free(p);
 }
 
-size_t st_peer_ops(const st_peer *p) { return p ? p->n_ops : 0; }
+size_t st_peer_ops(const st_peer *p)
+{
+    size_t n = 0;
+    for (const st_net_op *op = p ? p->ops : NULL; op != NULL; op = op->next)
+        n++;
+    return n;
+}
 
 const char *st_peer_url(const st_peer *p) { return p->url; }
 
@@ -452,7 +456,6 @@ st_err st_peer_start(st_peer *p, st_cq *q, nng_msg *msg, int timeout_ms, const s
     if (p->ops)
         p->ops->prev = op;
     p->ops = op;
-    p->n_ops++;
     nng_aio_set_msg(op->aio, msg);
     nng_aio_set_timeout(op->aio, timeout_ms > 0 ? timeout_ms : 1);
     if (op->has_ctx)
