@@ -97,12 +97,6 @@ static void meas_fill(uint8_t *buf, size_t n, st_dtype t)
     }
 }
 
-static int meas_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* meas_dtype - times mat-vecs over the first rows of buf as dtype t. */
 static st_err meas_dtype(st_pool *pool, const st_kernel_ops *ops, st_dtype t, uint8_t *buf,
                          size_t buf_bytes, const float *xf, void *xq, float *y, double budget_s,
@@ -123,23 +117,26 @@ static st_err meas_dtype(st_pool *pool, const st_kernel_ops *ops, st_dtype t, ui
         x = xq;
     }
     meas_job j = {ops, t, r8, buf, rb, rows, x, xs, y};
-    double rates[MEAS_MAX_REPS + 1];
+    double best = 0.0; /* the fastest repetition's rate */
     int n = 0;
     double t_start = st_now_s();
     st_pool_run(pool, meas_run, &j); /* warm-up: faults and caches */
     double warm = st_now_s() - t_start;
-    if (warm >= budget_s / 2) /* a slow kernel: the warm-up is the measurement */
-        rates[n++] = warm > 0 ? (double)rows * (double)rb / warm : 0.0;
+    if (warm >= budget_s / 2 && warm > 0) { /* a slow kernel: the warm-up counts as a run */
+        best = (double)rows * (double)rb / warm;
+        n++;
+    }
     const bool slow = warm >= budget_s * MEAS_SLOW_SHARES;
     while (n < MEAS_MAX_REPS &&
            (st_now_s() - t_start < budget_s || (n < MEAS_MIN_RUNS && !slow))) {
         double t0 = st_now_s();
         st_pool_run(pool, meas_run, &j);
         double dt = st_now_s() - t0;
-        rates[n++] = dt > 0 ? (double)rows * (double)rb / dt : 0.0;
+        double r = dt > 0 ? (double)rows * (double)rb / dt : 0.0;
+        best = r > best ? r : best;
+        n++;
     }
-    qsort(rates, (size_t)n, sizeof *rates, meas_cmp);
-    out->bytes_per_s[t] = rates[n - 1]; /* the fastest */
+    out->bytes_per_s[t] = best;
     out->reps[t] = n;
     return ST_OK;
 }
