@@ -301,7 +301,8 @@ static int chat_remote_poll(cli_conn *cn, uint64_t id, int32_t *gen, size_t cap,
             st_msg_free(r);
             return 1;
         }
-        memcpy(gen + *n_gen, p->ids, p->n_ids * sizeof *gen);
+        if (p->n_ids > 0) /* (a poll that waited out its time has none: ids is NULL) */
+            memcpy(gen + *n_gen, p->ids, p->n_ids * sizeof *gen);
         *n_gen += p->n_ids;
         *reused = p->reused;
         chat_write((const char *)p->text.data, p->text.len);

@@ -97,7 +97,12 @@ typedef struct gen_opts {
     const char *logits_out;
     uint64_t session;
     int64_t max_queue_ms;
+    int64_t poll_ms; /* the longest one poll waits for new ids (--poll-ms) */
 } gen_opts;
+
+/* A poll's wait by default, which is also the most the coordinator grants
+ * (COORD_MAX_WAIT_MS): a poll answered without new ids is asked again. */
+#define GEN_POLL_WAIT_MS 10000
 
 /* What the last poll said about scheduling (the summary line). */
 typedef struct gen_sched {
@@ -111,7 +116,7 @@ static void gen_usage(void)
             "usage: strata generate (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
             "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ids]\n"
             "       [--stop STR]... [--logits-out FILE] [--session ID] [--timeout-ms N]\n"
-            "       [--max-queue-ms N]\n"
+            "       [--max-queue-ms N] [--poll-ms N]\n"
             "       [--coordinator ADDR] [--cluster-key FILE | --admin-key FILE |\n"
             "        --client-key FILE] [--encrypt]\n");
 }
@@ -120,6 +125,7 @@ static int gen_parse(int argc, char **argv, gen_opts *o)
 {
     o->sp = st_sampler_params_default();
     o->n = 64;
+    o->poll_ms = GEN_POLL_WAIT_MS;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         int r = cli_parse_sampling(argc, argv, &i, &o->sp);
@@ -157,6 +163,10 @@ static int gen_parse(int argc, char **argv, gen_opts *o)
         } else if (strcmp(f, "--max-queue-ms") == 0) {
             if (!(v = cli_need_value(argc, argv, &i)) ||
                 cli_parse_i64(f, v, 1, 3600000, &o->max_queue_ms))
+                return 2;
+        } else if (strcmp(f, "--poll-ms") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)) ||
+                cli_parse_i64(f, v, 1, GEN_POLL_WAIT_MS, &o->poll_ms))
                 return 2;
         } else {
             fprintf(stderr, "strata: generate: unknown argument '%s'\n", f);
@@ -207,7 +217,7 @@ static int gen_stream(cli_conn *c, const gen_opts *o, uint64_t id, FILE *lf, int
                     (long long)o->c.timeout_ms);
             return 1;
         }
-        uint32_t wait = 10000;
+        uint32_t wait = (uint32_t)o->poll_ms;
         if (deadline_ns && (deadline_ns - now) / 1000000 < wait)
             wait = (uint32_t)((deadline_ns - now) / 1000000) + 1;
         Strata__PollRequest pq = STRATA__POLL_REQUEST__INIT;
@@ -237,7 +247,8 @@ static int gen_stream(cli_conn *c, const gen_opts *o, uint64_t id, FILE *lf, int
             st_msg_free(r);
             return 1;
         }
-        memcpy(all + *n_all, p->ids, p->n_ids * sizeof *all);
+        if (p->n_ids > 0) /* (a poll that waited out its time has none: ids is NULL) */
+            memcpy(all + *n_all, p->ids, p->n_ids * sizeof *all);
         *n_all += p->n_ids;
         if (!o->ids_only)
             gen_write(p->text.data, p->text.len);

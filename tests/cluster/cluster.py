@@ -757,6 +757,42 @@ def case_llama3():
     ids) through 1 and 2 workers (check_wave2_splits)."""
     check_wave2_splits("l3-synth-q8_0.gguf", ([4], [1, 3]))
 
+def case_poll_empty():
+    """A poll answered without ids (nothing was generated while it waited:
+    a plan switch, a held step, a long queue) is asked again, and the
+    generation ends with `strata run`'s ids. The step gate parks the request
+    at 2 ids for 1 s, 20 times `--poll-ms 50`, so the CLI gets empty
+    answers however slow the machine is; under UBSan the CLI once failed on
+    the first (memcpy from the reply's NULL id array: "null pointer passed
+    as argument 2")."""
+    case = [x for x in golden_cases() if x["model"] == "synth-s-f32.gguf"][0]
+    prompt = ",".join(map(str, case["prompt_ids"]))
+    n = 8
+    with Cluster(model("synth-s-f32.gguf"), ["--wire", "f32", "--test-hooks"]) as c:
+        c.add_worker()
+        c.wait_serving(1)
+        hold(c, 2)
+        argv = [STRATA, "generate", "--prompt-ids", prompt, "-n", str(n), "--temp", "0", "--ids",
+                "--poll-ms", "50", "--coordinator", c.addr]
+        g = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_held(c, 1, at=2)
+            time.sleep(1.0)  # (the request cannot go on while parked)
+            assert g.poll() is None, "generate ended while its request was parked: %s" % (
+                g.communicate(),)
+            release(c)
+            out, err = g.communicate(timeout=TIMEOUT)
+        finally:
+            if g.poll() is None:
+                g.kill()
+        assert g.returncode == 0, "generate failed (%d): %s" % (g.returncode, err)
+        got = parse_ids(out)
+        ref = run_ids(c.model, case["prompt_ids"], n, os.path.join(c.tmp, "run.logits"))
+        assert got == ref, "ids %s differ from strata run's %s" % (got, ref)
+        print("poll_empty: parked at 2 ids for 1 s with --poll-ms 50; ids %s equal strata run's"
+              % got)
+
+
 
 def run_cases(cases):
     """Runs the cases named on the command line (all by default), going on
@@ -782,7 +818,8 @@ def run_cases(cases):
 
 CASES = {"inv1": case_inv1, "membership": case_membership, "stale": case_stale_epoch,
          "key": case_cluster_key, "bad_input": case_bad_input, "shutdown": case_shutdown,
-         "exit_guard": case_exit_guard, "netns": case_netns, "qwen2": case_qwen2, "llama3": case_llama3}
+         "exit_guard": case_exit_guard, "netns": case_netns, "qwen2": case_qwen2, "llama3": case_llama3,
+         "poll_empty": case_poll_empty}
 
 if __name__ == "__main__":
     run_cases(CASES)
