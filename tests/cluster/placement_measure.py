@@ -87,23 +87,46 @@ class Traffic(threading.Thread):
         return self.gens
 
 
-def settle(c, names, quiet_s, timeout):
-    """Waits until every worker is measured and the epoch has not changed
-    for quiet_s seconds (the measured speeds may correct announced ones)."""
+def keeps_plan(c, epoch):
+    """The coordinator, planning now from its current estimates, keeps the
+    serving plan of `epoch` (`current.keep` of a dry run: the test its
+    imbalance detector makes after heartbeats). Quiet time alone is not
+    enough: the detector replans only after --imbalance-ms of checks that
+    say otherwise, which can begin just as the workers' samples reach
+    --min-samples. The dry run must be of that epoch: a switch can commit
+    between the status and the dry run, which then judges the new plan."""
+    dry = json.loads(c.cli("plan", "--dry-run", "--json").stdout)
+    return dry["epoch"] == epoch and dry["current"] is not None and dry["current"]["keep"]
+
+
+def settle(c, names, quiet_s, timeout, keep=True):
+    """Waits until every worker is measured, the epoch has not changed for
+    quiet_s seconds (the measured speeds may correct announced ones), and,
+    with keep, the coordinator would keep the serving plan under its
+    estimates."""
     deadline = time.time() + timeout
     epoch, since = None, time.time()
+    seen = []
     while time.time() < deadline:
         st = c.status()
         if st["epoch"] != epoch or not st["serving"]:
             epoch, since = st["epoch"], time.time()
-        elif measured(st, names) and time.time() - since >= quiet_s:
+            if st["serving"] and (not seen or seen[-1] != layers_of(st)):
+                seen.append(layers_of(st))
+        elif measured(st, names) and time.time() - since >= quiet_s and \
+                (not keep or keeps_plan(c, epoch)):
             return st
         time.sleep(0.1)
-    raise AssertionError("the plan did not settle in %ss" % timeout)
+    raise AssertionError("the plan did not settle in %ss; serving layouts seen: %s"
+                         % (timeout, seen))
 
 
 # the throttle of the hetero case's workers (worker2 starts at twice it)
 HETERO_BASE = 10
+# the speeds they announce: worker2 twice the others', so that with its
+# throttle twice theirs the first plan sees three equal workers
+HETERO_SPEED = "2G"
+HETERO_SPEED_W2 = "4G"
 # The budget of worker0 and worker1 in case hetero: synth-12's layer holds
 # 5,113,856 bytes (3,016,704 of f32 weights + 2,097,152 of KV: 512 positions
 # x 8 sessions x 2 x 64 values x 4 bytes), its embedding and head 524,288
@@ -132,23 +155,29 @@ def hetero(tmp):
         # every worker throttled (x10; worker2 x20, twice as slow), so a
         # stage's compute outweighs a hop on any machine: unthrottled, this
         # small model's hop costs (which grow with the machine's load) could
-        # make a two-worker plan the best and leave worker2 out unmeasured;
-        # one at a time, so their start-up measurements do not compete for
-        # the cores
+        # make a two-worker plan the best and leave worker2 out unmeasured.
+        # The speeds they announce are fixed (--test-speed), not measured at
+        # start-up: a start-up measurement preempted by other tests made
+        # worker0 "slower" than worker2 in a CI run. worker2 announces twice
+        # the others' speed, which its announced throttle cancels: the first
+        # plan treats the three alike, and only the measured per-layer
+        # latency can give worker2 fewer layers.
         # worker0 and worker1 hold at most 5 of the 12 layers (HETERO_MEMORY),
-        # so every plan gives worker2 a stage: under a heavy load its start-up
-        # measurement can be slow enough for the throughput objective to
-        # leave it out, and a spare serves nothing that would measure the
-        # throttle's change
-        add_joined(c, "--throttle", str(HETERO_BASE), "--memory", HETERO_MEMORY)
-        add_joined(c, "--throttle", str(HETERO_BASE), "--memory", HETERO_MEMORY)
-        add_joined(c, "--throttle", str(2 * HETERO_BASE), "--throttle-file", tfile)
+        # so every plan gives worker2 a stage (a spare serves nothing that
+        # would measure the throttle's change).
+        speed = ["--test-hooks", "--test-speed", HETERO_SPEED]
+        add_joined(c, "--throttle", str(HETERO_BASE), "--memory", HETERO_MEMORY, *speed)
+        add_joined(c, "--throttle", str(HETERO_BASE), "--memory", HETERO_MEMORY, *speed)
+        add_joined(c, "--throttle", str(2 * HETERO_BASE), "--throttle-file", tfile,
+                   "--test-hooks", "--test-speed", HETERO_SPEED_W2)
         st = c.wait_placed(3)
-        print("hetero: first plan (announced speeds) epoch %d layers %s"
+        print("hetero: first plan (announced speeds, all alike) epoch %d layers %s"
               % (st["epoch"], layers_of(st)))
         traffic = Traffic(c, [1, 5, 9], 200)
         traffic.start()
-        st = settle(c, names, 3.0, 40)
+        t_settle = time.time()
+        st = settle(c, names, 3.0, 60)
+        t_settle = time.time() - t_settle
         before = layers_of(st)
         e_before = st["epoch"]
         status_before = c.cli("status").stdout
@@ -158,9 +187,11 @@ def hetero(tmp):
         # the throttled one; the planner then rightly gives them equal shares.
         assert before["worker2"] > 0, "worker2 has no stage despite HETERO_MEMORY: %s" % before
         others = [before["worker0"], before["worker1"]]
-        assert before["worker2"] <= min(others) and before["worker2"] < max(others), \
-            "the slow worker does not get fewer layers: %s" % before
         dry = json.loads(c.cli("plan", "--dry-run", "--json").stdout)
+        assert before["worker2"] <= min(others) and before["worker2"] < max(others), \
+            "the slow worker does not get fewer layers: %s; the coordinator's estimates: %s, " \
+            "current %s" % (before, [(w["name"], w["source"], w["sec_per_byte"])
+                                     for w in dry["workers"]], dry["current"])
         srcs = {w["name"]: w["source"] for w in dry["workers"]}
         # every worker with a stage is measured in the serving epoch, or
         # remembered from the epoch before it (until the new one has
@@ -170,7 +201,7 @@ def hetero(tmp):
         assert all(srcs[x] in ("measured", "remembered") or
                    (before[x] == 0 and srcs[x] == "announced") for x in names), (srcs, before)
         print("hetero: measured plan epoch %d layers %s (worker2 throttled x2 relative to the "
-              "others)" % (e_before, before))
+              "others), settled in %.1f s" % (e_before, before, t_settle))
         with open(tfile, "w") as f:
             f.write("%d\n" % HETERO_BASE)
         t_change = time.time()
@@ -182,7 +213,8 @@ def hetero(tmp):
         print("hetero: worker2 throttle x%d -> x%d (as the others); epoch %d -> %d %.1f s later; "
               "layers %s -> %s" % (2 * HETERO_BASE, HETERO_BASE, e_before, st["epoch"],
                                    t_switch - t_change, before, after))
-        st = settle(c, names, 1.0, 30)
+        # (for the status printed below: the switch itself is the verdict)
+        st = settle(c, names, 1.0, 30, keep=False)
         status_after = c.cli("status").stdout
         gens = traffic.finish()
         spanned = [g for g in gens if g.t0 < t_switch and g.t1 > t_change]
