@@ -45,6 +45,9 @@ static cJSON *sp_counters_json(const Strata__Counters *c)
     cli_json_u64(o, "zstd_raw_bytes_sent", c->zstd_raw_bytes_sent);
     cli_json_u64(o, "zstd_wire_bytes_sent", c->zstd_wire_bytes_sent);
     cli_json_u64(o, "zstd_packets_received", c->zstd_packets_received);
+    cli_json_u64(o, "conn_refused", c->conn_refused);
+    cli_json_u64(o, "conn_evicted", c->conn_evicted);
+    cli_json_u64(o, "conn_expired", c->conn_expired);
     return o;
 }
 
@@ -406,6 +409,10 @@ void cli_status_print(const Strata__StatusReply *s)
         printf("refused: control requests %" PRIu64 ", STEP frames %" PRIu64
                ", forged results %" PRIu64 "\n",
                c->refused_control, c->refused_step, c->forged_results);
+    if (c)
+        printf("unauthenticated connections closed: over a cap %" PRIu64 ", for a newer one %" PRIu64
+               ", at the deadline %" PRIu64 "\n",
+               c->conn_refused, c->conn_evicted, c->conn_expired);
     const Strata__SecurityCounters *z = s->security;
     if (z)
         printf("refused (you are %s): by role %" PRIu64 ", member spoofs %" PRIu64

@@ -31,6 +31,7 @@
 #include "common/envelope.h"
 #include "common/log.h"
 #include "common/msg.h"
+#include "common/pipe_gate.h"
 
 #define MS_SEND_TIMEOUT_MS 30000 /* a reply no peer takes is dropped after this */
 #define MS_WHY_MAX 300
@@ -39,6 +40,7 @@ struct st_mserve {
     st_mserve_cfg cfg;
     char name[32];
     nng_socket s;
+    st_pipe_gate *gate; /* the socket's connections (pipe_gate.h); freed after it */
     bool open, env_ok, started, corrupted;
     pthread_t th;
     st_env env;
@@ -147,6 +149,10 @@ static void *ms_main(void *arg)
             continue;
         Strata__Msg *r = NULL;
         st_err e = st_msg_unpack(&s->env, ST_ENV_CONTROL, msg, &r, NULL);
+        if (e == ST_OK) /* its connection (pipe_gate.h) */
+            st_pipe_gate_vouch(s->gate, msg);
+        else
+            st_pipe_gate_failed(s->gate, msg);
         nng_msg_free(msg);
         if (e != ST_OK) { /* no reply: a REP context waits for the next request */
             st_log(ST_LOG_WARN, s->name, "request dropped: %s", st_errmsg(e));
@@ -158,6 +164,12 @@ static void *ms_main(void *arg)
     st_log(ST_LOG_INFO, s->name, "served %llu chunks, %llu bytes",
            (unsigned long long)s->served_chunks, (unsigned long long)s->served_bytes);
     return NULL;
+}
+
+void st_mserve_gate_counts(st_mserve *s, st_pipe_gate_counts *sum)
+{
+    if (s != NULL)
+        st_pipe_gate_add_counts(s->gate, sum);
 }
 
 st_err st_mserve_open(const st_mserve_cfg *cfg, st_mserve **out, char *addr, size_t cap)
@@ -186,8 +198,11 @@ st_err st_mserve_open(const st_mserve_cfg *cfg, st_mserve **out, char *addr, siz
         goto fail;
     }
     s->open = true;
-    nng_socket_set_size(s->s, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
+    nng_socket_set_size(s->s, NNG_OPT_RECVMAXSZ, ST_MSERVE_MAX_REQUEST);
     nng_socket_set_ms(s->s, NNG_OPT_SENDTIMEO, MS_SEND_TIMEOUT_MS);
+    st_pipe_gate_cfg gc = st_pipe_gate_cfg_for(s->name, ST_MSERVE_MAX_REQUEST, true);
+    if ((e = st_pipe_gate_open(s->s, &gc, &s->gate)) != ST_OK)
+        goto fail;
     nng_listener l;
     int port = 0;
     const char *colon = strrchr(cfg->listen, ':');
@@ -222,6 +237,7 @@ void st_mserve_close(st_mserve *s)
         nng_close(s->s); /* ends the thread's receive */
     if (s->started)
         pthread_join(s->th, NULL);
+    st_pipe_gate_close(s->gate);
     if (s->env_ok)
         st_env_fini(&s->env);
     sodium_memzero(s->key, sizeof s->key);

@@ -23,6 +23,7 @@
 
 #include "common/err.h"
 #include "common/manifest.h"
+#include "common/pipe_gate.h"
 
 typedef struct st_chunk_src {
     /* manifest - the source's manifest for a grid of chunk_size bytes (0:
@@ -53,6 +54,17 @@ typedef struct st_mserve st_mserve;
 /* st_mserve_open - binds cfg->listen and starts the serving thread; the
  * bound address goes to addr[0..cap). cfg->src must outlive the server. */
 st_err st_mserve_open(const st_mserve_cfg *cfg, st_mserve **out, char *addr, size_t cap);
+
+/* A server's socket takes requests of at most this many bytes: a
+ * ManifestRequest or ChunkRequest (a 32-byte model id and two numbers)
+ * sealed in its envelope is under 128 bytes. Its connections are gated
+ * (common/pipe_gate.h): one that sent no authenticated request within
+ * ST_PIPE_GATE_UNPROVEN_MS is closed. */
+#define ST_MSERVE_MAX_REQUEST ((size_t)4 << 10)
+
+/* st_mserve_gate_counts - adds the socket's connection counts to *sum.
+ * NULL s: nothing. */
+void st_mserve_gate_counts(st_mserve *s, st_pipe_gate_counts *sum);
 
 /* st_mserve_close - stops the thread and closes the socket; NULL is a no-op. */
 void st_mserve_close(st_mserve *s);

@@ -487,6 +487,20 @@ static void api_status_links_free(Strata__StatusReply *sr)
     sr->n_links = 0;
 }
 
+/* api_conn_counters - the connections the control, results and weights
+ * sockets closed unauthenticated (common/pipe_gate.h), added to the coordinator's
+ * own counters. */
+static void api_conn_counters(st_coord *c, Strata__Counters *cn)
+{
+    st_pipe_gate_counts g = {0};
+    if (c->net != NULL)
+        st_net_gate_counts(c->net, &g);
+    st_weights_gate_counts(c->weights, &g);
+    cn->conn_refused += g.refused;
+    cn->conn_evicted += g.evicted;
+    cn->conn_expired += g.expired;
+}
+
 /* api_status - detailed (workers, links, plan) for every role but a
  * client's. */
 static void api_status(st_coord *c, uint32_t slot, st_env_role role)
@@ -542,6 +556,7 @@ static void api_status(st_coord *c, uint32_t slot, st_env_role role)
     cn.steps = c->steps;
     cn.forged_results = c->forged_results;
     cn.reply_failures = c->net != NULL ? st_net_reply_failures(c->net) : 0;
+    api_conn_counters(c, &cn);
     st_members_counters(&c->ms, &cn);
     st_sched_stats ss;
     st_sched_get_stats(c->sched, &ss);
@@ -635,6 +650,7 @@ void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
     c->env_rep.last_cred = 0;
     c->env_rep.last_seq = 0;
     st_err e = st_msg_unpack(&c->env_rep, ST_ENV_CONTROL, msg, &m, &who.sender);
+    st_net_judged(c->net, ST_CQ_CTL, msg, e == ST_OK); /* its connection (pipe_gate.h) */
     nng_msg_free(msg);
     who.seq = e == ST_OK ? c->env_rep.last_seq : 0;
     who.role = c->env_rep.last_role; /* answers go back under the credential that verified */

@@ -122,6 +122,18 @@ static st_err coord_load_model(st_coord *c)
     return ST_OK;
 }
 
+/* coord_results_max - the results socket's frame limit: the largest step
+ * result a worker sends (COORD_RESULT_ROW_BYTES), at most COORD_MAX_FRAME.
+ * NNG closes a connection that declares a longer frame before allocating
+ * it, and a stranger's partial frames are bounded by this times the
+ * socket's unauthenticated connections (common/pipe_gate.h). */
+static size_t coord_results_max(uint32_t max_sessions, uint32_t n_vocab)
+{
+    size_t m = COORD_RESULT_SLACK +
+               (size_t)max_sessions * (COORD_RESULT_ROW_BYTES + (size_t)n_vocab * sizeof(float));
+    return m < COORD_MAX_FRAME ? m : COORD_MAX_FRAME;
+}
+
 st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
 {
     *out = NULL;
@@ -202,7 +214,8 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
     c->next_epoch = st_epoch_first(c->start_ms);
     snprintf(c->plan_error, sizeof c->plan_error, "waiting for %u worker(s) to join",
              cfg->min_workers);
-    if ((e = st_net_open(&c->q, cfg->listen, cfg->results, cfg->slots, COORD_MAX_FRAME, &c->net)))
+    if ((e = st_net_open(&c->q, cfg->listen, cfg->results, cfg->slots,
+                         coord_results_max(cfg->max_sessions, c->mi.n_vocab), &c->net)))
         goto fail;
     if (cfg->local_key && !cfg->key_path) { /* before the address is printed: no one waits */
         if ((e = st_local_key_path(st_net_ctl_addr(c->net), true, c->local_key_path,
@@ -441,6 +454,7 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
     uint64_t now = coord_now();
     uint64_t sender = 0;
     st_err e = st_msg_unpack(&c->env_res, ST_ENV_RESULT, msg, &m, &sender);
+    st_net_judged(c->net, ST_CQ_RESULT, msg, e == ST_OK); /* its connection (pipe_gate.h) */
     if (e != ST_OK) {
         if (e != ST_EAUTH)
             c->bad_msgs++;
@@ -739,6 +753,8 @@ static void coord_timers(st_coord *c, uint64_t now)
     }
     st_sched_tick(c->sched, now, stall);
 }
+
+void st_coord_set_weights(st_coord *c, st_weights *w) { c->weights = w; }
 
 void st_coord_run(st_coord *c, volatile sig_atomic_t *stop)
 {

@@ -88,6 +88,12 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out);
  * file of the operator's or there is none. */
 const char *st_coord_key_file(const st_coord *c);
 
+/* st_coord_set_weights - the weights server main.c opened beside c, whose
+ * socket's connection counts `strata status` adds to the coordinator's
+ * (NULL: none). It must outlive st_coord_run. */
+struct st_weights;
+void st_coord_set_weights(st_coord *c, struct st_weights *w);
+
 /* st_coord_run - the event loop; returns when *stop becomes nonzero. */
 void st_coord_run(st_coord *c, volatile sig_atomic_t *stop);
 

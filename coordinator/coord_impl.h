@@ -22,8 +22,17 @@
 #include "coordinator/replan.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/switch.h"
+#include "coordinator/weights.h"
 
 #define COORD_MAX_FRAME ((size_t)64 << 20)
+/* The results socket's frame limit (coord_results_max): a StepResult has
+ * at most one row per KV slot (--max-sessions), each with n_vocab logits
+ * when asked; a row's other fields and framing (session id, token, 4 rng
+ * words, tags, lengths) take under 80 bytes, the result's own fields, an
+ * error's text (ERR_DETAIL_BYTES, common/err.c) and the envelope under 2
+ * KiB. The slack doubles both. */
+#define COORD_RESULT_ROW_BYTES 160u
+#define COORD_RESULT_SLACK ((size_t)4 << 10)
 #define COORD_MAX_WAIT_MS 10000u
 #define COORD_LOGITS_PER_REPLY ((size_t)8 << 20)
 #define COORD_KEEP_GONE_NS (60ull * 1000000000ull)
@@ -89,6 +98,7 @@ struct st_coord {
     bool keyed;
     uint8_t key[ST_KEY_BYTES];
     char local_key_path[ST_LOCAL_KEY_PATH_MAX]; /* cfg.local_key's file (kept) */
+    st_weights *weights; /* main.c's weights server (its connection counts), or NULL */
     /* one envelope state per socket kind, so reordering between sockets
      * never looks like a replay to a peer's (or our) replay window */
     st_env env_rep, env_rpc, env_step, env_res;

@@ -586,6 +586,7 @@ int main(int argc, char **argv)
         st_coord_close(c);
         return 1;
     }
+    st_coord_set_weights(c, weights);
     if (weights != NULL) {
         printf("weights on %s\n", waddr);
         fflush(stdout);

@@ -171,6 +171,9 @@ static void ms_counters_add(Strata__Counters *sum, const Strata__Counters *c)
     sum->zstd_raw_bytes_sent += c->zstd_raw_bytes_sent;
     sum->zstd_wire_bytes_sent += c->zstd_wire_bytes_sent;
     sum->zstd_packets_received += c->zstd_packets_received;
+    sum->conn_refused += c->conn_refused;
+    sum->conn_evicted += c->conn_evicted;
+    sum->conn_expired += c->conn_expired;
 }
 
 /* ms_drop - removes member i (its rpc must be closed by the caller). */

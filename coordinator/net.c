@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/msg.h"
+#include "common/pipe_gate.h"
 
 #define NET_REPLY_TIMEOUT_MS 5000
 
@@ -38,6 +39,7 @@ struct st_net {
     nng_socket ctl;
     nng_socket res;
     bool ctl_open, res_open;
+    st_pipe_gate *ctl_gate, *res_gate; /* freed after their sockets (pipe_gate.h) */
     net_slot *slots;
     uint32_t n_slots;
     nng_aio *res_aio;
@@ -68,9 +70,10 @@ struct st_net_op {
 
 static bool net_is_tcp(const char *url) { return strncmp(url, "tcp://", 6) == 0; }
 
-/* net_listen - starts a listener on url (TCP_NODELAY on TCP) and writes the
- * address it bound to bound: for TCP the host of url and the real port. */
-static st_err net_listen(nng_socket s, const char *url, char *bound, size_t cap)
+/* net_listen - starts a listener on url (TCP_NODELAY on TCP; frames of at
+ * most max_frame bytes, 0: the socket's limit) and writes the address it
+ * bound to bound: for TCP the host of url and the real port. */
+static st_err net_listen(nng_socket s, const char *url, size_t max_frame, char *bound, size_t cap)
 {
     nng_listener l;
     int rv = nng_listener_create(&l, s, url);
@@ -78,6 +81,8 @@ static st_err net_listen(nng_socket s, const char *url, char *bound, size_t cap)
         return st_err_nng(rv, url);
     if (net_is_tcp(url) && (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0)
         return st_err_nng(rv, "TCP_NODELAY");
+    if (max_frame != 0 && (rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, max_frame)) != 0)
+        return st_err_nng(rv, "RECVMAXSZ");
     if ((rv = nng_listener_start(l, 0)) != 0)
         return st_err_nng(rv, url);
     if (!net_is_tcp(url)) {
@@ -120,6 +125,7 @@ static void net_slot_cb(void *arg)
     if (rv == 0) {
         atomic_store(&s->pipe_id, nng_pipe_id(nng_msg_get_pipe(nng_aio_get_msg(s->aio))));
         atomic_store(&s->held, NET_HELD);
+        st_pipe_gate_seen(s->net->ctl_gate, nng_aio_get_msg(s->aio)); /* judged on the loop */
         net_post(s->net->q, ST_CQ_CTL, 0, s->idx, nng_aio_get_msg(s->aio), NULL);
         return;
     }
@@ -133,6 +139,7 @@ static void net_res_cb(void *arg)
     st_net *n = arg;
     int rv = nng_aio_result(n->res_aio);
     if (rv == 0) {
+        st_pipe_gate_seen(n->res_gate, nng_aio_get_msg(n->res_aio)); /* judged on the loop */
         net_post(n->q, ST_CQ_RESULT, 0, 0, nng_aio_get_msg(n->res_aio), NULL);
         return;
     }
@@ -175,12 +182,15 @@ st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, ui
         goto fail;
     }
     n->ctl_open = true;
-    nng_socket_set_size(n->ctl, NNG_OPT_RECVMAXSZ,
-                        max_frame < ST_MSG_CONTROL_MAX_FRAME ? max_frame
-                                                             : ST_MSG_CONTROL_MAX_FRAME);
-    if ((e = net_listen(n->ctl, listen_url, n->ctl_addr, sizeof n->ctl_addr)))
+    nng_socket_set_size(n->ctl, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
+    st_pipe_gate_cfg gc = st_pipe_gate_cfg_for("control", ST_NET_CTL_TCP_MAX_FRAME, true);
+    gc.max_new = gc.max_per_addr; /* clients connect in bursts: never evicted young */
+    if ((e = st_pipe_gate_open(n->ctl, &gc, &n->ctl_gate)))
         goto fail;
-    if ((e = net_listen(n->ctl, ST_NET_INPROC_URL, rurl, sizeof rurl)))
+    if ((e = net_listen(n->ctl, listen_url, net_is_tcp(listen_url) ? ST_NET_CTL_TCP_MAX_FRAME : 0,
+                        n->ctl_addr, sizeof n->ctl_addr)))
+        goto fail;
+    if ((e = net_listen(n->ctl, ST_NET_INPROC_URL, 0, rurl, sizeof rurl)))
         goto fail;
     if ((rv = nng_pull0_open(&n->res)) != 0) {
         e = st_err_nng(rv, "pull socket");
@@ -188,12 +198,15 @@ st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, ui
     }
     n->res_open = true;
     nng_socket_set_size(n->res, NNG_OPT_RECVMAXSZ, max_frame);
+    gc = st_pipe_gate_cfg_for("results", max_frame, false); /* PUSH peers may stay silent */
+    if ((e = st_pipe_gate_open(n->res, &gc, &n->res_gate)))
+        goto fail;
     if (results_url == NULL) {
         if ((e = net_results_url(n->ctl_addr, rurl, sizeof rurl)))
             goto fail;
         results_url = rurl;
     }
-    if ((e = net_listen(n->res, results_url, n->res_addr, sizeof n->res_addr)))
+    if ((e = net_listen(n->res, results_url, 0, n->res_addr, sizeof n->res_addr)))
         goto fail;
     for (uint32_t i = 0; i < n_slots; i++) {
         net_slot *s = &n->slots[i];
@@ -233,6 +246,8 @@ void st_net_close(st_net *n)
             nng_aio_free(n->slots[i].aio);
     if (n->res_aio)
         nng_aio_free(n->res_aio);
+    st_pipe_gate_close(n->ctl_gate);
+    st_pipe_gate_close(n->res_gate);
     free(n->slots);
     free(n);
 }
@@ -240,6 +255,21 @@ void st_net_close(st_net *n)
 const char *st_net_ctl_addr(const st_net *n) { return n->ctl_addr; }
 const char *st_net_results_addr(const st_net *n) { return n->res_addr; }
 uint32_t st_net_n_slots(const st_net *n) { return n->n_slots; }
+
+void st_net_judged(st_net *n, st_net_event which, const nng_msg *msg, bool authentic)
+{
+    st_pipe_gate *g = which == ST_CQ_CTL ? n->ctl_gate : n->res_gate;
+    if (authentic)
+        st_pipe_gate_vouch(g, msg);
+    else
+        st_pipe_gate_failed(g, msg);
+}
+
+void st_net_gate_counts(st_net *n, st_pipe_gate_counts *sum)
+{
+    st_pipe_gate_add_counts(n->ctl_gate, sum);
+    st_pipe_gate_add_counts(n->res_gate, sum);
+}
 
 void st_net_reply(st_net *n, uint32_t slot, nng_msg *msg)
 {

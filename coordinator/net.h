@@ -19,16 +19,26 @@
 #ifndef ST_COORD_NET_H
 #define ST_COORD_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/cq.h"
 #include "common/err.h"
+#include "common/pipe_gate.h"
 
 #define ST_NET_ADDR_MAX 256
 #define ST_NET_MAX_SLOTS 1024
 /* The control socket's in-process address: the HTTP gateway (http.h)
  * dials it. One st_net per process (a second one cannot bind it). */
+/* The control socket's frame limit on TCP (the in-process listener keeps
+ * ST_MSG_CONTROL_MAX_FRAME, for the HTTP gateway's long prompts): a
+ * Generate of some 300k prompt ids, heartbeats, joins and admin requests
+ * fit; a stranger's partial frame costs at most this (common/pipe_gate.h:
+ * the control socket never evicts a young unauthenticated connection,
+ * because clients connect in bursts and a request waiting for a free slot
+ * leaves its connection unjudged). */
+#define ST_NET_CTL_TCP_MAX_FRAME ((size_t)1 << 20)
 #define ST_NET_INPROC_URL "inproc://strata-coordinator-control"
 
 /* The kinds of the events the sockets post (st_cq_event.kind; the queue
@@ -66,8 +76,9 @@ typedef struct st_op_tag {
  * results_url (NULL: derived from listen_url, port 0 on the same host),
  * and starts receiving. The results socket accepts frames up to max_frame
  * bytes (step results with logits), the control socket up to
- * ST_MSG_CONTROL_MAX_FRAME (msg.h; max_frame if smaller): NNG refuses a
- * longer frame from its length prefix, before allocating it.
+ * ST_NET_CTL_TCP_MAX_FRAME on TCP and ST_MSG_CONTROL_MAX_FRAME (msg.h)
+ * in-process: NNG refuses a longer frame from its length prefix, before
+ * allocating it.
  * Events go to q, which must outlive the st_net. */
 st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, uint32_t n_slots,
                    size_t max_frame, st_net **out);
@@ -84,6 +95,18 @@ const char *st_net_results_addr(const st_net *n);
 
 /* st_net_n_slots - the number of REP contexts. */
 uint32_t st_net_n_slots(const st_net *n);
+
+/* Connections (common/pipe_gate.h): both sockets cap their connections
+ * and those not yet authenticated; the control socket closes one that sent
+ * no authenticated frame within ST_PIPE_GATE_UNPROVEN_MS. A frame's
+ * connection is PENDING from its arrival (the callbacks) until the loop
+ * judges it. */
+/* st_net_judged - msg, received as event `which` (ST_CQ_CTL or
+ * ST_CQ_RESULT), passed authentication (authentic: its connection is
+ * proven) or did not (it becomes FAILED unless proven). */
+void st_net_judged(st_net *n, st_net_event which, const nng_msg *msg, bool authentic);
+/* st_net_gate_counts - adds both sockets' connection counts to *sum. */
+void st_net_gate_counts(st_net *n, st_pipe_gate_counts *sum);
 
 /* st_net_reply - sends msg (taken) as the answer of slot's pending
  * request; the slot then receives again. */

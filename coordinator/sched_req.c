@@ -137,7 +137,7 @@ void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err, con
     r->err = err;
     snprintf(r->err_msg, sizeof r->err_msg, "%s", msg ? msg : "");
     r->done_ns = now;
-    if (s->cfg.tok) {
+    if (s->cfg.tok && r->dt.tok != NULL) { /* only a request that ran has a detokenizer */
         size_t nw = 0;
         if (st_detok_flush(&r->dt, s->dbuf, s->dcap, &nw) == ST_OK)
             sched_text_put(r, s->dbuf, nw);

@@ -51,6 +51,12 @@ st_err st_weights_open(const st_weights_cfg *cfg, st_weights **out, char *addr, 
     return ST_OK;
 }
 
+void st_weights_gate_counts(st_weights *w, st_pipe_gate_counts *sum)
+{
+    if (w != NULL)
+        st_mserve_gate_counts(w->srv, sum);
+}
+
 void st_weights_close(st_weights *w)
 {
     if (w == NULL)

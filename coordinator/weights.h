@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/pipe_gate.h"
 
 typedef struct st_weights_cfg {
     const char *model_path;
@@ -35,6 +36,10 @@ typedef struct st_weights st_weights;
 /* st_weights_open - binds cfg->listen and starts the serving thread; the
  * bound address goes to addr[0..cap). */
 st_err st_weights_open(const st_weights_cfg *cfg, st_weights **out, char *addr, size_t cap);
+
+/* st_weights_gate_counts - adds the weights socket's connection counts
+ * (common/pipe_gate.h) to *sum. NULL w: nothing. */
+void st_weights_gate_counts(st_weights *w, st_pipe_gate_counts *sum);
 
 /* st_weights_close - stops the thread and closes the socket; NULL is a no-op. */
 void st_weights_close(st_weights *w);

@@ -72,6 +72,12 @@ st_err st_chunk_serve_open(const st_chunk_serve_cfg *cfg, st_chunk_serve **out, 
     return ST_OK;
 }
 
+void st_chunk_serve_gate_counts(st_chunk_serve *c, st_pipe_gate_counts *sum)
+{
+    if (c != NULL)
+        st_mserve_gate_counts(c->srv, sum);
+}
+
 void st_chunk_serve_close(st_chunk_serve *c)
 {
     if (c == NULL)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/pipe_gate.h"
 #include "worker/fetch.h"
 
 typedef struct st_chunk_serve_cfg {
@@ -36,6 +37,10 @@ typedef struct st_chunk_serve st_chunk_serve;
  * address goes to addr[0..cap). cfg->fetch must outlive the server. */
 st_err st_chunk_serve_open(const st_chunk_serve_cfg *cfg, st_chunk_serve **out, char *addr,
                            size_t cap);
+
+/* st_chunk_serve_gate_counts - adds its socket's connection counts
+ * (common/pipe_gate.h) to *sum. NULL c: nothing. */
+void st_chunk_serve_gate_counts(st_chunk_serve *c, st_pipe_gate_counts *sum);
 
 /* st_chunk_serve_close - stops serving; NULL is a no-op. */
 void st_chunk_serve_close(st_chunk_serve *c);

@@ -217,6 +217,13 @@ static void dm_send_heartbeat(st_daemon *d)
     c.refused_control = d->ctl_refused;
     c.reply_failures = d->reply_failed;
     c.probe_refused = d->probe != NULL ? st_probe_refused(d->probe) : 0;
+    st_pipe_gate_counts gcn = {0}; /* its listening sockets' (pipe_gate.h) */
+    st_pipe_gate_add_counts(d->rep_gate, &gcn);
+    st_dp_gate_counts(d->dp, &gcn);
+    st_chunk_serve_gate_counts(d->cserve, &gcn);
+    c.conn_refused = gcn.refused;
+    c.conn_evicted = gcn.evicted;
+    c.conn_expired = gcn.expired;
     double now = st_now_s();
     double dt = now - d->last_hb_s;
     double load = dt > 0 ? (double)(busy - d->last_busy_ns) / 1e9 / dt : 0.0;
@@ -733,6 +740,7 @@ void st_daemon_close(st_daemon *d)
         nng_close(d->req);
     if (d->rep_open)
         nng_close(d->rep);
+    st_pipe_gate_close(d->rep_gate);
     dm_aio_free(d->req_aio);
     dm_aio_free(d->rep_aio);
     st_dp_close(d->dp);

@@ -247,6 +247,10 @@ st_err st_dp_open(const st_dp_cfg *cfg, st_worker_shared *sh, st_dataplane **out
     nng_socket_set_size(dp->pull, NNG_OPT_RECVMAXSZ, max_frame);
     nng_socket_set_ms(dp->pull, NNG_OPT_RECVTIMEO, ST_DP_POLL_MS);
     nng_socket_set_int(dp->pull, NNG_OPT_RECVBUF, DP_QUEUE_MSGS);
+    /* PUSH peers may stay silent before their first frame: no deadline */
+    st_pipe_gate_cfg gc = st_pipe_gate_cfg_for("data", max_frame, false);
+    if ((e = st_pipe_gate_open(dp->pull, &gc, &dp->gate)) != ST_OK)
+        goto fail;
     nng_listener l;
     if ((rv = nng_listener_create(&l, dp->pull, cfg->listen)) != 0) {
         e = st_errorf(ST_ENNG, "--listen %s: %s", cfg->listen, nng_strerror(rv));
@@ -412,6 +416,12 @@ void st_dp_stop(st_dataplane *dp)
     dp->started = false;
 }
 
+void st_dp_gate_counts(st_dataplane *dp, st_pipe_gate_counts *sum)
+{
+    if (dp != NULL)
+        st_pipe_gate_add_counts(dp->gate, sum);
+}
+
 void st_dp_close(st_dataplane *dp)
 {
     if (dp == NULL)
@@ -419,6 +429,7 @@ void st_dp_close(st_dataplane *dp)
     st_dp_stop(dp);
     if (dp->open) {
         nng_close(dp->pull);
+        st_pipe_gate_close(dp->gate);
         for (int k = 0; k < ST_DP_MAX_NEXT; k++)
             st_push_link_close(&dp->next[k]);
         st_push_link_close(&dp->res);

@@ -20,6 +20,7 @@
 
 #include "common/envelope.h"
 #include "common/err.h"
+#include "common/pipe_gate.h"
 #include "common/pool.h"
 #include "common/sampling.h"
 #include "common/wire.h"
@@ -197,6 +198,10 @@ st_err st_dp_start(st_dataplane *dp, const cpu_set_t *cpus);
 /* st_dp_stop - asks the data thread to stop after the batch it computes
  * and waits for it. */
 void st_dp_stop(st_dataplane *dp);
+
+/* st_dp_gate_counts - adds the data socket's connection counts
+ * (common/pipe_gate.h) to *sum. NULL dp: nothing. */
+void st_dp_gate_counts(st_dataplane *dp, st_pipe_gate_counts *sum);
 
 /* st_dp_close - closes the sockets and frees (stops the thread first if
  * it runs); NULL is a no-op. */

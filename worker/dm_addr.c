@@ -80,6 +80,10 @@ st_err dm_listen_rep(st_daemon *d, const char *host, int want_port, int *port)
     d->rep_open = true;
     nng_socket_set_ms(d->rep, NNG_OPT_SENDTIMEO, DM_REPLY_TIMEOUT_MS);
     nng_socket_set_size(d->rep, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
+    st_pipe_gate_cfg gc = st_pipe_gate_cfg_for("control", ST_MSG_CONTROL_MAX_FRAME, true);
+    st_err e = st_pipe_gate_open(d->rep, &gc, &d->rep_gate);
+    if (e != ST_OK)
+        return e;
     char url[ST_DP_ADDR_MAX];
     snprintf(url, sizeof url, "tcp://%s:%d", host, want_port);
     nng_listener l;

@@ -60,6 +60,7 @@ struct st_daemon {
     uint64_t sender; /* envelope sender ids: +0 requests, +1 data, +2 replies */
     nng_socket req, rep;
     bool req_open, rep_open;
+    st_pipe_gate *rep_gate; /* the control REP's connections; freed after it */
     nng_aio *req_aio, *rep_aio;
     st_env env_req, env_rep;
     st_worker_shared sh;

@@ -214,6 +214,10 @@ void dm_on_rep(st_daemon *d)
     d->env_rep.last_bound = false;
     d->env_rep.last_seq = 0;
     st_err e = st_msg_unpack(&d->env_rep, ST_ENV_CONTROL, msg, &m, &sender);
+    if (e == ST_OK) /* its connection (pipe_gate.h) */
+        st_pipe_gate_vouch(d->rep_gate, msg);
+    else
+        st_pipe_gate_failed(d->rep_gate, msg);
     nng_msg_free(msg);
     /* the reply (now, or after the loader for a Prepare) answers this request */
     st_env_reply_to(&d->env_rep, e == ST_OK ? sender : 0, e == ST_OK ? d->env_rep.last_seq : 0);

@@ -4,6 +4,7 @@
 #ifndef ST_WORKER_DP_INTERNAL_H
 #define ST_WORKER_DP_INTERNAL_H
 
+#include "common/pipe_gate.h"
 #include "common/wire_sample.h"
 #include "worker/dataplane.h"
 #include "worker/push_link.h"
@@ -14,6 +15,7 @@ struct st_dataplane {
     char name[64];
     bool open; /* sockets opened */
     nng_socket pull;
+    st_pipe_gate *gate; /* the PULL's connections (pipe_gate.h); freed after it */
     st_push_link res;                  /* to the plan's result address */
     st_push_link next[ST_DP_MAX_NEXT]; /* one per worker of the next stage */
     st_env rx; /* opens frames from the PULL */

@@ -662,9 +662,11 @@ void dp_frame(st_dataplane *dp, nng_msg *msg)
         else
             dp->sh->c.bad_packets++;
         pthread_mutex_unlock(&dp->sh->mu);
+        st_pipe_gate_failed(dp->gate, msg); /* its connection (pipe_gate.h) */
         dp_warn(dp, "frame dropped: %s", st_errmsg(e));
         return;
     }
+    st_pipe_gate_vouch(dp->gate, msg); /* authenticated: its connection is proven */
     Strata__StepMeta *m;
     if ((e = st_step_meta_unpack(&in, sender, &m)) != ST_OK) {
         dp_fail(dp, dp->cur != NULL ? dp->cur->plan.epoch : 0, 0, true, e, "%s", st_errdetail());

@@ -314,7 +314,7 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_ste
  *   inject step-scalar-bomb ADDR SIZE_MIB   the same with millions of
  *       occurrences of StepMeta.batch_id = 1 (no list to count: protobuf-c's
  *       scratch record per occurrence is what the budget must stop)
- *   inject req-bomb ADDR join|heartbeat SIZE_MIB   a control request of
+ *   inject req-bomb ADDR join|heartbeat SIZE_MIB|SIZE_KIBk   a control request of
  *       about SIZE_MIB MiB: a Join listing millions of empty kernel names,
  *       or a Heartbeat of millions of empty layers; prints the reply or
  *       "reply: none (...)" when the receiver dropped it (both exit 0)
@@ -431,11 +431,15 @@ int inj_dial(const char *addr, bool req, nng_socket *s)
     return 0;
 }
 
-/* inj_bomb_size - SIZE_MIB parsed (1..INJ_BOMB_MAX_MIB) in bytes, 0 if bad. */
+/* inj_bomb_size - SIZE_MIB parsed (1..INJ_BOMB_MAX_MIB) in bytes, or
+ * SIZE_KIB followed by 'k' (1..1023 KiB: under the coordinator's 1 MiB TCP
+ * control limit); 0 if bad. */
 static size_t inj_bomb_size(const char *txt)
 {
     char *end;
     unsigned long v = strtoul(txt, &end, 10);
+    if (end != txt && end[0] == 'k' && end[1] == '\0' && v >= 1 && v < INJ_MIB / 1024)
+        return (size_t)v * 1024;
     if (end == txt || *end != '\0' || v < 1 || v > INJ_BOMB_MAX_MIB)
         return 0;
     return (size_t)v * INJ_MIB;

@@ -26,7 +26,8 @@ from cluster import INJECT, Cluster, check_generate_exact, golden_cases, model  
 
 SYNTH = "synth-s-f32.gguf"
 RSS_SLACK_MIB = 64   # issue 12: peak RSS within this of the baseline
-UNDER_LIMIT_MIB = 3  # a bomb every socket under test lets through to its decoder
+UNDER_LIMIT_MIB = 3  # a bomb the worker's data socket lets through to its decoder
+UNDER_CTL_LIMIT = "768k"  # one the coordinator's TCP control socket (1 MiB) lets through
 SCALAR_MIB = 7       # a StepMeta under ST_STEP_META_MAX (8 MiB) of one scalar repeated
 OVER_LIMIT_MIB = (32, 256)
 COUNT_TIMEOUT_S = 30
@@ -161,17 +162,17 @@ def case_control():
         print("control: baseline coordinator peak RSS %.1f MiB" % base)
         # without the generated key: no reply, refused by the MAC and counted
         auth0 = auth_failed(c)
-        out = inject("req-bomb", c.addr, "join", UNDER_LIMIT_MIB, "--no-key")
+        out = inject("req-bomb", c.addr, "join", UNDER_CTL_LIMIT, "--no-key")
         assert "reply: none" in out, out
         auth = wait_auth_failed(c, auth0 + 1)
-        print("control: a keyless %d MiB join bomb refused by the MAC (auth_failed %d -> %d)"
-              % (UNDER_LIMIT_MIB, auth0, auth))
+        print("control: a keyless %s join bomb refused by the MAC (auth_failed %d -> %d)"
+              % (UNDER_CTL_LIMIT, auth0, auth))
         bad0 = bad_packets(c)
         for kind, names in (("join", "Join capability kernels"), ("heartbeat", "Heartbeat layers")):
-            out = inject("req-bomb", c.addr, kind, UNDER_LIMIT_MIB)
+            out = inject("req-bomb", c.addr, kind, UNDER_CTL_LIMIT)
             m = re.search(r"reply: error (\d+) [^:]*: (.*)", out)
             assert m and int(m.group(1)) == ERANGE and names in m.group(2), out
-            print("control: %d MiB %s bomb -> %s" % (UNDER_LIMIT_MIB, kind, m.group(0)))
+            print("control: %s %s bomb -> %s" % (UNDER_CTL_LIMIT, kind, m.group(0)))
             for size in OVER_LIMIT_MIB:
                 out = inject("req-bomb", c.addr, kind, size)
                 assert "reply: none" in out, out
