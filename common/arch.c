@@ -23,6 +23,7 @@ static const char *const arch_key_suffix[ST_AK_COUNT] = {
     [ST_AK_ROPE_SCALE_LINEAR] = "rope.scale_linear",
     [ST_AK_RMS_EPS] = "attention.layer_norm_rms_epsilon",
     [ST_AK_VOCAB_SIZE] = "vocab_size",
+    [ST_AK_EXPERT_COUNT] = "expert_count",
 };
 
 static const char *const arch_gkey_names[ST_AG_COUNT] = {
@@ -160,6 +161,23 @@ static st_err arch_check_rope_scaling(const st_gguf *g, const st_arch *a)
     return ST_OK;
 }
 
+/* arch_check_experts - refuses a mixture of experts (<arch>.expert_count
+ * above 0): its layers have routers and expert tensors the engine does
+ * not bind (issue 36). */
+static st_err arch_check_experts(const st_gguf *g, const st_arch *a)
+{
+    char key[ST_ARCH_NAME_MAX];
+    uint32_t n = 0;
+    st_err e = st_gguf_get_u32(g, st_arch_key_name(a, ST_AK_EXPERT_COUNT, key), &n);
+    if (e == ST_EMISSING || (e == ST_OK && n == 0)) {
+        st_errclear();
+        return ST_OK;
+    }
+    if (e != ST_OK)
+        return e;
+    return st_errorf(ST_ETYPE, "%s is %u: mixture-of-experts models are not supported", key, n);
+}
+
 st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out)
 {
     *out = NULL;
@@ -175,7 +193,8 @@ st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out)
         return st_errorf(ST_ETYPE, "%s is '%.*s'; supported: 'llama', 'qwen2'",
                          st_arch_gkey_name(ST_AG_ARCHITECTURE),
                          (int)(name.len > 64 ? 64 : name.len), name.data);
-    if ((e = arch_check_rope_scaling(g, a)) || (e = arch_check_absent(g, a)))
+    if ((e = arch_check_rope_scaling(g, a)) || (e = arch_check_experts(g, a)) ||
+        (e = arch_check_absent(g, a)))
         return e;
     *out = a;
     return ST_OK;

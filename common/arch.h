@@ -53,6 +53,7 @@ typedef enum st_arch_key {
     ST_AK_ROPE_SCALE_LINEAR,
     ST_AK_RMS_EPS,
     ST_AK_VOCAB_SIZE,
+    ST_AK_EXPERT_COUNT, /* present and nonzero: a mixture of experts (refused) */
     ST_AK_COUNT
 } st_arch_key;
 

@@ -12,6 +12,7 @@
  * stage's and as the head's), the worker once (it binds one tensor). */
 #include <check.h>
 #include <dirent.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,16 +33,37 @@ static void tl_setup(void)
     snprintf(tl_dir, sizeof tl_dir, "%s/models", sh ? sh : "../shared");
 }
 
-/* tl_check_model - every assertion of the file comment on one file. */
-static void tl_check_model(const char *path, int *n_stages)
+/* tl_refused - whether a wave-3 file (models/README.md) was refused as a
+ * file the engine does not support yet (issue 35/36: an architecture, a
+ * quant type, rope scaling or experts), by name: ST_ETYPE or ST_EINVAL
+ * whose detail says what is not supported. Any other error, or any error
+ * on another file, fails. */
+static bool tl_refused(const char *path, bool wave3, st_err e)
+{
+    if (e == ST_OK)
+        return false;
+    ck_assert_msg(wave3 && (e == ST_ETYPE || e == ST_EINVAL) &&
+                      strstr(st_errdetail(), "support") != NULL,
+                  "%s: %s", path, st_errmsg(e));
+    printf("%s: refused: %s\n", path, st_errmsg(e));
+    return true;
+}
+
+/* tl_check_model - every assertion of the file comment on one file; false
+ * when it is a wave-3 file refused by name (tl_refused). */
+static bool tl_check_model(const char *path, bool wave3, int *n_stages)
 {
     st_gguf *g;
     st_err e = st_gguf_open(path, &g);
-    ck_assert_msg(e == ST_OK, "%s: %s", path, st_errmsg(e));
+    if (tl_refused(path, wave3, e))
+        return false;
     st_hparams hp;
     st_minfo mi;
     e = st_hparams_from_gguf(g, &hp);
-    ck_assert_msg(e == ST_OK, "%s: %s", path, st_errmsg(e));
+    if (tl_refused(path, wave3, e)) {
+        st_gguf_close(g);
+        return false;
+    }
     e = st_minfo_from_gguf(g, &mi);
     ck_assert_msg(e == ST_OK, "%s: %s", path, st_errmsg(e));
     /* one reader: the coordinator's facts are the engine's hyperparameters */
@@ -81,13 +103,14 @@ static void tl_check_model(const char *path, int *n_stages)
         }
     st_minfo_free(&mi);
     st_gguf_close(g);
+    return true;
 }
 
 START_TEST(worker_and_coordinator_agree)
 {
     DIR *dir = opendir(tl_dir);
     ck_assert_msg(dir != NULL, "cannot open %s", tl_dir);
-    int n_models = 0, n_stages = 0, n_tied = 0;
+    int n_models = 0, n_stages = 0, n_tied = 0, n_refused = 0;
     for (struct dirent *de; (de = readdir(dir)) != NULL;) {
         size_t len = strlen(de->d_name);
         const char *ext = ".gguf";
@@ -95,7 +118,10 @@ START_TEST(worker_and_coordinator_agree)
             continue;
         char path[TL_PATH_MAX * 2];
         snprintf(path, sizeof path, "%s/%s", tl_dir, de->d_name);
-        tl_check_model(path, &n_stages);
+        if (!tl_check_model(path, strncmp(de->d_name, "w3-", 3) == 0, &n_stages)) {
+            n_refused++;
+            continue;
+        }
         st_gguf *g;
         ck_assert_int_eq(st_gguf_open(path, &g), ST_OK);
         n_tied += st_arch_head_tied(g);
@@ -103,7 +129,8 @@ START_TEST(worker_and_coordinator_agree)
         n_models++;
     }
     closedir(dir);
-    printf("%d models, %d of them with a tied head, %d stages\n", n_models, n_tied, n_stages);
+    printf("%d models, %d of them with a tied head, %d stages; %d wave-3 files refused by name\n",
+           n_models, n_tied, n_stages, n_refused);
     ck_assert_int_gt(n_models, 0);
     ck_assert_int_gt(n_tied, 0); /* the tied case is among them */
 }

@@ -126,7 +126,7 @@ START_TEST(test_shared_models)
     tg_models_dir(dir, sizeof dir);
     DIR *d = opendir(dir);
     ck_assert_msg(d != NULL, "cannot open %s", dir);
-    int n = 0;
+    int n = 0, n_table = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         size_t l = strlen(de->d_name);
@@ -136,14 +136,29 @@ START_TEST(test_shared_models)
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
         st_gguf *g = NULL;
         st_err e = st_gguf_open(path, &g);
+        if (e == ST_ETYPE && strncmp(de->d_name, "w3-", 3) == 0) {
+            /* a wave-3 quant type the reader does not know yet (issue 35:
+             * Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS): refused by name */
+            ck_assert_msg(strstr(st_errdetail(), "unsupported ggml type") != NULL, "%s: %s", path,
+                          st_errmsg(e));
+            n++;
+            continue;
+        }
         ck_assert_msg(e == ST_OK, "%s: %s", path, st_errmsg(e));
         ck_assert_uint_eq(st_gguf_version(g), 3);
-        check_arch_table(g, de->d_name);
+        /* The wave-3 files (models/README.md: rope scaling, other
+         * architectures, experts) have tables of their own: the reader
+         * must take them, the llama/qwen2 table check is not theirs. */
+        if (strncmp(de->d_name, "w3-", 3) != 0) {
+            check_arch_table(g, de->d_name);
+            n_table++;
+        }
         st_gguf_close(g);
         n++;
     }
     closedir(d);
-    ck_assert_int_ge(n, 15); /* the .gguf files of models/README.md */
+    ck_assert_int_ge(n_table, 15); /* the waves 1-2 .gguf files of models/README.md */
+    ck_assert_int_ge(n, n_table + 14); /* and the 14 of wave 3 */
 }
 END_TEST
 
