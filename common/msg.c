@@ -144,6 +144,22 @@ st_err st_msg_unpack(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **
     return ST_OK;
 }
 
+st_err st_msg_hello(st_env *env, st_env_kind kind, nng_msg **out)
+{
+    *out = NULL;
+    nng_msg *msg;
+    int rv = nng_msg_alloc(&msg, st_env_size(env, 0));
+    if (rv != 0)
+        return st_err_nng(rv, "nng_msg_alloc");
+    st_err e = st_env_seal(env, kind, nng_msg_body(msg), 0);
+    if (e != ST_OK) {
+        nng_msg_free(msg);
+        return e;
+    }
+    *out = msg;
+    return ST_OK;
+}
+
 st_err st_msg_pack(st_env *env, st_env_kind kind, const Strata__Msg *m, nng_msg **out)
 {
     return st_msg_pack_max(env, kind, m, SIZE_MAX, out);

@@ -59,6 +59,13 @@ st_err st_msg_decode(const uint8_t *body, size_t len, uint64_t sender, Strata__M
 /* st_msg_free - frees an unpacked Msg; NULL is a no-op. */
 void st_msg_free(Strata__Msg *m);
 
+/* st_msg_hello - an envelope of kind with an empty body, sealed by env:
+ * what a PUSH dialer sends first on a data link (STEP, RESULT), so that
+ * the receiver's connection gate (common/pipe_gate.h) sees its connection
+ * authenticated before its first batch. Receivers take an empty STEP or
+ * RESULT body as a hello and drop it. *out is the caller's. */
+st_err st_msg_hello(st_env *env, st_env_kind kind, nng_msg **out);
+
 /* st_msg_send - packs m and sends it on s (blocking, honouring the
  * socket's send timeout). */
 st_err st_msg_send(nng_socket s, st_env *env, st_env_kind kind, const Strata__Msg *m);

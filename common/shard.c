@@ -76,6 +76,9 @@ st_err st_shard_parse(st_env *env, uint8_t *buf, size_t len, const ProtobufCMess
     st_err e = st_step_open(env, buf, len, parts, sender);
     if (e != ST_OK)
         return e;
+    if (parts->hello) /* shard peers send none: an empty frame is malformed here */
+        return st_errorf(ST_EFORMAT, "an empty %s frame from sender %016llx", d->name,
+                         (unsigned long long)*sender);
     if (parts->meta_len > ST_SHARD_META_MAX)
         return st_errorf(ST_ERANGE, "%s of %zu bytes from sender %016llx (at most %zu)", d->name,
                          parts->meta_len, (unsigned long long)*sender, ST_SHARD_META_MAX);

@@ -54,6 +54,10 @@ st_err st_step_open(st_env *env, uint8_t *buf, size_t len, st_step_parts *out, u
     if (f.kind != ST_ENV_STEP)
         return st_errorf(ST_EPROTO, "frame of kind %d on the data socket", (int)f.kind);
     *sender = f.sender;
+    if (f.body_len == 0) { /* a dialer's hello (msg.h) */
+        out->hello = true;
+        return ST_OK;
+    }
     return st_step_split(f.body, f.body_len, out);
 }
 

@@ -18,6 +18,7 @@
 #define ST_STEP_H
 
 #include <nng/nng.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,7 @@ typedef struct st_step_parts {
     size_t meta_len;
     const uint8_t *pkt; /* the activation packet (pkt_len 0: none) */
     size_t pkt_len;
+    bool hello; /* an empty body: a dialer's hello (msg.h st_msg_hello), nothing else set */
 } st_step_parts;
 
 /* st_step_split - splits body[0..len) into meta and packet. ST_ETRUNC
@@ -48,7 +50,8 @@ st_err st_step_split(const uint8_t *body, size_t len, st_step_parts *out);
 /* st_step_open - checks the frame buf[0..len) with st_env_open (whose
  * errors, ST_EAUTH among them, are returned as they are; buf is decrypted
  * in place), requires kind ST_ENV_STEP (ST_EPROTO otherwise) and splits
- * its body (st_step_split). *sender gets the frame's sender. */
+ * its body (st_step_split); an empty body is a hello (out->hello).
+ * *sender gets the frame's sender. */
 st_err st_step_open(st_env *env, uint8_t *buf, size_t len, st_step_parts *out, uint64_t *sender);
 
 /* st_step_meta_unpack - the StepMeta of p; ST_EFORMAT naming its size and

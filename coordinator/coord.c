@@ -461,6 +461,10 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
         st_log(ST_LOG_WARN, CO, "result dropped: %s", st_errmsg(e));
         return;
     }
+    if (m->body_case == STRATA__MSG__BODY__NOT_SET && nng_msg_len(msg) == st_env_size(&c->env_res, 0)) {
+        st_msg_free(m); /* a worker's hello (msg.h st_msg_hello): its connection is proven */
+        return;
+    }
     if (m->body_case != STRATA__MSG__BODY_RESULT) {
         c->bad_msgs++;
         st_log(ST_LOG_WARN, CO, "unexpected %s on the results socket", st_msg_case_name(m));

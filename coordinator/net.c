@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/msg.h"
 #include "common/pipe_gate.h"
 
@@ -52,6 +53,7 @@ struct st_peer {
     nng_socket s;
     bool req;
     st_net_op *ops; /* started, not finished: a list linked by next/prev */
+    nng_aio *hello_aio; /* a PUSH peer's hello (st_peer_open_push), or NULL */
     char url[ST_NET_ADDR_MAX];
 };
 
@@ -376,9 +378,34 @@ st_err st_peer_open_req(const char *url, size_t max_frame, st_peer **out)
     return net_peer_open(true, url, max_frame, out);
 }
 
-st_err st_peer_open_push(const char *url, st_peer **out)
+/* net_hello_cb - the hello's send ended: a message not sent is ours. */
+static void net_hello_cb(void *arg)
 {
-    return net_peer_open(false, url, 0, out);
+    st_peer *p = arg;
+    if (nng_aio_result(p->hello_aio) != 0) {
+        nng_msg_free(nng_aio_get_msg(p->hello_aio));
+        nng_aio_set_msg(p->hello_aio, NULL);
+    }
+}
+
+st_err st_peer_open_push(const char *url, nng_msg *hello, st_peer **out)
+{
+    st_err e = net_peer_open(false, url, 0, out);
+    if (e != ST_OK || hello == NULL) {
+        if (hello != NULL)
+            nng_msg_free(hello);
+        return e;
+    }
+    st_peer *p = *out;
+    int rv = nng_aio_alloc(&p->hello_aio, net_hello_cb, p);
+    if (rv != 0) { /* the link works without it: its first batch proves it */
+        nng_msg_free(hello);
+        st_log(ST_LOG_WARN, "net", "%s: no hello: %s", url, nng_strerror(rv));
+        return ST_OK;
+    }
+    nng_aio_set_msg(p->hello_aio, hello); /* sent first: it waits for the dialer like a batch */
+    nng_send_aio(p->s, p->hello_aio);
+    return ST_OK;
 }
 
 /* net_op_unlink - takes op out of its peer's list. */
@@ -420,6 +447,8 @@ void st_peer_close(st_peer *p)
     while (p->ops != NULL)
         net_op_unlink(p->ops);
     nng_close(p->s);
+    if (p->hello_aio != NULL)
+        nng_aio_free(p->hello_aio); /* ended by the close; waits for its callback */
     free(p);
 }
 

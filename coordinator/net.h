@@ -147,8 +147,11 @@ void st_net_results_rearm(st_net *n);
  * that is not up yet is retried by NNG). */
 st_err st_peer_open_req(const char *url, size_t max_frame, st_peer **out);
 
-/* st_peer_open_push - a PUSH socket dialing url in the background. */
-st_err st_peer_open_push(const char *url, st_peer **out);
+/* st_peer_open_push - a PUSH socket dialing url in the background, with
+ * hello (taken; NULL: none) queued as its first frame (msg.h
+ * st_msg_hello: the receiver's connection gate sees the connection
+ * authenticated before the first batch). */
+st_err st_peer_open_push(const char *url, nng_msg *hello, st_peer **out);
 
 /* Peers belong to the thread that owns the coordinator's loop: it alone
  * opens, starts operations on, cancels and closes them, and finishes their

@@ -218,7 +218,10 @@ static void coord_committed(st_coord *c)
         c->push[k] = NULL;
         if (addr == NULL)
             continue;
-        st_err e = st_peer_open_push(addr, &c->push[k]);
+        nng_msg *hello = NULL; /* msg.h st_msg_hello: the worker's gate proves the link */
+        st_err e = st_msg_hello(&c->env_step, ST_ENV_STEP, &hello);
+        if (e == ST_OK)
+            e = st_peer_open_push(addr, hello, &c->push[k]);
         if (e != ST_OK) {
             st_log(ST_LOG_ERROR, CO, "stage 0 replica %u at %s: %s", k, addr, st_errmsg(e));
             c->plan_broken = true;

@@ -204,10 +204,14 @@ void st_dp_stage_free(st_dp_stage *s)
 #define DP_QUEUE_MSGS 16 /* messages the PULL and each PUSH link hold while a peer is slow */
 static_assert(ST_DP_ADDR_MAX <= ST_PUSH_LINK_ADDR_MAX, "a plan's address fits a link");
 
-/* dp_point - points link l at addr (push_link.h: a new socket per address). */
-static void dp_point(st_push_link *l, const char *addr)
+/* dp_point - points link l at addr (push_link.h: a new socket per
+ * address), a hello of kind first (msg.h st_msg_hello). */
+static void dp_point(st_dataplane *dp, st_push_link *l, const char *addr, st_env_kind kind)
 {
-    st_err e = st_push_link_point(l, addr, DP_RECONNECT_MIN_MS, DP_RECONNECT_MAX_MS);
+    nng_msg *hello = NULL;
+    st_err e = addr[0] != '\0' ? st_msg_hello(&dp->tx, kind, &hello) : ST_OK;
+    if (e == ST_OK)
+        e = st_push_link_point(l, addr, DP_RECONNECT_MIN_MS, DP_RECONNECT_MAX_MS, hello);
     if (e != ST_OK)
         st_log(ST_LOG_ERROR, "data", "%s", st_errmsg(e));
 }
@@ -330,9 +334,9 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
         st_sessions_clear(&dp->ses);
     }
     for (uint32_t k = 0; k < ST_DP_MAX_NEXT; k++) /* a PUSH per worker of the next stage */
-        dp_point(&dp->next[k], k < np->n_next ? np->next_addrs[k] : "");
+        dp_point(dp, &dp->next[k], k < np->n_next ? np->next_addrs[k] : "", ST_ENV_STEP);
     if (np->result_addr[0] != '\0') /* a plan always names one (dm_plan.c checks it) */
-        dp_point(&dp->res, np->result_addr);
+        dp_point(dp, &dp->res, np->result_addr, ST_ENV_RESULT);
     if (n->ctx != NULL)
         st_stage_set_hook(n->ctx, dp_hook, dp);
     st_latency lat;

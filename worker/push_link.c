@@ -30,11 +30,10 @@ st_err st_push_link_open(st_push_link *l, int32_t send_ms, int32_t send_buf)
     return pl_socket(l);
 }
 
-st_err st_push_link_point(st_push_link *l, const char *addr, int32_t reconnect_min_ms,
-                          int32_t reconnect_max_ms)
+/* pl_point - st_push_link_point without the hello. */
+static st_err pl_point(st_push_link *l, const char *addr, int32_t reconnect_min_ms,
+                       int32_t reconnect_max_ms)
 {
-    if (l->open && l->dialing && strcmp(l->addr, addr) == 0)
-        return ST_OK;
     if (strlen(addr) >= sizeof l->addr)
         return st_errorf(ST_ERANGE, "address '%.40s...' is too long", addr);
     if (l->open && l->dialing) { /* a new socket, not a closed dialer (push_link.h) */
@@ -61,6 +60,24 @@ st_err st_push_link_point(st_push_link *l, const char *addr, int32_t reconnect_m
     l->dialing = true;
     snprintf(l->addr, sizeof l->addr, "%s", addr);
     return ST_OK;
+}
+
+st_err st_push_link_point(st_push_link *l, const char *addr, int32_t reconnect_min_ms,
+                          int32_t reconnect_max_ms, nng_msg *hello)
+{
+    if (l->open && l->dialing && strcmp(l->addr, addr) == 0) {
+        if (hello != NULL)
+            nng_msg_free(hello);
+        return ST_OK;
+    }
+    st_err e = pl_point(l, addr, reconnect_min_ms, reconnect_max_ms);
+    if (hello == NULL)
+        return e;
+    /* queued (NNG_OPT_SENDBUF) until the dialer connects; a full queue
+     * cannot be: the socket is new */
+    if (e != ST_OK || !l->dialing || nng_sendmsg(l->s, hello, NNG_FLAG_NONBLOCK) != 0)
+        nng_msg_free(hello);
+    return e;
 }
 
 bool st_push_link_ready(const st_push_link *l) { return l->open && l->dialing; }

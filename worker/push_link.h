@@ -45,9 +45,13 @@ st_err st_push_link_open(st_push_link *l, int32_t send_ms, int32_t send_buf);
  * closed and a new one dials addr (reconnecting between reconnect_min_ms
  * and reconnect_max_ms). An empty addr leaves a socket without a dialer.
  * On an error (logged by the caller from the detail) the link has no
- * dialer: st_push_link_ready is false until a later point succeeds. */
+ * dialer: st_push_link_ready is false until a later point succeeds.
+ * hello (taken; NULL: none) is queued first on a new dialer, so the
+ * receiver's connection gate sees the connection authenticated at once
+ * (common/pipe_gate.h, msg.h st_msg_hello); it is freed unsent when l
+ * already dials addr or on an error. */
 st_err st_push_link_point(st_push_link *l, const char *addr, int32_t reconnect_min_ms,
-                          int32_t reconnect_max_ms);
+                          int32_t reconnect_max_ms, nng_msg *hello);
 
 /* st_push_link_ready - a dialer to an address exists (sends may go out). */
 bool st_push_link_ready(const st_push_link *l);

@@ -148,7 +148,7 @@ START_TEST(test_cancel_push_send)
     nng_socket rep = rep_open(url, sizeof url);
     nng_close(rep);
     st_peer *p;
-    ck_assert_int_eq(st_peer_open_push(url, &p), ST_OK);
+    ck_assert_int_eq(st_peer_open_push(url, NULL, &p), ST_OK);
     start(p, &q, "step", 3);
     ck_assert_uint_eq(st_peer_ops(p), 1);
     st_peer_cancel(p);

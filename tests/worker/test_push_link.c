@@ -87,7 +87,7 @@ static void *pl_churner(void *arg)
         return NULL;
     for (int i = 0; i < PL_POINTS; i++) {
         const char *to = i % 2 ? c->a->addr : c->b->addr;
-        if (st_push_link_point(&l, to, PL_RECONNECT_MIN_MS, PL_RECONNECT_MAX_MS) != ST_OK)
+        if (st_push_link_point(&l, to, PL_RECONNECT_MIN_MS, PL_RECONNECT_MAX_MS, NULL) != ST_OK)
             break;
         c->points++;
         int n = (int)(rand_r(&c->seed) % PL_SENDS_MAX);
@@ -147,21 +147,21 @@ START_TEST(no_address_and_bad_address)
     st_push_link l;
     ck_assert_int_eq(st_push_link_open(&l, PL_SEND_MS, PL_SENDS_MAX), ST_OK);
     ck_assert(!st_push_link_ready(&l));
-    ck_assert_int_eq(st_push_link_point(&l, "", PL_RECONNECT_MIN_MS, PL_RECONNECT_MAX_MS), ST_OK);
+    ck_assert_int_eq(st_push_link_point(&l, "", PL_RECONNECT_MIN_MS, PL_RECONNECT_MAX_MS, NULL), ST_OK);
     ck_assert(!st_push_link_ready(&l));
-    ck_assert_int_eq(st_push_link_point(&l, "nosuch://x", PL_RECONNECT_MIN_MS, PL_RECONNECT_MAX_MS),
+    ck_assert_int_eq(st_push_link_point(&l, "nosuch://x", PL_RECONNECT_MIN_MS, PL_RECONNECT_MAX_MS, NULL),
                      ST_ENNG);
     ck_assert_ptr_nonnull(strstr(st_errdetail(), "cannot dial nosuch://x"));
     ck_assert(!st_push_link_ready(&l));
     char longer[ST_PUSH_LINK_ADDR_MAX + 8];
     memset(longer, 'a', sizeof longer - 1);
     longer[sizeof longer - 1] = '\0';
-    ck_assert_int_eq(st_push_link_point(&l, longer, PL_RECONNECT_MIN_MS, PL_RECONNECT_MAX_MS),
+    ck_assert_int_eq(st_push_link_point(&l, longer, PL_RECONNECT_MIN_MS, PL_RECONNECT_MAX_MS, NULL),
                      ST_ERANGE);
     pl_sink a;
     atomic_store(&pl_stop, 0);
     pl_sink_open(&a);
-    ck_assert_int_eq(st_push_link_point(&l, a.addr, PL_RECONNECT_MIN_MS, PL_RECONNECT_MAX_MS), ST_OK);
+    ck_assert_int_eq(st_push_link_point(&l, a.addr, PL_RECONNECT_MIN_MS, PL_RECONNECT_MAX_MS, NULL), ST_OK);
     ck_assert(st_push_link_ready(&l));
     ck_assert_str_eq(l.addr, a.addr);
     st_push_link_close(&l);
