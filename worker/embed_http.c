@@ -23,7 +23,11 @@
  * Rows are immutable facts of the model file, so GET /v1/embeddings/N is
  * made for caches: its ETag names the model hash and the id, it is valid
  * forever, and a client or proxy presenting the ETag gets 304 with no
- * body. */
+ * body. HEAD answers the same status and headers without the body. A row
+ * has one URL (worker/embed_row.h): the URI callback reads the target as
+ * sent, since MHD hands the access handler a percent-decoded path without
+ * its query; every other spelling is a 404, so a cache holds one entry
+ * per row. */
 #include "worker/embed_http.h"
 
 #include <arpa/inet.h>
@@ -64,13 +68,15 @@ st_embed_cfg st_embed_cfg_default(void)
 
 /* ---- answers ---- */
 
-/* eh_queue - queues r with status, counting it; r is destroyed. */
+/* eh_queue - queues r with status, counting it and its len body bytes (none
+ * for HEAD: MHD sends the headers, Content-Length included, without the
+ * body); r is destroyed. */
 static enum MHD_Result eh_queue(eh_req *q, unsigned status, struct MHD_Response *r, size_t len)
 {
     enum MHD_Result ok = MHD_queue_response(q->c, status, r);
     MHD_destroy_response(r);
     st_http_reqs_count(&q->s->reqs, q->ep, EH_EP_COUNT, (int)status);
-    atomic_fetch_add(&q->s->bytes_out, len);
+    atomic_fetch_add(&q->s->bytes_out, q->head ? 0 : len);
     return ok;
 }
 
@@ -128,6 +134,13 @@ static enum MHD_Result eh_error_hdr(eh_req *q, unsigned status, const char *msg,
 enum MHD_Result eh_error(eh_req *q, unsigned status, const char *msg)
 {
     return eh_error_hdr(q, status, msg, NULL, NULL);
+}
+
+enum MHD_Result eh_not_allowed(eh_req *q, const char *allow)
+{
+    char msg[EH_MSG_MAX];
+    snprintf(msg, sizeof msg, "this path takes %s only", allow);
+    return eh_error_hdr(q, MHD_HTTP_METHOD_NOT_ALLOWED, msg, MHD_HTTP_HEADER_ALLOW, allow);
 }
 
 /* ---- keys, limits, metrics ---- */
@@ -210,7 +223,7 @@ static enum MHD_Result eh_answer(eh_req *q, const char *method)
         return ans;
     if (q->ep == EH_EP_METRICS) {
         if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
-            return eh_error(q, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only");
+            return eh_not_allowed(q, MHD_HTTP_METHOD_GET);
         return eh_metrics(q);
     }
     uint32_t wait = st_http_rate_admit(s->rate, ident, lim, st_now_ns());
@@ -258,17 +271,36 @@ static bool eh_body(eh_req *q, const char *data, size_t n)
     return true;
 }
 
+/* eh_uri - MHD's URI callback, called once per request with the target as
+ * the client sent it (before MHD splits off the query and percent-decodes
+ * the path in place): makes the request, reading which row the target
+ * names (worker/embed_row.h). The request is freed by eh_completed (MHD
+ * calls it for every request this callback saw); NULL when out of memory
+ * (eh_access then closes the connection). */
+static void *eh_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    eh_req *q = calloc(1, sizeof *q);
+    if (q != NULL) {
+        *q = (eh_req){.s = cls, .c = c};
+        q->row_err = st_embed_row_target(uri, &q->row_id);
+    }
+    return q;
+}
+
 static enum MHD_Result eh_access(void *cls, struct MHD_Connection *c, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **req_cls)
 {
+    (void)cls;
+    (void)c;
     (void)version;
     eh_req *q = *req_cls;
-    if (q == NULL) {
-        if ((q = calloc(1, sizeof *q)) == NULL)
-            return MHD_NO;
-        *q = (eh_req){.s = cls, .c = c, .ep = eh_classify(url), .url = url};
-        *req_cls = q;
+    if (q == NULL)
+        return MHD_NO; /* eh_uri had no memory */
+    if (!q->started) {
+        q->started = true;
+        q->ep = eh_classify(url);
+        q->head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
         return MHD_YES;
     }
     if (*upload_size > 0) {
@@ -331,7 +363,8 @@ static st_err eh_start(st_embed_srv *s, int *bound)
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_conns,
                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->per_ip_conns,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->timeout_s,
-                            MHD_OPTION_NOTIFY_COMPLETED, eh_completed, s, MHD_OPTION_END);
+                            MHD_OPTION_URI_LOG_CALLBACK, eh_uri, s, MHD_OPTION_NOTIFY_COMPLETED,
+                            eh_completed, s, MHD_OPTION_END);
     if (s->d == NULL)
         return st_errorf(ST_EIO, "cannot listen on %s:%d", cfg->host, cfg->port);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);

@@ -15,7 +15,10 @@
  *                         output norm and head applied here)
  *   GET  /v1/embeddings/N -> {"id", "row"}, ETag "MODELHASH-N",
  *                         Cache-Control public, max-age=31536000, immutable;
- *                         304 without a body on a matching If-None-Match
+ *                         304 without a body on a matching If-None-Match;
+ *                         HEAD: the same status and headers, no body; N
+ *                         has one spelling (worker/embed_row.h), any other
+ *                         target under the prefix is 404
  *   POST /v1/tokenize     {"text"} -> {"tokens"}
  *   POST /v1/detokenize   {"tokens"} -> {"text"}
  *   GET  /metrics         Prometheus text (common/http_metrics.h)
@@ -25,8 +28,8 @@
  * With --listen the same ends answer ShardEmbed and ShardLogits requests
  * over NNG (worker/standalone.h), the client library's remote ends.
  * Errors are JSON {"error": {"message", "code"}} with their status: 400 a
- * malformed body or id, 404 an id outside the vocabulary or an unknown
- * path, 405 a wrong method, 413 a body over the limit, 415 a packet where
+ * malformed body or id, 404 an id outside the vocabulary, a row URL in
+ * another spelling or an unknown path, 405 a wrong method (with Allow), 413 a body over the limit, 415 a packet where
  * none is taken, 422 a hidden state of the wrong size, 401 a missing or
  * wrong key, 429 a rate limit (with Retry-After). Floats are printed so
  * that they read back to the same f32. */

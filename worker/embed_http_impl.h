@@ -16,6 +16,7 @@
 #include "common/http_rate.h"
 #include "common/wire.h"
 #include "worker/embed_http.h"
+#include "worker/embed_row.h"
 
 #define EH_ETAG_HASH_BYTES 8
 #define EH_IDENT_MAX 80
@@ -51,12 +52,17 @@ struct st_embed_srv {
     atomic_uint_fast64_t bytes_in, bytes_out;
 };
 
-/* One request, kept in MHD's per-request pointer. */
+/* One request, kept in MHD's per-request pointer: made by the URI callback
+ * (embed_http.c eh_uri, which sees the target as sent), completed by the
+ * first call of the access handler (started). */
 typedef struct eh_req {
     st_embed_srv *s;
     struct MHD_Connection *c;
-    eh_ep ep;
-    const char *url;
+    bool started;    /* ep and head are set */
+    eh_ep ep;        /* from the decoded path */
+    bool head;       /* a HEAD request: MHD sends no body, none is counted as sent */
+    st_err row_err;  /* st_embed_row_target of the target as sent */
+    uint64_t row_id; /* its id when row_err is ST_OK */
     char *body;
     size_t len, cap;
     bool too_big;
@@ -76,6 +82,10 @@ enum MHD_Result eh_json(eh_req *q, unsigned status, cJSON *o, const char *etag);
 
 /* eh_error - queues {"error": {"message", "code"}}. */
 enum MHD_Result eh_error(eh_req *q, unsigned status, const char *msg);
+
+/* eh_not_allowed - queues 405 with `Allow: allow` (the methods the path
+ * takes, e.g. "GET, HEAD") and a message naming them. */
+enum MHD_Result eh_not_allowed(eh_req *q, const char *allow);
 
 /* embed_routes.c */
 

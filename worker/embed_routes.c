@@ -10,8 +10,7 @@
 #include "worker/embed_http_impl.h"
 
 #define EH_CACHE_ETAG_EXTRA 24 /* quotes, dash, a long long, NUL */
-#define EH_ROW_PREFIX "/v1/embeddings/"
-#define EH_ID_DIGITS_MAX 10
+#define EH_ROW_METHODS MHD_HTTP_METHOD_GET ", " MHD_HTTP_METHOD_HEAD
 #define EH_DEFAULT_TOP_K 1
 #define EH_DEFAULT_TEMP 1.0
 
@@ -350,16 +349,23 @@ static enum MHD_Result eh_detokenize(eh_req *q, const cJSON *j)
     return r;
 }
 
-/* eh_one_row - GET /v1/embeddings/N. */
-static enum MHD_Result eh_one_row(eh_req *q, const char *id_s)
+/* eh_one_row - GET or HEAD /v1/embeddings/N: 200 with the row, or 304 on
+ * a matching If-None-Match, only for the one URL of a row inside the
+ * vocabulary (q->row_err, read from the target as sent); 404 for every
+ * other target under the prefix (another spelling of N, a query, an id
+ * outside the vocabulary). HEAD computes the same answer (MHD drops the
+ * body but keeps its Content-Length). */
+static enum MHD_Result eh_one_row(eh_req *q)
 {
     const st_hparams *hp = st_ends_hparams(q->s->ends);
-    size_t nd = strspn(id_s, "0123456789");
-    if (nd == 0 || id_s[nd] != '\0' || nd > EH_ID_DIGITS_MAX)
-        return eh_error(q, MHD_HTTP_BAD_REQUEST, "the id must be a decimal integer");
-    long long id = atoll(id_s);
-    if (id >= hp->n_vocab)
+    if (q->row_err == ST_EINVAL)
+        return eh_error(q, MHD_HTTP_NOT_FOUND,
+                        "no such row URL: a row's one URL is " ST_EMBED_ROW_PREFIX
+                        "N, N in decimal without a leading zero, sign, escape, "
+                        "trailing slash or query");
+    if (q->row_err != ST_OK || q->row_id >= (uint64_t)hp->n_vocab)
         return eh_error(q, MHD_HTTP_NOT_FOUND, "the id is outside the vocabulary");
+    long long id = (long long)q->row_id;
     char etag[2 * EH_ETAG_HASH_BYTES + EH_CACHE_ETAG_EXTRA];
     snprintf(etag, sizeof etag, "\"%s-%lld\"", q->s->hash, id);
     const char *inm = MHD_lookup_connection_value(q->c, MHD_HEADER_KIND,
@@ -397,7 +403,7 @@ static const struct {
 
 eh_ep eh_classify(const char *url)
 {
-    if (strncmp(url, EH_ROW_PREFIX, strlen(EH_ROW_PREFIX)) == 0)
+    if (strncmp(url, ST_EMBED_ROW_PREFIX, strlen(ST_EMBED_ROW_PREFIX)) == 0)
         return EH_EP_ROW;
     if (strcmp(url, EH_METRICS_PATH) == 0)
         return EH_EP_METRICS;
@@ -411,15 +417,15 @@ enum MHD_Result eh_route(eh_req *q, const char *method)
 {
     const bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
     if (q->ep == EH_EP_ROW) {
-        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0)
-            return eh_error(q, MHD_HTTP_METHOD_NOT_ALLOWED, "GET only");
-        return eh_one_row(q, q->url + strlen(EH_ROW_PREFIX));
+        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && !q->head)
+            return eh_not_allowed(q, EH_ROW_METHODS);
+        return eh_one_row(q);
     }
     for (size_t i = 0; i < sizeof eh_posts / sizeof eh_posts[0]; i++) {
         if (q->ep != eh_posts[i].ep)
             continue;
         if (!post)
-            return eh_error(q, MHD_HTTP_METHOD_NOT_ALLOWED, "POST only");
+            return eh_not_allowed(q, MHD_HTTP_METHOD_POST);
         if (q->too_big) {
             char msg[EH_MSG_MAX];
             snprintf(msg, sizeof msg, "the body is over the limit of %zu bytes",

@@ -24,8 +24,15 @@ Cases:
 - embed: `strata-embed` on synth-s-f32: /v1/embed rows equal the file's
   token_embd rows bit for bit; GET /v1/embeddings/N has an ETag per model
   and id, is immutable, and answers 304 with no body to If-None-Match; bad
-  ids 400/404, a body over --max-body 413, a hidden state of the wrong
-  size 422; /v1/logits gives sorted logprobs; tokenize/detokenize.
+  row URLs 404, a bad body 400, a body over --max-body 413, a hidden state
+  of the wrong size 422; /v1/logits gives sorted logprobs;
+  tokenize/detokenize.
+- embed_url: a row of `strata-embed` has one URL (issue 33), sent as raw
+  bytes on a socket: /v1/embeddings/1 is 200 with row 1 of the file; 01,
+  00, %31, 1%00, +1, %2B1, 1%20, 0x1, 1/, 1?x, 1?, -1 are 404 for GET and
+  HEAD; HEAD on the row is GET's status and headers with no byte of body
+  (also 304 on If-None-Match), and adds nothing to the sent bytes; other
+  methods 405 with Allow: GET, HEAD.
 - embed_keys: `strata-embed --api-key-file`: 401 without a key and with a
   wrong one (WWW-Authenticate: Bearer), 429 with Retry-After past a key's
   rpm=1 while another key is served, /metrics counting exactly those
@@ -445,7 +452,7 @@ def case_embed():
         assert st18 != etag, "two ids share an ETag"
         print("GET /v1/embeddings/17: ETag %s, immutable; 304 with no body on If-None-Match"
               % etag)
-        bad = [("/v1/embeddings/abc", None, 400), ("/v1/embeddings/-1", None, 400),
+        bad = [("/v1/embeddings/abc", None, 404), ("/v1/embeddings/-1", None, 404),
                ("/v1/embeddings/99999999", None, 404), ("/v1/embed", b"[1,", 400),
                ("/v1/embed", json.dumps({"token_ids": [1, 1 << 30]}).encode(), 400),
                ("/v1/embed", b"{" + b" " * 70000 + b"}", 413),
@@ -469,6 +476,148 @@ def case_embed():
         assert st == 200 and PROMPT in json.loads(b)["text"], b
         print("/v1/logits top 5 %s; tokenize/detokenize round trip" % [t["id"] for t in top])
         assert p.p.poll() is None, "the service died"
+    finally:
+        p.kill()
+        p.p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---- the one URL of a row (issue 33)
+
+# Spellings of row 1 (and 0) other than its URL, as sent on the wire: a
+# leading zero, percent-escapes (of the digit, of NUL, of '+', of a space),
+# a sign, hex, a trailing slash, a query (the canonical URL has none: a
+# cache keys on it), a negative number.
+ROW_OTHER_SPELLINGS = ["01", "00", "%31", "1%00", "+1", "%2B1", "1%20", "0x1", "1/", "1?x", "1?",
+                       "-1"]
+
+
+def raw_http(port, method, target, headers=None):
+    """(status, {header: value}, body bytes up to the close) of one request
+    whose target is sent byte for byte (no client-side quoting), so that
+    the body read is what the server sent, also for HEAD."""
+    import socket
+    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    try:
+        lines = ["%s %s HTTP/1.1" % (method, target), "Host: 127.0.0.1",
+                 "Connection: close"]
+        lines += ["%s: %s" % kv for kv in (headers or {}).items()]
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    finally:
+        s.close()
+    head, sep, body = data.partition(b"\r\n\r\n")
+    assert sep, "no end of headers in %r" % data[:200]
+    status_line, *hl = head.decode("latin-1").split("\r\n")
+    hdrs = {}
+    for line in hl:
+        k, _, v = line.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    return int(status_line.split()[1]), hdrs, body
+
+
+def metric(port, name):
+    """(value of the counter name, length of the /metrics body)."""
+    st, _, b = raw_http(port, "GET", "/metrics")
+    assert st == 200, st
+    return int(re.search(r"^%s (\d+)$" % name, b.decode(), re.M).group(1)), len(b)
+
+
+def case_embed_url():
+    m = model("synth-s-f32.gguf")
+    tmp = tempfile.mkdtemp(prefix="strata-embed-url-")
+    # --http-timeout-s: the server closes the request cut after its line below
+    p = Proc(tmp, "embed", [EMBED, "--model", m, "--http", "127.0.0.1:0", "--threads", "1",
+                            "--http-timeout-s", "2"])
+    try:
+        port = int(p.wait_line(r"http on http://[^:]+:(\d+)").group(1))
+        want = gguf_f32_rows(m, "token_embd.weight", [0, 1])
+        st, g, body = raw_http(port, "GET", "/v1/embeddings/1")
+        j = json.loads(body)
+        assert st == 200 and j["id"] == 1 and f32(j["row"]) == want[1], (st, body[:100])
+        st, _, b0 = raw_http(port, "GET", "/v1/embeddings/0")
+        assert st == 200 and f32(json.loads(b0)["row"]) == want[0], (st, b0[:100])
+        print("GET /v1/embeddings/1: 200, row 1 of token_embd (%d bytes); /0: 200, row 0"
+              % len(body))
+        for t in ROW_OTHER_SPELLINGS:
+            for method in ("GET", "HEAD"):
+                st, h, b = raw_http(port, method, "/v1/embeddings/" + t)
+                assert st == 404, "%s /v1/embeddings/%s: %d, expected 404: %r" % (
+                    method, t, st, b[:200])
+                assert "etag" not in h, (method, t, h)
+                if method == "GET":
+                    msg = json.loads(b)["error"]["message"]
+                    assert "no such row URL" in msg, (t, msg)
+                    n404 = len(b)
+                else:
+                    assert b == b"" and int(h["content-length"]) == n404, (t, h, b)
+        print("GET and HEAD 404 (HEAD without a body): %s" % ", ".join(ROW_OTHER_SPELLINGS))
+        for t in ("99999999", "12345678901"):
+            st, _, b = raw_http(port, "GET", "/v1/embeddings/" + t)
+            assert st == 404 and "outside the vocabulary" in json.loads(b)["error"]["message"], (
+                t, st, b)
+        print("ids past the vocabulary: 404 'the id is outside the vocabulary'")
+        rows0, _ = metric(port, "strata_embed_rows_total")
+        sent0, mlen = metric(port, "strata_http_sent_bytes_total")
+        st, h, b = raw_http(port, "HEAD", "/v1/embeddings/1")
+        assert st == 200 and b == b"", (st, b[:100])
+        for k in ("content-type", "content-length", "etag", "cache-control"):
+            assert h.get(k) == g.get(k), "HEAD %s %r, GET %r" % (k, h.get(k), g.get(k))
+        assert int(h["content-length"]) == len(body), h
+        sent1, _ = metric(port, "strata_http_sent_bytes_total")
+        rows1, _ = metric(port, "strata_embed_rows_total")
+        # sent1 counts the first /metrics body and the HEAD's nothing
+        assert sent1 - sent0 == mlen, (
+            "sent bytes grew by %d, expected %d (the /metrics body; a HEAD sends none)"
+            % (sent1 - sent0, mlen))
+        assert rows1 - rows0 == 1, "rows grew by %d, expected 1" % (rows1 - rows0)
+        print("HEAD /v1/embeddings/1: 200, no body; Content-Type, Content-Length %s, ETag %s, "
+              "Cache-Control as GET's; 0 bytes counted sent" % (h["content-length"], h["etag"]))
+        st, h, b = raw_http(port, "HEAD", "/v1/embeddings/1", {"If-None-Match": g["etag"]})
+        assert st == 304 and b == b"" and h["etag"] == g["etag"], (st, h, b)
+        st, h, b = raw_http(port, "HEAD", "/v1/embeddings/01", {"If-None-Match": g["etag"]})
+        assert st == 404, st
+        print("HEAD with If-None-Match: 304, no body; on /01: 404")
+        for method in ("POST", "PUT", "DELETE"):
+            st, h, b = raw_http(port, method, "/v1/embeddings/1", {"Content-Length": "0"})
+            assert st == 405 and h.get("allow") == "GET, HEAD", (method, st, h)
+        st, h, b = raw_http(port, "GET", "/v1/embed")
+        assert st == 405 and h.get("allow") == "POST", (st, h)
+        print("POST, PUT, DELETE on a row: 405, Allow: GET, HEAD; GET /v1/embed: Allow: POST")
+        # two requests on one connection: each is read from its own target
+        import socket
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as c:
+            c.sendall(b"GET /v1/embeddings/1 HTTP/1.1\r\nHost: h\r\n\r\n"
+                      b"GET /v1/embeddings/01 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+            data = b""
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                data += b
+        # the second status line follows the first body directly
+        codes = [int(x) for x in re.findall(rb"HTTP/1\.1 (\d{3}) ", data)]
+        assert codes == [200, 404], codes
+        # requests that end before they are answered: a request line alone
+        # (closed by the server after --http-timeout-s), a malformed header
+        # (the request made by the URI callback is freed either way; under
+        # ASan the exit's leak check sees it)
+        for raw in (b"GET /v1/embeddings/1 HTTP/1.1\r\n",
+                    b"GET /v1/embeddings/01 HTTP/1.1\r\nno colon here\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as c:
+                c.sendall(raw)
+                c.shutdown(socket.SHUT_WR)
+                while c.recv(65536):
+                    pass
+        print("pipelined /1 then /01 on one connection: %s; cut and malformed requests" % codes)
+        assert p.p.poll() is None, "the service died"
+        rc = p.stop()
+        assert rc == 0, "strata-embed exited %s on SIGTERM (under ASan: a leak?)" % rc
     finally:
         p.kill()
         p.p.wait()
@@ -615,7 +764,7 @@ def case_embed_keys():
 CASES = {"exact": case_exact, "failover": case_failover, "sessions": case_sessions,
          "bad_input": case_bad_input,
          "pkgconfig": case_pkgconfig, "rss": case_rss, "embed": case_embed,
-         "embed_keys": case_embed_keys}
+         "embed_url": case_embed_url, "embed_keys": case_embed_keys}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)
