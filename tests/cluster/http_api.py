@@ -421,7 +421,8 @@ def case_hostile():
     # default), which would count as growth below: keep it small
     os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + \
         ":quarantine_size_mb=1:thread_local_quarantine_size_kb=64"
-    with HttpCluster(["--api-key-file", good, "--http-timeout-s", "5",
+    # --http-per-ip 0: IDLE connections from one address are the point here
+    with HttpCluster(["--api-key-file", good, "--http-timeout-s", "5", "--http-per-ip", "0",
                       "--rate-table-size", "64"]) as c:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft < IDLE + 256:
