@@ -317,7 +317,8 @@ def case_keyed():
     key = os.path.join(tmp, "cluster.key")
     r = subprocess.run([STRATA, "keygen", key], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    with HttpCluster(key=key, encrypt=True) as c:
+    # --http-per-ip 0: 64 streams of one address, over the default cap of 32
+    with HttpCluster(["--http-per-ip", "0"], key=key, encrypt=True) as c:
         assert c.status()["encrypted"] is True
         results = [None] * 64
 
