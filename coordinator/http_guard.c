@@ -218,16 +218,18 @@ void http_guard_phase(http_guard *g, struct MHD_Connection *conn, http_guard_ph 
 /* guard_sweep - shuts down every connection past its phase's deadline. */
 static void guard_sweep(http_guard *g)
 {
-    uint64_t now = st_now_ns();
     uint64_t hd = (uint64_t)g->cfg.header_s * GUARD_NS_PER_S;
     uint64_t bd = (uint64_t)g->cfg.body_s * GUARD_NS_PER_S;
     uint64_t n_head = 0, n_body = 0;
     pthread_mutex_lock(&g->mu);
+    /* read under mu: a phase that began while this thread waited for mu
+     * would otherwise be "since" after "now" (and the difference wrap) */
+    uint64_t now = st_now_ns();
     for (guard_conn *c = g->conns; c; c = c->next) {
         if (c->shut || c->ph == HTTP_GUARD_ANSWER)
             continue;
         uint64_t limit = c->ph == HTTP_GUARD_HEADERS ? hd : bd;
-        if (limit == 0 || now - c->since_ns < limit)
+        if (limit == 0 || now < c->since_ns || now - c->since_ns < limit)
             continue;
         /* counted before the client can see the close; the socket is
          * open: MHD closes it only after its close notice, which waits
