@@ -38,7 +38,7 @@ NAME=http-load
 . deploy/procs.sh
 
 $B/coordinator/strata-coordinator --model "$MODEL" --listen tcp://127.0.0.1:0 --min-workers 2 \
-    --max-sessions $SESSIONS --http 127.0.0.1:0 --http-streams "$CLIENTS" \
+    --max-sessions $SESSIONS --http 127.0.0.1:0 --http-streams "$CLIENTS" --http-per-ip 0 \
     >"$RUN/coord" 2>"$RUN/coord.err" &
 PIDS="$PIDS $!"
 COORD=$(wait_word "$RUN/coord" "listening on")

@@ -209,6 +209,29 @@ void st_http_rate_spend(st_http_rate *r, const char *id, st_http_limits lim, uin
     pthread_mutex_unlock(&r->mu);
 }
 
+uint32_t st_http_rate_wait(st_http_rate *r, const char *id, st_http_limits lim, uint64_t now_ns)
+{
+    if (lim.rpm == 0 && lim.tpm == 0)
+        return 0;
+    char key[ST_HTTP_RATE_ID_MAX + 1];
+    rate_key(id, key);
+    uint32_t wait = 0;
+    pthread_mutex_lock(&r->mu);
+    uint32_t s = rate_slot(r, key);
+    for (uint32_t i = r->heads[s]; i != RATE_NONE; i = r->e[i].hnext) {
+        if (strcmp(r->e[i].id, key) != 0)
+            continue;
+        rate_entry *x = &r->e[i];
+        rate_refill(&x->req, lim.rpm, now_ns);
+        rate_refill(&x->tok, lim.tpm, now_ns);
+        uint32_t wr = rate_wait_s(&x->req, lim.rpm), wt = rate_wait_s(&x->tok, lim.tpm);
+        wait = wr > wt ? wr : wt;
+        break;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return wait;
+}
+
 size_t st_http_rate_entries(st_http_rate *r)
 {
     pthread_mutex_lock(&r->mu);

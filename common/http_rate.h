@@ -44,6 +44,13 @@ void st_http_rate_close(st_http_rate *r);
  * is recorded and 0 is returned. */
 uint32_t st_http_rate_admit(st_http_rate *r, const char *id, st_http_limits lim, uint64_t now_ns);
 
+/* st_http_rate_wait - what st_http_rate_admit would answer for id under
+ * lim at now_ns, taking nothing and recording nothing (an identity not in
+ * the table: 0). The gateway checks a client address's bucket with it
+ * before it looks at a presented key, so an address that spent its
+ * allowance on wrong keys has no key checked until it refills. */
+uint32_t st_http_rate_wait(st_http_rate *r, const char *id, st_http_limits lim, uint64_t now_ns);
+
 /* st_http_rate_spend - identity id generated n tokens at now_ns. */
 void st_http_rate_spend(st_http_rate *r, const char *id, st_http_limits lim, uint32_t n,
                         uint64_t now_ns);

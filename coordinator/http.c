@@ -15,8 +15,10 @@
  * HTTP is parsed by libmicrohttpd, never by hand: a few threads each poll
  * many connections (epoll), so idle or slow clients hold a connection
  * slot and a little memory, never a thread. Connections are bounded
- * (--http-max-conns, per address too), as is inactivity (--http-timeout,
- * which also ends a trickled request) and a body (--max-body: a declared
+ * (--http-max-conns; per address by http_guard.c, --http-per-ip), as is
+ * inactivity (--http-timeout-s) and, since a trickle of bytes is never
+ * idle, the time a request's headers and body may take (http_guard.c:
+ * --http-header-s, --http-body-s), and a body (--max-body: a declared
  * length over it is refused before it is read, 413). Bodies are JSON read
  * by cJSON in http_req.c (pure functions, fuzzed).
  *
@@ -39,6 +41,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <sodium.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +50,7 @@
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/exposure.h"
 #include "common/log.h"
 #include "common/msg.h"
 #include "coordinator/http_impl.h"
@@ -73,6 +77,9 @@ st_http_cfg st_http_cfg_default(void)
     c.max_body = ST_HTTP_DEFAULT_MAX_BODY;
     c.max_conns = ST_HTTP_DEFAULT_MAX_CONNS;
     c.timeout_s = ST_HTTP_DEFAULT_TIMEOUT_S;
+    c.per_ip_conns = ST_HTTP_DEFAULT_PER_IP;
+    c.header_s = ST_HTTP_DEFAULT_HEADER_S;
+    c.body_s = ST_HTTP_DEFAULT_BODY_S;
     c.streams = ST_HTTP_DEFAULT_STREAMS;
     c.threads = ST_HTTP_DEFAULT_THREADS;
     c.rate_table = ST_HTTP_DEFAULT_RATE_TABLE;
@@ -226,17 +233,40 @@ static void http_client_addr(struct MHD_Connection *conn, char *out, size_t cap)
         snprintf(out, cap, "?");
 }
 
+/* http_rate_refuse - the 429 of a request over lim, wait s to retry. */
+static enum MHD_Result http_rate_refuse(st_http *h, struct MHD_Connection *conn, http_conn *hc,
+                                        st_http_limits lim, uint32_t wait)
+{
+    atomic_fetch_add(&h->met.rate_limited, 1);
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "Rate limit reached (%u requests or %u generated tokens per "
+             "minute); retry after %u s.",
+             lim.rpm, lim.tpm, wait);
+    return http_fail(h, conn, hc->ep, MHD_HTTP_TOO_MANY_REQUESTS, "rate_limit_error",
+                     "rate_limit_exceeded", msg, wait);
+}
+
 /* http_auth - the caller's identity (rate limits), limits and tenant
  * (session ids); false when the key is missing or wrong (answered). */
 static bool http_auth(st_http *h, struct MHD_Connection *conn, http_conn *hc, char *ident,
                       size_t cap, st_http_limits *lim, enum MHD_Result *ans)
 {
     *lim = h->cfg.limits;
+    char addr[HTTP_ADDR_TEXT], aid[HTTP_IDENT_MAX];
+    http_client_addr(conn, addr, sizeof addr);
+    snprintf(aid, sizeof aid, "a:%s", addr);
     if (h->keys == NULL) {
-        char addr[HTTP_ADDR_TEXT];
-        http_client_addr(conn, addr, sizeof addr);
-        snprintf(ident, cap, "a:%s", addr);
+        snprintf(ident, cap, "%s", aid);
         return true;
+    }
+    /* wrong keys spend the address's bucket; while it is empty no key of
+     * that address is checked (so guessing cannot go faster than it) */
+    uint64_t now = st_now_ns();
+    uint32_t wait = st_http_rate_wait(h->rate, aid, h->cfg.limits, now);
+    if (wait > 0) {
+        *ans = http_rate_refuse(h, conn, hc, h->cfg.limits, wait);
+        return false;
     }
     const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                 MHD_HTTP_HEADER_AUTHORIZATION);
@@ -246,6 +276,7 @@ static bool http_auth(st_http *h, struct MHD_Connection *conn, http_conn *hc, ch
         idx = st_http_keys_find(h->keys, v + bl, strlen(v + bl));
     if (idx < 0) {
         atomic_fetch_add(&h->met.auth_failures, 1);
+        (void)st_http_rate_admit(h->rate, aid, h->cfg.limits, now); /* the attempt's token */
         *ans = http_fail(h, conn, hc->ep, MHD_HTTP_UNAUTHORIZED, "invalid_request_error",
                          "invalid_api_key",
                          v ? "Incorrect API key provided."
@@ -306,16 +337,8 @@ static enum MHD_Result http_generate(st_http *h, struct MHD_Connection *conn, ht
     if (!http_auth(h, conn, hc, ident, sizeof ident, &lim, &ans))
         return ans;
     uint32_t wait = st_http_rate_admit(h->rate, ident, lim, st_now_ns());
-    if (wait > 0) {
-        atomic_fetch_add(&h->met.rate_limited, 1);
-        char msg[160];
-        snprintf(msg, sizeof msg,
-                 "Rate limit reached (%u requests or %u generated tokens per "
-                 "minute); retry after %u s.",
-                 lim.rpm, lim.tpm, wait);
-        return http_fail(h, conn, hc->ep, MHD_HTTP_TOO_MANY_REQUESTS, "rate_limit_error",
-                         "rate_limit_exceeded", msg, wait);
-    }
+    if (wait > 0)
+        return http_rate_refuse(h, conn, hc, lim, wait);
     st_http_gen g;
     st_http_error err;
     st_http_kind kind = hc->ep == ST_HTTP_EP_CHAT ? ST_HTTP_CHAT : ST_HTTP_COMPLETION;
@@ -397,8 +420,10 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
     (void)version;
     st_http *h = cls;
     http_conn *hc = *req_cls;
-    if (hc == NULL)
+    if (hc == NULL) {
+        http_guard_phase(h->guard, conn, HTTP_GUARD_BODY); /* the headers are complete */
         return http_first(h, conn, url, method, req_cls);
+    }
     if (hc->job)
         return http_gen_resume(h, conn, hc);
     if (*upload_size > 0) {
@@ -406,6 +431,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         *upload_size = 0;
         return MHD_YES;
     }
+    http_guard_phase(h->guard, conn, HTTP_GUARD_ANSWER); /* the body is complete */
     bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
     bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
     char msg[160];
@@ -433,7 +459,12 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         enum MHD_Result ans = MHD_NO;
         if (!http_auth(h, conn, hc, ident, sizeof ident, &lim, &ans))
             return ans;
-        return hc->ep == ST_HTTP_EP_MODELS ? http_models(h, conn, hc) : http_metrics(h, conn, hc);
+        if (hc->ep == ST_HTTP_EP_METRICS) /* a scraper's: not a client's allowance */
+            return http_metrics(h, conn, hc);
+        uint32_t wait = st_http_rate_admit(h->rate, ident, lim, st_now_ns());
+        if (wait > 0)
+            return http_rate_refuse(h, conn, hc, lim, wait);
+        return http_models(h, conn, hc);
     }
     default:
         snprintf(msg, sizeof msg, "no route for %.16s %.100s", method, url);
@@ -448,9 +479,10 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
 static void http_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
                            enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     st_http *h = cls;
     http_conn *hc = *req_cls;
+    /* a kept-alive connection waits for its next request's headers */
+    http_guard_phase(h->guard, conn, HTTP_GUARD_HEADERS);
     if (hc == NULL)
         return;
     http_gen_completed(h, hc, toe);
@@ -555,13 +587,15 @@ static st_err http_start_daemon(st_http *h)
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (sa.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, http_access, h, MHD_OPTION_SOCK_ADDR,
-                            (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE,
-                            (unsigned)h->cfg.threads, MHD_OPTION_CONNECTION_LIMIT,
-                            (unsigned)h->cfg.max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-                            (unsigned)h->cfg.per_ip_conns, MHD_OPTION_CONNECTION_TIMEOUT,
-                            (unsigned)h->cfg.timeout_s, MHD_OPTION_NOTIFY_COMPLETED, http_completed,
-                            h, MHD_OPTION_END);
+    /* the accept policy is the guard's per-address cap */
+    h->d = MHD_start_daemon(flags, 0, http_guard_accept, h->guard, http_access, h,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                            MHD_OPTION_THREAD_POOL_SIZE, (unsigned)h->cfg.threads,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)h->cfg.max_conns,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)h->cfg.timeout_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, http_completed, h,
+                            MHD_OPTION_NOTIFY_CONNECTION, http_guard_notify, h->guard,
+                            MHD_OPTION_END);
     if (h->d == NULL)
         return st_errorf(ST_EIO, "--http %s: cannot listen (address in use, or not local)",
                          h->cfg.listen);
@@ -570,6 +604,23 @@ static st_err http_start_daemon(st_http *h)
     printf("http on http://%.*s:%u\n", (int)(colon - h->cfg.listen), h->cfg.listen,
            di ? (unsigned)di->port : 0u);
     fflush(stdout);
+    return ST_OK;
+}
+
+st_err st_http_listen_check(const char *url, bool has_keys, bool insecure)
+{
+    if (has_keys || st_addr_is_local(url))
+        return ST_OK;
+    if (!insecure)
+        return st_errorf(ST_EINVAL,
+                         "--http %s reaches beyond loopback and there are no API keys, so "
+                         "anyone on the network could generate with it: give --api-key-file "
+                         "FILE (docs/http-api.md), or --insecure to serve it without keys anyway",
+                         url);
+    st_log(ST_LOG_WARN, HTTP,
+           "--insecure: --http %s reaches beyond loopback without API keys: anyone who can "
+           "reach it can generate",
+           url);
     return ST_OK;
 }
 
@@ -599,6 +650,17 @@ st_err st_http_open(const st_http_cfg *cfg, st_http **out)
         e = st_http_keys_load(cfg->api_key_file, &h->keys);
     if (e == ST_OK)
         e = st_http_rate_open(cfg->rate_table, &h->rate);
+    if (e == ST_OK) {
+        http_guard_cfg gc = {.per_ip = cfg->per_ip_conns,
+                             .header_s = cfg->header_s,
+                             .body_s = cfg->body_s,
+                             .max_conns = cfg->max_conns};
+        e = http_guard_open(&gc, &h->met.guard, &h->guard);
+    }
+    if (e == ST_OK && sodium_init() < 0)
+        e = st_err_sodium("sodium_init");
+    if (e == ST_OK)
+        randombytes_buf(h->session_key, sizeof h->session_key);
     if (e == ST_OK)
         e = http_gen_open_lanes(h);
     if (e == ST_OK)
@@ -650,6 +712,7 @@ void st_http_close(st_http *h)
     pthread_mutex_unlock(&h->mu);
     if (h->d)
         MHD_stop_daemon(h->d);
+    http_guard_close(h->guard); /* after the daemon: every connection's close was notified */
     if (h->status_thr_on)
         pthread_join(h->status_thr, NULL);
     st_client_close(h->status_cl);

@@ -18,6 +18,16 @@
 #define ST_HTTP_DEFAULT_MAX_BODY ((size_t)1 << 20)
 #define ST_HTTP_DEFAULT_MAX_CONNS 4096u
 #define ST_HTTP_DEFAULT_TIMEOUT_S 30u
+/* 32 connections per client address: a browser opens at most 6 to a host
+ * and an SDK's pool some 10 to 20, so a small NAT of clients fits, while
+ * one address holds under 1% of the default 4096 (filling the table takes
+ * 128 addresses). */
+#define ST_HTTP_DEFAULT_PER_IP 32u
+/* A request's headers (a few KiB) must be complete 20 s after the accept
+ * (or after the previous request of a kept-alive connection); its body 60 s
+ * after its headers (the 1 MiB --max-body at 17.5 KiB/s). */
+#define ST_HTTP_DEFAULT_HEADER_S 20u
+#define ST_HTTP_DEFAULT_BODY_S 60u
 #define ST_HTTP_DEFAULT_STREAMS 64u
 #define ST_HTTP_DEFAULT_THREADS 2u
 #define ST_HTTP_DEFAULT_RATE_TABLE 16384u
@@ -37,6 +47,8 @@ typedef struct st_http_cfg {
     uint32_t max_conns;       /* connections at once */
     uint32_t per_ip_conns;    /* connections per client address (0: no limit) */
     uint32_t timeout_s;       /* an idle connection (also mid-request) is closed after this */
+    uint32_t header_s;        /* absolute deadline of a request's headers (0: none) */
+    uint32_t body_s;          /* absolute deadline of a body from its headers (0: none) */
     uint32_t streams;         /* generation requests at once (control lanes) */
     uint32_t threads;         /* HTTP threads (each polls many connections) */
     uint32_t rate_table;      /* identities the rate limiter remembers */
@@ -49,6 +61,11 @@ typedef struct st_http_cfg {
 st_http_cfg st_http_cfg_default(void);
 
 typedef struct st_http st_http;
+
+/* st_http_listen_check - protected mode for --http: url (tcp://HOST:PORT)
+ * must be a loopback address unless there are API keys (has_keys) or
+ * insecure (then a warning is logged); ST_EINVAL naming --api-key-file. */
+st_err st_http_listen_check(const char *url, bool has_keys, bool insecure);
 
 /* st_http_open - loads the model's tokenizer and chat template and the API
  * keys, opens the control lanes and starts serving; prints "http on

@@ -562,7 +562,7 @@ st_err http_gen_start(st_http *h, struct MHD_Connection *conn, http_conn *hc, st
     gr.has_sampling = true;
     gr.stop = j->stop;
     gr.n_stop = j->n_stop;
-    gr.session_id = st_http_session_hash(tenant, g->session_id);
+    gr.session_id = st_http_session_hash(h->session_key, tenant, g->session_id);
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_GENERATE;
     m.generate = &gr;

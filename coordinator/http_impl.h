@@ -16,6 +16,7 @@
 #include "common/http_rate.h"
 #include "common/tokenizer.h"
 #include "coordinator/http.h"
+#include "coordinator/http_guard.h"
 #include "coordinator/http_req.h"
 #include "coordinator/http_resp.h"
 #include "coordinator/http_stats.h"
@@ -43,6 +44,8 @@ struct st_http {
     char model_id[HTTP_MODEL_MAX];
     st_http_keys *keys; /* NULL: no keys */
     st_http_rate *rate;
+    http_guard *guard;                              /* per-address cap, header and body deadlines */
+    uint8_t session_key[ST_HTTP_SESSION_KEY_BYTES]; /* drawn at open: session ids */
     st_http_metrics met;
     int64_t started; /* Unix seconds */
     /* lanes */

@@ -479,13 +479,14 @@ const char *st_http_finish_reason(const char *r)
     return NULL;
 }
 
-uint64_t st_http_session_hash(const char *tenant, const char *session_id)
+uint64_t st_http_session_hash(const uint8_t key[ST_HTTP_SESSION_KEY_BYTES], const char *tenant,
+                              const char *session_id)
 {
     if (session_id == NULL)
         return 0;
     uint8_t h[crypto_generichash_BYTES_MIN];
     crypto_generichash_state st;
-    crypto_generichash_init(&st, NULL, 0, sizeof h);
+    crypto_generichash_init(&st, key, ST_HTTP_SESSION_KEY_BYTES, sizeof h);
     const char *t = tenant ? tenant : "";
     crypto_generichash_update(&st, (const uint8_t *)t, strlen(t));
     crypto_generichash_update(&st, (const uint8_t *)HTTP_SESSION_SEP, strlen(HTTP_SESSION_SEP));

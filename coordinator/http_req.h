@@ -102,9 +102,14 @@ size_t st_http_stop_cut(const char *text, size_t len, char *const *stop, size_t 
  * "cancelled" and anything else (the request failed). */
 const char *st_http_finish_reason(const char *coord_reason);
 
+#define ST_HTTP_SESSION_KEY_BYTES 32 /* the key of st_http_session_hash */
+
 /* st_http_session_hash - the coordinator session id of a request: 0 (a
- * fresh session) when session_id is NULL, else a nonzero 64-bit hash of
- * (tenant, session_id) so that two API keys never share a session. */
-uint64_t st_http_session_hash(const char *tenant, const char *session_id);
+ * fresh session) when session_id is NULL, else a nonzero 64-bit BLAKE2b
+ * of (tenant, session_id) keyed with key, so that two API keys never share
+ * a session and, the key being the gateway's secret (drawn at start), no
+ * one outside can compute which coordinator session a (tenant, id) is. */
+uint64_t st_http_session_hash(const uint8_t key[ST_HTTP_SESSION_KEY_BYTES], const char *tenant,
+                              const char *session_id);
 
 #endif

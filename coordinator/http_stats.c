@@ -49,6 +49,18 @@ static void met_gateway(st_mtext *b, st_http_metrics *m)
     st_mtext_counter(b, "strata_generated_tokens_total", "Tokens generated for HTTP clients.",
                      atomic_load(&m->generated_tokens));
     st_mtext_access(b, atomic_load(&m->auth_failures), atomic_load(&m->rate_limited));
+    st_mtext_counter(b, "strata_http_per_ip_refused_total",
+                     "Connections refused because their client address held "
+                     "--http-per-ip connections already.",
+                     atomic_load(&m->guard.per_ip_refused));
+    st_mtext_counter(b, "strata_http_header_deadline_closed_total",
+                     "Connections closed because a request's headers were not "
+                     "complete within --http-header-s.",
+                     atomic_load(&m->guard.header_deadline_closed));
+    st_mtext_counter(b, "strata_http_body_deadline_closed_total",
+                     "Connections closed because a request's body was not "
+                     "complete within --http-body-s of its headers.",
+                     atomic_load(&m->guard.body_deadline_closed));
     st_mtext_counter(b, "strata_http_disconnects_total",
                      "Clients that went away before their "
                      "request ended (the request was cancelled).",

@@ -30,6 +30,13 @@ typedef enum st_http_ep {
 #define ST_HTTP_TTFT_BUCKETS 13
 #define ST_HTTP_ITL_BUCKETS 12
 
+/* The connection guard's refusals and closures (http_guard.h). */
+typedef struct st_http_guard_counts {
+    atomic_uint_fast64_t per_ip_refused;         /* over --http-per-ip */
+    atomic_uint_fast64_t header_deadline_closed; /* headers not complete by --http-header-s */
+    atomic_uint_fast64_t body_deadline_closed;   /* body not complete by --http-body-s */
+} st_http_guard_counts;
+
 typedef struct st_http_metrics {
     st_http_reqs requests;
     atomic_uint_fast64_t prompt_tokens;
@@ -39,6 +46,7 @@ typedef struct st_http_metrics {
     atomic_uint_fast64_t disconnects; /* clients gone before their request ended */
     atomic_uint_fast64_t replans;     /* epoch changes the gateway observed */
     atomic_int_fast64_t streams;      /* generation requests in progress */
+    st_http_guard_counts guard;
     st_http_hist ttft;
     st_http_hist itl;
 } st_http_metrics;

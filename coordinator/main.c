@@ -37,6 +37,7 @@
 /* Control contexts beyond the HTTP lanes' long polls (heartbeats, CLI). */
 #define MAIN_BASE_SLOTS 64u
 #define MAIN_MAX_BODY ((size_t)1 << 30)
+#define MAIN_MAX_DEADLINE_S 3600 /* --http-header-s, --http-body-s */
 
 static volatile sig_atomic_t main_stop;
 
@@ -65,7 +66,8 @@ static void main_usage(FILE *f)
             "       [--http HOST:PORT [--alias NAME] [--chat-template NAME] [--api-key-file FILE]\n"
             "        [--max-body BYTES]\n"
             "        [--http-streams N] [--http-threads N] [--http-max-conns N]\n"
-            "        [--http-per-ip N] [--http-timeout-s N] [--http-ping-s N]\n"
+            "        [--http-per-ip N] [--http-timeout-s N] [--http-header-s N]\n"
+            "        [--http-body-s N] [--http-ping-s N]\n"
             "        [--rate-rpm N] [--rate-tpm N]\n"
             "        [--rate-table-size N]]\n"
             "       [--client-keys FILE] [--admin-key FILE] [--max-requests-per-client N]\n"
@@ -176,6 +178,10 @@ static int main_http_flag(const char *f, const char *v, st_http_cfg *h, int *bad
         *bad = main_u32(f, v, 1, 1000000, &h->max_conns);
     } else if (strcmp(f, "--http-per-ip") == 0) {
         *bad = main_u32(f, v, 0, 1000000, &h->per_ip_conns);
+    } else if (strcmp(f, "--http-header-s") == 0) {
+        *bad = main_u32(f, v, 0, MAIN_MAX_DEADLINE_S, &h->header_s);
+    } else if (strcmp(f, "--http-body-s") == 0) {
+        *bad = main_u32(f, v, 0, MAIN_MAX_DEADLINE_S, &h->body_s);
     } else if (strcmp(f, "--http-timeout-s") == 0) {
         *bad = main_u32(f, v, 1, 3600, &h->timeout_s);
     } else if (strcmp(f, "--http-ping-s") == 0) {
@@ -537,12 +543,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "strata-coordinator: --http: '%.40s...' is too long\n", hcfg.listen);
             return 2;
         }
-        const char *hflag[] = {"--http"};
-        const char *hurl[] = {url};
-        if (st_listen_check("coordinator", hflag, hurl, 1, hcfg.api_key_file != NULL,
-                            cfg.insecure)) {
-            fprintf(stderr, "strata-coordinator: %s (for --http the key is --api-key-file)\n",
-                    st_errdetail());
+        if (st_http_listen_check(url, hcfg.api_key_file != NULL, cfg.insecure)) {
+            fprintf(stderr, "strata-coordinator: %s\n", st_errdetail());
             return 2;
         }
         /* room for every lane's long poll, with the parking limit of api.c

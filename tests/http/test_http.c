@@ -182,10 +182,13 @@ START_TEST(test_finish_and_session)
     ck_assert_str_eq(st_http_finish_reason("length"), "length");
     ck_assert_ptr_null(st_http_finish_reason("error"));
     ck_assert_ptr_null(st_http_finish_reason("cancelled"));
-    ck_assert_uint_eq(st_http_session_hash("k:1", NULL), 0);
-    uint64_t a = st_http_session_hash("k:1", "s"), b = st_http_session_hash("k:2", "s");
+    uint8_t k1[ST_HTTP_SESSION_KEY_BYTES] = {1}, k2[ST_HTTP_SESSION_KEY_BYTES] = {2};
+    ck_assert_uint_eq(st_http_session_hash(k1, "k:1", NULL), 0);
+    uint64_t a = st_http_session_hash(k1, "k:1", "s"), b = st_http_session_hash(k1, "k:2", "s");
     ck_assert(a != 0 && b != 0 && a != b);
-    ck_assert_uint_eq(a, st_http_session_hash("k:1", "s"));
+    ck_assert_uint_eq(a, st_http_session_hash(k1, "k:1", "s"));
+    /* keyed: another gateway's secret gives another session id */
+    ck_assert(a != st_http_session_hash(k2, "k:1", "s"));
 }
 END_TEST
 
