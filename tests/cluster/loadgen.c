@@ -267,6 +267,7 @@ static void lg_run(size_t i)
         goto out;
     }
     env_ok = true;
+    env.learn_peer = true; /* requests bound to the coordinator, after a Hello (msg.h) */
     int rv = nng_req0_open(&s);
     if (rv == 0) {
         open = true;
