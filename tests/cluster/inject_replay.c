@@ -28,6 +28,7 @@
 
 #include "common/envelope.h"
 #include "common/msg.h"
+#include "common/sampling.h"
 #include "tests/cluster/inject.h"
 
 #define INJ_RP_FORWARD_MS 30000 /* a forwarded request's reply (a long poll's included) */
@@ -216,13 +217,16 @@ static int inj_rp_make(int argc, char **argv, const uint8_t *cluster_key)
     Strata__Msg m = STRATA__MSG__INIT;
     Strata__ReplanRequest rr = STRATA__REPLAN_REQUEST__INIT;
     Strata__GenerateRequest gen = STRATA__GENERATE_REQUEST__INIT;
-    Strata__Sampling smp = STRATA__SAMPLING__INIT;
+    Strata__Sampling smp;
     int32_t ids[] = {1, 2};
     rr.force = true;
     gen.n_prompt_ids = sizeof ids / sizeof ids[0];
     gen.prompt_ids = ids;
     gen.max_tokens = INJ_RP_GEN_TOKENS;
-    gen.sampling = &smp; /* temp 0: greedy */
+    st_sampler_params sp = st_sampler_params_default();
+    sp.temp = 0; /* greedy */
+    st_sampling_to_pb(&sp, &smp);
+    gen.sampling = &smp;
     gen.has_sampling = true;
     if (strcmp(what, "replan-force") == 0) {
         m.body_case = STRATA__MSG__BODY_REPLAN;
