@@ -35,7 +35,9 @@
  * restarted process keeps counting upwards. A receiver refuses a frame
  * whose number is more than ST_ENV_WINDOW_US away from its own clock (the
  * cluster's clocks must agree within that), so a captured frame replays
- * only within ST_ENV_WINDOW_US, also across a receiver's restart. Frames
+ * only within ST_ENV_WINDOW_US; a restarted receiver's table is empty, so
+ * within that window only the binding below refuses it (a keyed
+ * coordinator takes no unbound request but a Hello). Frames
  * failing any check are refused with ST_EAUTH and must be dropped and
  * counted: they change nothing (INV-5). Without a key, MACs are neither
  * sent nor required.

@@ -57,7 +57,7 @@ typedef struct coord_guard {
 /* A request and the client that created it (api_auth.c). */
 typedef struct coord_owner {
     uint64_t req_id; /* the scheduler's id; 0: free */
-    uint64_t ext_id; /* the id clients see: random, unguessable */
+    uint64_t ext_id; /* the id clients see: random 64 bits (guessing: docs/security.md) */
     coord_who who;
     uint64_t logits_bytes; /* the most logits it may hold */
 } coord_owner;
