@@ -367,14 +367,10 @@ static void dm_on_reply(st_daemon *d, dm_req_kind kind, const Strata__Msg *r)
 {
     double now = st_now_s();
     if (kind == DM_REQ_HELLO) { /* the request it preceded goes next (dm_act) */
+        bool err = r->body_case == STRATA__MSG__BODY_ERROR && r->error->message;
         if (r->body_case != STRATA__MSG__BODY_ACK)
-            dm_req_failed(d, kind,
-                          r->body_case == STRATA__MSG__BODY_ERROR && r->error->code > 0 &&
-                                  r->error->code < ST_ERR_COUNT
-                              ? st_errorf((st_err)r->error->code, "hello: %s",
-                                          r->error->message ? r->error->message : "")
-                              : st_errorf(ST_EPROTO, "a %s answered a Hello",
-                                          st_msg_case_name(r)));
+            dm_req_failed(d, kind, st_errorf(ST_EPROTO, "a Hello was answered by %s %s",
+                                             st_msg_case_name(r), err ? r->error->message : ""));
         return;
     }
     if (r->body_case == STRATA__MSG__BODY_ERROR) {

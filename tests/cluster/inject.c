@@ -18,6 +18,9 @@
  *   inject role ADDR CASE [--client-key FILE | ...]
  *       control requests under a credential, refused by role, owner or
  *       quota (issue 12, findings 4-7): see inject_role.c.
+ *   inject replay record|make|send ...
+ *       a frame's exact bytes recorded through a proxy, an unbound frame
+ *       made, and frames sent again (inject_replay.c).
  *   inject silent LISTEN
  *       a REP socket on LISTEN that prints "silent on ADDR", then "request N
  *       (B bytes)" per request, and never answers (inject_silent.c).
@@ -68,7 +71,9 @@ int inj_usage(void)
 {
     fprintf(stderr, "usage: inject req ADDR CASE [--key FILE] | inject step ADDR EPOCH "
                     "[--key FILE] [--encrypt] [--bad-mac] [--hash HEX] [--route R,R,...] | "
-                    "inject sec CASE ARGS... [--sender N] | inject role ADDR CASE ...\n");
+                    "inject sec CASE ARGS... [--sender N] | inject role ADDR CASE ... | "
+                    "inject replay record LISTEN TARGET DIR | inject replay make FILE CASE "
+                    "[--admin-key F | --client-key F] | inject replay send ADDR FILE...\n");
     return 2;
 }
 

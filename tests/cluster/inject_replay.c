@@ -156,9 +156,11 @@ static int inj_rp_send(const char *addr, int n, char **files)
         } else {
             const uint8_t *b = nng_msg_body(r);
             size_t bl = nng_msg_len(r);
-            Strata__Msg *m = bl > ST_ENV_HDR ? strata__msg__unpack(NULL, bl - ST_ENV_HDR - ST_ENV_MAC,
-                                                                  b + ST_ENV_HDR)
-                                             : NULL;
+            /* a MACed reply's body, unverified (a sealed one shows as unreadable) */
+            Strata__Msg *m = bl > ST_ENV_HDR + ST_ENV_MAC
+                                 ? strata__msg__unpack(NULL, bl - ST_ENV_HDR - ST_ENV_MAC,
+                                                       b + ST_ENV_HDR)
+                                 : NULL;
             if (m != NULL && m->body_case == STRATA__MSG__BODY_ERROR)
                 printf("%s: reply error %u: %s\n", files[i], m->error->code,
                        m->error->message ? m->error->message : "");
