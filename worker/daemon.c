@@ -358,8 +358,8 @@ static bool dm_hello_first(st_daemon *d, dm_req_kind next)
     st_msg_hello_msg(&m, &h);
     d->hello_for = next;
     dm_request(d, DM_REQ_HELLO, &m, next == DM_REQ_LEAVE ? DM_LEAVE_TIMEOUT_MS : DM_CALL_TIMEOUT_MS);
-    if (d->req_kind != DM_REQ_HELLO) /* not packed: as the request would have failed */
-        dm_req_failed(d, next, ST_EPROTO);
+    if (d->req_kind != DM_REQ_HELLO) /* not packed (logged): a Hello that failed */
+        dm_req_failed(d, DM_REQ_HELLO, ST_ENOMEM);
     return true;
 }
 
@@ -531,8 +531,9 @@ static void *dm_main(void *arg)
             dm_on_req(d);
         if (ld)
             dm_on_loader(d);
-        if (d->stopping && d->req_kind != DM_REQ_NONE && d->req_kind != DM_REQ_LEAVE &&
-            !d->req_cancelled) {
+        bool leaving = d->req_kind == DM_REQ_LEAVE ||
+                       (d->req_kind == DM_REQ_HELLO && d->hello_for == DM_REQ_LEAVE);
+        if (d->stopping && d->req_kind != DM_REQ_NONE && !leaving && !d->req_cancelled) {
             d->req_cancelled = true;
             nng_aio_cancel(d->req_aio); /* completes with NNG_ECANCELED: an event */
         }
