@@ -67,7 +67,9 @@ static cJSON *sp_security_json(const Strata__SecurityCounters *c)
     cli_json_u64(o, "quota_refused", c->quota_refused);
     cli_json_u64(o, "pipes_closed", c->pipes_closed);
     cli_json_u64(o, "slots_refused", c->slots_refused);
+    cli_json_u64(o, "unbound_refused", c->unbound_refused);
     cJSON_AddStringToObject(o, "role", c->role ? c->role : "");
+    cJSON_AddStringToObject(o, "scope", c->scope ? c->scope : "");
     return o;
 }
 
@@ -415,13 +417,16 @@ void cli_status_print(const Strata__StatusReply *s)
                c->conn_refused, c->conn_evicted, c->conn_expired);
     const Strata__SecurityCounters *z = s->security;
     if (z)
-        printf("refused (you are %s): by role %" PRIu64 ", member spoofs %" PRIu64
+        printf("refused (you are %s; %s): by role %" PRIu64 ", member spoofs %" PRIu64
                ", joins %" PRIu64 ", stale reports %" PRIu64 ", foreign requests %" PRIu64
                ", over quota %" PRIu64 ", connections closed %" PRIu64 ", slots kept for "
-               "members %" PRIu64 "\n",
-               z->role ? z->role : "?", z->role_refused, z->member_spoofed, z->joins_refused,
-               z->stale_refused, z->foreign_refused, z->quota_refused, z->pipes_closed,
-               z->slots_refused);
+               "members %" PRIu64 ", unbound %" PRIu64 "\n",
+               z->role ? z->role : "?",
+               z->scope && strcmp(z->scope, "credential") == 0 ? "your key's own counts"
+                                                               : "every sender's",
+               z->role_refused, z->member_spoofed, z->joins_refused, z->stale_refused,
+               z->foreign_refused, z->quota_refused, z->pipes_closed, z->slots_refused,
+               z->unbound_refused);
 }
 
 cJSON *cli_status_json(const Strata__StatusReply *s)

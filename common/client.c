@@ -26,6 +26,8 @@ struct st_client {
     uint64_t deadline_ns;
     st_client_done done;
     void *arg;
+    uint8_t *held; /* m packed (protobuf), sent once a Hello exchange bound it */
+    size_t held_len;
 };
 
 /* client_reply - unpacks a reply frame; an Error reply becomes its code. */
@@ -38,15 +40,42 @@ static st_err client_reply(st_client *c, nng_msg *msg, Strata__Msg **out)
     return e != ST_OK ? e : st_msg_reply(r, out);
 }
 
+/* client_left_ms - what is left of the exchange's time (at least 1 ms). */
+static nng_duration client_left_ms(const st_client *c)
+{
+    uint64_t now = st_now_ns();
+    uint64_t left = c->deadline_ns > now ? (c->deadline_ns - now) / CLIENT_NS_PER_MS : 0;
+    return left > 0 ? (nng_duration)left : 1;
+}
+
+/* client_send_held - the Hello was answered: the held request is sealed
+ * now (bound to the coordinator that answered) and sent. */
+static st_err client_send_held(st_client *c)
+{
+    Strata__Msg *m = strata__msg__unpack(NULL, c->held_len, c->held);
+    free(c->held);
+    c->held = NULL;
+    if (m == NULL)
+        return st_errorf(ST_ENOMEM, "request held for a Hello");
+    nng_msg *msg;
+    st_err e = st_msg_pack(&c->env, ST_ENV_CONTROL, m, &msg);
+    strata__msg__free_unpacked(m, NULL);
+    if (e != ST_OK)
+        return e;
+    c->phase = CLIENT_SEND;
+    nng_aio_set_msg(c->aio, msg);
+    nng_aio_set_timeout(c->aio, client_left_ms(c));
+    nng_ctx_send(c->ctx, c->aio);
+    return ST_OK;
+}
+
 static void client_cb(void *arg)
 {
     st_client *c = arg;
     int rv = nng_aio_result(c->aio);
     if (rv == 0 && c->phase == CLIENT_SEND) {
         c->phase = CLIENT_RECV;
-        uint64_t now = st_now_ns();
-        uint64_t left = c->deadline_ns > now ? (c->deadline_ns - now) / CLIENT_NS_PER_MS : 0;
-        nng_aio_set_timeout(c->aio, left > 0 ? (nng_duration)left : 1);
+        nng_aio_set_timeout(c->aio, client_left_ms(c));
         nng_ctx_recv(c->ctx, c->aio);
         return;
     }
@@ -61,6 +90,17 @@ static void client_cb(void *arg)
     } else {
         e = client_reply(c, nng_aio_get_msg(c->aio), &r);
     }
+    if (e == ST_OK && c->held != NULL) { /* the Ack of a Hello (client_reply checked it) */
+        bool ack = r->body_case == STRATA__MSG__BODY_ACK;
+        st_msg_free(r);
+        r = NULL;
+        e = ack ? client_send_held(c)
+                : st_errorf(ST_EPROTO, "the coordinator did not answer a Hello with an Ack");
+        if (e == ST_OK)
+            return;
+    }
+    free(c->held);
+    c->held = NULL;
     st_client_done done = c->done;
     void *darg = c->arg;
     c->phase = CLIENT_IDLE;
@@ -134,6 +174,7 @@ void st_client_close(st_client *c)
         nng_aio_free(c->aio); /* waits for its callback */
     if (c->env_open)
         st_env_fini(&c->env);
+    free(c->held);
     free(c);
 }
 
@@ -148,9 +189,24 @@ st_err st_client_start(st_client *c, const Strata__Msg *m, int timeout_ms, st_cl
     if (c->phase != CLIENT_IDLE)
         return st_errorf(ST_EBUSY, "an exchange of this client is in flight");
     nng_msg *msg;
-    st_err e = st_msg_pack(&c->env, ST_ENV_CONTROL, m, &msg);
-    if (e != ST_OK)
+    st_err e;
+    if (st_env_unbound(&c->env)) { /* a Hello first; m waits, packed but not sealed */
+        size_t n = strata__msg__get_packed_size(m);
+        if ((c->held = malloc(n > 0 ? n : 1)) == NULL)
+            return st_errorf(ST_ENOMEM, "request held for a Hello (%zu bytes)", n);
+        c->held_len = strata__msg__pack(m, c->held);
+        Strata__Msg hm;
+        Strata__Hello h;
+        st_msg_hello_msg(&hm, &h);
+        e = st_msg_pack(&c->env, ST_ENV_CONTROL, &hm, &msg);
+    } else {
+        e = st_msg_pack(&c->env, ST_ENV_CONTROL, m, &msg);
+    }
+    if (e != ST_OK) {
+        free(c->held);
+        c->held = NULL;
         return e;
+    }
     int ms = timeout_ms > 0 ? timeout_ms : 1;
     c->done = done;
     c->arg = arg;

@@ -12,7 +12,13 @@
  * that wants N exchanges in flight opens N clients (the gateway's lanes).
  *
  * An Error reply is returned as its code with its message as the detail,
- * as st_msg_call does; a code outside st_err is ST_EPROTO. */
+ * as st_msg_call does; a code outside st_err is ST_EPROTO.
+ *
+ * Keyed, an exchange that would go unbound (st_env_unbound: the client's
+ * first, or the first after one went unanswered) is a Hello and its Ack
+ * first, then the request bound to the coordinator that answered, both
+ * within the exchange's timeout (a keyed coordinator takes no other
+ * request unbound: docs/security.md, "Replay"). */
 #ifndef ST_CLIENT_H
 #define ST_CLIENT_H
 

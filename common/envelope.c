@@ -301,6 +301,11 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
     return ST_OK;
 }
 
+bool st_env_unbound(const st_env *env)
+{
+    return env->keyed && env->learn_peer && !env->answered;
+}
+
 /* env_tag_ok - whether the frame's own tag (MAC or AEAD) verifies. A
  * SEALED frame is decrypted in place when this process encrypts (one pass:
  * libsodium checks the tag before it writes anything), else only checked. */

@@ -35,7 +35,9 @@
  * restarted process keeps counting upwards. A receiver refuses a frame
  * whose number is more than ST_ENV_WINDOW_US away from its own clock (the
  * cluster's clocks must agree within that), so a captured frame replays
- * only within ST_ENV_WINDOW_US, also across a receiver's restart. Frames
+ * only within ST_ENV_WINDOW_US; a restarted receiver's table is empty, so
+ * within that window only the binding below refuses it (a keyed
+ * coordinator takes no unbound request but a Hello). Frames
  * failing any check are refused with ST_EAUTH and must be dropped and
  * counted: they change nothing (INV-5). Without a key, MACs are neither
  * sent nor required.
@@ -77,10 +79,14 @@
  * has a new id). A reply names the request it answers, and a REQ side
  * checks a REPLY frame against its last request (or st_env.expect), so a
  * reply cannot be replayed to another request or another requester.
- * Unbound requests are still accepted (the first request of a process
+ * Unbound requests pass st_env_open (the first request of a process
  * does not know its receiver's id yet); receivers that must only take
- * bound requests check st_env_frame.bound (the worker's Prepare, Commit
- * and EndSessions). */
+ * bound requests check st_env_frame.bound: the worker's Prepare, Commit
+ * and EndSessions, and every request to a keyed coordinator but a Hello
+ * (a requester with learn_peer sends one while st_env_unbound: msg.h's
+ * st_msg_call, client.h), so a frame captured before a coordinator's
+ * restart fails at the new one whether it was bound (the MAC names the
+ * old id) or not (refused as unbound). */
 #ifndef ST_ENVELOPE_H
 #define ST_ENVELOPE_H
 
@@ -227,6 +233,15 @@ size_t st_env_size(const st_env *env, size_t body_len);
  * request (none when it went unanswered: a restarted receiver has a new
  * id, so the next request is unbound and learns it again). */
 st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len);
+
+/* st_env_unbound - whether env, a keyed REQ side that learns its peer
+ * (learn_peer), would send its next request unbound: it has no verified
+ * reply to its last request (none sent yet, or it went unanswered: the
+ * receiver may have restarted with a new id). A keyed coordinator takes
+ * no request unbound but a Hello (docs/security.md, "Replay"), so such a
+ * requester first sends one (st_msg_hello) to learn the id. False without
+ * a key or without learn_peer. */
+bool st_env_unbound(const st_env *env);
 
 /* st_env_open - checks a received frame (magic, version, flags, length,
  * MAC or tag with its binding, mode and replay when keyed) before anything

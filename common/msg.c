@@ -144,7 +144,7 @@ st_err st_msg_unpack(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **
     return ST_OK;
 }
 
-st_err st_msg_hello(st_env *env, st_env_kind kind, nng_msg **out)
+st_err st_msg_link_hello(st_env *env, st_env_kind kind, nng_msg **out)
 {
     *out = NULL;
     nng_msg *msg;
@@ -197,10 +197,18 @@ st_err st_msg_recv(nng_socket s, st_env *env, st_env_kind kind, Strata__Msg **ou
     return e;
 }
 
-st_err st_msg_call(nng_socket req, st_env *env, const Strata__Msg *m, int timeout_ms,
-                   Strata__Msg **reply)
+void st_msg_hello_msg(Strata__Msg *m, Strata__Hello *h)
 {
-    *reply = NULL;
+    strata__msg__init(m);
+    strata__hello__init(h);
+    m->body_case = STRATA__MSG__BODY_HELLO;
+    m->hello = h;
+}
+
+/* msg_round - one request and its reply on req (st_msg_call's body). */
+static st_err msg_round(nng_socket req, st_env *env, const Strata__Msg *m, int timeout_ms,
+                        Strata__Msg **reply)
+{
     nng_socket_set_ms(req, NNG_OPT_SENDTIMEO, timeout_ms);
     nng_socket_set_ms(req, NNG_OPT_RECVTIMEO, timeout_ms);
     st_err e = st_msg_send(req, env, ST_ENV_CONTROL, m);
@@ -210,6 +218,29 @@ st_err st_msg_call(nng_socket req, st_env *env, const Strata__Msg *m, int timeou
     if ((e = st_msg_recv(req, env, ST_ENV_CONTROL, &r, NULL)))
         return e;
     return st_msg_reply(r, reply);
+}
+
+st_err st_msg_hello(nng_socket req, st_env *env, int timeout_ms)
+{
+    Strata__Msg m, *r;
+    Strata__Hello h;
+    st_msg_hello_msg(&m, &h);
+    st_err e = msg_round(req, env, &m, timeout_ms, &r);
+    if (e != ST_OK)
+        return e;
+    if (r->body_case != STRATA__MSG__BODY_ACK)
+        e = st_errorf(ST_EPROTO, "a %s answered a Hello (an Ack was expected)",
+                      st_msg_case_name(r));
+    st_msg_free(r);
+    return e;
+}
+
+st_err st_msg_call(nng_socket req, st_env *env, const Strata__Msg *m, int timeout_ms,
+                   Strata__Msg **reply)
+{
+    *reply = NULL;
+    st_err e = st_env_unbound(env) ? st_msg_hello(req, env, timeout_ms) : ST_OK;
+    return e != ST_OK ? e : msg_round(req, env, m, timeout_ms, reply);
 }
 
 st_err st_msg_reply(Strata__Msg *r, Strata__Msg **reply)

@@ -59,12 +59,12 @@ st_err st_msg_decode(const uint8_t *body, size_t len, uint64_t sender, Strata__M
 /* st_msg_free - frees an unpacked Msg; NULL is a no-op. */
 void st_msg_free(Strata__Msg *m);
 
-/* st_msg_hello - an envelope of kind with an empty body, sealed by env:
+/* st_msg_link_hello - an envelope of kind with an empty body, sealed by env:
  * what a PUSH dialer sends first on a data link (STEP, RESULT), so that
  * the receiver's connection gate (common/pipe_gate.h) sees its connection
  * authenticated before its first batch. Receivers take an empty STEP or
  * RESULT body as a hello and drop it. *out is the caller's. */
-st_err st_msg_hello(st_env *env, st_env_kind kind, nng_msg **out);
+st_err st_msg_link_hello(st_env *env, st_env_kind kind, nng_msg **out);
 
 /* st_msg_send - packs m and sends it on s (blocking, honouring the
  * socket's send timeout). */
@@ -76,9 +76,22 @@ st_err st_msg_recv(nng_socket s, st_env *env, st_env_kind kind, Strata__Msg **ou
 
 /* st_msg_call - a request/reply round trip on a REQ socket: sends m, waits
  * up to timeout_ms for the reply. An Error reply is returned as its code
- * with its message as detail (and *reply is NULL). */
+ * with its message as detail (and *reply is NULL). When env would send m
+ * unbound (st_env_unbound: a keyed requester of a coordinator that has no
+ * verified reply to its last request) a Hello exchange comes first
+ * (st_msg_hello, timeout_ms of its own), so m is bound to the coordinator
+ * that answers now. */
 st_err st_msg_call(nng_socket req, st_env *env, const Strata__Msg *m, int timeout_ms,
                    Strata__Msg **reply);
+
+/* st_msg_hello - a Hello and its Ack on a REQ socket to a coordinator:
+ * env (learn_peer) learns the coordinator's id from the verified reply, so
+ * its next request is bound to it (envelope.h). ST_EPROTO for a reply
+ * that is not an Ack; an Error reply as st_msg_call. */
+st_err st_msg_hello(nng_socket req, st_env *env, int timeout_ms);
+
+/* st_msg_hello_msg - a Hello in m (h: its body; both the caller's). */
+void st_msg_hello_msg(Strata__Msg *m, Strata__Hello *h);
 
 /* st_msg_reply - a received reply r (taken): ST_OK with *reply = r, or,
  * for an Error reply, its code (ST_EPROTO when outside st_err) with its

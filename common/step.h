@@ -39,7 +39,7 @@ typedef struct st_step_parts {
     size_t meta_len;
     const uint8_t *pkt; /* the activation packet (pkt_len 0: none) */
     size_t pkt_len;
-    bool hello; /* an empty body: a dialer's hello (msg.h st_msg_hello), nothing else set */
+    bool hello; /* an empty body: a dialer's hello (msg.h st_msg_link_hello), nothing else set */
 } st_step_parts;
 
 /* st_step_split - splits body[0..len) into meta and packet. ST_ETRUNC

@@ -503,11 +503,12 @@ static void api_conn_counters(st_coord *c, Strata__Counters *cn)
 
 /* api_status - detailed (workers, links, plan) for every role but a
  * client's. */
-static void api_status(st_coord *c, uint32_t slot, st_env_role role)
+static void api_status(st_coord *c, uint32_t slot, const coord_who *who)
 {
+    st_env_role role = who->role;
     Strata__StatusReply sr = STRATA__STATUS_REPLY__INIT;
     Strata__SecurityCounters sec;
-    coord_auth_pb(c, role, &sec);
+    coord_auth_pb(c, who, &sec);
     sr.security = &sec;
     bool detailed = role != ST_ROLE_CLIENT;
     size_t n = detailed ? c->ms.n : 0;
@@ -649,10 +650,12 @@ void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
     c->env_rep.last_role = ST_ROLE_OPEN;
     c->env_rep.last_cred = 0;
     c->env_rep.last_seq = 0;
+    c->env_rep.last_bound = false;
     st_err e = st_msg_unpack(&c->env_rep, ST_ENV_CONTROL, msg, &m, &who.sender);
     st_net_judged(c->net, ST_CQ_CTL, msg, e == ST_OK); /* its connection (pipe_gate.h) */
     nng_msg_free(msg);
     who.seq = e == ST_OK ? c->env_rep.last_seq : 0;
+    who.bound = e == ST_OK && c->env_rep.last_bound;
     who.role = c->env_rep.last_role; /* answers go back under the credential that verified */
     who.cred = c->env_rep.last_cred;
     c->slot_who[slot] = who;
@@ -668,11 +671,15 @@ void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         api_error(c, slot, e);
         return;
     }
-    if (!coord_auth_allowed(c, slot, &who, (int)m->body_case)) {
+    if (!coord_auth_bound(c, slot, &who, (int)m->body_case) ||
+        !coord_auth_allowed(c, slot, &who, (int)m->body_case)) {
         st_msg_free(m);
         return;
     }
     switch (m->body_case) {
+    case STRATA__MSG__BODY_HELLO: /* the Ack's sender id binds what follows */
+        api_ack(c, slot);
+        break;
     case STRATA__MSG__BODY_JOIN:
         if (api_join(c, slot, m, &who))
             return; /* the member owns m now */
@@ -728,7 +735,7 @@ void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         break;
     }
     case STRATA__MSG__BODY_STATUS_REQ:
-        api_status(c, slot, who.role);
+        api_status(c, slot, &who);
         break;
     case STRATA__MSG__BODY_PLAN_REQ:
         api_plan(c, slot);

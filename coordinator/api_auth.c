@@ -20,9 +20,11 @@
  * Poll and Cancel from anyone else are answered as for an unknown id, so
  * an id is never confirmed to a stranger. Admins may poll and cancel any
  * request. Sessions are namespaced per credential: a
- * client's session_id maps to a keyed hash of (credential, session_id),
- * so two clients never share KV, and PollReply.reused cannot tell one
- * client about another's prompt.
+ * client's (or admin's) session_id maps to a keyed 64-bit hash
+ * (crypto_shorthash, SipHash-2-4) of (credential, session_id), in an open
+ * cluster of (envelope sender, session_id), so two clients never share KV,
+ * and PollReply.reused cannot tell one client about another's prompt; the
+ * cluster key's session ids are taken as sent (members are trusted).
  *
  * Slots (finding 6): a request holds a control slot until its answer has
  * left, and a client that never reads its answers can hold one for the
@@ -60,6 +62,25 @@
 #define AUTH_STUCK_NS 250000000ull /* an answer leaving this long is stuck: not read */
 #define AUTH_RESERVE_MIN 4         /* idle slots kept for members: at least this many, */
 #define AUTH_RESERVE_DIV 8         /* ... or this fraction of the slots */
+#define AUTH_SESS_IN_MAX 16        /* bytes hashed into a session id: id || owner */
+
+/* auth_own - the counters of who's own credential when it is a client key
+ * (what its Status shows), else NULL. */
+static coord_sec *auth_own(const st_coord *c, const coord_who *who)
+{
+    return who->role == ST_ROLE_CLIENT && who->cred < c->n_sec_cred ? &c->sec_cred[who->cred]
+                                                                     : NULL;
+}
+
+/* AUTH_COUNT - counts a refusal of who's request: coordinator-wide and in
+ * its credential's own counters. */
+#define AUTH_COUNT(c, who, field)                                                                  \
+    do {                                                                                           \
+        coord_sec *own_ = auth_own(c, who);                                                        \
+        (c)->sec.field++;                                                                          \
+        if (own_ != NULL)                                                                          \
+            own_->field++;                                                                         \
+    } while (0)
 
 static st_err auth_load(st_coord *c, const char *path, st_env_role role)
 {
@@ -87,6 +108,9 @@ st_err coord_auth_open(st_coord *c)
         return e;
     if (cfg->admin_key_path && (e = auth_load(c, cfg->admin_key_path, ST_ROLE_ADMIN)))
         return e;
+    c->n_sec_cred = c->env_rep.n_creds + 1; /* index: st_env_frame.cred */
+    if ((c->sec_cred = calloc(c->n_sec_cred, sizeof *c->sec_cred)) == NULL)
+        return st_errorf(ST_ENOMEM, "counters of %zu credentials", c->n_sec_cred);
     randombytes_buf(c->sess_key, sizeof c->sess_key);
     c->n_owners = (size_t)cfg->max_requests * AUTH_OWNER_SLACK;
     c->slot_who = calloc(cfg->slots, sizeof *c->slot_who);
@@ -112,6 +136,9 @@ void coord_auth_close(st_coord *c)
     free(c->slot_who);
     free(c->slot_guard);
     free(c->owners);
+    free(c->sec_cred);
+    c->sec_cred = NULL;
+    c->n_sec_cred = 0;
     c->slot_who = NULL;
     c->slot_guard = NULL;
     c->owners = NULL;
@@ -124,6 +151,7 @@ static bool auth_role_may(st_env_role role, int bc)
     if (role == ST_ROLE_OPEN || role == ST_ROLE_MEMBER)
         return true;
     switch (bc) {
+    case STRATA__MSG__BODY_HELLO: /* changes nothing; binds what follows */
     case STRATA__MSG__BODY_GENERATE:
     case STRATA__MSG__BODY_POLL:
     case STRATA__MSG__BODY_CANCEL:
@@ -144,7 +172,7 @@ bool coord_auth_allowed(st_coord *c, uint32_t slot, const coord_who *who, int bc
 {
     if (auth_role_may(who->role, bc))
         return true;
-    c->sec.role_refused++;
+    AUTH_COUNT(c, who, role_refused);
     Strata__Msg probe = STRATA__MSG__INIT;
     probe.body_case = (Strata__Msg__BodyCase)bc;
     char text[200];
@@ -211,7 +239,7 @@ bool coord_auth_request(st_coord *c, uint32_t slot, const coord_who *who, uint64
         return true;
     }
     if (o != NULL) {
-        c->sec.foreign_refused++;
+        AUTH_COUNT(c, who, foreign_refused);
         st_log(ST_LOG_WARN, AUTH, "sender %llu (%s) asked for request %llu of another client",
                (unsigned long long)who->sender, st_env_role_name(who->role),
                (unsigned long long)ext_id);
@@ -264,7 +292,7 @@ bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint32_t
         snprintf(text, sizeof text, "%zu requests are kept (the limit); try later", c->n_owners);
     if (text[0] == '\0')
         return true;
-    c->sec.quota_refused++;
+    AUTH_COUNT(c, who, quota_refused);
     st_log(ST_LOG_WARN, AUTH, "sender %llu (%s): %s", (unsigned long long)who->sender,
            st_env_role_name(who->role), text);
     coord_api_reply_error(c, slot, code, text);
@@ -299,21 +327,26 @@ bool coord_auth_park_ok(st_coord *c, const coord_who *who)
         n += auth_same_client(&c->parks[i].who, who);
     if (n < c->max_parks_client)
         return true;
-    c->sec.quota_refused++;
+    AUTH_COUNT(c, who, quota_refused);
     return false;
 }
 
 uint64_t coord_auth_session(const st_coord *c, const coord_who *who, uint64_t session_id)
 {
-    if (session_id == 0 || who->cred == 0)
+    bool open = who->role == ST_ROLE_OPEN;
+    if (session_id == 0 || (who->cred == 0 && !open))
         return session_id;
-    uint8_t in[12];
+    /* session_id || the credential (4 bytes), or in an open cluster ||
+     * the envelope sender (8): the lengths keep the two namespaces apart */
+    uint8_t in[AUTH_SESS_IN_MAX];
+    size_t n = 0;
     for (int i = 0; i < 8; i++)
-        in[i] = (uint8_t)(session_id >> (8 * i));
-    for (int i = 0; i < 4; i++)
-        in[8 + i] = (uint8_t)(who->cred >> (8 * i));
+        in[n++] = (uint8_t)(session_id >> (8 * i));
+    uint64_t owner = open ? who->sender : who->cred;
+    for (int i = 0; i < (open ? 8 : 4); i++)
+        in[n++] = (uint8_t)(owner >> (8 * i));
     uint8_t h[crypto_shorthash_BYTES];
-    crypto_shorthash(h, in, sizeof in, c->sess_key);
+    crypto_shorthash(h, in, n, c->sess_key);
     uint64_t id = 0;
     for (int i = 7; i >= 0; i--)
         id = id << 8 | h[i];
@@ -349,7 +382,7 @@ static bool auth_pipe_closed(st_coord *c, uint32_t slot)
         return true; /* a request that came before the close took effect */
     if (st_net_pipe_stuck(c->net, slot, AUTH_STUCK_NS) < AUTH_PIPE_MAX_STUCK)
         return false;
-    c->sec.pipes_closed++;
+    AUTH_COUNT(c, &g->who, pipes_closed);
     c->closed_pipe = g->pipe;
     st_log(ST_LOG_WARN, AUTH,
            "sender %llu (%s): its connection does not read its answers "
@@ -388,7 +421,7 @@ bool coord_auth_slot_ok(st_coord *c, uint32_t slot, const coord_who *who, bool t
     if (auth_pipe_closed(c, slot)) {
         /* dropped below with the connection's other requests */
     } else if (st_net_slots_idle(c->net) < reserve) {
-        c->sec.slots_refused++;
+        AUTH_COUNT(c, who, slots_refused);
     } else {
         return true;
     }
@@ -397,16 +430,40 @@ bool coord_auth_slot_ok(st_coord *c, uint32_t slot, const coord_who *who, bool t
     return false;
 }
 
-void coord_auth_pb(const st_coord *c, st_env_role role, Strata__SecurityCounters *out)
+bool coord_auth_bound(st_coord *c, uint32_t slot, const coord_who *who, int bc)
 {
+    if (!c->keyed || who->bound || bc == STRATA__MSG__BODY_HELLO)
+        return true;
+    AUTH_COUNT(c, who, unbound_refused);
+    Strata__Msg probe = STRATA__MSG__INIT;
+    probe.body_case = (Strata__Msg__BodyCase)bc;
+    char text[200];
+    snprintf(text, sizeof text,
+             "%s not bound to this coordinator: send a Hello first (a frame from before "
+             "its start, replayed, is refused so; docs/security.md)",
+             st_msg_case_name(&probe));
+    st_log(ST_LOG_WARN, AUTH, "sender %llu (%s): %s", (unsigned long long)who->sender,
+           st_env_role_name(who->role), text);
+    coord_api_reply_error(c, slot, ST_EAUTH, text);
+    return false;
+}
+
+void coord_auth_pb(const st_coord *c, const coord_who *who, Strata__SecurityCounters *out)
+{
+    static const coord_sec none;
+    const coord_sec *own = auth_own(c, who);
+    bool client = who->role == ST_ROLE_CLIENT;
+    const coord_sec *s = client ? (own != NULL ? own : &none) : &c->sec;
     strata__security_counters__init(out);
-    out->role_refused = c->sec.role_refused;
-    out->member_spoofed = c->sec.member_spoofed;
-    out->joins_refused = c->sec.joins_refused;
-    out->stale_refused = c->sec.stale_refused;
-    out->foreign_refused = c->sec.foreign_refused;
-    out->quota_refused = c->sec.quota_refused;
-    out->pipes_closed = c->sec.pipes_closed;
-    out->slots_refused = c->sec.slots_refused;
-    out->role = (char *)st_env_role_name(role);
+    out->role_refused = s->role_refused;
+    out->member_spoofed = s->member_spoofed;
+    out->joins_refused = s->joins_refused;
+    out->stale_refused = s->stale_refused;
+    out->foreign_refused = s->foreign_refused;
+    out->quota_refused = s->quota_refused;
+    out->pipes_closed = s->pipes_closed;
+    out->slots_refused = s->slots_refused;
+    out->unbound_refused = s->unbound_refused;
+    out->role = (char *)st_env_role_name(who->role);
+    out->scope = (char *)(client ? "credential" : "coordinator");
 }

@@ -462,7 +462,7 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
         return;
     }
     if (m->body_case == STRATA__MSG__BODY__NOT_SET && nng_msg_len(msg) == st_env_size(&c->env_res, 0)) {
-        st_msg_free(m); /* a worker's hello (msg.h st_msg_hello): its connection is proven */
+        st_msg_free(m); /* a worker's hello (msg.h st_msg_link_hello): its connection is proven */
         return;
     }
     if (m->body_case != STRATA__MSG__BODY_RESULT) {

@@ -52,6 +52,7 @@ typedef struct coord_who {
     uint64_t seq;  /* its sequence number: the reply is bound to (sender, seq) */
     uint32_t cred; /* st_env_frame.cred of env_rep */
     st_env_role role;
+    bool bound; /* keyed, and bound to this coordinator (st_env_frame.bound) */
 } coord_who;
 
 /* A control slot's request held to the slot rules (not the cluster key's,
@@ -65,7 +66,7 @@ typedef struct coord_guard {
 /* A request and the client that created it (api_auth.c). */
 typedef struct coord_owner {
     uint64_t req_id; /* the scheduler's id; 0: free */
-    uint64_t ext_id; /* the id clients see: random, unguessable */
+    uint64_t ext_id; /* the id clients see: random 64 bits (guessing: docs/security.md) */
     coord_who who;
     uint64_t logits_bytes; /* the most logits it may hold */
 } coord_owner;
@@ -73,7 +74,7 @@ typedef struct coord_owner {
 /* Requests refused for who sent them (SecurityCounters). */
 typedef struct coord_sec {
     uint64_t role_refused, member_spoofed, joins_refused, stale_refused, foreign_refused,
-        quota_refused, pipes_closed, slots_refused;
+        quota_refused, pipes_closed, slots_refused, unbound_refused;
 } coord_sec;
 
 /* A long poll waiting for tokens; it holds its REP slot until answered. */
@@ -149,6 +150,8 @@ struct st_coord {
     uint64_t max_logits_client;
     uint8_t sess_key[16]; /* keys the per-credential session namespaces */
     coord_sec sec;
+    coord_sec *sec_cred; /* [n_sec_cred]: each client key's own (what its Status shows) */
+    size_t n_sec_cred;
 };
 
 /* coord.c */
@@ -210,8 +213,9 @@ st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint6
 /* coord_auth_park_ok - whether who may park one more poll; counts if not. */
 bool coord_auth_park_ok(st_coord *c, const coord_who *who);
 /* coord_auth_session - the scheduler's session id for a client's
- * session_id: unchanged for the cluster key and an open cluster, else
- * keyed by the credential (0 stays 0: no session). */
+ * session_id: unchanged for the cluster key; keyed by the credential for
+ * a client or admin key, and by the envelope sender in an open cluster
+ * (0 stays 0: no session). */
 uint64_t coord_auth_session(const st_coord *c, const coord_who *who, uint64_t session_id);
 /* coord_auth_member - whether who may speak for member id (it joined it);
  * if not, answers slot with ST_EAUTH, counts, false. An unknown id passes
@@ -228,8 +232,15 @@ bool coord_auth_slot_ok(st_coord *c, uint32_t slot, const coord_who *who, bool t
  * AUTH_PIPE_MAX_STUCK stuck answers (called each loop, so the rule holds
  * when that connection sends nothing more). */
 void coord_auth_sweep(st_coord *c);
-/* coord_auth_pb - the SecurityCounters of Status (role: the asker's). */
-void coord_auth_pb(const st_coord *c, st_env_role role, Strata__SecurityCounters *out);
+/* coord_auth_bound - whether who's request may be taken as to its binding:
+ * in a keyed cluster every request but a Hello must be bound to this
+ * coordinator (a frame from before its start is not: docs/security.md,
+ * "Replay"); if not, answers slot with ST_EAUTH, counts, false. */
+bool coord_auth_bound(st_coord *c, uint32_t slot, const coord_who *who, int bc);
+/* coord_auth_pb - the SecurityCounters of Status for who: a client key
+ * sees only its own credential's counts (scope "credential"), every other
+ * role the coordinator's (scope "coordinator"). */
+void coord_auth_pb(const st_coord *c, const coord_who *who, Strata__SecurityCounters *out);
 
 /* hold.c - the test-only step gate's admin side (hold.h) */
 /* coord_api_hold - sets or releases the gate and answers slot with the

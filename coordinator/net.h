@@ -149,7 +149,7 @@ st_err st_peer_open_req(const char *url, size_t max_frame, st_peer **out);
 
 /* st_peer_open_push - a PUSH socket dialing url in the background, with
  * hello (taken; NULL: none) queued as its first frame (msg.h
- * st_msg_hello: the receiver's connection gate sees the connection
+ * st_msg_link_hello: the receiver's connection gate sees the connection
  * authenticated before the first batch). */
 st_err st_peer_open_push(const char *url, nng_msg *hello, st_peer **out);
 

@@ -10,8 +10,9 @@
  * then, so a character left incomplete shows as U+FFFD at the very end.
  *
  * Ids (sched_new_id): session and batch ids come from the configured
- * generator, random 64-bit numbers by default, so they cannot be guessed
- * (a forged STEP or result must name them); a draw that is 0 or names a
+ * generator, random 64-bit numbers by default, so a blind guess names a
+ * live one with probability (live ids) / 2^64 (a forged STEP or result
+ * must name them); a draw that is 0 or names a
  * live session or a batch in flight is drawn again. */
 #include <sodium.h>
 #include <stdio.h>

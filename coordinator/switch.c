@@ -218,8 +218,8 @@ static void coord_committed(st_coord *c)
         c->push[k] = NULL;
         if (addr == NULL)
             continue;
-        nng_msg *hello = NULL; /* msg.h st_msg_hello: the worker's gate proves the link */
-        st_err e = st_msg_hello(&c->env_step, ST_ENV_STEP, &hello);
+        nng_msg *hello = NULL; /* msg.h st_msg_link_hello: the worker's gate proves the link */
+        st_err e = st_msg_link_hello(&c->env_step, ST_ENV_STEP, &hello);
         if (e == ST_OK)
             e = st_peer_open_push(addr, hello, &c->push[k]);
         if (e != ST_OK) {

@@ -342,12 +342,44 @@ static void dm_req_failed(st_daemon *d, dm_req_kind kind, st_err e)
     } else if (kind == DM_REQ_LEAVE) {
         st_log(ST_LOG_INFO, "control", "leave not acknowledged: %s", msg);
         d->leave_done = true;
+    } else if (kind == DM_REQ_HELLO) {
+        dm_req_kind next = d->hello_for;
+        if (next == DM_REQ_HEARTBEAT) /* as a heartbeat that failed: the next in a period */
+            d->next_hb = now + d->hb_ms / 1000.0;
+        dm_req_failed(d, next, e);
     }
+}
+
+/* dm_hello_first - when the next request would go unbound (the first, or
+ * the first after one went unanswered: st_env_unbound), sends a Hello
+ * instead, to precede a request of kind `next`, and returns true: a keyed
+ * coordinator takes nothing else unbound (docs/security.md, "Replay"). The
+ * request follows once the Ack arrived and bound env_req to the
+ * coordinator that answered. */
+static bool dm_hello_first(st_daemon *d, dm_req_kind next)
+{
+    if (!st_env_unbound(&d->env_req))
+        return false;
+    Strata__Msg m;
+    Strata__Hello h;
+    st_msg_hello_msg(&m, &h);
+    d->hello_for = next;
+    dm_request(d, DM_REQ_HELLO, &m, next == DM_REQ_LEAVE ? DM_LEAVE_TIMEOUT_MS : DM_CALL_TIMEOUT_MS);
+    if (d->req_kind != DM_REQ_HELLO) /* not packed (logged): a Hello that failed */
+        dm_req_failed(d, DM_REQ_HELLO, ST_ENOMEM);
+    return true;
 }
 
 static void dm_on_reply(st_daemon *d, dm_req_kind kind, const Strata__Msg *r)
 {
     double now = st_now_s();
+    if (kind == DM_REQ_HELLO) { /* the request it preceded goes next (dm_act) */
+        bool err = r->body_case == STRATA__MSG__BODY_ERROR && r->error->message;
+        if (r->body_case != STRATA__MSG__BODY_ACK)
+            dm_req_failed(d, kind, st_errorf(ST_EPROTO, "a Hello was answered by %s %s",
+                                             st_msg_case_name(r), err ? r->error->message : ""));
+        return;
+    }
     if (r->body_case == STRATA__MSG__BODY_ERROR) {
         const Strata__Error *er = r->error;
         st_err code = er->code > 0 && er->code < ST_ERR_COUNT ? (st_err)er->code : ST_EPROTO;
@@ -451,22 +483,29 @@ static bool dm_act(st_daemon *d)
     double now = st_now_s();
     if (d->stopping) {
         if (d->joined && !d->leave_done) {
-            dm_send_leave(d);
+            if (!dm_hello_first(d, DM_REQ_LEAVE))
+                dm_send_leave(d);
             return false;
         }
         return !d->loading;
     }
     if (!d->joined) {
-        if (now >= d->next_join)
+        if (now >= d->next_join && !dm_hello_first(d, DM_REQ_JOIN))
             dm_send_join(d);
         return false;
     }
     if (now >= d->next_hb) { /* before stale reports: a burst of them never delays it */
+        if (dm_hello_first(d, DM_REQ_HEARTBEAT))
+            return false;
         d->next_hb = now + d->hb_ms / 1000.0;
         dm_send_heartbeat(d);
         return false;
     }
-    dm_send_stale(d);
+    pthread_mutex_lock(&d->sh.mu);
+    bool stale = d->sh.stale_n > 0;
+    pthread_mutex_unlock(&d->sh.mu);
+    if (stale && !dm_hello_first(d, DM_REQ_STALE))
+        dm_send_stale(d);
     return false;
 }
 
@@ -499,8 +538,9 @@ static void *dm_main(void *arg)
             dm_on_req(d);
         if (ld)
             dm_on_loader(d);
-        if (d->stopping && d->req_kind != DM_REQ_NONE && d->req_kind != DM_REQ_LEAVE &&
-            !d->req_cancelled) {
+        bool leaving = d->req_kind == DM_REQ_LEAVE ||
+                       (d->req_kind == DM_REQ_HELLO && d->hello_for == DM_REQ_LEAVE);
+        if (d->stopping && d->req_kind != DM_REQ_NONE && !leaving && !d->req_cancelled) {
             d->req_cancelled = true;
             nng_aio_cancel(d->req_aio); /* completes with NNG_ECANCELED: an event */
         }

@@ -205,11 +205,11 @@ void st_dp_stage_free(st_dp_stage *s)
 static_assert(ST_DP_ADDR_MAX <= ST_PUSH_LINK_ADDR_MAX, "a plan's address fits a link");
 
 /* dp_point - points link l at addr (push_link.h: a new socket per
- * address), a hello of kind first (msg.h st_msg_hello). */
+ * address), a hello of kind first (msg.h st_msg_link_hello). */
 static void dp_point(st_dataplane *dp, st_push_link *l, const char *addr, st_env_kind kind)
 {
     nng_msg *hello = NULL;
-    st_err e = addr[0] != '\0' ? st_msg_hello(&dp->tx, kind, &hello) : ST_OK;
+    st_err e = addr[0] != '\0' ? st_msg_link_hello(&dp->tx, kind, &hello) : ST_OK;
     if (e == ST_OK)
         e = st_push_link_point(l, addr, DP_RECONNECT_MIN_MS, DP_RECONNECT_MAX_MS, hello);
     if (e != ST_OK)

@@ -35,6 +35,7 @@ typedef enum dm_req_kind {
     DM_REQ_HEARTBEAT,
     DM_REQ_STALE,
     DM_REQ_LEAVE,
+    DM_REQ_HELLO, /* binds the next request to the coordinator (docs/security.md) */
 } dm_req_kind;
 
 struct st_daemon {
@@ -85,6 +86,7 @@ struct st_daemon {
     uint64_t last_busy_ns;
     int hb_fails;
     dm_req_kind req_kind; /* the request in flight on req_aio */
+    dm_req_kind hello_for; /* DM_REQ_HELLO in flight: the request it precedes */
     bool req_receiving;   /* its send is done, the reply is awaited */
     int req_timeout_ms;
     bool req_cancelled;

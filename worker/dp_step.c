@@ -667,7 +667,7 @@ void dp_frame(st_dataplane *dp, nng_msg *msg)
         return;
     }
     st_pipe_gate_vouch(dp->gate, msg); /* authenticated: its connection is proven */
-    if (in.hello) /* a dialer's first frame (msg.h st_msg_hello): nothing to run */
+    if (in.hello) /* a dialer's first frame (msg.h st_msg_link_hello): nothing to run */
         return;
     Strata__StepMeta *m;
     if ((e = st_step_meta_unpack(&in, sender, &m)) != ST_OK) {

@@ -48,7 +48,7 @@ st_err st_push_link_open(st_push_link *l, int32_t send_ms, int32_t send_buf);
  * dialer: st_push_link_ready is false until a later point succeeds.
  * hello (taken; NULL: none) is queued first on a new dialer, so the
  * receiver's connection gate sees the connection authenticated at once
- * (common/pipe_gate.h, msg.h st_msg_hello); it is freed unsent when l
+ * (common/pipe_gate.h, msg.h st_msg_link_hello); it is freed unsent when l
  * already dials addr or on an error. */
 st_err st_push_link_point(st_push_link *l, const char *addr, int32_t reconnect_min_ms,
                           int32_t reconnect_max_ms, nng_msg *hello);

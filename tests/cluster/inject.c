@@ -18,6 +18,9 @@
  *   inject role ADDR CASE [--client-key FILE | ...]
  *       control requests under a credential, refused by role, owner or
  *       quota (issue 12, findings 4-7): see inject_role.c.
+ *   inject replay record|make|send ...
+ *       a frame's exact bytes recorded through a proxy, an unbound frame
+ *       made, and frames sent again (inject_replay.c).
  *   inject silent LISTEN
  *       a REP socket on LISTEN that prints "silent on ADDR", then "request N
  *       (B bytes)" per request, and never answers (inject_silent.c).
@@ -68,7 +71,9 @@ int inj_usage(void)
 {
     fprintf(stderr, "usage: inject req ADDR CASE [--key FILE] | inject step ADDR EPOCH "
                     "[--key FILE] [--encrypt] [--bad-mac] [--hash HEX] [--route R,R,...] | "
-                    "inject sec CASE ARGS... [--sender N] | inject role ADDR CASE ...\n");
+                    "inject sec CASE ARGS... [--sender N] | inject role ADDR CASE ... | "
+                    "inject replay record LISTEN TARGET DIR | inject replay make FILE CASE "
+                    "[--admin-key F | --client-key F] | inject replay send ADDR FILE...\n");
     return 2;
 }
 
@@ -125,6 +130,10 @@ static int inj_req(const char *addr, const char *what, st_env *env)
     int32_t ids[2] = {1, 5};
     uint8_t model_id[32] = {0};
     int rc = 0;
+    if (strncmp(what, "probe-", 6) != 0 && inj_bind_coord(addr, env) != 0) { /* a worker's */
+        nng_close(s);
+        return 1;
+    }
     if (strcmp(what, "garbage") == 0 || strcmp(what, "empty-body") == 0) {
         /* a valid envelope around bytes that are not a protobuf Msg */
         uint8_t body[64];
@@ -431,6 +440,38 @@ int inj_dial(const char *addr, bool req, nng_socket *s)
     return 0;
 }
 
+int inj_bind_coord(const char *addr, st_env *env)
+{
+    static uint64_t id;
+    static const char *id_addr;
+    if (!env->keyed)
+        return 0;
+    if (id == 0 || strcmp(id_addr, addr) != 0) {
+        nng_socket s;
+        if (inj_dial(addr, true, &s) != 0)
+            return 1;
+        Strata__Msg m, *r = NULL;
+        Strata__Hello h;
+        st_msg_hello_msg(&m, &h);
+        uint64_t from = 0;
+        st_err e = st_msg_send(s, env, ST_ENV_CONTROL, &m);
+        if (e == ST_OK)
+            e = st_msg_recv(s, env, ST_ENV_CONTROL, &r, &from);
+        if (e == ST_OK && r->body_case != STRATA__MSG__BODY_ACK)
+            e = st_errorf(ST_EPROTO, "a %s answered the Hello", st_msg_case_name(r));
+        st_msg_free(r);
+        nng_close(s);
+        if (e != ST_OK) {
+            fprintf(stderr, "inject: hello to %s: %s\n", addr, st_errmsg(e));
+            return 1;
+        }
+        id = from;
+        id_addr = addr;
+    }
+    env->to = id;
+    return 0;
+}
+
 /* inj_bomb_size - SIZE_MIB parsed (1..INJ_BOMB_MAX_MIB) in bytes, or
  * SIZE_KIB followed by 'k' (1..1023 KiB: under the coordinator's 1 MiB TCP
  * control limit); 0 if bad. */
@@ -561,6 +602,10 @@ static int inj_join_addr(const char *addr, const char *what, st_env *env)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_JOIN;
     m.join = &join;
+    if (inj_bind_coord(addr, env) != 0) {
+        nng_close(s);
+        return 1;
+    }
     st_err e = st_msg_send(s, env, ST_ENV_CONTROL, &m);
     int rc = e == ST_OK ? inj_print_reply(s, env) : 1;
     if (e != ST_OK)
@@ -640,7 +685,7 @@ static int inj_version_main(int argc, char **argv, const uint8_t *key)
     m.body_case = STRATA__MSG__BODY_JOIN;
     m.join = &join;
     Strata__Msg *r = NULL;
-    e = st_msg_send(s, &env, ST_ENV_CONTROL, &m);
+    e = inj_bind_coord(argv[2], &env) != 0 ? ST_EAUTH : st_msg_send(s, &env, ST_ENV_CONTROL, &m);
     if (e == ST_OK)
         e = st_msg_recv(s, &env, ST_ENV_CONTROL, &r, NULL);
     int rc = 0;
@@ -704,6 +749,8 @@ int main(int argc, char **argv)
         return inj_ctl_main(argc - 2, argv + 2, k);
     if (argc >= 4 && strcmp(argv[1], "role") == 0) /* credentials, roles, owners: inject_role.c */
         return inj_role_main(argc, argv, k);
+    if (argc >= 2 && strcmp(argv[1], "replay") == 0) /* frames recorded and replayed */
+        return inj_replay_main(argc - 2, argv + 2, k);
     if (argc >= 2 && strcmp(argv[1], "silent") == 0) /* a source that never answers */
         return inj_silent_main(argc, argv);
     if (argc < 4)

@@ -29,6 +29,13 @@ int inj_parse_hash(const char *hex, uint8_t out[32]);
  * if not. */
 int inj_dial(const char *addr, bool req, nng_socket *s);
 
+/* inj_bind_coord - binds env's next frame to the coordinator at addr, as
+ * its clients' are (a keyed coordinator takes no request unbound but a
+ * Hello: docs/security.md, "Replay"): its id is learnt once per process
+ * from the Ack to a Hello, then set as env->to (taken by the next seal:
+ * call before each frame). Without a key nothing. 1 (reported) if no Ack. */
+int inj_bind_coord(const char *addr, st_env *env);
+
 /* inj_key_take - the cluster key every command's frames carry: removes
  * each `--key FILE` and `--no-key` from argv (*argc updated) and loads
  * FILE into key; without either, the generated key of a keyless local
@@ -45,6 +52,10 @@ int inj_ctl_main(int argc, char **argv, const uint8_t *key);
  * FILE] [--id N] [--count N] [--hold-ms N]` (inject_role.c; argv whole,
  * --key already taken into key, used when no other credential is given). */
 int inj_role_main(int argc, char **argv, const uint8_t *key);
+
+/* inj_replay_main - `inject replay record|send|make ...`: frames' exact
+ * bytes recorded through a proxy, made, and replayed (inject_replay.c). */
+int inj_replay_main(int argc, char **argv, const uint8_t *key);
 
 /* inj_silent_main - `inject silent LISTEN`: a REP socket that receives
  * requests, prints each, and never answers (inject_silent.c). */

@@ -95,7 +95,10 @@ static int inj_ctl_plan(const char *addr, st_env *env, Strata__Msg **reply)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_PLAN_REQ;
     m.plan_req = &pq;
+    bool learn = env->learn_peer;
+    env->learn_peer = true; /* a Hello first when keyed (msg.h): the coordinator binds */
     st_err e = st_msg_call(s, env, &m, INJ_CTL_TIMEOUT_MS, reply);
+    env->learn_peer = learn;
     nng_close(s);
     if (e == ST_OK && (*reply)->body_case != STRATA__MSG__BODY_PLAN) {
         st_msg_free(*reply);

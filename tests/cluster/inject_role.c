@@ -92,7 +92,7 @@ static int inj_role_flood(const inj_role *o, st_env *env)
     uint32_t sent = 0;
     for (uint32_t i = 0; i < o->count && !inj_role_closed; i++) {
         nng_msg *msg;
-        if (st_msg_pack(env, ST_ENV_CONTROL, &m, &msg) != ST_OK)
+        if (inj_bind_coord(o->addr, env) != 0 || st_msg_pack(env, ST_ENV_CONTROL, &m, &msg) != ST_OK)
             break;
         if (nng_msg_header_append_u32(msg, req_id_bit | (i + 1)) != 0 ||
             nng_sendmsg(s, msg, 0) != 0) {
@@ -122,6 +122,10 @@ static int inj_role_call(const char *addr, st_env *env, const Strata__Msg *m, St
     nng_socket s;
     if (inj_dial(addr, true, &s)) /* the bombs' dial: REQ, timeouts, no resend */
         return 1;
+    if (inj_bind_coord(addr, env) != 0) {
+        nng_close(s);
+        return 1;
+    }
     st_err e = st_msg_send(s, env, ST_ENV_CONTROL, m); /* an Error reply is printed, not failed */
     if (e == ST_OK)
         e = st_msg_recv(s, env, ST_ENV_CONTROL, out, NULL);
@@ -140,6 +144,10 @@ static int inj_role_send(const char *addr, st_env *env, const Strata__Msg *m)
     nng_socket s;
     if (inj_dial(addr, true, &s))
         return 1;
+    if (inj_bind_coord(addr, env) != 0) {
+        nng_close(s);
+        return 1;
+    }
     st_err e = st_msg_send(s, env, ST_ENV_CONTROL, m);
     int rc = e == ST_OK ? inj_print_reply(s, env) : 1;
     if (e != ST_OK)

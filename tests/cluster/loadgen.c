@@ -2,7 +2,11 @@
  * tests (tests/cluster/batching.py) and bench/concurrency.sh.
  *
  *   loadgen ADDR [--key FILE] [--concurrency N] [--timeout-ms N] [--progress]
- *           < REQUESTS > RESULTS
+ *           [--sender N] < REQUESTS > RESULTS
+ *
+ * --sender N: every request's envelope sender id is N (default: random per
+ * request), so they are one client's (an open cluster's session namespace
+ * and caps are per sender); with a key, only with --concurrency 1.
  *
  * REQUESTS holds one JSON object per line:
  *   {"prompt_ids": [1, 2, 3], "n": 16,          required
@@ -66,6 +70,7 @@ typedef struct lg {
     uint8_t key[ST_KEY_BYTES];
     int timeout_ms;
     bool progress; /* --progress: report ids as they come on stderr */
+    uint64_t sender; /* --sender: every request's envelope sender; 0: random each */
     lg_req *req;
     size_t n_req;
     size_t next; /* next request to take, under mu */
@@ -252,8 +257,9 @@ static void lg_run(size_t i)
     o.times = calloc((size_t)r->n + 1, sizeof *o.times);
     nng_socket s;
     st_env env;
-    uint64_t sender;
-    randombytes_buf(&sender, sizeof sender);
+    uint64_t sender = G.sender;
+    if (sender == 0)
+        randombytes_buf(&sender, sizeof sender);
     bool open = false, env_ok = false;
     st_err e;
     lg_wait_start(i);
@@ -267,6 +273,7 @@ static void lg_run(size_t i)
         goto out;
     }
     env_ok = true;
+    env.learn_peer = true; /* requests bound to the coordinator, after a Hello (msg.h) */
     int rv = nng_req0_open(&s);
     if (rv == 0) {
         open = true;
@@ -458,6 +465,8 @@ int main(int argc, char **argv)
             conc = strtol(argv[++i], NULL, 10);
         } else if (strcmp(argv[i], "--timeout-ms") == 0) {
             G.timeout_ms = (int)strtol(argv[++i], NULL, 10);
+        } else if (strcmp(argv[i], "--sender") == 0) {
+            G.sender = strtoull(argv[++i], NULL, 10);
         } else {
             fprintf(stderr, "loadgen: unknown flag '%s'\n", argv[i]);
             return 2;

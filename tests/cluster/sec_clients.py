@@ -193,8 +193,9 @@ def case_members():
 
 def case_owners():
     """Finding 5: another client cannot Poll or Cancel a request (ENOENT,
-    foreign_refused), and sessions are per credential (bob's session 7
-    reuses nothing of alice's)."""
+    foreign_refused: a client's own status counts only its key's), and
+    sessions are per credential (bob's session 7 reuses nothing of
+    alice's)."""
     k = Keys()
     case = golden_case()
     with Cluster(model(SYNTH), ["--wire", "f32", "--test-hooks"] + k.coord_args(),
@@ -210,6 +211,15 @@ def case_owners():
             assert code == "ENOENT", "bob %s of alice's request: %s" % (what, text)
             print("owners: bob %-9s -> %s" % (what, text))
         assert security(c)["foreign_refused"] == 2, security(c)
+        assert security(c)["scope"] == "coordinator", security(c)
+        # a client's status counts only its own key's refusals: no oracle
+        # for whether a guessed id exists (issue 33)
+        own = {who: json.loads(as_cred(c, "--client-key", path, "status", "--json").stdout)
+               ["security"] for who, path in (("alice", k.alice), ("bob", k.bob))}
+        assert own["alice"]["scope"] == own["bob"]["scope"] == "credential", own
+        assert own["alice"]["foreign_refused"] == 0 and own["bob"]["foreign_refused"] == 2, own
+        print("owners: foreign_refused seen by the cluster key 2, by alice %d, by bob %d"
+              % (own["alice"]["foreign_refused"], own["bob"]["foreign_refused"]))
         cluster.release(c)
         finish_gen(p, case)
         # sessions: the same session id under two client keys shares nothing

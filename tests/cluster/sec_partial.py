@@ -206,7 +206,7 @@ def attack(c, tag):
     closed_w = closed(counters(c, w.name), before[w.name])
     # exactly the stranger's beyond the caps: the coordinator's STEP link,
     # idle since the plan (case cookie runs no batch before the attack), was
-    # proven by its hello (common/msg.h st_msg_hello) and is not among them
+    # proven by its hello (common/msg.h st_msg_link_hello) and is not among them
     assert closed_w == (CONNS - 3) + (CONNS - 2), "%s: the worker closed %d connections" % (
         tag, closed_w)
     for proc, s in strangers:

@@ -508,6 +508,8 @@ START_TEST(test_reply_bound_to_request)
         cl->learn_peer = true;
         te_frame a, r, r2;
         st_env_frame fr, fa;
+        ck_assert(st_env_unbound(cl)); /* a Hello goes first (msg.h) */
+        ck_assert(!st_env_unbound(sv)); /* not a learning requester */
         te_seal(cl, &a, TE_BODY); /* first request: the receiver is not known */
         ck_assert_int_eq(st_env_open(sv, a.buf, a.len, &fa), ST_OK);
         ck_assert(!fa.bound);
@@ -526,6 +528,7 @@ START_TEST(test_reply_bound_to_request)
         ck_assert(fr.reply && fr.bound);
         ck_assert_uint_eq(cl->peer, sv->sender);
         ck_assert_uint_eq(cl->auth_failed, 2);
+        ck_assert(!st_env_unbound(cl));
         /* the next request is bound to sv; a REPLY when no request was
          * sent is refused */
         te_seal(cl, &a, TE_BODY);
@@ -542,7 +545,9 @@ START_TEST(test_reply_bound_to_request)
         ck_assert_int_eq(st_env_open(cl, r2.buf, r2.len, &fr), ST_OK);
         ck_assert_uint_eq(cl->expect, 0);
         /* the last request went unanswered: the next one is unbound, so a
-         * restarted receiver (a new id) takes it and is learnt */
+         * restarted receiver (a new id) takes it and is learnt (a Hello:
+         * the coordinator takes nothing else unbound) */
+        ck_assert(st_env_unbound(cl));
         te_seal(cl, &a, TE_BODY);
         ck_assert_uint_eq(cl->peer, 0);
         st_env sv2;
