@@ -38,6 +38,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/pipe_gate.h"
 #include "common/shard.h"
 #include "worker/sessions.h"
 #include "worker/stage.h"
@@ -59,6 +60,7 @@ struct st_standalone {
     st_wire_ctx *wctx;
     nng_socket sock;
     bool sock_open;
+    st_pipe_gate *gate; /* the socket's connections (common/pipe_gate.h); freed after it */
     pthread_t thread;
     bool started;
     char url[SA_URL_MAX];
@@ -282,6 +284,10 @@ static void sa_handle(st_standalone *s, nng_msg *msg)
     nng_msg *reply = NULL;
     st_err e = st_shard_parse(&s->env, nng_msg_body(msg), nng_msg_len(msg),
                               &strata__shard_request__descriptor, &pm, &p, &sender);
+    if (e == ST_EAUTH) /* its connection (pipe_gate.h) */
+        st_pipe_gate_failed(s->gate, msg);
+    else if (e == ST_OK)
+        st_pipe_gate_vouch(s->gate, msg);
     if (e == ST_EAUTH) {
         s->auth_dropped++;
         st_log(ST_LOG_WARN, "shard", "frame dropped (%llu so far): %s",
@@ -351,6 +357,9 @@ static st_err sa_listen(st_standalone *s)
     s->sock_open = true;
     nng_socket_set_ms(s->sock, NNG_OPT_SENDTIMEO, SA_REPLY_TIMEOUT_MS);
     nng_socket_set_size(s->sock, NNG_OPT_RECVMAXSZ, max_frame);
+    st_pipe_gate_cfg gc = st_pipe_gate_cfg_for("shard", max_frame, true); /* clients speak first */
+    if ((e = st_pipe_gate_open(s->sock, &gc, &s->gate)) != ST_OK)
+        return e;
     nng_listener l;
     if ((rv = nng_listener_create(&l, s->sock, s->cfg.listen)) != 0 ||
         (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0 ||
@@ -474,6 +483,16 @@ void st_standalone_close(st_standalone *s)
         return;
     if (s->sock_open)
         nng_close(s->sock);
+    if (s->gate != NULL) { /* a shard server has no status: its counts go to the log */
+        st_pipe_gate_counts gc = {0};
+        st_pipe_gate_add_counts(s->gate, &gc);
+        st_log(ST_LOG_INFO, "shard",
+               "unauthenticated connections closed: over a cap %llu, for a newer one %llu, at "
+               "the deadline %llu",
+               (unsigned long long)gc.refused, (unsigned long long)gc.evicted,
+               (unsigned long long)gc.expired);
+    }
+    st_pipe_gate_close(s->gate);
     if (s->started)
         pthread_join(s->thread, NULL);
     st_sessions_fini(&s->sess);
