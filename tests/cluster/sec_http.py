@@ -275,25 +275,33 @@ def case_per_ip():
         print("per_ip: --http-per-ip 0: 48 connections of one address served, none refused")
 
 
+def trickle(s, data):
+    """Sends data a byte every 0.5 s (within the idle timeout) until the
+    server closes s or IDLE_TIMEOUT_S - 5 s pass; closes s; returns
+    (closed by the server, bytes sent)."""
+    closed, sent = False, 0
+    t_end = time.time() + IDLE_TIMEOUT_S - 5
+    while time.time() < t_end and sent < len(data):
+        try:
+            s.send(data[sent:sent + 1])
+            sent += 1
+        except OSError:
+            closed = True
+            break
+        if closed_by_peer(s, 0.5):
+            closed = True
+            break
+    s.close()
+    return closed, sent
+
+
 def case_deadlines():
     tmp = tempfile.mkdtemp(prefix="strata-sec-http-%d-" % os.getpid())
     with HttpCluster(["--api-key-file", keyfile(tmp), "--http-header-s", "3", "--http-body-s",
                       "3", "--http-timeout-s", str(IDLE_TIMEOUT_S)], workers=1, wait=False) as c:
         # a header trickled a byte every 0.5 s: never idle, closed all the same
         s = connect(c, ATTACKER)
-        closed, sent = False, 0
-        t_end = time.time() + IDLE_TIMEOUT_S - 5
-        while time.time() < t_end and sent < len(HEADER_LINE):
-            try:
-                s.send(HEADER_LINE[sent:sent + 1])
-                sent += 1
-            except OSError:
-                closed = True
-                break
-            if closed_by_peer(s, 0.5):
-                closed = True
-                break
-        s.close()
+        closed, sent = trickle(s, HEADER_LINE)
         assert closed, "a trickled header was still open after %d bytes" % sent
         m = metrics(c)
         assert m["strata_http_header_deadline_closed_total"] >= 1, \
@@ -304,19 +312,7 @@ def case_deadlines():
         s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
                   b"Content-Type: application/json\r\nContent-Length: 4000\r\n\r\n"
                   % KEY.encode())
-        closed, sent = False, 0
-        t_end = time.time() + IDLE_TIMEOUT_S - 5
-        while time.time() < t_end and sent < 4000:
-            try:
-                s.send(b" ")
-                sent += 1
-            except OSError:
-                closed = True
-                break
-            if closed_by_peer(s, 0.5):
-                closed = True
-                break
-        s.close()
+        closed, sent = trickle(s, b" " * 4000)
         assert closed, "a trickled body was still open after %d bytes" % sent
         m = metrics(c)
         assert m["strata_http_body_deadline_closed_total"] >= 1, (sent, {

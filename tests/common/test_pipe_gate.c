@@ -181,6 +181,26 @@ static nng_msg *server_recv(server *sv)
     return m;
 }
 
+/* proven_peer - a raw peer whose request id was received on *ctx (its
+ * message in *m) and vouched for: its connection is proven. */
+static int proven_peer(server *sv, uint32_t id, nng_ctx *ctx, nng_msg **m)
+{
+    int p = raw_connect(sv);
+    raw_request(p, id, "hello");
+    *m = ctx_recv(sv, ctx);
+    st_pipe_gate_vouch(sv->g, *m);
+    return p;
+}
+
+/* check_reply - answers ctx's request with m; peer p reads its reply. */
+static void check_reply(int p, nng_ctx ctx, nng_msg *m, uint32_t id)
+{
+    ctx_reply(ctx, m);
+    uint8_t buf[12]; /* the length, then the request id */
+    ck_assert_int_eq(recv(p, buf, sizeof buf, MSG_WAITALL), (ssize_t)sizeof buf);
+    ck_assert_uint_eq(buf[11], id);
+}
+
 START_TEST(evicts_oldest_beyond_max_new)
 {
     server sv;
@@ -224,11 +244,9 @@ START_TEST(proven_and_pending_never_evicted)
 {
     server sv;
     server_open(&sv, cfg_of(1, 1, 0), false);
-    int p = raw_connect(&sv);
-    raw_request(p, 1, "hello");
     nng_ctx pctx;
-    nng_msg *m = ctx_recv(&sv, &pctx);
-    st_pipe_gate_vouch(sv.g, m); /* its frame passed: proven */
+    nng_msg *m;
+    int p = proven_peer(&sv, 1, &pctx, &m);
     int q = raw_connect(&sv);
     raw_request(q, 2, "judge me");
     nng_msg *mq = server_recv(&sv);
@@ -246,10 +264,7 @@ START_TEST(proven_and_pending_never_evicted)
     ck_assert(!closed_within(p, 100));
     ck_assert(!closed_within(q, 100));
     ck_assert_uint_eq(counts(&sv).evicted, 3);
-    ctx_reply(pctx, m); /* the proven one still gets its reply */
-    uint8_t buf[64];
-    ck_assert_int_eq(recv(p, buf, 12, MSG_WAITALL), 12); /* length + request id */
-    ck_assert_uint_eq(buf[11], 1);
+    check_reply(p, pctx, m, 1); /* the proven one still gets its reply */
     nng_msg_free(mq);
     close(p), close(q);
     for (int i = 0; i < 4; i++)
@@ -283,21 +298,16 @@ START_TEST(deadline_closes_unproven_only)
 {
     server sv;
     server_open(&sv, cfg_of(4, 4, 300), false);
-    int p = raw_connect(&sv);
-    raw_request(p, 7, "hello");
     nng_ctx pctx;
-    nng_msg *m = ctx_recv(&sv, &pctx);
-    st_pipe_gate_vouch(sv.g, m);
+    nng_msg *m;
+    int p = proven_peer(&sv, 7, &pctx, &m);
     int a = raw_connect(&sv);
     uint8_t partial[8 + 100] = {0, 0, 0, 0, 0, 0, 0x0f, 0xff}; /* declares 4095 bytes */
     ck_assert_int_eq(send(a, partial, sizeof partial, 0), (ssize_t)sizeof partial);
     ck_assert(closed_within(a, WAIT_MS)); /* never finished: closed at the deadline */
     ck_assert_uint_eq(counts(&sv).expired, 1);
     ck_assert(!closed_within(p, 600)); /* twice the deadline: the proven one stays */
-    ctx_reply(pctx, m);
-    uint8_t buf[12];
-    ck_assert_int_eq(recv(p, buf, sizeof buf, MSG_WAITALL), (ssize_t)sizeof buf);
-    ck_assert_uint_eq(buf[11], 7);
+    check_reply(p, pctx, m, 7);
     close(p), close(a);
     server_close(&sv);
 }
