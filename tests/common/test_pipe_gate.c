@@ -205,7 +205,9 @@ START_TEST(evicts_oldest_beyond_max_new)
 {
     server sv;
     server_open(&sv, cfg_of(2, 2, 0), false);
-    int a = raw_connect(&sv), b = raw_connect(&sv);
+    int a = raw_connect(&sv);
+    wait_pipes(&sv, 1); /* admitted before b: the older (ADD_PRE runs after our handshake) */
+    int b = raw_connect(&sv);
     wait_pipes(&sv, 2);
     int c = raw_connect(&sv); /* a third within the grace: the oldest goes at once */
     ck_assert(closed_within(a, WAIT_MS));
@@ -225,7 +227,9 @@ START_TEST(young_kept_until_the_grace)
 {
     server sv;
     server_open(&sv, cfg_of(1, 3, 0), false);
-    int a = raw_connect(&sv), b = raw_connect(&sv);
+    int a = raw_connect(&sv);
+    wait_pipes(&sv, 1); /* admitted before b */
+    int b = raw_connect(&sv);
     wait_pipes(&sv, 2); /* over max_unproven, within max_new: none is old enough */
     ck_assert_uint_eq(counts(&sv).evicted, 0);
     ck_assert(!closed_within(a, 100));
@@ -284,7 +288,7 @@ START_TEST(failed_evicted_like_new)
     st_pipe_gate_failed(sv.g, m); /* judged: failed authentication */
     nng_msg_free(m);
     int a = raw_connect(&sv);
-    wait_pipes(&sv, 2);
+    wait_pipes(&sv, 2); /* f was admitted before its frame came: it is the older */
     int b = raw_connect(&sv); /* the failed one is the oldest unauthenticated */
     ck_assert(closed_within(f, WAIT_MS));
     ck_assert(!closed_within(a, 100));
