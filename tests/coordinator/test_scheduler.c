@@ -210,23 +210,65 @@ START_TEST(eos_included_and_rng_history)
 }
 END_TEST
 
-/* With a tokenizer whose vocabulary has an end-of-turn id, sampling it
- * ends the request like EOS (chat models; strata chat relies on it). */
-START_TEST(eot_ends_request)
+/* tok_small - a tokenizer of V pieces "t0".."t<V-1>", ids 0..2 and eot
+ * control pieces, eot its end-of-turn id (-1: none). */
+static st_tokenizer *tok_small(int32_t eot)
 {
-    enum { EOT = 5 };
     char names[V][8];
     const char *pieces[V];
     int32_t types[V];
     for (int i = 0; i < V; i++) {
         snprintf(names[i], sizeof names[i], "t%d", i);
         pieces[i] = names[i];
-        types[i] = i <= 2 || i == EOT ? ST_TOK_CONTROL : ST_TOK_NORMAL;
+        types[i] = i <= 2 || i == eot ? ST_TOK_CONTROL : ST_TOK_NORMAL;
     }
     st_tok_config tc = st_tok_config_default();
-    tc.eot_id = EOT;
+    if (eot >= 0)
+        tc.eot_id = eot;
     st_tokenizer *tok = NULL;
     ck_assert_int_eq(st_tok_from_pieces(pieces, NULL, NULL, types, V, &tc, &tok), ST_OK);
+    return tok;
+}
+
+/* A request that ends before it ever ran (its maximum queue wait passed
+ * while every session was busy) has no text to flush: with a tokenizer,
+ * finishing it read the detokenizer it never had (a SEGV in the
+ * coordinator's loop, seen when load generators' requests expired). */
+START_TEST(queue_expiry_with_tokenizer)
+{
+    st_tokenizer *tok = tok_small(-1);
+    st_sched_cfg c = cfg_default();
+    c.tok = tok;
+    c.max_sessions = 1;
+    st_sched *s;
+    ck_assert_int_eq(st_sched_new(&c, &s), ST_OK);
+    int32_t p[3] = {1, 7, 8};
+    st_gen_req g = req_of(p, 3, 50);
+    uint64_t first, waiting;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &first), ST_OK);
+    const st_sched_batch *b;
+    ck_assert_int_eq(st_sched_form(s, 7, 0, &b), ST_OK); /* first takes the one session */
+    ck_assert_ptr_nonnull(b);
+    g.max_queue_ns = 100 * MS;
+    ck_assert_int_eq(st_sched_submit(s, &g, 0, &waiting), ST_OK);
+    st_sched_tick(s, 100 * MS, NULL);
+    st_req_view v = view(s, waiting);
+    ck_assert(v.done);
+    ck_assert_int_eq(v.err, ST_EBUSY);
+    ck_assert_msg(strstr(v.err_msg, "maximum queue wait"), "%s", v.err_msg);
+    ck_assert_uint_eq(v.text_len, 0);
+    ck_assert(!view(s, first).done);
+    st_sched_free(s);
+    st_tok_free(tok);
+}
+END_TEST
+
+/* With a tokenizer whose vocabulary has an end-of-turn id, sampling it
+ * ends the request like EOS (chat models; strata chat relies on it). */
+START_TEST(eot_ends_request)
+{
+    enum { EOT = 5 };
+    st_tokenizer *tok = tok_small(EOT);
     st_sched_cfg c = cfg_default();
     c.tok = tok;
     st_sched *s;
@@ -704,6 +746,7 @@ int main(void)
     tcase_add_test(tc, decode_rows_first_and_budget);
     tcase_add_test(tc, eos_included_and_rng_history);
     tcase_add_test(tc, eot_ends_request);
+    tcase_add_test(tc, queue_expiry_with_tokenizer);
     tcase_add_test(tc, replan_loses_nothing);
     tcase_add_test(tc, failed_batch_retried_once);
     tcase_add_test(tc, bad_results_fail_the_batch);
