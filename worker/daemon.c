@@ -212,18 +212,7 @@ static void dm_send_heartbeat(st_daemon *d)
     hb.kv_bytes = sh->kv_bytes;
     hb.weight_bytes = sh->weight_bytes;
     pthread_mutex_unlock(&d->sh.mu);
-    c.auth_failed += d->env_req.auth_failed + d->env_rep.auth_failed;
-    c.bad_packets += d->ctl_bad;
-    c.refused_control = d->ctl_refused;
-    c.reply_failures = d->reply_failed;
-    c.probe_refused = d->probe != NULL ? st_probe_refused(d->probe) : 0;
-    st_pipe_gate_counts gcn = {0}; /* its listening sockets' (pipe_gate.h) */
-    st_pipe_gate_add_counts(d->rep_gate, &gcn);
-    st_dp_gate_counts(d->dp, &gcn);
-    st_chunk_serve_gate_counts(d->cserve, &gcn);
-    c.conn_refused = gcn.refused;
-    c.conn_evicted = gcn.evicted;
-    c.conn_expired = gcn.expired;
+    dm_counters_control(d, &c);
     double now = st_now_s();
     double dt = now - d->last_hb_s;
     double load = dt > 0 ? (double)(busy - d->last_busy_ns) / 1e9 / dt : 0.0;

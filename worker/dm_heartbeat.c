@@ -1,4 +1,5 @@
-/* dm_heartbeat.c - what a HeartbeatReply from the coordinator asks of the
+/* dm_heartbeat.c - the control thread's own counters a heartbeat carries;
+ * what a HeartbeatReply from the coordinator asks of the
  * worker: the peers whose links to probe (handed to the prober, only
  * well-formed ones, INV-3), and leaving when a drain is complete (or
  * staying as a drained spare with --stay-after-drain; daemon.h); and the
@@ -11,6 +12,22 @@
 
 #include "common/log.h"
 #include "worker/dm_internal.h"
+
+void dm_counters_control(st_daemon *d, Strata__Counters *c)
+{
+    c->auth_failed += d->env_req.auth_failed + d->env_rep.auth_failed;
+    c->bad_packets += d->ctl_bad;
+    c->refused_control = d->ctl_refused;
+    c->reply_failures = d->reply_failed;
+    c->probe_refused = d->probe != NULL ? st_probe_refused(d->probe) : 0;
+    st_pipe_gate_counts g = {0}; /* its listening sockets' (common/pipe_gate.h) */
+    st_pipe_gate_add_counts(d->rep_gate, &g);
+    st_dp_gate_counts(d->dp, &g);
+    st_chunk_serve_gate_counts(d->cserve, &g);
+    c->conn_refused = g.refused;
+    c->conn_evicted = g.evicted;
+    c->conn_expired = g.expired;
+}
 
 void dm_on_heartbeat_reply(st_daemon *d, const Strata__HeartbeatReply *r)
 {

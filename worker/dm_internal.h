@@ -160,6 +160,12 @@ void dm_on_loader(st_daemon *d);
  * for an epoch without this worker; replies Ack or Error (dm_plan.c). */
 void dm_commit(st_daemon *d, const Strata__Commit *c);
 
+/* dm_counters_control - adds to *c what the control thread counts itself:
+ * its envelopes' failed authentications, bad and refused control
+ * messages, reply failures, the prober's refusals, and the connections its
+ * listening sockets closed unauthenticated (dm_heartbeat.c). */
+void dm_counters_control(st_daemon *d, Strata__Counters *c);
+
 /* dm_on_heartbeat_reply - a HeartbeatReply: hands its peers to the prober
  * and, when it says leave, leaves (or stays, --stay-after-drain)
  * (dm_heartbeat.c). */
