@@ -35,9 +35,10 @@
  * ST_MSG_CONTROL_MAX_FRAME, for the HTTP gateway's long prompts): a
  * Generate of some 300k prompt ids, heartbeats, joins and admin requests
  * fit; a stranger's partial frame costs at most this (common/pipe_gate.h:
- * the control socket never evicts a young unauthenticated connection,
- * because clients connect in bursts and a request waiting for a free slot
- * leaves its connection unjudged). */
+ * the control socket evicts an unauthenticated connection younger than a
+ * second only beyond 256 of them, its max_new, because clients connect in
+ * bursts and a request waiting for a free slot leaves its connection
+ * unjudged). */
 #define ST_NET_CTL_TCP_MAX_FRAME ((size_t)1 << 20)
 #define ST_NET_INPROC_URL "inproc://strata-coordinator-control"
 
