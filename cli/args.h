@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/sampling.h"
+#include "common/text/sampling.h"
 #include "kernels/kernels.h"
 
 /* cli_parse_i64 - a decimal integer in [lo, hi]. */
@@ -27,7 +27,7 @@ int cli_parse_ids(const char *flag, const char *s, int32_t **ids, size_t *n);
  * prints "FLAG needs a value" and returns NULL. */
 const char *cli_need_value(int argc, char **argv, int *i);
 
-/* The flags of the local engine (worker/local.h) a command may take. */
+/* The flags of the local engine (worker/engine/local.h) a command may take. */
 typedef enum cli_local_flag {
     CLI_LOCAL_THREADS = 1u << 0, /* --threads N, -t N: 1..1024 (unset 0: every core) */
     CLI_LOCAL_CHUNK = 1u << 1,   /* --chunk N: 1..4096 tokens per prefill forward */

@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/chat.h"
-#include "common/tokenizer.h"
+#include "common/text/chat.h"
+#include "common/text/tokenizer.h"
 
 typedef struct chat_conv {
     st_chat_tmpl tmpl;

@@ -2,7 +2,7 @@
  * one user message per line, each reply streamed to stdout.
  *
  * The prompt of each turn is the conversation rendered with the model's
- * chat template (common/chat.h; --chat-template NAME overrides) and kept
+ * chat template (common/text/chat.h; --chat-template NAME overrides) and kept
  * as ids by chat_conv (cli/chat_conv.h). Locally (strata chat MODEL) the
  * whole model runs in this process and its KV cache stays between turns:
  * a turn prefills only the ids after the longest common prefix of what
@@ -26,9 +26,9 @@
 #include "cli/chat_conv.h"
 #include "cli/commands.h"
 #include "cli/conn.h"
-#include "common/clock.h"
-#include "common/sampling.h"
-#include "worker/local.h"
+#include "common/base/clock.h"
+#include "common/text/sampling.h"
+#include "worker/engine/local.h"
 
 /* The default reply length limit, in ids. */
 #define CHAT_DEFAULT_N 256

@@ -12,12 +12,12 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "common/clock.h"
-#include "common/log.h"
-#include "common/sampling.h"
-#include "common/tokenizer.h"
+#include "common/base/clock.h"
+#include "common/base/log.h"
+#include "common/text/sampling.h"
+#include "common/text/tokenizer.h"
 #include "include/strata.h"
-#include "worker/local.h"
+#include "worker/engine/local.h"
 
 #define ST_RUN_MAX_SHARDS 64
 

@@ -17,8 +17,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "common/gguf.h"
-#include "common/tokenizer.h"
+#include "common/model/gguf.h"
+#include "common/text/tokenizer.h"
 
 /* text_load - opens path and builds its tokenizer; prints the error. */
 static int text_load(const char *cmd, const char *path, st_tokenizer **tok)

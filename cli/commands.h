@@ -7,7 +7,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "common/pool.h"
+#include "common/base/pool.h"
 #include "kernels/kernels.h"
 #include "strata.pb-c.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/args.h"
-#include "common/exposure.h"
+#include "common/net/exposure.h"
 
 #define CLI_CONN_MAX_FRAME ((size_t)64 << 20)
 

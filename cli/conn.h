@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "common/envelope.h"
-#include "common/msg.h"
+#include "common/wire/envelope.h"
+#include "common/wire/msg.h"
 
 typedef struct cli_conn {
     nng_socket s;

@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "cli/commands.h"
-#include "common/crash.h"
-#include "common/log.h"
-#include "common/version.h"
+#include "common/base/crash.h"
+#include "common/base/log.h"
+#include "common/base/version.h"
 
 typedef struct cli_cmd {
     const char *name;
@@ -54,7 +54,7 @@ int main(int argc, char **argv)
         cli_usage(stdout);
         return 0;
     }
-    if (st_version_asked(argc, argv)) { /* the version flag block (common/version.h) */
+    if (st_version_asked(argc, argv)) { /* the version flag block (common/base/version.h) */
         st_version_print(stdout, "strata");
         return 0;
     }

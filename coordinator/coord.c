@@ -26,7 +26,7 @@
  * other sender is counted (forged_results) and dropped. Batch and session
  * ids are random (scheduler.h), so a stranger cannot name a batch in
  * flight or a session to begin with. */
-#include "coordinator/concurrency.h"
+#include "coordinator/planner/concurrency.h"
 #include "coordinator/coord_impl.h"
 
 #include <sodium.h>
@@ -35,12 +35,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/clock.h"
-#include "common/exposure.h"
-#include "common/log.h"
-#include "common/msg.h"
-#include "common/step.h"
-#include "coordinator/wire_live.h"
+#include "common/base/clock.h"
+#include "common/net/exposure.h"
+#include "common/base/log.h"
+#include "common/wire/msg.h"
+#include "common/wire/step.h"
+#include "coordinator/cluster/wire_live.h"
 
 #define CO "coordinator"
 /* envelope sender ids: start_ms << 8 | side (below 2^52), and random bits
@@ -126,7 +126,7 @@ static st_err coord_load_model(st_coord *c)
  * result a worker sends (COORD_RESULT_ROW_BYTES), at most COORD_MAX_FRAME.
  * NNG closes a connection that declares a longer frame before allocating
  * it, and a stranger's partial frames are bounded by this times the
- * socket's unauthenticated connections (common/pipe_gate.h). */
+ * socket's unauthenticated connections (common/net/pipe_gate.h). */
 static size_t coord_results_max(uint32_t max_sessions, uint32_t n_vocab)
 {
     size_t m = COORD_RESULT_SLACK +

@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/err.h"
-#include "common/wire.h"
+#include "common/base/err.h"
+#include "common/wire/wire.h"
 
 typedef struct st_coord_cfg {
     const char *model_path;
@@ -19,7 +19,7 @@ typedef struct st_coord_cfg {
     const char *advertise;    /* host put into result_addr, NULL: the bound one */
     const char *key_path;     /* cluster key file, NULL: open cluster */
     const uint8_t *local_key; /* no key_path, loopback: this generated key, written to
-                               * the local key file (common/exposure.h); or NULL */
+                               * the local key file (common/net/exposure.h); or NULL */
     bool encrypt;             /* seal every frame (needs key_path) */
     bool insecure;            /* keyless listening beyond loopback allowed */
     uint32_t min_workers;     /* no first plan before this many joined */
@@ -27,11 +27,11 @@ typedef struct st_coord_cfg {
                                * boundary its own (docs/wire-format.md 6.1) */
     bool zstd;
     bool allow_i8;            /* --wire auto may choose i8 once the accuracy gate passed
-                               * (coordinator/i8gate.h) */
+                               * (coordinator/cluster/i8gate.h) */
     double i8_gate_top1;      /* the gate's top-1 threshold in percent; 0: 90 (tests only) */
     const char *i8_gate_hold; /* tests only: the gate starts once this file exists */
     const char *worker_bin;   /* the strata-worker that runs the gate (--wire-gate); NULL:
-                               * beside this executable (coordinator/i8gate.h) */
+                               * beside this executable (coordinator/cluster/i8gate.h) */
     const char *cache_dir;    /* where the i8 gate's figures are cached (NULL: beside the
                                * model) */
     uint32_t heartbeat_ms;
@@ -61,7 +61,7 @@ typedef struct st_coord_cfg {
     uint32_t min_samples;   /* per-layer samples before a measurement counts (0: 20) */
     bool replicas;          /* commit plans whose bottleneck stages have replicas
                              * (throughput objective; off: one worker per stage) */
-    bool test_hooks;        /* accept the test-only HoldRequest (coordinator/hold.h);
+    bool test_hooks;        /* accept the test-only HoldRequest (coordinator/cluster/hold.h);
                              * never in production */
     /* credentials and per-client caps (issue 12, docs/security.md) */
     const char *client_keys_path;     /* client keys, one per line (needs key_path), or NULL */

@@ -7,29 +7,29 @@
 #ifndef ST_COORD_IMPL_H
 #define ST_COORD_IMPL_H
 
-#include "common/cq.h"
-#include "common/envelope.h"
-#include "common/exposure.h"
-#include "common/gguf.h"
-#include "common/llama.h"
-#include "common/tokenizer.h"
+#include "common/base/cq.h"
+#include "common/wire/envelope.h"
+#include "common/net/exposure.h"
+#include "common/model/gguf.h"
+#include "common/model/llama.h"
+#include "common/text/tokenizer.h"
 #include "coordinator/coord.h"
-#include "coordinator/i8gate.h"
-#include "coordinator/membership.h"
-#include "coordinator/net.h"
-#include "coordinator/placement.h"
-#include "coordinator/plan.h"
-#include "coordinator/replan.h"
-#include "coordinator/scheduler.h"
-#include "coordinator/switch.h"
-#include "coordinator/weights.h"
+#include "coordinator/cluster/i8gate.h"
+#include "coordinator/cluster/membership.h"
+#include "coordinator/control/net.h"
+#include "coordinator/planner/placement.h"
+#include "coordinator/cluster/plan.h"
+#include "coordinator/cluster/replan.h"
+#include "coordinator/sched/scheduler.h"
+#include "coordinator/cluster/switch.h"
+#include "coordinator/stream/weights.h"
 
 #define COORD_MAX_FRAME ((size_t)64 << 20)
 /* The results socket's frame limit (coord_results_max): a StepResult has
  * at most one row per KV slot (--max-sessions), each with n_vocab logits
  * when asked; a row's other fields and framing (session id, token, 4 rng
  * words, tags, lengths) take under 80 bytes, the result's own fields, an
- * error's text (ERR_DETAIL_BYTES, common/err.c) and the envelope under 2
+ * error's text (ERR_DETAIL_BYTES, common/base/err.c) and the envelope under 2
  * KiB. The slack doubles both. */
 #define COORD_RESULT_ROW_BYTES 160u
 #define COORD_RESULT_SLACK ((size_t)4 << 10)
@@ -37,7 +37,7 @@
 #define COORD_LOGITS_PER_REPLY ((size_t)8 << 20)
 #define COORD_KEEP_GONE_NS (60ull * 1000000000ull)
 /* a gone worker's control socket stays open this long before it closes
- * (coordinator/net.h: a reply still arriving lands first and is dropped) */
+ * (coordinator/control/net.h: a reply still arriving lands first and is dropped) */
 #define COORD_PEER_LINGER_NS (10ull * 1000000000ull)
 #define COORD_LOOP_WAIT_NS (20ull * 1000000ull) /* the longest wait for an event */
 #define COORD_STALL_NS (250ull * 1000000ull)    /* a loop turn this late: the coordinator stalled */

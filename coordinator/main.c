@@ -6,7 +6,7 @@
  * parked polls answered, sockets closed, exit status 0. A start-up error
  * (bad flag, unreadable model, key file readable by others, address in
  * use) is one line on stderr and exit status 1 (2 for usage errors).
- * Protected mode (common/exposure.h): without --cluster-key, a --listen or
+ * Protected mode (common/net/exposure.h): without --cluster-key, a --listen or
  * --results beyond loopback is a usage error unless --insecure; so is an
  * --http beyond loopback without --api-key-file. With --http the gateway
  * (http.h) starts after the coordinator and prints "http on http://...",
@@ -19,19 +19,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/envelope.h"
-#include "common/crash.h"
-#include "common/exit_guard.h"
-#include "common/exposure.h"
-#include "common/log.h"
-#include "common/manifest.h"
-#include "common/units.h"
-#include "common/version.h"
+#include "common/wire/envelope.h"
+#include "common/base/crash.h"
+#include "common/base/exit_guard.h"
+#include "common/net/exposure.h"
+#include "common/base/log.h"
+#include "common/model/manifest.h"
+#include "common/base/units.h"
+#include "common/base/version.h"
 #include "coordinator/coord.h"
-#include "coordinator/http.h"
-#include "coordinator/net.h"
-#include "coordinator/placement.h"
-#include "coordinator/weights.h"
+#include "coordinator/http/http.h"
+#include "coordinator/control/net.h"
+#include "coordinator/planner/placement.h"
+#include "coordinator/stream/weights.h"
 
 #define MAX_SPLIT 256
 /* Control contexts beyond the HTTP lanes' long polls (heartbeats, CLI). */
@@ -447,7 +447,7 @@ static int main_weights_check(const st_coord_cfg *c, st_weights_cfg *w, bool non
 int main(int argc, char **argv)
 {
     st_log_init(NULL);
-    if (st_version_asked(argc, argv)) { /* the version flag block (common/version.h) */
+    if (st_version_asked(argc, argv)) { /* the version flag block (common/base/version.h) */
         st_version_print(stdout, "strata-coordinator");
         return 0;
     }
@@ -603,7 +603,7 @@ int main(int argc, char **argv)
     st_coord_run(c, &main_stop);
     st_log(ST_LOG_INFO, "coordinator", "shutting down");
     st_http_close(http);
-    /* the release of NNG sockets, bounded (common/exit_guard.h): NNG 1.5.2's
+    /* the release of NNG sockets, bounded (common/base/exit_guard.h): NNG 1.5.2's
      * close can wait forever; st_coord_close's own waits for the last
      * replies take at most 2.3 s */
     st_exit_guard *g = NULL;

@@ -1,5 +1,5 @@
 /* fuzz_envelope.c - libFuzzer target of the envelope around cluster
- * messages (common/envelope.c), the first code that reads a remote frame.
+ * messages (common/wire/envelope.c), the first code that reads a remote frame.
  *
  * Input: one mode byte, then bytes. Mode bits:
  *   0x01  the receiver has the cluster key 0x5C x 32;
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/envelope.h"
+#include "common/wire/envelope.h"
 
 #define FE_KEY_BYTE 0x5Cu
 #define FE_MAX_BODY (1u << 20)

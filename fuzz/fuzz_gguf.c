@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gguf.h"
+#include "common/model/gguf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

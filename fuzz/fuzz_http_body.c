@@ -1,5 +1,5 @@
 /* fuzz_http_body.c - libFuzzer target of the HTTP gateway's request-body
- * parsers (coordinator/http_req.c), the first code that reads an HTTP
+ * parsers (coordinator/http/http_req.c), the first code that reads an HTTP
  * client's bytes, and of the API key file parser (http_keys.c).
  *
  * Input: one mode byte, then bytes. Mode & 3: 0 a chat body, 1 a
@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/http_keys.h"
-#include "coordinator/http_req.h"
-#include "coordinator/http_resp.h"
+#include "common/http/http_keys.h"
+#include "coordinator/http/http_req.h"
+#include "coordinator/http/http_resp.h"
 
 #define FH_MODE_KEYS 2
 #define FH_STATUS_BAD 400

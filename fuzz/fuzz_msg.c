@@ -1,6 +1,6 @@
 /* fuzz_msg.c - libFuzzer target of the protobuf decoders every socket
  * runs on received bytes, through the budgeted allocator
- * (common/pbuf_budget.h): st_msg_decode (every control socket, the
+ * (common/wire/pbuf_budget.h): st_msg_decode (every control socket, the
  * coordinator's results socket, the CLI's replies) and
  * st_step_meta_unpack (the workers' data sockets).
  *
@@ -21,10 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/msg.h"
-#include "common/pbuf_budget.h"
-#include "common/step.h"
-#include "common/wire.h"
+#include "common/wire/msg.h"
+#include "common/wire/pbuf_budget.h"
+#include "common/wire/step.h"
+#include "common/wire/wire.h"
 
 #define FM_SENDER 1
 #define FM_MODE_MSG 0

@@ -1,5 +1,5 @@
 /* fuzz_replay.c - libFuzzer target of the envelope's anti-replay window
- * (common/replay.c, through st_env_open): which sequence numbers a keyed
+ * (common/wire/replay.c, through st_env_open): which sequence numbers a keyed
  * receiver takes from many senders, in any order.
  *
  * Input: one mode byte, then frames. Mode bit 0x02: the receiver encrypts
@@ -19,7 +19,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "common/envelope.h"
+#include "common/wire/envelope.h"
 
 #define FE_KEY_BYTE 0x5Cu
 #define FE_MODE_ENCRYPT 0x02u

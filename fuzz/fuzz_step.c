@@ -1,4 +1,4 @@
-/* fuzz_step.c - libFuzzer target of the STEP frame (common/step.c), what a
+/* fuzz_step.c - libFuzzer target of the STEP frame (common/wire/step.c), what a
  * worker reads of every batch after the envelope.
  *
  * Input: one mode byte, then bytes.
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/step.h"
+#include "common/wire/step.h"
 
 #define FS_SENDER 1
 #define FS_RECEIVER 2

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "tests/wire/wire_reseal.h"
 
 #define FW_MAX_TOKENS 4096u

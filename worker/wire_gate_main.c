@@ -11,8 +11,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "common/log.h"
-#include "worker/wire_gate.h"
+#include "common/base/log.h"
+#include "worker/engine/wire_gate.h"
 
 #define WGM "strata-worker --wire-gate"
 #define WGM_THREADS_MAX 1024

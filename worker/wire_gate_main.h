@@ -1,9 +1,9 @@
 /* wire_gate_main.h - `strata-worker --wire-gate MODEL [--threads N]
  * [--parent PID]`: the
- * i8 accuracy gate (worker/wire_gate.h, st_wgate_i8) on MODEL, its figures
+ * i8 accuracy gate (worker/engine/wire_gate.h, st_wgate_i8) on MODEL, its figures
  * printed on stdout as one line of JSON (the format is in
- * common/wire_gate_figs.h). The coordinator's i8 gate runs it as a child
- * process (coordinator/i8gate.h), since the engine and the mapped model
+ * common/wire/wire_gate_figs.h). The coordinator's i8 gate runs it as a child
+ * process (coordinator/cluster/i8gate.h), since the engine and the mapped model
  * belong in the worker binary, not in the coordinator.
  *
  * Exit status: 0 when the figures were computed (pass or fail is the

@@ -6,12 +6,12 @@
  * with sigwait(), so no handler runs in an arbitrary thread and shutdown
  * is ordinary code: the data thread finishes its batch, the control thread
  * sends Leave, the sockets are closed, and main returns 0. The release
- * after Leave runs under an exit guard (common/exit_guard.h): NNG 1.5.2's
+ * after Leave runs under an exit guard (common/base/exit_guard.h): NNG 1.5.2's
  * close can wait forever, and the guard then ends the process with 0. SIGPIPE is
  * ignored. SIGUSR1 is the daemon's own request to leave (a completed
  * drain, daemon.h): the same shutdown follows. This is the only file that
  * ends the process. While st_daemon_open runs, a start-up watch thread takes
- * SIGINT and SIGTERM instead (wm_watch). Protected mode (common/exposure.h): without a cluster
+ * SIGINT and SIGTERM instead (wm_watch). Protected mode (common/net/exposure.h): without a cluster
  * key, a --listen beyond loopback is refused unless --insecure. */
 #include <errno.h>
 #include <limits.h>
@@ -23,15 +23,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/crash.h"
-#include "common/exit_guard.h"
-#include "common/exposure.h"
-#include "common/log.h"
-#include "common/units.h"
-#include "common/version.h"
-#include "common/wire.h"
-#include "worker/daemon.h"
-#include "worker/standalone.h"
+#include "common/base/crash.h"
+#include "common/base/exit_guard.h"
+#include "common/net/exposure.h"
+#include "common/base/log.h"
+#include "common/base/units.h"
+#include "common/base/version.h"
+#include "common/wire/wire.h"
+#include "worker/daemon/daemon.h"
+#include "worker/shard/standalone.h"
 #include "worker/wire_gate_main.h"
 
 static void wm_usage(FILE *f)
@@ -411,13 +411,13 @@ static void *wm_watch(void *arg)
 
 int main(int argc, char **argv)
 {
-    if (st_version_asked(argc, argv)) { /* the version flag block (common/version.h) */
+    if (st_version_asked(argc, argv)) { /* the version flag block (common/base/version.h) */
         st_version_print(stdout, "strata-worker");
         return 0;
     }
     st_crash_install("strata-worker");
     /* --standalone: a sidecar shard server without a coordinator, with its
-     * own flags (worker/standalone_main.c, docs/shards.md); --wire-gate: the
+     * own flags (worker/shard/standalone_main.c, docs/shards.md); --wire-gate: the
      * i8 accuracy gate's figures, for the coordinator (wire_gate_main.h) */
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--standalone") == 0)

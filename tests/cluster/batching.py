@@ -24,7 +24,7 @@ LOADGEN = os.path.join(cluster.BUILD, "tests", "cluster", "loadgen")
 
 
 def err_code(name):
-    """The numeric value of an st_err (its place in common/err.h's enum)."""
+    """The numeric value of an st_err (its place in common/base/err.h's enum)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common", "err.h")
     with open(path) as f:
         body = f.read().split("typedef enum st_err {", 1)[1].split("}", 1)[0]
@@ -115,7 +115,7 @@ def case_ragged():
                          str(len(split)), "--chunk", "16", "--max-tokens", "256",
                          "--max-sessions", "16", "--test-hooks",
                          # one batch per stage in flight whatever the cores (the
-                         # default follows them: coordinator/concurrency.h)
+                         # default follows them: coordinator/planner/concurrency.h)
                          "--pipeline-depth", str(len(split))]) as c:
             for _ in split:
                 c.add_worker()

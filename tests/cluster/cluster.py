@@ -42,7 +42,7 @@ def golden_cases():
 
 def local_key_path(addr):
     """Where a keyless loopback coordinator listening on addr keeps its
-    generated key (as common/exposure.c st_local_key_path names it)."""
+    generated key (as common/net/exposure.c st_local_key_path names it)."""
     host, port = addr[len("tcp://"):].rsplit(":", 1)
     host = host.strip("[]").replace(":", "_").replace("/", "_")
     rt = os.environ.get("XDG_RUNTIME_DIR", "")
@@ -79,7 +79,7 @@ class Cluster:
 
     def key_file(self):
         """The cluster key file: --cluster-key's, or the one a keyless
-        loopback coordinator generated (common/exposure.h; it exists while
+        loopback coordinator generated (common/net/exposure.h; it exists while
         the coordinator runs)."""
         if self.key:
             return self.key
@@ -503,19 +503,19 @@ def case_shutdown():
         st = c.wait_serving(1)
         assert c.workers[0].stop() == 0
         assert c.coord.stop() == 0
-        for p in procs:  # the exit guard (common/exit_guard.h) had nothing to end
+        for p in procs:  # the exit guard (common/base/exit_guard.h) had nothing to end
             assert GUARD_FIRED not in p.stderr(), (p.name, p.stderr()[-2000:])
         print("shutdown: idle CPU %s s in 2.5 s; clean exits; after a leave the remaining worker "
               "served epoch %d" % (", ".join("%.3f" % u for u in used), st["epoch"]))
 
 
-GUARD_FIRED = "did not end within"  # the exit guard's line (common/exit_guard.c)
+GUARD_FIRED = "did not end within"  # the exit guard's line (common/base/exit_guard.c)
 
 
 def case_exit_guard():
     """A worker whose release after Leave never ends (--test-hang-release
     stands in for NNG 1.5.2's close, which can wait forever once a message
-    arrived on a closing pipe: common/exit_guard.h) is ended by its exit
+    arrived on a closing pipe: common/base/exit_guard.h) is ended by its exit
     guard: exit status 0, the coordinator got its Leave, the log says why."""
     with Cluster(model("synth-s-q8_0.gguf"), []) as c:
         w = c.add_worker("--test-hooks", "--test-hang-release")

@@ -4,7 +4,7 @@
  *
  *   Every command takes --key FILE (frames MACed with that cluster key)
  *   or --no-key (keyless); with neither, a keyless local coordinator's
- *   generated key when an argument is its address (common/exposure.h).
+ *   generated key when an argument is its address (common/net/exposure.h).
  *   inject req ADDR CASE [--key FILE]   control request to a REP socket;
  *       prints "reply: error CODE NAME: MESSAGE" or "reply: CASE_NAME".
  *       CASE: garbage | empty-body | join-version | join-absurd |
@@ -58,13 +58,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/envelope.h"
-#include "common/exposure.h"
-#include "common/gguf.h"
-#include "common/msg.h"
-#include "common/pbuf_budget.h"
-#include "common/step.h"
-#include "common/version.h"
+#include "common/wire/envelope.h"
+#include "common/net/exposure.h"
+#include "common/model/gguf.h"
+#include "common/wire/msg.h"
+#include "common/wire/pbuf_budget.h"
+#include "common/wire/step.h"
+#include "common/base/version.h"
 #include "tests/cluster/inject.h"
 
 int inj_usage(void)
@@ -629,7 +629,7 @@ static int inj_sec_main(int argc, char **argv, st_env *env)
 }
 /* ---- end of the decoder bombs and transports ---- */
 
-/* ---- versions (issue 19, common/version.h) ----
+/* ---- versions (issue 19, common/base/version.h) ----
  *   inject req ADDR join-future   a Join from a build of the future: protocol
  *       ST_PROTO_VERSION + 1 whose oldest is the same (it cannot speak
  *       ours), naming its build INJ_FUTURE_LINE; prints the reply

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/envelope.h"
+#include "common/wire/envelope.h"
 
 /* inj_usage - prints the usage; returns 2. */
 int inj_usage(void);
@@ -39,7 +39,7 @@ int inj_bind_coord(const char *addr, st_env *env);
 /* inj_key_take - the cluster key every command's frames carry: removes
  * each `--key FILE` and `--no-key` from argv (*argc updated) and loads
  * FILE into key; without either, the generated key of a keyless local
- * coordinator named by any tcp:// argument (common/exposure.h), so frames
+ * coordinator named by any tcp:// argument (common/net/exposure.h), so frames
  * to it are authenticated as its members' are; *keyed false when none
  * (--no-key: a stranger's keyless frames). 1 (reported) on error. */
 int inj_key_take(int *argc, char **argv, uint8_t key[ST_KEY_BYTES], bool *keyed);

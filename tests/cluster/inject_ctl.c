@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/envelope.h"
-#include "common/msg.h"
-#include "common/sampling.h"
-#include "common/step.h"
+#include "common/wire/envelope.h"
+#include "common/wire/msg.h"
+#include "common/text/sampling.h"
+#include "common/wire/step.h"
 #include "tests/cluster/inject.h"
 
 #define INJ_CTL_TIMEOUT_MS 30000 /* a Prepare's reply waits for the stage to load */
@@ -138,7 +138,7 @@ static int inj_ctl_prepare(const char *coord, const char *wctl, const char *targ
             *a = strdup(target);
         }
     }
-    if (!bad_hash) { /* BLAKE2b-256 of the plan packed with an empty hash (coordinator/plan.c) */
+    if (!bad_hash) { /* BLAKE2b-256 of the plan packed with an empty hash (coordinator/cluster/plan.c) */
         p->plan_hash.len = 0;
         size_t n = strata__plan__get_packed_size(p);
         uint8_t *buf = malloc(n ? n : 1);

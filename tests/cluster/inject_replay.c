@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/envelope.h"
-#include "common/msg.h"
-#include "common/sampling.h"
+#include "common/wire/envelope.h"
+#include "common/wire/msg.h"
+#include "common/text/sampling.h"
 #include "tests/cluster/inject.h"
 
 #define INJ_RP_FORWARD_MS 30000 /* a forwarded request's reply (a long poll's included) */

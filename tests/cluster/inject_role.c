@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/envelope.h"
-#include "common/msg.h"
+#include "common/wire/envelope.h"
+#include "common/wire/msg.h"
 #include "tests/cluster/inject.h"
 
 /* ---- issue 12 (secC): requests checked against who sends them ----

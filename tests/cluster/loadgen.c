@@ -41,11 +41,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "common/clock.h"
-#include "common/envelope.h"
-#include "common/exposure.h"
-#include "common/msg.h"
-#include "common/sampling.h"
+#include "common/base/clock.h"
+#include "common/wire/envelope.h"
+#include "common/net/exposure.h"
+#include "common/wire/msg.h"
+#include "common/text/sampling.h"
 
 #define LG_MAX_REQ 100000
 

@@ -331,7 +331,7 @@ def replicas_in(m, tfile, batching):
                      "--objective", "throughput", "--chunk", "16", "--max-tokens", "512",
                      "--test-hooks",
                      # two batches in flight whatever the cores (the default
-                     # follows them: coordinator/concurrency.h)
+                     # follows them: coordinator/planner/concurrency.h)
                      "--pipeline-depth", "2"]) as c:
         def placed(s):  # a serving plan, and every live worker serves or was left out
             return s["serving"] and [w["state"] for w in s["workers"]

@@ -32,7 +32,7 @@ SLOT_HOLD_MS = 60000  # a bound on waiting for the close, not a duration the tes
 # harness killed it as its own wait ended, before it could print the close;
 # a CI run where the coordinator dropped most of the flood as replays, so
 # answers filled the buffers slowly, closed the connection after 59 s)
-CODES = {4: "ENOENT", 15: "EAUTH", 18: "EBUSY"}  # common/err.h
+CODES = {4: "ENOENT", 15: "EAUTH", 18: "EBUSY"}  # common/base/err.h
 
 
 def golden_case():

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """sec_partial.py - issue 33, H1: partial frames from strangers cannot grow
-a process's memory (common/pipe_gate.h, docs/security.md "Connections").
+a process's memory (common/net/pipe_gate.h, docs/security.md "Connections").
 
 A stranger (no key) opens CONNS connections to each listening socket of a
 coordinator (control, results, weights) and of a worker (data, control),
@@ -206,7 +206,7 @@ def attack(c, tag):
     closed_w = closed(counters(c, w.name), before[w.name])
     # exactly the stranger's beyond the caps: the coordinator's STEP link,
     # idle since the plan (case cookie runs no batch before the attack), was
-    # proven by its hello (common/msg.h st_msg_link_hello) and is not among them
+    # proven by its hello (common/wire/msg.h st_msg_link_hello) and is not among them
     assert closed_w == (CONNS - 3) + (CONNS - 2), "%s: the worker closed %d connections" % (
         tag, closed_w)
     for proc, s in strangers:

@@ -41,7 +41,7 @@ from cluster import (INJECT, STRATA, TIMEOUT, Cluster, check_generate_exact,  # 
 from sec_clients import SYNTH, Keys, golden_case  # noqa: E402
 
 LOADGEN = os.path.join(cluster.BUILD, "tests", "cluster", "loadgen")
-EAUTH = 15  # common/err.h
+EAUTH = 15  # common/base/err.h
 WINDOW_S = 60  # ST_ENV_WINDOW_US: a replay must come within it to test the binding
 SESSION = "7"
 ONE_SENDER = "4242"  # loadgen --sender: both turns from one envelope sender

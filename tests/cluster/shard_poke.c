@@ -1,5 +1,5 @@
 /* shard_poke.c - a test tool sending one bad request to a standalone shard
- * server (worker/standalone.h) and printing what came back:
+ * server (worker/shard/standalone.h) and printing what came back:
  *
  *   shard_poke ADDR CASE   CASE: garbage | dtype | oversized | unknown |
  *                          wrong-model | huge | ok
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/shard.h"
+#include "common/net/shard.h"
 
 #define POKE_TIMEOUT_MS 20000
 #define POKE_GARBAGE_BYTES 100

@@ -379,7 +379,7 @@ def case_peerlist():
                                             served.group(0), ids))
 
 
-# worker/fetch.c: a timeout sets a source aside for FETCH_ASIDE_TURNS
+# worker/fetch/fetch.c: a timeout sets a source aside for FETCH_ASIDE_TURNS
 # requests (and time), doubled per timeout in a row up to DOUBLINGS times
 ASIDE_TURNS = 16
 ASIDE_DOUBLINGS = 6

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """wire_gate_child.py - integration tests of the i8 accuracy gate's child
-process (issue 17; coordinator/i8gate_child.h, worker/wire_gate_main.h):
+process (issue 17; coordinator/cluster/i8gate_child.h, worker/wire_gate_main.h):
 the coordinator runs the gate in `strata-worker --wire-gate`, never in its
 own process. Split from wire_links.py, whose model, status helpers and
 gate bench it uses.
@@ -11,7 +11,7 @@ N failed' as its last line.
 
 Cases:
 - i8-nobin: the gate runs in a child process, the worker binary's
-  `strata-worker --wire-gate` (coordinator/i8gate_child.h): with
+  `strata-worker --wire-gate` (coordinator/cluster/i8gate_child.h): with
   `--worker-bin /nonexistent/...` it fails naming the path, the status
   says so and the cluster serves on without i8; a copy of the coordinator
   with no strata-worker beside it fails naming both paths it tried and
@@ -48,7 +48,7 @@ from wire_links import MODEL, bench_i8, boundaries, wait_status  # noqa: E402
 
 
 GATE_FAILED = "failed: the gate could not run ("
-LINE_MAX = 4096  # ST_WGATE_LINE_MAX (common/wire_gate_figs.h): the figures' line, '\n' included
+LINE_MAX = 4096  # ST_WGATE_LINE_MAX (common/wire/wire_gate_figs.h): the figures' line, '\n' included
 
 
 def gate_script(tmp, name, body):

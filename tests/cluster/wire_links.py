@@ -364,7 +364,7 @@ def golden_case():
     return [c for c in golden_cases() if c["model"] == MODEL][0]
 
 
-I8_TOP1_MIN = 0.9  # the i8 wire gate: top-1 agreement with f32 (worker/wire_gate.h)
+I8_TOP1_MIN = 0.9  # the i8 wire gate: top-1 agreement with f32 (worker/engine/wire_gate.h)
 
 
 def i8_agreement(bed, tmp):
@@ -490,7 +490,7 @@ def case_i8_fixed():
     print("i8-fixed: %s" % r.stderr.strip())
 
 
-# ---- the gate's child process (coordinator/i8gate_child.h) ----
+# ---- the gate's child process (coordinator/cluster/i8gate_child.h) ----
 
 CASES = {"exact": case_exact, "accept": case_accept, "mixed": case_mixed, "i8": case_i8,
          "i8-fail": case_i8_fail, "i8-fixed": case_i8_fixed}

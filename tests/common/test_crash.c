@@ -1,4 +1,4 @@
-/* test_crash.c - common/crash.h: a child process that faults writes the
+/* test_crash.c - common/base/crash.h: a child process that faults writes the
  * report (program, signal, address, thread, a call chain through this
  * program, the end line) to stderr and still dies by the same signal; for a
  * wild write, a stack overflow (the report runs on its alternate stack) and
@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/crash.h"
+#include "common/base/crash.h"
 
 #define SKIP 77
 #define REPORT_MAX 65536

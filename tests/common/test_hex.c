@@ -1,9 +1,9 @@
-/* test_hex.c - common/hex.h: digits, the buffer check (nothing but "" on
+/* test_hex.c - common/base/hex.h: digits, the buffer check (nothing but "" on
  * a short buffer), and the short prefix of messages. */
 #include <check.h>
 #include <string.h>
 
-#include "common/hex.h"
+#include "common/base/hex.h"
 
 static const uint8_t bytes[] = {0x00, 0x01, 0x7f, 0x80, 0xab, 0xcd, 0xef, 0xff, 0x3c, 0xa5};
 

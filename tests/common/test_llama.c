@@ -1,4 +1,4 @@
-/* test_llama.c - common/llama.h on every model in $STRATA_SHARED/models:
+/* test_llama.c - common/model/llama.h on every model in $STRATA_SHARED/models:
  * the worker's and the coordinator's counts of a stage's bytes agree.
  *
  * For each GGUF file and each stage [a, b) of it: the bytes the worker's
@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/llama.h"
-#include "coordinator/placement.h"
-#include "worker/model.h"
+#include "common/model/llama.h"
+#include "coordinator/planner/placement.h"
+#include "worker/engine/model.h"
 
 #define TL_KV_CTX 64     /* positions per session in the KV reserve checked */
 #define TL_KV_SESSIONS 3 /* sessions in it */

@@ -1,4 +1,4 @@
-/* test_manifest.c - common/manifest.h on copies of models in
+/* test_manifest.c - common/model/manifest.h on copies of models in
  * $STRATA_SHARED/models: the chunk grid (offsets, lengths, hashes of the
  * file's bytes, the check of a received chunk), the protobuf round trip
  * and its checks, the chunks a stage needs (exactly those holding a byte
@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/arch.h"
-#include "common/gguf.h"
-#include "common/llama.h"
-#include "common/manifest.h"
+#include "common/model/arch.h"
+#include "common/model/gguf.h"
+#include "common/model/llama.h"
+#include "common/model/manifest.h"
 
 #define TM_MODEL "l3-synth-q8_0.gguf"
 #define TM_TIED "synth-tied-q8_0.gguf"

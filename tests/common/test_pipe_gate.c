@@ -1,4 +1,4 @@
-/* test_pipe_gate.c - common/pipe_gate.h on a real REP socket over loopback
+/* test_pipe_gate.c - common/net/pipe_gate.h on a real REP socket over loopback
  * TCP: raw peers speak NNG's SP handshake and frames, so the test controls
  * exactly which connection has sent what. Rules: the caps refuse, the
  * unauthenticated beyond max_new are evicted oldest first (at once), those
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "common/pipe_gate.h"
+#include "common/net/pipe_gate.h"
 
 #define WAIT_MS 5000
 #define SP_REQ 0x30 /* our side of the handshake: a REQ peer */

@@ -1,11 +1,11 @@
-/* test_units.c - the byte-count grammar of common/units.h: every form it
+/* test_units.c - the byte-count grammar of common/base/units.h: every form it
  * accepts, exactly (decimals included), and what it refuses, each with a
  * detail that quotes the input. */
 #include <check.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "common/units.h"
+#include "common/base/units.h"
 
 static uint64_t ok(const char *s)
 {

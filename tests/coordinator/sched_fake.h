@@ -11,7 +11,7 @@
 #include <check.h>
 #include <stdint.h>
 
-#include "coordinator/scheduler.h"
+#include "coordinator/sched/scheduler.h"
 
 #define V 64
 #define MS 1000000ull

@@ -1,4 +1,4 @@
-/* test_concurrency.c - the pipeline depth rule (coordinator/concurrency.h):
+/* test_concurrency.c - the pipeline depth rule (coordinator/planner/concurrency.h):
  * workers of one host whose CPU lists intersect share cores; a group
  * computes min(members, cores / threads) batches at once; the depth is
  * the sum, within [1, stages x routes]; unknowns are hosts of their own
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/concurrency.h"
+#include "coordinator/planner/concurrency.h"
 
 static const uint8_t host_a[ST_HOST_ID_BYTES] = {1, 2, 3};
 static const uint8_t host_b[ST_HOST_ID_BYTES] = {9, 9, 9};
@@ -101,7 +101,7 @@ END_TEST
 
 START_TEST(test_this_host)
 {
-    /* common/host.h on this machine: a stable id, a CPU list that parses */
+    /* common/base/host.h on this machine: a stable id, a CPU list that parses */
     uint8_t a[ST_HOST_ID_BYTES], b[ST_HOST_ID_BYTES];
     ck_assert_int_eq(st_host_id(a), ST_OK);
     ck_assert_int_eq(st_host_id(b), ST_OK);

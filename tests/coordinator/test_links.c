@@ -1,11 +1,11 @@
-/* test_links.c - the coordinator's link matrix (coordinator/links.h):
+/* test_links.c - the coordinator's link matrix (coordinator/planner/links.h):
  * measured pairs from the workers' reports, the freshest report winning,
  * bad or stale reports ignored, and the assumption for the rest. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 
-#include "coordinator/links.h"
+#include "coordinator/planner/links.h"
 
 static const uint64_t ids[3] = {11, 22, 33};
 static const double rtt[3] = {0.4, 0.8, 1.2};

@@ -1,4 +1,4 @@
-/* test_net_peer.c - the coordinator's peers (coordinator/net.h) against a
+/* test_net_peer.c - the coordinator's peers (coordinator/control/net.h) against a
  * real REP or nothing, over loopback TCP: st_peer_cancel ends the
  * operations out at once without closing the socket (a reply arriving
  * afterwards is dropped, and the next operation on the same connection
@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/cq.h"
-#include "coordinator/net.h"
+#include "common/base/cq.h"
+#include "coordinator/control/net.h"
 
 #define WAIT_NS (20ull * 1000000000ull) /* an event that must come: generous */
 #define OP_TIMEOUT_MS 600000            /* operations that must not end by timing out */

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gguf.h"
-#include "common/llama.h"
-#include "coordinator/placement.h"
+#include "common/model/gguf.h"
+#include "common/model/llama.h"
+#include "coordinator/planner/placement.h"
 
 #define BIG (1ull << 40)
 

@@ -1,20 +1,20 @@
-/* test_plan.c - plans (coordinator/plan.c) and join validation
- * (coordinator/membership.c): epochs that never go backwards, the plan
+/* test_plan.c - plans (coordinator/cluster/plan.c) and join validation
+ * (coordinator/cluster/membership.c): epochs that never go backwards, the plan
  * hash (deterministic, covering every field but itself, recomputable by a
  * worker from the packed Plan it received), the two-phase round, which
  * routes of two plans run on the same workers, the Join checks of
  * docs/cluster.md, and the chunk sources a streaming worker's Prepare names
- * (coordinator/chunk_src.c). */
+ * (coordinator/stream/chunk_src.c). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/host.h"
-#include "coordinator/chunk_src.h"
-#include "coordinator/membership.h"
-#include "coordinator/plan.h"
+#include "common/base/host.h"
+#include "coordinator/stream/chunk_src.h"
+#include "coordinator/cluster/membership.h"
+#include "coordinator/cluster/plan.h"
 
 static void mkplan(st_plan *p, uint64_t epoch)
 {
@@ -381,7 +381,7 @@ START_TEST(join_checks)
     join_fx f;
     mkjoin(&f);
     ck_assert_int_eq(st_join_validate(&f.j, mid, ST_WIRE_F32), ST_OK);
-    /* a host id of 16 bytes and a CPU list are taken (common/host.h) */
+    /* a host id of 16 bytes and a CPU list are taken (common/base/host.h) */
     mkjoin(&f);
     uint8_t hid[ST_HOST_ID_BYTES] = {7};
     f.c.host_id.data = hid;

@@ -1,4 +1,4 @@
-/* test_planner_bf.c - the planner (coordinator/placement.h) against a
+/* test_planner_bf.c - the planner (coordinator/planner/placement.h) against a
  * brute-force reference written independently here.
  *
  * The reference enumerates every plan: every ordered subset of workers and
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/placement.h"
+#include "coordinator/planner/placement.h"
 
 #define BF_MAXW 10
 #define BF_MAXL 16

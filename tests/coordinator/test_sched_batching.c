@@ -1,5 +1,5 @@
 /* test_sched_batching.c - continuous batching in the step scheduler
- * (coordinator/scheduler.c) against the fake pipeline (sched_fake.h):
+ * (coordinator/sched/scheduler.c) against the fake pipeline (sched_fake.h):
  * prefix reuse across the turns of a client session, several disjoint and
  * balanced batches in flight (pipelining) with outputs equal to
  * single-session runs, the rotation of decode rows under a tight budget

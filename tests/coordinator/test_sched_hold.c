@@ -1,5 +1,5 @@
 /* test_sched_hold.c - the test-only step gate in the step scheduler
- * (coordinator/hold.h, st_sched_set_hold / st_sched_held): a request is
+ * (coordinator/cluster/hold.h, st_sched_set_hold / st_sched_held): a request is
  * parked with exactly K generated ids and nothing in flight, without
  * missed steps; a named gate parks only its request; moving the gate lets
  * a request go on to the new K; a release continues every parked request

@@ -1,5 +1,5 @@
 /* test_sched_ids.c - the scheduler's session and batch ids (issue 12,
- * finding 2; coordinator/scheduler.h "Ids"): random 64-bit ids by
+ * finding 2; coordinator/sched/scheduler.h "Ids"): random 64-bit ids by
  * default, which change no output; an id that is 0 or in use is drawn
  * again; a generator that gives nothing else is an error, never a shared
  * id. The other scheduler tests use sequential ids (sched_fake.c). */
@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "coordinator/scheduler.h"
+#include "coordinator/sched/scheduler.h"
 #include "tests/coordinator/sched_fake.h"
 
 /* id_list - a generator that plays back ids[] (then 0s). */

@@ -1,5 +1,5 @@
 /* test_sched_routes.c - routes through replicated plans in the step
- * scheduler (coordinator/scheduler.c): every session pinned to one route,
+ * scheduler (coordinator/sched/scheduler.c): every session pinned to one route,
  * batches that never mix routes, new sessions on the least-loaded route,
  * both routes in flight at once, re-pinning on a new plan (a moved session
  * re-prefills; one whose route kept its workers keeps its KV), and ended

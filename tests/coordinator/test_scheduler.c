@@ -1,4 +1,4 @@
-/* test_scheduler.c - the step scheduler (coordinator/scheduler.c), as pure
+/* test_scheduler.c - the step scheduler (coordinator/sched/scheduler.c), as pure
  * logic against a fake pipeline.
  *
  * The fake keeps, per session id, the ids at each KV position, refuses a
@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/tokenizer.h"
-#include "coordinator/scheduler.h"
+#include "common/text/tokenizer.h"
+#include "coordinator/sched/scheduler.h"
 #include "tests/coordinator/sched_fake.h"
 
 /* ---- tests ---- */

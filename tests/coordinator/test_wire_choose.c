@@ -1,4 +1,4 @@
-/* test_wire_choose.c - `--wire auto`'s choice rule (common/wire.h
+/* test_wire_choose.c - `--wire auto`'s choice rule (common/wire/wire.h
  * st_wire_choose: link bandwidth and latency, the receiving stage's
  * compute time and the receiver's accepted dtypes -> dtype and why), the
  * accepted-dtype masks of a Capability and of --wire-accept, and the
@@ -7,8 +7,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "common/wire.h"
-#include "coordinator/placement.h"
+#include "common/wire/wire.h"
+#include "coordinator/planner/placement.h"
 
 #define HIDDEN 2048u    /* TinyLlama's: f32 8 KiB, f16/bf16 4 KiB, i8 2052 B per token */
 #define COMPUTE_S 0.010 /* a stage's compute per token: the budget is 1 ms at 10% */

@@ -1,15 +1,15 @@
-/* test_wire_zstd.c - `--wire auto`'s per-boundary zstd rule (common/wire.h
+/* test_wire_zstd.c - `--wire auto`'s per-boundary zstd rule (common/wire/wire.h
  * st_wire_zstd_choose, through st_wire_choose as the coordinator calls
  * it): transfer time saved by the measured ratio against the measured
  * codec cost, with the hysteresis band; and the sender's sampler
- * (common/wire_sample.h) on data of known compressibility. */
+ * (common/wire/wire_sample.h) on data of known compressibility. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/wire.h"
-#include "common/wire_sample.h"
+#include "common/wire/wire.h"
+#include "common/wire/wire_sample.h"
 
 #define HIDDEN 2048u    /* TinyLlama's: f32 8 KiB per token */
 #define COMPUTE_S 0.010 /* a stage's compute per token: f32 fits any link above 8.2 MB/s */

@@ -1,6 +1,6 @@
 /* test_workers_file.c - the workers file of `strata plan --dry-run
- * --workers` (coordinator/workers_file.c) and planner results as
- * PlanProposal messages (coordinator/planner_pb.c).
+ * --workers` (coordinator/planner/workers_file.c) and planner results as
+ * PlanProposal messages (coordinator/planner/planner_pb.c).
  *
  * The documented example parses to the documented values; the planner
  * inputs derived from it (time per byte, link matrices, activation bytes)
@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/units.h"
-#include "coordinator/planner_pb.h"
-#include "coordinator/workers_file.h"
+#include "common/base/units.h"
+#include "coordinator/planner/planner_pb.h"
+#include "coordinator/planner/workers_file.h"
 
 static const char *EXAMPLE =
     "{\n"

@@ -41,7 +41,7 @@ BINARIES = {"/usr/local/bin/strata-coordinator": os.path.join(BUILD, "coordinato
 API = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "Service": "v1", "Secret": "v1",
        "PersistentVolumeClaim": "v1"}
 UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 1 << 10,
-         "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # --memory's are binary (common/units.h)
+         "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # --memory's are binary (common/base/units.h)
 
 
 # ---- a parser of the YAML subset the manifests use ----

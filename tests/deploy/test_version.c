@@ -1,11 +1,11 @@
-/* test_version.c - common/version.h: the protocol compatibility rule, the
+/* test_version.c - common/base/version.h: the protocol compatibility rule, the
  * refusal naming both versions, the build's identity and --version. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/version.h"
+#include "common/base/version.h"
 
 static st_proto_range r(uint32_t oldest, uint32_t version)
 {

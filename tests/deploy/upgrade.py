@@ -82,7 +82,7 @@ SANITIZER_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=1",
 
 def status_version(ver):
     """What `strata status` shows of the build whose --version is ver:
-    "RELEASE (commit C, BUILDTYPE)" (common/version.h)."""
+    "RELEASE (commit C, BUILDTYPE)" (common/base/version.h)."""
     release = ver.splitlines()[0].split()[-1]
     build = re.search(r"^build (\S+)$", ver, re.M)
     assert build, ver

@@ -30,7 +30,7 @@ from cluster import (COORD, INJECT, STRATA, WORKER, Cluster, check_generate_exac
                      golden_cases, model)
 
 EMBED = os.path.join(cluster.BUILD, "worker", "strata-embed")
-EVERSION = 6  # common/err.h
+EVERSION = 6  # common/base/err.h
 FUTURE_LINE = "99.0.0 (commit inject, release)"  # tests/cluster/inject.c INJ_FUTURE_LINE
 
 

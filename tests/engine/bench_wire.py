@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench_wire.py - `strata bench wire` end to end: the wire accuracy gate's
-table and exit codes (worker/wire_gate.h, cli/bench_wire.c).
+table and exit codes (worker/engine/wire_gate.h, cli/bench/bench_wire.c).
 
 Usage: bench_wire.py BUILD_DIR
 - synth-s-f32 with --gate: every dtype passes (exit 0); the i8 row's

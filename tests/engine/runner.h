@@ -3,7 +3,7 @@
 #ifndef ST_TEST_RUNNER_H
 #define ST_TEST_RUNNER_H
 
-#include "worker/stage.h"
+#include "worker/engine/stage.h"
 
 typedef struct test_runner {
     st_model *m;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gguf.h"
+#include "common/model/gguf.h"
 #include "tests/engine/golden.h"
 #include "tests/engine/runner.h"
 

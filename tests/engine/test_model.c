@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/gguf.h"
-#include "common/gguf_write.h"
+#include "common/model/gguf.h"
+#include "common/model/gguf_write.h"
 #include "tests/engine/golden.h"
-#include "worker/model.h"
+#include "worker/engine/model.h"
 
 typedef struct edit {
     const char *drop_key; /* omit this pair */

@@ -1,4 +1,4 @@
-/* test_wire_gate.c - the wire accuracy gate (worker/wire_gate.h) on real
+/* test_wire_gate.c - the wire accuracy gate (worker/engine/wire_gate.h) on real
  * shared models: its verdicts are those `strata bench wire --gate` prints
  * (synth-s-f32: f32 exact, i8 lossy and passing: 63/64 top-1 = 98.4% with
  * the avx2 and avx512 kernels, 62/64 = 96.9% with the reference ones, whose
@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #include "tests/engine/golden.h"
-#include "worker/wire_gate.h"
+#include "worker/engine/wire_gate.h"
 
 #define TG_THREADS 1
 

@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "common/gguf.h"
+#include "common/model/gguf.h"
 #include "kernels/kernels.h"
 #include "tests/gguf/tg_util.h"
 

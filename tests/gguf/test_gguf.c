@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/gguf.h"
-#include "common/gguf_write.h"
+#include "common/model/gguf.h"
+#include "common/model/gguf_write.h"
 #include "tests/gguf/tg_util.h"
 
 /* ---- shared models ---------------------------------------------------- */

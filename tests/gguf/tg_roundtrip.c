@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/gguf.h"
-#include "common/gguf_write.h"
+#include "common/model/gguf.h"
+#include "common/model/gguf_write.h"
 #include "tests/gguf/tg_util.h"
 
 Suite *tg_roundtrip_suite(void);

@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/gguf.h"
-#include "common/gguf_write.h"
+#include "common/model/gguf.h"
+#include "common/model/gguf_write.h"
 
 /* Pairs of the crafted file, by index. */
 enum {

@@ -10,11 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/http_keys.h"
-#include "common/http_rate.h"
-#include "coordinator/http_req.h"
-#include "coordinator/http_resp.h"
-#include "coordinator/http_stats.h"
+#include "common/http/http_keys.h"
+#include "common/http/http_rate.h"
+#include "coordinator/http/http_req.h"
+#include "coordinator/http/http_resp.h"
+#include "coordinator/http/http_stats.h"
 
 #define NS_PER_S 1000000000ull
 

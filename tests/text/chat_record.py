@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """chat_record.py - records the expected prompts of tests/text/chat_cases.json
 from llama.cpp's llama-server (POST /apply-template), the oracle of
-common/chat.c.
+common/text/chat.c.
 
 The conversations live in chat_cases.json itself (template, case, messages,
 add_generation_prompt, optional model); this script replaces each case's

@@ -13,9 +13,9 @@
 #include <time.h>
 
 #include "cli/commands.h"
-#include "common/gguf.h"
-#include "common/gguf_write.h"
-#include "common/tokenizer.h"
+#include "common/model/gguf.h"
+#include "common/model/gguf_write.h"
+#include "common/text/tokenizer.h"
 
 /* ---- fixtures ----------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* test_chat.c - chat templates (common/chat.h): every case of
+/* test_chat.c - chat templates (common/text/chat.h): every case of
  * tests/text/chat_cases.json (path in argv[1]) rendered byte for byte;
  * recognition of the templates of the shared models and of template
  * texts of each family (the file's "detect" entries); the override; the errors for an unknown
@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "cli/chat_conv.h"
-#include "common/chat.h"
-#include "common/gguf.h"
-#include "common/tokenizer.h"
+#include "common/text/chat.h"
+#include "common/model/gguf.h"
+#include "common/text/tokenizer.h"
 
 /* The number of cases chat_cases.json holds (a shrunk file fails). */
 #define CHAT_N_CASES 66

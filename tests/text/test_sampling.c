@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/sampling.h"
+#include "common/text/sampling.h"
 
 static st_sampler_params plain(float temp)
 {

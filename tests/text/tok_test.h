@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/gguf.h"
-#include "common/tokenizer.h"
+#include "common/model/gguf.h"
+#include "common/text/tokenizer.h"
 
 /* One case of golden/tokenizer-llama-spm.json: a text and llama.cpp's ids
  * for it (with BOS). */

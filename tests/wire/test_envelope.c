@@ -1,18 +1,18 @@
-/* test_envelope.c - the frame around cluster messages (common/envelope.h):
+/* test_envelope.c - the frame around cluster messages (common/wire/envelope.h):
  * MAC-only and sealed (XChaCha20-Poly1305) frames round trip; a frame with
  * any byte changed, sealed with another key, replayed, or of the other
  * mode (--encrypt or not) is refused with ST_EAUTH and counted, and a
  * refused sealed frame is never handed out (the anti-replay window:
  * test_envelope_window.c). Also protected mode's
- * address rule (common/exposure.h): what counts as loopback, and the refusal. */
+ * address rule (common/net/exposure.h): what counts as loopback, and the refusal. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/envelope.h"
-#include "common/exposure.h"
+#include "common/wire/envelope.h"
+#include "common/net/exposure.h"
 #include "tests/wire/test_envelope.h"
 
 void te_key(uint8_t key[ST_KEY_BYTES], uint8_t b) { memset(key, b, ST_KEY_BYTES); }

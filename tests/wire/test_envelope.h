@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/envelope.h"
+#include "common/wire/envelope.h"
 
 #define TE_BODY 300
 #define TE_SENDER 0x1234

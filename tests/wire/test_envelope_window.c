@@ -1,5 +1,5 @@
 /* test_envelope_window.c - the envelope's anti-replay window
- * (ST_ENV_REPLAY_WINDOW, common/envelope.h): frames opened out of order
+ * (ST_ENV_REPLAY_WINDOW, common/wire/envelope.h): frames opened out of order
  * within it are taken once each; a duplicate, a frame older than the
  * window (also after a jump far ahead) and an evicted sender's old frame
  * are refused; the bitmap's words and ring end; a frame failing its MAC
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "common/envelope.h"
+#include "common/wire/envelope.h"
 #include "tests/wire/test_envelope.h"
 
 #define TE_W ((uint64_t)ST_ENV_REPLAY_WINDOW)

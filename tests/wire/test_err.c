@@ -1,4 +1,4 @@
-/* test_err.c - the per-thread error detail (common/err.h): st_errwrap puts
+/* test_err.c - the per-thread error detail (common/base/err.h): st_errwrap puts
  * a context in front of the detail a callee recorded, stands alone when
  * there was none, nests, takes its arguments from the old detail itself,
  * and marks a detail cut to fit its buffer with "..." instead of cutting
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/err.h"
+#include "common/base/err.h"
 
 #define TE_LONG 2000
 

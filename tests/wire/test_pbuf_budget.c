@@ -1,7 +1,7 @@
 /* test_pbuf_budget.c - decoding received protobuf within a budget
- * (common/pbuf_budget.h) and the checks built on it: the list limits of a
- * Msg (common/msg.c), the row limit and size of a StepMeta and the receive
- * limit of a data socket (common/step.c), replies refused before packing
+ * (common/wire/pbuf_budget.h) and the checks built on it: the list limits of a
+ * Msg (common/wire/msg.c), the row limit and size of a StepMeta and the receive
+ * limit of a data socket (common/wire/step.c), replies refused before packing
  * (st_msg_pack_max).
  *
  * The budget: its formula at the edges, the allocator refusing the
@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/msg.h"
-#include "common/pbuf_budget.h"
-#include "common/step.h"
-#include "common/wire.h"
+#include "common/wire/msg.h"
+#include "common/wire/pbuf_budget.h"
+#include "common/wire/step.h"
+#include "common/wire/wire.h"
 
 #define TB_SENDER 0x7b
 #define TB_MIB ((size_t)1 << 20)

@@ -1,4 +1,4 @@
-/* test_replay.c - the anti-replay table (common/replay.c) against an
+/* test_replay.c - the anti-replay table (common/wire/replay.c) against an
  * oracle: every verdict of st_replay_check on random traffic of a few
  * senders (in order, held back, duplicated, older than the window, bursts
  * that make a window dense, jumps that make it sparse again) equals the
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/replay.h"
+#include "common/wire/replay.h"
 
 #define TR_W ((uint64_t)ST_ENV_REPLAY_WINDOW)
 #define TR_SENDERS 3

@@ -1,5 +1,5 @@
-/* test_step.c - the STEP frame (common/step.h) and the sampling parameters
- * in protobuf (common/msg.h).
+/* test_step.c - the STEP frame (common/wire/step.h) and the sampling parameters
+ * in protobuf (common/wire/msg.h).
  *
  * Frames: a meta-only frame (coordinator to stage 0) and a forwarded one
  * (the meta bytes as received, then a packet) round trip through the
@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/msg.h"
-#include "common/step.h"
-#include "common/wire.h"
+#include "common/wire/msg.h"
+#include "common/wire/step.h"
+#include "common/wire/wire.h"
 
 #define TS_SENDER 0x51e9
 #define TS_RECEIVER 0x9e51

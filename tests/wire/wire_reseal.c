@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 #include "kernels/convert.h"
 
 int wt_reseal(unsigned char *buf, size_t len)

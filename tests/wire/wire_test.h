@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/wire.h"
+#include "common/wire/wire.h"
 
 #define WT_EPOCH 7u
 #define WT_STAGE 1u

@@ -1,5 +1,5 @@
 /* test_ctl_check.c - the worker's checks of who steers it and of the plan
- * messages it takes (worker/ctl_check.h, issue 12 finding 1): control
+ * messages it takes (worker/daemon/ctl_check.h, issue 12 finding 1): control
  * only from the joined coordinator, a Commit only for the prepared epoch
  * and hash, no stale epochs, a Prepare's hash and incarnation enforced,
  * STEP frames only from the listed senders. */
@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "worker/ctl_check.h"
+#include "worker/daemon/ctl_check.h"
 
 #define COORD 0x1234500000002ull /* the joined coordinator's control sender */
 #define INCARNATION 1796147316384ull

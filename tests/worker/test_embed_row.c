@@ -1,4 +1,4 @@
-/* test_embed_row.c - strata-embed's row URL (worker/embed_row.h): a row
+/* test_embed_row.c - strata-embed's row URL (worker/embed/embed_row.h): a row
  * has exactly one target, the decimal id without a leading zero; every
  * other spelling (leading zeros, percent-escapes, a NUL escape, signs,
  * spaces, hex, a trailing slash, a query, a fragment) is refused. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/embed_row.h"
+#include "worker/embed/embed_row.h"
 
 #define TR_SENTINEL 0xdeadbeefULL
 #define TR_TARGET_MAX 64   /* a suffix, or an id printed back */

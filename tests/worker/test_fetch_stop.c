@@ -1,10 +1,10 @@
-/* test_fetch_stop.c - worker/fetch.h: st_fetch_stop ends a request in
+/* test_fetch_stop.c - worker/fetch/fetch.h: st_fetch_stop ends a request in
  * flight by cancelling it, at a known step: the only source receives the
  * request and never answers, and a request's wait is FS_CALL_MS (ten
  * minutes), so only the cancel can end the fetch before the test's
  * timeout. The socket is not closed under the call: NNG 1.5.2's close can
  * wait forever when a reply arrives on a pipe as it closes (fetch_src.c,
- * common/exit_guard.h). After the stop, no further request reaches the
+ * common/base/exit_guard.h). After the stop, no further request reaches the
  * source. */
 #include <check.h>
 #include <nng/nng.h>
@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/clock.h"
-#include "worker/fetch.h"
+#include "common/base/clock.h"
+#include "worker/fetch/fetch.h"
 
 #define FS_CALL_MS (10 * 60 * 1000) /* far beyond the test's timeout */
 #define FS_WAIT_S 20.0              /* for the request to arrive (no speed asserted) */

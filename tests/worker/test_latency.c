@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "worker/latency.h"
+#include "worker/daemon/latency.h"
 
 START_TEST(test_ema)
 {

@@ -1,4 +1,4 @@
-/* test_probe.c - link measurement (worker/probe.h): the median and the
+/* test_probe.c - link measurement (worker/daemon/probe.h): the median and the
  * latency / bandwidth estimate, and the prober thread against an
  * in-process peer that answers probes like a worker's control socket
  * (with and without a cluster key; a peer with another key is never
@@ -13,10 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/clock.h"
-#include "common/envelope.h"
-#include "common/msg.h"
-#include "worker/probe.h"
+#include "common/base/clock.h"
+#include "common/wire/envelope.h"
+#include "common/wire/msg.h"
+#include "worker/daemon/probe.h"
 
 START_TEST(test_median)
 {

@@ -1,4 +1,4 @@
-/* test_push_link.c - worker/push_link.h: links re-pointed between two PULL
+/* test_push_link.c - worker/data/push_link.h: links re-pointed between two PULL
  * listeners thousands of times while sending, from four threads at once,
  * and the process survives with messages arriving at both (with libnng
  * 1.5.2 the old way, closing the dialer of a socket that goes on sending,
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "worker/push_link.h"
+#include "worker/data/push_link.h"
 
 #define PL_THREADS 4
 #define PL_POINTS 2500    /* re-points per thread */

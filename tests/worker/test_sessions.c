@@ -3,7 +3,7 @@
 #include <check.h>
 #include <stdlib.h>
 
-#include "worker/sessions.h"
+#include "worker/data/sessions.h"
 
 static st_kv *kv_new(void)
 {

@@ -1,0 +1,150 @@
+/* cmd_convert.c - `strata convert`: makes GGUF files.
+ *
+ *   strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K
+ *                  --ffn F --vocab V --type f32|f16|bf16|q8_0|q4_0
+ *                  [--seed S] [--ctx C] [--arch llama|qwen2]
+ *   strata convert llama2c IN.bin OUT.gguf [--tokenizer tokenizer.bin]
+ *
+ * Design. Both produce a llama GGUF (synth also qwen2: q/k/v biases,
+ * N(0, 0.2), after each layer's v projection) with the key and tensor
+ * names of common/model/arch.h and the key set and order of the project's shared
+ * test files (general.*, <arch>.*, then tokenizer.ggml.*), so a converted
+ * stories260K.bin is byte-identical to the shared stories260K.gguf. Without
+ * a real tokenizer both write the same placeholder SPM vocabulary those
+ * files carry: <unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>, then
+ * the pieces "▁a", "a", "▁b", "b", ... "▁z", "z", "▁aa", "aa", ... (letter
+ * strings in length-then-alphabetical order, each once with and once
+ * without the word-start mark), scores 0 for special and byte tokens and
+ * -j for the j-th piece.
+ *
+ * synth streams: the tensor table is written first (sizes follow from the
+ * shapes), then each tensor is generated one row at a time from its own
+ * PRNG stream (splitmix64 seeded by the seed and the tensor's name, normal
+ * values by Box-Muller), converted with the reference kernels' from_float
+ * and appended, so a 1.1B-parameter model needs a few rows of memory, and
+ * the values of a tensor do not depend on the other tensors or the dtype.
+ * Matrices are N(0, 0.5 / sqrt(ne0)), which keeps every product's output
+ * near unit scale whatever the width; norm weights are 1 + N(0, 0.2).
+ *
+ * llama2c maps the checkpoint read-only and hands the writer pointers into
+ * it: llama2.c's [out][in] row-major matrices are ggml's [ne0 = in, ne1 =
+ * out] layout byte for byte, and its RoPE pairs adjacent dimensions like
+ * llama.cpp's normal mode, so nothing is permuted or copied.
+ *
+ * Files: this one holds the command and the metadata both write (keys of
+ * common/model/arch.h's tables, hyperparameters as common/model/llama.h's st_hparams);
+ * convert_vocab.c the vocabularies, convert_synth.c and convert_llama2c.c
+ * the two converters (convert_impl.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "cli/convert/convert_impl.h"
+
+#define CV_RMS_EPS 1e-5f /* the shared files' epsilon (their rope base is the default) */
+#define CV_ALIGNMENT 32  /* the shared files' general.alignment */
+
+void cv_hparams_derive(st_hparams *hp)
+{
+    hp->rope = hp->arch->rope;
+    hp->head_dim = hp->n_embd / hp->n_head;
+    hp->kv_dim = hp->n_head_kv * hp->head_dim;
+    hp->n_rot = hp->head_dim;
+    hp->rms_eps = CV_RMS_EPS;
+    hp->rope_base = ST_LLAMA_DEFAULT_ROPE_BASE;
+}
+
+static uint32_t cv_file_type(st_dtype t)
+{
+    switch (t) {
+    case ST_DT_F16:
+        return 1;
+    case ST_DT_Q4_0:
+        return 2;
+    case ST_DT_Q8_0:
+        return 7;
+    case ST_DT_BF16:
+        return 32;
+    default:
+        return 0;
+    }
+}
+
+st_err cv_add_meta(st_gguf_writer *w, const char *name, st_dtype type, const st_hparams *hp,
+                   const cv_vocab *v)
+{
+    st_err e = ST_OK;
+    char k[ST_AK_COUNT][ST_ARCH_NAME_MAX];
+    for (int i = 0; i < ST_AK_COUNT; i++)
+        st_arch_key_name(hp->arch, (st_arch_key)i, k[i]);
+    const char *g[ST_AG_COUNT];
+    for (int i = 0; i < ST_AG_COUNT; i++)
+        g[i] = st_arch_gkey_name((st_arch_gkey)i);
+    if (!e)
+        e = st_gguf_writer_add_str(w, g[ST_AG_ARCHITECTURE], hp->arch->name);
+    if (!e)
+        e = st_gguf_writer_add_str(w, g[ST_AG_NAME], name);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, g[ST_AG_FILE_TYPE], cv_file_type(type));
+    if (!e)
+        e = st_gguf_writer_add_u32(w, g[ST_AG_ALIGNMENT], CV_ALIGNMENT);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_CONTEXT_LENGTH], (uint32_t)hp->n_ctx_train);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_EMBEDDING_LENGTH], (uint32_t)hp->n_embd);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_BLOCK_COUNT], (uint32_t)hp->n_layer);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_FEED_FORWARD_LENGTH], (uint32_t)hp->n_ff);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_ROPE_DIMENSION_COUNT], (uint32_t)hp->n_rot);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_HEAD_COUNT], (uint32_t)hp->n_head);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_HEAD_COUNT_KV], (uint32_t)hp->n_head_kv);
+    if (!e)
+        e = st_gguf_writer_add_f32(w, k[ST_AK_RMS_EPS], hp->rms_eps);
+    if (!e)
+        e = st_gguf_writer_add_f32(w, k[ST_AK_ROPE_FREQ_BASE], hp->rope_base);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_VOCAB_SIZE], (uint32_t)hp->n_vocab);
+    if (!e)
+        e = st_gguf_writer_add_str(w, g[ST_AG_TOK_MODEL], "llama");
+    if (!e)
+        e = st_gguf_writer_add_arr_str(w, g[ST_AG_TOK_TOKENS], (const char *const *)v->toks,
+                                       v->lens, (uint64_t)v->n);
+    if (!e)
+        e = st_gguf_writer_add_arr(w, g[ST_AG_TOK_SCORES], ST_GGUF_FLOAT32, v->scores,
+                                   (uint64_t)v->n);
+    if (!e)
+        e = st_gguf_writer_add_arr(w, g[ST_AG_TOK_TYPES], ST_GGUF_INT32, v->types, (uint64_t)v->n);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, g[ST_AG_TOK_BOS], CV_ID_BOS);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, g[ST_AG_TOK_EOS], CV_ID_EOS);
+    if (!e)
+        e = st_gguf_writer_add_u32(w, g[ST_AG_TOK_UNK], CV_ID_UNK);
+    return e;
+}
+
+int cv_fail(st_err e)
+{
+    fprintf(stderr, "strata: %s\n", st_errmsg(e));
+    return 1;
+}
+
+int st_cmd_convert(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "synth") == 0)
+        return cv_synth(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "llama2c") == 0)
+        return cv_llama2c(argc, argv);
+    fprintf(
+        stderr,
+        "strata: convert: usage: strata convert llama2c IN.bin OUT.gguf [--tokenizer "
+        "tokenizer.bin]\n"
+        "       strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K --ffn F\n"
+        "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] [--ctx C]\n"
+        "                      [--arch llama|qwen2]\n");
+    return 2;
+}

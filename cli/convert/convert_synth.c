@@ -1,0 +1,296 @@
+/* convert_synth.c - `strata convert synth`: a model of the given shape
+ * and dtype with deterministic random weights (the method in cmd_convert.c's
+ * file comment), written as it is generated. */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/convert/convert_impl.h"
+
+#define CV_NORM_STD 0.2                       /* norm weights 1 + N(0, 0.2) */
+#define CV_BIAS_STD 0.2                       /* biases N(0, 0.2) */
+#define CV_MAT_SCALE 0.5                      /* matrices N(0, 0.5 / sqrt(ne0)) */
+#define CV_SYNTH_SEED_KEY "strata.synth.seed" /* Strata's own key: the seed used */
+
+typedef enum cv_kind { CV_MAT = 0, CV_NORM, CV_BIAS } cv_kind; /* norms, biases: F32 */
+
+typedef struct cv_tensor {
+    char name[ST_ARCH_NAME_MAX];
+    int64_t ne0, ne1; /* ne1 == 0: a 1-d tensor */
+    cv_kind kind;
+} cv_tensor;
+
+/* cv_tensor_list - the architecture's tensors in the shared files' order
+ * (a layer's biases after its v projection); *n receives their count;
+ * output.weight only if with_output. */
+static cv_tensor *cv_tensor_list(const st_hparams *hp, bool with_output, size_t *n)
+{
+    enum { PER_LAYER = ST_AT_COUNT - ST_AT_FIRST_LAYER };
+    size_t cap = 3 + PER_LAYER * (size_t)hp->n_layer;
+    cv_tensor *t = calloc(cap, sizeof *t);
+    if (t == NULL)
+        return NULL;
+    const int64_t kv_dim = hp->kv_dim;
+    size_t k = 0;
+    st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, t[k].name);
+    t[k].ne0 = hp->n_embd, t[k].ne1 = hp->n_vocab, k++;
+    for (int64_t l = 0; l < hp->n_layer; l++) {
+        const struct {
+            st_arch_tensor id;
+            int64_t ne0, ne1;
+            cv_kind kind;
+        } b[PER_LAYER] = {
+            {ST_AT_ATTN_NORM, hp->n_embd, 0, CV_NORM},
+            {ST_AT_ATTN_Q, hp->n_embd, hp->n_embd, CV_MAT},
+            {ST_AT_ATTN_K, hp->n_embd, kv_dim, CV_MAT},
+            {ST_AT_ATTN_V, hp->n_embd, kv_dim, CV_MAT},
+            {ST_AT_ATTN_Q_BIAS, hp->n_embd, 0, CV_BIAS},
+            {ST_AT_ATTN_K_BIAS, kv_dim, 0, CV_BIAS},
+            {ST_AT_ATTN_V_BIAS, kv_dim, 0, CV_BIAS},
+            {ST_AT_ATTN_OUT, hp->n_embd, hp->n_embd, CV_MAT},
+            {ST_AT_FFN_NORM, hp->n_embd, 0, CV_NORM},
+            {ST_AT_FFN_GATE, hp->n_embd, hp->n_ff, CV_MAT},
+            {ST_AT_FFN_DOWN, hp->n_ff, hp->n_embd, CV_MAT},
+            {ST_AT_FFN_UP, hp->n_embd, hp->n_ff, CV_MAT},
+        };
+        for (int j = 0; j < PER_LAYER; j++) {
+            if (hp->arch->need[b[j].id] != ST_AN_REQUIRED)
+                continue; /* optional tensors are not written */
+            st_arch_tensor_name(b[j].id, l, t[k].name);
+            t[k].ne0 = b[j].ne0;
+            t[k].ne1 = b[j].ne1;
+            t[k].kind = b[j].kind;
+            k++;
+        }
+    }
+    st_arch_tensor_name(ST_AT_OUTPUT_NORM, 0, t[k].name);
+    t[k].ne0 = hp->n_embd, t[k].kind = CV_NORM, k++;
+    if (with_output) {
+        st_arch_tensor_name(ST_AT_OUTPUT, 0, t[k].name);
+        t[k].ne0 = hp->n_embd, t[k].ne1 = hp->n_vocab, k++;
+    }
+    *n = k;
+    return t;
+}
+
+typedef struct cv_rng {
+    uint64_t s;
+    bool have_spare;
+    double spare;
+} cv_rng;
+
+static uint64_t cv_splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* A standard normal value (Box-Muller, both outputs used). */
+static double cv_normal(cv_rng *r)
+{
+    if (r->have_spare) {
+        r->have_spare = false;
+        return r->spare;
+    }
+    /* u1 in (0, 1], u2 in [0, 1), 53 bits each */
+    double u1 = ((double)(cv_splitmix64(&r->s) >> 11) + 1.0) * 0x1.0p-53;
+    double u2 = (double)(cv_splitmix64(&r->s) >> 11) * 0x1.0p-53;
+    double rad = sqrt(-2.0 * log(u1));
+    r->spare = rad * sin(2.0 * M_PI * u2);
+    r->have_spare = true;
+    return rad * cos(2.0 * M_PI * u2);
+}
+
+/* The stream of one tensor: seed mixed with the FNV-1a hash of its name. */
+static cv_rng cv_rng_for(uint64_t seed, const char *name)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001B3ull;
+    cv_rng r = {seed ^ h, false, 0.0};
+    (void)cv_splitmix64(&r.s);
+    return r;
+}
+
+typedef struct cv_synth_opts {
+    const char *out;
+    st_hparams hp;
+    st_dtype type;
+    uint64_t seed;
+} cv_synth_opts;
+
+/* Parses and checks synth's arguments; returns 0, or 2 after printing. */
+static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->hp.n_ctx_train = ST_LLAMA_DEFAULT_CTX;
+    o->hp.arch = st_arch_by_name("llama");
+    o->seed = 42;
+    o->type = ST_DT_COUNT;
+    int64_t *dst[] = {&o->hp.n_embd, &o->hp.n_layer, &o->hp.n_head,     &o->hp.n_head_kv,
+                      &o->hp.n_ff,   &o->hp.n_vocab, &o->hp.n_ctx_train};
+    const char *flags[] = {"--dim", "--layers", "--heads", "--kv-heads",
+                           "--ffn", "--vocab",  "--ctx"};
+    const int64_t hi[] = {1 << 16, 1 << 10, 1 << 10, 1 << 10, 1 << 20, 1 << 24, 1 << 24};
+    for (int i = 2; i < argc; i++) {
+        const char *f = argv[i], *v;
+        bool done = false;
+        for (int k = 0; k < 7 && !done; k++) {
+            if (strcmp(f, flags[k]) != 0)
+                continue;
+            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, hi[k], dst[k]))
+                return 2;
+            done = true;
+        }
+        if (done)
+            continue;
+        if (strcmp(f, "--type") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)))
+                return 2;
+            /* a weight dtype Strata writes: K-quants are read only, Q8_K
+             * is an activation format */
+            if (st_dtype_from_name(v, &o->type) != ST_K_OK ||
+                st_kernels_ref()->from_float[o->type] == NULL ||
+                st_kernels_ref()->mul_mat[o->type] == NULL) {
+                fprintf(stderr, "strata: --type: '%s' is not one of f32, f16, bf16, q8_0, q4_0\n",
+                        v);
+                return 2;
+            }
+        } else if (strcmp(f, "--arch") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)))
+                return 2;
+            if ((o->hp.arch = st_arch_by_name(v)) == NULL) {
+                fprintf(stderr, "strata: --arch: '%s' is not one of llama, qwen2\n", v);
+                return 2;
+            }
+        } else if (strcmp(f, "--seed") == 0) {
+            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_u64(f, v, &o->seed))
+                return 2;
+        } else if (f[0] == '-' && f[1] != '\0') {
+            fprintf(stderr, "strata: convert synth: unknown option '%s'\n", f);
+            return 2;
+        } else if (o->out == NULL) {
+            o->out = f;
+        } else {
+            fprintf(stderr, "strata: convert synth: unexpected argument '%s'\n", f);
+            return 2;
+        }
+    }
+    if (o->out == NULL) {
+        fprintf(stderr, "strata: convert synth: missing OUT.gguf\n");
+        return 2;
+    }
+    for (int k = 0; k < 6; k++) {
+        if (*dst[k] == 0) {
+            fprintf(stderr, "strata: convert synth: %s is required\n", flags[k]);
+            return 2;
+        }
+    }
+    if (o->type == ST_DT_COUNT) {
+        fprintf(stderr, "strata: convert synth: --type is required\n");
+        return 2;
+    }
+    st_hparams *hp = &o->hp;
+    if (hp->n_embd % hp->n_head != 0) {
+        fprintf(stderr, "strata: convert synth: --heads %lld does not divide --dim %lld\n",
+                (long long)hp->n_head, (long long)hp->n_embd);
+        return 2;
+    }
+    if (hp->n_head % hp->n_head_kv != 0) {
+        fprintf(stderr, "strata: convert synth: --kv-heads %lld does not divide --heads %lld\n",
+                (long long)hp->n_head_kv, (long long)hp->n_head);
+        return 2;
+    }
+    if ((hp->n_embd / hp->n_head) % 2 != 0) {
+        fprintf(stderr,
+                "strata: convert synth: head dim %lld (--dim / --heads) must be even for RoPE\n",
+                (long long)(hp->n_embd / hp->n_head));
+        return 2;
+    }
+    if (hp->n_vocab < CV_MIN_VOCAB) {
+        fprintf(stderr,
+                "strata: convert synth: --vocab %lld is below %d (3 special + 256 byte tokens)\n",
+                (long long)hp->n_vocab, CV_MIN_VOCAB);
+        return 2;
+    }
+    int64_t blck = st_dtype_info_of(o->type)->blck;
+    if (hp->n_embd % blck != 0 || hp->n_ff % blck != 0) {
+        fprintf(stderr,
+                "strata: convert synth: --type %s needs --dim and --ffn multiples of %lld (got "
+                "%lld, %lld)\n",
+                st_dtype_info_of(o->type)->name, (long long)blck, (long long)hp->n_embd,
+                (long long)hp->n_ff);
+        return 2;
+    }
+    cv_hparams_derive(hp);
+    return 0;
+}
+
+int cv_synth(int argc, char **argv)
+{
+    cv_synth_opts o;
+    int rc = cv_synth_args(argc, argv, &o);
+    if (rc)
+        return rc;
+    const st_kernel_ops *ops = st_kernels_ref();
+    cv_vocab v;
+    st_err e = cv_vocab_placeholder(&v, o.hp.n_vocab);
+    if (e)
+        return cv_fail(e);
+    size_t nt;
+    cv_tensor *ts = cv_tensor_list(&o.hp, true, &nt);
+    float *row = malloc((size_t)(o.hp.n_embd > o.hp.n_ff ? o.hp.n_embd : o.hp.n_ff) * sizeof *row);
+    void *qrow = malloc((size_t)(o.hp.n_embd > o.hp.n_ff ? o.hp.n_embd : o.hp.n_ff) *
+                        sizeof(float));
+    st_gguf_writer *w = NULL;
+    if (ts == NULL || row == NULL || qrow == NULL) {
+        e = st_errorf(ST_ENOMEM, "convert: synth buffers");
+        goto done;
+    }
+    e = st_gguf_writer_open(o.out, &w);
+    if (!e)
+        e = cv_add_meta(w, "strata-synth", o.type, &o.hp, &v);
+    if (!e)
+        e = st_gguf_writer_add_u64(w, CV_SYNTH_SEED_KEY, o.seed);
+    for (size_t i = 0; i < nt && !e; i++) {
+        int64_t ne[2] = {ts[i].ne0, ts[i].ne1};
+        e = st_gguf_writer_add_tensor_info(w, ts[i].name, ts[i].kind ? ST_DT_F32 : o.type,
+                                           ts[i].ne1 ? 2 : 1, ne, NULL);
+    }
+    if (!e)
+        e = st_gguf_writer_begin_data(w);
+    for (size_t i = 0; i < nt && !e; i++) {
+        const cv_tensor *t = &ts[i];
+        st_dtype dt = t->kind ? ST_DT_F32 : o.type;
+        cv_rng r = cv_rng_for(o.seed, t->name);
+        double std = t->kind == CV_NORM   ? CV_NORM_STD
+                     : t->kind == CV_BIAS ? CV_BIAS_STD
+                                          : CV_MAT_SCALE / sqrt((double)t->ne0);
+        size_t rbytes;
+        if (st_row_size(dt, t->ne0, &rbytes) != ST_K_OK) {
+            e = st_errorf(ST_EINTERNAL, "convert: row of '%s'", t->name);
+            break;
+        }
+        int64_t rows = t->ne1 ? t->ne1 : 1;
+        for (int64_t j = 0; j < rows && !e; j++) {
+            for (int64_t c = 0; c < t->ne0; c++)
+                row[c] = (float)((t->kind == CV_NORM ? 1.0 : 0.0) + std * cv_normal(&r));
+            ops->from_float[dt](row, qrow, t->ne0);
+            e = st_gguf_writer_write(w, qrow, rbytes);
+        }
+    }
+    if (!e)
+        e = st_gguf_writer_finish(w);
+done:
+    st_gguf_writer_free(w);
+    free(row);
+    free(qrow);
+    free(ts);
+    cv_vocab_free(&v);
+    return e ? cv_fail(e) : 0;
+}

@@ -1,0 +1,227 @@
+/* arch.c - the architecture table, key and tensor names (see arch.h). */
+#include "common/model/arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ARCH_LAYER_PREFIX "blk."
+#define ARCH_LAYER_MAX (1 << 30) /* larger layer numbers are not layers of ours */
+
+/* The rope scaling type meaning "no scaling" (llama.cpp's name). */
+#define ARCH_ROPE_SCALING_NONE "none"
+
+static const char *const arch_key_suffix[ST_AK_COUNT] = {
+    [ST_AK_CONTEXT_LENGTH] = "context_length",
+    [ST_AK_EMBEDDING_LENGTH] = "embedding_length",
+    [ST_AK_BLOCK_COUNT] = "block_count",
+    [ST_AK_FEED_FORWARD_LENGTH] = "feed_forward_length",
+    [ST_AK_HEAD_COUNT] = "attention.head_count",
+    [ST_AK_HEAD_COUNT_KV] = "attention.head_count_kv",
+    [ST_AK_ROPE_DIMENSION_COUNT] = "rope.dimension_count",
+    [ST_AK_ROPE_FREQ_BASE] = "rope.freq_base",
+    [ST_AK_ROPE_SCALING_TYPE] = "rope.scaling.type",
+    [ST_AK_ROPE_SCALE_LINEAR] = "rope.scale_linear",
+    [ST_AK_RMS_EPS] = "attention.layer_norm_rms_epsilon",
+    [ST_AK_VOCAB_SIZE] = "vocab_size",
+    [ST_AK_EXPERT_COUNT] = "expert_count",
+};
+
+static const char *const arch_gkey_names[ST_AG_COUNT] = {
+    [ST_AG_ARCHITECTURE] = "general.architecture",
+    [ST_AG_NAME] = "general.name",
+    [ST_AG_FILE_TYPE] = "general.file_type",
+    [ST_AG_ALIGNMENT] = "general.alignment",
+    [ST_AG_TOK_MODEL] = "tokenizer.ggml.model",
+    [ST_AG_TOK_TOKENS] = "tokenizer.ggml.tokens",
+    [ST_AG_TOK_SCORES] = "tokenizer.ggml.scores",
+    [ST_AG_TOK_TYPES] = "tokenizer.ggml.token_type",
+    [ST_AG_TOK_BOS] = "tokenizer.ggml.bos_token_id",
+    [ST_AG_TOK_EOS] = "tokenizer.ggml.eos_token_id",
+    [ST_AG_TOK_UNK] = "tokenizer.ggml.unknown_token_id",
+};
+
+/* names without the ".weight"/".bias" kind, and which kind */
+static const struct {
+    const char *base;
+    const char *kind;
+} arch_tensor_names[ST_AT_COUNT] = {
+    [ST_AT_TOKEN_EMBD] = {"token_embd", "weight"}, [ST_AT_OUTPUT_NORM] = {"output_norm", "weight"},
+    [ST_AT_OUTPUT] = {"output", "weight"},         [ST_AT_ROPE_FREQS] = {"rope_freqs", "weight"},
+    [ST_AT_ATTN_NORM] = {"attn_norm", "weight"},   [ST_AT_ATTN_Q] = {"attn_q", "weight"},
+    [ST_AT_ATTN_K] = {"attn_k", "weight"},         [ST_AT_ATTN_V] = {"attn_v", "weight"},
+    [ST_AT_ATTN_Q_BIAS] = {"attn_q", "bias"},      [ST_AT_ATTN_K_BIAS] = {"attn_k", "bias"},
+    [ST_AT_ATTN_V_BIAS] = {"attn_v", "bias"},      [ST_AT_ATTN_OUT] = {"attn_output", "weight"},
+    [ST_AT_FFN_NORM] = {"ffn_norm", "weight"},     [ST_AT_FFN_GATE] = {"ffn_gate", "weight"},
+    [ST_AT_FFN_UP] = {"ffn_up", "weight"},         [ST_AT_FFN_DOWN] = {"ffn_down", "weight"},
+};
+
+/* what every architecture requires; rows below change only what differs */
+#define ARCH_BASE_NEEDS                                                                            \
+    [ST_AT_TOKEN_EMBD] = ST_AN_REQUIRED, [ST_AT_OUTPUT_NORM] = ST_AN_REQUIRED,                     \
+    [ST_AT_OUTPUT] = ST_AN_OPTIONAL, [ST_AT_ROPE_FREQS] = ST_AN_ABSENT,                            \
+    [ST_AT_ATTN_NORM] = ST_AN_REQUIRED, [ST_AT_ATTN_Q] = ST_AN_REQUIRED,                           \
+    [ST_AT_ATTN_K] = ST_AN_REQUIRED, [ST_AT_ATTN_V] = ST_AN_REQUIRED,                              \
+    [ST_AT_ATTN_OUT] = ST_AN_REQUIRED, [ST_AT_FFN_NORM] = ST_AN_REQUIRED,                          \
+    [ST_AT_FFN_GATE] = ST_AN_REQUIRED, [ST_AT_FFN_UP] = ST_AN_REQUIRED,                            \
+    [ST_AT_FFN_DOWN] = ST_AN_REQUIRED
+
+static const st_arch arch_table[] = {
+    {.name = "llama",
+     .rope = ST_ROPE_NORM,
+     .need = {ARCH_BASE_NEEDS, [ST_AT_ATTN_Q_BIAS] = ST_AN_OPTIONAL,
+              [ST_AT_ATTN_K_BIAS] = ST_AN_OPTIONAL, [ST_AT_ATTN_V_BIAS] = ST_AN_OPTIONAL}},
+    {.name = "qwen2",
+     .rope = ST_ROPE_NEOX,
+     .need = {ARCH_BASE_NEEDS, [ST_AT_ATTN_Q_BIAS] = ST_AN_REQUIRED,
+              [ST_AT_ATTN_K_BIAS] = ST_AN_REQUIRED, [ST_AT_ATTN_V_BIAS] = ST_AN_REQUIRED}},
+};
+#define ARCH_N (sizeof arch_table / sizeof arch_table[0])
+
+const st_arch *st_arch_by_name(const char *name)
+{
+    for (size_t i = 0; i < ARCH_N; i++)
+        if (strcmp(name, arch_table[i].name) == 0)
+            return &arch_table[i];
+    return NULL;
+}
+
+const char *st_arch_key_name(const st_arch *a, st_arch_key k, char buf[ST_ARCH_NAME_MAX])
+{
+    snprintf(buf, ST_ARCH_NAME_MAX, "%s.%s", a->name, arch_key_suffix[k]);
+    return buf;
+}
+
+const char *st_arch_gkey_name(st_arch_gkey k) { return arch_gkey_names[k]; }
+
+const char *st_arch_tensor_name(st_arch_tensor t, int64_t layer, char buf[ST_ARCH_NAME_MAX])
+{
+    if (t >= ST_AT_FIRST_LAYER)
+        snprintf(buf, ST_ARCH_NAME_MAX, ARCH_LAYER_PREFIX "%lld.%s.%s", (long long)layer,
+                 arch_tensor_names[t].base, arch_tensor_names[t].kind);
+    else
+        snprintf(buf, ST_ARCH_NAME_MAX, "%s.%s", arch_tensor_names[t].base,
+                 arch_tensor_names[t].kind);
+    return buf;
+}
+
+const st_gguf_tensor *st_arch_find(const st_gguf *g, st_arch_tensor t, int64_t layer)
+{
+    char n[ST_ARCH_NAME_MAX];
+    return st_gguf_find_tensor(g, st_arch_tensor_name(t, layer, n));
+}
+
+bool st_arch_head_tied(const st_gguf *g) { return st_arch_find(g, ST_AT_OUTPUT, 0) == NULL; }
+
+/* arch_check_absent - refuses any tensor of g that a marks absent. */
+static st_err arch_check_absent(const st_gguf *g, const st_arch *a)
+{
+    for (uint64_t i = 0; i < st_gguf_n_tensors(g); i++) {
+        const st_gguf_tensor *t = st_gguf_tensor_at(g, i);
+        int64_t l;
+        st_arch_part p = st_arch_part_of(t->name, &l);
+        for (int k = 0; k < ST_AT_COUNT; k++) {
+            if (a->need[k] != ST_AN_ABSENT || (k >= ST_AT_FIRST_LAYER) != (p == ST_AP_LAYER))
+                continue;
+            char n[ST_ARCH_NAME_MAX];
+            if (!st_gguf_str_eq(t->name, st_arch_tensor_name((st_arch_tensor)k, l, n)))
+                continue;
+            if (k == ST_AT_ROPE_FREQS)
+                return st_errorf(ST_EINVAL,
+                                 "tensor '%s' (rope frequency factors, llama3-style "
+                                 "rope scaling) is present; rope scaling is not supported",
+                                 n);
+            return st_errorf(ST_EINVAL,
+                             "tensor '%s' is not used by architecture '%s' and is "
+                             "not supported",
+                             n, a->name);
+        }
+    }
+    return ST_OK;
+}
+
+/* arch_check_rope_scaling - refuses rope scaling of any kind. */
+static st_err arch_check_rope_scaling(const st_gguf *g, const st_arch *a)
+{
+    char key[ST_ARCH_NAME_MAX];
+    st_gguf_str type;
+    st_err e = st_gguf_get_str(g, st_arch_key_name(a, ST_AK_ROPE_SCALING_TYPE, key), &type);
+    if (e == ST_OK && !st_gguf_str_eq(type, ARCH_ROPE_SCALING_NONE))
+        return st_errorf(ST_ETYPE, "%s is '%.*s'; rope scaling is not supported (only '%s')", key,
+                         (int)(type.len > 64 ? 64 : type.len), type.data, ARCH_ROPE_SCALING_NONE);
+    if (e != ST_OK && e != ST_EMISSING)
+        return e;
+    float lin = 1.0f;
+    e = st_gguf_get_f32(g, st_arch_key_name(a, ST_AK_ROPE_SCALE_LINEAR, key), &lin);
+    if (e != ST_OK && e != ST_EMISSING)
+        return e;
+    if (lin != 1.0f)
+        return st_errorf(ST_EINVAL, "%s is %g; rope scaling is not supported (only 1)", key,
+                         (double)lin);
+    st_errclear();
+    return ST_OK;
+}
+
+/* arch_check_experts - refuses a mixture of experts (<arch>.expert_count
+ * above 0): its layers have routers and expert tensors the engine does
+ * not bind (issue 36). */
+static st_err arch_check_experts(const st_gguf *g, const st_arch *a)
+{
+    char key[ST_ARCH_NAME_MAX];
+    uint32_t n = 0;
+    st_err e = st_gguf_get_u32(g, st_arch_key_name(a, ST_AK_EXPERT_COUNT, key), &n);
+    if (e == ST_EMISSING || (e == ST_OK && n == 0)) {
+        st_errclear();
+        return ST_OK;
+    }
+    if (e != ST_OK)
+        return e;
+    return st_errorf(ST_ETYPE, "%s is %u: mixture-of-experts models are not supported", key, n);
+}
+
+st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out)
+{
+    *out = NULL;
+    st_gguf_str name;
+    st_err e = st_gguf_get_str(g, st_arch_gkey_name(ST_AG_ARCHITECTURE), &name);
+    if (e != ST_OK)
+        return e;
+    const st_arch *a = NULL;
+    for (size_t i = 0; i < ARCH_N && a == NULL; i++)
+        if (st_gguf_str_eq(name, arch_table[i].name))
+            a = &arch_table[i];
+    if (a == NULL) /* the list below: the names of arch_table */
+        return st_errorf(ST_ETYPE, "%s is '%.*s'; supported: 'llama', 'qwen2'",
+                         st_arch_gkey_name(ST_AG_ARCHITECTURE),
+                         (int)(name.len > 64 ? 64 : name.len), name.data);
+    if ((e = arch_check_rope_scaling(g, a)) || (e = arch_check_experts(g, a)) ||
+        (e = arch_check_absent(g, a)))
+        return e;
+    *out = a;
+    return ST_OK;
+}
+
+st_arch_part st_arch_part_of(st_gguf_str name, int64_t *layer)
+{
+    *layer = -1;
+    const size_t pl = sizeof ARCH_LAYER_PREFIX - 1;
+    if (name.len > pl && memcmp(name.data, ARCH_LAYER_PREFIX, pl) == 0) {
+        int64_t v = 0;
+        uint64_t i = pl;
+        for (; i < name.len && name.data[i] >= '0' && name.data[i] <= '9'; i++) {
+            v = v * 10 + (name.data[i] - '0');
+            if (v > ARCH_LAYER_MAX)
+                return ST_AP_OTHER;
+        }
+        if (i == pl || i >= name.len || name.data[i] != '.')
+            return ST_AP_OTHER;
+        *layer = v;
+        return ST_AP_LAYER;
+    }
+    char n[ST_ARCH_NAME_MAX];
+    if (st_gguf_str_eq(name, st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, n)))
+        return ST_AP_EMBD;
+    if (st_gguf_str_eq(name, st_arch_tensor_name(ST_AT_OUTPUT_NORM, 0, n)) ||
+        st_gguf_str_eq(name, st_arch_tensor_name(ST_AT_OUTPUT, 0, n)))
+        return ST_AP_HEAD;
+    return ST_AP_OTHER;
+}

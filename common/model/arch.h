@@ -1,0 +1,152 @@
+/* arch.h - the model architectures Strata runs: the one home of their GGUF
+ * key names, tensor names, optional tensors and rotary layout.
+ *
+ * Design. A GGUF file names its architecture in general.architecture; its
+ * hyperparameter keys are "<arch>.<suffix>" (the suffixes are shared by
+ * every architecture, in one table), and its tensors follow llama.cpp's
+ * names ("token_embd.weight", "blk.N.attn_q.weight", ...), also one table.
+ * Per architecture, a row says which tensors are required, optional or
+ * must be absent, and how rope pairs a head's dimensions. Everything that
+ * reads keys or tensor names (the stage's model binding, the coordinator's
+ * model facts, the worker's stage sizes) goes through here; no other file
+ * spells a key or tensor name.
+ *
+ * Supported: "llama" (q/k/v biases optional, as llama.cpp loads them;
+ * normal rope) and "qwen2" (q/k/v biases required; NEOX rope). Both tie the
+ * output head to the token embedding when output.weight is absent. Rope
+ * scaling is not implemented: a file asking for it (rope.scaling.type other
+ * than "none", rope.scale_linear other than 1, or llama3-style frequency
+ * factors in rope_freqs.weight) is refused by st_arch_from_gguf with an
+ * error naming what it asked for.
+ *
+ * This file is the table; common/model/llama.h computes from it (hyperparameters,
+ * bytes per layer, KV bytes). Keys outside the architecture's prefix that
+ * every llama-family file carries (general.*, tokenizer.ggml.*) are named
+ * here too (st_arch_gkey), for the writer of such files (`strata convert`)
+ * and the readers that go through this table. */
+#ifndef ST_ARCH_H
+#define ST_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/base/err.h"
+#include "common/model/gguf.h"
+
+typedef enum st_rope_layout {
+    ST_ROPE_NORM = 0, /* pairs (2i, 2i + 1) of the rotated dims (llama) */
+    ST_ROPE_NEOX = 1, /* pairs (i, i + n_rot / 2) (GPT-NeoX, qwen2) */
+} st_rope_layout;
+
+/* Hyperparameter keys: "<arch>.<suffix>". */
+typedef enum st_arch_key {
+    ST_AK_CONTEXT_LENGTH = 0,
+    ST_AK_EMBEDDING_LENGTH,
+    ST_AK_BLOCK_COUNT,
+    ST_AK_FEED_FORWARD_LENGTH,
+    ST_AK_HEAD_COUNT,
+    ST_AK_HEAD_COUNT_KV,
+    ST_AK_ROPE_DIMENSION_COUNT,
+    ST_AK_ROPE_FREQ_BASE,
+    ST_AK_ROPE_SCALING_TYPE,
+    ST_AK_ROPE_SCALE_LINEAR,
+    ST_AK_RMS_EPS,
+    ST_AK_VOCAB_SIZE,
+    ST_AK_EXPERT_COUNT, /* present and nonzero: a mixture of experts (refused) */
+    ST_AK_COUNT
+} st_arch_key;
+
+/* Keys without the architecture's prefix. */
+typedef enum st_arch_gkey {
+    ST_AG_ARCHITECTURE = 0, /* general.architecture: the row of the table */
+    ST_AG_NAME,             /* general.name */
+    ST_AG_FILE_TYPE,        /* general.file_type (llama.cpp's ftype number) */
+    ST_AG_ALIGNMENT,        /* general.alignment */
+    ST_AG_TOK_MODEL,        /* tokenizer.ggml.model ("llama": SentencePiece, "gpt2": BPE) */
+    ST_AG_TOK_TOKENS,       /* tokenizer.ggml.tokens */
+    ST_AG_TOK_SCORES,       /* tokenizer.ggml.scores */
+    ST_AG_TOK_TYPES,        /* tokenizer.ggml.token_type */
+    ST_AG_TOK_BOS,          /* tokenizer.ggml.bos_token_id */
+    ST_AG_TOK_EOS,          /* tokenizer.ggml.eos_token_id */
+    ST_AG_TOK_UNK,          /* tokenizer.ggml.unknown_token_id */
+    ST_AG_COUNT
+} st_arch_gkey;
+
+/* Tensors: global ones, then the per-layer ones ("blk.N." prefix). */
+typedef enum st_arch_tensor {
+    ST_AT_TOKEN_EMBD = 0, /* [n_embd, n_vocab] */
+    ST_AT_OUTPUT_NORM,    /* [n_embd] f32 */
+    ST_AT_OUTPUT,         /* [n_embd, n_vocab]; absent: tied to the embedding */
+    ST_AT_ROPE_FREQS,     /* llama3-style rope frequency factors (never supported) */
+    ST_AT_ATTN_NORM,      /* [n_embd] f32 */
+    ST_AT_ATTN_Q,         /* [n_embd, n_embd] */
+    ST_AT_ATTN_K,         /* [n_embd, kv_dim] */
+    ST_AT_ATTN_V,         /* [n_embd, kv_dim] */
+    ST_AT_ATTN_Q_BIAS,    /* [n_embd] f32 */
+    ST_AT_ATTN_K_BIAS,    /* [kv_dim] f32 */
+    ST_AT_ATTN_V_BIAS,    /* [kv_dim] f32 */
+    ST_AT_ATTN_OUT,       /* [n_embd, n_embd] */
+    ST_AT_FFN_NORM,       /* [n_embd] f32 */
+    ST_AT_FFN_GATE,       /* [n_embd, n_ff] */
+    ST_AT_FFN_UP,         /* [n_embd, n_ff] */
+    ST_AT_FFN_DOWN,       /* [n_ff, n_embd] */
+    ST_AT_COUNT
+} st_arch_tensor;
+
+#define ST_AT_FIRST_LAYER ST_AT_ATTN_NORM /* the first per-layer tensor */
+
+typedef enum st_arch_need {
+    ST_AN_ABSENT = 0, /* must not be in the file (its meaning is not implemented) */
+    ST_AN_REQUIRED = 1,
+    ST_AN_OPTIONAL = 2,
+} st_arch_need;
+
+typedef struct st_arch {
+    const char *name; /* general.architecture, and the key prefix */
+    st_rope_layout rope;
+    st_arch_need need[ST_AT_COUNT];
+} st_arch;
+
+/* Longest key or tensor name built here, with its NUL. */
+#define ST_ARCH_NAME_MAX 96
+
+/* st_arch_from_gguf - the architecture of g (general.architecture), after
+ * checking that g asks for nothing the engine does not implement: rope
+ * scaling (see the file comment) and tensors the architecture marks
+ * absent. ST_ETYPE names an unsupported architecture or rope scaling type,
+ * ST_EINVAL a present tensor or scale that is not supported. */
+st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out);
+
+/* st_arch_by_name - the row of architecture name, or NULL if unsupported. */
+const st_arch *st_arch_by_name(const char *name);
+
+/* st_arch_key_name - "<arch>.<suffix>" of key k into buf; returns buf. */
+const char *st_arch_key_name(const st_arch *a, st_arch_key k, char buf[ST_ARCH_NAME_MAX]);
+
+/* st_arch_gkey_name - the full name of key k (a static string). */
+const char *st_arch_gkey_name(st_arch_gkey k);
+
+/* st_arch_tensor_name - the file's name of tensor t ("blk.<layer>." prefix
+ * for per-layer tensors; layer is ignored for global ones); returns buf. */
+const char *st_arch_tensor_name(st_arch_tensor t, int64_t layer, char buf[ST_ARCH_NAME_MAX]);
+
+/* st_arch_find - tensor t of layer in g, or NULL when the file has none. */
+const st_gguf_tensor *st_arch_find(const st_gguf *g, st_arch_tensor t, int64_t layer);
+
+/* st_arch_head_tied - whether g's head is the token embedding (no output.weight). */
+bool st_arch_head_tied(const st_gguf *g);
+
+/* Where a tensor's bytes belong when a model is split into stages. */
+typedef enum st_arch_part {
+    ST_AP_OTHER = 0, /* neither a layer, the embedding nor the head */
+    ST_AP_LAYER,     /* "blk.N.*": layer N */
+    ST_AP_EMBD,      /* the token embedding (also the head's, when tied) */
+    ST_AP_HEAD,      /* output norm and output */
+} st_arch_part;
+
+/* st_arch_part_of - the part tensor name belongs to; *layer is its layer
+ * for ST_AP_LAYER (-1 otherwise). */
+st_arch_part st_arch_part_of(st_gguf_str name, int64_t *layer);
+
+#endif

@@ -1,0 +1,219 @@
+/* llama.c - the llama-family model schema computed from arch.c's tables
+ * (see llama.h).
+ *
+ * Design. A model's facts are read once, here, for everyone: the stage's
+ * model binding (worker/engine/model.c) checks its tensors against st_hparams;
+ * the worker daemon checks a Prepare's stage against its memory budget
+ * with st_minfo_stage_bytes and st_kv_bytes; the coordinator places
+ * stages with st_minfo's per-layer bytes and kv_bytes_per_token_layer
+ * (st_kv_bytes of one token and layer); `strata plan --dry-run` plans with
+ * the same facts. Before this module the worker and the coordinator each
+ * had a reader with its own defaults and its own loop attributing tensors
+ * to layers, and nothing but care kept them equal.
+ *
+ * Hyperparameters are validated completely before anyone uses them (the
+ * engine divides by head counts and indexes by dimensions). Counts are
+ * 1..2^31; a missing optional key takes llama.cpp's default. Byte sums
+ * follow the tensor table's names (st_arch_part_of), not the
+ * hyperparameters: a tensor the binding does not use still costs memory
+ * when it belongs to a layer, and a layer the file lacks is an error here
+ * rather than a zero-byte stage. */
+#include "common/model/llama.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+/* llama_count - the count at key, or dflt when the key is absent and not
+ * required; ST_ERANGE outside 1..ST_LLAMA_MAX_COUNT. */
+static st_err llama_count(const st_gguf *g, const char *key, bool required, int64_t dflt,
+                          int64_t *out)
+{
+    uint64_t v;
+    st_err e = st_gguf_get_u64(g, key, &v);
+    if (e == ST_EMISSING && !required) {
+        *out = dflt;
+        st_errclear();
+        return ST_OK;
+    }
+    if (e != ST_OK)
+        return e;
+    if (v == 0 || v > ST_LLAMA_MAX_COUNT)
+        return st_errorf(ST_ERANGE, "key '%s' = %llu is out of range 1..2^31", key,
+                         (unsigned long long)v);
+    *out = (int64_t)v;
+    return ST_OK;
+}
+
+/* llama_float - the f32 at key, dflt when absent (required: ST_EMISSING). */
+static st_err llama_float(const st_gguf *g, const char *key, bool required, float dflt, float *out)
+{
+    *out = dflt;
+    st_err e = st_gguf_get_f32(g, key, out);
+    if (e == ST_EMISSING && !required) {
+        *out = dflt;
+        st_errclear();
+        return ST_OK;
+    }
+    return e;
+}
+
+st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
+{
+    memset(hp, 0, sizeof *hp);
+    const st_arch *a;
+    st_err e = st_arch_from_gguf(g, &a);
+    if (e != ST_OK)
+        return e;
+    hp->arch = a;
+    hp->rope = a->rope;
+    char k[ST_AK_COUNT][ST_ARCH_NAME_MAX];
+    for (int i = 0; i < ST_AK_COUNT; i++)
+        st_arch_key_name(a, (st_arch_key)i, k[i]);
+    if ((e = llama_count(g, k[ST_AK_EMBEDDING_LENGTH], true, 0, &hp->n_embd)) ||
+        (e = llama_count(g, k[ST_AK_BLOCK_COUNT], true, 0, &hp->n_layer)) ||
+        (e = llama_count(g, k[ST_AK_HEAD_COUNT], true, 0, &hp->n_head)) ||
+        (e = llama_count(g, k[ST_AK_FEED_FORWARD_LENGTH], true, 0, &hp->n_ff)) ||
+        (e = llama_count(g, k[ST_AK_HEAD_COUNT_KV], false, hp->n_head, &hp->n_head_kv)) ||
+        (e = llama_count(g, k[ST_AK_CONTEXT_LENGTH], false, ST_LLAMA_DEFAULT_CTX,
+                         &hp->n_ctx_train)))
+        return e;
+    if (hp->n_embd % hp->n_head != 0)
+        return st_errorf(ST_ESHAPE, "embedding_length %lld is not a multiple of head_count %lld",
+                         (long long)hp->n_embd, (long long)hp->n_head);
+    if (hp->n_head % hp->n_head_kv != 0)
+        return st_errorf(ST_ESHAPE, "head_count %lld is not a multiple of head_count_kv %lld",
+                         (long long)hp->n_head, (long long)hp->n_head_kv);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    hp->kv_dim = hp->n_head_kv * hp->head_dim;
+    if ((e = llama_count(g, k[ST_AK_ROPE_DIMENSION_COUNT], false, hp->head_dim, &hp->n_rot)))
+        return e;
+    if (hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0)
+        return st_errorf(ST_ESHAPE, "rope.dimension_count %lld must be even and <= head dim %lld",
+                         (long long)hp->n_rot, (long long)hp->head_dim);
+    if ((e = llama_float(g, k[ST_AK_ROPE_FREQ_BASE], false, ST_LLAMA_DEFAULT_ROPE_BASE,
+                         &hp->rope_base)) ||
+        (e = llama_float(g, k[ST_AK_RMS_EPS], true, 0.0f, &hp->rms_eps)))
+        return e;
+    if (!(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f))
+        return st_errorf(ST_ERANGE, "layer_norm_rms_epsilon %g is not in (0, 1)",
+                         (double)hp->rms_eps);
+    if (!(hp->rope_base > 0.0f && isfinite(hp->rope_base)))
+        return st_errorf(ST_ERANGE, "rope.freq_base %g is not positive and finite",
+                         (double)hp->rope_base);
+    /* vocab: from the key if present, else from the embedding's rows */
+    char embd[ST_ARCH_NAME_MAX];
+    st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, embd);
+    const st_gguf_tensor *te = st_gguf_find_tensor(g, embd);
+    if (te == NULL)
+        return st_errorf(ST_EMISSING, "tensor '%s' is missing", embd);
+    if (te->ne[1] < 1 || (uint64_t)te->ne[1] > ST_LLAMA_MAX_COUNT)
+        return st_errorf(ST_ESHAPE, "tensor '%s' has %lld rows", embd, (long long)te->ne[1]);
+    return llama_count(g, k[ST_AK_VOCAB_SIZE], false, te->ne[1], &hp->n_vocab);
+}
+
+size_t st_kv_bytes(int64_t n_layers, int64_t n_ctx, int64_t kv_dim)
+{
+    if (n_layers <= 0 || n_ctx <= 0 || kv_dim <= 0)
+        return 0;
+    const unsigned kv_tensors = 2; /* K and V */
+    unsigned __int128 b = (unsigned __int128)n_layers * (uint64_t)n_ctx * (uint64_t)kv_dim *
+                          ST_KV_ELEM_BYTES * kv_tensors;
+    if (b > (unsigned __int128)SIZE_MAX / kv_tensors)
+        return 0;
+    return (size_t)b;
+}
+
+/* minfo_sums - the bytes of g's tensors by part into m (n_layer set,
+ * layer_bytes zeroed), and per dtype of the layers' tensors into dt. */
+static st_err minfo_sums(const st_gguf *g, st_minfo *m, uint64_t dt[ST_DT_COUNT])
+{
+    m->head_tied = st_arch_head_tied(g);
+    for (uint64_t i = 0; i < st_gguf_n_tensors(g); i++) {
+        const st_gguf_tensor *t = st_gguf_tensor_at(g, i);
+        m->total_bytes += t->nbytes;
+        int64_t l;
+        switch (st_arch_part_of(t->name, &l)) {
+        case ST_AP_LAYER: /* every tensor of the layer: weights, norms, biases */
+            if (l >= m->n_layer)
+                return st_errorf(ST_ESHAPE, "tensor '%.*s' names layer %lld of a %u-layer model",
+                                 (int)t->name.len, t->name.data, (long long)l, m->n_layer);
+            m->layer_bytes[l] += t->nbytes;
+            if ((unsigned)t->dtype < ST_DT_COUNT)
+                dt[t->dtype] += t->nbytes;
+            break;
+        case ST_AP_EMBD:
+            m->embd_bytes += t->nbytes;
+            if (m->head_tied)
+                m->head_bytes += t->nbytes;
+            break;
+        case ST_AP_HEAD:
+            m->head_bytes += t->nbytes;
+            break;
+        case ST_AP_OTHER:
+            break;
+        }
+    }
+    for (uint32_t l = 0; l < m->n_layer; l++)
+        if (m->layer_bytes[l] == 0)
+            return st_errorf(ST_EMISSING, "layer %u has no tensors (blk.%u.*)", l, l);
+    return ST_OK;
+}
+
+st_err st_minfo_from_gguf(const st_gguf *g, st_minfo *m)
+{
+    memset(m, 0, sizeof *m);
+    st_hparams hp;
+    st_err e = st_hparams_from_gguf(g, &hp);
+    if (e != ST_OK)
+        return e;
+    /* every count is within 1..2^31 (st_hparams_from_gguf) */
+    m->n_layer = (uint32_t)hp.n_layer;
+    m->n_embd = (uint32_t)hp.n_embd;
+    m->n_head = (uint32_t)hp.n_head;
+    m->n_head_kv = (uint32_t)hp.n_head_kv;
+    m->n_vocab = (uint32_t)hp.n_vocab;
+    m->n_ctx_train = (uint32_t)hp.n_ctx_train;
+    m->kv_bytes_per_token_layer = st_kv_bytes(1, 1, hp.kv_dim);
+    m->layer_bytes = calloc(m->n_layer, sizeof *m->layer_bytes);
+    if (m->layer_bytes == NULL)
+        return st_errorf(ST_ENOMEM, "layer table of %u layers", m->n_layer);
+    uint64_t dt_bytes[ST_DT_COUNT] = {0};
+    if ((e = minfo_sums(g, m, dt_bytes)) || (e = st_gguf_model_id(g, m->model_id))) {
+        st_minfo_free(m);
+        return e;
+    }
+    int best = 0;
+    for (int d = 1; d < ST_DT_COUNT; d++)
+        if (dt_bytes[d] > dt_bytes[best])
+            best = d;
+    snprintf(m->dtype, sizeof m->dtype, "%s", st_dtype_info_of((st_dtype)best)->name);
+    st_gguf_str name;
+    if (st_gguf_get_str(g, st_arch_gkey_name(ST_AG_NAME), &name) == ST_OK)
+        snprintf(m->name, sizeof m->name, "%.*s",
+                 (int)(name.len < sizeof m->name ? name.len : sizeof m->name - 1), name.data);
+    st_errclear();
+    return ST_OK;
+}
+
+void st_minfo_free(st_minfo *m)
+{
+    free(m->layer_bytes);
+    m->layer_bytes = NULL;
+}
+
+uint64_t st_minfo_stage_bytes(const st_minfo *m, uint32_t first, uint32_t last)
+{
+    uint64_t sum = 0;
+    for (uint32_t l = first; l < last; l++)
+        sum += m->layer_bytes[l];
+    const bool head = last == m->n_layer;
+    if (first == 0 && !(head && m->head_tied))
+        sum += m->embd_bytes; /* a tied head holds it: counted with the head */
+    if (head)
+        sum += m->head_bytes;
+    return sum;
+}

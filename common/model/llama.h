@@ -1,0 +1,110 @@
+/* llama.h - the llama-family model schema: what a GGUF file of a supported
+ * architecture says about its model, read in one place for every reader
+ * (the stage's model binding, the worker daemon's memory check, the
+ * coordinator's model facts, `strata plan --dry-run`).
+ *
+ * Two files share the schema: common/model/arch.{h,c} is the table (key
+ * suffixes, tensor names, which tensors each architecture requires, rope
+ * layout, which part of a split model a tensor belongs to), and this
+ * module is what is computed from it: the hyperparameters with their
+ * defaults and checks, the bytes of each layer, of the embedding and of
+ * the head, the bytes of a stage's weights, and the bytes of a KV cache.
+ * The worker's and the coordinator's memory accounting both call these
+ * functions, so they agree by construction. */
+#ifndef ST_LLAMA_H
+#define ST_LLAMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/model/arch.h"
+#include "common/base/err.h"
+#include "common/model/gguf.h"
+
+/* Defaults of optional keys (llama.cpp's). */
+#define ST_LLAMA_DEFAULT_CTX 2048           /* <arch>.context_length */
+#define ST_LLAMA_DEFAULT_ROPE_BASE 10000.0f /* <arch>.rope.freq_base */
+
+/* The largest count a hyperparameter key may hold (2^31). */
+#define ST_LLAMA_MAX_COUNT (1ull << 31)
+
+/* The KV cache holds K and V in f32: bytes of one element. */
+#define ST_KV_ELEM_BYTES sizeof(float)
+
+typedef struct st_hparams {
+    const st_arch *arch; /* the architecture's row of common/model/arch.h */
+    st_rope_layout rope; /* pairing of rotated dims (arch->rope) */
+    int64_t n_embd;      /* model width */
+    int64_t n_layer;     /* blocks */
+    int64_t n_head;      /* query heads */
+    int64_t n_head_kv;   /* key/value heads (GQA when < n_head) */
+    int64_t head_dim;    /* n_embd / n_head */
+    int64_t kv_dim;      /* n_head_kv * head_dim */
+    int64_t n_ff;        /* FFN width */
+    int64_t n_vocab;     /* vocabulary */
+    int64_t n_ctx_train; /* context the model was trained for */
+    int64_t n_rot;       /* rotated dims per head (rope.dimension_count) */
+    float rope_base;     /* rope.freq_base */
+    float rms_eps;       /* attention.layer_norm_rms_epsilon */
+} st_hparams;
+
+/* st_hparams_from_gguf - reads the hyperparameters of g and checks them:
+ * a supported architecture without rope scaling (st_arch_from_gguf);
+ * embedding_length, block_count, head_count, feed_forward_length and
+ * layer_norm_rms_epsilon present; counts in 1..2^31; heads dividing the
+ * width, KV heads dividing heads; rotated dims even and within a head;
+ * epsilon in (0, 1), base positive and finite. Optional keys default to
+ * head_count (head_count_kv), ST_LLAMA_DEFAULT_CTX (context_length), the
+ * head dim (rope.dimension_count), ST_LLAMA_DEFAULT_ROPE_BASE and the
+ * token embedding's rows (vocab_size). ST_EMISSING / ST_ETYPE / ST_ERANGE
+ * / ST_ESHAPE name the key or tensor at fault. */
+st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp);
+
+/* st_kv_bytes - bytes of a KV cache of n_layers layers, n_ctx positions
+ * and kv_dim values per position and layer, K and V (ST_KV_ELEM_BYTES
+ * each); 0 when a dimension is not positive or the size overflows. The
+ * worker allocates this and the coordinator reserves it. */
+size_t st_kv_bytes(int64_t n_layers, int64_t n_ctx, int64_t kv_dim);
+
+/* What placement and the memory checks need to know about a model: its
+ * hyperparameters that bound requests, and the bytes of its tensors by
+ * the part of a split model they belong to (st_arch_part_of): "blk.N.*"
+ * (biases included) to layer N, token_embd to the embedding, output_norm
+ * and output to the head, which holds the embedding too when tied (no
+ * output.weight). Other tensors count in the total only. */
+typedef struct st_minfo {
+    uint32_t n_layer;
+    uint32_t n_embd;
+    uint32_t n_head;
+    uint32_t n_head_kv;
+    uint32_t n_vocab;
+    uint32_t n_ctx_train;
+    uint64_t kv_bytes_per_token_layer; /* st_kv_bytes(1, 1, kv_dim) */
+    uint64_t *layer_bytes;             /* [n_layer]: every tensor of blk.L.* */
+    uint64_t embd_bytes;               /* token_embd.weight */
+    uint64_t head_bytes;               /* output_norm + output (or the tied embedding) */
+    uint64_t total_bytes;              /* every tensor */
+    bool head_tied;                    /* no output.weight: the head is the embedding */
+    char dtype[8];                     /* weight dtype with the most layer bytes */
+    uint8_t model_id[32];
+    char name[128]; /* general.name, or "" */
+} st_minfo;
+
+/* st_minfo_from_gguf - the facts of g: its hyperparameters
+ * (st_hparams_from_gguf, the one reader) and its tensor bytes by part.
+ * Besides the hyperparameters' errors, ST_ESHAPE names a tensor of a layer
+ * beyond block_count, ST_EMISSING a layer without tensors. On error *out
+ * holds nothing to free. */
+st_err st_minfo_from_gguf(const st_gguf *g, st_minfo *out);
+
+/* st_minfo_free - frees the per-layer table; a zeroed struct is a no-op. */
+void st_minfo_free(st_minfo *m);
+
+/* st_minfo_stage_bytes - bytes of the weights a stage of layers
+ * [first, last) holds: its layers, the embedding when first == 0, the
+ * head when last == n_layer, a tied embedding once when it is both.
+ * Requires first < last <= n_layer. */
+uint64_t st_minfo_stage_bytes(const st_minfo *m, uint32_t first, uint32_t last);
+
+#endif

@@ -1,0 +1,149 @@
+/* exposure.c - protected mode: listen addresses without a key (see
+ * exposure.h). */
+#include "common/net/exposure.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/base/log.h"
+
+#define EXP_HOST_MAX 256
+#define EXP_LOOPBACK_NET 127 /* 127.0.0.0/8 */
+#define EXP_LIST_MAX 512     /* the warning's list of exposed addresses */
+#define EXP_DIR_MODE 0700    /* the local key directory: its user only */
+
+/* exp_host - the host part of SCHEME://HOST[:PORT][/PATH] into host
+ * (brackets of [v6] removed); false if url has no "://". */
+static bool exp_host(const char *url, char host[EXP_HOST_MAX])
+{
+    const char *p = strstr(url, "://");
+    if (p == NULL)
+        return false;
+    p += 3;
+    const char *end;
+    if (*p == '[') {
+        p++;
+        end = strchr(p, ']');
+        if (end == NULL)
+            return false;
+    } else {
+        end = p + strcspn(p, "/");
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        if (colon != NULL)
+            end = colon;
+    }
+    size_t n = (size_t)(end - p);
+    if (n >= EXP_HOST_MAX)
+        return false;
+    memcpy(host, p, n);
+    host[n] = '\0';
+    return true;
+}
+
+bool st_addr_is_local(const char *url)
+{
+    static const char *const local_schemes[] = {"ipc://", "inproc://", "abstract://", NULL};
+    for (int i = 0; local_schemes[i] != NULL; i++)
+        if (strncmp(url, local_schemes[i], strlen(local_schemes[i])) == 0)
+            return true;
+    char host[EXP_HOST_MAX];
+    if (!exp_host(url, host))
+        return false;
+    if (strcasecmp(host, "localhost") == 0)
+        return true;
+    struct in_addr a4;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == EXP_LOOPBACK_NET;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET6, host, &a6) == 1) {
+        if (IN6_IS_ADDR_LOOPBACK(&a6))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == EXP_LOOPBACK_NET;
+    }
+    return false; /* a name, "*", "" or an unspecified address */
+}
+
+st_err st_listen_check(const char *who, const char *const *flags, const char *const *urls, size_t n,
+                       bool keyed, bool insecure)
+{
+    if (keyed)
+        return ST_OK;
+    char exposed[EXP_LIST_MAX] = "";
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (urls[i] == NULL || st_addr_is_local(urls[i]))
+            continue;
+        if (!insecure)
+            return st_errorf(ST_EINVAL,
+                             "%s %s reaches beyond loopback and there is no cluster "
+                             "key, so anyone on the network could join and inject frames: give "
+                             "--cluster-key FILE (`strata keygen FILE` makes one), or --insecure "
+                             "to listen unprotected anyway",
+                             flags[i], urls[i]);
+        int w = snprintf(exposed + len, sizeof exposed - len, "%s%s %s", len ? ", " : "", flags[i],
+                         urls[i]);
+        if (w > 0 && (size_t)w < sizeof exposed - len)
+            len += (size_t)w;
+    }
+    if (len > 0)
+        st_log(ST_LOG_WARN, who,
+               "--insecure: listening beyond loopback without a cluster key "
+               "(%s): anyone who can reach it can join, inject frames and read activations",
+               exposed);
+    return ST_OK;
+}
+
+/* exp_key_dir - the local key directory into out (created when create). */
+static st_err exp_key_dir(bool create, char *out, size_t cap)
+{
+    const char *rt = getenv("XDG_RUNTIME_DIR");
+    int n = rt && rt[0] == '/' ? snprintf(out, cap, "%s/strata", rt)
+                               : snprintf(out, cap, "/tmp/strata-%u", (unsigned)getuid());
+    if (n < 0 || (size_t)n >= cap)
+        return st_errorf(ST_ERANGE, "the local key directory's name is too long");
+    if (create && mkdir(out, EXP_DIR_MODE) != 0 && errno != EEXIST)
+        return st_err_errno(errno, out);
+    struct stat st;
+    if (lstat(out, &st) != 0)
+        return st_err_errno(errno, out);
+    if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() || (st.st_mode & (S_IRWXG | S_IRWXO)))
+        return st_errorf(ST_EAUTH,
+                         "%s is not a directory of this user's alone (mode %o): the "
+                         "local cluster key cannot be kept there",
+                         out, (unsigned)(st.st_mode & 0777));
+    return ST_OK;
+}
+
+st_err st_local_key_path(const char *url, bool create, char *out, size_t cap)
+{
+    char host[EXP_HOST_MAX];
+    const char *colon = strrchr(url, ':');
+    if (strncmp(url, "tcp://", 6) != 0 || !st_addr_is_local(url) || !exp_host(url, host) ||
+        colon == NULL || colon[1] == '\0' || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+        return st_errorf(ST_EINVAL, "%s is not a loopback tcp address with a port", url);
+    for (char *p = host; *p; p++)
+        if (*p == ':' || *p == '/')
+            *p = '_'; /* [::1] */
+    char dir[EXP_HOST_MAX * 2];
+    st_err e = exp_key_dir(create, dir, sizeof dir);
+    if (e != ST_OK)
+        return e;
+    int n = snprintf(out, cap, "%s/coordinator-%s-%s.key", dir, host, colon + 1);
+    if (n < 0 || (size_t)n >= cap)
+        return st_errorf(ST_ERANGE, "the local key file's name is too long");
+    return ST_OK;
+}
+
+bool st_local_key_find(const char *url, char *out, size_t cap)
+{
+    if (st_local_key_path(url, false, out, cap) != ST_OK)
+        return false;
+    return access(out, R_OK) == 0;
+}
