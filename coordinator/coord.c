@@ -5,10 +5,12 @@
  * plan, the round in progress, the scheduler's requests and sessions) is
  * read and written by the thread that runs st_coord_run and by nobody
  * else. NNG's threads only complete aios whose callbacks push events into
- * the st_cq (net.c); this loop pops them, acts, and then runs its timers
- * (heartbeat expiry, step deadlines, queue timeouts, parked polls) and the
- * pump (commit when ready and idle, form and send the next batch, end
- * finished sessions on the workers). With replicas a batch carries its
+ * the st_cq (net.c); the in-process HTTP gateway hands its requests to
+ * the attachment (gateway.c), which this loop takes before the pump and
+ * whose progress it pushes after it. This loop pops the events, acts, and
+ * then runs its timers (heartbeat expiry, step deadlines, queue timeouts,
+ * parked polls) and the pump (commit when ready and idle, form and send
+ * the next batch, end finished sessions on the workers). With replicas a batch carries its
  * route (a replica index per stage) and goes to its route's stage-0
  * worker; each worker forwards it to the route's next worker. Nothing
  * blocks here: every outgoing

@@ -85,7 +85,7 @@ struct st_gw_ticket {
     uint64_t session_id;
     /* the coordinator's thread only */
     uint64_t req_id;
-    uint32_t sent;  /* ids delivered */
+    uint32_t sent;   /* ids delivered */
     uint64_t due_ns; /* the sink wants a call by then (0: none) */
 };
 

@@ -44,14 +44,14 @@ typedef struct st_gw_update {
     uint64_t submit_ns; /* when it was accepted (st_now_ns's clock) */
     const char *text;   /* the new text, complete UTF-8 characters (and the flush at the end) */
     size_t text_len;
-    uint32_t n_ids;            /* ids new in this update */
-    const uint64_t *times_ns;  /* [n_ids]: when each was produced */
-    bool done;          /* the last update: the request ended, or the attachment ended it */
-    const char *finish; /* with done: the scheduler's reason ("length", "eos", "stop",
-                           "error", "cancelled"); NULL: the attachment refused the request
-                           or cut it off (shutdown), err says why */
-    st_err err;           /* with done: ST_OK, or why it failed or was refused */
-    const char *err_msg;  /* with err: the coordinator's message */
+    uint32_t n_ids;           /* ids new in this update */
+    const uint64_t *times_ns; /* [n_ids]: when each was produced */
+    bool done;                /* the last update: the request ended, or the attachment ended it */
+    const char *finish;       /* with done: the scheduler's reason ("length", "eos", "stop",
+                                 "error", "cancelled"); NULL: the attachment refused the request
+                                 or cut it off (shutdown), err says why */
+    st_err err;               /* with done: ST_OK, or why it failed or was refused */
+    const char *err_msg;      /* with err: the coordinator's message */
 } st_gw_update;
 
 /* The sink of a ticket, called on the coordinator's thread only, never

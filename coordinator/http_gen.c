@@ -63,7 +63,7 @@ typedef struct http_job {
     uint64_t last_tok_ns, last_byte_ns;
     char *text;
     size_t text_len, text_cap, shown;
-    bool accepted, done, failed, gone, stopped, answered;
+    bool accepted, done, failed, stopped, answered;
     const char *finish; /* OpenAI's, when done and not failed */
     st_http_error err;
     uint32_t retry_s;
@@ -213,7 +213,6 @@ static void job_fail(http_job *j, int status, const char *type, const char *code
     j->failed = j->done = true;
 }
 
-
 /* job_fail_code - ends j with the coordinator's error e, message msg. */
 static void job_fail_code(http_job *j, st_err e, const char *msg)
 {
@@ -329,7 +328,6 @@ static void job_release(void *arg)
 }
 
 /* ---- the start ---- */
-
 
 /* gen_prompt - the prompt ids of g into *ids (malloc'ed). */
 static st_err gen_prompt(st_http *h, const st_http_gen *g, int32_t **ids, size_t *n,
@@ -494,7 +492,7 @@ st_err http_gen_start(st_http *h, struct MHD_Connection *conn, http_conn *hc, st
     pthread_mutex_unlock(&j->mu);
     if (e != ST_OK)
         job_end_attach(j); /* the attachment never took it */
-    e = ST_OK; /* from here on the job answers */
+    e = ST_OK;             /* from here on the job answers */
 out:
     free(ids);
     st_http_gen_free(g);
@@ -594,7 +592,6 @@ void http_gen_completed(st_http *h, http_conn *hc, enum MHD_RequestTerminationCo
     if (!j->done || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         if (!j->done)
             atomic_fetch_add(&h->met.disconnects, 1);
-        j->gone = true;
         if (j->ticket) /* the coordinator cancels it at its next turn */
             st_gw_cancel(h->cfg.gw, j->ticket);
     }

@@ -41,9 +41,9 @@ struct st_http {
     st_http_metrics met;
     int64_t started; /* Unix seconds */
     /* generation requests */
-    pthread_mutex_t mu; /* n_gen, jobs list, stopping */
-    pthread_cond_t cv;  /* a job left the list (close waits) */
-    uint32_t n_gen;     /* generation slots in use (at most cfg.streams) */
+    pthread_mutex_t mu;    /* n_gen, jobs list, stopping */
+    pthread_cond_t cv;     /* a job left the list (close waits) */
+    uint32_t n_gen;        /* generation slots in use (at most cfg.streams) */
     struct http_job *jobs; /* every job not yet freed */
     bool stopping;
     /* the status poller */
@@ -72,8 +72,8 @@ typedef struct http_conn {
 
 /* http_gen_start - validated request g (taken) of a client with identity
  * ident under lim, tenant for session ids: takes a generation slot,
- * suspends conn and submits the request to the coordinator. ST_OK, or an error already described in *err (the
- * caller answers it; g is freed either way). */
+ * suspends conn and submits the request to the coordinator. ST_OK, or an error already described in
+ * *err (the caller answers it; g is freed either way). */
 st_err http_gen_start(st_http *h, struct MHD_Connection *conn, http_conn *hc, st_http_gen *g,
                       const char *ident, st_http_limits lim, const char *tenant,
                       st_http_error *err);
