@@ -5,10 +5,12 @@
  * plan, the round in progress, the scheduler's requests and sessions) is
  * read and written by the thread that runs st_coord_run and by nobody
  * else. NNG's threads only complete aios whose callbacks push events into
- * the st_cq (net.c); this loop pops them, acts, and then runs its timers
- * (heartbeat expiry, step deadlines, queue timeouts, parked polls) and the
- * pump (commit when ready and idle, form and send the next batch, end
- * finished sessions on the workers). With replicas a batch carries its
+ * the st_cq (net.c); the in-process HTTP gateway hands its requests to
+ * the attachment (gateway.c), which this loop takes before the pump and
+ * whose progress it pushes after it. This loop pops the events, acts, and
+ * then runs its timers (heartbeat expiry, step deadlines, queue timeouts,
+ * parked polls) and the pump (commit when ready and idle, form and send
+ * the next batch, end finished sessions on the workers). With replicas a batch carries its
  * route (a replica index per stage) and goes to its route's stage-0
  * worker; each worker forwards it to the route's next worker. Nothing
  * blocks here: every outgoing
@@ -182,6 +184,8 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
     if ((e = st_cq_init(&c->q)))
         goto fail;
     c->q_ready = true;
+    if ((e = coord_gw_open(&c->q, c->tok, c->gguf, &c->gw)))
+        goto fail;
     if ((e = st_members_init(&c->ms, c->start_ms << 16)))
         goto fail;
     st_sched_cfg sc = {
@@ -324,6 +328,7 @@ void st_coord_close(st_coord *c)
         return;
     st_cq_event ev;
     coord_i8gate_stop(c); /* before the queue goes: its thread posts there */
+    coord_gw_stop(c);     /* the HTTP gateway's requests end (gateway.h) */
     if (c->sched && c->net) {
         uint64_t now = coord_now();
         c->stopping = true;
@@ -373,6 +378,7 @@ void st_coord_close(st_coord *c)
     st_minfo_free(&c->mi);
     st_gguf_close(c->gguf);
     coord_auth_close(c);
+    coord_gw_close(c->gw);
     free(c->parks);
     free(c->split);
     memset(c->key, 0, sizeof c->key);
@@ -539,6 +545,8 @@ static void coord_handle(st_coord *c, st_cq_event *ev)
     }
     case ST_CQ_I8GATE:
         coord_i8gate_done(c, ev->op);
+        break;
+    case ST_CQ_GATEWAY: /* a wake-up: coord_gw_take reads what came each turn */
         break;
     }
 }
@@ -760,6 +768,8 @@ static void coord_timers(st_coord *c, uint64_t now)
 
 void st_coord_set_weights(st_coord *c, st_weights *w) { c->weights = w; }
 
+st_gw *st_coord_gateway(st_coord *c) { return c->gw; }
+
 void st_coord_run(st_coord *c, volatile sig_atomic_t *stop)
 {
     while (!*stop) {
@@ -772,7 +782,10 @@ void st_coord_run(st_coord *c, volatile sig_atomic_t *stop)
         uint64_t now = coord_now();
         coord_timers(c, now);
         coord_auth_sweep(c);
+        coord_gw_take(c, now);
         coord_pump(c, now);
         coord_api_parks(c, now, false);
+        coord_gw_push(c, now);
     }
+    coord_gw_stop(c); /* the HTTP gateway's requests end here (gateway.h) */
 }

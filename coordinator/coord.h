@@ -94,6 +94,11 @@ const char *st_coord_key_file(const st_coord *c);
 struct st_weights;
 void st_coord_set_weights(st_coord *c, struct st_weights *w);
 
+/* st_coord_gateway - the attachment of the in-process HTTP gateway
+ * (gateway.h): valid from st_coord_open until st_coord_close. */
+struct st_gw;
+struct st_gw *st_coord_gateway(st_coord *c);
+
 /* st_coord_run - the event loop; returns when *stop becomes nonzero. */
 void st_coord_run(st_coord *c, volatile sig_atomic_t *stop);
 

@@ -14,6 +14,7 @@
 #include "common/model/llama.h"
 #include "common/text/tokenizer.h"
 #include "coordinator/coord.h"
+#include "coordinator/http/gateway.h"
 #include "coordinator/cluster/i8gate.h"
 #include "coordinator/cluster/membership.h"
 #include "coordinator/control/net.h"
@@ -152,6 +153,7 @@ struct st_coord {
     coord_sec sec;
     coord_sec *sec_cred; /* [n_sec_cred]: each client key's own (what its Status shows) */
     size_t n_sec_cred;
+    st_gw *gw; /* the in-process HTTP gateway's attachment (gateway.h) */
 };
 
 /* coord.c */
@@ -206,6 +208,10 @@ uint64_t coord_auth_int(const st_coord *c, uint64_t ext_id);
  * slot (ST_ERANGE over --max-new-tokens, else ST_EBUSY), counts. */
 bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint32_t max_tokens,
                       uint64_t logits_bytes);
+/* coord_auth_quota - coord_auth_admit without a slot: ST_OK, or the
+ * refusal's code with its message in text[cap] (counted and logged). */
+st_err coord_auth_quota(st_coord *c, const coord_who *who, uint32_t max_tokens,
+                        uint64_t logits_bytes, char *text, size_t cap);
 /* coord_auth_bind - records who as req_id's creator (after a submit) and
  * gives the request a random id for clients in *ext_id. */
 st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint64_t logits_bytes,

@@ -34,8 +34,6 @@
 #include "coordinator/stream/weights.h"
 
 #define MAX_SPLIT 256
-/* Control contexts beyond the HTTP lanes' long polls (heartbeats, CLI). */
-#define MAIN_BASE_SLOTS 64u
 #define MAIN_MAX_BODY ((size_t)1 << 30)
 #define MAIN_MAX_DEADLINE_S 3600 /* --http-header-s, --http-body-s */
 
@@ -547,10 +545,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "strata-coordinator: %s\n", st_errdetail());
             return 2;
         }
-        /* room for every lane's long poll, with the parking limit of api.c
-         * (three quarters of the slots) still leaving the base free */
-        uint32_t slots = MAIN_BASE_SLOTS + 2 * hcfg.streams;
-        cfg.slots = slots < ST_NET_MAX_SLOTS ? slots : ST_NET_MAX_SLOTS;
+        /* the gateway's requests go through the coordinator's attachment
+         * (gateway.h), not control slots: only its status client takes one */
         hcfg.model_path = cfg.model_path;
         hcfg.coord_addr = ST_NET_INPROC_URL;
         hcfg.encrypt = cfg.encrypt;
@@ -594,6 +590,7 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
     st_http *http = NULL;
+    hcfg.gw = st_coord_gateway(c);
     if (hcfg.listen && (e = st_http_open(&hcfg, &http)) != ST_OK) {
         fprintf(stderr, "strata-coordinator: %s\n", st_errmsg(e));
         st_weights_close(weights);

@@ -17,9 +17,10 @@
  *   its own to handle (the coordinator: a request message and its REP
  *   slot, a result frame, an ended RPC or send with its reply). The queue
  *   is bounded by construction, not by a number: every producer (a REP
- *   context, the results receiver, an RPC call, a step send) has at most
- *   one operation outstanding and re-arms only after the owner consumed
- *   its previous event. A node that cannot be allocated drops its event
+ *   context, the results receiver, an RPC call, a step send, the HTTP
+ *   gateway's wake-up: coordinator/http/gateway.c) has at most one operation
+ *   outstanding and re-arms only after the owner consumed its previous
+ *   event. A node that cannot be allocated drops its event
  *   (counted, its message freed): the producer then times out like any
  *   lost message.
  * - flags on the owner's shared state, when events carry nothing of their

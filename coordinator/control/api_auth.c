@@ -63,6 +63,7 @@
 #define AUTH_RESERVE_MIN 4         /* idle slots kept for members: at least this many, */
 #define AUTH_RESERVE_DIV 8         /* ... or this fraction of the slots */
 #define AUTH_SESS_IN_MAX 16        /* bytes hashed into a session id: id || owner */
+#define AUTH_QUOTA_TEXT 240        /* a quota refusal's message */
 
 /* auth_own - the counters of who's own credential when it is a client key
  * (what its Status shows), else NULL. */
@@ -250,8 +251,8 @@ bool coord_auth_request(st_coord *c, uint32_t slot, const coord_who *who, uint64
     return false;
 }
 
-bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint32_t max_tokens,
-                      uint64_t logits_bytes)
+st_err coord_auth_quota(st_coord *c, const coord_who *who, uint32_t max_tokens,
+                        uint64_t logits_bytes, char *text, size_t cap)
 {
     auth_sweep(c);
     bool capped = who->role == ST_ROLE_CLIENT || who->role == ST_ROLE_OPEN;
@@ -271,30 +272,39 @@ bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint32_t
             live++;
         logits += o->logits_bytes; /* held until the request is forgotten */
     }
-    char text[240];
     text[0] = '\0';
     st_err code = ST_EBUSY;
     if (capped && c->cfg.max_new_tokens && max_tokens > c->cfg.max_new_tokens) {
         code = ST_ERANGE;
-        snprintf(text, sizeof text, "max_tokens %u exceeds %u (--max-new-tokens)", max_tokens,
+        snprintf(text, cap, "max_tokens %u exceeds %u (--max-new-tokens)", max_tokens,
                  c->cfg.max_new_tokens);
     } else if (capped && live >= c->max_req_client)
-        snprintf(text, sizeof text,
+        snprintf(text, cap,
                  "this client has %u live requests (the per-client "
                  "limit, --max-requests-per-client); try later",
                  live);
     else if (capped && logits > c->max_logits_client)
-        snprintf(text, sizeof text,
+        snprintf(text, cap,
                  "this client's requests would hold %llu bytes of "
                  "logits; at most %llu (--max-logits-per-client)",
                  (unsigned long long)logits, (unsigned long long)c->max_logits_client);
     else if (free_slots == 0)
-        snprintf(text, sizeof text, "%zu requests are kept (the limit); try later", c->n_owners);
+        snprintf(text, cap, "%zu requests are kept (the limit); try later", c->n_owners);
     if (text[0] == '\0')
-        return true;
+        return ST_OK;
     AUTH_COUNT(c, who, quota_refused);
     st_log(ST_LOG_WARN, AUTH, "sender %llu (%s): %s", (unsigned long long)who->sender,
            st_env_role_name(who->role), text);
+    return code;
+}
+
+bool coord_auth_admit(st_coord *c, uint32_t slot, const coord_who *who, uint32_t max_tokens,
+                      uint64_t logits_bytes)
+{
+    char text[AUTH_QUOTA_TEXT];
+    st_err code = coord_auth_quota(c, who, max_tokens, logits_bytes, text, sizeof text);
+    if (code == ST_OK)
+        return true;
     coord_api_reply_error(c, slot, code, text);
     return false;
 }

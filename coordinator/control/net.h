@@ -49,6 +49,7 @@ typedef enum st_net_event {
     ST_CQ_RESULT = 2,  /* a frame arrived on the results PULL socket (msg set) */
     ST_CQ_OP_DONE = 3, /* an outgoing operation (RPC call or step send) ended: op */
     ST_CQ_I8GATE = 4,  /* the i8 accuracy gate's thread ended: op (coordinator/cluster/i8gate.h) */
+    ST_CQ_GATEWAY = 5, /* the HTTP gateway submitted or cancelled (coordinator/http/gateway.h) */
 } st_net_event;
 
 typedef struct st_net st_net;

@@ -2,15 +2,17 @@
  * routing, API keys, rate limits, health and metrics.
  *
  * Design. The coordinator's state belongs to its main thread, which only
- * reads NNG events (coord.c, queue.h). The gateway therefore does not
- * call into it at all: it is a client of the coordinator's own control
- * API (Generate, Poll long-polls, Cancel, Status; proto/strata.proto),
- * exactly like `strata generate`, reached in-process over the inproc://
- * listener that coordinator/control/net.c adds to the control socket. Everything
- * the gateway knows about the cluster comes from those replies, so it
- * needs no lock on coordinator state and cannot corrupt it; a request
- * arrives at the scheduler the way every other client's does, with the
- * same validation, limits, prefix reuse of sessions and cancellation.
+ * reads the events of its queue (coord.c, common/base/cq.h). The gateway
+ * therefore never calls into it: a generation request is a ticket handed
+ * to the coordinator's attachment (gateway.h, whose comment is the
+ * contract), which the coordinator's thread submits to its scheduler,
+ * with the same validation, limits, prefix reuse of sessions and
+ * cancellation as every other client's, and whose ids and text it pushes
+ * back to the job each turn of its loop. The prompt is tokenized here with
+ * the coordinator's own tokenizer (immutable, shared by threads). Status
+ * still comes as a client of the coordinator's control API (a Status
+ * request; proto/strata.proto) over the inproc:// listener that
+ * coordinator/control/net.c adds to the control socket.
  *
  * HTTP is parsed by libmicrohttpd, never by hand: a few threads each poll
  * many connections (epoll), so idle or slow clients hold a connection
@@ -22,20 +24,16 @@
  * length over it is refused before it is read, 413). Bodies are JSON read
  * by cJSON in http_req.c (pure functions, fuzzed).
  *
- * A generation request takes one of --http-streams control lanes, each
- * its own client of the coordinator with its own sender id (a keyed
- * cluster refuses out-of-order frames of one sender: common/net/client.h),
- * and holds it until its last Poll or Cancel (http_gen.c). While it waits
- * its connection is suspended; the lane's completion callbacks resume it.
+ * A generation request takes one of --http-streams slots and holds it
+ * until the coordinator released its ticket (http_gen.c). While it waits
+ * its connection is suspended; the coordinator's updates resume it.
  * A status thread refreshes the coordinator's StatusReply every
- * HTTP_STATUS_MS on its own lane: /health, the 503 before a plan serves,
+ * HTTP_STATUS_MS on its own client: /health, the 503 before a plan serves,
  * the default max_tokens (the plan's context) and /metrics read that copy.
  *
  * Keys (--api-key-file, http_keys.h) are compared in constant time; rate
  * limits (http_rate.h) are token buckets per key, or per client address
- * without keys, in a bounded table. The coordinator sizes its control
- * socket for the lanes (main.c), so 64 streams' long polls never starve
- * heartbeats. */
+ * without keys, in a bounded table. */
 #include "coordinator/http/http.h"
 
 #include <arpa/inet.h>
@@ -62,7 +60,7 @@
 #define HTTP_CLOSE_POLL_MS 100
 #define HTTP_NS_PER_S 1000000000u
 #define HTTP_BODY_FIRST_CAP 4096
-#define HTTP_FD_RESERVE 256 /* descriptors beyond the connections: lanes, files */
+#define HTTP_FD_RESERVE 256 /* descriptors beyond the connections: sockets, files */
 #define HTTP_NS_PER_MS 1000000u
 #define HTTP_BEARER "Bearer "
 #define HTTP_JSON "application/json"
@@ -534,14 +532,16 @@ static st_err http_bind(const char *hp, struct sockaddr_storage *sa, socklen_t *
     return ST_OK;
 }
 
+/* http_load_model - the coordinator's tokenizer, the chat template of
+ * its model file and the model's id. On the thread that runs the
+ * coordinator, before its loop (st_http_open's contract). */
 static st_err http_load_model(st_http *h)
 {
-    st_err e = st_gguf_open(h->cfg.model_path, &h->gguf);
-    if (e == ST_OK)
-        e = st_tok_from_gguf(h->gguf, &h->tok);
-    if (e != ST_OK)
-        return st_errorf(e, "--http needs the model's tokenizer: %s", st_errdetail());
-    st_err te = st_chat_from_gguf(h->gguf, h->cfg.chat_template, &h->tmpl);
+    h->tok = st_gw_tokenizer(h->cfg.gw);
+    if (h->tok == NULL)
+        return st_errorf(ST_EFORMAT, "--http needs the model's tokenizer: %s has none usable",
+                         h->cfg.model_path);
+    st_err te = st_chat_from_gguf(st_gw_gguf(h->cfg.gw), h->cfg.chat_template, &h->tmpl);
     h->has_tmpl = te == ST_OK;
     if (!h->has_tmpl && h->cfg.chat_template) /* asked for: a start-up error, not a 400 later */
         return st_errorf(te, "--chat-template: %s", st_errdetail());
@@ -561,7 +561,7 @@ static st_err http_fds(const st_http_cfg *cfg)
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return st_err_errno(errno, "getrlimit");
-    rlim_t need = (rlim_t)cfg->max_conns + HTTP_FD_RESERVE + 2 * (rlim_t)cfg->streams;
+    rlim_t need = (rlim_t)cfg->max_conns + HTTP_FD_RESERVE;
     if (rl.rlim_cur >= need)
         return ST_OK;
     if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
@@ -627,6 +627,8 @@ st_err st_http_listen_check(const char *url, bool has_keys, bool insecure)
 st_err st_http_open(const st_http_cfg *cfg, st_http **out)
 {
     *out = NULL;
+    if (cfg->gw == NULL)
+        return st_errorf(ST_EINVAL, "http: no coordinator to attach to");
     if (cfg->streams < 1 || cfg->streams > ST_HTTP_MAX_STREAMS || cfg->threads < 1 ||
         cfg->ping_s < 1)
         return st_errorf(ST_EINVAL, "http: streams %u (1..%u), threads %u, ping %u s", cfg->streams,
@@ -662,8 +664,6 @@ st_err st_http_open(const st_http_cfg *cfg, st_http **out)
     if (e == ST_OK)
         randombytes_buf(h->session_key, sizeof h->session_key);
     if (e == ST_OK)
-        e = http_gen_open_lanes(h);
-    if (e == ST_OK)
         e = st_client_open(cfg->coord_addr, cfg->cluster_key, cfg->encrypt, &h->status_cl);
     if (e == ST_OK) {
         if (pthread_create(&h->status_thr, NULL, http_status_main, h) != 0)
@@ -689,7 +689,7 @@ void st_http_close(st_http *h)
     if (h == NULL)
         return;
     pthread_mutex_lock(&h->mu);
-    h->stopping = true; /* no exchange starts on a lane from now on (http_gen.c) */
+    h->stopping = true; /* no generation starts from now on (http_gen.c) */
     pthread_mutex_unlock(&h->mu);
     pthread_mutex_lock(&h->st_mu);
     h->status_stop = true;
@@ -697,7 +697,7 @@ void st_http_close(st_http *h)
     pthread_mutex_unlock(&h->st_mu);
     if (h->d)
         MHD_quiesce_daemon(h->d);
-    http_gen_close_lanes(h); /* every job's exchange ends: each one fails and resumes */
+    /* the coordinator's loop has ended, so has every job's ticket (gateway.h) */
     /* let MHD send the jobs' last bytes before it closes their connections */
     uint64_t deadline = st_now_ns() + HTTP_CLOSE_WAIT_NS;
     pthread_mutex_lock(&h->mu);
@@ -719,8 +719,6 @@ void st_http_close(st_http *h)
     st_msg_free(h->status);
     st_http_rate_close(h->rate);
     st_http_keys_free(h->keys);
-    st_tok_free(h->tok);
-    st_gguf_close(h->gguf);
     pthread_cond_destroy(&h->st_cv);
     pthread_mutex_destroy(&h->st_mu);
     pthread_cond_destroy(&h->cv);

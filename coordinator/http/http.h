@@ -1,9 +1,10 @@
 /* http.h - the coordinator's OpenAI-compatible HTTP API (`--http
  * HOST:PORT`, docs/http-api.md). main.c fills an st_http_cfg and opens
- * the gateway after the coordinator; it serves from its own threads and
- * reaches the coordinator only as a client of its control socket (over
- * `coord_addr`, the in-process listener of coordinator/control/net.h), so it
- * never touches coordinator state. */
+ * the gateway after the coordinator; it serves from its own threads,
+ * hands generation requests to the coordinator's attachment (`gw`,
+ * coordinator/http/gateway.h) and reads status as a client of its control
+ * socket (over `coord_addr`, the in-process listener of
+ * coordinator/control/net.h), so it never touches coordinator state. */
 #ifndef ST_COORD_HTTP_H
 #define ST_COORD_HTTP_H
 
@@ -39,7 +40,8 @@ typedef struct st_http_cfg {
     const char *model_path;     /* the coordinator's model: template, tokenizer, id */
     const char *alias;          /* another model name, or NULL */
     const char *chat_template;  /* a template name or text over the file's, or NULL */
-    const char *coord_addr;     /* the coordinator's control address to dial */
+    struct st_gw *gw;           /* the coordinator's attachment (st_coord_gateway) */
+    const char *coord_addr;     /* the coordinator's control address to dial (status) */
     const uint8_t *cluster_key; /* NULL: an open cluster */
     bool encrypt;
     const char *api_key_file; /* NULL: no keys (loopback only unless insecure) */
@@ -49,14 +51,14 @@ typedef struct st_http_cfg {
     uint32_t timeout_s;       /* an idle connection (also mid-request) is closed after this */
     uint32_t header_s;        /* absolute deadline of a request's headers (0: none) */
     uint32_t body_s;          /* absolute deadline of a body from its headers (0: none) */
-    uint32_t streams;         /* generation requests at once (control lanes) */
+    uint32_t streams;         /* generation requests at once */
     uint32_t threads;         /* HTTP threads (each polls many connections) */
     uint32_t rate_table;      /* identities the rate limiter remembers */
     uint32_t ping_s;          /* an SSE comment after this much silence of a stream */
     st_http_limits limits;    /* per key or address, unless the key file says else */
 } st_http_cfg;
 
-/* st_http_cfg_default - the defaults above; listen, model_path and
+/* st_http_cfg_default - the defaults above; listen, model_path, gw and
  * coord_addr NULL. */
 st_http_cfg st_http_cfg_default(void);
 
@@ -67,14 +69,17 @@ typedef struct st_http st_http;
  * insecure (then a warning is logged); ST_EINVAL naming --api-key-file. */
 st_err st_http_listen_check(const char *url, bool has_keys, bool insecure);
 
-/* st_http_open - loads the model's tokenizer and chat template and the API
- * keys, opens the control lanes and starts serving; prints "http on
- * http://HOST:PORT" (the bound port) on stdout. */
+/* st_http_open - takes the coordinator's tokenizer and its model's chat
+ * template, loads the API keys, opens the status client and starts
+ * serving; prints "http on http://HOST:PORT" (the bound port) on stdout.
+ * On the coordinator's thread, before st_coord_run. */
 st_err st_http_open(const st_http_cfg *cfg, st_http **out);
 
-/* st_http_close - stops accepting, ends every request in progress (a
+/* st_http_close - stops accepting, lets the requests in progress send
+ * their last bytes (st_coord_run ended every one when it returned: a
  * stream gets an error event and [DONE]), stops the threads and frees;
- * NULL is a no-op. Call it before the coordinator stops answering. */
+ * NULL is a no-op. Call it after st_coord_run returned and before
+ * st_coord_close (the attachment goes with the coordinator). */
 void st_http_close(st_http *h);
 
 #endif

@@ -1,22 +1,24 @@
 /* http_gen.c - generation requests of the HTTP gateway: from a validated
- * body to prompt ids, the Generate / Poll / Cancel exchanges on a control
- * lane, and the answer (one JSON document, or Server-Sent Events).
+ * body to prompt ids, the request's ticket with the coordinator
+ * (gateway.h), and the answer (one JSON document, or Server-Sent Events).
  *
  * A job is one generation request. Three parties hold it, each with a
  * reference: the connection (until MHD reports the request completed),
- * the lane (until its last exchange ended) and, for a stream, MHD's
- * response (until MHD frees it). Its mutex guards everything below; the
- * order is job lock, then the gateway's lock (never the reverse).
+ * the coordinator's attachment (from st_gw_submit until its ticket's
+ * release) and, for a stream, MHD's response (until MHD frees it). Its
+ * mutex guards everything below; the order is job lock, then the
+ * gateway's lock or the attachment's (never the reverse).
  *
  * The connection is suspended while the job has nothing to send, so no
- * thread waits on a job: the lane's callbacks (NNG threads) append what a
- * Poll brought and resume it. A stream is answered (status 200, headers)
- * once the coordinator accepted the Generate, so an error before that is
- * an HTTP status and one after it is an SSE error event followed by
- * [DONE]. A client that goes away marks its job gone; the lane then sends
- * Cancel instead of the next Poll, which is at the next token the
- * coordinator produces (a parked Poll answers then), so its session slot
- * is freed at the next step. */
+ * thread waits on a job: the coordinator's thread delivers each update
+ * (the accept, new ids and text, the end) to the job's sink (job_deliver)
+ * under the job's lock and resumes it. A stream is answered (status 200,
+ * headers) once the coordinator accepted the request, so an error before
+ * that is an HTTP status and one after it is an SSE error event followed
+ * by [DONE]. A client that goes away cancels its ticket (st_gw_cancel):
+ * the coordinator cancels the request at its next turn, so its session
+ * slot is freed at the next step. While a stream is silent the sink asks
+ * to be called again when its keep-alive comment is due. */
 #include <inttypes.h>
 #include <sodium.h>
 #include <stdatomic.h>
@@ -27,16 +29,11 @@
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
-#include "common/wire/msg.h"
 #include "common/text/sampling.h"
 #include "coordinator/http/http_impl.h"
 
 #define GEN "http"
-#define GEN_POLL_WAIT_MS 10000u /* one long poll at most */
-#define GEN_SLACK_MS 15000      /* a reply's time on the wire beyond its wait */
-#define GEN_CALL_MS 10000       /* Generate and Cancel */
 #define GEN_NS_PER_S 1000000000ull
-#define GEN_NS_PER_MS 1000000u
 #define GEN_BLOCK 16384 /* bytes MHD asks the stream reader for at most */
 #define GEN_ID_BYTES 12
 #define GEN_PING ": ping\n\n"
@@ -49,7 +46,7 @@ typedef struct http_job {
     pthread_mutex_t mu;
     int refs;
     struct MHD_Connection *conn; /* NULL once MHD completed the request */
-    http_lane *lane;             /* NULL once released */
+    st_gw_ticket *ticket;        /* NULL before the submit and once released */
     bool suspended;
     /* the request */
     st_http_kind kind;
@@ -62,12 +59,11 @@ typedef struct http_job {
     char model[HTTP_MODEL_MAX];
     int64_t created;
     /* progress */
-    uint64_t req_id;
     uint32_t n_prompt, n_got;
     uint64_t last_tok_ns, last_byte_ns;
     char *text;
     size_t text_len, text_cap, shown;
-    bool accepted, done, failed, gone, stopped, answered;
+    bool accepted, done, failed, stopped, answered;
     const char *finish; /* OpenAI's, when done and not failed */
     st_http_error err;
     uint32_t retry_s;
@@ -76,7 +72,7 @@ typedef struct http_job {
     size_t out_len, out_off, out_cap;
 } http_job;
 
-/* ---- references and lanes ---- */
+/* ---- references and generation slots ---- */
 
 static void job_free(http_job *j)
 {
@@ -109,34 +105,29 @@ static void job_unref(http_job *j)
         job_free(j);
 }
 
-static http_lane *lane_take(st_http *h)
+/* slot_take - one of the cfg.streams generation slots, unless the
+ * gateway is stopping or all are in use. */
+static bool slot_take(st_http *h)
 {
     pthread_mutex_lock(&h->mu);
-    http_lane *l = h->stopping ? NULL : h->free_lanes;
-    if (l)
-        h->free_lanes = l->next_free;
+    bool ok = !h->stopping && h->n_gen < h->cfg.streams;
+    h->n_gen += ok;
     pthread_mutex_unlock(&h->mu);
-    return l;
+    return ok;
 }
 
-static void lane_give(st_http *h, http_lane *l)
+static void slot_give(st_http *h)
 {
     pthread_mutex_lock(&h->mu);
-    l->next_free = h->free_lanes;
-    h->free_lanes = l;
+    h->n_gen--;
     pthread_mutex_unlock(&h->mu);
 }
 
-/* job_end_lane - the lane's last exchange of j ended: gives the lane back
- * and drops the lane's reference. Called without j's lock. */
-static void job_end_lane(http_job *j)
+/* job_end_attach - the attachment's part of j is over: gives its slot
+ * back and drops the attachment's reference. Called without j's lock. */
+static void job_end_attach(http_job *j)
 {
-    pthread_mutex_lock(&j->mu);
-    http_lane *l = j->lane;
-    j->lane = NULL;
-    pthread_mutex_unlock(&j->mu);
-    if (l)
-        lane_give(j->h, l);
+    slot_give(j->h);
     job_unref(j);
 }
 
@@ -222,12 +213,9 @@ static void job_fail(http_job *j, int status, const char *type, const char *code
     j->failed = j->done = true;
 }
 
-/* job_fail_err - ends j with the coordinator's error e (detail on this thread). */
-static void job_fail_err(http_job *j, st_err e)
+/* job_fail_code - ends j with the coordinator's error e, message msg. */
+static void job_fail_code(http_job *j, st_err e, const char *msg)
 {
-    const char *d = st_errdetail()[0] ? st_errdetail() : st_strerror(e);
-    char msg[ST_HTTP_ERR_MSG];
-    snprintf(msg, sizeof msg, "%s", d);
     if (e == ST_EBUSY || e == ST_ECLOSED || e == ST_ENNG || e == ST_ETIMEOUT)
         job_fail(j, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", "unavailable", msg, GEN_RETRY_S);
     else if (e == ST_EINVAL || e == ST_ERANGE)
@@ -236,79 +224,27 @@ static void job_fail_err(http_job *j, st_err e)
         job_fail(j, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL, msg, 0);
 }
 
-/* ---- exchanges ---- */
-
-static void job_poll_done(void *arg, st_err e, Strata__Msg *reply);
-static void job_cancel_done(void *arg, st_err e, Strata__Msg *reply);
-
-/* job_start - starts m on j's lane unless the gateway is stopping (then
- * ST_ECLOSED). The gateway's lock is held across the start, so once
- * st_http_close has set `stopping` under it no exchange starts on a lane
- * it is about to close. */
-static st_err job_start(http_job *j, const Strata__Msg *m, int timeout_ms, st_client_done done)
+/* job_fail_err - ends j with error e (detail on this thread). */
+static void job_fail_err(http_job *j, st_err e)
 {
-    st_http *h = j->h;
-    pthread_mutex_lock(&h->mu);
-    st_err e = h->stopping ? st_errorf(ST_ECLOSED, "the coordinator is shutting down")
-                           : st_client_start(j->lane->cl, m, timeout_ms, done, j);
-    pthread_mutex_unlock(&h->mu);
-    return e;
+    char msg[ST_HTTP_ERR_MSG];
+    snprintf(msg, sizeof msg, "%s", st_errdetail()[0] ? st_errdetail() : st_strerror(e));
+    job_fail_code(j, e, msg);
 }
 
-/* job_next - starts j's next exchange: Cancel when its client is gone,
- * else a Poll; false when none was started (the lane's part is over). */
+/* ---- the sink: updates from the coordinator's thread ---- */
+
 /* job_ping_ns - the silence after which a stream gets an SSE comment. */
 static uint64_t job_ping_ns(const http_job *j) { return (uint64_t)j->h->cfg.ping_s * GEN_NS_PER_S; }
 
-static bool job_next(http_job *j)
-{
-    Strata__Msg m = STRATA__MSG__INIT;
-    st_err e;
-    if (j->gone) {
-        Strata__CancelRequest c = STRATA__CANCEL_REQUEST__INIT;
-        c.request_id = j->req_id;
-        m.body_case = STRATA__MSG__BODY_CANCEL;
-        m.cancel = &c;
-        e = job_start(j, &m, GEN_CALL_MS, job_cancel_done);
-    } else {
-        uint32_t wait = GEN_POLL_WAIT_MS;
-        uint64_t now = st_now_ns();
-        if (j->stream && j->last_byte_ns + job_ping_ns(j) > now) {
-            uint64_t due = (j->last_byte_ns + job_ping_ns(j) - now) / GEN_NS_PER_MS + 1;
-            wait = due < wait ? (uint32_t)due : wait;
-        }
-        Strata__PollRequest p = STRATA__POLL_REQUEST__INIT;
-        p.request_id = j->req_id;
-        p.after = j->n_got;
-        p.wait_ms = wait;
-        m.body_case = STRATA__MSG__BODY_POLL;
-        m.poll = &p;
-        e = job_start(j, &m, (int)wait + GEN_SLACK_MS, job_poll_done);
-    }
-    if (e != ST_OK) {
-        if (!j->done)
-            job_fail_err(j, e);
-        return false;
-    }
-    return true;
-}
-
-static void job_cancel_done(void *arg, st_err e, Strata__Msg *reply)
-{
-    http_job *j = arg;
-    (void)e; /* a request that ended meanwhile is not there to cancel: nothing to do */
-    st_msg_free(reply);
-    job_end_lane(j);
-}
-
-/* job_take_poll - adds a PollReply's ids and text to j (j locked). */
-static void job_take_poll(http_job *j, const Strata__PollReply *p)
+/* job_take - adds an update's ids and text to j, and its end (j locked). */
+static void job_take(http_job *j, const st_gw_update *u)
 {
     st_http *h = j->h;
-    if (p->text.len > 0) {
-        if (j->text_len + p->text.len + 1 > j->text_cap) {
+    if (u->text_len > 0) {
+        if (j->text_len + u->text_len + 1 > j->text_cap) {
             size_t c = j->text_cap ? j->text_cap : GEN_BLOCK;
-            while (c < j->text_len + p->text.len + 1)
+            while (c < j->text_len + u->text_len + 1)
                 c *= 2;
             char *t = realloc(j->text, c);
             if (t == NULL) {
@@ -319,23 +255,27 @@ static void job_take_poll(http_job *j, const Strata__PollReply *p)
             j->text = t;
             j->text_cap = c;
         }
-        memcpy(j->text + j->text_len, p->text.data, p->text.len);
-        j->text_len += p->text.len;
+        memcpy(j->text + j->text_len, u->text, u->text_len);
+        j->text_len += u->text_len;
     }
-    for (size_t i = 0; i < p->n_ids && i < p->n_times_ns; i++) {
-        uint64_t t = p->times_ns[i];
-        if (j->n_got + i == 0 && t >= p->submit_ns && p->submit_ns)
-            st_http_metrics_ttft(&h->met, t - p->submit_ns);
+    for (size_t i = 0; i < u->n_ids; i++) {
+        uint64_t t = u->times_ns[i];
+        if (j->n_got + i == 0 && t >= u->submit_ns && u->submit_ns)
+            st_http_metrics_ttft(&h->met, t - u->submit_ns);
         else if (j->last_tok_ns && t >= j->last_tok_ns)
             st_http_metrics_itl(&h->met, t - j->last_tok_ns);
         j->last_tok_ns = t;
     }
-    j->n_got += (uint32_t)p->n_ids;
-    atomic_fetch_add(&h->met.generated_tokens, p->n_ids);
-    st_http_rate_spend(h->rate, j->rate_id, j->lim, (uint32_t)p->n_ids, st_now_ns());
-    if (!p->done)
+    j->n_got += u->n_ids;
+    atomic_fetch_add(&h->met.generated_tokens, u->n_ids);
+    st_http_rate_spend(h->rate, j->rate_id, j->lim, u->n_ids, st_now_ns());
+    if (!u->done)
         return;
-    const char *why = p->finish_reason ? p->finish_reason : "";
+    if (u->finish == NULL) { /* cut off by the attachment (shutdown) or not found */
+        job_fail_code(j, u->err, u->err_msg ? u->err_msg : st_strerror(u->err));
+        return;
+    }
+    const char *why = u->finish;
     j->finish = st_http_finish_reason(why);
     j->stopped = strcmp(why, "stop") == 0;
     if (j->finish) {
@@ -344,61 +284,47 @@ static void job_take_poll(http_job *j, const Strata__PollReply *p)
     }
     char msg[ST_HTTP_ERR_MSG];
     snprintf(msg, sizeof msg, "the request ended (%s): %s", why,
-             p->error && p->error->message ? p->error->message : "no detail");
+             u->err_msg ? u->err_msg : "no detail");
     job_fail(j, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", why[0] ? why : NULL, msg, 0);
 }
 
-static void job_poll_done(void *arg, st_err e, Strata__Msg *reply)
+/* job_deliver - the sink's deliver (gateway.h): the accept, a refusal,
+ * new ids and text, the end, or a keep-alive call. */
+static uint64_t job_deliver(void *arg, const st_gw_update *u)
 {
     http_job *j = arg;
     pthread_mutex_lock(&j->mu);
-    if (e != ST_OK)
-        job_fail_err(j, e);
-    else if (reply->body_case != STRATA__MSG__BODY_POLL_REPLY)
-        job_fail(j, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL,
-                 "the coordinator answered a Poll with another message", 0);
-    else
-        job_take_poll(j, reply->poll_reply);
-    st_msg_free(reply);
-    if (j->stream && j->answered) {
+    bool was_done = j->done;
+    if (u->accepted) {
+        j->n_prompt = u->n_prompt;
+        j->accepted = true;
+        j->last_byte_ns = st_now_ns(); /* its headers go out now: the first ping is due from here */
+        atomic_fetch_add(&j->h->met.prompt_tokens, j->n_prompt);
+    } else if (u->done && !j->accepted) {
+        job_fail_code(j, u->err, u->err_msg ? u->err_msg : st_strerror(u->err)); /* refused */
+    } else if (!j->done) {
+        job_take(j, u);
+    }
+    if (j->stream && j->answered && !was_done) {
         job_emit(j);
         if (!j->done && st_now_ns() >= j->last_byte_ns + job_ping_ns(j))
             job_out(j, GEN_PING, strlen(GEN_PING)); /* silence while it waits */
     }
-    bool was_done = j->done;
-    bool more = !j->done && job_next(j); /* its wait ends when the next ping is due */
-    if (j->stream && j->answered && j->done && !was_done)
-        job_emit(j); /* the next exchange could not start: the error event */
-    if (j->done || (j->stream && j->out_off < j->out_len))
-        job_wake(j);
+    if (j->done || (j->stream && (u->accepted || j->out_off < j->out_len)))
+        job_wake(j); /* a stream's headers go out once it is accepted */
+    uint64_t due = j->stream && !j->done ? j->last_byte_ns + job_ping_ns(j) : 0;
     pthread_mutex_unlock(&j->mu);
-    if (!more)
-        job_end_lane(j);
+    return due;
 }
 
-static void job_gen_done(void *arg, st_err e, Strata__Msg *reply)
+/* job_release - the sink's release: the coordinator forgot j's ticket. */
+static void job_release(void *arg)
 {
     http_job *j = arg;
     pthread_mutex_lock(&j->mu);
-    if (e != ST_OK) {
-        job_fail_err(j, e);
-    } else if (reply->body_case != STRATA__MSG__BODY_GENERATE_REPLY) {
-        job_fail(j, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL,
-                 "the coordinator answered Generate with another message", 0);
-    } else {
-        j->req_id = reply->generate_reply->request_id;
-        j->n_prompt = reply->generate_reply->n_prompt;
-        j->accepted = true;
-        j->last_byte_ns = st_now_ns(); /* its headers go out now: the first ping is due from here */
-        atomic_fetch_add(&j->h->met.prompt_tokens, j->n_prompt);
-    }
-    st_msg_free(reply);
-    bool more = j->accepted && job_next(j);
-    if (j->done || j->stream)
-        job_wake(j); /* a stream's headers go out now */
+    j->ticket = NULL;
     pthread_mutex_unlock(&j->mu);
-    if (!more)
-        job_end_lane(j);
+    job_end_attach(j);
 }
 
 /* ---- the start ---- */
@@ -449,25 +375,22 @@ static st_err gen_prompt(st_http *h, const st_http_gen *g, int32_t **ids, size_t
 
 /* gen_sampling - the request's sampling over llama-server's defaults
  * (common/text/sampling.h); a request without a seed gets a random one. */
-static st_err gen_sampling(const st_http_gen *g, Strata__Sampling *sp, st_http_error *err)
+static st_err gen_sampling(const st_http_gen *g, st_sampler_params *p, st_http_error *err)
 {
-    st_sampler_params p = st_sampler_params_default();
+    *p = st_sampler_params_default();
     if (g->has_temperature)
-        p.temp = (float)g->temperature;
+        p->temp = (float)g->temperature;
     if (g->has_top_p)
-        p.top_p = (float)g->top_p;
+        p->top_p = (float)g->top_p;
     if (g->has_seed)
-        p.seed = g->seed;
+        p->seed = g->seed;
     else
-        randombytes_buf(&p.seed, sizeof p.seed);
-    st_err e = st_sampler_params_validate(&p);
-    if (e != ST_OK) {
+        randombytes_buf(&p->seed, sizeof p->seed);
+    st_err e = st_sampler_params_validate(p);
+    if (e != ST_OK)
         st_http_error_set(err, MHD_HTTP_BAD_REQUEST, "invalid_request_error", "invalid_value", "%s",
                           st_errmsg(e));
-        return e;
-    }
-    st_sampling_to_pb(&p, sp);
-    return ST_OK;
+    return e;
 }
 
 static http_job *gen_job_new(st_http *h, struct MHD_Connection *conn, st_http_gen *g,
@@ -496,7 +419,7 @@ static http_job *gen_job_new(st_http *h, struct MHD_Connection *conn, st_http_ge
     sodium_bin2hex(hex, sizeof hex, rnd, sizeof rnd);
     snprintf(j->id, sizeof j->id, "%s-%s", g->kind == ST_HTTP_CHAT ? "chatcmpl" : "cmpl", hex);
     j->created = (int64_t)time(NULL);
-    j->refs = 2; /* the connection and the lane */
+    j->refs = 2; /* the connection and the attachment */
     atomic_fetch_add(&h->met.streams, 1);
     pthread_mutex_lock(&h->mu);
     j->next = h->jobs;
@@ -513,7 +436,7 @@ st_err http_gen_start(st_http *h, struct MHD_Connection *conn, http_conn *hc, st
     uint32_t n_ctx = 0;
     int32_t *ids = NULL;
     size_t n = 0;
-    Strata__Sampling sp = STRATA__SAMPLING__INIT;
+    st_sampler_params sp;
     st_err e;
     if (!http_serving(h, &n_ctx)) {
         st_http_error_set(err, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", "no_plan",
@@ -534,8 +457,7 @@ st_err http_gen_start(st_http *h, struct MHD_Connection *conn, http_conn *hc, st
         goto out;
     }
     uint32_t room = n_ctx - (uint32_t)n;
-    http_lane *lane = lane_take(h);
-    if (lane == NULL) {
+    if (!slot_take(h)) {
         st_http_error_set(err, MHD_HTTP_SERVICE_UNAVAILABLE, "server_error", "busy",
                           "all %u generation slots of the HTTP gateway are in use; retry "
                           "shortly",
@@ -545,38 +467,32 @@ st_err http_gen_start(st_http *h, struct MHD_Connection *conn, http_conn *hc, st
     }
     http_job *j = gen_job_new(h, conn, g, ident, lim);
     if (j == NULL) {
-        lane_give(h, lane);
+        slot_give(h);
         st_http_error_set(err, MHD_HTTP_INTERNAL_SERVER_ERROR, "server_error", NULL,
                           "out of memory for a request");
         e = ST_ENOMEM;
         goto out;
     }
-    j->lane = lane;
     hc->job = j;
-    Strata__GenerateRequest gr = STRATA__GENERATE_REQUEST__INIT;
-    gr.prompt = (char *)"";
-    gr.prompt_ids = ids;
-    gr.n_prompt_ids = n;
-    gr.max_tokens = g->max_tokens && g->max_tokens < room ? g->max_tokens : room;
-    gr.sampling = &sp;
-    gr.has_sampling = true;
-    gr.stop = j->stop;
-    gr.n_stop = j->n_stop;
-    gr.session_id = st_http_session_hash(h->session_key, tenant, g->session_id);
-    Strata__Msg m = STRATA__MSG__INIT;
-    m.body_case = STRATA__MSG__BODY_GENERATE;
-    m.generate = &gr;
+    st_gw_req q = {.prompt = ids,
+                   .n_prompt = n,
+                   .max_tokens = g->max_tokens && g->max_tokens < room ? g->max_tokens : room,
+                   .sp = sp,
+                   .stop = j->stop,
+                   .n_stop = j->n_stop,
+                   .session_id = st_http_session_hash(h->session_key, tenant, g->session_id)};
+    st_gw_sink sink = {.deliver = job_deliver, .release = job_release, .arg = j};
     pthread_mutex_lock(&j->mu);
     j->suspended = true;
     MHD_suspend_connection(conn);
-    if ((e = job_start(j, &m, GEN_CALL_MS, job_gen_done)) != ST_OK) {
+    if ((e = st_gw_submit(h->cfg.gw, &q, sink, &j->ticket)) != ST_OK) {
         job_fail_err(j, e);
         job_wake(j);
     }
     pthread_mutex_unlock(&j->mu);
     if (e != ST_OK)
-        job_end_lane(j);
-    e = ST_OK; /* from here on the job answers */
+        job_end_attach(j); /* the attachment never took it */
+    e = ST_OK;             /* from here on the job answers */
 out:
     free(ids);
     st_http_gen_free(g);
@@ -599,7 +515,7 @@ static ssize_t job_read(void *cls, uint64_t pos, char *buf, size_t max)
     } else if (j->done) {
         r = MHD_CONTENT_READER_END_OF_STREAM;
     } else {
-        j->suspended = true; /* a lane callback resumes it under this lock */
+        j->suspended = true; /* job_deliver resumes it under this lock */
         MHD_suspend_connection(j->conn);
         r = 0;
     }
@@ -676,35 +592,9 @@ void http_gen_completed(st_http *h, http_conn *hc, enum MHD_RequestTerminationCo
     if (!j->done || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         if (!j->done)
             atomic_fetch_add(&h->met.disconnects, 1);
-        j->gone = true; /* the lane cancels it after its exchange in flight */
+        if (j->ticket) /* the coordinator cancels it at its next turn */
+            st_gw_cancel(h->cfg.gw, j->ticket);
     }
     pthread_mutex_unlock(&j->mu);
     job_unref(j);
-}
-
-st_err http_gen_open_lanes(st_http *h)
-{
-    h->lanes = calloc(h->cfg.streams, sizeof *h->lanes);
-    if (h->lanes == NULL)
-        return st_errorf(ST_ENOMEM, "%u lanes", h->cfg.streams);
-    for (uint32_t i = 0; i < h->cfg.streams; i++) {
-        st_err e = st_client_open(h->cfg.coord_addr, h->cfg.cluster_key, h->cfg.encrypt,
-                                  &h->lanes[i].cl);
-        if (e != ST_OK)
-            return e;
-        h->lanes[i].next_free = h->free_lanes;
-        h->free_lanes = &h->lanes[i];
-    }
-    return ST_OK;
-}
-
-void http_gen_close_lanes(st_http *h)
-{
-    if (h->lanes == NULL)
-        return;
-    for (uint32_t i = 0; i < h->cfg.streams; i++)
-        st_client_close(h->lanes[i].cl); /* exchanges in flight end: their jobs fail */
-    free(h->lanes);
-    h->lanes = NULL;
-    h->free_lanes = NULL;
 }

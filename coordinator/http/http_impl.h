@@ -1,6 +1,7 @@
 /* http_impl.h - the HTTP gateway's state, shared by http.c (the server,
- * routing, auth, limits, status) and http_gen.c (generation requests over
- * the control lanes, streaming). Nothing here is coordinator state. */
+ * routing, auth, limits, status) and http_gen.c (generation requests
+ * through the coordinator's attachment, gateway.h; streaming). Nothing
+ * here is coordinator state. */
 #ifndef ST_COORD_HTTP_IMPL_H
 #define ST_COORD_HTTP_IMPL_H
 
@@ -11,10 +12,10 @@
 
 #include "common/text/chat.h"
 #include "common/net/client.h"
-#include "common/model/gguf.h"
 #include "common/http/http_keys.h"
 #include "common/http/http_rate.h"
 #include "common/text/tokenizer.h"
+#include "coordinator/http/gateway.h"
 #include "coordinator/http/http.h"
 #include "coordinator/http/http_guard.h"
 #include "coordinator/http/http_req.h"
@@ -25,19 +26,10 @@
 #define HTTP_IDENT_MAX 80
 #define HTTP_JOB_ID_MAX 48
 
-/* A control lane: one client of the coordinator, one exchange at a time
- * (common/net/client.h says why); a generation request holds one lane from its
- * Generate to its last Poll or Cancel. */
-typedef struct http_lane {
-    st_client *cl;
-    struct http_lane *next_free;
-} http_lane;
-
 struct st_http {
     st_http_cfg cfg;
     struct MHD_Daemon *d;
-    st_gguf *gguf;
-    st_tokenizer *tok;
+    const st_tokenizer *tok; /* the coordinator's (st_gw_tokenizer) */
     bool has_tmpl;
     st_chat_tmpl tmpl;
     char tmpl_err[256]; /* why chat is refused when !has_tmpl */
@@ -48,11 +40,10 @@ struct st_http {
     uint8_t session_key[ST_HTTP_SESSION_KEY_BYTES]; /* drawn at open: session ids */
     st_http_metrics met;
     int64_t started; /* Unix seconds */
-    /* lanes */
-    pthread_mutex_t mu; /* lanes, jobs list, stopping */
-    pthread_cond_t cv;  /* a job left the list (close waits) */
-    http_lane *lanes;
-    http_lane *free_lanes;
+    /* generation requests */
+    pthread_mutex_t mu;    /* n_gen, jobs list, stopping */
+    pthread_cond_t cv;     /* a job left the list (close waits) */
+    uint32_t n_gen;        /* generation slots in use (at most cfg.streams) */
     struct http_job *jobs; /* every job not yet freed */
     bool stopping;
     /* the status poller */
@@ -80,9 +71,9 @@ typedef struct http_conn {
 /* http_gen.c */
 
 /* http_gen_start - validated request g (taken) of a client with identity
- * ident under lim, tenant for session ids: takes a lane, suspends conn and
- * starts the Generate. ST_OK, or an error already described in *err (the
- * caller answers it; g is freed either way). */
+ * ident under lim, tenant for session ids: takes a generation slot,
+ * suspends conn and submits the request to the coordinator. ST_OK, or an error already described in
+ * *err (the caller answers it; g is freed either way). */
 st_err http_gen_start(st_http *h, struct MHD_Connection *conn, http_conn *hc, st_http_gen *g,
                       const char *ident, st_http_limits lim, const char *tenant,
                       st_http_error *err);
@@ -95,11 +86,6 @@ enum MHD_Result http_gen_resume(st_http *h, struct MHD_Connection *conn, http_co
 /* http_gen_completed - MHD ended the request of hc's job (toe:
  * MHD_REQUEST_TERMINATED_*): a job still running is cancelled. */
 void http_gen_completed(st_http *h, http_conn *hc, enum MHD_RequestTerminationCode toe);
-
-/* http_gen_open_lanes / http_gen_close_lanes - the lanes (cfg.streams
- * clients); closing ends every exchange in flight, so every job ends. */
-st_err http_gen_open_lanes(st_http *h);
-void http_gen_close_lanes(st_http *h);
 
 /* http.c */
 
