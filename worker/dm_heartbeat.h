@@ -27,7 +27,7 @@ typedef struct dm_heartbeat {
 typedef struct dm_drain {
     pthread_mutex_t mu;
     bool mu_ok;
-    bool self_leave;    /* decided to leave (cfg.leave_signal raised) */
+    bool self_leave;    /* decided to leave by itself (drained; daemon.h) */
     char why[256];      /* its reason */
     const char *reason; /* the Leave's reason ("shutdown" when NULL) */
     bool told_stay;     /* logged once: drained, staying (--stay-after-drain) */
