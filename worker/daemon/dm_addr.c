@@ -1,7 +1,7 @@
-/* dm_addr.c - the daemon's addresses: the flags' checks, the control
- * socket's listener, and what is announced to the coordinator (the data
- * and control addresses the other members dial; docs/worker.md,
- * "Addresses").
+/* dm_addr.c - the daemon's addresses: the flags' checks and what is
+ * announced to the coordinator (the data and control addresses the other
+ * members dial; docs/worker.md, "Flags"). The control socket's
+ * listener is dm_rep.c's (dm_rep_open), the data socket's dataplane.c's.
  *
  * The data and control sockets listen on the --listen host (the control
  * one on --control-port, else any port). What is announced is --advertise
@@ -9,13 +9,10 @@
  * such as deploy/testbed.sh's delayers stands between), else the bound
  * addresses, with a loopback host for a wildcard one. */
 #include <errno.h>
-#include <nng/nng.h>
-#include <nng/protocol/reqrep0/rep.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/wire/msg.h"
 #include "worker/daemon/dm_internal.h"
 
 /* dm_split_tcp - host and port of tcp://HOST:PORT (HOST may be [v6]). */
@@ -52,15 +49,15 @@ st_err dm_addrs_check(st_daemon *d, char host[DM_HOST_MAX], char ahost[DM_HOST_M
     st_err e;
     long port;
     char ctl[DM_HOST_MAX];
-    if (!dm_addr_ok(d->cfg.coordinator))
+    if (!dm_addr_ok(d->self.cfg.coordinator))
         return st_errorf(ST_EINVAL, "--coordinator '%s' is not a tcp://, ipc:// or inproc:// URL",
-                         d->cfg.coordinator ? d->cfg.coordinator : "");
-    if ((e = dm_tcp_flag("--advertise-control", d->cfg.advertise_control, ctl, sizeof ctl)))
+                         d->self.cfg.coordinator ? d->self.cfg.coordinator : "");
+    if ((e = dm_tcp_flag("--advertise-control", d->self.cfg.advertise_control, ctl, sizeof ctl)))
         return e;
-    if (d->cfg.control_port < 0 || d->cfg.control_port > ST_DAEMON_PORT_MAX)
-        return st_errorf(ST_EINVAL, "--control-port %d is not a port (0..%d)", d->cfg.control_port,
-                         ST_DAEMON_PORT_MAX);
-    if ((e = dm_split_tcp("--listen", d->cfg.listen, host, DM_HOST_MAX, &port)))
+    if (d->self.cfg.control_port < 0 || d->self.cfg.control_port > ST_DAEMON_PORT_MAX)
+        return st_errorf(ST_EINVAL, "--control-port %d is not a port (0..%d)",
+                         d->self.cfg.control_port, ST_DAEMON_PORT_MAX);
+    if ((e = dm_split_tcp("--listen", d->self.cfg.listen, host, DM_HOST_MAX, &port)))
         return e;
     /* the announced host: --advertise's, else the bound one (loopback for a wildcard) */
     if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "*") == 0)
@@ -69,43 +66,20 @@ st_err dm_addrs_check(st_daemon *d, char host[DM_HOST_MAX], char ahost[DM_HOST_M
         snprintf(ahost, DM_HOST_MAX, "[::1]");
     else
         snprintf(ahost, DM_HOST_MAX, "%s", host);
-    return dm_tcp_flag("--advertise", d->cfg.advertise, ahost, DM_HOST_MAX);
-}
-
-st_err dm_listen_rep(st_daemon *d, const char *host, int want_port, int *port)
-{
-    int rv;
-    if ((rv = nng_rep0_open(&d->rep)) != 0)
-        return st_err_nng(rv, "control socket");
-    d->rep_open = true;
-    nng_socket_set_ms(d->rep, NNG_OPT_SENDTIMEO, DM_REPLY_TIMEOUT_MS);
-    nng_socket_set_size(d->rep, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
-    st_pipe_gate_cfg gc = st_pipe_gate_cfg_for("control", ST_MSG_CONTROL_MAX_FRAME, true);
-    st_err e = st_pipe_gate_open(d->rep, &gc, &d->rep_gate);
-    if (e != ST_OK)
-        return e;
-    char url[ST_DP_ADDR_MAX];
-    snprintf(url, sizeof url, "tcp://%s:%d", host, want_port);
-    nng_listener l;
-    if ((rv = nng_listener_create(&l, d->rep, url)) != 0 ||
-        (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0 ||
-        (rv = nng_listener_start(l, 0)) != 0 ||
-        (rv = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, port)) != 0)
-        return st_errorf(ST_ENNG, "control listener on %s: %s", url, nng_strerror(rv));
-    return ST_OK;
+    return dm_tcp_flag("--advertise", d->self.cfg.advertise, ahost, DM_HOST_MAX);
 }
 
 void dm_addrs_announce(st_daemon *d, const char *host, const char *ahost, int dport, int cport)
 {
     printf("listening on tcp://%s:%d\ncontrol on tcp://%s:%d\n", host, dport, host, cport);
     fflush(stdout);
-    if (d->cfg.advertise != NULL)
-        snprintf(d->data_addr, sizeof d->data_addr, "%s", d->cfg.advertise);
+    if (d->self.cfg.advertise != NULL)
+        snprintf(d->self.data_addr, sizeof d->self.data_addr, "%s", d->self.cfg.advertise);
     else
-        snprintf(d->data_addr, sizeof d->data_addr, "tcp://%s:%d", ahost, dport);
-    if (d->cfg.advertise_control != NULL)
-        snprintf(d->ctl_addr, sizeof d->ctl_addr, "%s", d->cfg.advertise_control);
+        snprintf(d->self.data_addr, sizeof d->self.data_addr, "tcp://%s:%d", ahost, dport);
+    if (d->self.cfg.advertise_control != NULL)
+        snprintf(d->self.ctl_addr, sizeof d->self.ctl_addr, "%s", d->self.cfg.advertise_control);
     else
-        snprintf(d->ctl_addr, sizeof d->ctl_addr, "tcp://%s:%d", ahost, cport);
+        snprintf(d->self.ctl_addr, sizeof d->self.ctl_addr, "tcp://%s:%d", ahost, cport);
     dm_chunk_advertise(d, ahost);
 }

@@ -1,6 +1,6 @@
 /* dm_plan.c - the worker's side of the coordinator's plans: Prepare and
- * Commit (docs/cluster.md, "Plans (two phases)"). The control REP that
- * receives them is dm_rep.c.
+ * Commit (docs/cluster.md, "Plans (two phases)"; the state and its
+ * threads: dm_plan.h). The control REP that receives them is dm_rep.c.
  *
  * Design. A Prepare is checked whole before anything is loaded (INV-3):
  * epoch newer than the current one, a 32-byte plan hash, the model id
@@ -19,7 +19,7 @@
  * Refuse with the loader's error) goes out when the loader ends. A stage
  * of exactly the layer range of the committed stage (or of a prepared one
  * never committed) takes a reference to those placed weights instead of
- * loading them again (d->kept, model.h's Ownership): a replan that changes
+ * loading them again (d->pl.kept, model.h's Ownership): a replan that changes
  * only boundary dtypes, zstd or addresses costs a stage context, not a
  * read, a repack and a second copy in memory. The REP
  * socket receives nothing else meanwhile: its next receive is armed only
@@ -105,14 +105,14 @@ static bool dm_plan_senders(const Strata__Plan *p, int32_t me, st_dp_plan *o)
 
 st_ctl_state dm_ctl_state(const st_daemon *d)
 {
-    st_ctl_state s = {.coord_ctl = d->coord_ctl,
-                      .incarnation = d->incarnation,
-                      .have_cur = d->have_cur,
-                      .cur_epoch = d->cur_epoch,
-                      .have_pending = d->pending != NULL};
-    if (d->pending != NULL) {
-        s.pending_epoch = d->pending->plan.epoch;
-        memcpy(s.pending_hash, d->pending->plan.plan_hash, sizeof s.pending_hash);
+    st_ctl_state s = {.coord_ctl = d->mb.coord_ctl,
+                      .incarnation = d->mb.incarnation,
+                      .have_cur = d->pl.have_cur,
+                      .cur_epoch = d->pl.cur_epoch,
+                      .have_pending = d->pl.pending != NULL};
+    if (d->pl.pending != NULL) {
+        s.pending_epoch = d->pl.pending->plan.epoch;
+        memcpy(s.pending_hash, d->pl.pending->plan.plan_hash, sizeof s.pending_hash);
     }
     return s;
 }
@@ -124,27 +124,27 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
                             size_t cap)
 {
     memset(o, 0, sizeof *o); /* epoch, incarnation and hash: st_ctl_prepare_check */
-    if (p->model_id.len != 32 || memcmp(p->model_id.data, d->model_id, 32) != 0) {
+    if (p->model_id.len != 32 || memcmp(p->model_id.data, d->self.model_id, 32) != 0) {
         char a[ST_HEX_SHORT_CAP], b[ST_HEX_SHORT_CAP];
         st_hex_short(p->model_id.data, p->model_id.len, a);
-        st_hex_short(d->model_id, 32, b);
+        st_hex_short(d->self.model_id, 32, b);
         return dm_why(why, cap,
                       "plan model id %s.. (%zu bytes) differs from this worker's model "
                       "%s.. (%s)",
-                      a, p->model_id.len, b, d->cfg.model);
+                      a, p->model_id.len, b, d->self.cfg.model);
     }
-    if ((int64_t)p->n_layer != d->hp.n_layer)
+    if ((int64_t)p->n_layer != d->self.hp.n_layer)
         return dm_why(why, cap, "plan has %u layers; the model has %lld", p->n_layer,
-                      (long long)d->hp.n_layer);
-    if (p->n_stages < 1 || (int64_t)p->n_stages > d->hp.n_layer || p->n_stages > 65535)
+                      (long long)d->self.hp.n_layer);
+    if (p->n_stages < 1 || (int64_t)p->n_stages > d->self.hp.n_layer || p->n_stages > 65535)
         return dm_why(why, cap, "plan has %zu stages for %lld layers", p->n_stages,
-                      (long long)d->hp.n_layer);
+                      (long long)d->self.hp.n_layer);
     if (p->max_tokens < 1 || p->max_tokens > ST_DP_MAX_TOKENS)
         return dm_why(why, cap, "plan max_tokens %u is outside 1..%u", p->max_tokens,
                       ST_DP_MAX_TOKENS);
-    if (p->n_ctx < 1 || (int64_t)p->n_ctx > d->hp.n_ctx_train)
+    if (p->n_ctx < 1 || (int64_t)p->n_ctx > d->self.hp.n_ctx_train)
         return dm_why(why, cap, "plan n_ctx %u is outside 1..%lld (the model's context)", p->n_ctx,
-                      (long long)d->hp.n_ctx_train);
+                      (long long)d->self.hp.n_ctx_train);
     if (p->max_sessions < 1 || p->max_sessions > 65536)
         return dm_why(why, cap, "plan max_sessions %u is outside 1..65536", p->max_sessions);
     if (!dm_addr_ok(p->result_addr))
@@ -176,11 +176,11 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
             return dm_why(why, cap, "stage %zu: unknown boundary dtype '%.16s'", i,
                           s->in_dtype ? s->in_dtype : "");
         for (size_t j = 0; j < s->n_worker_ids; j++) {
-            if (s->worker_ids[j] != d->worker_id)
+            if (s->worker_ids[j] != d->mb.worker_id)
                 continue;
             if (me >= 0)
                 return dm_why(why, cap, "worker %llu appears twice in the plan",
-                              (unsigned long long)d->worker_id);
+                              (unsigned long long)d->mb.worker_id);
             me = (int32_t)i;
             rep = j;
         }
@@ -227,21 +227,21 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
 static void *dm_loader(void *arg)
 {
     st_daemon *d = arg;
-    d->ld_out = NULL;
+    d->pl.ld.out = NULL;
     const char *what = "fetching"; /* without --model: the stage's chunks first (fetch_dm.c) */
     /* weights kept from the stage before are resident: nothing to fetch */
-    d->ld_err = d->ld_kept != NULL ? ST_OK : dm_fetch_stage(d, &d->ld_plan);
-    if (d->ld_err == ST_OK) {
+    d->pl.ld.err = d->pl.ld.kept != NULL ? ST_OK : dm_fetch_stage(d, &d->pl.ld.plan);
+    if (d->pl.ld.err == ST_OK) {
         what = "loading";
-        d->ld_err = st_dp_stage_load(d->cfg.model, &d->ld_plan, d->pool, d->ops, d->ld_kept,
-                                     &d->ld_out);
+        d->pl.ld.err = st_dp_stage_load(d->self.cfg.model, &d->pl.ld.plan, d->self.pool,
+                                        d->self.ops, d->pl.ld.kept, &d->pl.ld.out);
     }
-    st_model_close(d->ld_kept);
-    d->ld_kept = NULL;
-    if (d->ld_err != ST_OK)
-        snprintf(d->ld_msg, sizeof d->ld_msg, "%s stage %d (layers [%lld, %lld)): %s", what,
-                 d->ld_plan.index, (long long)d->ld_plan.first, (long long)d->ld_plan.last,
-                 st_errmsg(d->ld_err));
+    st_model_close(d->pl.ld.kept);
+    d->pl.ld.kept = NULL;
+    if (d->pl.ld.err != ST_OK)
+        snprintf(d->pl.ld.msg, sizeof d->pl.ld.msg, "%s stage %d (layers [%lld, %lld)): %s", what,
+                 d->pl.ld.plan.index, (long long)d->pl.ld.plan.first, (long long)d->pl.ld.plan.last,
+                 st_errmsg(d->pl.ld.err));
     pthread_mutex_lock(&d->sh.mu);
     d->sh.ev_loader = true;
     pthread_cond_broadcast(&d->sh.cv);
@@ -254,7 +254,7 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
     char why[600];
     st_dp_plan plan;
     uint64_t epoch = pr->plan != NULL ? pr->plan->epoch : 0;
-    if (d->worker_id == 0) {
+    if (d->mb.worker_id == 0) {
         dm_refuse(d, epoch, "this worker has not joined yet");
         return;
     }
@@ -264,18 +264,19 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
         ce = dm_plan_check(d, pr->plan, &plan, why, sizeof why);
     if (ce != ST_OK) {
         if (ce == ST_EEPOCH || ce == ST_EAUTH)
-            d->ctl_refused++; /* stale, another incarnation's, a wrong hash */
+            dm_count_refused(d); /* stale, another incarnation's, a wrong hash */
         dm_refuse(d, epoch, why);
         return;
     }
     /* the weights to reuse when the layer range stays (st_dp_stage_load):
      * the prepared stage's, else the committed one's */
-    st_model *kept = d->pending != NULL && d->pending->model != NULL ? d->pending->model : d->kept;
+    st_model *kept = d->pl.pending != NULL && d->pl.pending->model != NULL ? d->pl.pending->model
+                                                                           : d->pl.kept;
     if (!st_dp_stage_keeps(kept, &plan))
         kept = NULL;
-    kept = st_model_ref(kept); /* the loader's (ld_kept), dropped on every other way out */
-    st_dp_stage_free(d->pending); /* a prepared plan that was never committed */
-    d->pending = NULL;
+    kept = st_model_ref(kept);       /* the loader's (ld.kept), dropped on every other way out */
+    st_dp_stage_free(d->pl.pending); /* a prepared plan that was never committed */
+    d->pl.pending = NULL;
     if (plan.index < 0) {
         st_model_close(kept);
         st_dp_stage *s;
@@ -283,14 +284,14 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
             dm_refuse(d, epoch, "out of memory");
             return;
         }
-        d->pending = s;
+        d->pl.pending = s;
         st_log(ST_LOG_INFO, "control", "prepared epoch %llu: not in the plan (spare)",
                (unsigned long long)epoch);
         dm_ready(d, epoch, 0);
         return;
     }
     st_minfo mi;
-    st_err e = st_minfo_from_gguf(d->g, &mi);
+    st_err e = st_minfo_from_gguf(d->self.g, &mi);
     if (e != ST_OK) {
         st_model_close(kept);
         snprintf(why, sizeof why, "the model's facts: %s", st_errmsg(e));
@@ -299,31 +300,31 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
     }
     uint64_t w = st_minfo_stage_bytes(&mi, (uint32_t)plan.first, (uint32_t)plan.last);
     st_minfo_free(&mi);
-    uint64_t per = st_kv_bytes(plan.last - plan.first, plan.n_ctx, d->hp.kv_dim);
+    uint64_t per = st_kv_bytes(plan.last - plan.first, plan.n_ctx, d->self.hp.kv_dim);
     uint64_t kv = per * plan.max_sessions;
-    if (per == 0 || kv / plan.max_sessions != per || w + kv < w || w + kv > d->memory) {
+    if (per == 0 || kv / plan.max_sessions != per || w + kv < w || w + kv > d->self.memory) {
         snprintf(why, sizeof why,
                  "stage %d (layers [%lld, %lld)) needs %llu bytes of weights + "
                  "%llu bytes of KV (%u sessions x %u positions) = %llu bytes; the memory budget "
                  "is %llu bytes",
                  plan.index, (long long)plan.first, (long long)plan.last, (unsigned long long)w,
                  (unsigned long long)kv, plan.max_sessions, plan.n_ctx,
-                 (unsigned long long)(w + kv), (unsigned long long)d->memory);
+                 (unsigned long long)(w + kv), (unsigned long long)d->self.memory);
         st_model_close(kept);
         dm_refuse(d, epoch, why);
         return;
     }
-    d->ld_plan = plan;
-    d->ld_kept = kept;
+    d->pl.ld.plan = plan;
+    d->pl.ld.kept = kept;
     dm_fetch_sources(d, pr); /* streaming: the members the coordinator names */
-    if (pthread_create(&d->ld_th, NULL, dm_loader, d) != 0) {
-        st_model_close(d->ld_kept);
-        d->ld_kept = NULL;
+    if (pthread_create(&d->pl.ld.th, NULL, dm_loader, d) != 0) {
+        st_model_close(d->pl.ld.kept);
+        d->pl.ld.kept = NULL;
         dm_refuse(d, epoch, "cannot start the loader thread");
         return;
     }
-    d->loading = true;
-    d->rep_waiting = true;
+    d->pl.loading = true;
+    dm_rep_hold(d);
     st_log(ST_LOG_INFO, "control", "preparing epoch %llu: stage %d of %u, layers [%lld, %lld)",
            (unsigned long long)epoch, plan.index, plan.n_stages, (long long)plan.first,
            (long long)plan.last);
@@ -331,22 +332,21 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
 
 void dm_on_loader(st_daemon *d)
 {
-    if (!d->loading)
+    if (!d->pl.loading)
         return;
-    pthread_join(d->ld_th, NULL);
-    d->loading = false;
-    if (d->ld_err == ST_OK) {
-        d->pending = d->ld_out;
-        d->ld_out = NULL;
-        size_t res = st_dp_stage_resident(d->pending);
+    pthread_join(d->pl.ld.th, NULL);
+    d->pl.loading = false;
+    if (d->pl.ld.err == ST_OK) {
+        d->pl.pending = d->pl.ld.out;
+        d->pl.ld.out = NULL;
+        size_t res = st_dp_stage_resident(d->pl.pending);
         st_log(ST_LOG_INFO, "control", "ready for epoch %llu: %zu bytes of weights resident",
-               (unsigned long long)d->ld_plan.epoch, res);
-        dm_ready(d, d->ld_plan.epoch, res);
+               (unsigned long long)d->pl.ld.plan.epoch, res);
+        dm_ready(d, d->pl.ld.plan.epoch, res);
     } else {
-        dm_refuse(d, d->ld_plan.epoch, d->ld_msg);
+        dm_refuse(d, d->pl.ld.plan.epoch, d->pl.ld.msg);
     }
-    d->rep_waiting = false;
-    nng_recv_aio(d->rep, d->rep_aio);
+    dm_rep_resume(d);
 }
 
 /* ---- Commit ---- */
@@ -359,11 +359,10 @@ static void dm_publish(st_daemon *d, st_dp_stage *s)
     d->sh.have_next = true;
     pthread_mutex_unlock(&d->sh.mu);
     st_dp_stage_free(old); /* committed but never taken: superseded */
-    st_model_close(d->kept);
-    d->kept = st_model_ref(s->model); /* NULL for a spare: its weights go with the old stage */
-    d->have_cur = true;
-    d->cur_epoch = s->plan.epoch;
-    memcpy(d->cur_hash, s->plan.plan_hash, 32);
+    st_model_close(d->pl.kept);
+    d->pl.kept = st_model_ref(s->model); /* NULL for a spare: its weights go with the old stage */
+    d->pl.have_cur = true;
+    d->pl.cur_epoch = s->plan.epoch;
 }
 
 void dm_commit(st_daemon *d, const Strata__Commit *c)
@@ -376,11 +375,27 @@ void dm_commit(st_daemon *d, const Strata__Commit *c)
         dm_refused(d, e, msg); /* a prepared plan stays for its own Commit */
         return;
     }
-    st_dp_stage *s = d->pending;
-    d->pending = NULL;
+    st_dp_stage *s = d->pl.pending;
+    d->pl.pending = NULL;
     bool spare = s->plan.index < 0;
     dm_publish(d, s);
     st_log(ST_LOG_INFO, "control", "committed epoch %llu%s", (unsigned long long)c->epoch,
            spare ? " without this worker: spare" : "");
     dm_reply_ack(d);
+}
+
+bool dm_plans_loading(const st_daemon *d) { return d->pl.loading; }
+
+void dm_plans_close(st_daemon *d)
+{
+    if (d->pl.loading) {
+        pthread_join(d->pl.ld.th, NULL);
+        d->pl.loading = false;
+        st_dp_stage_free(d->pl.ld.out);
+        d->pl.ld.out = NULL;
+    }
+    st_dp_stage_free(d->pl.pending);
+    d->pl.pending = NULL;
+    st_model_close(d->pl.kept);
+    d->pl.kept = NULL;
 }

@@ -1,6 +1,7 @@
-/* dm_rep.c - the worker's control server: the REP socket the coordinator
- * sends Prepare, Commit and EndSessions to and other workers send link
- * probes to, and the replies it answers with.
+/* dm_rep.c - the worker's control server (dm_rep.h): the REP socket the
+ * coordinator sends Prepare, Commit and EndSessions to and other workers
+ * send link probes to (its listener on the --listen host, behind a pipe
+ * gate, common/net/pipe_gate.h), and the replies it answers with.
  *
  * Design. One request at a time, as REP serialises them: dm_on_rep
  * unpacks a received message (a message that fails authentication is
@@ -29,12 +30,84 @@
  * request it answers (st_env_reply_to).
  * Probes come from the other workers and change nothing: anyone may send
  * them. */
+#include <nng/nng.h>
+#include <nng/protocol/reqrep0/rep.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/base/log.h"
 #include "common/wire/msg.h"
 #include "worker/daemon/dm_internal.h"
+
+static void dm_rep_cb(void *arg)
+{
+    st_daemon *d = arg;
+    dm_signal(d, &d->sh.ev_rep);
+}
+
+st_err dm_rep_open(st_daemon *d, const char *host, int want_port, int *port)
+{
+    int rv;
+    const uint8_t *key = d->self.keyed ? d->self.key : NULL;
+    st_err e = st_env_init_mode(&d->srv.env, key, d->self.cfg.encrypt, d->self.sender + 2);
+    if (e != ST_OK)
+        return e;
+    if ((rv = nng_aio_alloc(&d->srv.aio, dm_rep_cb, d)) != 0)
+        return st_err_nng(rv, "aio");
+    if ((rv = nng_rep0_open(&d->srv.sock)) != 0)
+        return st_err_nng(rv, "control socket");
+    d->srv.open = true;
+    nng_socket_set_ms(d->srv.sock, NNG_OPT_SENDTIMEO, DM_REPLY_TIMEOUT_MS);
+    nng_socket_set_size(d->srv.sock, NNG_OPT_RECVMAXSZ, ST_MSG_CONTROL_MAX_FRAME);
+    st_pipe_gate_cfg gc = st_pipe_gate_cfg_for("control", ST_MSG_CONTROL_MAX_FRAME, true);
+    e = st_pipe_gate_open(d->srv.sock, &gc, &d->srv.gate);
+    if (e != ST_OK)
+        return e;
+    char url[ST_DP_ADDR_MAX];
+    snprintf(url, sizeof url, "tcp://%s:%d", host, want_port);
+    nng_listener l;
+    if ((rv = nng_listener_create(&l, d->srv.sock, url)) != 0 ||
+        (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0 ||
+        (rv = nng_listener_start(l, 0)) != 0 ||
+        (rv = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, port)) != 0)
+        return st_errorf(ST_ENNG, "control listener on %s: %s", url, nng_strerror(rv));
+    return ST_OK;
+}
+
+void dm_rep_start(st_daemon *d) { nng_recv_aio(d->srv.sock, d->srv.aio); }
+
+void dm_rep_close(st_daemon *d)
+{
+    if (d->srv.open)
+        nng_close(d->srv.sock);
+    d->srv.open = false;
+    st_pipe_gate_close(d->srv.gate);
+    d->srv.gate = NULL;
+    dm_aio_free(d->srv.aio);
+    d->srv.aio = NULL;
+    st_env_fini(&d->srv.env);
+}
+
+void dm_rep_hold(st_daemon *d) { d->srv.waiting = true; }
+
+void dm_rep_resume(st_daemon *d)
+{
+    d->srv.waiting = false;
+    nng_recv_aio(d->srv.sock, d->srv.aio);
+}
+
+uint64_t dm_rep_sender(const st_daemon *d) { return d->srv.env.sender; }
+
+void dm_rep_counters(const st_daemon *d, Strata__Counters *c, st_pipe_gate_counts *g)
+{
+    c->auth_failed += d->srv.env.auth_failed;
+    c->bad_packets += d->srv.bad;
+    c->refused_control += d->srv.refused;
+    c->reply_failures += d->srv.reply_failed;
+    st_pipe_gate_add_counts(d->srv.gate, g);
+}
+
+void dm_count_refused(st_daemon *d) { d->srv.refused++; }
 
 /* dm_reply - answers the pending request with m; a reply that cannot be
  * packed (or would exceed what a control socket accepts) is answered with
@@ -44,17 +117,17 @@
 void dm_reply(st_daemon *d, const Strata__Msg *m)
 {
     nng_msg *out;
-    st_err e = st_msg_pack_max(&d->env_rep, ST_ENV_CONTROL, m, ST_MSG_CONTROL_MAX_FRAME, &out);
+    st_err e = st_msg_pack_max(&d->srv.env, ST_ENV_CONTROL, m, ST_MSG_CONTROL_MAX_FRAME, &out);
     int rv = 0;
-    if (e == ST_OK && (rv = nng_sendmsg(d->rep, out, 0)) != 0) {
+    if (e == ST_OK && (rv = nng_sendmsg(d->srv.sock, out, 0)) != 0) {
         nng_msg_free(out);
         e = st_err_nng(rv, "send");
     }
     if (e == ST_OK)
         return;
-    d->reply_failed++;
+    d->srv.reply_failed++;
     st_log(ST_LOG_WARN, "control", "reply (%s) not sent (%llu so far): %s", st_msg_case_name(m),
-           (unsigned long long)d->reply_failed, st_errmsg(e));
+           (unsigned long long)d->srv.reply_failed, st_errmsg(e));
     if (rv == 0 && m->body_case != STRATA__MSG__BODY_ERROR) {
         char why[400];
         snprintf(why, sizeof why, "reply not packed: %s", st_errmsg(e));
@@ -84,7 +157,7 @@ void dm_refuse(st_daemon *d, uint64_t epoch, const char *reason)
     st_log(ST_LOG_WARN, "control", "refusing plan of epoch %llu: %s", (unsigned long long)epoch,
            reason);
     Strata__Refuse r = STRATA__REFUSE__INIT;
-    r.worker_id = d->worker_id;
+    r.worker_id = d->mb.worker_id;
     r.epoch = epoch;
     r.reason = (char *)reason;
     Strata__Msg m = STRATA__MSG__INIT;
@@ -96,7 +169,7 @@ void dm_refuse(st_daemon *d, uint64_t epoch, const char *reason)
 void dm_ready(st_daemon *d, uint64_t epoch, uint64_t resident)
 {
     Strata__Ready r = STRATA__READY__INIT;
-    r.worker_id = d->worker_id;
+    r.worker_id = d->mb.worker_id;
     r.epoch = epoch;
     r.resident_bytes = resident;
     Strata__Msg m = STRATA__MSG__INIT;
@@ -107,39 +180,9 @@ void dm_ready(st_daemon *d, uint64_t epoch, uint64_t resident)
 
 void dm_refused(st_daemon *d, st_err code, const char *msg)
 {
-    d->ctl_refused++;
+    d->srv.refused++;
     st_log(ST_LOG_WARN, "control", "refused: %s", msg);
     dm_reply_error(d, code, msg);
-}
-
-void dm_on_join_reply(st_daemon *d, const Strata__JoinReply *jr, double now)
-{
-    if (d->incarnation != 0 && jr->incarnation != d->incarnation)
-        st_log(ST_LOG_INFO, "control", "coordinator incarnation %llu -> %llu (restarted)",
-               (unsigned long long)d->incarnation, (unsigned long long)jr->incarnation);
-    d->worker_id = jr->worker_id;
-    d->incarnation = jr->incarnation;
-    d->coord_ctl = jr->control_sender;
-    if (jr->heartbeat_ms >= 10 && jr->heartbeat_ms <= 600000)
-        d->hb_ms = jr->heartbeat_ms;
-    d->joined = true;
-    d->hb_fails = 0;
-    d->backoff = DM_BACKOFF_MIN_S;
-    d->next_hb = now;
-    pthread_mutex_lock(&d->sh.mu);
-    d->sh.worker_id = d->worker_id;
-    pthread_mutex_unlock(&d->sh.mu);
-    if (d->coord_ctl == 0)
-        st_log(ST_LOG_WARN, "control",
-               "the JoinReply names no control sender: every Prepare, "
-               "Commit and EndSessions will be refused");
-    st_log(ST_LOG_INFO, "control",
-           "joined %s as worker %llu (incarnation %llu, heartbeat %u ms, "
-           "control sender %llu; protocol %u, coordinator strata %s)",
-           d->cfg.coordinator, (unsigned long long)d->worker_id, (unsigned long long)d->incarnation,
-           d->hb_ms, (unsigned long long)d->coord_ctl,
-           jr->protocol ? jr->protocol : (uint32_t)STRATA__VERSION__PROTOCOL, /* 0: older builds */
-           jr->version && jr->version[0] ? jr->version : "(not sent)");
 }
 
 /* dm_ctl_allowed - whether a Prepare, Commit or EndSessions from sender
@@ -150,13 +193,13 @@ static bool dm_ctl_allowed(st_daemon *d, const Strata__Msg *m, uint64_t sender)
     char why[240];
     st_ctl_state cs = dm_ctl_state(d);
     st_err e = st_ctl_sender_check(&cs, st_msg_case_name(m), sender, why, sizeof why);
-    if (e == ST_OK && d->env_rep.keyed && !d->env_rep.last_bound) {
+    if (e == ST_OK && d->srv.env.keyed && !d->srv.env.last_bound) {
         e = ST_EAUTH;
         snprintf(why, sizeof why,
                  "%s from sender %llu is not bound to this worker (control id %llu): only "
                  "requests sealed for this worker are taken",
                  st_msg_case_name(m), (unsigned long long)sender,
-                 (unsigned long long)d->env_rep.sender);
+                 (unsigned long long)d->srv.env.sender);
     }
     if (e == ST_OK)
         return true;
@@ -185,7 +228,7 @@ static void dm_probe(st_daemon *d, const Strata__Probe *pb)
         char why[160];
         snprintf(why, sizeof why, "probe from worker %llu: payload of %zu bytes exceeds %zu",
                  (unsigned long long)pb->worker_id, pb->payload.len, ST_PROBE_MAX_PAYLOAD);
-        d->ctl_bad++;
+        d->srv.bad++;
         dm_reply_error(d, ST_ERANGE, why);
         return;
     }
@@ -199,34 +242,34 @@ static void dm_probe(st_daemon *d, const Strata__Probe *pb)
 
 void dm_on_rep(st_daemon *d)
 {
-    int rv = nng_aio_result(d->rep_aio);
+    int rv = nng_aio_result(d->srv.aio);
     if (rv == NNG_ECLOSED || rv == NNG_ECANCELED)
         return; /* shutting down */
     if (rv != 0) {
         st_log(ST_LOG_WARN, "control", "control receive: %s", nng_strerror(rv));
-        nng_recv_aio(d->rep, d->rep_aio);
+        nng_recv_aio(d->srv.sock, d->srv.aio);
         return;
     }
-    nng_msg *msg = nng_aio_get_msg(d->rep_aio);
-    nng_aio_set_msg(d->rep_aio, NULL);
+    nng_msg *msg = nng_aio_get_msg(d->srv.aio);
+    nng_aio_set_msg(d->srv.aio, NULL);
     Strata__Msg *m = NULL;
     uint64_t sender = 0;
-    d->env_rep.last_bound = false;
-    d->env_rep.last_seq = 0;
-    st_err e = st_msg_unpack(&d->env_rep, ST_ENV_CONTROL, msg, &m, &sender);
+    d->srv.env.last_bound = false;
+    d->srv.env.last_seq = 0;
+    st_err e = st_msg_unpack(&d->srv.env, ST_ENV_CONTROL, msg, &m, &sender);
     if (e == ST_OK) /* its connection (pipe_gate.h) */
-        st_pipe_gate_vouch(d->rep_gate, msg);
+        st_pipe_gate_vouch(d->srv.gate, msg);
     else
-        st_pipe_gate_failed(d->rep_gate, msg);
+        st_pipe_gate_failed(d->srv.gate, msg);
     nng_msg_free(msg);
     /* the reply (now, or after the loader for a Prepare) answers this request */
-    st_env_reply_to(&d->env_rep, e == ST_OK ? sender : 0, e == ST_OK ? d->env_rep.last_seq : 0);
+    st_env_reply_to(&d->srv.env, e == ST_OK ? sender : 0, e == ST_OK ? d->srv.env.last_seq : 0);
     if (e == ST_EAUTH) { /* dropped unanswered and counted (INV-5) */
         st_log(ST_LOG_WARN, "control", "control message dropped: %s", st_errmsg(e));
     } else if (e != ST_OK) {
         char why[400];
         snprintf(why, sizeof why, "%s", st_errmsg(e));
-        d->ctl_bad++;
+        d->srv.bad++;
         st_log(ST_LOG_WARN, "control", "bad control message: %s", why);
         dm_reply_error(d, e, why);
     } else if (d->stopping) {
@@ -248,10 +291,10 @@ void dm_on_rep(st_daemon *d)
         char why[160];
         snprintf(why, sizeof why, "unexpected %s on a worker's control socket",
                  st_msg_case_name(m));
-        d->ctl_bad++;
+        d->srv.bad++;
         dm_reply_error(d, ST_EPROTO, why);
     }
     st_msg_free(m);
-    if (!d->rep_waiting)
-        nng_recv_aio(d->rep, d->rep_aio);
+    if (!d->srv.waiting)
+        nng_recv_aio(d->srv.sock, d->srv.aio);
 }

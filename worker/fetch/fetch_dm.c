@@ -1,8 +1,9 @@
 /* fetch_dm.c - the worker daemon's use of weight streaming (fetch.h,
- * docs/streaming.md): a worker started without --model fetches the
- * model's header at start-up (so it knows the model id it joins with and
- * its hyperparameters) and its stage's chunks in Prepare, on the loader
- * thread, before loading; its heartbeats carry the fetch's progress.
+ * docs/streaming.md; its state and who touches it: fetch_dm.h): a worker
+ * started without --model fetches the model's header at start-up (so it
+ * knows the model id it joins with and its hyperparameters) and its
+ * stage's chunks in Prepare, on the loader thread, before loading; its
+ * heartbeats carry the fetch's progress.
  *
  * With --serve-chunks the worker also serves chunks to other workers
  * (chunk_serve.h): the verified chunks of its cache, or its model file;
@@ -32,18 +33,18 @@ static st_err dm_serve_open(st_daemon *d, const st_worker_cfg *cfg, const char *
         return ST_OK;
     char addr[ST_DP_ADDR_MAX];
     st_chunk_serve_cfg sc = {.listen = cfg->serve_chunks,
-                             .key = d->keyed ? d->key : NULL,
+                             .key = d->self.keyed ? d->self.key : NULL,
                              .encrypt = cfg->encrypt,
-                             .fetch = d->fetch,
-                             .model_path = d->cfg.model,
+                             .fetch = d->fe.fetch,
+                             .model_path = d->self.cfg.model,
                              .cache_dir = cache,
                              .test_corrupt = cfg->test_serve_corrupt};
-    st_err e = st_chunk_serve_open(&sc, &d->cserve, addr, sizeof addr);
+    st_err e = st_chunk_serve_open(&sc, &d->fe.serve, addr, sizeof addr);
     if (e != ST_OK)
         return e;
-    snprintf(d->chunk_addr, sizeof d->chunk_addr, "%s", addr);
+    snprintf(d->fe.chunk_addr, sizeof d->fe.chunk_addr, "%s", addr);
     st_log(ST_LOG_INFO, "worker", "chunks on %s (%s)", addr,
-           d->fetch != NULL ? "the verified chunks of its cache" : "its model file");
+           d->fe.fetch != NULL ? "the verified chunks of its cache" : "its model file");
     return ST_OK;
 }
 
@@ -98,7 +99,7 @@ st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg)
         return st_err_sodium("sodium_init");
     st_fetch_cfg fc = {.sources = from,
                        .cache_dir = cache,
-                       .key = d->keyed ? d->key : NULL,
+                       .key = d->self.keyed ? d->self.key : NULL,
                        .encrypt = cfg->encrypt,
                        .max_rate = cfg->max_fetch_rate,
                        .pause_after = cfg->test_fetch_pause_after,
@@ -106,47 +107,63 @@ st_err dm_fetch_open(st_daemon *d, const st_worker_cfg *cfg)
     randombytes_buf(&fc.sender, sizeof fc.sender);
     fc.sender |= 1; /* nonzero */
     const char *path;
-    if ((e = st_fetch_open(&fc, &d->fetch)) != ST_OK)
+    if ((e = st_fetch_open(&fc, &d->fe.fetch)) != ST_OK)
         return e;
-    if (!dm_open_stop_attach(cfg->open_stop, d->fetch))
+    if (!dm_open_stop_attach(cfg->open_stop, d->fe.fetch))
         return st_errorf(ST_ECANCELED, "stopped before the model's header was fetched");
-    e = st_fetch_header(d->fetch, &path);
+    e = st_fetch_header(d->fe.fetch, &path);
     dm_open_stop_attach(cfg->open_stop, NULL);
     if (e != ST_OK)
         return e;
-    free(d->s_model);
-    if ((d->s_model = strdup(path)) == NULL)
+    free(d->self.s_model);
+    if ((d->self.s_model = strdup(path)) == NULL)
         return st_errorf(ST_ENOMEM, "model path");
-    d->cfg.model = d->s_model;
+    d->self.cfg.model = d->self.s_model;
     st_log(ST_LOG_INFO, "worker", "no --model: weights from %s, cached under %s", from, cache);
     return dm_serve_open(d, cfg, cache);
 }
 
+void dm_serve_close(st_daemon *d)
+{
+    st_chunk_serve_close(d->fe.serve);
+    d->fe.serve = NULL;
+}
+
 void dm_fetch_close(st_daemon *d)
 {
-    st_chunk_serve_close(d->cserve); /* first: it reads the fetch's cache */
-    d->cserve = NULL;
-    st_fetch_close(d->fetch);
-    d->fetch = NULL;
+    dm_serve_close(d); /* first: it reads the fetch's cache */
+    st_fetch_close(d->fe.fetch);
+    d->fe.fetch = NULL;
+}
+
+void dm_fetch_stop(st_daemon *d) { st_fetch_stop(d->fe.fetch); }
+
+bool dm_fetch_streams(const st_daemon *d) { return d->fe.fetch != NULL; }
+
+const char *dm_fetch_chunk_addr(const st_daemon *d) { return d->fe.chunk_addr; }
+
+void dm_serve_gate_counts(const st_daemon *d, st_pipe_gate_counts *g)
+{
+    st_chunk_serve_gate_counts(d->fe.serve, g);
 }
 
 void dm_chunk_advertise(st_daemon *d, const char *host)
 {
-    const char *h = d->chunk_addr + 6, *c = strrchr(d->chunk_addr, ':');
-    if (d->chunk_addr[0] == '\0' || c == NULL || c < h)
+    const char *h = d->fe.chunk_addr + 6, *c = strrchr(d->fe.chunk_addr, ':');
+    if (d->fe.chunk_addr[0] == '\0' || c == NULL || c < h)
         return;
     size_t n = (size_t)(c - h);
     bool any = n == 0 || (n == 7 && strncmp(h, "0.0.0.0", 7) == 0) || (n == 1 && h[0] == '*') ||
                (n == 4 && strncmp(h, "[::]", 4) == 0);
     char a[ST_DP_ADDR_MAX];
     if (any && (size_t)snprintf(a, sizeof a, "tcp://%s%s", host, c) < sizeof a)
-        memcpy(d->chunk_addr, a, sizeof a);
+        memcpy(d->fe.chunk_addr, a, sizeof a);
 }
 
 void dm_fetch_sources(st_daemon *d, const Strata__Prepare *pr)
 {
-    d->ld_n_src = 0;
-    if (d->fetch == NULL)
+    d->fe.n_src = 0;
+    if (d->fe.fetch == NULL)
         return;
     char list[ST_FETCH_MAX_SOURCES * (ST_DP_ADDR_MAX + 2)] = "";
     size_t off = 0, refused = 0;
@@ -154,16 +171,16 @@ void dm_fetch_sources(st_daemon *d, const Strata__Prepare *pr)
         const char *a = pr->chunk_sources[i];
         /* INV-3: only well-formed tcp:// addresses are dialled (as probe peers) */
         if (!dm_addr_ok(a) || strncmp(a, "tcp://", 6) != 0 || strlen(a) >= ST_DP_ADDR_MAX ||
-            d->ld_n_src == ST_FETCH_MAX_SOURCES) {
+            d->fe.n_src == ST_FETCH_MAX_SOURCES) {
             refused++;
             continue;
         }
-        bool dup = strcmp(a, d->chunk_addr) == 0; /* its own server */
-        for (size_t k = 0; k < d->ld_n_src && !dup; k++)
-            dup = strcmp(d->ld_src[k], a) == 0;
+        bool dup = strcmp(a, d->fe.chunk_addr) == 0; /* its own server */
+        for (size_t k = 0; k < d->fe.n_src && !dup; k++)
+            dup = strcmp(d->fe.src[k], a) == 0;
         if (dup)
             continue;
-        snprintf(d->ld_src[d->ld_n_src++], ST_DP_ADDR_MAX, "%s", a);
+        snprintf(d->fe.src[d->fe.n_src++], ST_DP_ADDR_MAX, "%s", a);
         off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", off ? ", " : "", a);
     }
     uint64_t epoch = pr->plan != NULL ? pr->plan->epoch : 0;
@@ -173,26 +190,26 @@ void dm_fetch_sources(st_daemon *d, const Strata__Prepare *pr)
                "address, or more than %d)",
                (unsigned long long)epoch, refused, ST_FETCH_MAX_SOURCES);
     st_log(ST_LOG_INFO, "fetch", "epoch %llu: the coordinator names %zu chunk source(s)%s%s",
-           (unsigned long long)epoch, d->ld_n_src, d->ld_n_src ? ": " : "", list);
+           (unsigned long long)epoch, d->fe.n_src, d->fe.n_src ? ": " : "", list);
 }
 
 st_err dm_fetch_stage(st_daemon *d, const st_dp_plan *p)
 {
-    if (d->fetch == NULL)
+    if (d->fe.fetch == NULL)
         return ST_OK;
     const char *extra[ST_FETCH_MAX_SOURCES];
-    for (size_t i = 0; i < d->ld_n_src; i++)
-        extra[i] = d->ld_src[i];
-    st_fetch_extra(d->fetch, extra, d->ld_n_src);
-    return st_fetch_stage(d->fetch, d->g, p->first, p->last, d->hp.n_layer);
+    for (size_t i = 0; i < d->fe.n_src; i++)
+        extra[i] = d->fe.src[i];
+    st_fetch_extra(d->fe.fetch, extra, d->fe.n_src);
+    return st_fetch_stage(d->fe.fetch, d->self.g, p->first, p->last, d->self.hp.n_layer);
 }
 
 Strata__FetchProgress *dm_fetch_pb(st_daemon *d, Strata__FetchProgress *out)
 {
-    if (d->fetch == NULL)
+    if (d->fe.fetch == NULL)
         return NULL;
     st_fetch_stats s;
-    st_fetch_progress(d->fetch, &s);
+    st_fetch_progress(d->fe.fetch, &s);
     strata__fetch_progress__init(out);
     out->active = s.active;
     out->need_bytes = s.need_bytes;
@@ -205,18 +222,19 @@ Strata__FetchProgress *dm_fetch_pb(st_daemon *d, Strata__FetchProgress *out)
     out->sources = s.sources;
     out->refetched_bytes = s.refetched_bytes;
     out->timeouts = s.timeouts;
-    size_t n = st_fetch_sources(d->fetch, d->hb_src, sizeof d->hb_src / sizeof d->hb_src[0]);
+    size_t n = st_fetch_sources(d->fe.fetch, d->fe.hb_src,
+                                sizeof d->fe.hb_src / sizeof d->fe.hb_src[0]);
     for (size_t i = 0; i < n; i++) {
-        Strata__FetchSource *fs = &d->hb_fs[i];
+        Strata__FetchSource *fs = &d->fe.hb_fs[i];
         strata__fetch_source__init(fs);
-        fs->addr = d->hb_src[i].addr;
-        fs->requests = d->hb_src[i].requests;
-        fs->timeouts = d->hb_src[i].timeouts;
-        fs->aside = d->hb_src[i].aside;
-        fs->dropped = d->hb_src[i].dropped;
-        d->hb_fsp[i] = fs;
+        fs->addr = d->fe.hb_src[i].addr;
+        fs->requests = d->fe.hb_src[i].requests;
+        fs->timeouts = d->fe.hb_src[i].timeouts;
+        fs->aside = d->fe.hb_src[i].aside;
+        fs->dropped = d->fe.hb_src[i].dropped;
+        d->fe.hb_fsp[i] = fs;
     }
-    out->source_stats = d->hb_fsp;
+    out->source_stats = d->fe.hb_fsp;
     out->n_source_stats = n;
     return out;
 }

@@ -74,7 +74,7 @@ struct st_standalone {
     uint64_t auth_dropped;
 };
 
-/* sa_reply - sends frame msg (taken) to the client. */
+/* sa_send - sends frame msg (taken) to the client. */
 static void sa_send(st_standalone *s, nng_msg *msg)
 {
     int rv = nng_sendmsg(s->sock, msg, 0);
