@@ -92,6 +92,8 @@ static st_err gen_text_init(st_gen *g, const int32_t *prompt, size_t n_prompt)
     if (g->p.text != ST_GEN_TEXT_PROMPT && g->p.text != ST_GEN_TEXT_AFTER)
         return ST_OK;
     for (size_t i = 0; i < n_prompt; i++) {
+        if ((size_t)prompt[i] >= st_tok_n_vocab(g->tok))
+            continue; /* a padding id: no text */
         size_t nw = 0;
         st_err e = st_detok_push(&g->dt, prompt[i], g->dbuf, g->dcap, &nw);
         if (e == ST_OK && g->p.text == ST_GEN_TEXT_PROMPT)
@@ -208,7 +210,7 @@ st_err st_gen_accept(st_gen *g, int32_t id, bool forced, st_gen_tok *out)
                          g->n_vocab);
     g->ids[g->n_ids++] = id;
     size_t nw = 0;
-    if (g->has_text) {
+    if (g->has_text && (size_t)id < st_tok_n_vocab(g->tok)) {
         st_err e = st_detok_push(&g->dt, id, g->dbuf, g->dcap, &nw);
         if (e != ST_OK)
             return e;

@@ -19,8 +19,10 @@
  * - Text: each accepted id goes through one streaming detokenizer
  *   (common/tokenizer.h) unless text is ST_GEN_TEXT_NONE or there is no
  *   tokenizer; its output is the id's text delta (a UTF-8 character split
- *   over ids comes out whole with the id that completes it). st_gen_finish
- *   gives the rest (U+FFFD for a character left incomplete).
+ *   over ids comes out whole with the id that completes it). An id of
+ *   n_vocab that the tokenizer does not have (the padding rows of a model's
+ *   head) has no text. st_gen_finish gives the rest (U+FFFD for a
+ *   character left incomplete).
  * - Stop rules, checked after each accepted id, in this order; the id that
  *   triggers one is kept in the ids and its text in the text:
  *   1. ST_GEN_EOS: the id is eos_id or eot_id (not for an id accepted as

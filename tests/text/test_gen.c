@@ -222,6 +222,13 @@ START_TEST(echo_and_no_text)
     g = gen_new(&p, tok);
     accept(g, T_WOR, false, ST_GEN_GO, "");
     st_gen_close(g);
+    /* a model's head may have more rows than the tokenizer has pieces:
+     * those ids have no text */
+    p.text = ST_GEN_TEXT_START;
+    ck_assert_int_eq(st_gen_open(&p, tok, T_N + 2, N_CTX, prompt, N_PROMPT, &g), ST_OK);
+    accept(g, T_N + 1, false, ST_GEN_GO, "");
+    accept(g, T_HELLO, false, ST_GEN_GO, "Hello");
+    st_gen_close(g);
     /* without a tokenizer: ids only; the end ids are the params' */
     p = st_gen_params_default(NULL, 10);
     p.eos_id = T_BANG;
