@@ -1,7 +1,7 @@
 /* sched_req.c - the requests of the scheduler (see scheduler.h and
  * sched_impl.h): validation on submit, the per-request streaming text
- * (detokenizer, token text offsets, stop strings), the end of a request
- * with its finish reason, views for Poll, cancel.
+ * (its generation, common/gen.h, and token text offsets), the end of a
+ * request with its finish reason, views for Poll, cancel.
  *
  * A request ends exactly once (sched_finish): on a stop of its generation
  * (common/gen.h, the rules of `strata run`: EOS or EOT "eos", a stop
@@ -130,7 +130,7 @@ static st_err sched_text_put(sched_req *r, const char *b, size_t n)
 void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err, const char *msg,
                   uint64_t now)
 {
-    (void)s; /* the scheduler's signature of request transitions; the text is r's own */
+    (void)s; /* unused: r's text is its own generation's (r->gen) */
     if (r->state == RQ_DONE)
         return;
     const bool ran = r->state == RQ_RUNNING;
