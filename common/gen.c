@@ -63,6 +63,8 @@ void st_gen_close(st_gen *g)
 
 static st_err gen_echo_put(st_gen *g, const char *b, size_t n)
 {
+    if (n == 0)
+        return ST_OK;
     if (g->n_echo + n > g->cap_echo) {
         size_t cap = g->cap_echo ? g->cap_echo : GEN_ECHO_CAP0;
         while (cap < g->n_echo + n)
