@@ -103,28 +103,35 @@ const char *cli_need_value(int argc, char **argv, int *i)
 
 /* cli_parse_sampling - one of the sampling flags shared with `strata
  * generate`; returns 1 if argv[*i] was one (parsed into sp), 0 if not,
- * -1 on a bad value. */
+ * -1 on a bad value. The bounds are common/text/sampling.h's ranges (closed
+ * here: top_p's open lower bound is left to st_sampler_params_validate). */
 int cli_parse_sampling(int argc, char **argv, int *i, st_sampler_params *sp)
 {
     const char *f = argv[*i];
     const char *v;
     int64_t iv;
     if (strcmp(f, "--temp") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_f32(f, v, 0.0f, 100.0f, &sp->temp))
+        if (!(v = cli_need_value(argc, argv, i)) ||
+            cli_parse_f32(f, v, st_sampler_range_temp.lo, st_sampler_range_temp.hi, &sp->temp))
             return -1;
     } else if (strcmp(f, "--top-k") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_i64(f, v, 0, 1 << 30, &iv))
+        if (!(v = cli_need_value(argc, argv, i)) ||
+            cli_parse_i64(f, v, (int64_t)st_sampler_range_top_k.lo,
+                          (int64_t)st_sampler_range_top_k.hi, &iv))
             return -1;
         sp->top_k = (int32_t)iv;
     } else if (strcmp(f, "--top-p") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_f32(f, v, 0.0f, 1.0f, &sp->top_p))
+        if (!(v = cli_need_value(argc, argv, i)) ||
+            cli_parse_f32(f, v, st_sampler_range_top_p.lo, st_sampler_range_top_p.hi, &sp->top_p))
             return -1;
     } else if (strcmp(f, "--min-p") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_f32(f, v, 0.0f, 1.0f, &sp->min_p))
+        if (!(v = cli_need_value(argc, argv, i)) ||
+            cli_parse_f32(f, v, st_sampler_range_min_p.lo, st_sampler_range_min_p.hi, &sp->min_p))
             return -1;
     } else if (strcmp(f, "--repeat-penalty") == 0) {
         if (!(v = cli_need_value(argc, argv, i)) ||
-            cli_parse_f32(f, v, 0.01f, 100.0f, &sp->repeat_penalty))
+            cli_parse_f32(f, v, st_sampler_range_repeat_penalty.lo,
+                          st_sampler_range_repeat_penalty.hi, &sp->repeat_penalty))
             return -1;
     } else if (strcmp(f, "--seed") == 0) {
         if (!(v = cli_need_value(argc, argv, i)) || cli_parse_u64(f, v, &sp->seed))

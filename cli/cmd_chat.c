@@ -12,8 +12,9 @@
  * template and tokenizer only) each turn is a Generate request of
  * prompt_ids with one client session id, so the coordinator's prefix reuse
  * applies. --no-reuse (local) prefills every turn from position 0, for
- * comparison: the replies must not change. Generation ends at EOS or EOT, -n ids, or a full
- * context. After each turn a line goes to stderr: "chat: turn T: prompt P tokens, reused R tokens,
+ * comparison: the replies must not change. Generation ends at a stop of
+ * common/text/gen.h: EOS or EOT, -n ids, or a full context. After each turn a
+ * line goes to stderr: "chat: turn T: prompt P tokens, reused R tokens,
  * prefilled F; generated G tokens in S s (X tok/s)". */
 #include <sodium.h>
 #include <stdbool.h>
@@ -27,6 +28,7 @@
 #include "cli/commands.h"
 #include "cli/conn.h"
 #include "common/base/clock.h"
+#include "common/text/gen.h"
 #include "common/text/sampling.h"
 #include "worker/engine/local.h"
 
@@ -152,15 +154,51 @@ typedef struct chat_local {
     int32_t *kv; /* ids at positions [0, n_kv) */
     size_t n_kv;
     int32_t *gen; /* this turn's ids */
-    float *work;
-    st_sample_scratch scr;
-    char *dbuf;
-    size_t dcap;
-    st_rng rng;
+    st_rng rng;   /* continues from turn to turn */
 } chat_local;
 
+/* chat_local_gen - generates and streams the reply to the conversation
+ * the cache holds: up to o->n ids into x->gen, *n_gen. */
+static st_err chat_local_gen(chat_local *x, const chat_opts *o, const chat_conv *c, size_t *n_gen)
+{
+    st_local *l = &x->l;
+    st_gen_params gp = st_gen_params_default(c->tok, (uint32_t)o->n);
+    gp.sp = o->sp;
+    gp.text = ST_GEN_TEXT_CONTINUE;
+    gp.rng = &x->rng;
+    st_gen *g;
+    st_err e = st_gen_open(&gp, c->tok, (size_t)l->n_vocab, l->n_ctx, c->ids, c->n_ids, &g);
+    if (e != ST_OK)
+        return e;
+    for (;;) {
+        st_gen_tok t;
+        if ((e = st_gen_step(g, l->logits, &t)) != ST_OK)
+            break;
+        chat_write(t.text, t.len);
+        if (t.stop == ST_GEN_CTX_FULL)
+            fprintf(stderr, "\nstrata: chat: the context of %lld tokens is full\n",
+                    (long long)l->n_ctx);
+        if (t.stop != ST_GEN_GO)
+            break;
+        if ((e = st_local_eval(l, &t.id, 1, (int64_t)x->n_kv)) != ST_OK)
+            break;
+        x->kv[x->n_kv++] = t.id;
+    }
+    size_t n_ids, n_rest;
+    const int32_t *ids = st_gen_ids(g, &n_ids);
+    const char *rest;
+    *n_gen = n_ids - c->n_ids;
+    memcpy(x->gen, ids + c->n_ids, *n_gen * sizeof *ids);
+    x->rng = st_gen_rng(g);
+    st_gen_finish(g, &rest, &n_rest);
+    if (e == ST_OK)
+        chat_write(rest, n_rest);
+    st_gen_close(g);
+    return e;
+}
+
 /* chat_local_turn - prefills what the cache lacks of c->ids, then samples
- * and streams up to o->n ids; the ids go to *gen, *n_gen. */
+ * and streams up to o->n ids; the ids go to x->gen, *n_gen. */
 static st_err chat_local_turn(chat_local *x, const chat_opts *o, const chat_conv *c, int turn,
                               size_t *n_gen)
 {
@@ -180,36 +218,10 @@ static st_err chat_local_turn(chat_local *x, const chat_opts *o, const chat_conv
         return e;
     memcpy(x->kv, c->ids, n * sizeof *x->kv);
     x->n_kv = n;
-    st_detok dt;
-    st_detok_init(&dt, c->tok, false);
-    size_t k = 0, nw = 0;
-    while (k < (size_t)o->n) {
-        int32_t id;
-        memcpy(x->work, l->logits, (size_t)l->n_vocab * sizeof(float));
-        if ((e = st_sample(&o->sp, &x->rng, x->work, (size_t)l->n_vocab, x->kv, x->n_kv, &x->scr,
-                           &id)))
-            return e;
-        x->gen[k++] = id;
-        if (id == st_tok_eos(c->tok) || id == st_tok_eot(c->tok))
-            break;
-        if (st_detok_push(&dt, id, x->dbuf, x->dcap, &nw) == ST_OK)
-            chat_write(x->dbuf, nw);
-        if (k == (size_t)o->n)
-            break;
-        if ((int64_t)x->n_kv + 1 >= l->n_ctx) {
-            fprintf(stderr, "\nstrata: chat: the context of %lld tokens is full\n",
-                    (long long)l->n_ctx);
-            break;
-        }
-        if ((e = st_local_eval(l, &id, 1, (int64_t)x->n_kv)))
-            return e;
-        x->kv[x->n_kv++] = id;
-    }
-    if (st_detok_flush(&dt, x->dbuf, x->dcap, &nw) == ST_OK)
-        chat_write(x->dbuf, nw);
+    if ((e = chat_local_gen(x, o, c, n_gen)) != ST_OK)
+        return e;
     chat_write("\n", 1);
-    chat_stat(turn, n, keep, k, st_now_s() - t0);
-    *n_gen = k;
+    chat_stat(turn, n, keep, *n_gen, st_now_s() - t0);
     return ST_OK;
 }
 
@@ -235,11 +247,7 @@ static int chat_local_run(const chat_opts *o)
     }
     x.kv = malloc((size_t)x.l.n_ctx * sizeof *x.kv);
     x.gen = malloc((size_t)o->n * sizeof *x.gen);
-    x.work = malloc((size_t)x.l.n_vocab * sizeof(float));
-    x.dcap = st_detok_bound(tok);
-    x.dbuf = malloc(x.dcap);
-    if (!x.kv || !x.gen || !x.work || !x.dbuf ||
-        st_sample_scratch_init(&x.scr, (size_t)x.l.n_vocab)) {
+    if (!x.kv || !x.gen) {
         fprintf(stderr, "strata: chat: out of memory\n");
         goto out;
     }
@@ -262,9 +270,6 @@ out:
     free(line);
     chat_conv_free(&c);
     st_tok_free(tok);
-    st_sample_scratch_free(&x.scr);
-    free(x.dbuf);
-    free(x.work);
     free(x.gen);
     free(x.kv);
     st_local_close(&x.l);

@@ -2,7 +2,8 @@
  * process (the stage [0, n_layer) with embedding and head).
  *
  * The prompt is prefilled in chunks, then one token is decoded per step
- * until -n tokens, EOS or EOT, or the context's end. --force-ids replaces the
+ * until a stop of common/text/gen.h: -n tokens, EOS or EOT, or the context's
+ * end. --force-ids replaces the
  * sampled token of each step by the given one (teacher forcing) so that
  * --logits-out can be compared step by step with a reference. Text is
  * streamed through the detokenizer, which never splits a UTF-8 character. */
@@ -13,6 +14,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "common/base/clock.h"
+#include "common/text/gen.h"
 #include "common/base/log.h"
 #include "common/text/sampling.h"
 #include "common/text/tokenizer.h"
@@ -161,91 +163,67 @@ static int run_generate(run_opts *o, st_local *l, st_tokenizer *tok, const int32
                         size_t n_prompt)
 {
     int rc = 1;
-    size_t cap = n_prompt + (size_t)o->n + 1;
-    int32_t *hist = malloc(cap * sizeof *hist);
-    float *work = malloc((size_t)l->n_vocab * sizeof(float));
-    st_sample_scratch scr = {0};
-    size_t dcap = st_detok_bound(tok);
-    char *dbuf = malloc(dcap);
+    st_gen *g = NULL;
     FILE *lf = NULL;
-    if (!hist || !work || !dbuf || st_sample_scratch_init(&scr, (size_t)l->n_vocab)) {
-        fprintf(stderr, "strata: run: out of memory\n");
+    st_gen_params gp = st_gen_params_default(tok, (uint32_t)o->n);
+    gp.sp = o->sp;
+    gp.text = o->ids_only ? ST_GEN_TEXT_NONE : o->prompt ? ST_GEN_TEXT_PROMPT : ST_GEN_TEXT_START;
+    st_err e = st_gen_open(&gp, tok, (size_t)l->n_vocab, l->n_ctx, prompt, n_prompt, &g);
+    if (e != ST_OK) {
+        fprintf(stderr, "strata: run: %s\n", st_errmsg(e));
         goto out;
     }
     if (o->logits_out && (lf = fopen(o->logits_out, "wb")) == NULL) {
         perror(o->logits_out);
         goto out;
     }
-    memcpy(hist, prompt, n_prompt * sizeof *hist);
-    size_t n_hist = n_prompt;
-    st_rng rng;
-    st_rng_seed(&rng, o->sp.seed);
-    st_detok dt;
-    st_detok_init(&dt, tok, true);
-
     double t0 = st_now_s();
-    st_err e = st_local_eval(l, prompt, (int64_t)n_prompt, 0);
+    e = st_local_eval(l, prompt, (int64_t)n_prompt, 0);
     double t1 = st_now_s();
     if (e != ST_OK) {
         fprintf(stderr, "strata: run: %s\n", st_errmsg(e));
         goto out;
     }
-    if (!o->ids_only && o->prompt) {
-        /* echo the prompt, as llama.cpp does */
-        for (size_t i = 0; i < n_prompt; i++) {
-            size_t nw = 0;
-            if (st_detok_push(&dt, prompt[i], dbuf, dcap, &nw) == ST_OK)
-                run_write(dbuf, nw);
-        }
-    }
-    int64_t n_gen = 0;
-    for (int64_t step = 0; step < o->n; step++) {
+    size_t n_echo = 0;
+    const char *echo = st_gen_echo(g, &n_echo); /* the prompt, as llama.cpp echoes it */
+    run_write(echo, n_echo);
+    for (size_t step = 0; st_gen_stopped(g) == ST_GEN_GO; step++) {
         if (lf && fwrite(l->logits, sizeof(float), (size_t)l->n_vocab, lf) != (size_t)l->n_vocab) {
             perror(o->logits_out);
             goto out;
         }
-        int32_t id;
-        if ((size_t)step < o->n_force) {
-            id = o->force[step];
-        } else {
-            memcpy(work, l->logits, (size_t)l->n_vocab * sizeof(float));
-            e = st_sample(&o->sp, &rng, work, (size_t)l->n_vocab, hist, n_hist, &scr, &id);
-            if (e != ST_OK) {
-                fprintf(stderr, "strata: run: sampling: %s\n", st_errmsg(e));
-                goto out;
-            }
+        st_gen_tok t;
+        e = step < o->n_force ? st_gen_accept(g, o->force[step], true, &t)
+                              : st_gen_step(g, l->logits, &t);
+        if (e != ST_OK) {
+            fprintf(stderr, "strata: run: sampling: %s\n", st_errmsg(e));
+            goto out;
         }
-        hist[n_hist++] = id;
-        n_gen++;
-        if (!o->ids_only) {
-            size_t nw = 0;
-            if (st_detok_push(&dt, id, dbuf, dcap, &nw) == ST_OK)
-                run_write(dbuf, nw);
-        }
-        if ((size_t)step >= o->n_force && (id == st_tok_eos(tok) || id == st_tok_eot(tok)))
-            break; /* end of generation: EOS, or EOT (chat models) */
-        if (step + 1 == o->n)
-            break;
-        if ((int64_t)n_hist >= l->n_ctx) {
+        run_write(t.text, t.len);
+        if (t.stop == ST_GEN_CTX_FULL)
             fprintf(stderr, "strata: run: context of %lld tokens is full\n", (long long)l->n_ctx);
+        if (t.stop != ST_GEN_GO)
             break;
-        }
-        e = st_local_eval(l, &id, 1, (int64_t)n_hist - 1);
+        e = st_local_eval(l, &t.id, 1, (int64_t)(n_prompt + st_gen_n_generated(g)) - 1);
         if (e != ST_OK) {
             fprintf(stderr, "strata: run: %s\n", st_errmsg(e));
             goto out;
         }
     }
     double t2 = st_now_s();
+    const int64_t n_gen = (int64_t)st_gen_n_generated(g);
     if (o->ids_only) {
+        size_t n_ids;
+        const int32_t *ids = st_gen_ids(g, &n_ids);
         printf("ids: ");
-        for (size_t i = n_prompt; i < n_hist; i++)
-            printf("%s%d", i > n_prompt ? "," : "", hist[i]);
+        for (size_t i = n_prompt; i < n_ids; i++)
+            printf("%s%d", i > n_prompt ? "," : "", ids[i]);
         printf("\n");
     } else {
-        size_t nw = 0;
-        if (st_detok_flush(&dt, dbuf, dcap, &nw) == ST_OK)
-            run_write(dbuf, nw);
+        const char *rest;
+        size_t n_rest;
+        st_gen_finish(g, &rest, &n_rest);
+        run_write(rest, n_rest);
         printf("\n");
     }
     fprintf(stderr,
@@ -259,10 +237,7 @@ out:
         perror(o->logits_out);
         rc = 1;
     }
-    st_sample_scratch_free(&scr);
-    free(dbuf);
-    free(work);
-    free(hist);
+    st_gen_close(g);
     return rc;
 }
 

@@ -49,9 +49,11 @@ typedef struct strata_chain_config {
                            * and only the tokenizer is read from model */
 } strata_chain_config;
 
-/* Sampling, as `strata run`'s flags; strata_sampling_default() gives its
- * defaults (temp 0.8, top_k 40, top_p 0.95, min_p 0.05, no repeat penalty
- * over the last 64, seed 0). temp 0 is greedy. */
+/* Sampling, as `strata run`'s flags, in their ranges (temp [0, 100], top_k
+ * [0, 2^30], top_p (0, 1], min_p [0, 1], repeat_penalty [0.01, 100],
+ * repeat_last_n >= 0); strata_sampling_default() gives its defaults (temp
+ * 0.8, top_k 40, top_p 0.95, min_p 0.05, no repeat penalty over the last
+ * 64, seed 0). temp 0 is greedy. */
 typedef struct strata_sampling {
     float temp;
     int32_t top_k;

@@ -42,25 +42,42 @@ st_sampler_params st_sampler_params_default(void)
     return p;
 }
 
+const st_sampler_range st_sampler_range_temp = {"temp", 0.0f, 100.0f, false};
+const st_sampler_range st_sampler_range_top_k = {"top_k", 0.0f, (float)(1 << 30), false};
+const st_sampler_range st_sampler_range_top_p = {"top_p", 0.0f, 1.0f, true};
+const st_sampler_range st_sampler_range_min_p = {"min_p", 0.0f, 1.0f, false};
+const st_sampler_range st_sampler_range_repeat_penalty = {"repeat_penalty", 0.01f, 100.0f, false};
+/* 2^31: every int32_t >= 0 */
+const st_sampler_range st_sampler_range_repeat_last_n = {"repeat_last_n", 0.0f, 2147483648.0f,
+                                                         false};
+
+bool st_sampler_range_has(const st_sampler_range *r, double v)
+{
+    const double lo = (double)r->lo;
+    return (r->lo_open ? v > lo : v >= lo) && v <= (double)r->hi;
+}
+
+/* smp_check - ST_EINVAL naming r's field when v is outside r. */
+static st_err smp_check(const st_sampler_range *r, double v)
+{
+    if (st_sampler_range_has(r, v))
+        return ST_OK;
+    return st_errorf(ST_EINVAL, "sampler params: %s %g must be in %c%g, %g]", r->name, v,
+                     r->lo_open ? '(' : '[', (double)r->lo, (double)r->hi);
+}
+
 st_err st_sampler_params_validate(const st_sampler_params *p)
 {
     if (p == NULL)
         return st_errorf(ST_EINVAL, "sampler params: NULL");
-    if (!isfinite(p->temp) || p->temp < 0.0f)
-        return st_errorf(ST_EINVAL, "sampler params: temp %g must be a finite number >= 0",
-                         (double)p->temp);
-    if (p->top_k < 0)
-        return st_errorf(ST_EINVAL, "sampler params: top_k %d must be >= 0 (0 = off)", p->top_k);
-    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
-        return st_errorf(ST_EINVAL, "sampler params: top_p %g must be in (0, 1]", (double)p->top_p);
-    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
-        return st_errorf(ST_EINVAL, "sampler params: min_p %g must be in [0, 1]", (double)p->min_p);
-    if (!isfinite(p->repeat_penalty) || p->repeat_penalty <= 0.0f)
-        return st_errorf(ST_EINVAL, "sampler params: repeat_penalty %g must be a finite number > 0",
-                         (double)p->repeat_penalty);
-    if (p->repeat_last_n < 0)
-        return st_errorf(ST_EINVAL, "sampler params: repeat_last_n %d must be >= 0",
-                         p->repeat_last_n);
+    st_err e;
+    if ((e = smp_check(&st_sampler_range_temp, (double)p->temp)) != ST_OK ||
+        (e = smp_check(&st_sampler_range_top_k, (double)p->top_k)) != ST_OK ||
+        (e = smp_check(&st_sampler_range_top_p, (double)p->top_p)) != ST_OK ||
+        (e = smp_check(&st_sampler_range_min_p, (double)p->min_p)) != ST_OK ||
+        (e = smp_check(&st_sampler_range_repeat_penalty, (double)p->repeat_penalty)) != ST_OK ||
+        (e = smp_check(&st_sampler_range_repeat_last_n, (double)p->repeat_last_n)) != ST_OK)
+        return e;
     return ST_OK;
 }
 

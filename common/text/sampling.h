@@ -9,6 +9,7 @@
 #ifndef ST_SAMPLING_H
 #define ST_SAMPLING_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,10 +29,33 @@ typedef struct st_sampler_params {
  * repeat_penalty 1 (off), repeat_last_n 64, seed 0. */
 st_sampler_params st_sampler_params_default(void);
 
-/* st_sampler_params_validate - ST_EINVAL naming the field when temp is
- * NaN, infinite or negative; top_k or repeat_last_n is negative; top_p is
- * outside (0, 1]; min_p outside [0, 1]; repeat_penalty is not a finite
- * number > 0. */
+/* The valid range of each field: the one definition. st_sampler_params_validate
+ * checks them; the front ends that parse the fields (the CLI's flags,
+ * cli/args.c; the HTTP gateway, coordinator/http/http_req.c) take their bounds
+ * from here. A value is valid when it is a number in [lo, hi] (lo excluded
+ * when lo_open); NaN never is. */
+typedef struct st_sampler_range {
+    const char *name; /* the field, as messages name it */
+    float lo, hi;
+    bool lo_open;
+} st_sampler_range;
+
+extern const st_sampler_range st_sampler_range_temp;           /* [0, 100] */
+extern const st_sampler_range st_sampler_range_top_k;          /* [0, 2^30] */
+extern const st_sampler_range st_sampler_range_top_p;          /* (0, 1] */
+extern const st_sampler_range st_sampler_range_min_p;          /* [0, 1] */
+extern const st_sampler_range st_sampler_range_repeat_penalty; /* [0.01, 100] */
+extern const st_sampler_range st_sampler_range_repeat_last_n;  /* [0, 2^31] */
+
+/* The OpenAI API's temperature is [0, 2]: the HTTP gateway narrows
+ * st_sampler_range_temp's upper bound to this one. */
+#define ST_SAMPLER_TEMP_MAX_OPENAI 2.0f
+
+/* st_sampler_range_has - whether v is in r (false for NaN). */
+bool st_sampler_range_has(const st_sampler_range *r, double v);
+
+/* st_sampler_params_validate - ST_EINVAL naming the first field outside
+ * its range above ("sampler params: top_p 0 must be in (0, 1]"). */
 st_err st_sampler_params_validate(const st_sampler_params *p);
 
 /* The RNG: xoshiro256** seeded through splitmix64. Plain data: its

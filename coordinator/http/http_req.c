@@ -10,12 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/text/sampling.h"
+
 #define HTTP_BAD 400
 #define HTTP_SERVER_ERROR 500
 #define HTTP_INVALID "invalid_request_error"
 /* The largest integer a JSON number (a double) carries exactly. */
 #define HTTP_MAX_EXACT 9007199254740992.0
-#define HTTP_TEMP_MAX 2.0
 /* Separates tenant and session id in the session hash input. */
 #define HTTP_SESSION_SEP "\x1f"
 
@@ -304,13 +305,15 @@ static st_err http_sampling(const cJSON *o, st_http_gen *g, st_http_error *err)
     }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "temperature");
     if (!http_absent(v)) {
-        if ((e = http_num(v, "temperature", 0, false, HTTP_TEMP_MAX, &g->temperature, err)))
+        if ((e = http_num(v, "temperature", st_sampler_range_temp.lo, st_sampler_range_temp.lo_open,
+                          ST_SAMPLER_TEMP_MAX_OPENAI, &g->temperature, err)))
             return e;
         g->has_temperature = true;
     }
     v = cJSON_GetObjectItemCaseSensitive(o, "top_p");
     if (!http_absent(v)) {
-        if ((e = http_num(v, "top_p", 0, true, 1, &g->top_p, err)))
+        if ((e = http_num(v, "top_p", st_sampler_range_top_p.lo, st_sampler_range_top_p.lo_open,
+                          st_sampler_range_top_p.hi, &g->top_p, err)))
             return e;
         g->has_top_p = true;
     }

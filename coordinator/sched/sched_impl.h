@@ -6,6 +6,7 @@
 #ifndef ST_COORD_SCHED_IMPL_H
 #define ST_COORD_SCHED_IMPL_H
 
+#include "common/text/gen.h"
 #include "coordinator/cluster/hold.h"
 #include "coordinator/sched/scheduler.h"
 
@@ -24,9 +25,7 @@ typedef struct sched_req {
     uint64_t client_session;
     uint32_t max_tokens;
     st_sampler_params sp;
-    char **stop;
-    uint32_t n_stop;
-    size_t max_stop_len;
+    st_gen *gen; /* the text and the stop rules (common/text/gen.h) */
     bool want_logits;
     int32_t *ids; /* [max_tokens] */
     uint32_t n_ids;
@@ -34,7 +33,6 @@ typedef struct sched_req {
     char *text;
     size_t text_len, text_cap;
     float *logits; /* [n_ids][n_vocab] */
-    st_detok dt;
     const char *finish;
     st_err err;
     char err_msg[256];
@@ -89,9 +87,7 @@ struct st_sched {
     uint32_t *pend_route; /* batch of the session's route carried it (its workers saw it) */
     size_t n_pend;
     st_sched_stats st; /* totals (the gauges are computed on demand) */
-    char *dbuf;        /* detokenizer output scratch */
-    size_t dcap;
-    st_hold hold; /* the test-only step gate (hold.h); off unless a test sets it */
+    st_hold hold;      /* the test-only step gate (hold.h); off unless a test sets it */
 };
 
 /* sched_req.c */

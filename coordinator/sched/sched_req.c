@@ -1,13 +1,14 @@
 /* sched_req.c - the requests of the scheduler (see scheduler.h and
  * sched_impl.h): validation on submit, the per-request streaming text
- * (detokenizer, token text offsets, stop strings), the end of a request
- * with its finish reason, views for Poll, cancel.
+ * (its generation, common/text/gen.h, and token text offsets), the end of a
+ * request with its finish reason, views for Poll, cancel.
  *
- * A request ends exactly once (sched_finish): on EOS (the EOS id is part
- * of its ids, as in `strata run`), a stop string completed by the text of
- * its last id (that id is kept, and its text), its token limit, a full
- * context, an error, a cancel or shutdown. The detokenizer is flushed
- * then, so a character left incomplete shows as U+FFFD at the very end.
+ * A request ends exactly once (sched_finish): on a stop of its generation
+ * (common/text/gen.h, the rules of `strata run`: EOS or EOT "eos", a stop
+ * string "stop", its token limit or a full context "length"; the id that
+ * stops is part of its ids, and its text), an error, a cancel or shutdown.
+ * The generation's text is ended then, so a character left incomplete
+ * shows as U+FFFD at the very end.
  *
  * Ids (sched_new_id): session and batch ids come from the configured
  * generator, random 64-bit numbers by default, so a blind guess names a
@@ -53,9 +54,7 @@ void sched_req_free(sched_req *r)
 {
     if (r == NULL)
         return;
-    for (uint32_t i = 0; i < r->n_stop; i++)
-        free(r->stop[i]);
-    free(r->stop);
+    st_gen_close(r->gen);
     free(r->prompt);
     free(r->ids);
     free(r->times);
@@ -131,17 +130,20 @@ static st_err sched_text_put(sched_req *r, const char *b, size_t n)
 void sched_finish(st_sched *s, sched_req *r, const char *reason, st_err err, const char *msg,
                   uint64_t now)
 {
+    (void)s; /* unused: r's text is its own generation's (r->gen) */
     if (r->state == RQ_DONE)
         return;
+    const bool ran = r->state == RQ_RUNNING;
     r->state = RQ_DONE;
     r->finish = reason;
     r->err = err;
     snprintf(r->err_msg, sizeof r->err_msg, "%s", msg ? msg : "");
     r->done_ns = now;
-    if (s->cfg.tok && r->dt.tok != NULL) { /* only a request that ran has a detokenizer */
-        size_t nw = 0;
-        if (st_detok_flush(&r->dt, s->dbuf, s->dcap, &nw) == ST_OK)
-            sched_text_put(r, s->dbuf, nw);
+    if (ran) { /* a queued request has no text to end */
+        const char *rest;
+        size_t n_rest;
+        st_gen_finish(r->gen, &rest, &n_rest);
+        sched_text_put(r, rest, n_rest);
     }
 }
 
@@ -215,20 +217,21 @@ st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64
     r->ids = malloc(g->max_tokens * sizeof *r->ids);
     r->times = malloc(g->max_tokens * sizeof *r->times);
     r->text_off = calloc((size_t)g->max_tokens + 1, sizeof *r->text_off);
-    r->stop = calloc(g->n_stop ? g->n_stop : 1, sizeof *r->stop);
-    if (!r->prompt || !r->ids || !r->times || !r->text_off || !r->stop) {
+    if (!r->prompt || !r->ids || !r->times || !r->text_off) {
         sched_req_free(r);
         return st_errorf(ST_ENOMEM, "request");
     }
-    for (size_t i = 0; i < g->n_stop; i++) {
-        if ((r->stop[i] = strdup(g->stop[i])) == NULL) {
-            sched_req_free(r);
-            return st_errorf(ST_ENOMEM, "request");
-        }
-        r->n_stop++;
-        size_t n = strlen(g->stop[i]);
-        if (n > r->max_stop_len)
-            r->max_stop_len = n;
+    st_gen_params gp = {.sp = g->sp,
+                        .max_tokens = g->max_tokens,
+                        .eos_id = s->cfg.eos_id,
+                        .eot_id = s->cfg.tok ? st_tok_eot(s->cfg.tok) : -1,
+                        .stop = g->stop,
+                        .n_stop = g->n_stop,
+                        .text = ST_GEN_TEXT_AFTER};
+    if ((e = st_gen_open(&gp, s->cfg.tok, s->cfg.n_vocab, s->cfg.n_ctx, g->prompt, g->n_prompt,
+                         &r->gen)) != ST_OK) {
+        sched_req_free(r);
+        return e;
     }
     memcpy(r->prompt, g->prompt, g->n_prompt * sizeof *r->prompt);
     r->n_prompt = (uint32_t)g->n_prompt;
@@ -248,8 +251,25 @@ st_err st_sched_submit(st_sched *s, const st_gen_req *g, uint64_t now_ns, uint64
     return ST_OK;
 }
 
+/* sched_finish_reason - the finish reason the API reports for a stop. */
+static const char *sched_finish_reason(st_gen_stop stop)
+{
+    switch (stop) {
+    case ST_GEN_EOS:
+        return "eos";
+    case ST_GEN_STOP_STRING:
+        return "stop";
+    case ST_GEN_LENGTH:
+    case ST_GEN_CTX_FULL:
+        return "length";
+    case ST_GEN_GO:
+        break;
+    }
+    return NULL;
+}
+
 /* sched_append - appends sampled id tok to r (history, ids, text, logits)
- * and ends r on EOS, stop string, token limit or a full context. */
+ * and ends r on a stop of its generation (common/text/gen.h). */
 void sched_append(st_sched *s, sched_req *r, sched_sess *ss, const st_sched_result_row *rr,
                   uint64_t now)
 {
@@ -267,33 +287,21 @@ void sched_append(st_sched *s, sched_req *r, sched_sess *ss, const st_sched_resu
     }
     r->times[r->n_ids] = now;
     r->ids[r->n_ids++] = tok;
-    size_t before = r->text_len;
-    if (s->cfg.tok) {
-        size_t nw = 0;
-        if (st_detok_push(&r->dt, tok, s->dbuf, s->dcap, &nw) == ST_OK &&
-            sched_text_put(r, s->dbuf, nw) != ST_OK) {
-            sched_finish(s, r, "error", ST_ENOMEM, "out of memory for text", now);
-            return;
-        }
+    st_gen_tok t;
+    st_err e = st_gen_accept(r->gen, tok, false, &t);
+    if (e != ST_OK) {
+        sched_finish(s, r, "error", e, st_errdetail(), now);
+        return;
+    }
+    if (sched_text_put(r, t.text, t.len) != ST_OK) {
+        sched_finish(s, r, "error", ST_ENOMEM, "out of memory for text", now);
+        return;
     }
     r->text_off[r->n_ids] = (uint32_t)r->text_len;
     r->progress_ns = now;
     r->retries = r->requeues = 0;
-    if (tok == s->cfg.eos_id || (s->cfg.tok && tok == st_tok_eot(s->cfg.tok))) {
-        /* EOS, or the end of turn of a chat model (as `strata run`) */
-        sched_finish(s, r, "eos", ST_OK, NULL, now);
-        return;
-    }
-    if (r->n_stop > 0 && r->text_len > before) {
-        size_t from = before > r->max_stop_len - 1 ? before - (r->max_stop_len - 1) : 0;
-        for (uint32_t i = 0; i < r->n_stop; i++)
-            if (memmem(r->text + from, r->text_len - from, r->stop[i], strlen(r->stop[i]))) {
-                sched_finish(s, r, "stop", ST_OK, NULL, now);
-                return;
-            }
-    }
-    if (r->n_ids == r->max_tokens || ss->n_hist >= s->cfg.n_ctx)
-        sched_finish(s, r, "length", ST_OK, NULL, now);
+    if (t.stop != ST_GEN_GO)
+        sched_finish(s, r, sched_finish_reason(t.stop), ST_OK, NULL, now);
 }
 
 st_err st_sched_cancel(st_sched *s, uint64_t req_id, uint64_t now_ns)

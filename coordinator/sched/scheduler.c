@@ -81,15 +81,13 @@ st_err st_sched_new(const st_sched_cfg *cfg, st_sched **out)
     s->cfg = *cfg;
     s->cap_req = 2 * (size_t)cfg->max_requests;
     s->cap_ended = 4 * (size_t)cfg->max_sessions;
-    s->dcap = cfg->tok ? st_detok_bound(cfg->tok) : 0;
     s->sess = calloc(cfg->max_sessions, sizeof *s->sess);
     s->req = calloc(s->cap_req, sizeof *s->req);
     s->batches = calloc(cfg->max_in_flight, sizeof *s->batches);
     s->ended = calloc(s->cap_ended, sizeof *s->ended);
     s->pend = calloc(s->cap_ended, sizeof *s->pend);
     s->pend_route = calloc(s->cap_ended, sizeof *s->pend_route);
-    s->dbuf = malloc(s->dcap ? s->dcap : 1);
-    if (!s->sess || !s->req || !s->batches || !s->ended || !s->pend || !s->pend_route || !s->dbuf) {
+    if (!s->sess || !s->req || !s->batches || !s->ended || !s->pend || !s->pend_route) {
         st_sched_free(s);
         return st_errorf(ST_ENOMEM, "scheduler tables");
     }
@@ -147,7 +145,6 @@ void st_sched_free(st_sched *s)
     free(s->ended);
     free(s->pend);
     free(s->pend_route);
-    free(s->dbuf);
     free(s);
 }
 
@@ -210,7 +207,8 @@ void sched_settle(st_sched *s, sched_sess *ss, uint64_t now)
  * the history; of what the session held, the longest common prefix that
  * the workers' KV still holds is kept (prefix reuse), always leaving at
  * least the last prompt id to feed (its logits give the first sample).
- * The RNG is seeded, the detokenizer consumes the prompt. */
+ * The RNG is seeded (the request's generation, sched_req.c, detokenized
+ * the prompt when it was submitted). */
 static void sched_start(st_sched *s, sched_req *r, sched_sess *ss, uint64_t now)
 {
     uint32_t keep = 0;
@@ -231,13 +229,6 @@ static void sched_start(st_sched *s, sched_req *r, sched_sess *ss, uint64_t now)
     r->state = RQ_RUNNING;
     r->progress_ns = now;
     r->start_ns = now;
-    if (s->cfg.tok) {
-        st_detok_init(&r->dt, s->cfg.tok, true);
-        for (uint32_t i = 0; i < r->n_prompt; i++) {
-            size_t nw;
-            st_detok_push(&r->dt, r->prompt[i], s->dbuf, s->dcap, &nw);
-        }
-    }
 }
 
 /* sched_wanted - whether a queued request continues client session id. */

@@ -1,8 +1,8 @@
 /* embed_api.c - libstrata's public API (include/strata.h): a chain of
  * shard servers (common/net/chain.h) between the ends of the model, local
- * (worker/embed/embed_local.h) or an embedding service's (common/net/shard.h), and the generation loop of
- * `strata run` around them: the same sampler, seeded the same way, over the same logits, with the
- * same stop rules, so the ids are those of `strata run`. */
+ * (worker/embed/embed_local.h) or an embedding service's (common/net/shard.h), and a generation
+ * (common/text/gen.h) around them, as `strata run` has: the same sampler, seeded the same way, over
+ * the same logits, with the same stop rules, so the ids are those of `strata run`. */
 #include "include/strata.h"
 
 #include <sodium.h>
@@ -12,6 +12,7 @@
 
 #include "common/net/chain.h"
 #include "common/wire/envelope.h"
+#include "common/text/gen.h"
 #include "common/text/sampling.h"
 #include "common/net/shard.h"
 #include "worker/embed/embed_local.h"
@@ -150,28 +151,23 @@ static st_err api_embed(void *arg, const int32_t *ids, int64_t n, float *out)
 
 /* A generation's buffers. */
 typedef struct api_gen {
-    int32_t *hist;
-    float *last, *logits, *work;
-    char *dbuf;
-    size_t dcap;
-    st_sample_scratch scr;
+    float *last, *logits;
+    st_gen *g;
 } api_gen;
 
 static void api_gen_free(api_gen *g)
 {
-    free(g->hist);
     free(g->last);
     free(g->logits);
-    free(g->work);
-    free(g->dbuf);
-    st_sample_scratch_free(&g->scr);
+    st_gen_close(g->g);
 }
 
-/* api_eval - runs hist[pos, n_hist) and puts the next token's logits in
+/* api_eval - runs ids[pos, n_ids) and puts the next token's logits in
  * g->logits. */
-static st_err api_eval(strata_chain *c, api_gen *g, uint64_t session, int64_t n_hist, int64_t pos)
+static st_err api_eval(strata_chain *c, api_gen *g, uint64_t session, const int32_t *ids,
+                       int64_t n_ids, int64_t pos)
 {
-    st_err e = st_chain_forward(c->chain, session, g->hist, n_hist, pos, api_embed, c, g->last);
+    st_err e = st_chain_forward(c->chain, session, ids, n_ids, pos, api_embed, c, g->last);
     if (e != ST_OK)
         return e;
     return c->remote ? st_shard_logits(c->remote, g->last, 1, g->logits)
@@ -187,42 +183,34 @@ static st_err api_generate(strata_chain *c, api_gen *g, const int32_t *prompt, s
     if (n_prompt == 0 || (int64_t)n_prompt >= c->n_ctx)
         return st_errorf(ST_ERANGE, "a prompt of %zu tokens (1..%lld fit the context)", n_prompt,
                          (long long)c->n_ctx - 1);
-    g->hist = malloc((n_prompt + (size_t)n_predict + 1) * sizeof *g->hist);
+    st_gen_params gp = st_gen_params_default(tok, (uint32_t)n_predict);
+    gp.sp = *sp;
+    st_err e = st_gen_open(&gp, tok, V, c->n_ctx, prompt, n_prompt, &g->g);
+    if (e != ST_OK)
+        return e;
     g->last = malloc(st_chain_hidden(c->chain) * sizeof *g->last);
     g->logits = malloc(V * sizeof *g->logits);
-    g->work = malloc(V * sizeof *g->work);
-    g->dcap = st_detok_bound(tok);
-    g->dbuf = malloc(g->dcap);
-    if (!g->hist || !g->last || !g->logits || !g->work || !g->dbuf ||
-        st_sample_scratch_init(&g->scr, V))
+    if (!g->last || !g->logits)
         return st_errorf(ST_ENOMEM, "generation buffers");
-    memcpy(g->hist, prompt, n_prompt * sizeof *prompt);
-    int64_t n_hist = (int64_t)n_prompt;
-    st_rng rng;
-    st_rng_seed(&rng, sp->seed);
-    st_detok dt;
-    st_detok_init(&dt, tok, true);
-    st_err e = api_eval(c, g, session, n_hist, 0);
-    for (int step = 0; e == ST_OK && step < n_predict; step++) {
-        int32_t id;
-        memcpy(g->work, g->logits, V * sizeof *g->work);
-        if ((e = st_sample(sp, &rng, g->work, V, g->hist, (size_t)n_hist, &g->scr, &id)))
+    size_t n_ids;
+    const int32_t *ids = st_gen_ids(g->g, &n_ids);
+    e = api_eval(c, g, session, ids, (int64_t)n_ids, 0);
+    while (e == ST_OK && st_gen_stopped(g->g) == ST_GEN_GO) {
+        st_gen_tok t;
+        if ((e = st_gen_step(g->g, g->logits, &t)) != ST_OK)
             break;
-        g->hist[n_hist++] = id;
-        size_t nw = 0;
-        if ((e = st_detok_push(&dt, id, g->dbuf, g->dcap, &nw)) != ST_OK)
+        if (fn != NULL && fn(arg, t.id, t.text, t.len) != 0)
             break;
-        if (fn != NULL && fn(arg, id, g->dbuf, nw) != 0)
-            break;
-        if (id == st_tok_eos(tok) || id == st_tok_eot(tok) || step + 1 == n_predict ||
-            n_hist >= c->n_ctx)
-            break; /* EOS, EOT (chat models), -n, the context's end: as `strata run` */
-        e = api_eval(c, g, session, n_hist, n_hist - 1);
+        if (t.stop != ST_GEN_GO)
+            break; /* a stop of common/text/gen.h, as in `strata run` */
+        ids = st_gen_ids(g->g, &n_ids);
+        e = api_eval(c, g, session, ids, (int64_t)n_ids, (int64_t)n_ids - 1);
     }
-    size_t nw = 0;
-    if (e == ST_OK && (e = st_detok_flush(&dt, g->dbuf, g->dcap, &nw)) == ST_OK && nw > 0 &&
-        fn != NULL)
-        (void)fn(arg, -1, g->dbuf, nw);
+    const char *rest;
+    size_t n_rest;
+    st_gen_finish(g->g, &rest, &n_rest);
+    if (e == ST_OK && n_rest > 0 && fn != NULL)
+        (void)fn(arg, -1, rest, n_rest);
     return e;
 }
 
