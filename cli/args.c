@@ -1,4 +1,4 @@
-/* args.c - strict parsing of command-line values (see args.h). */
+/* args.c - the CLI's shared option rows and cli_opts (see args.h). */
 #include "cli/args.h"
 
 #include <errno.h>
@@ -6,59 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || errno != 0) {
-        fprintf(stderr, "strata: %s: '%s' is not an integer\n", flag, s);
-        return 1;
-    }
-    if (v < lo || v > hi) {
-        fprintf(stderr, "strata: %s: %lld is out of range [%lld, %lld]\n", flag, v, (long long)lo,
-                (long long)hi);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
-
-int cli_parse_u64(const char *flag, const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (*s == '-') {
-        fprintf(stderr, "strata: %s: '%s' must not be negative\n", flag, s);
-        return 1;
-    }
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || errno != 0) {
-        fprintf(stderr, "strata: %s: '%s' is not an unsigned integer\n", flag, s);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
-
-int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (*s == '\0' || *end != '\0' || errno != 0 || !isfinite(v)) {
-        fprintf(stderr, "strata: %s: '%s' is not a finite number\n", flag, s);
-        return 1;
-    }
-    if (v < lo || v > hi) {
-        fprintf(stderr, "strata: %s: %g is out of range [%g, %g]\n", flag, (double)v, (double)lo,
-                (double)hi);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
 
 /* cli_ids_parse - "a,b,c" into a malloc'ed array of non-negative ids:
  * ST_EINVAL (any other text) or ST_ENOMEM, with a detail. */
@@ -97,16 +44,6 @@ int cli_parse_ids(const char *flag, const char *s, int32_t **ids, size_t *n)
         return 1;
     }
     return 0;
-}
-
-const char *cli_need_value(int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "strata: %s needs a value\n", argv[*i]);
-        return NULL;
-    }
-    (*i)++;
-    return argv[*i];
 }
 
 #define CLI_THREADS_MAX 1024

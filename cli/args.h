@@ -1,6 +1,8 @@
-/* args.h - strict parsing of command-line values for the CLI.
- * Every parser rejects trailing garbage, empty strings and out-of-range
- * values, printing "strata: FLAG: reason" to stderr and returning nonzero. */
+/* args.h - the CLI's side of common/opt.h: the option rows several
+ * subcommands share (the local engine's, the sampling flags), token-id
+ * lists, and cli_opts, which runs a subcommand's table and turns the result
+ * into its exit status. Values are parsed strictly: trailing garbage and
+ * out-of-range values are refused with a message naming the flag. */
 #ifndef ST_CLI_ARGS_H
 #define ST_CLI_ARGS_H
 
@@ -11,22 +13,10 @@
 #include "common/sampling.h"
 #include "kernels/kernels.h"
 
-/* cli_parse_i64 - a decimal integer in [lo, hi]. */
-int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
-
-/* cli_parse_u64 - a decimal unsigned integer. */
-int cli_parse_u64(const char *flag, const char *s, uint64_t *out);
-
-/* cli_parse_f32 - a finite float in [lo, hi]. */
-int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *out);
-
 /* cli_parse_ids - "a,b,c" into a malloc'ed array of non-negative ids
- * (caller frees *ids). */
+ * (caller frees *ids): 0, else nonzero after printing "strata: FLAG:
+ * reason" (for an operand; a flag's list is a cli_ids row, below). */
 int cli_parse_ids(const char *flag, const char *s, int32_t **ids, size_t *n);
-
-/* cli_need_value - fetches the value after argv[*i] (advancing *i), or
- * prints "FLAG needs a value" and returns NULL. */
-const char *cli_need_value(int argc, char **argv, int *i);
 
 /* The flags of the local engine (worker/local.h) a command may take. */
 typedef enum cli_local_flag {

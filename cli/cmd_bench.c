@@ -390,10 +390,12 @@ int st_cmd_bench(int argc, char **argv)
         {"wire", st_bench_wire},
         {"wire-seal", st_bench_wire_seal},
     };
-    if (argc < 2) {
-        fprintf(stderr, "usage: strata bench (run MODEL | kernels | wire-codec | wire MODEL | "
-                        "wire-seal) ...\n");
-        return 2;
+    const bool help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+    if (argc < 2 || help) {
+        fprintf(help ? stdout : stderr,
+                "usage: strata bench (run MODEL | kernels | wire-codec | wire MODEL | "
+                "wire-seal) ...\n");
+        return help ? 0 : 2;
     }
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (strcmp(argv[1], subs[i].name) == 0)
