@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "common/envelope.h"
-#include "common/opt.h"
 #include "common/msg.h"
+#include "common/opt.h"
 
 typedef struct cli_conn {
     nng_socket s;

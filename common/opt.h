@@ -76,7 +76,7 @@ typedef struct st_opt_spec {
     size_t n_opts;
     const char **operands; /* room for max_operands operands, or NULL */
     size_t max_operands;
-    size_t *n_operands; /* how many were given (may be NULL when max is 0) */
+    size_t *n_operands;    /* how many were given (may be NULL when max is 0) */
     bool empty_is_missing; /* an empty value counts as none ("needs a value") */
 } st_opt_spec;
 
@@ -88,10 +88,10 @@ st_err st_opt_parse(const st_opt_spec *s, int argc, char **argv, int first, bool
 void st_opt_usage(const st_opt_spec *s, FILE *f);
 
 /* The shared groups. */
-st_opt st_opt_log(const char **level);          /* --log error|warn|info|debug */
-st_opt st_opt_threads(int *threads, int max);   /* --threads N, 1..max */
-st_opt st_opt_cluster_key(const char **file);   /* --cluster-key FILE */
-st_opt st_opt_encrypt(bool *encrypt);           /* --encrypt */
-st_opt st_opt_insecure(bool *insecure);         /* --insecure */
+st_opt st_opt_log(const char **level);        /* --log error|warn|info|debug */
+st_opt st_opt_threads(int *threads, int max); /* --threads N, 1..max */
+st_opt st_opt_cluster_key(const char **file); /* --cluster-key FILE */
+st_opt st_opt_encrypt(bool *encrypt);         /* --encrypt */
+st_opt st_opt_insecure(bool *insecure);       /* --insecure */
 
 #endif
