@@ -1,4 +1,4 @@
-/* args.c - strict parsing of command-line values (see args.h). */
+/* args.c - the CLI's shared option rows and cli_opts (see args.h). */
 #include "cli/args.h"
 
 #include <errno.h>
@@ -7,69 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || errno != 0) {
-        fprintf(stderr, "strata: %s: '%s' is not an integer\n", flag, s);
-        return 1;
-    }
-    if (v < lo || v > hi) {
-        fprintf(stderr, "strata: %s: %lld is out of range [%lld, %lld]\n", flag, v, (long long)lo,
-                (long long)hi);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
-
-int cli_parse_u64(const char *flag, const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (*s == '-') {
-        fprintf(stderr, "strata: %s: '%s' must not be negative\n", flag, s);
-        return 1;
-    }
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || errno != 0) {
-        fprintf(stderr, "strata: %s: '%s' is not an unsigned integer\n", flag, s);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
-
-int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *out)
-{
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (*s == '\0' || *end != '\0' || errno != 0 || !isfinite(v)) {
-        fprintf(stderr, "strata: %s: '%s' is not a finite number\n", flag, s);
-        return 1;
-    }
-    if (v < lo || v > hi) {
-        fprintf(stderr, "strata: %s: %g is out of range [%g, %g]\n", flag, (double)v, (double)lo,
-                (double)hi);
-        return 1;
-    }
-    *out = v;
-    return 0;
-}
-
-int cli_parse_ids(const char *flag, const char *s, int32_t **ids, size_t *n)
+/* cli_ids_parse - "a,b,c" into a malloc'ed array of non-negative ids:
+ * ST_EINVAL (any other text) or ST_ENOMEM, with a detail. */
+static st_err cli_ids_parse(const char *s, int32_t **ids, size_t *n)
 {
     size_t cap = 1;
     for (const char *p = s; *p; p++)
         cap += *p == ',';
     int32_t *v = malloc(cap * sizeof *v);
-    if (v == NULL) {
-        fprintf(stderr, "strata: %s: out of memory\n", flag);
-        return 1;
-    }
+    if (v == NULL)
+        return st_errorf(ST_ENOMEM, "out of memory");
     size_t k = 0;
     const char *p = s;
     for (;;) {
@@ -77,9 +24,8 @@ int cli_parse_ids(const char *flag, const char *s, int32_t **ids, size_t *n)
         errno = 0;
         long x = strtol(p, &end, 10);
         if (end == p || errno != 0 || x < 0 || x > INT32_MAX || (*end != ',' && *end != '\0')) {
-            fprintf(stderr, "strata: %s: '%s' is not a list of token ids like 1,2,3\n", flag, s);
             free(v);
-            return 1;
+            return st_errorf(ST_EINVAL, "'%s' is not a list of token ids like 1,2,3", s);
         }
         v[k++] = (int32_t)x;
         if (*end == '\0')
@@ -88,106 +34,113 @@ int cli_parse_ids(const char *flag, const char *s, int32_t **ids, size_t *n)
     }
     *ids = v;
     *n = k;
+    return ST_OK;
+}
+
+int cli_parse_ids(const char *flag, const char *s, int32_t **ids, size_t *n)
+{
+    if (cli_ids_parse(s, ids, n) != ST_OK) {
+        fprintf(stderr, "strata: %s: %s\n", flag, st_errdetail());
+        return 1;
+    }
     return 0;
 }
 
-const char *cli_need_value(int argc, char **argv, int *i)
+#define CLI_THREADS_MAX 1024
+#define CLI_CHUNK_MAX 4096
+#define CLI_CTX_MAX (1 << 24)
+
+_Static_assert(sizeof(int32_t) == sizeof(int), "--top-k is an ST_OPT_INT row into an int32_t");
+
+size_t cli_sampling_rows(st_sampler_params *sp, st_opt *out)
 {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "strata: %s needs a value\n", argv[*i]);
-        return NULL;
-    }
-    (*i)++;
-    return argv[*i];
+    const st_opt rows[CLI_SAMPLING_ROWS] = {
+        {.name = "--temp", .type = ST_OPT_FLOAT, .dest = &sp->temp, .dmin = st_sampler_range_temp.lo,
+         .dmax = st_sampler_range_temp.hi, .value = "T", .help = "sampling temperature (0: greedy)"},
+        {.name = "--top-k", .type = ST_OPT_INT, .dest = &sp->top_k, .min = (int64_t)st_sampler_range_top_k.lo,
+         .max = (int64_t)st_sampler_range_top_k.hi, .value = "K", .help = "keep the K most likely (0: all)"},
+        {.name = "--top-p", .type = ST_OPT_FLOAT, .dest = &sp->top_p, .dmin = st_sampler_range_top_p.lo,
+         .dmax = st_sampler_range_top_p.hi,
+         .value = "P", .help = "nucleus: the likeliest ids up to mass P"},
+        {.name = "--min-p", .type = ST_OPT_FLOAT, .dest = &sp->min_p, .dmin = st_sampler_range_min_p.lo,
+         .dmax = st_sampler_range_min_p.hi,
+         .value = "P", .help = "drop ids below P times the likeliest"},
+        {.name = "--repeat-penalty", .type = ST_OPT_FLOAT, .dest = &sp->repeat_penalty,
+         .dmin = st_sampler_range_repeat_penalty.lo,
+         .dmax = st_sampler_range_repeat_penalty.hi, .value = "R",
+         .help = "penalty on ids already seen (1: none)"},
+        {.name = "--seed", .type = ST_OPT_U64, .dest = &sp->seed, .umin = 0, .umax = UINT64_MAX,
+         .value = "S", .help = "the sampler's seed"},
+    };
+    memcpy(out, rows, sizeof rows);
+    return CLI_SAMPLING_ROWS;
 }
 
-/* cli_parse_sampling - one of the sampling flags shared with `strata
- * generate`; returns 1 if argv[*i] was one (parsed into sp), 0 if not,
- * -1 on a bad value. The bounds are common/text/sampling.h's ranges (closed
- * here: top_p's open lower bound is left to st_sampler_params_validate). */
-int cli_parse_sampling(int argc, char **argv, int *i, st_sampler_params *sp)
+/* cli_kernels_opt - --kernels ref|auto|avx2|avx512 into the
+ * `const st_kernel_ops *` dest (auto: NULL). */
+static st_err cli_kernels_opt(const char *v, void *dest)
 {
-    const char *f = argv[*i];
-    const char *v;
-    int64_t iv;
-    if (strcmp(f, "--temp") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) ||
-            cli_parse_f32(f, v, st_sampler_range_temp.lo, st_sampler_range_temp.hi, &sp->temp))
-            return -1;
-    } else if (strcmp(f, "--top-k") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) ||
-            cli_parse_i64(f, v, (int64_t)st_sampler_range_top_k.lo,
-                          (int64_t)st_sampler_range_top_k.hi, &iv))
-            return -1;
-        sp->top_k = (int32_t)iv;
-    } else if (strcmp(f, "--top-p") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) ||
-            cli_parse_f32(f, v, st_sampler_range_top_p.lo, st_sampler_range_top_p.hi, &sp->top_p))
-            return -1;
-    } else if (strcmp(f, "--min-p") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) ||
-            cli_parse_f32(f, v, st_sampler_range_min_p.lo, st_sampler_range_min_p.hi, &sp->min_p))
-            return -1;
-    } else if (strcmp(f, "--repeat-penalty") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) ||
-            cli_parse_f32(f, v, st_sampler_range_repeat_penalty.lo,
-                          st_sampler_range_repeat_penalty.hi, &sp->repeat_penalty))
-            return -1;
-    } else if (strcmp(f, "--seed") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_u64(f, v, &sp->seed))
-            return -1;
-    } else {
-        return 0;
+    const st_kernel_ops **ops = dest;
+    if (strcmp(v, "auto") == 0) {
+        *ops = NULL;
+        return ST_OK;
     }
-    return 1;
+    const st_kvariant k = st_kvariant_from_name(v);
+    if (k == ST_KVAR_COUNT)
+        return st_errorf(ST_EINVAL, "'%s' is not ref, auto, avx2 or avx512", v);
+    if ((*ops = st_kernels_get(k)) == NULL)
+        return st_errorf(ST_EINVAL, "%s is not supported by this CPU or build", v);
+    return ST_OK;
 }
 
-int cli_parse_local(int argc, char **argv, int *i, unsigned which, cli_local_opts *o)
+size_t cli_local_rows(unsigned which, cli_local_opts *o, st_opt *out)
 {
-    const char *f = argv[*i];
-    const char *v;
-    if ((which & CLI_LOCAL_THREADS) && (strcmp(f, "--threads") == 0 || strcmp(f, "-t") == 0)) {
-        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_i64(f, v, 1, 1024, &o->threads))
-            return -1;
-    } else if ((which & CLI_LOCAL_CHUNK) && strcmp(f, "--chunk") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_i64(f, v, 1, 4096, &o->chunk))
-            return -1;
-    } else if ((which & CLI_LOCAL_CTX) && strcmp(f, "--ctx") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) || cli_parse_i64(f, v, 1, 1 << 24, &o->ctx))
-            return -1;
-    } else if ((which & CLI_LOCAL_KERNELS) && strcmp(f, "--kernels") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)))
-            return -1;
-        if (strcmp(v, "auto") == 0) {
-            o->ops = NULL;
-            return 1;
-        }
-        const st_kvariant k = st_kvariant_from_name(v);
-        if (k == ST_KVAR_COUNT) {
-            fprintf(stderr, "strata: --kernels: '%s' is not ref, auto, avx2 or avx512\n", v);
-            return -1;
-        }
-        if ((o->ops = st_kernels_get(k)) == NULL) {
-            fprintf(stderr, "strata: --kernels: %s is not supported by this CPU or build\n", v);
-            return -1;
-        }
-    } else {
-        return 0;
-    }
-    return 1;
+    const st_opt rows[CLI_LOCAL_ROWS] = {
+        {.name = "--threads", .alias = "-t", .type = ST_OPT_I64, .dest = &o->threads, .min = 1,
+         .max = CLI_THREADS_MAX, .value = "N", .help = "compute threads (default: the cores)"},
+        {.name = "--chunk", .type = ST_OPT_I64, .dest = &o->chunk, .min = 1, .max = CLI_CHUNK_MAX,
+         .value = "N", .help = "tokens per prefill forward"},
+        {.name = "--ctx", .type = ST_OPT_I64, .dest = &o->ctx, .min = 1, .max = CLI_CTX_MAX,
+         .value = "N", .help = "KV positions (default: the model's)"},
+        {.name = "--kernels", .type = ST_OPT_FN, .dest = &o->ops, .fn = cli_kernels_opt,
+         .value = "ref|auto|avx2|avx512", .help = "the kernels (default auto: the best)"},
+    };
+    const unsigned bit[CLI_LOCAL_ROWS] = {CLI_LOCAL_THREADS, CLI_LOCAL_CHUNK, CLI_LOCAL_CTX,
+                                          CLI_LOCAL_KERNELS};
+    size_t n = 0;
+    for (size_t i = 0; i < CLI_LOCAL_ROWS; i++)
+        if (which & bit[i])
+            out[n++] = rows[i];
+    return n;
 }
 
-int cli_operand(const char *cmd, const char *arg, const char **model, void (*usage)(void))
+st_err cli_ids_opt(const char *value, void *dest)
 {
-    if (arg[0] == '-') {
-        fprintf(stderr, "strata: %s: unknown flag '%s'\n", cmd, arg);
-        usage();
+    cli_ids *l = dest;
+    int32_t *ids;
+    size_t n;
+    st_err e = cli_ids_parse(value, &ids, &n);
+    if (e != ST_OK)
+        return e;
+    free(l->ids);
+    l->ids = ids;
+    l->n = n;
+    return ST_OK;
+}
+
+int cli_opts(const char *cmd, const char *synopsis, const st_opt *rows, size_t n,
+             const char **ops, size_t max_ops, size_t *n_ops, int argc, char **argv)
+{
+    const st_opt_spec s = {.synopsis = synopsis,
+                           .opts = rows,
+                           .n_opts = n,
+                           .operands = ops,
+                           .max_operands = max_ops,
+                           .n_operands = n_ops};
+    bool help;
+    if (st_opt_parse(&s, argc, argv, 1, &help) != ST_OK) {
+        fprintf(stderr, "strata: %s: %s (see strata %s --help)\n", cmd, st_errdetail(), cmd);
         return 2;
     }
-    if (*model != NULL) {
-        fprintf(stderr, "strata: %s: unexpected argument '%s'\n", cmd, arg);
-        return 2;
-    }
-    *model = arg;
-    return 0;
+    return help ? 0 : CLI_OPTS_GO;
 }

@@ -1,31 +1,22 @@
-/* args.h - strict parsing of command-line values for the CLI.
- * Every parser rejects trailing garbage, empty strings and out-of-range
- * values, printing "strata: FLAG: reason" to stderr and returning nonzero. */
+/* args.h - the CLI's side of common/base/opt.h: the option rows several
+ * subcommands share (the local engine's, the sampling flags), token-id
+ * lists, and cli_opts, which runs a subcommand's table and turns the result
+ * into its exit status. Values are parsed strictly: trailing garbage and
+ * out-of-range values are refused with a message naming the flag. */
 #ifndef ST_CLI_ARGS_H
 #define ST_CLI_ARGS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/base/opt.h"
 #include "common/text/sampling.h"
 #include "kernels/kernels.h"
 
-/* cli_parse_i64 - a decimal integer in [lo, hi]. */
-int cli_parse_i64(const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
-
-/* cli_parse_u64 - a decimal unsigned integer. */
-int cli_parse_u64(const char *flag, const char *s, uint64_t *out);
-
-/* cli_parse_f32 - a finite float in [lo, hi]. */
-int cli_parse_f32(const char *flag, const char *s, float lo, float hi, float *out);
-
 /* cli_parse_ids - "a,b,c" into a malloc'ed array of non-negative ids
- * (caller frees *ids). */
+ * (caller frees *ids): 0, else nonzero after printing "strata: FLAG:
+ * reason" (for an operand; a flag's list is a cli_ids row, below). */
 int cli_parse_ids(const char *flag, const char *s, int32_t **ids, size_t *n);
-
-/* cli_need_value - fetches the value after argv[*i] (advancing *i), or
- * prints "FLAG needs a value" and returns NULL. */
-const char *cli_need_value(int argc, char **argv, int *i);
 
 /* The flags of the local engine (worker/engine/local.h) a command may take. */
 typedef enum cli_local_flag {
@@ -41,22 +32,37 @@ typedef struct cli_local_opts {
     const st_kernel_ops *ops; /* the variant --kernels named; NULL: auto (best, or STRATA_KERNELS) */
 } cli_local_opts;
 
-/* cli_parse_local - parses argv[*i] if it is one of the local engine's
- * flags that `which` (cli_local_flag bits) admits, advancing *i past its
- * value; returns 1 if it was, 0 if not, -1 on a bad value (message
- * printed). Shared by `strata run`, `strata chat` and `strata bench run`. */
-int cli_parse_local(int argc, char **argv, int *i, unsigned which, cli_local_opts *o);
+/* Option rows (common/base/opt.h) shared by subcommands; each fills out (room
+ * for its _ROWS count) and returns how many rows it wrote. The rows point
+ * into the struct given, which must outlive the parse. */
+#define CLI_LOCAL_ROWS 4
+/* cli_local_rows - the local engine's flags that `which` (cli_local_flag
+ * bits) admits. Shared by `strata run`, `strata chat`, `strata bench run`. */
+size_t cli_local_rows(unsigned which, cli_local_opts *o, st_opt *out);
 
-/* cli_operand - an argument no flag parser took: an unknown flag (its
- * message, then usage(): returns 2), the MODEL when *model is still NULL
- * (set: returns 0), else an unexpected argument (its message: 2). cmd
- * names the command in the messages ("run"). */
-int cli_operand(const char *cmd, const char *arg, const char **model, void (*usage)(void));
+#define CLI_SAMPLING_ROWS 6
+/* cli_sampling_rows - the sampling flags shared by `strata run` and
+ * `strata generate`: --temp, --top-k, --top-p, --min-p, --repeat-penalty,
+ * --seed. */
+size_t cli_sampling_rows(st_sampler_params *sp, st_opt *out);
 
-/* cli_parse_sampling - parses argv[*i] if it is one of the sampling flags
- * shared by `strata run` and `strata generate` (--temp, --top-k, --top-p,
- * --min-p, --repeat-penalty, --seed), advancing *i past its value; returns
- * 1 if it was one, 0 if not, -1 on a bad value (message printed). */
-int cli_parse_sampling(int argc, char **argv, int *i, st_sampler_params *sp);
+/* A list of token ids a flag gave ("1,2,3"); ids is malloc'ed, the
+ * caller frees it. cli_ids_opt is its ST_OPT_FN (dest: a cli_ids, whose
+ * previous list it frees when the flag is given again). */
+typedef struct cli_ids {
+    int32_t *ids;
+    size_t n;
+} cli_ids;
+st_err cli_ids_opt(const char *value, void *dest);
+
+/* cli_opts - parses a subcommand's arguments (argv[0] is its name, cmd in
+ * the messages: "run") against rows n, with room for max_ops operands in
+ * ops (*n_ops set; ops may be NULL when max_ops is 0). Returns
+ * CLI_OPTS_GO to go on, else the exit status to return: 0 after --help
+ * (the usage, "strata SYNOPSIS" and the rows, on stdout), 2 after an error
+ * (printed as "strata: CMD: DETAIL", the detail naming the flag). */
+#define CLI_OPTS_GO (-1)
+int cli_opts(const char *cmd, const char *synopsis, const st_opt *rows, size_t n,
+             const char **ops, size_t max_ops, size_t *n_ops, int argc, char **argv);
 
 #endif

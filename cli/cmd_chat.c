@@ -52,53 +52,46 @@ typedef struct chat_opts {
     cli_conn_opts c;
 } chat_opts;
 
-static void chat_usage(void)
-{
-    fprintf(stderr,
-            "usage: strata chat MODEL [--system TEXT] [--chat-template NAME] [-n N] [--temp T]\n"
-            "       [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
-            "       [--threads N] [--ctx N] [--chunk N] [--no-reuse]\n"
-            "       [--coordinator ADDR [--cluster-key FILE] [--encrypt] [--timeout-ms N]]\n"
-            "one user message per line of stdin; the replies go to stdout\n");
-}
+static const char chat_synopsis[] =
+    "strata chat MODEL [--system TEXT] [--chat-template NAME] [-n N] [--temp T]\n"
+    "       [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
+    "       [--threads N] [--ctx N] [--chunk N] [--no-reuse]\n"
+    "       [--coordinator ADDR [--cluster-key FILE] [--encrypt] [--timeout-ms N]]\n"
+    "one user message per line of stdin; the replies go to stdout";
 
+#define CHAT_N_MAX (1 << 24)
+#define CHAT_ROWS 4 /* chat_parse's own rows */
+
+/* chat_parse - CLI_OPTS_GO to run, else the exit status (cli_opts). */
 static int chat_parse(int argc, char **argv, chat_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->sp = st_sampler_params_default();
     o->n = CHAT_DEFAULT_N;
     o->eng.chunk = CHAT_DEFAULT_CHUNK;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v;
-        int r = cli_parse_sampling(argc, argv, &i, &o->sp);
-        if (r == 0)
-            r = cli_parse_local(argc, argv, &i, CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX,
-                                &o->eng);
-        if (r == 0)
-            r = cli_conn_flag(argc, argv, &i, &o->c, false);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        if (strcmp(f, "--system") == 0) {
-            if (!(o->system = cli_need_value(argc, argv, &i)))
-                return 2;
-        } else if (strcmp(f, "--chat-template") == 0) {
-            if (!(o->tmpl = cli_need_value(argc, argv, &i)))
-                return 2;
-        } else if (strcmp(f, "-n") == 0 || strcmp(f, "--n-predict") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1 << 24, &o->n))
-                return 2;
-        } else if (strcmp(f, "--no-reuse") == 0) {
-            o->no_reuse = true;
-        } else if (cli_operand("chat", f, &o->model, chat_usage) != 0) {
-            return 2;
-        }
-    }
+    st_opt rows[CHAT_ROWS + CLI_SAMPLING_ROWS + CLI_LOCAL_ROWS + CLI_CONN_ROWS] = {
+        {.name = "--system", .type = ST_OPT_STR, .dest = &o->system, .value = "TEXT",
+         .help = "the system message"},
+        {.name = "--chat-template", .type = ST_OPT_STR, .dest = &o->tmpl, .value = "NAME",
+         .help = "a template by name (default: the model's)"},
+        {.name = "--n-predict", .alias = "-n", .type = ST_OPT_I64, .dest = &o->n, .min = 1,
+         .max = CHAT_N_MAX, .value = "N", .help = "tokens per reply at most"},
+        {.name = "--no-reuse", .type = ST_OPT_FLAG, .dest = &o->no_reuse,
+         .help = "local: prefill the whole conversation every turn"},
+    };
+    size_t n = CHAT_ROWS;
+    n += cli_sampling_rows(&o->sp, rows + n);
+    n += cli_local_rows(CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX, &o->eng, rows + n);
+    n += cli_conn_rows(&o->c, false, rows + n);
+    size_t n_ops = 0;
+    int st = cli_opts("chat", chat_synopsis, rows, n, &o->model, 1, &n_ops, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
     if (o->model == NULL) {
         fprintf(stderr, "strata: chat: a MODEL is required (with --coordinator, the file the "
-                        "coordinator serves: its template and tokenizer are read)\n");
-        chat_usage();
+                        "coordinator serves: its template and tokenizer are read)\n"
+                        "usage: %s\n",
+                chat_synopsis);
         return 2;
     }
     st_err e = st_sampler_params_validate(&o->sp);
@@ -106,7 +99,7 @@ static int chat_parse(int argc, char **argv, chat_opts *o)
         fprintf(stderr, "strata: chat: %s\n", st_errmsg(e));
         return 2;
     }
-    return 0;
+    return CLI_OPTS_GO;
 }
 
 /* chat_read_line - the next non-empty line of stdin without its line end
@@ -431,7 +424,7 @@ int st_cmd_chat(int argc, char **argv)
 {
     chat_opts o;
     int rc = chat_parse(argc, argv, &o);
-    if (rc != 0)
+    if (rc != CLI_OPTS_GO)
         return rc;
     /* only an explicit --coordinator: STRATA_COORDINATOR does not turn a
      * local chat into a remote one */

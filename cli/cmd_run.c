@@ -51,86 +51,81 @@ typedef struct run_opts {
     run_shard_opts sh; /* --shards and its flags */
 } run_opts;
 
-static void run_usage(void)
-{
-    fprintf(stderr,
-            "usage: strata run MODEL (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
-            "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
-            "       [--threads N] [--ctx N] [--chunk N] [--ids] [--logits-out FILE]\n"
-            "       [--force-ids a,b,c] [--kernels ref|auto|avx2|avx512]\n"
-            "       [--shards ADDR[,ADDR...] [--embed ADDR] [--shard-key FILE]\n"
-            "        [--shard-dtype f32|bf16|f16|i8]\n"
-            "        [--shard-timeout-ms N] [--pause-after N]]\n");
-}
+static const char run_synopsis[] =
+    "strata run MODEL (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
+    "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
+    "       [--threads N] [--ctx N] [--chunk N] [--ids] [--logits-out FILE]\n"
+    "       [--force-ids a,b,c] [--kernels ref|auto|avx2|avx512]\n"
+    "       [--shards ADDR[,ADDR...] [--embed ADDR] [--shard-key FILE]\n"
+    "        [--shard-dtype f32|bf16|f16|i8]\n"
+    "        [--shard-timeout-ms N] [--pause-after N]]";
 
+#define RUN_N_MAX (1 << 24)
+#define RUN_SHARD_TIMEOUT_MAX_MS 86400000
+#define RUN_ROWS 12 /* run_parse's own rows */
+
+/* run_parse - CLI_OPTS_GO to run, else the exit status (cli_opts). */
 static int run_parse(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->sp = st_sampler_params_default();
     o->n = 64;
     o->eng.chunk = 128;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        const char *v;
-        int r = cli_parse_sampling(argc, argv, &i, &o->sp);
-        if (r == 0)
-            r = cli_parse_local(argc, argv, &i,
-                                CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX |
-                                    CLI_LOCAL_KERNELS,
-                                &o->eng);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        if (strcmp(f, "--prompt") == 0) {
-            if (!(o->prompt = cli_need_value(argc, argv, &i)))
-                return 2;
-        } else if (strcmp(f, "--prompt-ids") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_ids(f, v, &o->prompt_ids, &o->n_prompt_ids))
-                return 2;
-        } else if (strcmp(f, "--force-ids") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_ids(f, v, &o->force, &o->n_force))
-                return 2;
-        } else if (strcmp(f, "-n") == 0 || strcmp(f, "--n-predict") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 0, 1 << 24, &o->n))
-                return 2;
-            o->n_set = 1;
-        } else if (strcmp(f, "--ids") == 0) {
-            o->ids_only = 1;
-        } else if (strcmp(f, "--shards") == 0 || strcmp(f, "--shard-key") == 0 ||
-                   strcmp(f, "--embed") == 0 || strcmp(f, "--shard-dtype") == 0 ||
-                   strcmp(f, "--shard-timeout-ms") == 0 || strcmp(f, "--pause-after") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)))
-                return 2;
-            if (strcmp(f, "--shards") == 0) {
-                free(o->sh.list);
-                if ((o->sh.list = strdup(v)) == NULL)
-                    return 2;
-            } else if (strcmp(f, "--shard-key") == 0) {
-                o->sh.key = v;
-            } else if (strcmp(f, "--embed") == 0) {
-                o->sh.embed = v;
-            } else if (strcmp(f, "--shard-dtype") == 0) {
-                o->sh.dtype = v;
-            } else if (strcmp(f, "--shard-timeout-ms") == 0) {
-                if (cli_parse_i64(f, v, 1, 86400000, &o->sh.timeout_ms))
-                    return 2;
-            } else if (cli_parse_i64(f, v, 1, 1 << 24, &o->sh.pause_after)) {
-                return 2;
-            }
-        } else if (strcmp(f, "--logits-out") == 0) {
-            if (!(o->logits_out = cli_need_value(argc, argv, &i)))
-                return 2;
-        } else if (cli_operand("run", f, &o->model, run_usage) != 0) {
-            return 2;
-        }
+    cli_ids prompt_ids = {0}, force = {0};
+    int64_t n_predict = -1; /* -1: no -n */
+    bool ids_only = false;
+    const char *shards = NULL;
+    st_opt rows[RUN_ROWS + CLI_SAMPLING_ROWS + CLI_LOCAL_ROWS] = {
+        {.name = "--prompt", .type = ST_OPT_STR, .dest = &o->prompt, .value = "TEXT",
+         .help = "the prompt"},
+        {.name = "--prompt-ids", .type = ST_OPT_FN, .dest = &prompt_ids, .fn = cli_ids_opt,
+         .value = "1,2,3", .help = "the prompt as token ids"},
+        {.name = "--n-predict", .alias = "-n", .type = ST_OPT_I64, .dest = &n_predict, .min = 0,
+         .max = RUN_N_MAX, .value = "N", .help = "tokens to generate (default 64)"},
+        {.name = "--ids", .type = ST_OPT_FLAG, .dest = &ids_only,
+         .help = "print the ids, not the text"},
+        {.name = "--logits-out", .type = ST_OPT_STR, .dest = &o->logits_out, .value = "FILE",
+         .help = "write each step's logits to FILE"},
+        {.name = "--force-ids", .type = ST_OPT_FN, .dest = &force, .fn = cli_ids_opt,
+         .value = "a,b,c", .help = "generate these ids (-n defaults to their count)"},
+        {.name = "--shards", .type = ST_OPT_STR, .dest = &shards, .value = "ADDR[,ADDR...]",
+         .help = "run through shard servers (docs/shards.md)"},
+        {.name = "--embed", .type = ST_OPT_STR, .dest = &o->sh.embed, .value = "ADDR",
+         .help = "with --shards: the embedding and head server"},
+        {.name = "--shard-key", .type = ST_OPT_STR, .dest = &o->sh.key, .value = "FILE",
+         .help = "with --shards: their cluster key"},
+        {.name = "--shard-dtype", .type = ST_OPT_STR, .dest = &o->sh.dtype,
+         .value = "f32|bf16|f16|i8", .help = "with --shards: the wire dtype"},
+        {.name = "--shard-timeout-ms", .type = ST_OPT_I64, .dest = &o->sh.timeout_ms, .min = 1,
+         .max = RUN_SHARD_TIMEOUT_MAX_MS, .value = "N", .help = "with --shards: a step's deadline"},
+        {.name = "--pause-after", .type = ST_OPT_I64, .dest = &o->sh.pause_after, .min = 1,
+         .max = RUN_N_MAX, .value = "N", .help = "with --shards: pause after N tokens (tests)"},
+    };
+    size_t n = RUN_ROWS;
+    n += cli_sampling_rows(&o->sp, rows + n);
+    n += cli_local_rows(CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX | CLI_LOCAL_KERNELS,
+                        &o->eng, rows + n);
+    size_t n_ops = 0;
+    int st = cli_opts("run", run_synopsis, rows, n, &o->model, 1, &n_ops, argc, argv);
+    o->prompt_ids = prompt_ids.ids; /* run_free frees them */
+    o->n_prompt_ids = prompt_ids.n;
+    o->force = force.ids;
+    o->n_force = force.n;
+    if (st != CLI_OPTS_GO)
+        return st;
+    if (shards != NULL && (o->sh.list = strdup(shards)) == NULL) {
+        fprintf(stderr, "strata: run: out of memory\n");
+        return 1;
+    }
+    o->ids_only = ids_only;
+    if (n_predict >= 0) {
+        o->n = n_predict;
+        o->n_set = 1;
     }
     if (o->model == NULL || (o->prompt == NULL) == (o->prompt_ids == NULL)) {
         fprintf(stderr, "strata: run: a MODEL and exactly one of --prompt, --prompt-ids are "
-                        "required\n");
-        run_usage();
+                        "required\nusage: %s\n",
+                run_synopsis);
         return 2;
     }
     if (o->force && !o->n_set)
@@ -140,7 +135,7 @@ static int run_parse(int argc, char **argv, run_opts *o)
         fprintf(stderr, "strata: run: %s\n", st_errmsg(e));
         return 2;
     }
-    return 0;
+    return CLI_OPTS_GO;
 }
 
 static void run_free(run_opts *o)
@@ -349,7 +344,7 @@ int st_cmd_run(int argc, char **argv)
 {
     run_opts o;
     int rc = run_parse(argc, argv, &o);
-    if (rc != 0) {
+    if (rc != CLI_OPTS_GO) {
         run_free(&o);
         return rc;
     }

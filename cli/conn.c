@@ -13,35 +13,28 @@
 
 #define CLI_CONN_MAX_FRAME ((size_t)64 << 20)
 
-/* cli_conn_flag - parses argv[*i] if it is a common flag: 1 if it was, 0
- * if not, -1 on a bad value. */
-int cli_conn_flag(int argc, char **argv, int *i, cli_conn_opts *c, bool json_ok)
+#define CLI_CONN_TIMEOUT_MAX_MS (24ll * 3600 * 1000)
+
+size_t cli_conn_rows(cli_conn_opts *c, bool json_ok, st_opt *out)
 {
-    const char *f = argv[*i], *v;
-    if (strcmp(f, "--coordinator") == 0) {
-        if (!(c->addr = cli_need_value(argc, argv, i)))
-            return -1;
-    } else if (strcmp(f, "--cluster-key") == 0) {
-        if (!(c->key = cli_need_value(argc, argv, i)))
-            return -1;
-    } else if (strcmp(f, "--client-key") == 0) {
-        if (!(c->client_key = cli_need_value(argc, argv, i)))
-            return -1;
-    } else if (strcmp(f, "--admin-key") == 0) {
-        if (!(c->admin_key = cli_need_value(argc, argv, i)))
-            return -1;
-    } else if (strcmp(f, "--timeout-ms") == 0) {
-        if (!(v = cli_need_value(argc, argv, i)) ||
-            cli_parse_i64(f, v, 1, 24ll * 3600 * 1000, &c->timeout_ms))
-            return -1;
-    } else if (strcmp(f, "--encrypt") == 0) {
-        c->encrypt = true;
-    } else if (json_ok && strcmp(f, "--json") == 0) {
-        c->json = true;
-    } else {
-        return 0;
-    }
-    return 1;
+    const st_opt rows[CLI_CONN_ROWS] = {
+        {.name = "--coordinator", .type = ST_OPT_STR, .dest = &c->addr, .value = "ADDR",
+         .help = "the coordinator, tcp://HOST:PORT (default: $STRATA_COORDINATOR)"},
+        {.name = "--cluster-key", .type = ST_OPT_STR, .dest = &c->key, .value = "FILE",
+         .help = "the cluster key (may do everything)"},
+        {.name = "--admin-key", .type = ST_OPT_STR, .dest = &c->admin_key, .value = "FILE",
+         .help = "an admin key (default: $STRATA_ADMIN_KEY)"},
+        {.name = "--client-key", .type = ST_OPT_STR, .dest = &c->client_key, .value = "FILE",
+         .help = "a client key (default: $STRATA_CLIENT_KEY)"},
+        {.name = "--encrypt", .type = ST_OPT_FLAG, .dest = &c->encrypt,
+         .help = "seal every frame (needs the key)"},
+        {.name = "--timeout-ms", .type = ST_OPT_I64, .dest = &c->timeout_ms, .min = 1,
+         .max = CLI_CONN_TIMEOUT_MAX_MS, .value = "N", .help = "the reply's deadline"},
+        {.name = "--json", .type = ST_OPT_FLAG, .dest = &c->json, .help = "print JSON"},
+    };
+    const size_t n = json_ok ? CLI_CONN_ROWS : CLI_CONN_ROWS - 1; /* --json is the last */
+    memcpy(out, rows, n * sizeof rows[0]);
+    return n;
 }
 
 void cli_conn_close(cli_conn *c)

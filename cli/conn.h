@@ -13,6 +13,7 @@
 
 #include "common/wire/envelope.h"
 #include "common/wire/msg.h"
+#include "common/base/opt.h"
 
 typedef struct cli_conn {
     nng_socket s;
@@ -33,10 +34,12 @@ typedef struct cli_conn_opts {
     bool json;
 } cli_conn_opts;
 
-/* cli_conn_flag - parses argv[*i] if it is a common flag (--coordinator,
- * --cluster-key, --client-key, --admin-key, --encrypt, --timeout-ms, and
- * --json when json_ok): 1 if it was, 0 if not, -1 on a bad value. */
-int cli_conn_flag(int argc, char **argv, int *i, cli_conn_opts *c, bool json_ok);
+/* cli_conn_rows - the option rows (common/base/opt.h) of the common flags
+ * (--coordinator, --cluster-key, --admin-key, --client-key, --encrypt,
+ * --timeout-ms, and --json when json_ok) into out, which has room for
+ * CLI_CONN_ROWS; returns how many it wrote. They point into c. */
+#define CLI_CONN_ROWS 7
+size_t cli_conn_rows(cli_conn_opts *c, bool json_ok, st_opt *out);
 
 /* cli_conn_open - connects to the coordinator with at most one credential
  * (--cluster-key, --admin-key or --client-key; without a flag

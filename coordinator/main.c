@@ -25,6 +25,7 @@
 #include "common/net/exposure.h"
 #include "common/base/log.h"
 #include "common/model/manifest.h"
+#include "common/base/opt.h"
 #include "common/base/units.h"
 #include "common/base/version.h"
 #include "coordinator/coord.h"
@@ -45,34 +46,11 @@ static void main_on_signal(int sig)
     main_stop = 1;
 }
 
-static void main_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: strata-coordinator --version\n"
-            "       strata-coordinator --model PATH [--listen ADDR] [--min-workers N]\n"
-            "       [--cluster-key FILE] [--encrypt] [--insecure]\n"
-            "       [--wire f32|bf16|f16|i8|auto] [--allow-i8] [--worker-bin PATH] [--zstd]\n"
-            "       [--heartbeat-ms N] [--heartbeat-timeout-ms N] [--step-timeout-ms N]\n"
-            "       [--prepare-timeout-ms N] [--queue-timeout-ms N] [--chunk N]\n"
-            "       [--max-tokens N] [--ctx N] [--max-sessions N] [--max-requests N]\n"
-            "       [--client-timeout-ms N] [--session-ttl-ms N] [--pipeline-depth N]\n"
-            "       [--split N1,N2,...] [--results ADDR] [--advertise HOST]\n"
-            "       [--objective latency|throughput] [--replan-margin F] [--imbalance-ms N]\n"
-            "       [--no-imbalance] [--min-samples N] [--replicas] [--test-hooks]\n"
-            "       [--test-i8-gate-top1 PCT] [--test-i8-gate-hold FILE]\n"
-            "       [--log error|warn|info|debug]\n"
-            "       [--http HOST:PORT [--alias NAME] [--chat-template NAME] [--api-key-file FILE]\n"
-            "        [--max-body BYTES]\n"
-            "        [--http-streams N] [--http-threads N] [--http-max-conns N]\n"
-            "        [--http-per-ip N] [--http-timeout-s N] [--http-header-s N]\n"
-            "        [--http-body-s N] [--http-ping-s N]\n"
-            "        [--rate-rpm N] [--rate-tpm N]\n"
-            "        [--rate-table-size N]]\n"
-            "       [--client-keys FILE] [--admin-key FILE] [--max-requests-per-client N]\n"
-            "       [--max-logits-per-client BYTES] [--max-new-tokens N]\n"
-            "       [--weights ADDR | --no-weights] [--weights-chunk BYTES] [--cache-dir DIR]\n"
-            "       [--fetch-timeout-ms N] [--test-corrupt-chunk K] [--test-refuse-chunks N]\n"
-            "\n"
+static const char main_synopsis[] =
+    "strata-coordinator --version\n"
+    "       strata-coordinator --model PATH [FLAGS]";
+
+static const char main_epilogue[] =
             "Credentials (docs/security.md): --client-keys and --admin-key name files of\n"
             "keys, one per line ('#' comments, mode 0600), and need --cluster-key.\n"
             "Client keys may generate, poll and cancel their own requests; admin keys\n"
@@ -96,313 +74,313 @@ static void main_usage(FILE *f)
             "process, `strata-worker --wire-gate MODEL --threads 1` (it maps the whole model\n"
             "file and holds 64 x vocab f32 logits; it takes what `strata bench wire MODEL\n"
             "--wire i8 --threads 1` does), greedy from the id 1 for 64 steps, with i8 at\n"
-            "every layer boundary against f32; it passes with top-1 agreement >= 90%%.\n"
+            "every layer boundary against f32; it passes with top-1 agreement >= 90%.\n"
             "--worker-bin PATH names that strata-worker (default: the one beside this\n"
             "executable, else ../worker/strata-worker from it; none: the gate fails).\n"
             "Its figures are cached beside the\n"
             "manifest (per model file size and mtime). --test-i8-gate-top1 (another\n"
             "threshold) and --test-i8-gate-hold (the gate starts once FILE exists) need\n"
-            "--test-hooks.\n");
-}
+            "--test-hooks.\n";
 
-/* main_u32 - a decimal in [lo, hi] into *out; 0 on success. */
-static int main_u32(const char *flag, const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*s == '\0' || *s == '-' || *end != '\0' || errno != 0 || v < lo || v > hi) {
-        fprintf(stderr, "strata-coordinator: %s: '%s' is not an integer in [%u, %u]\n", flag, s, lo,
-                hi);
-        return 1;
-    }
-    *out = (uint32_t)v;
-    return 0;
-}
+#define MAIN_MIN_WORKERS_MAX 256
+#define MAIN_HEARTBEAT_MS_MIN 10
+#define MAIN_HEARTBEAT_MS_MAX 600000
+#define MAIN_HOUR_MS 3600000
+#define MAIN_DAY_MS 86400000
+#define MAIN_STEP_TOKENS_MAX 4096
+#define MAIN_CTX_MAX (1u << 24)
+#define MAIN_SESSIONS_MAX 4096
+#define MAIN_REQUESTS_MAX 65536
+#define MAIN_CLIENT_TIMEOUT_MIN_MS 1000
+#define MAIN_PIPELINE_MAX 16
+#define MAIN_MIN_SAMPLES_MAX 100000
+#define MAIN_MIN_BODY 1024
+#define MAIN_HTTP_THREADS_MAX 64
+#define MAIN_CONNS_MAX 1000000
+#define MAIN_RATE_TABLE_MAX (1u << 22)
+#define MAIN_HTTP_S_MAX 3600
+#define MAIN_SPLIT_LAYERS_MAX (1u << 20)
 
-static int main_split(const char *s, uint32_t *v, size_t *n)
+/* The split's storage: --split fills it and points c->split at it. */
+typedef struct main_split_dest {
+    st_coord_cfg *c;
+    uint32_t *split; /* MAX_SPLIT entries */
+} main_split_dest;
+
+/* main_split - --split N1,N2,...: layer counts per worker. */
+static st_err main_split(const char *s, void *dest)
 {
-    *n = 0;
+    main_split_dest *d = dest;
+    size_t n = 0;
     const char *p = s;
     for (;;) {
         char *end;
         errno = 0;
         unsigned long long x = strtoull(p, &end, 10);
-        if (end == p || *p == '-' || errno != 0 || x > (1u << 20) ||
-            (*end != ',' && *end != '\0') || *n == MAX_SPLIT) {
-            fprintf(stderr,
-                    "strata-coordinator: --split: '%s' is not a list of layer counts "
-                    "like 3,3 (at most %d)\n",
-                    s, MAX_SPLIT);
-            return 1;
-        }
-        v[(*n)++] = (uint32_t)x;
+        if (end == p || *p == '-' || errno != 0 || x > MAIN_SPLIT_LAYERS_MAX ||
+            (*end != ',' && *end != '\0') || n == MAX_SPLIT)
+            return st_errorf(ST_EINVAL, "'%s' is not a list of layer counts like 3,3 (at most %d)",
+                             s, MAX_SPLIT);
+        d->split[n++] = (uint32_t)x;
         if (*end == '\0')
-            return 0;
+            break;
         p = end + 1;
     }
+    d->c->split = d->split;
+    d->c->n_split = n;
+    return ST_OK;
 }
 
-static const char *main_value(int argc, char **argv, int *i)
+/* main_weights_addr - --weights tcp://HOST:PORT into the `const char *`
+ * dest (the check the weights server relies on). */
+static st_err main_weights_addr(const char *v, void *dest)
 {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "strata-coordinator: %s needs a value\n", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
+    if (strncmp(v, "tcp://", 6) != 0 || strrchr(v, ':') < v + 6)
+        return st_errorf(ST_EINVAL, "'%s': a tcp://HOST:PORT address", v);
+    *(const char **)dest = v;
+    return ST_OK;
 }
 
-/* main_http_flag - f v if it is an HTTP flag: 1 if it was (*bad set on a
- * bad value), 0 if not. */
-static int main_http_flag(const char *f, const char *v, st_http_cfg *h, int *bad)
+/* main_wire - --wire f32|bf16|f16|i8|auto into the st_wire_dtype dest. */
+static st_err main_wire(const char *v, void *dest)
 {
-    uint32_t x = 0;
-    if (strcmp(f, "--http") == 0) {
-        h->listen = v;
-    } else if (strcmp(f, "--alias") == 0) {
-        h->alias = v;
-    } else if (strcmp(f, "--chat-template") == 0) {
-        h->chat_template = v;
-    } else if (strcmp(f, "--api-key-file") == 0) {
-        h->api_key_file = v;
-    } else if (strcmp(f, "--max-body") == 0) {
-        *bad = main_u32(f, v, 1024, (uint32_t)MAIN_MAX_BODY, &x);
-        h->max_body = x;
-    } else if (strcmp(f, "--http-streams") == 0) {
-        *bad = main_u32(f, v, 1, ST_HTTP_MAX_STREAMS, &h->streams);
-    } else if (strcmp(f, "--http-threads") == 0) {
-        *bad = main_u32(f, v, 1, 64, &h->threads);
-    } else if (strcmp(f, "--http-max-conns") == 0) {
-        *bad = main_u32(f, v, 1, 1000000, &h->max_conns);
-    } else if (strcmp(f, "--http-per-ip") == 0) {
-        *bad = main_u32(f, v, 0, 1000000, &h->per_ip_conns);
-    } else if (strcmp(f, "--http-header-s") == 0) {
-        *bad = main_u32(f, v, 0, MAIN_MAX_DEADLINE_S, &h->header_s);
-    } else if (strcmp(f, "--http-body-s") == 0) {
-        *bad = main_u32(f, v, 0, MAIN_MAX_DEADLINE_S, &h->body_s);
-    } else if (strcmp(f, "--http-timeout-s") == 0) {
-        *bad = main_u32(f, v, 1, 3600, &h->timeout_s);
-    } else if (strcmp(f, "--http-ping-s") == 0) {
-        *bad = main_u32(f, v, 1, 3600, &h->ping_s);
-    } else if (strcmp(f, "--rate-rpm") == 0) {
-        *bad = main_u32(f, v, 0, UINT32_MAX, &h->limits.rpm);
-    } else if (strcmp(f, "--rate-tpm") == 0) {
-        *bad = main_u32(f, v, 0, UINT32_MAX, &h->limits.tpm);
-    } else if (strcmp(f, "--rate-table-size") == 0) {
-        *bad = main_u32(f, v, 1, 1u << 22, &h->rate_table);
-    } else {
-        return 0;
+    st_wire_dtype *w = dest;
+    /* auto: each boundary its own dtype (docs/wire-format.md 6.1) */
+    if (strcmp(v, st_wire_dtype_name(ST_WIRE_AUTO)) == 0) {
+        *w = ST_WIRE_AUTO;
+        return ST_OK;
     }
-    return 1;
+    if (st_wire_dtype_from_name(v, w) != ST_OK)
+        return st_errorf(ST_EINVAL, "'%s' is not f32, bf16, f16, i8 or auto", v);
+    return ST_OK;
 }
 
-/* main_weights_flag - f v if it is a weights-server flag (weights.h,
- * docs/streaming.md): 1 if it was (*bad set on a bad value), 0 if not. */
-static int main_weights_flag(const char *f, const char *v, st_weights_cfg *w, st_coord_cfg *c,
-                             int *bad)
+/* main_objective - --objective latency|throughput into the `const char *`
+ * dest. */
+static st_err main_objective(const char *v, void *dest)
 {
-    uint32_t x = 0;
-    if (strcmp(f, "--weights") == 0) {
-        w->listen = v;
-        *bad = strncmp(v, "tcp://", 6) != 0 || strrchr(v, ':') < v + 6;
-        if (*bad)
-            fprintf(stderr, "strata-coordinator: --weights '%s': a tcp://HOST:PORT address\n", v);
-    } else if (strcmp(f, "--weights-chunk") == 0) {
-        *bad = main_u32(f, v, ST_MANIFEST_CHUNK_MIN, ST_MANIFEST_CHUNK_MAX, &w->chunk_size);
-    } else if (strcmp(f, "--cache-dir") == 0) {
-        w->cache_dir = v;
-    } else if (strcmp(f, "--fetch-timeout-ms") == 0) {
-        *bad = main_u32(f, v, 100, UINT32_MAX, &c->fetch_timeout_ms);
-    } else if (strcmp(f, "--test-corrupt-chunk") == 0) {
-        *bad = main_u32(f, v, 0, UINT32_MAX, &x);
-        w->test_corrupt_chunk = x;
-    } else if (strcmp(f, "--test-refuse-chunks") == 0) {
-        *bad = main_u32(f, v, 0, UINT32_MAX, &x);
-        w->test_refuse_after = x;
-    } else {
-        return 0;
-    }
-    return 1;
+    st_place_objective ob;
+    if (st_place_objective_from_name(v, &ob) != ST_OK)
+        return st_errorf(ST_EINVAL, "'%s' is not latency or throughput", v);
+    *(const char **)dest = v;
+    return ST_OK;
 }
 
+/* main_margin - --replan-margin F in [0, 1) into the st_coord_cfg dest. */
+static st_err main_margin(const char *v, void *dest)
+{
+    st_coord_cfg *c = dest;
+    char *end;
+    errno = 0;
+    double m = strtod(v, &end);
+    if (*v == '\0' || *end != '\0' || errno != 0 || !(m >= 0 && m < 1))
+        return st_errorf(ST_EINVAL, "'%s' is not a fraction in [0, 1)", v);
+    c->replan_margin = m;
+    c->replan_margin_set = true;
+    return ST_OK;
+}
+
+/* main_top1 - --test-i8-gate-top1 PCT in (0, 100] into the double dest. */
+static st_err main_top1(const char *v, void *dest)
+{
+    char *end;
+    errno = 0;
+    double t = strtod(v, &end);
+    if (*end != '\0' || errno != 0 || !(t > 0 && t <= 100))
+        return st_errorf(ST_EINVAL, "'%s' is not a percent in (0, 100]", v);
+    *(double *)dest = t;
+    return ST_OK;
+}
+
+/* main_client_timeout - --client-timeout-ms: 0 (never) or 1000..3600000,
+ * into the uint32_t dest. */
+static st_err main_client_timeout(const char *v, void *dest)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*v == '\0' || *v == '-' || *end != '\0' || errno != 0 || x > MAIN_HOUR_MS)
+        return st_errorf(ST_EINVAL, "'%s' is not an integer in [0, %d]", v, MAIN_HOUR_MS);
+    if (x != 0 && x < MAIN_CLIENT_TIMEOUT_MIN_MS)
+        return st_errorf(ST_EINVAL, "use 0 (never) or at least %d", MAIN_CLIENT_TIMEOUT_MIN_MS);
+    *(uint32_t *)dest = (uint32_t)x;
+    return ST_OK;
+}
+
+/* main_log - --log LEVEL: set at once (st_log_init; an unknown name leaves
+ * warn, as it always did). */
+static st_err main_log(const char *v, void *dest)
+{
+    (void)dest;
+    st_log_init(v);
+    return ST_OK;
+}
+
+/* main_u32_row - a decimal flag in [lo, hi] into *dest. */
+static st_opt main_u32_row(const char *name, uint32_t *dest, uint32_t lo, uint32_t hi,
+                           const char *help)
+{
+    return (st_opt){.name = name,
+                    .type = ST_OPT_U32,
+                    .dest = dest,
+                    .min = lo,
+                    .max = hi,
+                    .value = "N",
+                    .help = help};
+}
+
+/* main_parse - the flags into c, split (MAX_SPLIT), *max_set, hc, wc and
+ * *no_weights: 0 to run, -1 after --help, 2 on a bad flag (message
+ * printed). */
 static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, bool *max_set,
                       st_http_cfg *hc, st_weights_cfg *wc, bool *no_weights)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = NULL;
-        int bad = 0;
-        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) {
-            main_usage(stdout);
-            return -1;
-        }
-        if (strcmp(f, "--zstd") == 0) {
-            c->zstd = true;
-            continue;
-        }
-        if (strcmp(f, "--no-imbalance") == 0) {
-            c->no_imbalance = true;
-            continue;
-        }
-        if (strcmp(f, "--replicas") == 0) {
-            c->replicas = true;
-            continue;
-        }
-        if (strcmp(f, "--encrypt") == 0) {
-            c->encrypt = true;
-            continue;
-        }
-        if (strcmp(f, "--insecure") == 0) {
-            c->insecure = true;
-            continue;
-        }
-        if (strcmp(f, "--no-weights") == 0) {
-            *no_weights = true;
-            continue;
-        }
-        if (strcmp(f, "--allow-i8") == 0) { /* after the accuracy gate (i8gate.h) */
-            c->allow_i8 = true;
-            continue;
-        }
-        if (strcmp(f, "--test-hooks") == 0) { /* tests only: the step gate (hold.h) */
-            c->test_hooks = true;
-            continue;
-        }
-        if (f[0] != '-' || (v = main_value(argc, argv, &i)) == NULL) {
-            if (f[0] != '-')
-                fprintf(stderr, "strata-coordinator: unexpected argument '%s'\n", f);
-            return 2;
-        }
-        if (main_http_flag(f, v, hc, &bad) || main_weights_flag(f, v, wc, c, &bad)) {
-            if (bad)
-                return 2;
-        } else if (strcmp(f, "--model") == 0) {
-            c->model_path = v;
-        } else if (strcmp(f, "--listen") == 0) {
-            c->listen = v;
-        } else if (strcmp(f, "--results") == 0) {
-            c->results = v;
-        } else if (strcmp(f, "--advertise") == 0) {
-            c->advertise = v;
-        } else if (strcmp(f, "--cluster-key") == 0) {
-            c->key_path = v;
-            /* ---- credentials and per-client caps (issue 12) ---- */
-        } else if (strcmp(f, "--client-keys") == 0) {
-            c->client_keys_path = v;
-        } else if (strcmp(f, "--admin-key") == 0) {
-            c->admin_key_path = v;
-        } else if (strcmp(f, "--max-requests-per-client") == 0) {
-            bad = main_u32(f, v, 1, 65536, &c->max_requests_per_client);
-        } else if (strcmp(f, "--max-logits-per-client") == 0) {
-            if (st_parse_bytes(v, &c->max_logits_per_client) != ST_OK ||
-                c->max_logits_per_client == 0) {
-                fprintf(stderr,
-                        "strata-coordinator: --max-logits-per-client: '%s' is not a "
-                        "positive byte count\n",
-                        v);
-                return 2;
-            }
-        } else if (strcmp(f, "--max-new-tokens") == 0) {
-            bad = main_u32(f, v, 1, 1u << 24, &c->max_new_tokens);
-            /* ---- end of credentials ---- */
-        } else if (strcmp(f, "--log") == 0) {
-            st_log_init(v);
-        } else if (strcmp(f, "--wire") == 0) {
-            /* auto: each boundary its own dtype (docs/wire-format.md 6.1) */
-            if (strcmp(v, st_wire_dtype_name(ST_WIRE_AUTO)) == 0) {
-                c->wire = ST_WIRE_AUTO;
-            } else if (st_wire_dtype_from_name(v, &c->wire) != ST_OK) {
-                fprintf(stderr,
-                        "strata-coordinator: --wire: '%s' is not f32, bf16, f16, i8 or "
-                        "auto\n",
-                        v);
-                return 2;
-            }
-        } else if (strcmp(f, "--test-i8-gate-top1") == 0) { /* needs --test-hooks */
-            char *end;
-            errno = 0;
-            c->i8_gate_top1 = strtod(v, &end);
-            if (*end != '\0' || errno != 0 || !(c->i8_gate_top1 > 0 && c->i8_gate_top1 <= 100)) {
-                fprintf(stderr,
-                        "strata-coordinator: --test-i8-gate-top1: '%s' is not a percent "
-                        "in (0, 100]\n",
-                        v);
-                return 2;
-            }
-        } else if (strcmp(f, "--test-i8-gate-hold") == 0) { /* needs --test-hooks */
-            c->i8_gate_hold = v;
-        } else if (strcmp(f, "--worker-bin") == 0) { /* runs the i8 gate (i8gate.h) */
-            c->worker_bin = v;
-        } else if (strcmp(f, "--min-workers") == 0) {
-            bad = main_u32(f, v, 1, 256, &c->min_workers);
-        } else if (strcmp(f, "--heartbeat-ms") == 0) {
-            bad = main_u32(f, v, 10, 600000, &c->heartbeat_ms);
-        } else if (strcmp(f, "--heartbeat-timeout-ms") == 0) {
-            bad = main_u32(f, v, 20, 3600000, &c->heartbeat_timeout_ms);
-        } else if (strcmp(f, "--step-timeout-ms") == 0) {
-            bad = main_u32(f, v, 10, 3600000, &c->step_timeout_ms);
-        } else if (strcmp(f, "--prepare-timeout-ms") == 0) {
-            bad = main_u32(f, v, 100, 3600000, &c->prepare_timeout_ms);
-        } else if (strcmp(f, "--queue-timeout-ms") == 0) {
-            bad = main_u32(f, v, 100, 3600000, &c->queue_timeout_ms);
-        } else if (strcmp(f, "--chunk") == 0) {
-            bad = main_u32(f, v, 1, 4096, &c->chunk);
-        } else if (strcmp(f, "--max-tokens") == 0) {
-            bad = main_u32(f, v, 1, 4096, &c->max_tokens);
-            *max_set = true;
-        } else if (strcmp(f, "--ctx") == 0) {
-            bad = main_u32(f, v, 2, 1u << 24, &c->n_ctx);
-        } else if (strcmp(f, "--max-sessions") == 0) {
-            bad = main_u32(f, v, 1, 4096, &c->max_sessions);
-        } else if (strcmp(f, "--max-requests") == 0) {
-            bad = main_u32(f, v, 1, 65536, &c->max_requests);
-        } else if (strcmp(f, "--client-timeout-ms") == 0) {
-            bad = main_u32(f, v, 0, 3600000, &c->client_timeout_ms);
-            if (!bad && c->client_timeout_ms != 0 && c->client_timeout_ms < 1000) {
-                fprintf(stderr, "strata-coordinator: --client-timeout-ms: use 0 (never) or at "
-                                "least 1000\n");
-                bad = 1;
-            }
-        } else if (strcmp(f, "--session-ttl-ms") == 0) {
-            bad = main_u32(f, v, 100, 86400000, &c->session_ttl_ms);
-        } else if (strcmp(f, "--pipeline-depth") == 0) {
-            bad = main_u32(f, v, 0, 16, &c->pipeline_depth);
-        } else if (strcmp(f, "--objective") == 0) {
-            st_place_objective ob;
-            if (st_place_objective_from_name(v, &ob) != ST_OK) {
-                fprintf(stderr,
-                        "strata-coordinator: --objective: '%s' is not latency or "
-                        "throughput\n",
-                        v);
-                return 2;
-            }
-            c->objective = v;
-        } else if (strcmp(f, "--replan-margin") == 0) {
-            char *end;
-            errno = 0;
-            double m = strtod(v, &end);
-            if (*v == '\0' || *end != '\0' || errno != 0 || !(m >= 0 && m < 1)) {
-                fprintf(stderr,
-                        "strata-coordinator: --replan-margin: '%s' is not a fraction in "
-                        "[0, 1)\n",
-                        v);
-                return 2;
-            }
-            c->replan_margin = m;
-            c->replan_margin_set = true;
-        } else if (strcmp(f, "--imbalance-ms") == 0) {
-            bad = main_u32(f, v, 100, 3600000, &c->imbalance_ms);
-        } else if (strcmp(f, "--min-samples") == 0) {
-            bad = main_u32(f, v, 1, 100000, &c->min_samples);
-        } else if (strcmp(f, "--split") == 0) {
-            bad = main_split(v, split, &c->n_split);
-            c->split = split;
-        } else {
-            fprintf(stderr, "strata-coordinator: unknown flag '%s'\n", f);
-            main_usage(stderr);
-            return 2;
-        }
-        if (bad)
-            return 2;
+    main_split_dest sd = {.c = c, .split = split};
+    uint32_t max_tokens = 0; /* 0: no --max-tokens (its range starts at 1) */
+    uint32_t max_body = (uint32_t)hc->max_body;
+    const st_opt opts[] = {
+        {.name = "--model", .type = ST_OPT_STR, .dest = &c->model_path, .value = "PATH",
+         .help = "the GGUF model (required)"},
+        {.name = "--listen", .type = ST_OPT_STR, .dest = &c->listen, .value = "ADDR",
+         .help = "the control address, tcp://HOST:PORT"},
+        {.name = "--results", .type = ST_OPT_STR, .dest = &c->results, .value = "ADDR",
+         .help = "the results address, tcp://HOST:PORT"},
+        {.name = "--advertise", .type = ST_OPT_STR, .dest = &c->advertise, .value = "HOST",
+         .help = "the host announced to workers"},
+        main_u32_row("--min-workers", &c->min_workers, 1, MAIN_MIN_WORKERS_MAX,
+                     "no first plan before N workers joined"),
+        st_opt_cluster_key(&c->key_path),
+        st_opt_encrypt(&c->encrypt),
+        st_opt_insecure(&c->insecure),
+        {.name = "--wire", .type = ST_OPT_FN, .dest = &c->wire, .fn = main_wire,
+         .value = "f32|bf16|f16|i8|auto", .help = "the boundary dtype (default auto)"},
+        {.name = "--allow-i8", .type = ST_OPT_FLAG, .dest = &c->allow_i8,
+         .help = "auto may choose i8 after the accuracy gate"},
+        {.name = "--worker-bin", .type = ST_OPT_STR, .dest = &c->worker_bin, .value = "PATH",
+         .help = "the strata-worker that runs the i8 gate"},
+        {.name = "--zstd", .type = ST_OPT_FLAG, .dest = &c->zstd,
+         .help = "compress activations with zstd"},
+        main_u32_row("--heartbeat-ms", &c->heartbeat_ms, MAIN_HEARTBEAT_MS_MIN,
+                     MAIN_HEARTBEAT_MS_MAX, "the workers' heartbeat interval"),
+        main_u32_row("--heartbeat-timeout-ms", &c->heartbeat_timeout_ms, 20, MAIN_HOUR_MS,
+                     "a worker silent this long is gone"),
+        main_u32_row("--step-timeout-ms", &c->step_timeout_ms, 10, MAIN_HOUR_MS,
+                     "a step's deadline"),
+        main_u32_row("--prepare-timeout-ms", &c->prepare_timeout_ms, 100, MAIN_HOUR_MS,
+                     "a Prepare's deadline"),
+        main_u32_row("--queue-timeout-ms", &c->queue_timeout_ms, 100, MAIN_HOUR_MS,
+                     "the longest wait in the queue"),
+        main_u32_row("--chunk", &c->chunk, 1, MAIN_STEP_TOKENS_MAX, "prefill ids per row"),
+        main_u32_row("--max-tokens", &max_tokens, 1, MAIN_STEP_TOKENS_MAX,
+                     "ids per batch (default: at least --chunk)"),
+        main_u32_row("--ctx", &c->n_ctx, 2, MAIN_CTX_MAX, "positions (default: the model's)"),
+        main_u32_row("--max-sessions", &c->max_sessions, 1, MAIN_SESSIONS_MAX,
+                     "KV slots per worker"),
+        main_u32_row("--max-requests", &c->max_requests, 1, MAIN_REQUESTS_MAX,
+                     "requests at once"),
+        {.name = "--client-timeout-ms", .type = ST_OPT_FN, .dest = &c->client_timeout_ms,
+         .fn = main_client_timeout, .value = "N",
+         .help = "cancel a request not polled this long (0: never, else >= 1000)"},
+        main_u32_row("--session-ttl-ms", &c->session_ttl_ms, 100, MAIN_DAY_MS,
+                     "idle client sessions end after this"),
+        main_u32_row("--pipeline-depth", &c->pipeline_depth, 0, MAIN_PIPELINE_MAX,
+                     "batches in flight (0: the plan's stage count)"),
+        {.name = "--split", .type = ST_OPT_FN, .dest = &sd, .fn = main_split,
+         .value = "N1,N2,...", .help = "fixed layer counts per worker"},
+        {.name = "--objective", .type = ST_OPT_FN, .dest = &c->objective, .fn = main_objective,
+         .value = "latency|throughput", .help = "what placement optimizes"},
+        {.name = "--replan-margin", .type = ST_OPT_FN, .dest = c, .fn = main_margin,
+         .value = "F", .help = "replan hysteresis, a fraction of step time in [0, 1)"},
+        main_u32_row("--imbalance-ms", &c->imbalance_ms, 100, MAIN_HOUR_MS,
+                     "sustained imbalance before a replan"),
+        {.name = "--no-imbalance", .type = ST_OPT_FLAG, .dest = &c->no_imbalance,
+         .help = "never replan on heartbeats"},
+        main_u32_row("--min-samples", &c->min_samples, 1, MAIN_MIN_SAMPLES_MAX,
+                     "per-layer samples before a measurement counts"),
+        {.name = "--replicas", .type = ST_OPT_FLAG, .dest = &c->replicas,
+         .help = "commit plans with replicas of the bottleneck stages"},
+        {.name = "--test-hooks", .type = ST_OPT_FLAG, .dest = &c->test_hooks,
+         .help = "tests only: the step gate and the --test-* flags"},
+        {.name = "--test-i8-gate-top1", .type = ST_OPT_FN, .dest = &c->i8_gate_top1,
+         .fn = main_top1, .value = "PCT", .help = "tests only: the gate's threshold"},
+        {.name = "--test-i8-gate-hold", .type = ST_OPT_STR, .dest = &c->i8_gate_hold,
+         .value = "FILE", .help = "tests only: the gate starts once FILE exists"},
+        {.name = "--log", .type = ST_OPT_FN, .fn = main_log, .value = "error|warn|info|debug",
+         .help = "the log level"},
+        {.name = "--http", .type = ST_OPT_STR, .dest = &hc->listen, .value = "HOST:PORT",
+         .help = "serve the OpenAI-compatible API"},
+        {.name = "--alias", .type = ST_OPT_STR, .dest = &hc->alias, .value = "NAME",
+         .help = "another model name"},
+        {.name = "--chat-template", .type = ST_OPT_STR, .dest = &hc->chat_template,
+         .value = "NAME", .help = "a template name or text over the file's"},
+        {.name = "--api-key-file", .type = ST_OPT_STR, .dest = &hc->api_key_file,
+         .value = "FILE", .help = "the API keys"},
+        main_u32_row("--max-body", &max_body, MAIN_MIN_BODY, (uint32_t)MAIN_MAX_BODY,
+                     "bytes of a request body"),
+        main_u32_row("--http-streams", &hc->streams, 1, ST_HTTP_MAX_STREAMS,
+                     "generation requests at once"),
+        main_u32_row("--http-threads", &hc->threads, 1, MAIN_HTTP_THREADS_MAX, "HTTP threads"),
+        main_u32_row("--http-max-conns", &hc->max_conns, 1, MAIN_CONNS_MAX,
+                     "connections at once"),
+        main_u32_row("--http-per-ip", &hc->per_ip_conns, 0, MAIN_CONNS_MAX,
+                     "connections per client address (0: no limit)"),
+        main_u32_row("--http-timeout-s", &hc->timeout_s, 1, MAIN_HTTP_S_MAX,
+                     "an idle connection is closed after N s"),
+        main_u32_row("--http-header-s", &hc->header_s, 0, MAIN_MAX_DEADLINE_S,
+                     "a request's headers' deadline (0: none)"),
+        main_u32_row("--http-body-s", &hc->body_s, 0, MAIN_MAX_DEADLINE_S,
+                     "a body's deadline from its headers (0: none)"),
+        main_u32_row("--http-ping-s", &hc->ping_s, 1, MAIN_HTTP_S_MAX,
+                     "an SSE comment after this much silence"),
+        main_u32_row("--rate-rpm", &hc->limits.rpm, 0, UINT32_MAX,
+                     "requests per minute (0: no limit)"),
+        main_u32_row("--rate-tpm", &hc->limits.tpm, 0, UINT32_MAX,
+                     "generated tokens per minute (0: no limit)"),
+        main_u32_row("--rate-table-size", &hc->rate_table, 1, MAIN_RATE_TABLE_MAX,
+                     "identities the rate limiter remembers"),
+        {.name = "--client-keys", .type = ST_OPT_STR, .dest = &c->client_keys_path,
+         .value = "FILE", .help = "client keys (needs --cluster-key)"},
+        {.name = "--admin-key", .type = ST_OPT_STR, .dest = &c->admin_key_path, .value = "FILE",
+         .help = "admin keys (needs --cluster-key)"},
+        main_u32_row("--max-requests-per-client", &c->max_requests_per_client, 1,
+                     MAIN_REQUESTS_MAX, "live requests of one client"),
+        {.name = "--max-logits-per-client", .type = ST_OPT_SIZE,
+         .dest = &c->max_logits_per_client, .umin = 1, .umax = UINT64_MAX, .value = "BYTES",
+         .help = "logits bytes one client's requests may hold"},
+        main_u32_row("--max-new-tokens", &c->max_new_tokens, 1, MAIN_CTX_MAX,
+                     "max_tokens a client may ask for"),
+        {.name = "--weights", .type = ST_OPT_FN, .dest = &wc->listen, .fn = main_weights_addr,
+         .value = "ADDR", .help = "the weights server's address"},
+        {.name = "--no-weights", .type = ST_OPT_FLAG, .dest = no_weights,
+         .help = "serve no weights"},
+        main_u32_row("--weights-chunk", &wc->chunk_size, ST_MANIFEST_CHUNK_MIN,
+                     ST_MANIFEST_CHUNK_MAX, "bytes per streamed chunk"),
+        {.name = "--cache-dir", .type = ST_OPT_STR, .dest = &wc->cache_dir, .value = "DIR",
+         .help = "where the manifest is cached"},
+        main_u32_row("--fetch-timeout-ms", &c->fetch_timeout_ms, 100, UINT32_MAX,
+                     "the Prepare of a streaming worker"),
+        {.name = "--test-corrupt-chunk", .type = ST_OPT_I64, .dest = &wc->test_corrupt_chunk,
+         .min = 0, .max = UINT32_MAX, .value = "K",
+         .help = "tests only: chunk K is sent corrupted once"},
+        {.name = "--test-refuse-chunks", .type = ST_OPT_I64, .dest = &wc->test_refuse_after,
+         .min = 0, .max = UINT32_MAX, .value = "N",
+         .help = "tests only: refuse chunk requests after N served"},
+    };
+    const st_opt_spec spec = {.synopsis = main_synopsis,
+                              .epilogue = main_epilogue,
+                              .opts = opts,
+                              .n_opts = sizeof opts / sizeof opts[0]};
+    bool help;
+    if (st_opt_parse(&spec, argc, argv, 1, &help) != ST_OK) {
+        fprintf(stderr, "strata-coordinator: %s (see --help)\n", st_errdetail());
+        return 2;
+    }
+    if (help)
+        return -1;
+    hc->max_body = max_body;
+    if (max_tokens != 0) {
+        c->max_tokens = max_tokens;
+        *max_set = true;
     }
     return 0;
 }
@@ -481,8 +459,7 @@ int main(int argc, char **argv)
     if (cfg.cache_dir == NULL && st_cache_dir_default(gcache, sizeof gcache) == ST_OK)
         cfg.cache_dir = gcache;
     if (cfg.model_path == NULL) {
-        fprintf(stderr, "strata-coordinator: --model PATH is required\n");
-        main_usage(stderr);
+        fprintf(stderr, "strata-coordinator: --model PATH is required (see --help)\n");
         return 2;
     }
     if (!max_set && cfg.max_tokens < cfg.chunk)

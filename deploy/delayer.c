@@ -123,13 +123,26 @@ static int64_t dl_now_ns(void)
     return (int64_t)t.tv_sec * DL_NS_PER_S + t.tv_nsec;
 }
 
+static const char dl_synopsis[] =
+    "usage: strata-delayer --listen HOST:PORT --to HOST:PORT [--delay-ms MS] [--peer-delay "
+    "IP=MS]...\n";
+
 static int dl_usage(const char *what, const char *value)
 {
-    fprintf(stderr,
-            "strata-delayer: %s%s%s\nusage: strata-delayer --listen HOST:PORT --to "
-            "HOST:PORT [--delay-ms MS] [--peer-delay IP=MS]...\n",
-            what, value ? ": " : "", value ? value : "");
+    fprintf(stderr, "strata-delayer: %s%s%s\n%s", what, value ? ": " : "", value ? value : "",
+            dl_synopsis);
     return DL_EXIT_USAGE;
+}
+
+/* dl_help_asked - "--help" anywhere in argv (no value of ours is that). A
+ * test-bed tool without the common library: it keeps its own small parser
+ * rather than common/base/opt.h's tables (deploy/meson.build links it alone). */
+static bool dl_help_asked(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    return false;
 }
 
 /* dl_parse_ms - MS (digits with at most one '.', <= 10000) as ns; -1 if bad */
@@ -480,6 +493,10 @@ static int dl_poll_set(dl_table *t, int lfd, int64_t now, int64_t accept_at, int
 
 int main(int argc, char **argv)
 {
+    if (dl_help_asked(argc, argv)) {
+        fputs(dl_synopsis, stdout);
+        return 0;
+    }
     dl_config cfg = {.peers = calloc((size_t)argc, sizeof(dl_peer_delay))};
     dl_table t = {0};
     sigset_t run;

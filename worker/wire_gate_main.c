@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/base/log.h"
+#include "common/base/opt.h"
 #include "worker/engine/wire_gate.h"
 
 #define WGM "strata-worker --wire-gate"
@@ -21,15 +22,9 @@
 #define WGM_EXIT_FAILED 1
 #define WGM_EXIT_USAGE 2
 
-static int wgm_usage(void)
-{
-    fprintf(stderr, "usage: strata-worker --wire-gate MODEL [--threads N] [--parent PID] "
-                    "[--log LEVEL]\n"
-                    "  runs the i8 accuracy gate on MODEL and prints its figures as one line\n"
-                    "  of JSON (--threads: compute threads, default the cores; --parent: the\n"
-                    "  process that started it, whose end ends the gate too)\n");
-    return WGM_EXIT_USAGE;
-}
+static const char wgm_synopsis[] = WGM " MODEL [--threads N] [--parent PID] [--log LEVEL]\n"
+                                   "  runs the i8 accuracy gate on MODEL and prints its figures\n"
+                                   "  as one line of JSON";
 
 /* wgm_print - o as one line on stdout, at most ST_WGATE_LINE_MAX bytes
  * with its '\n': 0, else -1 (message on stderr). Frees o. */
@@ -108,48 +103,35 @@ static cJSON *wgm_figs(const st_wgate_figs *f)
 int st_wire_gate_main(int argc, char **argv)
 {
     const char *model = NULL, *level = NULL;
-    long threads = 0, parent = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-            fprintf(stderr, "%s: %s needs a value\n", WGM, f);
-            return wgm_usage();
-        }
-        const char *v = argv[++i];
-        if (strcmp(f, "--wire-gate") == 0) {
-            model = v;
-        } else if (strcmp(f, "--threads") == 0) {
-            char *end;
-            errno = 0;
-            threads = strtol(v, &end, 10);
-            if (*end != '\0' || errno != 0 || threads < 1 || threads > WGM_THREADS_MAX) {
-                fprintf(stderr, "%s: --threads '%s': an integer in 1..%d is required\n", WGM, v,
-                        WGM_THREADS_MAX);
-                return WGM_EXIT_USAGE;
-            }
-        } else if (strcmp(f, "--parent") == 0) {
-            char *end;
-            errno = 0;
-            parent = strtol(v, &end, 10);
-            if (*end != '\0' || errno != 0 || parent < 1 || parent > WGM_PID_MAX) {
-                fprintf(stderr, "%s: --parent '%s': a process id in 1..%d is required\n", WGM, v,
-                        WGM_PID_MAX);
-                return WGM_EXIT_USAGE;
-            }
-        } else if (strcmp(f, "--log") == 0) {
-            if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") &&
-                strcmp(v, "debug")) {
-                fprintf(stderr, "%s: --log '%s': error, warn, info or debug\n", WGM, v);
-                return WGM_EXIT_USAGE;
-            }
-            level = v;
-        } else {
-            fprintf(stderr, "%s: unknown argument '%s'\n", WGM, f);
-            return wgm_usage();
-        }
+    int threads = 0;
+    long parent = 0;
+    st_opt log = st_opt_log(&level);
+    log.help = "error, warn (default), info or debug; or $STRATA_LOG";
+    const st_opt opts[] = {
+        {.name = "--wire-gate", .type = ST_OPT_STR, .dest = &model, .value = "MODEL",
+         .help = "the GGUF model whose gate runs"},
+        st_opt_threads(&threads, WGM_THREADS_MAX),
+        {.name = "--parent", .type = ST_OPT_LONG, .dest = &parent, .min = 1, .max = WGM_PID_MAX,
+         .value = "PID",
+         .help = "the process that started it, whose end ends the gate\n"
+                 "too"},
+        log,
+    };
+    const st_opt_spec spec = {.synopsis = wgm_synopsis,
+                              .opts = opts,
+                              .n_opts = sizeof opts / sizeof opts[0],
+                              .empty_is_missing = true};
+    bool help;
+    if (st_opt_parse(&spec, argc, argv, 1, &help) != ST_OK) {
+        fprintf(stderr, "%s: %s (see --help)\n", WGM, st_errdetail());
+        return WGM_EXIT_USAGE;
     }
-    if (model == NULL)
-        return wgm_usage();
+    if (help)
+        return WGM_EXIT_RAN;
+    if (model == NULL) {
+        st_opt_usage(&spec, stderr);
+        return WGM_EXIT_USAGE;
+    }
     if (parent != 0 && wgm_bind_parent(parent) != 0)
         return WGM_EXIT_FAILED;
     st_log_init(level != NULL ? level : getenv("STRATA_LOG") != NULL ? NULL : "warn");

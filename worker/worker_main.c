@@ -13,9 +13,7 @@
  * ends the process. While st_daemon_open runs, a start-up watch thread takes
  * SIGINT and SIGTERM instead (wm_watch). Protected mode (common/net/exposure.h): without a cluster
  * key, a --listen beyond loopback is refused unless --insecure. */
-#include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +25,7 @@
 #include "common/base/exit_guard.h"
 #include "common/net/exposure.h"
 #include "common/base/log.h"
+#include "common/base/opt.h"
 #include "common/base/units.h"
 #include "common/base/version.h"
 #include "common/wire/wire.h"
@@ -34,147 +33,54 @@
 #include "worker/shard/standalone.h"
 #include "worker/wire_gate_main.h"
 
-static void wm_usage(FILE *f)
+/* wm_bytes_rate - a byte count above 0 per second (common/base/units.h), into
+ * *(double *)dest. */
+static st_err wm_bytes_rate(const char *v, void *dest)
 {
-    fprintf(f, "usage: strata-worker --version\n"
-               "       strata-worker --wire-gate MODEL [--threads N] [--log LEVEL]\n"
-               "       strata-worker --coordinator ADDR [--model PATH] [--listen ADDR]\n"
-               "       [--advertise ADDR] [--control-port N] [--advertise-control ADDR]\n"
-               "       [--memory BYTES] [--threads N] [--name NAME]\n"
-               "       [--cluster-key FILE] [--encrypt] [--insecure] [--heartbeat-ms N]\n"
-               "       [--throttle F]\n"
-               "       [--throttle-file PATH] [--spare] [--stay-after-drain] [--probe-s N]\n"
-               "       [--no-probe] [--wire-accept LIST] [--kernels ref|auto] [--log LEVEL]\n"
-               "       [--weights-from ADDR[,ADDR...]] [--cache-dir DIR] [--max-fetch-rate BYTES]\n"
-               "       [--serve-chunks ADDR]\n"
-               "\n"
-               "  --coordinator ADDR  the coordinator's control address, tcp://HOST:PORT\n"
-               "                      (default: $STRATA_COORDINATOR)\n"
-               "  --model PATH        the GGUF model (default: $STRATA_MODEL); only the\n"
-               "                      tensors of the stage the plan gives are loaded. Without\n"
-               "                      it, the stage's weights are streamed (docs/streaming.md)\n"
-               "  --weights-from A    without --model: weights servers, tcp:// addresses\n"
-               "                      separated by commas (default: the coordinator's host and\n"
-               "                      port + 1)\n"
-               "  --cache-dir DIR     without --model: the verified chunks (default\n"
-               "                      $XDG_CACHE_HOME/strata or ~/.cache/strata)\n"
-               "  --max-fetch-rate B  cap on the fetch, bytes per second (suffixes k M G)\n"
-               "  --serve-chunks ADDR serve verified chunks to other workers' --weights-from on\n"
-               "                      tcp://HOST:PORT: those of its cache, or its --model file\n"
-               "  --listen ADDR       data-plane listen address (default tcp://127.0.0.1:0);\n"
-               "                      the control socket listens on the same host, port 0.\n"
-               "                      Beyond loopback it needs --cluster-key or --insecure\n"
-               "  --advertise ADDR    data address announced to the coordinator (default: the\n"
-               "                      bound address, with 127.0.0.1 for 0.0.0.0)\n"
-               "  --control-port N    the control socket's port on the --listen host (default\n"
-               "                      0: any)\n"
-               "  --advertise-control ADDR\n"
-               "                      control address announced to the coordinator and the\n"
-               "                      other workers' probes (default: the data address's host,\n"
-               "                      the bound control port)\n"
-               "  --memory BYTES      memory budget for weights + KV, suffixes k M G T\n"
-               "                      (default: MemAvailable)\n"
-               "  --threads N         compute threads (default: the cores)\n"
-               "  --name NAME         name shown by `strata status` (default: HOST-PID)\n"
-               "  --cluster-key FILE  32-byte key (mode 0600); authenticates every frame\n"
-               "                      (`strata keygen FILE` makes one)\n"
-               "  --encrypt           seal every frame with XChaCha20-Poly1305 (needs the key;\n"
-               "                      every member of the cluster must use it)\n"
-               "  --insecure          listen beyond loopback without a key (logs a warning)\n"
-               "  --heartbeat-ms N    heartbeat interval until the coordinator sets one\n"
-               "                      (default 1000)\n"
-               "  --throttle F        test only: look F times slower (F >= 1, default 1)\n"
-               "  --throttle-file P   test only: read F from P at every heartbeat\n"
-               "  --spare             join without wanting a stage\n"
-               "  --stay-after-drain  once drained, stay joined as a spare (default: leave and\n"
-               "                      exit 0 when the plan without it is committed)\n"
-               "  --probe-s N         re-measure each link to another worker every N s\n"
-               "                      (default 60; 0: once per peer)\n"
-               "  --no-probe          do not measure links (the coordinator assumes them)\n"
-               "  --wire-accept LIST  boundary dtypes it accepts, e.g. f16,bf16 (default:\n"
-               "                      f32,f16,bf16,i8); the coordinator never sends it another\n"
-               "  --kernels ref|auto  scalar reference kernels, or the best (default auto)\n"
-               "  --log LEVEL         error, warn, info (default) or debug; or $STRATA_LOG\n"
-               "  --test-hooks        test only: allow --test-fetch-pause-after N (stop fetching\n"
-               "                      after N chunks until shut down) and --test-serve-corrupt\n"
-               "                      (the chunk server flips a bit of every chunk) and\n"
-               "                      --test-fetch-call-ms N (a fetch request's wait, not 30 s)\n"
-               "                      and --test-speed B (announce B bytes/s for every dtype,\n"
-               "                      suffixes k M G, instead of the start-up measurement)\n"
-               "                      and --test-hang-release (after Leave, the release of\n"
-               "                      sockets and memory never ends: the exit guard's case)\n"
-               "\n"
-               "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
-               "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
-               "Drained (`strata drain`): the same, by itself, unless --stay-after-drain.\n"
-               "\n"
-               "--wire-gate MODEL runs the i8 accuracy gate on MODEL (the whole model, i8 at\n"
-               "every layer boundary against f32, docs/wire-format.md 6.1) and prints its\n"
-               "figures as one line of JSON; exit 0 when they were computed, 1 when it could\n"
-               "not run. The coordinator runs it for --allow-i8 (its --worker-bin).\n");
+    uint64_t r;
+    st_err e = st_parse_bytes(v, &r);
+    if (e != ST_OK)
+        return e;
+    if (r == 0)
+        return st_errorf(ST_EINVAL, "'%s': bytes per second above 0 are required", v);
+    *(double *)dest = (double)r;
+    return ST_OK;
 }
 
-/* wm_value - the value after flag argv[*i], or NULL with a message. */
-static const char *wm_value(int argc, char **argv, int *i)
+static st_err wm_wire_accept(const char *v, void *dest)
 {
-    if (*i + 1 >= argc || argv[*i + 1][0] == '\0') {
-        fprintf(stderr, "strata-worker: %s needs a value\n", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
+    return st_wire_mask_parse(v, dest);
 }
 
-static int wm_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*end != '\0' || errno != 0 || v < lo || v > hi) {
-        fprintf(stderr, "strata-worker: %s '%s': an integer in %ld..%ld is required\n", flag, s, lo,
-                hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+static const char *const wm_kernels[] = {"ref", "auto", NULL};
 
-/* wm_parse - 0 to run, 1 after --help, 2 on a bad flag (message printed). */
-/* wm_fetch_flag - f v if it is a weight-streaming flag (docs/streaming.md):
- * 1 if it was, 2 on a bad value (message printed), 0 if not. */
-static int wm_fetch_flag(const char *f, const char *v, st_worker_cfg *c)
-{
-    long n;
-    if (strcmp(f, "--weights-from") == 0) {
-        c->weights_from = v;
-    } else if (strcmp(f, "--cache-dir") == 0) {
-        c->cache_dir = v;
-    } else if (strcmp(f, "--max-fetch-rate") == 0) {
-        uint64_t r;
-        st_err e = st_parse_bytes(v, &r);
-        if (e != ST_OK || r == 0) {
-            fprintf(stderr,
-                    "strata-worker: --max-fetch-rate '%s': bytes per second above 0 "
-                    "(%s)\n",
-                    v, e != ST_OK ? st_errdetail() : "0");
-            return 2;
-        }
-        c->max_fetch_rate = (double)r;
-    } else if (strcmp(f, "--serve-chunks") == 0) {
-        c->serve_chunks = v;
-    } else if (strcmp(f, "--test-fetch-pause-after") == 0) {
-        if (wm_long(f, v, 0, LONG_MAX, &n))
-            return 2;
-        c->test_fetch_pause_after = n;
-    } else if (strcmp(f, "--test-fetch-call-ms") == 0) {
-        if (wm_long(f, v, 1, INT_MAX, &n))
-            return 2;
-        c->test_fetch_call_ms = (int)n;
-    } else {
-        return 0;
-    }
-    return 1;
-}
+#define WM_NAME_MAX 100        /* --name's bytes at most */
+#define WM_MEMORY_MIN (1ull << 20)
+#define WM_MEMORY_MAX (1ull << 50)
+#define WM_THREADS_MAX 1024
+#define WM_PROBE_S_MAX 86400
+#define WM_HEARTBEAT_MS_MIN 10
+#define WM_HEARTBEAT_MS_MAX 600000
+#define WM_THROTTLE_MAX 1000.0
 
+static const char wm_synopsis[] =
+    "strata-worker --version\n"
+    "       strata-worker --wire-gate MODEL [--threads N] [--parent PID] [--log LEVEL]\n"
+    "       strata-worker --standalone --layers A:B --model PATH ... (see --standalone --help)\n"
+    "       strata-worker --coordinator ADDR [FLAGS]";
+
+static const char wm_epilogue[] =
+    "Prints `listening on tcp://HOST:PORT` (data) and `control on tcp://HOST:PORT`\n"
+    "on its first two lines. SIGINT/SIGTERM: finish the batch, leave, exit 0.\n"
+    "Drained (`strata drain`): the same, by itself, unless --stay-after-drain.\n"
+    "\n"
+    "--wire-gate MODEL runs the i8 accuracy gate on MODEL (the whole model, i8 at\n"
+    "every layer boundary against f32, docs/wire-format.md 6.1) and prints its\n"
+    "figures as one line of JSON; exit 0 when they were computed, 1 when it could\n"
+    "not run. The coordinator runs it for --allow-i8 (its --worker-bin).\n";
+
+/* wm_parse - the flags into c, *log_level and *insecure: 0 to run, 1
+ * after --help, 2 on a bad flag (message printed). */
 static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_level, bool *insecure)
 {
     memset(c, 0, sizeof *c);
@@ -183,168 +89,118 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
     c->listen = "tcp://127.0.0.1:0";
     c->heartbeat_ms = 1000;
     c->throttle = 1.0;
-    c->probe_s = 60;
     c->test_fetch_pause_after = -1;
+    int probe_s = 60;
+    const char *kernels = "auto";
     bool test_hooks = false;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v = NULL;
-        long n;
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            wm_usage(stdout);
-            return 1;
-        }
-        if (strcmp(f, "--spare") == 0) {
-            c->spare = true;
-            continue;
-        }
-        if (strcmp(f, "--stay-after-drain") == 0) {
-            c->stay_after_drain = true;
-            continue;
-        }
-        if (strcmp(f, "--no-probe") == 0) {
-            c->no_probe = true;
-            continue;
-        }
-        if (strcmp(f, "--encrypt") == 0) {
-            c->encrypt = true;
-            continue;
-        }
-        if (strcmp(f, "--insecure") == 0) {
-            *insecure = true;
-            continue;
-        }
-        if (strcmp(f, "--test-hooks") == 0) {
-            test_hooks = true;
-            continue;
-        }
-        if (strcmp(f, "--test-serve-corrupt") == 0) {
-            c->test_serve_corrupt = true;
-            continue;
-        }
-        if (strcmp(f, "--test-hang-release") == 0) {
-            c->test_hang_release = true;
-            continue;
-        }
-        static const char *const valued[] = {"--coordinator",
-                                             "--model",
-                                             "--listen",
-                                             "--advertise",
-                                             "--control-port",
-                                             "--advertise-control",
-                                             "--memory",
-                                             "--threads",
-                                             "--name",
-                                             "--cluster-key",
-                                             "--heartbeat-ms",
-                                             "--throttle",
-                                             "--throttle-file",
-                                             "--kernels",
-                                             "--log",
-                                             "--probe-s",
-                                             "--weights-from",
-                                             "--cache-dir",
-                                             "--max-fetch-rate",
-                                             "--test-fetch-pause-after",
-                                             "--serve-chunks",
-                                             "--wire-accept",
-                                             "--test-fetch-call-ms",
-                                             "--test-speed",
-                                             NULL};
-        bool known = false;
-        for (int k = 0; valued[k] != NULL; k++)
-            known = known || strcmp(f, valued[k]) == 0;
-        if (!known) {
-            fprintf(stderr, "strata-worker: unknown argument '%s' (see --help)\n", f);
-            return 2;
-        }
-        if ((v = wm_value(argc, argv, &i)) == NULL)
-            return 2;
-        int ff = wm_fetch_flag(f, v, c);
-        if (ff == 2)
-            return 2;
-        if (ff == 1) {
-            continue;
-        } else if (strcmp(f, "--coordinator") == 0) {
-            c->coordinator = v;
-        } else if (strcmp(f, "--model") == 0) {
-            c->model = v;
-        } else if (strcmp(f, "--listen") == 0) {
-            c->listen = v;
-        } else if (strcmp(f, "--advertise") == 0) {
-            c->advertise = v;
-        } else if (strcmp(f, "--advertise-control") == 0) {
-            c->advertise_control = v;
-        } else if (strcmp(f, "--control-port") == 0) {
-            if (wm_long(f, v, 0, ST_DAEMON_PORT_MAX, &n))
-                return 2;
-            c->control_port = (int)n;
-        } else if (strcmp(f, "--name") == 0) {
-            if (strlen(v) > 100) {
-                fprintf(stderr, "strata-worker: --name is longer than 100 bytes\n");
-                return 2;
-            }
-            c->name = v;
-        } else if (strcmp(f, "--cluster-key") == 0) {
-            c->key_file = v;
-        } else if (strcmp(f, "--test-speed") == 0) {
-            uint64_t r;
-            st_err e = st_parse_bytes(v, &r);
-            if (e != ST_OK || r == 0) {
-                fprintf(stderr, "strata-worker: --test-speed '%s': bytes per second above 0 (%s)\n",
-                        v, e != ST_OK ? st_errdetail() : "0");
-                return 2;
-            }
-            c->test_speed = (double)r;
-        } else if (strcmp(f, "--throttle-file") == 0) {
-            c->throttle_file = v;
-        } else if (strcmp(f, "--log") == 0) {
-            if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") &&
-                strcmp(v, "debug")) {
-                fprintf(stderr, "strata-worker: --log '%s': error, warn, info or debug\n", v);
-                return 2;
-            }
-            *log_level = v;
-        } else if (strcmp(f, "--kernels") == 0) {
-            if (strcmp(v, "ref") != 0 && strcmp(v, "auto") != 0) {
-                fprintf(stderr, "strata-worker: --kernels '%s': ref or auto\n", v);
-                return 2;
-            }
-            c->force_ref = strcmp(v, "ref") == 0;
-        } else if (strcmp(f, "--memory") == 0) {
-            st_err e = st_parse_bytes(v, &c->memory);
-            if (e == ST_OK && (c->memory < (1u << 20) || c->memory > (1ull << 50)))
-                e = st_errorf(ST_EINVAL, "%s is outside 1 MiB..1 PiB", v);
-            if (e != ST_OK) {
-                fprintf(stderr, "strata-worker: --memory: %s\n", st_errdetail());
-                return 2;
-            }
-        } else if (strcmp(f, "--threads") == 0) {
-            if (wm_long(f, v, 1, 1024, &n))
-                return 2;
-            c->threads = (int)n;
-        } else if (strcmp(f, "--probe-s") == 0) {
-            if (wm_long(f, v, 0, 86400, &n))
-                return 2;
-            c->probe_s = (double)n;
-        } else if (strcmp(f, "--heartbeat-ms") == 0) {
-            if (wm_long(f, v, 10, 600000, &n))
-                return 2;
-            c->heartbeat_ms = (uint32_t)n;
-        } else if (strcmp(f, "--wire-accept") == 0) {
-            if (st_wire_mask_parse(v, &c->wire_accept) != ST_OK) {
-                fprintf(stderr, "strata-worker: --wire-accept: %s\n", st_errdetail());
-                return 2;
-            }
-        } else if (strcmp(f, "--throttle") == 0) {
-            char *end;
-            errno = 0;
-            double t = strtod(v, &end);
-            if (*end != '\0' || errno != 0 || !isfinite(t) || t < 1.0 || t > 1000.0) {
-                fprintf(stderr, "strata-worker: --throttle '%s': a number in [1, 1000]\n", v);
-                return 2;
-            }
-            c->throttle = t;
-        }
+    const st_opt opts[] = {
+        {.name = "--coordinator", .type = ST_OPT_STR, .dest = &c->coordinator, .value = "ADDR",
+         .help = "the coordinator's control address, tcp://HOST:PORT\n"
+                 "(default: $STRATA_COORDINATOR)"},
+        {.name = "--model", .type = ST_OPT_STR, .dest = &c->model, .value = "PATH",
+         .help = "the GGUF model (default: $STRATA_MODEL); only the\n"
+                 "tensors of the stage the plan gives are loaded. Without\n"
+                 "it, the stage's weights are streamed (docs/streaming.md)"},
+        {.name = "--weights-from", .type = ST_OPT_STR, .dest = &c->weights_from, .value = "A",
+         .help = "without --model: weights servers, tcp:// addresses\n"
+                 "separated by commas (default: the coordinator's host and\n"
+                 "port + 1)"},
+        {.name = "--cache-dir", .type = ST_OPT_STR, .dest = &c->cache_dir, .value = "DIR",
+         .help = "without --model: the verified chunks (default\n"
+                 "$XDG_CACHE_HOME/strata or ~/.cache/strata)"},
+        {.name = "--max-fetch-rate", .type = ST_OPT_FN, .dest = &c->max_fetch_rate,
+         .fn = wm_bytes_rate, .value = "B",
+         .help = "cap on the fetch, bytes per second (suffixes k M G)"},
+        {.name = "--serve-chunks", .type = ST_OPT_STR, .dest = &c->serve_chunks, .value = "ADDR",
+         .help = "serve verified chunks to other workers' --weights-from on\n"
+                 "tcp://HOST:PORT: those of its cache, or its --model file"},
+        {.name = "--listen", .type = ST_OPT_STR, .dest = &c->listen, .value = "ADDR",
+         .help = "data-plane listen address (default tcp://127.0.0.1:0);\n"
+                 "the control socket listens on the same host, port 0.\n"
+                 "Beyond loopback it needs --cluster-key or --insecure"},
+        {.name = "--advertise", .type = ST_OPT_STR, .dest = &c->advertise, .value = "ADDR",
+         .help = "data address announced to the coordinator (default: the\n"
+                 "bound address, with 127.0.0.1 for 0.0.0.0)"},
+        {.name = "--control-port", .type = ST_OPT_INT, .dest = &c->control_port, .min = 0,
+         .max = ST_DAEMON_PORT_MAX, .value = "N",
+         .help = "the control socket's port on the --listen host (default\n"
+                 "0: any)"},
+        {.name = "--advertise-control", .type = ST_OPT_STR, .dest = &c->advertise_control,
+         .value = "ADDR",
+         .help = "control address announced to the coordinator and the\n"
+                 "other workers' probes (default: the data address's host,\n"
+                 "the bound control port)"},
+        {.name = "--memory", .type = ST_OPT_SIZE, .dest = &c->memory, .umin = WM_MEMORY_MIN,
+         .umax = WM_MEMORY_MAX, .value = "BYTES",
+         .help = "memory budget for weights + KV, suffixes k M G T, 1M..1P\n"
+                 "(default: MemAvailable)"},
+        st_opt_threads(&c->threads, WM_THREADS_MAX),
+        {.name = "--name", .type = ST_OPT_STR, .dest = &c->name, .value = "NAME",
+         .help = "name shown by `strata status` (default: HOST-PID)"},
+        st_opt_cluster_key(&c->key_file),
+        st_opt_encrypt(&c->encrypt),
+        st_opt_insecure(insecure),
+        {.name = "--heartbeat-ms", .type = ST_OPT_U32, .dest = &c->heartbeat_ms,
+         .min = WM_HEARTBEAT_MS_MIN, .max = WM_HEARTBEAT_MS_MAX, .value = "N",
+         .help = "heartbeat interval until the coordinator sets one\n"
+                 "(default 1000)"},
+        {.name = "--throttle", .type = ST_OPT_DOUBLE, .dest = &c->throttle, .dmin = 1.0,
+         .dmax = WM_THROTTLE_MAX, .value = "F",
+         .help = "test only: look F times slower (F >= 1, default 1)"},
+        {.name = "--throttle-file", .type = ST_OPT_STR, .dest = &c->throttle_file, .value = "P",
+         .help = "test only: read F from P at every heartbeat"},
+        {.name = "--spare", .type = ST_OPT_FLAG, .dest = &c->spare,
+         .help = "join without wanting a stage"},
+        {.name = "--stay-after-drain", .type = ST_OPT_FLAG, .dest = &c->stay_after_drain,
+         .help = "once drained, stay joined as a spare (default: leave and\n"
+                 "exit 0 when the plan without it is committed)"},
+        {.name = "--probe-s", .type = ST_OPT_INT, .dest = &probe_s, .min = 0,
+         .max = WM_PROBE_S_MAX, .value = "N",
+         .help = "re-measure each link to another worker every N s\n"
+                 "(default 60; 0: once per peer)"},
+        {.name = "--no-probe", .type = ST_OPT_FLAG, .dest = &c->no_probe,
+         .help = "do not measure links (the coordinator assumes them)"},
+        {.name = "--wire-accept", .type = ST_OPT_FN, .dest = &c->wire_accept,
+         .fn = wm_wire_accept, .value = "LIST",
+         .help = "boundary dtypes it accepts, e.g. f16,bf16 (default:\n"
+                 "f32,f16,bf16,i8); the coordinator never sends it another"},
+        {.name = "--kernels", .type = ST_OPT_CHOICE, .dest = &kernels, .choices = wm_kernels,
+         .value = "ref|auto", .help = "scalar reference kernels, or the best (default auto)"},
+        st_opt_log(log_level),
+        {.name = "--test-hooks", .type = ST_OPT_FLAG, .dest = &test_hooks,
+         .help = "test only: allow the --test-* flags below"},
+        {.name = "--test-fetch-pause-after", .type = ST_OPT_I64,
+         .dest = &c->test_fetch_pause_after, .min = 0, .max = INT64_MAX, .value = "N",
+         .help = "stop fetching after N chunks until shut down"},
+        {.name = "--test-serve-corrupt", .type = ST_OPT_FLAG, .dest = &c->test_serve_corrupt,
+         .help = "the chunk server flips a bit of every chunk"},
+        {.name = "--test-fetch-call-ms", .type = ST_OPT_INT, .dest = &c->test_fetch_call_ms,
+         .min = 1, .max = INT_MAX, .value = "N", .help = "a fetch request's wait, not 30 s"},
+        {.name = "--test-speed", .type = ST_OPT_FN, .dest = &c->test_speed, .fn = wm_bytes_rate,
+         .value = "B",
+         .help = "announce B bytes/s for every dtype, suffixes k M G,\n"
+                 "instead of the start-up measurement"},
+        {.name = "--test-hang-release", .type = ST_OPT_FLAG, .dest = &c->test_hang_release,
+         .help = "after Leave, the release of sockets and memory never\n"
+                 "ends: the exit guard's case"},
+    };
+    const st_opt_spec spec = {.synopsis = wm_synopsis,
+                              .epilogue = wm_epilogue,
+                              .opts = opts,
+                              .n_opts = sizeof opts / sizeof opts[0],
+                              .empty_is_missing = true};
+    bool help;
+    if (st_opt_parse(&spec, argc, argv, 1, &help) != ST_OK) {
+        fprintf(stderr, "strata-worker: %s (see --help)\n", st_errdetail());
+        return 2;
+    }
+    if (help)
+        return 1;
+    c->probe_s = probe_s;
+    c->force_ref = strcmp(kernels, "ref") == 0;
+    if (c->name != NULL && strlen(c->name) > WM_NAME_MAX) {
+        fprintf(stderr, "strata-worker: --name is longer than %d bytes\n", WM_NAME_MAX);
+        return 2;
     }
     if (c->coordinator == NULL || c->coordinator[0] == '\0') {
         fprintf(stderr, "strata-worker: --coordinator ADDR is required (see --help)\n");

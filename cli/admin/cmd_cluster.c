@@ -43,15 +43,11 @@ int st_cmd_status(int argc, char **argv)
 {
     const char *cmd = "status";
     cli_conn_opts o = {0};
-    for (int i = 1; i < argc; i++) {
-        int r = cli_conn_flag(argc, argv, &i, &o, true);
-        if (r < 0)
-            return 2;
-        if (r == 0) {
-            fprintf(stderr, "strata: %s: unknown argument '%s'\n", cmd, argv[i]);
-            return 2;
-        }
-    }
+    st_opt rows[CLI_CONN_ROWS];
+    const size_t n = cli_conn_rows(&o, true, rows);
+    int st = cli_opts(cmd, "strata status [--json] [FLAGS]", rows, n, NULL, 0, NULL, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
     cli_conn c;
     int rc = cli_conn_open(&c, &o, cmd);
     if (rc != 0)
@@ -110,76 +106,71 @@ typedef struct gen_sched {
     uint64_t submit_ns, start_ns;
 } gen_sched;
 
-static void gen_usage(void)
+static const char gen_synopsis[] =
+    "strata generate (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
+    "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ids]\n"
+    "       [--stop STR]... [--logits-out FILE] [--session ID] [--timeout-ms N]\n"
+    "       [--max-queue-ms N] [--poll-ms N]\n"
+    "       [--coordinator ADDR] [--cluster-key FILE | --admin-key FILE |\n"
+    "        --client-key FILE] [--encrypt]";
+
+#define GEN_N_MAX (1 << 24)
+#define GEN_MAX_QUEUE_MS 3600000
+#define GEN_ROWS 8 /* gen_parse's own rows */
+
+/* gen_stop - one more --stop string (dest: the gen_opts). */
+static st_err gen_stop(const char *v, void *dest)
 {
-    fprintf(stderr,
-            "usage: strata generate (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
-            "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S] [--ids]\n"
-            "       [--stop STR]... [--logits-out FILE] [--session ID] [--timeout-ms N]\n"
-            "       [--max-queue-ms N] [--poll-ms N]\n"
-            "       [--coordinator ADDR] [--cluster-key FILE | --admin-key FILE |\n"
-            "        --client-key FILE] [--encrypt]\n");
+    gen_opts *o = dest;
+    if (o->n_stop == CL_MAX_STOP)
+        return st_errorf(ST_EINVAL, "at most %d --stop strings", CL_MAX_STOP);
+    o->stop[o->n_stop++] = v;
+    return ST_OK;
 }
 
+/* gen_parse - CLI_OPTS_GO to run, else the exit status (cli_opts). */
 static int gen_parse(int argc, char **argv, gen_opts *o)
 {
     o->sp = st_sampler_params_default();
     o->n = 64;
     o->poll_ms = GEN_POLL_WAIT_MS;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v;
-        int r = cli_parse_sampling(argc, argv, &i, &o->sp);
-        if (r == 0)
-            r = cli_conn_flag(argc, argv, &i, &o->c, false);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        if (strcmp(f, "--prompt") == 0) {
-            if (!(o->prompt = cli_need_value(argc, argv, &i)))
-                return 2;
-        } else if (strcmp(f, "--prompt-ids") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_ids(f, v, &o->ids, &o->n_ids))
-                return 2;
-        } else if (strcmp(f, "-n") == 0 || strcmp(f, "--n-predict") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 0, 1 << 24, &o->n))
-                return 2;
-        } else if (strcmp(f, "--ids") == 0) {
-            o->ids_only = true;
-        } else if (strcmp(f, "--stop") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)))
-                return 2;
-            if (o->n_stop == CL_MAX_STOP) {
-                fprintf(stderr, "strata: generate: at most %d --stop strings\n", CL_MAX_STOP);
-                return 2;
-            }
-            o->stop[o->n_stop++] = v;
-        } else if (strcmp(f, "--logits-out") == 0) {
-            if (!(o->logits_out = cli_need_value(argc, argv, &i)))
-                return 2;
-        } else if (strcmp(f, "--session") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_u64(f, v, &o->session))
-                return 2;
-        } else if (strcmp(f, "--max-queue-ms") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_i64(f, v, 1, 3600000, &o->max_queue_ms))
-                return 2;
-        } else if (strcmp(f, "--poll-ms") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_i64(f, v, 1, GEN_POLL_WAIT_MS, &o->poll_ms))
-                return 2;
-        } else {
-            fprintf(stderr, "strata: generate: unknown argument '%s'\n", f);
-            gen_usage();
-            return 2;
-        }
-    }
+    cli_ids ids = {0};
+    st_opt rows[GEN_ROWS + CLI_SAMPLING_ROWS + CLI_CONN_ROWS] = {
+        {.name = "--prompt", .type = ST_OPT_STR, .dest = &o->prompt, .value = "TEXT",
+         .help = "the prompt"},
+        {.name = "--prompt-ids", .type = ST_OPT_FN, .dest = &ids, .fn = cli_ids_opt,
+         .value = "1,2,3", .help = "the prompt as token ids"},
+        {.name = "--n-predict", .alias = "-n", .type = ST_OPT_I64, .dest = &o->n, .min = 0,
+         .max = GEN_N_MAX, .value = "N", .help = "tokens to generate (default 64)"},
+        {.name = "--ids", .type = ST_OPT_FLAG, .dest = &o->ids_only,
+         .help = "print the ids, not the text"},
+        {.name = "--stop", .type = ST_OPT_FN, .dest = o, .fn = gen_stop, .value = "STR",
+         .help = "stop at STR (repeatable)"},
+        {.name = "--logits-out", .type = ST_OPT_STR, .dest = &o->logits_out, .value = "FILE",
+         .help = "write each step's logits to FILE"},
+        {.name = "--session", .type = ST_OPT_U64, .dest = &o->session, .umin = 0,
+         .umax = UINT64_MAX, .value = "ID", .help = "the KV session to reuse"},
+        {.name = "--max-queue-ms", .type = ST_OPT_I64, .dest = &o->max_queue_ms, .min = 1,
+         .max = GEN_MAX_QUEUE_MS, .value = "N", .help = "the longest wait in the queue"},
+    };
+    size_t n = GEN_ROWS;
+    n += cli_sampling_rows(&o->sp, rows + n);
+    n += cli_conn_rows(&o->c, false, rows + n);
+    rows[n++] = (st_opt){.name = "--poll-ms", .type = ST_OPT_I64, .dest = &o->poll_ms, .min = 1,
+                         .max = GEN_POLL_WAIT_MS, .value = "N",
+                         .help = "the longest one poll waits for new ids"};
+    int st = cli_opts("generate", gen_synopsis, rows, n, NULL, 0, NULL, argc, argv);
+    o->ids = ids.ids;
+    o->n_ids = ids.n;
+    if (st != CLI_OPTS_GO)
+        return st;
     if ((o->prompt == NULL) == (o->ids == NULL)) {
-        fprintf(stderr, "strata: generate: exactly one of --prompt, --prompt-ids is required\n");
-        gen_usage();
+        fprintf(stderr, "strata: generate: exactly one of --prompt, --prompt-ids is required\n"
+                        "usage: %s\n",
+                gen_synopsis);
         return 2;
     }
-    return 0;
+    return CLI_OPTS_GO;
 }
 
 static void gen_write(const void *b, size_t n)
@@ -286,7 +277,7 @@ int st_cmd_generate(int argc, char **argv)
     gen_opts o;
     memset(&o, 0, sizeof o);
     int rc = gen_parse(argc, argv, &o);
-    if (rc != 0) {
+    if (rc != CLI_OPTS_GO) {
         free(o.ids);
         return rc;
     }
@@ -375,15 +366,20 @@ out:
 
 int st_cmd_keygen(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-') {
+    const char *file = NULL;
+    size_t n_ops = 0;
+    int st = cli_opts("keygen", "strata keygen FILE", NULL, 0, &file, 1, &n_ops, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
+    if (n_ops != 1 || file[0] == '-') {
         fprintf(stderr, "usage: strata keygen FILE\n");
         return 2;
     }
-    st_err e = st_key_generate(argv[1]);
+    st_err e = st_key_generate(file);
     if (e != ST_OK) {
         fprintf(stderr, "strata: keygen: %s\n", st_errmsg(e));
         return 1;
     }
-    fprintf(stderr, "wrote a %d-byte cluster key to %s (mode 0600)\n", ST_KEY_BYTES, argv[1]);
+    fprintf(stderr, "wrote a %d-byte cluster key to %s (mode 0600)\n", ST_KEY_BYTES, file);
     return 0;
 }

@@ -20,9 +20,9 @@
 
 #define HOLD_DEFAULT_TIMEOUT_MS 10000
 
-static const char *hold_usage_text =
-    "usage: strata hold (--after-tokens K [--request ID] | --release) [--json]\n"
-    "       [--coordinator ADDR] [--cluster-key FILE | --admin-key FILE] [--timeout-ms N]\n";
+static const char hold_synopsis[] =
+    "strata hold (--after-tokens K [--request ID] | --release) [--json]\n"
+    "       [--coordinator ADDR] [--cluster-key FILE | --admin-key FILE] [--timeout-ms N]";
 
 cJSON *cli_hold_json(const Strata__HoldState *h)
 {
@@ -79,37 +79,29 @@ int st_cmd_hold(int argc, char **argv)
 {
     cli_conn_opts o = {0};
     Strata__HoldRequest q = STRATA__HOLD_REQUEST__INIT;
-    bool set = false;
-    for (int i = 1; i < argc; i++) {
-        int r = cli_conn_flag(argc, argv, &i, &o, true);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        const char *v;
-        int64_t k;
-        if (strcmp(argv[i], "--release") == 0) {
-            q.release = true;
-        } else if (strcmp(argv[i], "--after-tokens") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_i64("--after-tokens", v, 0, UINT32_MAX, &k))
-                return 2;
-            q.after_tokens = (uint32_t)k;
-            set = true;
-        } else if (strcmp(argv[i], "--request") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_u64("--request", v, &q.request_id))
-                return 2;
-        } else {
-            fprintf(stderr, "strata: hold: unknown argument '%s'\n%s", argv[i], hold_usage_text);
-            return 2;
-        }
-    }
+    int64_t after = -1; /* -1: no --after-tokens */
+    bool release = false;   /* q.release is a protobuf_c_boolean, not a bool */
+    st_opt rows[3 + CLI_CONN_ROWS] = {
+        {.name = "--after-tokens", .type = ST_OPT_I64, .dest = &after, .min = 0,
+         .max = UINT32_MAX, .value = "K", .help = "hold the steps after K generated tokens"},
+        {.name = "--request", .type = ST_OPT_U64, .dest = &q.request_id, .umin = 0,
+         .umax = UINT64_MAX, .value = "ID", .help = "only the request ID's"},
+        {.name = "--release", .type = ST_OPT_FLAG, .dest = &release,
+         .help = "release the held steps"},
+    };
+    const size_t n = 3 + cli_conn_rows(&o, true, rows + 3);
+    int st = cli_opts("hold", hold_synopsis, rows, n, NULL, 0, NULL, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
+    q.release = release;
+    const bool set = after >= 0;
+    if (set)
+        q.after_tokens = (uint32_t)after;
     if (set == q.release || (q.release && q.request_id)) {
         fprintf(stderr,
                 "strata: hold: give either --after-tokens (with --request) or "
-                "--release\n%s",
-                hold_usage_text);
+                "--release\nusage: %s\n",
+                hold_synopsis);
         return 2;
     }
     Strata__Msg m = STRATA__MSG__INIT, *r = NULL;

@@ -191,13 +191,24 @@ static void pc_proposal_print(const Strata__PlanProposal *p)
 
 /* ---- strata plan ---- */
 
-static void plan_usage(void)
+static const char plan_synopsis[] =
+    "strata plan [--json]                       (the serving plan)\n"
+    "       strata plan --dry-run [--objective latency|throughput] [--replicas]\n"
+    "                   [--workers FILE.json [--model PATH]] [--json]\n"
+    "       [--coordinator ADDR] [--cluster-key FILE] [--timeout-ms N]";
+
+/* pc_objective - --objective latency|throughput: the name into the
+ * `const char *` dest. */
+static st_err pc_objective(const char *v, void *dest)
 {
-    fprintf(stderr, "usage: strata plan [--json]                       (the serving plan)\n"
-                    "       strata plan --dry-run [--objective latency|throughput] [--replicas]\n"
-                    "                   [--workers FILE.json [--model PATH]] [--json]\n"
-                    "       [--coordinator ADDR] [--cluster-key FILE] [--timeout-ms N]\n");
+    st_place_objective ob;
+    if (st_place_objective_from_name(v, &ob) != ST_OK)
+        return st_errorf(ST_EINVAL, "'%s' is not latency or throughput", v);
+    *(const char **)dest = v;
+    return ST_OK;
 }
+
+#define PC_PLAN_ROWS 5
 
 /* plan_read - the whole file into a malloc'ed, NUL-terminated buffer. */
 static int plan_read(const char *path, char **out, size_t *len)
@@ -341,38 +352,22 @@ int st_cmd_plan(int argc, char **argv)
     cli_conn_opts o = {0};
     bool dry = false, replicas = false;
     const char *workers = NULL, *model = NULL, *objective = NULL;
-    for (int i = 1; i < argc; i++) {
-        int r = cli_conn_flag(argc, argv, &i, &o, true);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        const char *f = argv[i];
-        if (strcmp(f, "--dry-run") == 0) {
-            dry = true;
-        } else if (strcmp(f, "--replicas") == 0) {
-            replicas = true;
-        } else if (strcmp(f, "--workers") == 0) {
-            if (!(workers = cli_need_value(argc, argv, &i)))
-                return 2;
-        } else if (strcmp(f, "--model") == 0) {
-            if (!(model = cli_need_value(argc, argv, &i)))
-                return 2;
-        } else if (strcmp(f, "--objective") == 0) {
-            st_place_objective ob;
-            if (!(objective = cli_need_value(argc, argv, &i)))
-                return 2;
-            if (st_place_objective_from_name(objective, &ob) != ST_OK) {
-                fprintf(stderr, "strata: plan: --objective: '%s' is not latency or throughput\n",
-                        objective);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "strata: plan: unknown argument '%s'\n", f);
-            plan_usage();
-            return 2;
-        }
-    }
+    st_opt rows[PC_PLAN_ROWS + CLI_CONN_ROWS] = {
+        {.name = "--dry-run", .type = ST_OPT_FLAG, .dest = &dry,
+         .help = "the plan the coordinator would make now"},
+        {.name = "--objective", .type = ST_OPT_FN, .dest = &objective, .fn = pc_objective,
+         .value = "latency|throughput", .help = "what the dry run optimizes"},
+        {.name = "--replicas", .type = ST_OPT_FLAG, .dest = &replicas,
+         .help = "the dry run may place replicas"},
+        {.name = "--workers", .type = ST_OPT_STR, .dest = &workers, .value = "FILE.json",
+         .help = "plan for the workers of FILE, without a coordinator"},
+        {.name = "--model", .type = ST_OPT_STR, .dest = &model, .value = "PATH",
+         .help = "with --workers: the model"},
+    };
+    const size_t n = PC_PLAN_ROWS + cli_conn_rows(&o, true, rows + PC_PLAN_ROWS);
+    int st = cli_opts("plan", plan_synopsis, rows, n, NULL, 0, NULL, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
     if (!dry && (workers || model || objective || replicas)) {
         fprintf(stderr, "strata: plan: --workers, --model, --objective and --replicas need "
                         "--dry-run\n");
@@ -417,34 +412,21 @@ int st_cmd_replan(int argc, char **argv)
 {
     cli_conn_opts o = {0};
     Strata__ReplanRequest q = STRATA__REPLAN_REQUEST__INIT;
-    q.objective = (char *)"";
-    for (int i = 1; i < argc; i++) {
-        int r = cli_conn_flag(argc, argv, &i, &o, true);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        st_place_objective ob;
-        if (strcmp(argv[i], "--force") == 0) {
-            q.force = true;
-        } else if (strcmp(argv[i], "--objective") == 0) {
-            if (!(q.objective = (char *)cli_need_value(argc, argv, &i)))
-                return 2;
-            if (st_place_objective_from_name(q.objective, &ob) != ST_OK) {
-                fprintf(stderr,
-                        "strata: replan: --objective: '%s' is not latency or "
-                        "throughput\n",
-                        q.objective);
-                return 2;
-            }
-        } else {
-            fprintf(stderr,
-                    "strata: replan: unknown argument '%s'\nusage: strata replan "
-                    "[--force] [--objective latency|throughput] [--json]\n",
-                    argv[i]);
-            return 2;
-        }
-    }
+    const char *objective = "";
+    bool force = false; /* q.force is a protobuf_c_boolean, not a bool */
+    st_opt rows[2 + CLI_CONN_ROWS] = {
+        {.name = "--force", .type = ST_OPT_FLAG, .dest = &force,
+         .help = "replan even when the plan would not change"},
+        {.name = "--objective", .type = ST_OPT_FN, .dest = &objective, .fn = pc_objective,
+         .value = "latency|throughput", .help = "what the new plan optimizes"},
+    };
+    const size_t n = 2 + cli_conn_rows(&o, true, rows + 2);
+    int st = cli_opts("replan", "strata replan [--force] [--objective latency|throughput] [--json]",
+                      rows, n, NULL, 0, NULL, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
+    q.objective = (char *)objective;
+    q.force = force;
     Strata__Msg m = STRATA__MSG__INIT, *r = NULL;
     m.body_case = STRATA__MSG__BODY_REPLAN;
     m.replan = &q;
@@ -470,33 +452,31 @@ int st_cmd_replan(int argc, char **argv)
 int st_cmd_drain(int argc, char **argv)
 {
     cli_conn_opts o = {0};
-    bool wait = true, undo = false;
+    bool no_wait = false, undo = false;
     const char *who = NULL;
-    for (int i = 1; i < argc; i++) {
-        int r = cli_conn_flag(argc, argv, &i, &o, true);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        if (strcmp(argv[i], "--no-wait") == 0) {
-            wait = false;
-        } else if (strcmp(argv[i], "--undo") == 0) {
-            undo = true;
-        } else if (argv[i][0] != '-' && who == NULL) {
-            who = argv[i];
-        } else {
-            fprintf(stderr, "strata: drain: unexpected argument '%s'\n", argv[i]);
-            who = NULL;
-            break;
-        }
-    }
+    size_t n_who = 0;
+    static const char synopsis[] =
+        "strata drain WORKER (an id or a name) [--no-wait] [--undo] "
+        "[--timeout-ms N] [--coordinator ADDR] [--cluster-key FILE]";
+    st_opt rows[2 + CLI_CONN_ROWS] = {
+        {.name = "--no-wait", .type = ST_OPT_FLAG, .dest = &no_wait,
+         .help = "return once the drain has started"},
+        {.name = "--undo", .type = ST_OPT_FLAG, .dest = &undo,
+         .help = "make a drained worker that stayed (--stay-after-drain), or one\n"
+                 "still draining, placeable again"},
+    };
+    const size_t n = 2 + cli_conn_rows(&o, true, rows + 2);
+    int st = cli_opts("drain", synopsis, rows, n, &who, 1, &n_who, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
     if (who == NULL) {
-        fprintf(stderr, "usage: strata drain WORKER (an id or a name) [--no-wait] [--undo] "
-                        "[--timeout-ms N] [--coordinator ADDR] [--cluster-key FILE]\n"
+        fprintf(stderr, "usage: %s\n"
                         "  --undo  make a drained worker that stayed (--stay-after-drain), or one\n"
-                        "          still draining, placeable again\n");
+                        "          still draining, placeable again\n",
+                synopsis);
         return 2;
     }
+    bool wait = !no_wait;
     Strata__DrainRequest q = STRATA__DRAIN_REQUEST__INIT;
     char *end;
     unsigned long long id = strtoull(who, &end, 10);

@@ -18,6 +18,7 @@
  * AVX-512) are timed twice: in the file's layout and in the R8 layout the
  * engine repacks them into at load (lines "q8_0r8", "q4_0r8", "q4_kr8",
  * "q6_kr8"). */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,86 +356,103 @@ out:
     free(r.scores);
 }
 
-static void bk_usage(void)
+#define BK_THREADS_MAX 1024
+#define BK_TIME_MIN 0.001
+#define BK_TIME_MAX 60.0
+#define BK_RUNS_MAX 31
+#define BK_BATCHES_MAX 8
+#define BK_BATCH_MAX 512
+#define BK_BATCH_TEXT_MAX 128 /* --batch's text at most (longer: refused) */
+
+/* --batch N,N,...: the batch sizes of the batched mul_mat figures. */
+typedef struct bk_batches {
+    int64_t v[BK_BATCHES_MAX];
+    int n;
+} bk_batches;
+
+/* bk_kernels_opt - --kernels ref|auto|avx2|avx512 into the bk_opts dest. */
+static st_err bk_kernels_opt(const char *v, void *dest)
 {
-    fprintf(stderr, "usage: strata bench kernels [--threads N] [--kernels ref|auto|avx2|avx512] "
-                    "[--time SECONDS] [--runs N] [--only mul_mat|rows] [--type DTYPE] "
-                    "[--batch N,N,...]\n");
+    bk_opts *o = dest;
+    if (strcmp(v, "ref") == 0) {
+        o->force_ref = 1;
+        return ST_OK;
+    }
+    if (strcmp(v, "auto") == 0)
+        return ST_OK;
+    const st_kvariant k = st_kvariant_from_name(v);
+    if (k == ST_KVAR_COUNT)
+        return st_errorf(ST_EINVAL, "'%s' is not ref, auto, avx2 or avx512", v);
+    o->variant = (int)k;
+    return ST_OK;
 }
+
+/* bk_type_opt - --type DTYPE into the int dest (an st_dtype). */
+static st_err bk_type_opt(const char *v, void *dest)
+{
+    st_dtype t;
+    if (st_dtype_from_name(v, &t) != ST_K_OK)
+        return st_errorf(ST_EINVAL, "unknown dtype '%s'", v);
+    *(int *)dest = (int)t;
+    return ST_OK;
+}
+
+/* bk_batch_opt - --batch N,N,...: 1..BK_BATCHES_MAX sizes of 1..512. */
+static st_err bk_batch_opt(const char *v, void *dest)
+{
+    bk_batches *b = dest;
+    char buf[BK_BATCH_TEXT_MAX];
+    if (strlen(v) >= sizeof buf)
+        return st_errorf(ST_EINVAL, "'%s' is longer than %d bytes", v, BK_BATCH_TEXT_MAX - 1);
+    snprintf(buf, sizeof buf, "%s", v);
+    bk_batches nb = {.n = 0};
+    for (char *sv = NULL, *tok = strtok_r(buf, ",", &sv); tok; tok = strtok_r(NULL, ",", &sv)) {
+        if (nb.n == BK_BATCHES_MAX)
+            return st_errorf(ST_EINVAL, "at most %d sizes", BK_BATCHES_MAX);
+        char *end;
+        errno = 0;
+        long long x = strtoll(tok, &end, 10);
+        if (end == tok || *end != '\0' || errno != 0 || x < 1 || x > BK_BATCH_MAX)
+            return st_errorf(ST_EINVAL, "'%s' is not a batch size in 1..%d", tok, BK_BATCH_MAX);
+        nb.v[nb.n++] = x;
+    }
+    *b = nb;
+    return ST_OK;
+}
+
+static const char *const bk_only_names[] = {"mul_mat", "rows", NULL};
 
 int st_bench_kernels(int argc, char **argv)
 {
     bk_opts o =
         {.threads = 0, .force_ref = 0, .variant = -1, .dtype = -1, .min_time = 0.2, .runs = 5};
     const char *only = NULL;
-    int64_t batch[8] = {2, 4, 8}; /* small batches (decode of several sessions) */
-    int nbatch = 3;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        const char *v;
-        if (strcmp(f, "--threads") == 0 || strcmp(f, "-t") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1024, &o.threads))
-                return 2;
-        } else if (strcmp(f, "--kernels") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)))
-                return 2;
-            if (strcmp(v, "ref") == 0) {
-                o.force_ref = 1;
-            } else if (strcmp(v, "auto") != 0) {
-                const st_kvariant k = st_kvariant_from_name(v);
-                o.variant = k == ST_KVAR_COUNT ? -1 : (int)k;
-                if (o.variant < 0) {
-                    fprintf(stderr, "strata: --kernels: '%s' is not ref, auto, avx2 or avx512\n",
-                            v);
-                    return 2;
-                }
-            }
-        } else if (strcmp(f, "--type") == 0) {
-            st_dtype t;
-            if (!(v = cli_need_value(argc, argv, &i)))
-                return 2;
-            if (st_dtype_from_name(v, &t) != ST_K_OK) {
-                fprintf(stderr, "strata: --type: unknown dtype '%s'\n", v);
-                return 2;
-            }
-            o.dtype = (int)t;
-        } else if (strcmp(f, "--time") == 0) {
-            float t;
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_f32(f, v, 0.001f, 60.0f, &t))
-                return 2;
-            o.min_time = t;
-        } else if (strcmp(f, "--runs") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 31, &o.runs))
-                return 2;
-        } else if (strcmp(f, "--only") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)))
-                return 2;
-            only = v;
-            if (strcmp(only, "mul_mat") != 0 && strcmp(only, "rows") != 0) {
-                fprintf(stderr, "strata: --only: '%s' is neither mul_mat nor rows\n", v);
-                return 2;
-            }
-        } else if (strcmp(f, "--batch") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)))
-                return 2;
-            nbatch = 0;
-            char buf[128];
-            snprintf(buf, sizeof buf, "%s", v);
-            for (char *sv = NULL, *tok = strtok_r(buf, ",", &sv); tok;
-                 tok = strtok_r(NULL, ",", &sv)) {
-                if (nbatch == 8) {
-                    fprintf(stderr, "strata: --batch: at most 8 sizes\n");
-                    return 2;
-                }
-                if (cli_parse_i64(f, tok, 1, 512, &batch[nbatch]))
-                    return 2;
-                nbatch++;
-            }
-        } else {
-            bk_usage();
-            return 2;
-        }
-    }
+    bk_batches bb = {.v = {2, 4, 8}, .n = 3}; /* small batches (decode of several sessions) */
+    const st_opt rows[] = {
+        {.name = "--threads", .alias = "-t", .type = ST_OPT_I64, .dest = &o.threads, .min = 1,
+         .max = BK_THREADS_MAX, .value = "N", .help = "compute threads (default: the cores)"},
+        {.name = "--kernels", .type = ST_OPT_FN, .dest = &o, .fn = bk_kernels_opt,
+         .value = "ref|auto|avx2|avx512", .help = "the kernels (default auto: the best)"},
+        {.name = "--time", .type = ST_OPT_DOUBLE, .dest = &o.min_time, .dmin = BK_TIME_MIN,
+         .dmax = BK_TIME_MAX, .value = "SECONDS", .help = "seconds per timed run (default 0.2)"},
+        {.name = "--runs", .type = ST_OPT_I64, .dest = &o.runs, .min = 1, .max = BK_RUNS_MAX,
+         .value = "N", .help = "timed runs per figure (default 5)"},
+        {.name = "--only", .type = ST_OPT_CHOICE, .dest = &only, .choices = bk_only_names,
+         .value = "mul_mat|rows", .help = "one family of kernels"},
+        {.name = "--type", .type = ST_OPT_FN, .dest = &o.dtype, .fn = bk_type_opt,
+         .value = "DTYPE", .help = "one weight dtype (default all)"},
+        {.name = "--batch", .type = ST_OPT_FN, .dest = &bb, .fn = bk_batch_opt,
+         .value = "N,N,...", .help = "the batch sizes (default 2,4,8)"},
+    };
+    int st = cli_opts("bench kernels",
+                      "strata bench kernels [--threads N] [--kernels ref|auto|avx2|avx512] "
+                      "[--time SECONDS] [--runs N] [--only mul_mat|rows] [--type DTYPE] "
+                      "[--batch N,N,...]",
+                      rows, sizeof rows / sizeof rows[0], NULL, 0, NULL, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
+    const int64_t *batch = bb.v;
+    const int nbatch = bb.n;
     const st_kernel_ops *ops = o.variant >= 0 ? st_kernels_get((st_kvariant)o.variant)
                                               : st_kernels_select(o.force_ref);
     if (ops == NULL) {

@@ -16,37 +16,40 @@
 #include "common/wire/wire.h"
 #include "worker/engine/wire_gate.h"
 
+#define BW_N_MAX 100000
+#define BW_THREADS_MAX 1024
+
 int st_bench_wire(int argc, char **argv)
 {
     const char *model = NULL, *wires = "f32,bf16,f16,i8";
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
     int64_t n = ST_WGATE_CALIB_STEPS, threads = 0; /* the calibration run by default */
-    int gate = 0, rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (strcmp(argv[i], "--wire") == 0) {
-            if (!(wires = cli_need_value(argc, argv, &i)))
-                goto out;
-        } else if (strcmp(argv[i], "--prompt-ids") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_ids("--prompt-ids", v, &prompt, &n_prompt))
-                goto out;
-        } else if (strcmp(argv[i], "-n") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64("-n", v, 1, 100000, &n))
-                goto out;
-        } else if (strcmp(argv[i], "--threads") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_i64("--threads", v, 1, 1024, &threads))
-                goto out;
-        } else if (strcmp(argv[i], "--gate") == 0) {
-            gate = 1;
-        } else if (argv[i][0] != '-' && model == NULL) {
-            model = argv[i];
-        } else {
-            fprintf(stderr, "strata: bench wire: unexpected argument '%s'\n", argv[i]);
-            goto out;
-        }
+    int rc = 2;
+    bool gate = false;
+    cli_ids ids = {0};
+    const st_opt rows[] = {
+        {.name = "--wire", .type = ST_OPT_STR, .dest = &wires, .value = "f32,bf16,f16,i8",
+         .help = "the dtypes measured (default all four)"},
+        {.name = "--prompt-ids", .type = ST_OPT_FN, .dest = &ids, .fn = cli_ids_opt,
+         .value = "1,2,3", .help = "the prompt (default: the calibration id)"},
+        {.name = "-n", .type = ST_OPT_I64, .dest = &n, .min = 1, .max = BW_N_MAX, .value = "N",
+         .help = "steps (default: the calibration's)"},
+        {.name = "--threads", .type = ST_OPT_I64, .dest = &threads, .min = 1,
+         .max = BW_THREADS_MAX, .value = "N", .help = "compute threads (default: the cores)"},
+        {.name = "--gate", .type = ST_OPT_FLAG, .dest = &gate,
+         .help = "exit 1 when a listed dtype misses its gate"},
+    };
+    size_t n_ops = 0;
+    int st = cli_opts("bench wire",
+                      "strata bench wire MODEL [--wire f32,bf16,f16,i8] [--prompt-ids 1,2,3] "
+                      "[-n N] [--threads N] [--gate]",
+                      rows, sizeof rows / sizeof rows[0], &model, 1, &n_ops, argc, argv);
+    prompt = ids.ids;
+    n_prompt = ids.n;
+    if (st != CLI_OPTS_GO) {
+        rc = st;
+        goto out;
     }
     if (model == NULL) {
         fprintf(stderr, "usage: strata bench wire MODEL [--wire f32,bf16,f16,i8] "

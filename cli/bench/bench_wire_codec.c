@@ -222,28 +222,28 @@ static int bw_shape(st_wire_ctx *ctx, uint32_t hidden, uint32_t tokens, double s
     return rc;
 }
 
+#define BWC_SECONDS_MIN 0.01
+#define BWC_SECONDS_MAX 60.0
+#define BWC_LEVEL_MIN (-7)
+#define BWC_LEVEL_MAX 19
+
 int st_bench_wire_codec(int argc, char **argv)
 {
     float secs = 0.2f;
     int64_t level = ST_WIRE_ZSTD_DEFAULT_LEVEL;
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        if (strcmp(argv[i], "--seconds") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_f32("--seconds", v, 0.01f, 60.0f, &secs))
-                return 2;
-        } else if (strcmp(argv[i], "--level") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_i64("--level", v, -7, 19, &level))
-                return 2;
-            if (level == 0) {
-                fprintf(stderr, "strata: --level: 0 would mean no zstd; use -7..-1 or 1..19\n");
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "usage: strata bench wire-codec [--seconds S] [--level L]\n");
-            return 2;
-        }
+    const st_opt rows[] = {
+        {.name = "--seconds", .type = ST_OPT_FLOAT, .dest = &secs, .dmin = BWC_SECONDS_MIN,
+         .dmax = BWC_SECONDS_MAX, .value = "S", .help = "seconds per figure (default 0.2)"},
+        {.name = "--level", .type = ST_OPT_I64, .dest = &level, .min = BWC_LEVEL_MIN,
+         .max = BWC_LEVEL_MAX, .value = "L", .help = "the zstd level: -7..-1 or 1..19"},
+    };
+    int st = cli_opts("bench wire-codec", "strata bench wire-codec [--seconds S] [--level L]", rows,
+                      sizeof rows / sizeof rows[0], NULL, 0, NULL, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
+    if (level == 0) {
+        fprintf(stderr, "strata: --level: 0 would mean no zstd; use -7..-1 or 1..19\n");
+        return 2;
     }
     st_wire_ctx *ctx;
     st_err e = st_wire_ctx_new(0, &ctx);

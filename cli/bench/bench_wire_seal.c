@@ -79,19 +79,16 @@ static st_err bs_time(st_env *tx, st_env *rx, uint8_t *buf, size_t body_len, uin
 int st_bench_wire_seal(int argc, char **argv)
 {
     int64_t rounds = BS_ROUNDS_DEFAULT, ms = BS_MS_DEFAULT;
-    for (int i = 1; i < argc; i += 2) { /* every flag takes a value */
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (v != NULL && strcmp(argv[i], "--rounds") == 0) {
-            if (cli_parse_i64(argv[i], v, 1, BS_ROUNDS_MAX, &rounds))
-                return 2;
-        } else if (v != NULL && strcmp(argv[i], "--ms") == 0) {
-            if (cli_parse_i64(argv[i], v, 1, BS_MS_MAX, &ms))
-                return 2;
-        } else {
-            fprintf(stderr, "usage: strata bench wire-seal [--rounds N] [--ms M]\n");
-            return 2;
-        }
-    }
+    const st_opt rows[] = {
+        {.name = "--rounds", .type = ST_OPT_I64, .dest = &rounds, .min = 1, .max = BS_ROUNDS_MAX,
+         .value = "N", .help = "rounds per figure"},
+        {.name = "--ms", .type = ST_OPT_I64, .dest = &ms, .min = 1, .max = BS_MS_MAX,
+         .value = "M", .help = "milliseconds per figure"},
+    };
+    int st = cli_opts("bench wire-seal", "strata bench wire-seal [--rounds N] [--ms M]", rows,
+                      sizeof rows / sizeof rows[0], NULL, 0, NULL, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
     uint8_t key[ST_KEY_BYTES];
     memset(key, 0x5c, sizeof key); /* a fixed key: speed does not depend on it */
     st_env tx[BS_NMODES], rx[BS_NMODES];

@@ -192,50 +192,40 @@ typedef struct br_opts {
     cli_local_opts eng; /* --threads, --chunk, --kernels */
 } br_opts;
 
-static void br_usage(void)
-{
-    fprintf(stderr, "usage: strata bench run MODEL [--prompt N] [--gen N] [--threads N] "
-                    "[--repeat N] [--chunk N] [--kernels ref|auto|avx2|avx512]\n");
-}
+#define BR_TOKENS_MAX (1 << 20)
+#define BR_REPEAT_MAX 1000
+#define BR_ROWS 3 /* br_parse's own rows */
 
+/* br_parse - CLI_OPTS_GO to run, else the exit status (cli_opts). */
 static int br_parse(int argc, char **argv, br_opts *o)
 {
+    static const char synopsis[] = "strata bench run MODEL [--prompt N] [--gen N] [--threads N] "
+                                   "[--repeat N] [--chunk N] [--kernels ref|auto|avx2|avx512]";
     memset(o, 0, sizeof *o);
     o->prompt = 64;
     o->gen = 128;
     o->repeat = 5;
     o->eng.chunk = 128;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        const char *v;
-        int r = cli_parse_local(argc, argv, &i,
-                                CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_KERNELS, &o->eng);
-        if (r < 0)
-            return 2;
-        if (r > 0)
-            continue;
-        if (strcmp(f, "--prompt") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) ||
-                cli_parse_i64(f, v, 1, 1 << 20, &o->prompt))
-                return 2;
-        } else if (strcmp(f, "--gen") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1 << 20, &o->gen))
-                return 2;
-        } else if (strcmp(f, "--repeat") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, 1000, &o->repeat))
-                return 2;
-        } else if (f[0] == '-' || o->model != NULL) {
-            br_usage();
-            return 2;
-        } else {
-            o->model = f;
-        }
-    }
+    st_opt rows[BR_ROWS + CLI_LOCAL_ROWS] = {
+        {.name = "--prompt", .type = ST_OPT_I64, .dest = &o->prompt, .min = 1,
+         .max = BR_TOKENS_MAX, .value = "N", .help = "prompt tokens (default 64)"},
+        {.name = "--gen", .type = ST_OPT_I64, .dest = &o->gen, .min = 1, .max = BR_TOKENS_MAX,
+         .value = "N", .help = "generated tokens (default 128)"},
+        {.name = "--repeat", .type = ST_OPT_I64, .dest = &o->repeat, .min = 1,
+         .max = BR_REPEAT_MAX, .value = "N", .help = "runs, the median reported (default 5)"},
+    };
+    const size_t n = BR_ROWS + cli_local_rows(CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK |
+                                                  CLI_LOCAL_KERNELS,
+                                              &o->eng, rows + BR_ROWS);
+    size_t n_ops = 0;
+    int st = cli_opts("bench run", synopsis, rows, n, &o->model, 1, &n_ops, argc, argv);
+    if (st != CLI_OPTS_GO)
+        return st;
     if (o->model == NULL) {
-        br_usage();
+        fprintf(stderr, "usage: %s\n", synopsis);
         return 2;
     }
-    return 0;
+    return CLI_OPTS_GO;
 }
 
 static size_t br_weight_bytes(const st_weight *w) { return (size_t)w->n_out * w->row_bytes; }
@@ -290,7 +280,7 @@ int st_bench_run(int argc, char **argv)
 {
     br_opts o;
     int rc = br_parse(argc, argv, &o);
-    if (rc != 0)
+    if (rc != CLI_OPTS_GO)
         return rc;
     st_local l;
     st_err e = st_local_open(&l, o.model, (int)o.eng.threads, o.eng.ops, o.eng.chunk, 0);
@@ -400,10 +390,12 @@ int st_cmd_bench(int argc, char **argv)
         {"wire", st_bench_wire},
         {"wire-seal", st_bench_wire_seal},
     };
-    if (argc < 2) {
-        fprintf(stderr, "usage: strata bench (run MODEL | kernels | wire-codec | wire MODEL | "
-                        "wire-seal) ...\n");
-        return 2;
+    const bool help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+    if (argc < 2 || help) {
+        fprintf(help ? stdout : stderr,
+                "usage: strata bench (run MODEL | kernels | wire-codec | wire MODEL | "
+                "wire-seal) ...\n");
+        return help ? 0 : 2;
     }
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++)
         if (strcmp(argv[1], subs[i].name) == 0)

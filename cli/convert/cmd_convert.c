@@ -139,12 +139,13 @@ int st_cmd_convert(int argc, char **argv)
         return cv_synth(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "llama2c") == 0)
         return cv_llama2c(argc, argv);
-    fprintf(
-        stderr,
-        "strata: convert: usage: strata convert llama2c IN.bin OUT.gguf [--tokenizer "
-        "tokenizer.bin]\n"
-        "       strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K --ffn F\n"
-        "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] [--ctx C]\n"
-        "                      [--arch llama|qwen2]\n");
-    return 2;
+    const bool help = argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+    fprintf(help ? stdout : stderr,
+            "%susage: strata convert llama2c IN.bin OUT.gguf [--tokenizer tokenizer.bin]\n"
+            "       strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K --ffn "
+            "F\n"
+            "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] [--ctx C]\n"
+            "                      [--arch llama|qwen2]\n",
+            help ? "" : "strata: convert: ");
+    return help ? 0 : 2;
 }

@@ -107,26 +107,24 @@ static st_err cv_l2c_check(const char *path, const int32_t h[7], uint64_t size, 
 
 int cv_llama2c(int argc, char **argv)
 {
+    static const char synopsis[] =
+        "strata convert llama2c IN.bin OUT.gguf [--tokenizer tokenizer.bin]";
     const char *in = NULL, *out = NULL, *tok = NULL;
-    for (int i = 2; i < argc; i++) {
-        if (strcmp(argv[i], "--tokenizer") == 0) {
-            if (!(tok = cli_need_value(argc, argv, &i)))
-                return 2;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            fprintf(stderr, "strata: convert llama2c: unknown option '%s'\n", argv[i]);
-            return 2;
-        } else if (in == NULL) {
-            in = argv[i];
-        } else if (out == NULL) {
-            out = argv[i];
-        } else {
-            fprintf(stderr, "strata: convert llama2c: unexpected argument '%s'\n", argv[i]);
-            return 2;
-        }
-    }
+    const char *ops[2] = {NULL, NULL};
+    size_t n_ops = 0;
+    const st_opt rows[] = {
+        {.name = "--tokenizer", .type = ST_OPT_STR, .dest = &tok, .value = "tokenizer.bin",
+         .help = "llama2.c's tokenizer file (default: none)"},
+    };
+    /* argv[0] is "convert", argv[1] "llama2c" */
+    int st = cli_opts("convert llama2c", synopsis, rows, sizeof rows / sizeof rows[0], ops, 2,
+                      &n_ops, argc - 1, argv + 1);
+    if (st != CLI_OPTS_GO)
+        return st;
+    in = ops[0];
+    out = ops[1];
     if (in == NULL || out == NULL) {
-        fprintf(stderr, "strata: convert llama2c: usage: strata convert llama2c IN.bin OUT.gguf "
-                        "[--tokenizer tokenizer.bin]\n");
+        fprintf(stderr, "strata: convert llama2c: usage: %s\n", synopsis);
         return 2;
     }
     int fd = open(in, O_RDONLY | O_CLOEXEC);

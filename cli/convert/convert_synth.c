@@ -124,7 +124,31 @@ typedef struct cv_synth_opts {
     uint64_t seed;
 } cv_synth_opts;
 
-/* Parses and checks synth's arguments; returns 0, or 2 after printing. */
+#define CV_SYNTH_DIMS 7 /* the integer dimensions: --dim .. --ctx */
+
+/* cv_type_opt - --type: a weight dtype Strata writes (K-quants are read
+ * only, Q8_K is an activation format) into the st_dtype dest. */
+static st_err cv_type_opt(const char *v, void *dest)
+{
+    st_dtype *t = dest;
+    if (st_dtype_from_name(v, t) != ST_K_OK || st_kernels_ref()->from_float[*t] == NULL ||
+        st_kernels_ref()->mul_mat[*t] == NULL)
+        return st_errorf(ST_EINVAL, "'%s' is not one of f32, f16, bf16, q8_0, q4_0", v);
+    return ST_OK;
+}
+
+/* cv_arch_opt - --arch llama|qwen2 into the `const st_arch *` dest. */
+static st_err cv_arch_opt(const char *v, void *dest)
+{
+    const st_arch *a = st_arch_by_name(v);
+    if (a == NULL)
+        return st_errorf(ST_EINVAL, "'%s' is not one of llama, qwen2", v);
+    *(const st_arch **)dest = a;
+    return ST_OK;
+}
+
+/* Parses and checks synth's arguments: CLI_OPTS_GO, or the exit status
+ * (0 after --help, 2 after printing an error). */
 static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -137,50 +161,36 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
     const char *flags[] = {"--dim", "--layers", "--heads", "--kv-heads",
                            "--ffn", "--vocab",  "--ctx"};
     const int64_t hi[] = {1 << 16, 1 << 10, 1 << 10, 1 << 10, 1 << 20, 1 << 24, 1 << 24};
-    for (int i = 2; i < argc; i++) {
-        const char *f = argv[i], *v;
-        bool done = false;
-        for (int k = 0; k < 7 && !done; k++) {
-            if (strcmp(f, flags[k]) != 0)
-                continue;
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_i64(f, v, 1, hi[k], dst[k]))
-                return 2;
-            done = true;
-        }
-        if (done)
-            continue;
-        if (strcmp(f, "--type") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)))
-                return 2;
-            /* a weight dtype Strata writes: K-quants are read only, Q8_K
-             * is an activation format */
-            if (st_dtype_from_name(v, &o->type) != ST_K_OK ||
-                st_kernels_ref()->from_float[o->type] == NULL ||
-                st_kernels_ref()->mul_mat[o->type] == NULL) {
-                fprintf(stderr, "strata: --type: '%s' is not one of f32, f16, bf16, q8_0, q4_0\n",
-                        v);
-                return 2;
-            }
-        } else if (strcmp(f, "--arch") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)))
-                return 2;
-            if ((o->hp.arch = st_arch_by_name(v)) == NULL) {
-                fprintf(stderr, "strata: --arch: '%s' is not one of llama, qwen2\n", v);
-                return 2;
-            }
-        } else if (strcmp(f, "--seed") == 0) {
-            if (!(v = cli_need_value(argc, argv, &i)) || cli_parse_u64(f, v, &o->seed))
-                return 2;
-        } else if (f[0] == '-' && f[1] != '\0') {
-            fprintf(stderr, "strata: convert synth: unknown option '%s'\n", f);
-            return 2;
-        } else if (o->out == NULL) {
-            o->out = f;
-        } else {
-            fprintf(stderr, "strata: convert synth: unexpected argument '%s'\n", f);
-            return 2;
-        }
-    }
+    const char *const help[] = {"hidden size",       "layers",           "attention heads",
+                                "key/value heads",   "feed-forward size", "vocabulary size",
+                                "training context"};
+    st_opt rows[CV_SYNTH_DIMS + 3] = {
+        {.name = "--type", .type = ST_OPT_FN, .dest = &o->type, .fn = cv_type_opt,
+         .value = "f32|f16|bf16|q8_0|q4_0", .help = "the weights' dtype"},
+        {.name = "--arch", .type = ST_OPT_FN, .dest = &o->hp.arch, .fn = cv_arch_opt,
+         .value = "llama|qwen2", .help = "the architecture (default llama)"},
+        {.name = "--seed", .type = ST_OPT_U64, .dest = &o->seed, .umin = 0, .umax = UINT64_MAX,
+         .value = "S", .help = "the weights' seed (default 42)"},
+    };
+    for (int k = 0; k < CV_SYNTH_DIMS; k++)
+        rows[3 + k] = (st_opt){.name = flags[k],
+                               .type = ST_OPT_I64,
+                               .dest = dst[k],
+                               .min = 1,
+                               .max = hi[k],
+                               .value = "N",
+                               .help = help[k]};
+    /* argv[0] is "convert", argv[1] "synth" */
+    size_t n_ops = 0;
+    int st = cli_opts("convert synth",
+                      "strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K "
+                      "--ffn F\n"
+                      "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] "
+                      "[--ctx C]\n"
+                      "                      [--arch llama|qwen2]",
+                      rows, sizeof rows / sizeof rows[0], &o->out, 1, &n_ops, argc - 1, argv + 1);
+    if (st != CLI_OPTS_GO)
+        return st;
     if (o->out == NULL) {
         fprintf(stderr, "strata: convert synth: missing OUT.gguf\n");
         return 2;
@@ -228,14 +238,14 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
         return 2;
     }
     cv_hparams_derive(hp);
-    return 0;
+    return CLI_OPTS_GO;
 }
 
 int cv_synth(int argc, char **argv)
 {
     cv_synth_opts o;
     int rc = cv_synth_args(argc, argv, &o);
-    if (rc)
+    if (rc != CLI_OPTS_GO)
         return rc;
     const st_kernel_ops *ops = st_kernels_ref();
     cv_vocab v;

@@ -6,8 +6,8 @@
  * NNG side (--listen) is keyed with --cluster-key as shard servers are.
  * The HTTP flags are the coordinator's (docs/http-api.md). */
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +16,7 @@
 #include "common/net/exposure.h"
 #include "common/http/http_rate.h"
 #include "common/base/log.h"
+#include "common/base/opt.h"
 #include "common/base/units.h"
 #include "common/base/version.h"
 #include "common/wire/wire.h"
@@ -29,66 +30,25 @@
 #define EM_MAX_CONNS 1000000u
 #define EM_MAX_TIMEOUT_S 3600u
 
-/* The numeric HTTP flags: name, bounds, where the value goes. */
-typedef struct em_u32_flag {
-    const char *name;
-    uint32_t min, max;
-    size_t off; /* in st_embed_cfg */
-} em_u32_flag;
+static const char em_synopsis[] =
+    "strata-embed --version\n"
+    "       strata-embed --model PATH --http HOST:PORT [--listen ADDR]\n"
+    "       [--cluster-key FILE [--encrypt]] [--max-body BYTES] [--threads N]\n"
+    "       [--api-key-file FILE] [--rate-rpm N] [--rate-tpm N] [--rate-table-size N]\n"
+    "       [--http-threads N] [--http-max-conns N] [--http-per-ip N]\n"
+    "       [--http-timeout-s N] [--kernels ref|auto] [--insecure] [--log LEVEL]\n"
+    "\n"
+    "Serves the token embedding and the output head of the model (only those\n"
+    "tensors and the tokenizer are loaded): POST /v1/embed, /v1/logits,\n"
+    "/v1/tokenize, /v1/detokenize; GET /v1/embeddings/ID, /metrics (docs/shards.md).\n"
+    "--api-key-file, --rate-*, --http-*: as the coordinator's (docs/http-api.md);\n"
+    "--rate-tpm counts rows (ids embedded, states through the head).";
 
-static const em_u32_flag em_u32_flags[] = {
-    {"--http-threads", 1, EM_MAX_HTTP_THREADS, offsetof(st_embed_cfg, threads)},
-    {"--http-max-conns", 1, EM_MAX_CONNS, offsetof(st_embed_cfg, max_conns)},
-    {"--http-per-ip", 0, EM_MAX_CONNS, offsetof(st_embed_cfg, per_ip_conns)},
-    {"--http-timeout-s", 1, EM_MAX_TIMEOUT_S, offsetof(st_embed_cfg, timeout_s)},
-    {"--rate-rpm", 0, UINT32_MAX, offsetof(st_embed_cfg, limits.rpm)},
-    {"--rate-tpm", 0, UINT32_MAX, offsetof(st_embed_cfg, limits.tpm)},
-    {"--rate-table-size", 1, ST_HTTP_RATE_MAX_TABLE, offsetof(st_embed_cfg, rate_table)},
-};
+static const char em_epilogue[] =
+    "Prints `http on http://HOST:PORT` on its first line, then with --listen\n"
+    "`listening on tcp://HOST:PORT`.\n";
 
-/* em_u32 - f v if f is a numeric HTTP flag: 1 when set, -1 when v is out
- * of its range or not a number, 0 when f is not one. */
-static int em_u32(const char *f, const char *v, st_embed_cfg *cfg)
-{
-    for (size_t i = 0; i < sizeof em_u32_flags / sizeof em_u32_flags[0]; i++) {
-        const em_u32_flag *d = &em_u32_flags[i];
-        if (strcmp(f, d->name) != 0)
-            continue;
-        char *end;
-        errno = 0;
-        unsigned long long x = strtoull(v, &end, 10);
-        if (end == v || *end != '\0' || v[0] == '-' || errno != 0 || x < d->min || x > d->max)
-            return -1;
-        uint32_t u = (uint32_t)x;
-        memcpy((char *)cfg + d->off, &u, sizeof u);
-        return 1;
-    }
-    return 0;
-}
-
-static void em_usage(FILE *f)
-{
-    fprintf(f, "usage: strata-embed --version\n"
-               "       strata-embed --model PATH --http HOST:PORT [--listen ADDR]\n"
-               "       [--cluster-key FILE [--encrypt]] [--max-body BYTES] [--threads N]\n"
-               "       [--api-key-file FILE] [--rate-rpm N] [--rate-tpm N] [--rate-table-size N]\n"
-               "       [--http-threads N] [--http-max-conns N] [--http-per-ip N]\n"
-               "       [--http-timeout-s N] [--kernels ref|auto] [--insecure] [--log LEVEL]\n"
-               "\n"
-               "Serves the token embedding and the output head of the model (only those\n"
-               "tensors and the tokenizer are loaded): POST /v1/embed, /v1/logits,\n"
-               "/v1/tokenize, /v1/detokenize; GET /v1/embeddings/ID, /metrics (docs/shards.md).\n"
-               "  --http HOST:PORT   an IPv4 address and port (0 picks one); beyond loopback\n"
-               "                     it needs --api-key-file or --insecure\n"
-               "  --api-key-file, --rate-*, --http-*: as the coordinator's (docs/http-api.md);\n"
-               "                     --rate-tpm counts rows (ids embedded, states through\n"
-               "                     the head)\n"
-               "  --listen ADDR      also answer the client library (libstrata) over NNG;\n"
-               "                     beyond loopback it needs --cluster-key or --insecure\n"
-               "  --max-body BYTES   larger request bodies get 413 (default 1M)\n"
-               "Prints `http on http://HOST:PORT` on its first line, then with --listen\n"
-               "`listening on tcp://HOST:PORT`.\n");
-}
+static const char *const em_kernels[] = {"ref", "auto", NULL};
 
 /* em_hostport - splits "HOST:PORT". */
 static int em_hostport(const char *v, char host[EM_HOST_MAX], int *port)
@@ -115,55 +75,64 @@ int main(int argc, char **argv)
     }
     st_crash_install("strata-embed");
     const char *model = getenv("STRATA_MODEL"), *http = NULL, *level = NULL, *listen = NULL,
-               *key_file = NULL;
-    bool insecure = false, force_ref = false, encrypt = false;
+               *key_file = NULL, *kernels = "auto";
+    bool insecure = false, encrypt = false;
     int threads = 0;
     uint64_t max_body = ST_EMBED_MAX_BODY_DEFAULT;
     st_embed_cfg hc = st_embed_cfg_default();
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            em_usage(stdout);
-            return 0;
-        }
-        if (strcmp(f, "--insecure") == 0 || strcmp(f, "--encrypt") == 0) {
-            *(strcmp(f, "--insecure") == 0 ? &insecure : &encrypt) = true;
-            continue;
-        }
-        if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-            fprintf(stderr, "strata-embed: %s: unknown, or it needs a value (see --help)\n", f);
-            return 2;
-        }
-        const char *v = argv[++i];
-        char *end;
-        int nf = em_u32(f, v, &hc);
-        if (nf > 0)
-            continue;
-        if (strcmp(f, "--model") == 0) {
-            model = v;
-        } else if (strcmp(f, "--http") == 0) {
-            http = v;
-        } else if (strcmp(f, "--listen") == 0) {
-            listen = v;
-        } else if (strcmp(f, "--api-key-file") == 0) {
-            hc.api_key_file = v;
-        } else if (strcmp(f, "--cluster-key") == 0) {
-            key_file = v;
-        } else if (strcmp(f, "--log") == 0) {
-            level = v;
-        } else if (strcmp(f, "--kernels") == 0 && (!strcmp(v, "ref") || !strcmp(v, "auto"))) {
-            force_ref = strcmp(v, "ref") == 0;
-        } else if (strcmp(f, "--threads") == 0 && (threads = (int)strtol(v, &end, 10)) > 0 &&
-                   *end == '\0') {
-            continue;
-        } else if (strcmp(f, "--max-body") == 0 && st_parse_bytes(v, &max_body) == ST_OK &&
-                   max_body > 0) {
-            continue;
-        } else {
-            fprintf(stderr, "strata-embed: %s '%s': unknown or invalid (see --help)\n", f, v);
-            return 2;
-        }
+    const st_opt opts[] = {
+        {.name = "--model", .type = ST_OPT_STR, .dest = &model, .value = "PATH",
+         .help = "the GGUF model (default: $STRATA_MODEL)"},
+        {.name = "--http", .type = ST_OPT_STR, .dest = &http, .value = "HOST:PORT",
+         .help = "an IPv4 address and port (0 picks one); beyond loopback\n"
+                 "it needs --api-key-file or --insecure"},
+        {.name = "--listen", .type = ST_OPT_STR, .dest = &listen, .value = "ADDR",
+         .help = "also answer the client library (libstrata) over NNG;\n"
+                 "beyond loopback it needs --cluster-key or --insecure"},
+        st_opt_cluster_key(&key_file),
+        st_opt_encrypt(&encrypt),
+        {.name = "--max-body", .type = ST_OPT_SIZE, .dest = &max_body, .umin = 1,
+         .umax = UINT64_MAX, .value = "BYTES",
+         .help = "larger request bodies get 413 (default 1M)"},
+        st_opt_threads(&threads, INT_MAX),
+        {.name = "--api-key-file", .type = ST_OPT_STR, .dest = &hc.api_key_file, .value = "FILE",
+         .help = "the API keys (docs/http-api.md)"},
+        {.name = "--rate-rpm", .type = ST_OPT_U32, .dest = &hc.limits.rpm, .min = 0,
+         .max = UINT32_MAX, .value = "N", .help = "requests per minute (0: no limit)"},
+        {.name = "--rate-tpm", .type = ST_OPT_U32, .dest = &hc.limits.tpm, .min = 0,
+         .max = UINT32_MAX, .value = "N", .help = "rows per minute (0: no limit)"},
+        {.name = "--rate-table-size", .type = ST_OPT_U32, .dest = &hc.rate_table, .min = 1,
+         .max = ST_HTTP_RATE_MAX_TABLE, .value = "N",
+         .help = "identities the rate limiter remembers"},
+        {.name = "--http-threads", .type = ST_OPT_U32, .dest = &hc.threads, .min = 1,
+         .max = EM_MAX_HTTP_THREADS, .value = "N", .help = "HTTP threads"},
+        {.name = "--http-max-conns", .type = ST_OPT_U32, .dest = &hc.max_conns, .min = 1,
+         .max = EM_MAX_CONNS, .value = "N", .help = "connections at once"},
+        {.name = "--http-per-ip", .type = ST_OPT_U32, .dest = &hc.per_ip_conns, .min = 0,
+         .max = EM_MAX_CONNS, .value = "N", .help = "connections per client address (0: no limit)"},
+        {.name = "--http-timeout-s", .type = ST_OPT_U32, .dest = &hc.timeout_s, .min = 1,
+         .max = EM_MAX_TIMEOUT_S, .value = "N", .help = "an idle connection is closed after N s"},
+        {.name = "--kernels", .type = ST_OPT_CHOICE, .dest = &kernels, .choices = em_kernels,
+         .value = "ref|auto", .help = "scalar reference kernels, or the best (default auto)"},
+        st_opt_insecure(&insecure),
+        /* not the shared st_opt_log: an unknown level is passed on to
+         * st_log_init (the level stays warn), as before the table */
+        {.name = "--log", .type = ST_OPT_STR, .dest = &level, .value = "LEVEL",
+         .help = "error, warn, info (default) or debug; or $STRATA_LOG"},
+    };
+    const st_opt_spec spec = {.synopsis = em_synopsis,
+                              .epilogue = em_epilogue,
+                              .opts = opts,
+                              .n_opts = sizeof opts / sizeof opts[0],
+                              .empty_is_missing = true};
+    bool help;
+    if (st_opt_parse(&spec, argc, argv, 1, &help) != ST_OK) {
+        fprintf(stderr, "strata-embed: %s (see --help)\n", st_errdetail());
+        return 2;
     }
+    if (help)
+        return 0;
+    const bool force_ref = strcmp(kernels, "ref") == 0;
     char host[EM_HOST_MAX], url[EM_URL_MAX];
     int port = 0;
     if (model == NULL || http == NULL || em_hostport(http, host, &port) != 0 ||

@@ -12,53 +12,34 @@
 #include "common/base/exit_guard.h"
 #include "common/net/exposure.h"
 #include "common/base/log.h"
+#include "common/base/opt.h"
 #include "common/wire/wire.h"
 #include "worker/shard/standalone.h"
 
 #define SM_MAX_SESSIONS 4096
 #define SM_MAX_TTL_S 86400
 #define SM_MAX_STEP_TOKENS 4096
+#define SM_MAX_THREADS 1024
+#define SM_MAX_CTX (1L << 24)
+#define SM_HELP_MAX 80 /* a help line with a default filled in */
 
-static void sm_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: strata-worker --standalone --layers A:B --model PATH [--listen ADDR]\n"
-            "       [--cluster-key FILE] [--encrypt] [--insecure] [--threads N]\n"
-            "       [--sessions N] [--ttl-s N] [--ctx N] [--max-tokens N]\n"
-            "       [--dtypes f32,bf16,f16,i8] [--kernels ref|auto] [--log LEVEL]\n"
-            "\n"
-            "Serves layers [A, B) of the model to clients (the strata.h library,\n"
-            "`strata run --shards`) without a coordinator (docs/shards.md).\n"
-            "  --listen ADDR       default tcp://127.0.0.1:0; beyond loopback it needs\n"
-            "                      --cluster-key or --insecure\n"
-            "  --sessions N        KV caches at most (default %d; LRU eviction)\n"
-            "  --ttl-s N           forget sessions idle for N s (default %d)\n"
-            "  --ctx N             positions per session (default: the model's)\n"
-            "  --max-tokens N      tokens per step at most (default %d)\n"
-            "  --dtypes LIST       wire dtypes accepted (default all four)\n"
-            "\n"
-            "Prints `listening on tcp://HOST:PORT` on its first line.\n",
-            ST_STANDALONE_SESSIONS_DEFAULT, ST_STANDALONE_TTL_DEFAULT_S,
-            ST_STANDALONE_MAX_TOKENS_DEFAULT);
-}
+static const char sm_synopsis[] =
+    "strata-worker --standalone --layers A:B --model PATH [--listen ADDR]\n"
+    "       [--cluster-key FILE] [--encrypt] [--insecure] [--threads N]\n"
+    "       [--sessions N] [--ttl-s N] [--ctx N] [--max-tokens N]\n"
+    "       [--dtypes f32,bf16,f16,i8] [--kernels ref|auto] [--log LEVEL]\n"
+    "\n"
+    "Serves layers [A, B) of the model to clients (the strata.h library,\n"
+    "`strata run --shards`) without a coordinator (docs/shards.md).";
 
-static int sm_long(const char *flag, const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end != '\0' || errno != 0 || v < lo || v > hi) {
-        fprintf(stderr, "strata-worker: %s '%s': an integer in %ld..%ld is required\n", flag, s, lo,
-                hi);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+static const char sm_epilogue[] = "Prints `listening on tcp://HOST:PORT` on its first line.\n";
 
-/* sm_layers - "A:B" with 0 <= A < B. */
-static int sm_layers(const char *v, st_standalone_cfg *c)
+static const char *const sm_kernels[] = {"ref", "auto", NULL};
+
+/* sm_layers - "A:B" with 0 <= A < B, into the st_standalone_cfg dest. */
+static st_err sm_layers(const char *v, void *dest)
 {
+    st_standalone_cfg *c = dest;
     char *end;
     errno = 0;
     long a = strtol(v, &end, 10);
@@ -70,16 +51,16 @@ static int sm_layers(const char *v, st_standalone_cfg *c)
         goto bad;
     c->first = a;
     c->last = b;
-    return 0;
+    return ST_OK;
 bad:
-    fprintf(stderr, "strata-worker: --layers '%s': A:B with 0 <= A < B is required\n", v);
-    return -1;
+    return st_errorf(ST_EINVAL, "'%s': A:B with 0 <= A < B is required", v);
 }
 
-/* sm_dtypes - a comma-separated list of wire dtype names into a mask. */
-static int sm_dtypes(const char *v, uint32_t *mask)
+/* sm_dtypes - a comma-separated list of wire dtype names into the
+ * uint32_t mask dest (bit 1 << st_wire_dtype). */
+static st_err sm_dtypes(const char *v, void *dest)
 {
-    *mask = 0;
+    uint32_t m = 0;
     char name[16];
     for (const char *p = v; *p != '\0';) {
         size_t n = strcspn(p, ",");
@@ -90,14 +71,15 @@ static int sm_dtypes(const char *v, uint32_t *mask)
         name[n] = '\0';
         if (st_wire_dtype_from_name(name, &d) != ST_OK)
             goto bad;
-        *mask |= 1u << d;
+        m |= 1u << d;
         p += n + (p[n] == ',');
     }
-    if (*mask != 0)
-        return 0;
+    if (m != 0) {
+        *(uint32_t *)dest = m;
+        return ST_OK;
+    }
 bad:
-    fprintf(stderr, "strata-worker: --dtypes '%s': names among f32, bf16, f16, i8\n", v);
-    return -1;
+    return st_errorf(ST_EINVAL, "'%s': names among f32, bf16, f16, i8", v);
 }
 
 /* sm_parse - 0 to run, 1 after --help, 2 on a bad flag (message printed). */
@@ -111,76 +93,57 @@ static int sm_parse(int argc, char **argv, st_standalone_cfg *c, const char **le
     c->ttl_s = ST_STANDALONE_TTL_DEFAULT_S;
     c->max_tokens = ST_STANDALONE_MAX_TOKENS_DEFAULT;
     c->dtype_mask = (1u << ST_WIRE_DT_COUNT) - 1;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v;
-        long n;
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) {
-            sm_usage(stdout);
-            return 1;
-        }
-        bool *const sw[] = {NULL, &c->encrypt, insecure}; /* the switches, by name below */
-        const char *const sw_name[] = {"--standalone", "--encrypt", "--insecure"};
-        size_t k = 0;
-        while (k < sizeof sw / sizeof sw[0] && strcmp(f, sw_name[k]) != 0)
-            k++;
-        if (k < sizeof sw / sizeof sw[0]) {
-            if (sw[k] != NULL)
-                *sw[k] = true;
-            continue;
-        }
-        if (i + 1 >= argc || argv[i + 1][0] == '\0') {
-            fprintf(stderr,
-                    "strata-worker: %s: unknown, or it needs a value (see --standalone "
-                    "--help)\n",
-                    f);
-            return 2;
-        }
-        v = argv[++i];
-        if (strcmp(f, "--layers") == 0) {
-            if (sm_layers(v, c))
-                return 2;
-        } else if (strcmp(f, "--model") == 0) {
-            c->model = v;
-        } else if (strcmp(f, "--listen") == 0) {
-            c->listen = v;
-        } else if (strcmp(f, "--cluster-key") == 0) {
-            c->key_file = v;
-        } else if (strcmp(f, "--log") == 0) {
-            *level = v;
-        } else if (strcmp(f, "--kernels") == 0) {
-            if (strcmp(v, "ref") != 0 && strcmp(v, "auto") != 0) {
-                fprintf(stderr, "strata-worker: --kernels '%s': ref or auto\n", v);
-                return 2;
-            }
-            c->force_ref = strcmp(v, "ref") == 0;
-        } else if (strcmp(f, "--dtypes") == 0) {
-            if (sm_dtypes(v, &c->dtype_mask))
-                return 2;
-        } else if (strcmp(f, "--threads") == 0) {
-            if (sm_long(f, v, 1, 1024, &n))
-                return 2;
-            c->threads = (int)n;
-        } else if (strcmp(f, "--sessions") == 0) {
-            if (sm_long(f, v, 1, SM_MAX_SESSIONS, &n))
-                return 2;
-            c->max_sessions = (uint32_t)n;
-        } else if (strcmp(f, "--ttl-s") == 0) {
-            if (sm_long(f, v, 1, SM_MAX_TTL_S, &n))
-                return 2;
-            c->ttl_s = (uint32_t)n;
-        } else if (strcmp(f, "--ctx") == 0) {
-            if (sm_long(f, v, 1, 1L << 24, &n))
-                return 2;
-            c->n_ctx = n;
-        } else if (strcmp(f, "--max-tokens") == 0) {
-            if (sm_long(f, v, 1, SM_MAX_STEP_TOKENS, &n))
-                return 2;
-            c->max_tokens = n;
-        } else {
-            fprintf(stderr, "strata-worker: unknown argument '%s' (see --standalone --help)\n", f);
-            return 2;
-        }
+    const char *kernels = "auto";
+    char help_sessions[SM_HELP_MAX], help_ttl[SM_HELP_MAX], help_tokens[SM_HELP_MAX];
+    snprintf(help_sessions, sizeof help_sessions,
+             "KV caches at most (default %d; LRU eviction)", ST_STANDALONE_SESSIONS_DEFAULT);
+    snprintf(help_ttl, sizeof help_ttl, "forget sessions idle for N s (default %d)",
+             ST_STANDALONE_TTL_DEFAULT_S);
+    snprintf(help_tokens, sizeof help_tokens, "tokens per step at most (default %d)",
+             ST_STANDALONE_MAX_TOKENS_DEFAULT);
+    const st_opt opts[] = {
+        {.name = "--standalone", .type = ST_OPT_FLAG, .help = "this mode"},
+        {.name = "--layers", .type = ST_OPT_FN, .dest = c, .fn = sm_layers, .value = "A:B",
+         .help = "the layers served, [A, B)"},
+        {.name = "--model", .type = ST_OPT_STR, .dest = &c->model, .value = "PATH",
+         .help = "the GGUF model (default: $STRATA_MODEL)"},
+        {.name = "--listen", .type = ST_OPT_STR, .dest = &c->listen, .value = "ADDR",
+         .help = "default tcp://127.0.0.1:0; beyond loopback it needs\n"
+                 "--cluster-key or --insecure"},
+        st_opt_cluster_key(&c->key_file),
+        st_opt_encrypt(&c->encrypt),
+        st_opt_insecure(insecure),
+        st_opt_threads(&c->threads, SM_MAX_THREADS),
+        {.name = "--sessions", .type = ST_OPT_U32, .dest = &c->max_sessions, .min = 1,
+         .max = SM_MAX_SESSIONS, .value = "N", .help = help_sessions},
+        {.name = "--ttl-s", .type = ST_OPT_U32, .dest = &c->ttl_s, .min = 1, .max = SM_MAX_TTL_S,
+         .value = "N", .help = help_ttl},
+        {.name = "--ctx", .type = ST_OPT_I64, .dest = &c->n_ctx, .min = 1, .max = SM_MAX_CTX,
+         .value = "N", .help = "positions per session (default: the model's)"},
+        {.name = "--max-tokens", .type = ST_OPT_I64, .dest = &c->max_tokens, .min = 1,
+         .max = SM_MAX_STEP_TOKENS, .value = "N", .help = help_tokens},
+        {.name = "--dtypes", .type = ST_OPT_FN, .dest = &c->dtype_mask, .fn = sm_dtypes,
+         .value = "LIST", .help = "wire dtypes accepted (default all four)"},
+        {.name = "--kernels", .type = ST_OPT_CHOICE, .dest = &kernels, .choices = sm_kernels,
+         .value = "ref|auto", .help = "scalar reference kernels, or the best (default auto)"},
+        /* not the shared st_opt_log: an unknown level is passed on to
+         * st_log_init (the level stays warn), as before the table */
+        {.name = "--log", .type = ST_OPT_STR, .dest = level, .value = "LEVEL",
+         .help = "error, warn, info (default) or debug; or $STRATA_LOG"},
+    };
+    const st_opt_spec spec = {.synopsis = sm_synopsis,
+                              .epilogue = sm_epilogue,
+                              .opts = opts,
+                              .n_opts = sizeof opts / sizeof opts[0],
+                              .empty_is_missing = true};
+    bool help;
+    if (st_opt_parse(&spec, argc, argv, 1, &help) != ST_OK) {
+        fprintf(stderr, "strata-worker: %s (see --standalone --help)\n", st_errdetail());
+        return 2;
     }
+    if (help)
+        return 1;
+    c->force_ref = strcmp(kernels, "ref") == 0;
     if (c->model == NULL || c->model[0] == '\0' || c->first < 0) {
         fprintf(stderr, "strata-worker: --standalone needs --layers A:B and --model PATH\n");
         return 2;
