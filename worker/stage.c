@@ -109,8 +109,8 @@ struct st_stage_ctx {
 };
 
 /* ---- phases: each job names its inputs and outputs; fn(job, ith, nth)
- * runs on every pool thread. The context is read only for the model, the
- * kernels and the batch layout. ---- */
+ * runs on every pool thread. The context is read only for the model and
+ * its sizes, the kernels and the batch layout. ---- */
 
 typedef struct stage_embed_job {
     const st_stage_ctx *c;
@@ -159,22 +159,22 @@ static stage_prep stage_swiglu(float *gate, const float *up)
 }
 
 /* x += add alone */
-static stage_prep stage_add(float *x, const float *add)
-{
-    return (stage_prep){.x = x, .add = add};
-}
+static stage_prep stage_add(float *x, const float *add) { return (stage_prep){.x = x, .add = add}; }
 
-static bool stage_prep_empty(stage_prep p) { return p.add == NULL && p.norm == NULL && p.gate == NULL; }
+static bool stage_prep_empty(stage_prep p)
+{
+    return p.add == NULL && p.norm == NULL && p.gate == NULL;
+}
 
 typedef struct stage_prep_job {
     const st_stage_ctx *c;
     int64_t n_tok; /* tokens */
     stage_prep prep;
-    const float *in;   /* [n_tok][width] to convert after prep, or NULL */
-    int64_t width;     /* floats per token of in */
-    st_dtype act;      /* the dtype in is converted to */
-    uint8_t *xq;       /* out [n_tok][stride bytes] */
-    size_t stride;     /* bytes per converted row */
+    const float *in; /* [n_tok][width] to convert after prep, or NULL */
+    int64_t width;   /* floats per token of in */
+    st_dtype act;    /* the dtype in is converted to */
+    uint8_t *xq;     /* out [n_tok][stride bytes] */
+    size_t stride;   /* bytes per converted row */
 } stage_prep_job;
 
 static void stage_ph_prep(void *arg, int ith, int nth)
@@ -328,11 +328,11 @@ static void stage_ph_attn(void *arg, int ith, int nth)
 
 typedef struct stage_norm_job {
     const st_stage_ctx *c;
-    const float *x;      /* [T][n_embd] */
-    const int64_t *sel;  /* [n_sel] tokens of x */
+    const float *x;     /* [T][n_embd] */
+    const int64_t *sel; /* [n_sel] tokens of x */
     int64_t n_sel;
-    const float *norm;   /* [n_embd] */
-    float *xb;           /* out [n_sel][n_embd] */
+    const float *norm; /* [n_embd] */
+    float *xb;         /* out [n_sel][n_embd] */
 } stage_norm_job;
 
 /* xb[i] = rmsnorm(x[sel[i]]) * norm */
