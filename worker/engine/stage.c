@@ -1,28 +1,53 @@
 /* stage.c - the forward pass of a stage (see stage.h).
  *
- * A batch is processed as a sequence of fork-join phases on the pool; each
- * phase splits its items between threads and never splits a reduction:
- *   pre         per token   the residual add, rmsnorm or silu that feeds a
- *                           product, fused with the conversion of its input
- *                           to the weight's activation dtype
+ * The pass over a batch of T tokens (T = the sum of the rows' n_tok), one
+ * row of each buffer per token, in the names the code uses:
+ *
+ *   x = embed(tokens), or the previous stage's hidden states  x   [T][n_embd]
+ *   for each layer l in [first, last):
+ *       xb  = rmsnorm(x) * attn_norm                          xb  [T][n_embd]
+ *       q   = xb Wq + bq                                      q   [T][n_embd]
+ *       k   = xb Wk + bk,  v = xb Wv + bv  (biases: qwen2)    k,v [T][kv_dim]
+ *       rotate q and k by position; K[pos] = k, V[pos] = v in the row's cache
+ *       att = softmax(q K^T / sqrt(head_dim)) V  per head    att [T][n_embd]
+ *       xb2 = att Wo                                          xb2 [T][n_embd]
+ *       x  += xb2
+ *       xb  = rmsnorm(x) * ffn_norm
+ *       hb  = xb Wgate,  hb2 = xb Wup                         hb,hb2 [T][n_ff]
+ *       hb  = silu(hb) * hb2
+ *       xb2 = hb Wdown
+ *       x  += xb2
+ *   out = x, or on the last stage the logits of the selected tokens sel:
+ *       xb  = rmsnorm(x[sel]) * output_norm;  out = xb Wout   [n_sel][n_vocab]
+ *
+ * Each buffer has the one role its name says (xb2 is "a branch's output,
+ * to be added to x": the attention's, then the FFN's). A matrix product
+ * reads its input converted to its weights' activation dtype (xq) unless
+ * that dtype is f32, when it reads the floats in place.
+ *
+ * Execution: every step is a fork-join phase on the pool (st_pool_run)
+ * whose job struct holds its inputs and outputs; the phase splits its items
+ * between threads and never splits a reduction:
+ *   prep        per token   the steps before a product: the residual add,
+ *                           rmsnorm or silu(gate) * up, then the conversion
+ *                           of the product's input to the activation dtype
  *   matmul      per group of 8 output rows of W, for all tokens at once
  *               (chunks of groups claimed from a counter, not halved
  *               ahead of time: see STAGE_CHUNKS_PER_THREAD)
- *   rope+store  per token   add the q/k/v biases (qwen2), rotate q and k
- *                           (normal or NEOX pairing), write k and v into
- *                           the KV cache
+ *   rope+store  per token
  *   attention   per (token, head) against the token's own session's cache
- * A layer is 10 phases: pre, qkv, rope, attention, convert, o,
- * add+norm+convert, gate/up, silu+convert, down; the add ending a layer
- * runs in the next layer's first phase (or alone after the last layer, or
- * when a layer hook must see the residual stream). Fusing changes which
- * phase runs a step, never the step: every element is still computed by
- * one thread in one fixed order, so the result of a token does not depend
- * on the batch, its place in it, the chunking of a prompt or the number of
- * threads (INV-7).
+ * A layer is 10 phases: prep, qkv, rope+store, attention, convert, o,
+ * prep (add + norm + convert), gate/up, prep (silu + convert), down; the
+ * add ending a layer (x += xb2) runs in the next layer's first prep phase,
+ * or alone after the last layer or when a layer hook must see x. Fusing
+ * changes which phase runs a step, never the step: every element is still
+ * computed by one thread in one fixed order, so the result of a token does
+ * not depend on the batch, its place in it, the chunking of a prompt or the
+ * number of threads (INV-7).
  *
- * Scratch buffers are allocated once per context for max_tokens tokens;
- * the per-thread attention scores for the model's context length. */
+ * Scratch is allocated once per context for max_tokens tokens (xq for the
+ * widest converted row of this stage's weights); the per-thread attention
+ * scores for the model's context length. */
 #include "worker/engine/stage.h"
 
 #include <math.h>
@@ -30,21 +55,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The most weight matrices one matmul phase serves (q, k and v). */
 #define STAGE_MAX_MM 3
-
-typedef struct stage_mm {
-    const st_weight *w;
-    float *y; /* [n_tok][w->n_out] */
-} stage_mm;
-
-/* Per-token work run in the same phase as the conversion of a matmul's
- * input (each token's steps in this order, by the thread owning it):
- * x += q (the residual add), xb = rmsnorm(x) * norm, g = silu(g) * u. */
-typedef struct stage_pre {
-    bool add;
-    const float *norm;
-    bool silu;
-} stage_pre;
 
 /* Rows of a matrix are dealt to threads in groups of this many (the SIMD
  * kernels work on 8 rows at once; results do not depend on the split). */
@@ -60,6 +72,9 @@ typedef struct stage_pre {
  * change its bits (the kernels' results do not depend on the row range). */
 #define STAGE_CHUNKS_PER_THREAD 4
 
+/* The largest context st_stage_ctx_open accepts, in tokens per batch. */
+#define STAGE_MAX_TOKENS (1 << 20)
+
 struct st_stage_ctx {
     const st_model *m;
     const st_hparams *hp;
@@ -71,36 +86,377 @@ struct st_stage_ctx {
     st_layer_hook hook;
     void *hook_arg;
 
-    /* scratch, each for max_tokens tokens */
-    float *x;         /* [T][n_embd] residual stream */
-    float *xb;        /* [T][max(n_embd, n_ff)] normed input / attention out / ffn act */
-    float *q;         /* [T][n_embd] queries, then projection outputs */
-    float *k;         /* [T][kv_dim] */
-    float *v;         /* [T][kv_dim] */
-    float *g;         /* [T][n_ff] gate */
-    float *u;         /* [T][n_ff] up */
-    uint8_t *xq;      /* [T][row bytes of max(n_embd, n_ff) in the widest activation dtype] */
-    float *scores;    /* [nth][max_ctx] */
-    int64_t *tok_row; /* [T] row of each token */
-    int64_t *tok_pos; /* [T] position of each token */
+    /* activations, for T <= max_tokens tokens (see the file comment) */
+    float *x;         /* [T][n_embd] the residual stream */
+    float *xb;        /* [T][n_embd] rmsnorm(x) * norm: a branch's input */
+    float *q;         /* [T][n_embd] queries (n_head heads of head_dim) */
+    float *k;         /* [T][kv_dim] keys (n_head_kv heads of head_dim) */
+    float *v;         /* [T][kv_dim] values */
+    float *att;       /* [T][n_embd] attention output, heads side by side */
+    float *xb2;       /* [T][n_embd] a branch's output, to be added to x */
+    float *hb;        /* [T][n_ff] gate, then silu(gate) * up */
+    float *hb2;       /* [T][n_ff] up */
+    uint8_t *xq;      /* [T][act_bytes] a product's input in its activation dtype */
+    size_t act_bytes; /* the widest converted input row of this stage's weights */
+    float *scores;    /* [nth][max_ctx] attention scores, a row per thread */
 
-    /* the phase being run (set by the driver thread before st_pool_run) */
+    /* the batch being run (set once per st_stage_forward) */
     const st_batch_row *rows;
-    int64_t n_tok;
-    int64_t layer;
-    const float *norm_w;
-    const float *src;  /* phase input */
-    float *dst;        /* phase output */
-    int64_t width;     /* floats per token of src/dst */
-    st_dtype act;      /* activation dtype of a convert phase */
-    size_t act_stride; /* bytes per converted row */
-    stage_mm mm[STAGE_MAX_MM];
-    int n_mm;
-    const int64_t *sel;  /* head: selected token indices */
-    stage_pre pre;       /* per-token work fused before a convert */
-    bool conv;           /* the pre phase also converts src to act */
-    atomic_long mm_next; /* matmul phase: the next chunk to claim (0 at its start) */
+    int64_t n_tok;    /* T */
+    int64_t *tok_row; /* [T] the row of each token */
+    int64_t *tok_pos; /* [T] the position of each token */
+    int64_t *sel;     /* [T] the tokens whose logits the head computes */
 };
+
+/* ---- phases: each job names its inputs and outputs; fn(job, ith, nth)
+ * runs on every pool thread. The context is read only for the model and
+ * its sizes, the kernels and the batch layout. ---- */
+
+typedef struct stage_embed_job {
+    const st_stage_ctx *c;
+    float *x; /* out [T][n_embd] */
+} stage_embed_job;
+
+/* x[t] = tok_embd[token t] */
+static void stage_ph_embed(void *arg, int ith, int nth)
+{
+    const stage_embed_job *j = arg;
+    const st_stage_ctx *c = j->c;
+    const st_weight *te = st_model_tok_embd(c->m);
+    const int64_t n_embd = c->hp->n_embd;
+    long b, e;
+    st_pool_split((long)c->n_tok, ith, nth, &b, &e);
+    for (long t = b; t < e; t++) {
+        const st_batch_row *r = &c->rows[c->tok_row[t]];
+        int32_t id = r->tokens[c->tok_pos[t] - r->pos];
+        c->ops->to_float[te->dtype]((const uint8_t *)te->data + (size_t)id * te->row_bytes,
+                                    j->x + t * n_embd, n_embd);
+    }
+}
+
+/* The per-token steps before a product, run by the thread owning the
+ * token in this order; a step whose pointer is NULL is skipped:
+ *   x += add;  xb = rmsnorm(x) * norm;  gate = silu(gate) * up */
+typedef struct stage_prep {
+    float *x;          /* [T][n_embd] the residual stream */
+    const float *add;  /* [T][n_embd] a branch's output, or NULL */
+    const float *norm; /* [n_embd] the norm's weights, or NULL */
+    float *xb;         /* [T][n_embd] the norm's output */
+    float *gate;       /* [T][n_ff] gate, or NULL */
+    const float *up;   /* [T][n_ff] up */
+} stage_prep;
+
+/* x += add; xb = rmsnorm(x) * norm (add NULL: the norm alone) */
+static stage_prep stage_add_norm(float *x, const float *add, const float *norm, float *xb)
+{
+    return (stage_prep){.x = x, .add = add, .norm = norm, .xb = xb};
+}
+
+/* gate = silu(gate) * up */
+static stage_prep stage_swiglu(float *gate, const float *up)
+{
+    return (stage_prep){.gate = gate, .up = up};
+}
+
+/* x += add alone */
+static stage_prep stage_add(float *x, const float *add) { return (stage_prep){.x = x, .add = add}; }
+
+static bool stage_prep_empty(stage_prep p)
+{
+    return p.add == NULL && p.norm == NULL && p.gate == NULL;
+}
+
+typedef struct stage_prep_job {
+    const st_stage_ctx *c;
+    int64_t n_tok; /* tokens */
+    stage_prep prep;
+    const float *in; /* [n_tok][width] to convert after prep, or NULL */
+    int64_t width;   /* floats per token of in */
+    st_dtype act;    /* the dtype in is converted to */
+    uint8_t *xq;     /* out [n_tok][stride bytes] */
+    size_t stride;   /* bytes per converted row */
+} stage_prep_job;
+
+static void stage_ph_prep(void *arg, int ith, int nth)
+{
+    const stage_prep_job *j = arg;
+    const st_kernel_ops *ops = j->c->ops;
+    const st_hparams *hp = j->c->hp;
+    const stage_prep *p = &j->prep;
+    long b, e;
+    st_pool_split((long)j->n_tok, ith, nth, &b, &e);
+    for (long t = b; t < e; t++) {
+        if (p->add)
+            ops->add(p->x + t * hp->n_embd, p->add + t * hp->n_embd, hp->n_embd);
+        if (p->norm)
+            ops->rmsnorm(p->x + t * hp->n_embd, p->norm, p->xb + t * hp->n_embd, hp->n_embd,
+                         hp->rms_eps);
+        if (p->gate)
+            ops->silu_mul(p->gate + t * hp->n_ff, p->up + t * hp->n_ff, hp->n_ff);
+        if (j->in)
+            ops->from_float[j->act](j->in + t * j->width, j->xq + (size_t)t * j->stride, j->width);
+    }
+}
+
+/* A product y = in W^T: y [n_tok][w->n_out] from in [n_tok][w->n_in]. */
+typedef struct stage_mm {
+    const st_weight *w;
+    float *y;
+} stage_mm;
+
+typedef struct stage_matmul_job {
+    const st_stage_ctx *c;
+    int64_t n_tok;
+    const void *in; /* [n_tok][stride bytes] in the weights' activation dtype */
+    size_t stride;
+    stage_mm mm[STAGE_MAX_MM]; /* all with the same activation dtype */
+    int n_mm;
+    atomic_long next; /* the next chunk to claim (0 at the start) */
+} stage_matmul_job;
+
+/* stage_mm_chunk - the row groups per chunk of a matrix of n_out rows
+ * when nth threads share it. */
+static long stage_mm_chunk(int64_t n_out, int nth)
+{
+    long groups = (long)((n_out + STAGE_ROW_GROUP - 1) / STAGE_ROW_GROUP);
+    long parts = (long)nth * STAGE_CHUNKS_PER_THREAD;
+    return nth == 1 ? groups : (groups + parts - 1) / parts;
+}
+
+static void stage_ph_matmul(void *arg, int ith, int nth)
+{
+    (void)ith;
+    stage_matmul_job *j = arg;
+    const st_kernel_ops *ops = j->c->ops;
+    long n_chunks[STAGE_MAX_MM], total = 0;
+    for (int i = 0; i < j->n_mm; i++) {
+        long groups = (long)((j->mm[i].w->n_out + STAGE_ROW_GROUP - 1) / STAGE_ROW_GROUP);
+        long per = stage_mm_chunk(j->mm[i].w->n_out, nth);
+        n_chunks[i] = (groups + per - 1) / per;
+        total += n_chunks[i];
+    }
+    for (;;) {
+        long k = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (k >= total)
+            return;
+        int i = 0;
+        while (k >= n_chunks[i])
+            k -= n_chunks[i++];
+        const st_weight *w = j->mm[i].w;
+        long per = stage_mm_chunk(w->n_out, nth) * STAGE_ROW_GROUP;
+        long b = k * per, e = b + per < (long)w->n_out ? b + per : (long)w->n_out;
+        (w->r8 ? ops->mul_mat_r8 : ops->mul_mat)[w->dtype](w->n_in, w->data, w->row_bytes, b, e,
+                                                           j->in, j->stride, j->n_tok, j->mm[i].y,
+                                                           w->n_out);
+    }
+}
+
+typedef struct stage_rope_job {
+    const st_stage_ctx *c;
+    int64_t layer;
+    float *q; /* [T][n_embd] in/out */
+    float *k; /* [T][kv_dim] in/out */
+    float *v; /* [T][kv_dim] in/out */
+} stage_rope_job;
+
+/* q += bq, k += bk, v += bv (the biases the layer has); rotate q and k by
+ * the token's position (normal or NEOX pairing); K[pos] = k, V[pos] = v */
+static void stage_ph_rope_store(void *arg, int ith, int nth)
+{
+    const stage_rope_job *j = arg;
+    const st_stage_ctx *c = j->c;
+    const st_hparams *hp = c->hp;
+    const st_kernel_ops *ops = c->ops;
+    const int64_t li = j->layer - st_model_first(c->m);
+    const st_layer *L = st_model_layer(c->m, j->layer);
+    const bool neox = hp->rope == ST_ROPE_NEOX;
+    long b, e;
+    st_pool_split((long)c->n_tok, ith, nth, &b, &e);
+    for (long t = b; t < e; t++) {
+        int64_t pos = c->tok_pos[t];
+        float *qt = j->q + t * hp->n_embd;
+        float *kt = j->k + t * hp->kv_dim;
+        float *vt = j->v + t * hp->kv_dim;
+        if (L->bq != NULL)
+            ops->add(qt, L->bq, hp->n_embd);
+        if (L->bk != NULL)
+            ops->add(kt, L->bk, hp->kv_dim);
+        if (L->bv != NULL)
+            ops->add(vt, L->bv, hp->kv_dim);
+        (neox ? ops->rope_neox : ops->rope)(qt, hp->n_head, hp->head_dim, hp->n_rot, pos,
+                                            hp->rope_base);
+        (neox ? ops->rope_neox : ops->rope)(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, pos,
+                                            hp->rope_base);
+        st_kv *kv = c->rows[c->tok_row[t]].kv;
+        size_t off = ((size_t)li * (size_t)kv->n_ctx + (size_t)pos) * (size_t)hp->kv_dim;
+        memcpy(kv->k + off, kt, (size_t)hp->kv_dim * sizeof(float));
+        memcpy(kv->v + off, vt, (size_t)hp->kv_dim * sizeof(float));
+    }
+}
+
+typedef struct stage_attn_job {
+    const st_stage_ctx *c;
+    int64_t layer;
+    const float *q; /* [T][n_embd] */
+    float *att;     /* out [T][n_embd] */
+    float *scores;  /* [nth][max_ctx] */
+} stage_attn_job;
+
+/* att[t][h] = softmax(q[t][h] K^T / sqrt(head_dim)) V over positions
+ * 0..pos of token t's session, K and V of the KV head serving head h */
+static void stage_ph_attn(void *arg, int ith, int nth)
+{
+    const stage_attn_job *j = arg;
+    const st_stage_ctx *c = j->c;
+    const st_hparams *hp = c->hp;
+    const int64_t li = j->layer - st_model_first(c->m);
+    const int64_t group = hp->n_head / hp->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)hp->head_dim);
+    float *scores = j->scores + (size_t)ith * (size_t)c->max_ctx;
+    long b, e;
+    st_pool_split((long)(c->n_tok * hp->n_head), ith, nth, &b, &e);
+    for (long it = b; it < e; it++) {
+        int64_t t = it / hp->n_head, h = it % hp->n_head;
+        st_kv *kv = c->rows[c->tok_row[t]].kv;
+        size_t base = (size_t)li * (size_t)kv->n_ctx * (size_t)hp->kv_dim +
+                      (size_t)(h / group) * (size_t)hp->head_dim;
+        c->ops->attn_head(j->q + t * hp->n_embd + h * hp->head_dim, kv->k + base, kv->v + base,
+                          hp->kv_dim, c->tok_pos[t] + 1, hp->head_dim, scale, scores,
+                          j->att + t * hp->n_embd + h * hp->head_dim);
+    }
+}
+
+typedef struct stage_norm_job {
+    const st_stage_ctx *c;
+    const float *x;     /* [T][n_embd] */
+    const int64_t *sel; /* [n_sel] tokens of x */
+    int64_t n_sel;
+    const float *norm; /* [n_embd] */
+    float *xb;         /* out [n_sel][n_embd] */
+} stage_norm_job;
+
+/* xb[i] = rmsnorm(x[sel[i]]) * norm */
+static void stage_ph_norm_sel(void *arg, int ith, int nth)
+{
+    const stage_norm_job *j = arg;
+    const st_hparams *hp = j->c->hp;
+    const int64_t n = hp->n_embd;
+    long b, e;
+    st_pool_split((long)j->n_sel, ith, nth, &b, &e);
+    for (long i = b; i < e; i++)
+        j->c->ops->rmsnorm(j->x + j->sel[i] * n, j->norm, j->xb + i * n, n, hp->rms_eps);
+}
+
+/* ---- drivers: one call per step of the pass, inputs and outputs named ---- */
+
+static void stage_embed(st_stage_ctx *c, float *x)
+{
+    stage_embed_job j = {c, x};
+    st_pool_run(c->pool, stage_ph_embed, &j);
+}
+
+/* stage_prep_only - the steps of prep over the batch, as a phase of their own. */
+static void stage_prep_only(st_stage_ctx *c, stage_prep prep)
+{
+    stage_prep_job j = {.c = c, .n_tok = c->n_tok, .prep = prep};
+    st_pool_run(c->pool, stage_ph_prep, &j);
+}
+
+/* stage_matmuls - the steps of prep, then y_i = in W_i^T for the n_mm
+ * products of mm (all with n_in = width) over n_tok tokens. in is
+ * converted once per activation dtype; prep runs in the first conversion
+ * phase (or alone when the first group of products reads f32 in place). */
+static void stage_matmuls(st_stage_ctx *c, int64_t n_tok, stage_prep prep, const float *in,
+                          int64_t width, const stage_mm *mm, int n_mm)
+{
+    bool done[STAGE_MAX_MM] = {false};
+    bool prep_done = stage_prep_empty(prep);
+    for (int i = 0; i < n_mm; i++) {
+        if (done[i])
+            continue;
+        st_dtype act = st_dtype_info_of(mm[i].w->dtype)->act;
+        stage_matmul_job mj = {.c = c, .n_tok = n_tok};
+        for (int k = i; k < n_mm; k++) {
+            if (!done[k] && st_dtype_info_of(mm[k].w->dtype)->act == act) {
+                mj.mm[mj.n_mm++] = mm[k];
+                done[k] = true;
+            }
+        }
+        size_t stride = 0;
+        st_row_size(act, width, &stride); /* checked at model open */
+        bool conv = act != ST_DT_F32;
+        if (conv || !prep_done) {
+            stage_prep_job pj = {.c = c,
+                                 .n_tok = n_tok,
+                                 .prep = prep_done ? (stage_prep){0} : prep,
+                                 .in = conv ? in : NULL,
+                                 .width = width,
+                                 .act = act,
+                                 .xq = c->xq,
+                                 .stride = stride};
+            st_pool_run(c->pool, stage_ph_prep, &pj);
+        }
+        prep_done = true;
+        mj.in = conv ? (const void *)c->xq : (const void *)in;
+        mj.stride = stride;
+        atomic_init(&mj.next, 0); /* published to the threads by st_pool_run */
+        st_pool_run(c->pool, stage_ph_matmul, &mj);
+    }
+}
+
+static void stage_rope_store(st_stage_ctx *c, int64_t layer, float *q, float *k, float *v)
+{
+    stage_rope_job j = {c, layer, q, k, v};
+    st_pool_run(c->pool, stage_ph_rope_store, &j);
+}
+
+static void stage_attention(st_stage_ctx *c, int64_t layer, const float *q, float *att)
+{
+    stage_attn_job j = {c, layer, q, att, c->scores};
+    st_pool_run(c->pool, stage_ph_attn, &j);
+}
+
+static void stage_norm_sel(st_stage_ctx *c, const float *x, const int64_t *sel, int64_t n_sel,
+                           const float *norm, float *xb)
+{
+    stage_norm_job j = {c, x, sel, n_sel, norm, xb};
+    st_pool_run(c->pool, stage_ph_norm_sel, &j);
+}
+
+/* stage_layer - layer l over the batch: first x += pending (the previous
+ * layer's residual add, deferred to here; NULL: none), then the attention
+ * block with its residual add, then the FFN, whose output it leaves in xb2
+ * for the caller's x += xb2. */
+static void stage_layer(st_stage_ctx *c, int64_t l, const float *pending)
+{
+    const st_hparams *hp = c->hp;
+    const st_layer *L = st_model_layer(c->m, l);
+    const int64_t T = c->n_tok, n_embd = hp->n_embd, n_ff = hp->n_ff;
+    float *x = c->x, *xb = c->xb, *xb2 = c->xb2, *att = c->att;
+    float *q = c->q, *k = c->k, *v = c->v, *hb = c->hb, *hb2 = c->hb2;
+
+    /* attention: x += pending; xb = rmsnorm(x) * attn_norm;
+     * q = xb Wq, k = xb Wk, v = xb Wv */
+    stage_mm qkv[] = {{&L->wq, q}, {&L->wk, k}, {&L->wv, v}};
+    stage_matmuls(c, T, stage_add_norm(x, pending, L->attn_norm, xb), xb, n_embd, qkv, 3);
+    /* q += bq, k += bk, v += bv; rotate q, k; K[pos] = k, V[pos] = v */
+    stage_rope_store(c, l, q, k, v);
+    /* att = softmax(q K^T / sqrt(head_dim)) V */
+    stage_attention(c, l, q, att);
+    /* xb2 = att Wo */
+    stage_mm o[] = {{&L->wo, xb2}};
+    stage_matmuls(c, T, (stage_prep){0}, att, n_embd, o, 1);
+
+    /* FFN: x += xb2 (the attention's residual add); xb = rmsnorm(x) * ffn_norm;
+     * hb = xb Wgate, hb2 = xb Wup */
+    stage_mm gate_up[] = {{&L->w_gate, hb}, {&L->w_up, hb2}};
+    stage_matmuls(c, T, stage_add_norm(x, xb2, L->ffn_norm, xb), xb, n_embd, gate_up, 2);
+    /* hb = silu(hb) * hb2; xb2 = hb Wdown */
+    stage_mm down[] = {{&L->w_down, xb2}};
+    stage_matmuls(c, T, stage_swiglu(hb, hb2), hb, n_ff, down, 1);
+}
+
+/* ---- context ---- */
 
 static void *stage_alloc(size_t n, size_t size, bool *fail)
 {
@@ -112,13 +468,52 @@ static void *stage_alloc(size_t n, size_t size, bool *fail)
     return p;
 }
 
+/* stage_act_row - raises *max to the bytes of w's input row converted to
+ * its activation dtype (nothing when that dtype is f32: read in place). */
+static st_err stage_act_row(const st_weight *w, size_t *max)
+{
+    st_dtype act = st_dtype_info_of(w->dtype)->act;
+    size_t rs = 0;
+    if (act == ST_DT_F32)
+        return ST_OK;
+    if (st_row_size(act, w->n_in, &rs) != 0)
+        return st_errorf(ST_EINVAL, "a weight's input of %lld values is not whole blocks of %s",
+                         (long long)w->n_in, st_dtype_info_of(act)->name);
+    if (rs > *max)
+        *max = rs;
+    return ST_OK;
+}
+
+/* stage_act_bytes - the widest converted input row of the stage's
+ * products (every layer matrix and the output head). */
+static st_err stage_act_bytes(const st_model *m, size_t *out)
+{
+    size_t max = 0;
+    st_err e = ST_OK;
+    for (int64_t l = st_model_first(m); l < st_model_last(m) && e == ST_OK; l++) {
+        const st_layer *L = st_model_layer(m, l);
+        const st_weight *ws[ST_LAYER_MATRICES] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                                  &L->w_gate, &L->w_up, &L->w_down};
+        for (int i = 0; i < ST_LAYER_MATRICES && e == ST_OK; i++)
+            e = stage_act_row(ws[i], &max);
+    }
+    if (e == ST_OK && st_model_has_head(m))
+        e = stage_act_row(st_model_output(m), &max);
+    *out = max;
+    return e;
+}
+
 st_err st_stage_ctx_open(const st_model *m, int64_t max_tokens, st_pool *pool,
                          const st_kernel_ops *ops, st_stage_ctx **out)
 {
     *out = NULL;
     const st_hparams *hp = st_model_hparams(m);
-    if (max_tokens < 1 || max_tokens > (1 << 20))
+    if (max_tokens < 1 || max_tokens > STAGE_MAX_TOKENS)
         return st_errorf(ST_EINVAL, "max_tokens %lld out of range 1..2^20", (long long)max_tokens);
+    size_t act_bytes = 0;
+    st_err e = stage_act_bytes(m, &act_bytes);
+    if (e != ST_OK)
+        return e;
     st_stage_ctx *c = calloc(1, sizeof *c);
     if (c == NULL)
         return st_errorf(ST_ENOMEM, "stage context");
@@ -129,20 +524,24 @@ st_err st_stage_ctx_open(const st_model *m, int64_t max_tokens, st_pool *pool,
     c->max_tokens = max_tokens;
     c->max_ctx = hp->n_ctx_train;
     c->nth = st_pool_size(pool);
-    size_t T = (size_t)max_tokens;
-    size_t wide = (size_t)(hp->n_ff > hp->n_embd ? hp->n_ff : hp->n_embd);
+    c->act_bytes = act_bytes;
+    const size_t T = (size_t)max_tokens, n_embd = (size_t)hp->n_embd, n_ff = (size_t)hp->n_ff,
+                 kv_dim = (size_t)hp->kv_dim;
     bool fail = false;
-    c->x = stage_alloc(T * (size_t)hp->n_embd, sizeof(float), &fail);
-    c->xb = stage_alloc(T * wide, sizeof(float), &fail);
-    c->q = stage_alloc(T * (size_t)hp->n_embd, sizeof(float), &fail);
-    c->k = stage_alloc(T * (size_t)hp->kv_dim, sizeof(float), &fail);
-    c->v = stage_alloc(T * (size_t)hp->kv_dim, sizeof(float), &fail);
-    c->g = stage_alloc(T * (size_t)hp->n_ff, sizeof(float), &fail);
-    c->u = stage_alloc(T * (size_t)hp->n_ff, sizeof(float), &fail);
-    c->xq = stage_alloc(T * wide, sizeof(float), &fail); /* f32 is the widest act dtype */
+    c->x = stage_alloc(T * n_embd, sizeof(float), &fail);
+    c->xb = stage_alloc(T * n_embd, sizeof(float), &fail);
+    c->q = stage_alloc(T * n_embd, sizeof(float), &fail);
+    c->k = stage_alloc(T * kv_dim, sizeof(float), &fail);
+    c->v = stage_alloc(T * kv_dim, sizeof(float), &fail);
+    c->att = stage_alloc(T * n_embd, sizeof(float), &fail);
+    c->xb2 = stage_alloc(T * n_embd, sizeof(float), &fail);
+    c->hb = stage_alloc(T * n_ff, sizeof(float), &fail);
+    c->hb2 = stage_alloc(T * n_ff, sizeof(float), &fail);
+    c->xq = stage_alloc(T * act_bytes, 1, &fail);
     c->scores = stage_alloc((size_t)c->nth * (size_t)c->max_ctx, sizeof(float), &fail);
     c->tok_row = stage_alloc(T, sizeof(int64_t), &fail);
     c->tok_pos = stage_alloc(T, sizeof(int64_t), &fail);
+    c->sel = stage_alloc(T, sizeof(int64_t), &fail);
     if (fail) {
         st_stage_ctx_close(c);
         return st_errorf(ST_ENOMEM, "stage scratch for %lld tokens", (long long)max_tokens);
@@ -160,12 +559,15 @@ void st_stage_ctx_close(st_stage_ctx *c)
     free(c->q);
     free(c->k);
     free(c->v);
-    free(c->g);
-    free(c->u);
+    free(c->att);
+    free(c->xb2);
+    free(c->hb);
+    free(c->hb2);
     free(c->xq);
     free(c->scores);
     free(c->tok_row);
     free(c->tok_pos);
+    free(c->sel);
     free(c);
 }
 
@@ -196,230 +598,7 @@ size_t st_stage_n_out(const st_stage_ctx *c, const st_batch_row *rows, size_t n_
     return n * (size_t)(mode == ST_OUT_LOGITS ? c->hp->n_vocab : c->hp->n_embd);
 }
 
-/* ---- phases (each runs on every pool thread) ---- */
-
-static void stage_ph_embed(void *arg, int ith, int nth)
-{
-    st_stage_ctx *c = arg;
-    const st_weight *te = st_model_tok_embd(c->m);
-    long b, e;
-    st_pool_split((long)c->n_tok, ith, nth, &b, &e);
-    for (long t = b; t < e; t++) {
-        const st_batch_row *r = &c->rows[c->tok_row[t]];
-        int32_t id = r->tokens[c->tok_pos[t] - r->pos];
-        c->ops->to_float[te->dtype]((const uint8_t *)te->data + (size_t)id * te->row_bytes,
-                                    c->x + t * c->hp->n_embd, c->hp->n_embd);
-    }
-}
-
-/* norm: dst[t] = rmsnorm(src[sel ? sel[t] : t]) * norm_w, width n_embd */
-static void stage_ph_norm(void *arg, int ith, int nth)
-{
-    st_stage_ctx *c = arg;
-    int64_t n = c->hp->n_embd;
-    long b, e;
-    st_pool_split((long)c->n_tok, ith, nth, &b, &e);
-    for (long t = b; t < e; t++) {
-        int64_t s = c->sel ? c->sel[t] : t;
-        c->ops->rmsnorm(c->src + s * n, c->norm_w, c->dst + t * n, n, c->hp->rms_eps);
-    }
-}
-
-/* pre: the fused per-token steps of c->pre, then (if c->conv) the
- * conversion of src rows (width floats) to the activation dtype */
-static void stage_ph_pre(void *arg, int ith, int nth)
-{
-    st_stage_ctx *c = arg;
-    const st_hparams *hp = c->hp;
-    long b, e;
-    st_pool_split((long)c->n_tok, ith, nth, &b, &e);
-    for (long t = b; t < e; t++) {
-        float *xt = c->x + t * hp->n_embd;
-        if (c->pre.add)
-            c->ops->add(xt, c->q + t * hp->n_embd, hp->n_embd);
-        if (c->pre.norm)
-            c->ops->rmsnorm(xt, c->pre.norm, c->xb + t * hp->n_embd, hp->n_embd, hp->rms_eps);
-        if (c->pre.silu)
-            c->ops->silu_mul(c->g + t * hp->n_ff, c->u + t * hp->n_ff, hp->n_ff);
-        if (c->conv)
-            c->ops->from_float[c->act](c->src + t * c->width, c->xq + (size_t)t * c->act_stride,
-                                       c->width);
-    }
-}
-
-/* stage_mm_chunk - the row groups per chunk of a matrix of n_out rows
- * when nth threads share it. */
-static long stage_mm_chunk(int64_t n_out, int nth)
-{
-    long groups = (long)((n_out + STAGE_ROW_GROUP - 1) / STAGE_ROW_GROUP);
-    long parts = (long)nth * STAGE_CHUNKS_PER_THREAD;
-    return nth == 1 ? groups : (groups + parts - 1) / parts;
-}
-
-static void stage_ph_matmul(void *arg, int ith, int nth)
-{
-    (void)ith;
-    st_stage_ctx *c = arg;
-    const void *x = c->act == ST_DT_F32 ? (const void *)c->src : (const void *)c->xq;
-    long n_chunks[STAGE_MAX_MM], total = 0;
-    for (int i = 0; i < c->n_mm; i++) {
-        long groups = (long)((c->mm[i].w->n_out + STAGE_ROW_GROUP - 1) / STAGE_ROW_GROUP);
-        long per = stage_mm_chunk(c->mm[i].w->n_out, nth);
-        n_chunks[i] = (groups + per - 1) / per;
-        total += n_chunks[i];
-    }
-    for (;;) {
-        long k = atomic_fetch_add_explicit(&c->mm_next, 1, memory_order_relaxed);
-        if (k >= total)
-            return;
-        int i = 0;
-        while (k >= n_chunks[i])
-            k -= n_chunks[i++];
-        const st_weight *w = c->mm[i].w;
-        long per = stage_mm_chunk(w->n_out, nth) * STAGE_ROW_GROUP;
-        long b = k * per, e = b + per < (long)w->n_out ? b + per : (long)w->n_out;
-        (w->r8 ? c->ops->mul_mat_r8 : c->ops->mul_mat)[w->dtype](w->n_in, w->data, w->row_bytes, b,
-                                                                 e, x, c->act_stride, c->n_tok,
-                                                                 c->mm[i].y, w->n_out);
-    }
-}
-
-static void stage_ph_rope_store(void *arg, int ith, int nth)
-{
-    st_stage_ctx *c = arg;
-    const st_hparams *hp = c->hp;
-    int64_t li = c->layer - st_model_first(c->m);
-    long b, e;
-    st_pool_split((long)c->n_tok, ith, nth, &b, &e);
-    const st_layer *L = st_model_layer(c->m, c->layer);
-    const bool neox = hp->rope == ST_ROPE_NEOX;
-    for (long t = b; t < e; t++) {
-        int64_t pos = c->tok_pos[t];
-        float *qt = c->q + t * hp->n_embd;
-        float *kt = c->k + t * hp->kv_dim;
-        float *vt = c->v + t * hp->kv_dim;
-        if (L->bq != NULL)
-            c->ops->add(qt, L->bq, hp->n_embd);
-        if (L->bk != NULL)
-            c->ops->add(kt, L->bk, hp->kv_dim);
-        if (L->bv != NULL)
-            c->ops->add(vt, L->bv, hp->kv_dim);
-        (neox ? c->ops->rope_neox : c->ops->rope)(qt, hp->n_head, hp->head_dim, hp->n_rot, pos,
-                                                  hp->rope_base);
-        (neox ? c->ops->rope_neox : c->ops->rope)(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, pos,
-                                                  hp->rope_base);
-        st_kv *kv = c->rows[c->tok_row[t]].kv;
-        size_t off = ((size_t)li * (size_t)kv->n_ctx + (size_t)pos) * (size_t)hp->kv_dim;
-        memcpy(kv->k + off, kt, (size_t)hp->kv_dim * sizeof(float));
-        memcpy(kv->v + off, vt, (size_t)hp->kv_dim * sizeof(float));
-    }
-}
-
-static void stage_ph_attn(void *arg, int ith, int nth)
-{
-    st_stage_ctx *c = arg;
-    const st_hparams *hp = c->hp;
-    int64_t li = c->layer - st_model_first(c->m);
-    int64_t group = hp->n_head / hp->n_head_kv;
-    float scale = 1.0f / sqrtf((float)hp->head_dim);
-    float *scores = c->scores + (size_t)ith * (size_t)c->max_ctx;
-    long b, e;
-    st_pool_split((long)(c->n_tok * hp->n_head), ith, nth, &b, &e);
-    for (long it = b; it < e; it++) {
-        int64_t t = it / hp->n_head, h = it % hp->n_head;
-        st_kv *kv = c->rows[c->tok_row[t]].kv;
-        size_t base = (size_t)li * (size_t)kv->n_ctx * (size_t)hp->kv_dim +
-                      (size_t)(h / group) * (size_t)hp->head_dim;
-        c->ops->attn_head(c->q + t * hp->n_embd + h * hp->head_dim, kv->k + base, kv->v + base,
-                          hp->kv_dim, c->tok_pos[t] + 1, hp->head_dim, scale, scores,
-                          c->xb + t * hp->n_embd + h * hp->head_dim);
-    }
-}
-
-/* ---- drivers ---- */
-
-static void stage_run(st_stage_ctx *c, st_pool_fn fn) { st_pool_run(c->pool, fn, c); }
-
-/* stage_matmuls - y_i = src W_i^T for the n weights (all with n_in =
- * width), converting src once per activation dtype. The per-token steps
- * of pre run first, fused into the first conversion phase (or alone when
- * the first group needs no conversion). */
-static void stage_matmuls(st_stage_ctx *c, const float *src, int64_t width, const stage_mm *mm,
-                          int n, stage_pre pre)
-{
-    bool done[STAGE_MAX_MM] = {false};
-    bool pre_done = !pre.add && pre.norm == NULL && !pre.silu;
-    for (int i = 0; i < n; i++) {
-        if (done[i])
-            continue;
-        st_dtype act = st_dtype_info_of(mm[i].w->dtype)->act;
-        c->n_mm = 0;
-        for (int j = i; j < n; j++) {
-            if (!done[j] && st_dtype_info_of(mm[j].w->dtype)->act == act) {
-                c->mm[c->n_mm++] = mm[j];
-                done[j] = true;
-            }
-        }
-        c->src = src;
-        c->width = width;
-        c->act = act;
-        size_t rs = 0;
-        st_row_size(act, width, &rs); /* checked at model open */
-        c->act_stride = rs;
-        c->conv = act != ST_DT_F32;
-        c->pre = pre_done ? (stage_pre){0} : pre;
-        if (c->conv || !pre_done)
-            stage_run(c, stage_ph_pre);
-        pre_done = true;
-        atomic_store(&c->mm_next, 0); /* published to the threads by st_pool_run */
-        stage_run(c, stage_ph_matmul);
-    }
-}
-
-static void stage_norm(st_stage_ctx *c, const float *src, const float *w, float *dst)
-{
-    c->src = src;
-    c->norm_w = w;
-    c->dst = dst;
-    stage_run(c, stage_ph_norm);
-}
-
-/* stage_pre_only - runs the per-token steps of pre as a phase of its own. */
-static void stage_pre_only(st_stage_ctx *c, stage_pre pre)
-{
-    c->pre = pre;
-    c->conv = false;
-    stage_run(c, stage_ph_pre);
-}
-
-/* stage_layer - layer l. On entry the pending steps `in` (the previous
- * layer's residual add and this layer's attention norm, when they could be
- * fused) are still to run; returns whether the residual add of this
- * layer's FFN output is still pending (left for the next fused phase). */
-static bool stage_layer(st_stage_ctx *c, int64_t l, stage_pre in, bool fuse_out)
-{
-    const st_hparams *hp = c->hp;
-    const st_layer *L = st_model_layer(c->m, l);
-    c->layer = l;
-    c->sel = NULL;
-
-    in.norm = L->attn_norm;
-    stage_mm qkv[3] = {{&L->wq, c->q}, {&L->wk, c->k}, {&L->wv, c->v}};
-    stage_matmuls(c, c->xb, hp->n_embd, qkv, 3, in);
-    stage_run(c, stage_ph_rope_store);
-    stage_run(c, stage_ph_attn);
-    stage_mm o[1] = {{&L->wo, c->q}};
-    stage_matmuls(c, c->xb, hp->n_embd, o, 1, (stage_pre){0});
-
-    stage_mm gu[2] = {{&L->w_gate, c->g}, {&L->w_up, c->u}};
-    stage_matmuls(c, c->xb, hp->n_embd, gu, 2, (stage_pre){.add = true, .norm = L->ffn_norm});
-    stage_mm d[1] = {{&L->w_down, c->q}};
-    stage_matmuls(c, c->g, hp->n_ff, d, 1, (stage_pre){.silu = true});
-    if (fuse_out)
-        return true;
-    stage_pre_only(c, (stage_pre){.add = true});
-    return false;
-}
+/* ---- the pass ---- */
 
 static st_err stage_check(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows, const float *in,
                           st_stage_out mode, size_t out_cap, int64_t *n_tok)
@@ -487,17 +666,26 @@ st_err st_stage_forward(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows
             c->tok_row[t] = (int64_t)i;
             c->tok_pos[t] = rows[i].pos + j;
         }
-    if (in != NULL)
-        memcpy(c->x, in, (size_t)n_tok * (size_t)hp->n_embd * sizeof(float));
-    else
-        stage_run(c, stage_ph_embed);
+    const size_t hidden_bytes = (size_t)n_tok * (size_t)hp->n_embd * sizeof(float);
 
-    /* the residual add ending a layer is fused into the next layer's first
-     * phase, unless a hook must see the residual stream between layers */
-    bool pending_add = false;
+    /* x = embed(tokens), or the previous stage's hidden states */
+    if (in != NULL)
+        memcpy(c->x, in, hidden_bytes);
+    else
+        stage_embed(c, c->x);
+
+    /* the layers; each ends with x += xb2 (its FFN's output), deferred into
+     * the next layer's first phase unless a hook must see x in between */
+    const float *pending = NULL; /* a deferred x += pending */
     for (int64_t l = st_model_first(c->m); l < st_model_last(c->m); l++) {
-        bool fuse = c->hook == NULL && l + 1 < st_model_last(c->m);
-        pending_add = stage_layer(c, l, (stage_pre){.add = pending_add}, fuse);
+        stage_layer(c, l, pending);
+        bool defer = c->hook == NULL && l + 1 < st_model_last(c->m);
+        if (defer) {
+            pending = c->xb2;
+        } else {
+            stage_prep_only(c, stage_add(c->x, c->xb2)); /* x += xb2 */
+            pending = NULL;
+        }
         if (c->hook)
             c->hook(c->hook_arg, l, c->x, n_tok, hp->n_embd);
     }
@@ -505,22 +693,20 @@ st_err st_stage_forward(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows
         rows[i].kv->n_filled = rows[i].pos + rows[i].n_tok;
 
     if (mode == ST_OUT_HIDDEN) {
-        memcpy(out, c->x, (size_t)n_tok * (size_t)hp->n_embd * sizeof(float));
+        memcpy(out, c->x, hidden_bytes);
         return ST_OK;
     }
-    /* head: the selected tokens, compacted, into out */
+    /* the head over the selected tokens, compacted into out:
+     * xb = rmsnorm(x[sel]) * output_norm; out = xb Wout */
     int64_t n_sel = 0;
     t = 0;
     for (size_t i = 0; i < n_rows; i++) {
         for (int64_t j = 0; j < rows[i].n_tok; j++, t++)
             if (rows[i].all_logits || j == rows[i].n_tok - 1)
-                c->tok_row[n_sel++] = t; /* tok_row is free now: reuse as the selection */
+                c->sel[n_sel++] = t;
     }
-    c->sel = c->tok_row;
-    c->n_tok = n_sel;
-    stage_norm(c, c->x, st_model_output_norm(c->m), c->xb);
-    c->sel = NULL;
-    stage_mm head[1] = {{st_model_output(c->m), out}};
-    stage_matmuls(c, c->xb, hp->n_embd, head, 1, (stage_pre){0});
+    stage_norm_sel(c, c->x, c->sel, n_sel, st_model_output_norm(c->m), c->xb);
+    stage_mm head[] = {{st_model_output(c->m), out}};
+    stage_matmuls(c, n_sel, (stage_prep){0}, c->xb, hp->n_embd, head, 1);
     return ST_OK;
 }
