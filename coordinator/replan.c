@@ -379,8 +379,8 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
         st_wire_choice ch;
         st_err e = st_wire_choose(&in, &ch);
         if (e != ST_OK)
-            return st_errorf(e, "the boundary into stage %zu (layers [%u, %u)): %s", i, to->first,
-                             to->last, st_errdetail());
+            return st_errwrap(e, "the boundary into stage %zu (layers [%u, %u))", i, to->first,
+                              to->last);
         snprintf(p->stages[i].in_dtype, sizeof p->stages[i].in_dtype, "%s",
                  st_wire_dtype_name(ch.dtype));
         memcpy(p->stages[i].in_why, ch.why, sizeof ch.why);
