@@ -158,13 +158,13 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
     }
     const Strata__Capability *cap = m->join->cap;
     st_peer *rpc;
-    if ((e = st_peer_open_req(cap->ctl_addr, ST_MSG_CONTROL_MAX_FRAME, &rpc))) {
+    if ((e = st_peer_open_req(cap->ctl_addr, ST_MSG_CONTROL_MAX_FRAME, &rpc)) != ST_OK) {
         api_error(c, slot, e);
         return false;
     }
     st_member *w;
     uint64_t replaced;
-    if ((e = st_members_add(&c->ms, m, coord_now(), &w, &replaced))) {
+    if ((e = st_members_add(&c->ms, m, coord_now(), &w, &replaced)) != ST_OK) {
         st_peer_close(rpc);
         api_error(c, slot, e);
         return false;

@@ -88,9 +88,10 @@ static st_err coord_load_model(st_coord *c)
     st_err e = st_gguf_open(c->cfg.model_path, &c->gguf);
     if (e != ST_OK)
         return e;
-    if ((e = st_minfo_from_gguf(c->gguf, &c->mi)))
+    if ((e = st_minfo_from_gguf(c->gguf, &c->mi)) != ST_OK)
         return e;
-    if (st_tok_from_gguf(c->gguf, &c->tok) == ST_OK) {
+    st_err te = st_tok_from_gguf(c->gguf, &c->tok);
+    if (te == ST_OK) {
         c->eos = st_tok_eos(c->tok);
         for (int32_t i = 0; i < (int32_t)st_tok_n_vocab(c->tok); i++) {
             const char *p;
@@ -103,7 +104,7 @@ static st_err coord_load_model(st_coord *c)
                    c->mi.n_vocab);
     } else {
         st_log(ST_LOG_WARN, CO, "no usable tokenizer (%s): only prompt ids are accepted",
-               st_errmsg(ST_EFORMAT));
+               st_errmsg(te));
         uint32_t eos = 2;
         st_gguf_get_u32(c->gguf, "tokenizer.ggml.eos_token_id", &eos);
         c->eos = (int32_t)eos;
@@ -153,10 +154,10 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     c->start_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-    if ((e = coord_load_model(c)))
+    if ((e = coord_load_model(c)) != ST_OK)
         goto fail;
     if (cfg->key_path) {
-        if ((e = st_key_load(cfg->key_path, c->key)))
+        if ((e = st_key_load(cfg->key_path, c->key)) != ST_OK)
             goto fail;
         c->keyed = true;
     }
@@ -173,16 +174,16 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
     uint64_t sb = c->start_ms << 8 | (uint64_t)randombytes_uniform(1u << COORD_SENDER_RAND_BITS)
                                          << COORD_SENDER_RAND_SHIFT;
     bool enc = cfg->encrypt;
-    if ((e = st_env_init_mode(&c->env_rep, key, enc, sb | 1)) ||
-        (e = st_env_init_mode(&c->env_rpc, key, enc, sb | 2)) ||
-        (e = st_env_init_mode(&c->env_step, key, enc, sb | 3)) ||
-        (e = st_env_init_mode(&c->env_res, key, enc, sb | 4)))
+    if ((e = st_env_init_mode(&c->env_rep, key, enc, sb | 1)) != ST_OK ||
+        (e = st_env_init_mode(&c->env_rpc, key, enc, sb | 2)) != ST_OK ||
+        (e = st_env_init_mode(&c->env_step, key, enc, sb | 3)) != ST_OK ||
+        (e = st_env_init_mode(&c->env_res, key, enc, sb | 4)) != ST_OK)
         goto fail;
     c->env_ready = true;
-    if ((e = st_cq_init(&c->q)))
+    if ((e = st_cq_init(&c->q)) != ST_OK)
         goto fail;
     c->q_ready = true;
-    if ((e = st_members_init(&c->ms, c->start_ms << 16)))
+    if ((e = st_members_init(&c->ms, c->start_ms << 16)) != ST_OK)
         goto fail;
     st_sched_cfg sc = {
         .n_ctx = c->n_ctx,
@@ -202,25 +203,25 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
         .id_base = c->start_ms << 20,
         .tok = c->tok,
     };
-    if ((e = st_sched_new(&sc, &c->sched)))
+    if ((e = st_sched_new(&sc, &c->sched)) != ST_OK)
         goto fail;
     c->max_parks = cfg->slots - cfg->slots / 4;
     if ((c->parks = calloc(c->max_parks ? c->max_parks : 1, sizeof *c->parks)) == NULL) {
         e = st_errorf(ST_ENOMEM, "parked polls");
         goto fail;
     }
-    if ((e = coord_auth_open(c))) /* credentials and owners (api_auth.c) */
+    if ((e = coord_auth_open(c)) != ST_OK) /* credentials and owners (api_auth.c) */
         goto fail;
     c->next_epoch = st_epoch_first(c->start_ms);
     snprintf(c->plan_error, sizeof c->plan_error, "waiting for %u worker(s) to join",
              cfg->min_workers);
     if ((e = st_net_open(&c->q, cfg->listen, cfg->results, cfg->slots,
-                         coord_results_max(cfg->max_sessions, c->mi.n_vocab), &c->net)))
+                         coord_results_max(cfg->max_sessions, c->mi.n_vocab), &c->net)) != ST_OK)
         goto fail;
     if (cfg->local_key && !cfg->key_path) { /* before the address is printed: no one waits */
         if ((e = st_local_key_path(st_net_ctl_addr(c->net), true, c->local_key_path,
-                                   sizeof c->local_key_path)) ||
-            (e = st_key_write(c->local_key_path, c->key))) {
+                                   sizeof c->local_key_path)) != ST_OK ||
+            (e = st_key_write(c->local_key_path, c->key)) != ST_OK) {
             c->local_key_path[0] = '\0';
             goto fail;
         }
@@ -229,7 +230,7 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
                "frame (local workers and the CLI read it)",
                c->local_key_path);
     }
-    if ((e = coord_i8gate_start(c))) /* after the queue: its thread posts there */
+    if ((e = coord_i8gate_start(c)) != ST_OK) /* after the queue: its thread posts there */
         goto fail;
     printf("listening on %s\nresults on %s\n", st_net_ctl_addr(c->net),
            st_net_results_addr(c->net));
@@ -595,7 +596,7 @@ static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
         meta.n_route = c->plan.n_stages;
         meta.route = route;
     }
-    if ((e = st_step_pack(&c->env_step, &meta, &msg)))
+    if ((e = st_step_pack(&c->env_step, &meta, &msg)) != ST_OK)
         goto out;
     st_op_tag tag = {.what = ST_OP_STEP, .batch_id = b->id, .epoch = b->epoch};
     e = st_peer_start(push, &c->q, msg, (int)c->cfg.step_timeout_ms, &tag);
@@ -702,7 +703,7 @@ static void coord_pump(st_coord *c, uint64_t now)
             st_err e = st_sched_form(c->sched, c->plan.epoch, now, &b);
             if (e != ST_OK || b == NULL)
                 break;
-            if ((e = coord_send_batch(c, b))) {
+            if ((e = coord_send_batch(c, b)) != ST_OK) {
                 char msg[256];
                 snprintf(msg, sizeof msg, "batch %llu not sent: %s", (unsigned long long)b->id,
                          st_errmsg(e));
