@@ -93,9 +93,8 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
                            ? "a proposal only: the coordinator runs without --replicas, so its "
                              "own plans have one worker per stage"
                            : "";
-    e = st_place_proposal(r, v->w, v->n, pw, n,
-                          c->plans.has_committed ? c->plans.committed.epoch : 0,
-                          c->model.mi.n_layer, v->calibration, note, &pp);
+    e = st_place_proposal(r, v->w, v->n, pw, n, coord_plans_epoch(&c->plans), c->model.mi.n_layer,
+                          v->calibration, note, &pp);
     if (e != ST_OK) {
         coord_api_reply_error(c, slot, e, st_errdetail());
         goto out;
@@ -150,8 +149,7 @@ void coord_api_replan(st_coord *c, uint32_t slot, const Strata__ReplanRequest *q
     }
     Strata__ReplanReply rr = STRATA__REPLAN_REPLY__INIT;
     rr.started = c->pl.started;
-    rr.epoch = c->pl.started ? c->plans.round.plan.epoch
-                             : (c->plans.has_committed ? c->plans.committed.epoch : 0);
+    rr.epoch = c->pl.started ? c->plans.round.plan.epoch : coord_plans_epoch(&c->plans);
     rr.message = c->pl.decision[0] ? c->pl.decision : (char *)"the serving plan is the best plan";
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_REPLAN_REPLY;
@@ -229,14 +227,13 @@ void coord_api_drain(st_coord *c, uint32_t slot, const Strata__DrainRequest *q)
         ap_drain_reply(c, slot, w, text);
         return;
     }
-    bool in_serving = c->plans.has_committed && st_plan_stage_of(&c->plans.committed, w->id) >= 0;
-    bool in_round = c->plans.round.phase != ST_ROUND_IDLE &&
-                    st_plan_stage_of(&c->plans.round.plan, w->id) >= 0;
+    bool in_serving = coord_plans_stage_of(&c->plans, w->id) >= 0;
+    bool in_round = coord_plans_in_round(&c->plans, w->id);
     w->draining = true;
     st_log(ST_LOG_INFO, AP, "drain of worker %llu asked", (unsigned long long)w->id);
     if (!in_serving && !in_round) {
         w->drained = true;
-        w->drain_epoch = c->plans.has_committed ? c->plans.committed.epoch : 0;
+        w->drain_epoch = coord_plans_epoch(&c->plans);
         ap_drain_reply(c, slot, w, "it has no stage: drained");
         return;
     }

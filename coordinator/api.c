@@ -423,6 +423,22 @@ static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p, c
                                                .who = *who};
 }
 
+st_err coord_parks_open(coord_parks *p, uint32_t slots)
+{
+    p->n = 0;
+    p->max = slots - slots / 4;
+    if ((p->list = calloc(p->max ? p->max : 1, sizeof *p->list)) == NULL)
+        return st_errorf(ST_ENOMEM, "parked polls");
+    return ST_OK;
+}
+
+void coord_parks_close(coord_parks *p)
+{
+    free(p->list);
+    p->list = NULL;
+    p->n = p->max = 0;
+}
+
 void coord_api_parks(st_coord *c, uint64_t now_ns, bool all)
 {
     for (size_t i = 0; i < c->parks.n;) {
@@ -454,12 +470,12 @@ static const char *api_state(const st_coord *c, const st_member *m)
         return "excluded";
     if (m->drained)
         return "drained";
-    bool in_plan = c->plans.has_committed && st_plan_stage_of(&c->plans.committed, m->id) >= 0;
+    bool in_plan = coord_plans_stage_of(&c->plans, m->id) >= 0;
     if (in_plan && !c->plans.broken)
         return "serving"; /* also while draining: its stage serves until the switch */
     if (m->draining)
         return "draining";
-    if (c->plans.round.phase != ST_ROUND_IDLE && st_plan_stage_of(&c->plans.round.plan, m->id) >= 0)
+    if (coord_plans_in_round(&c->plans, m->id))
         return "preparing";
     return c->plans.has_committed && !c->plans.broken && !in_plan ? "spare" : "joined";
 }
@@ -537,7 +553,7 @@ static void api_status(st_coord *c, uint32_t slot, const coord_who *who)
         w->cap = m->join->join->cap;
         w->last = m->hb ? m->hb->heartbeat : NULL;
         w->state = (char *)api_state(c, m);
-        int st = c->plans.has_committed ? st_plan_stage_of(&c->plans.committed, m->id) : -1;
+        int st = coord_plans_stage_of(&c->plans, m->id);
         w->stage = st;
         w->replica = c->plans.has_committed ? st_plan_replica_of(&c->plans.committed, m->id) : -1;
         if (st >= 0) {
@@ -606,7 +622,7 @@ static void api_status(st_coord *c, uint32_t slot, const coord_who *who)
     }
     sch.hold = hold;
     sr.sched = &sch;
-    sr.epoch = c->plans.has_committed ? c->plans.committed.epoch : 0;
+    sr.epoch = coord_plans_epoch(&c->plans);
     sr.plan = pb;
     sr.n_workers = n;
     sr.workers = wp;

@@ -205,11 +205,8 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
     };
     if ((e = st_sched_new(&sc, &c->sched)) != ST_OK)
         goto fail;
-    c->parks.max = cfg->slots - cfg->slots / 4;
-    if ((c->parks.list = calloc(c->parks.max ? c->parks.max : 1, sizeof *c->parks.list)) == NULL) {
-        e = st_errorf(ST_ENOMEM, "parked polls");
+    if ((e = coord_parks_open(&c->parks, cfg->slots)) != ST_OK)
         goto fail;
-    }
     if ((e = coord_auth_open(c)) != ST_OK) /* credentials and owners (api_auth.c) */
         goto fail;
     c->plans.next_epoch = st_epoch_first(c->start_ms);
@@ -377,7 +374,7 @@ void st_coord_close(st_coord *c)
     st_minfo_free(&c->model.mi);
     st_gguf_close(c->model.gguf);
     coord_auth_close(c);
-    free(c->parks.list);
+    coord_parks_close(&c->parks);
     free(c->split);
     memset(c->seal.key, 0, sizeof c->seal.key);
     if (queue_safe)

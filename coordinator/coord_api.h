@@ -4,9 +4,10 @@
  *
  * State: coord_parks, embedded in st_coord (coord_impl.h) as c->parks.
  * Only the coordinator's main thread touches it, and only api.c changes it
- * (coord.c sizes it at start). Invariants: n <= max, max = three quarters
- * of the control slots, so heartbeats always find a free slot; list[0..n)
- * are the parked polls, each holding its slot until it is answered. */
+ * (from coord_parks_open at start to coord_parks_close at the end).
+ * Invariants: n <= max, max = three quarters of the control slots, so
+ * heartbeats always find a free slot; list[0..n) are the parked polls,
+ * each holding its slot until it is answered. */
 #ifndef ST_COORD_API_H
 #define ST_COORD_API_H
 
@@ -35,6 +36,12 @@ typedef struct coord_parks {
     size_t n, max;
 } coord_parks;
 
+/* coord_parks_open - sizes p for a control socket of `slots` slots (max:
+ * three quarters of them), none parked; ST_ENOMEM. */
+st_err coord_parks_open(coord_parks *p, uint32_t slots);
+/* coord_parks_close - frees p's list (after its polls were answered:
+ * coord_api_parks with all); a zeroed p is a no-op. */
+void coord_parks_close(coord_parks *p);
 /* coord_api_handle - handles one request (msg, freed here) of control slot
  * `slot` and answers it, now or (a parked Poll) later. */
 void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg);

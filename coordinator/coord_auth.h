@@ -7,13 +7,14 @@
  * api_auth.c changes it, but for slot_who, which api.c records when a
  * request arrives and clears when it is answered (its answer is sealed
  * for that sender); other files ask through the coord_auth_* functions
- * below (api.c also reads sec for Status). Invariants: slot_who and
- * slot_guard have one entry per control slot (cfg.slots) from
- * coord_auth_open to coord_auth_close (NULL outside); owners[i] with
- * req_id 0 is free (a slot is reused once its request is gone from the
- * scheduler); sec_cred[k] counts
- * credential k of the control envelope (st_env_frame.cred), so n_sec_cred
- * is its number of credentials + 1. */
+ * below (api.c also reads sec for Status).
+ *
+ * Invariants: slot_who and slot_guard have one entry per control slot
+ * (cfg.slots) from coord_auth_open to coord_auth_close (NULL outside);
+ * owners[i] with req_id 0 is free (an entry is reused once its request is
+ * gone from the scheduler); sec_cred[k] counts credential k of the
+ * control envelope (st_env_frame.cred), so n_sec_cred is its number of
+ * credentials + 1. */
 #ifndef ST_COORD_AUTH_H
 #define ST_COORD_AUTH_H
 
@@ -31,7 +32,7 @@
 typedef struct coord_who {
     uint64_t sender;
     uint64_t seq;  /* its sequence number: the reply is bound to (sender, seq) */
-    uint32_t cred; /* st_env_frame.cred of env_rep */
+    uint32_t cred; /* st_env_frame.cred of the control envelope (c->seal.rep) */
     st_env_role role;
     bool bound; /* keyed, and bound to this coordinator (st_env_frame.bound) */
 } coord_who;
@@ -73,8 +74,8 @@ typedef struct coord_auth {
     size_t n_sec_cred;
 } coord_auth;
 
-/* coord_auth_open - loads --client-keys and --admin-key into env_rep and
- * sizes the owner table (after env_rep and the scheduler exist). */
+/* coord_auth_open - loads --client-keys and --admin-key into seal.rep and
+ * sizes the owner table (after seal.rep and the scheduler exist). */
 st_err coord_auth_open(st_coord *c);
 void coord_auth_close(st_coord *c);
 /* coord_auth_allowed - whether who's role may send a request of body case

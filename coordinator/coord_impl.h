@@ -1,9 +1,20 @@
 /* coord_impl.h - the coordinator's state, shared by the files of the
  * strata-coordinator executable: coord.c (start-up, the loop, steps and
- * results, shutdown), api.c (the control socket's requests), replan.c (the
- * replan decision), switch.c (the two-phase switch), admin_plan.c (dry
- * runs, replans and drains asked by admins) and hold.c (the test-only step
- * gate). Only the main thread touches any of it. */
+ * results, shutdown), api.c (the control socket's requests), api_auth.c
+ * (credentials, owners, caps), replan.c (the replan decision), switch.c
+ * (the two-phase switch), admin_plan.c (dry runs, replans and drains
+ * asked by admins), wire_live.c, i8gate.c and hold.c (the test-only step
+ * gate). Only the main thread touches any of it.
+ *
+ * st_coord is a set of subsystem structs, each declared, with what it
+ * holds and its invariants, in the header of the file that changes it:
+ * the workers (st_members, membership.h), the committed plan and its
+ * rounds (coord_plans, switch.h), placement (coord_pl, replan.h), the
+ * control API's parked polls (coord_parks, coord_api.h), credentials and
+ * owners (coord_auth, coord_auth.h), the i8 gate (coord_i8gate,
+ * i8gate.h); coord.c's own are below: the model's facts, the key and
+ * envelopes, retired peers and the counters. Each struct's comment names
+ * the files that change it; the others only read it. */
 #ifndef ST_COORD_IMPL_H
 #define ST_COORD_IMPL_H
 
@@ -47,9 +58,8 @@
 #define COORD_FINISHED_TTL_NS (60ull * 1000000000ull) /* a finished request stays readable */
 #define COORD_DELIVERED_TTL_NS (5ull * 1000000000ull) /* ... once its end was polled */
 
-/* The model's facts, read by coord_load_model at start and never changed
- * after (any thread of the coordinator may read them; only the main
- * thread does). tok is NULL when the model has no usable tokenizer. */
+/* The model's facts, read by coord_load_model (coord.c) at start and
+ * never changed after. */
 typedef struct coord_model {
     st_gguf *gguf;
     st_minfo mi;
@@ -60,8 +70,12 @@ typedef struct coord_model {
 } coord_model;
 
 /* The cluster key and the envelope states that seal and open every frame
- * (common/envelope.h), set up at start by st_coord_open; afterwards only
- * the main thread uses them (sealing advances each state's sequence). */
+ * (common/envelope.h), set up at start by st_coord_open (api_auth.c adds
+ * the client and admin keys to rep); afterwards each file that sends or
+ * opens a frame uses the state of its socket kind (sealing advances the
+ * state's sequence): rep api.c, rpc switch.c (and coord.c, which binds
+ * each reply to its request), step coord.c and switch.c (the PUSH
+ * hello), res coord.c. */
 typedef struct coord_seal {
     bool keyed;
     uint8_t key[ST_KEY_BYTES];
@@ -73,9 +87,10 @@ typedef struct coord_seal {
 } coord_seal;
 
 /* Gone workers' control sockets, their operations canceled, each closed
- * at its until (coord_retire_peer, coord_reap_peers), and the count of
- * outgoing operations not yet ended. Main thread only; n_retired <=
- * ST_MEMBERS_MAX (when full, the oldest closes at once). */
+ * at its until (coord.c: coord_retire_peer, coord_reap_peers), and the
+ * count of outgoing operations not yet ended (counted out by coord.c's
+ * sends and switch.c's coord_rpc, back by coord.c's loop as each ends).
+ * n_retired <= ST_MEMBERS_MAX (when full, the oldest closes at once). */
 typedef struct coord_peers {
     struct {
         st_peer *peer;

@@ -56,7 +56,7 @@
  * again.
  *
  * Rounds never overlap: a replan asked for while a round is in progress
- * is remembered (replan_wanted, replan_force) and made when the round
+ * is remembered (plans.wanted, plans.force) and made when the round
  * ends (committed or abandoned, switch.c). A lost stage worker marks the
  * serving plan broken: batches pause until the next commit, and the
  * batches in flight on its routes fail as the cluster's failures

@@ -39,6 +39,23 @@
 
 #define CO "coordinator"
 
+/* ---- the plan state (switch.h) ---- */
+
+uint64_t coord_plans_epoch(const coord_plans *p)
+{
+    return p->has_committed ? p->committed.epoch : 0;
+}
+
+int coord_plans_stage_of(const coord_plans *p, uint64_t id)
+{
+    return p->has_committed ? st_plan_stage_of(&p->committed, id) : -1;
+}
+
+bool coord_plans_in_round(const coord_plans *p, uint64_t id)
+{
+    return p->round.phase != ST_ROUND_IDLE && st_plan_stage_of(&p->round.plan, id) >= 0;
+}
+
 /* ---- sending to workers ---- */
 
 /* coord_rpc - sends m to worker id's control socket as an op tagged tag. */
