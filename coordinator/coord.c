@@ -79,47 +79,48 @@ st_coord_cfg st_coord_cfg_default(void)
 
 bool coord_serving(const st_coord *c)
 {
-    return c->has_plan && !c->plan_broken && c->round.phase != ST_ROUND_READY &&
-           c->round.phase != ST_ROUND_COMMITTING;
+    return c->plans.has_committed && !c->plans.broken && c->plans.round.phase != ST_ROUND_READY &&
+           c->plans.round.phase != ST_ROUND_COMMITTING;
 }
 
 /* ---- start-up and shutdown ---- */
 
 static st_err coord_load_model(st_coord *c)
 {
-    st_err e = st_gguf_open(c->cfg.model_path, &c->gguf);
+    st_err e = st_gguf_open(c->cfg.model_path, &c->model.gguf);
     if (e != ST_OK)
         return e;
-    if ((e = st_minfo_from_gguf(c->gguf, &c->mi)))
+    if ((e = st_minfo_from_gguf(c->model.gguf, &c->model.mi)) != ST_OK)
         return e;
-    if (st_tok_from_gguf(c->gguf, &c->tok) == ST_OK) {
-        c->eos = st_tok_eos(c->tok);
-        for (int32_t i = 0; i < (int32_t)st_tok_n_vocab(c->tok); i++) {
+    st_err te = st_tok_from_gguf(c->model.gguf, &c->model.tok);
+    if (te == ST_OK) {
+        c->model.eos = st_tok_eos(c->model.tok);
+        for (int32_t i = 0; i < (int32_t)st_tok_n_vocab(c->model.tok); i++) {
             const char *p;
             size_t n;
-            if (st_tok_piece(c->tok, i, &p, &n) == ST_OK && n > c->max_piece)
-                c->max_piece = n;
+            if (st_tok_piece(c->model.tok, i, &p, &n) == ST_OK && n > c->model.max_piece)
+                c->model.max_piece = n;
         }
-        if (st_tok_n_vocab(c->tok) != c->mi.n_vocab)
-            st_log(ST_LOG_WARN, CO, "tokenizer has %zu ids, the model %u", st_tok_n_vocab(c->tok),
-                   c->mi.n_vocab);
+        if (st_tok_n_vocab(c->model.tok) != c->model.mi.n_vocab)
+            st_log(ST_LOG_WARN, CO, "tokenizer has %zu ids, the model %u",
+                   st_tok_n_vocab(c->model.tok), c->model.mi.n_vocab);
     } else {
         st_log(ST_LOG_WARN, CO, "no usable tokenizer (%s): only prompt ids are accepted",
-               st_errmsg(ST_EFORMAT));
+               st_errmsg(te));
         uint32_t eos = 2;
-        st_gguf_get_u32(c->gguf, "tokenizer.ggml.eos_token_id", &eos);
-        c->eos = (int32_t)eos;
+        st_gguf_get_u32(c->model.gguf, "tokenizer.ggml.eos_token_id", &eos);
+        c->model.eos = (int32_t)eos;
     }
-    c->n_ctx = c->cfg.n_ctx ? c->cfg.n_ctx : c->mi.n_ctx_train;
-    if (c->n_ctx < 2)
-        return st_errorf(ST_EINVAL, "a context of %u tokens is too small", c->n_ctx);
+    c->model.n_ctx = c->cfg.n_ctx ? c->cfg.n_ctx : c->model.mi.n_ctx_train;
+    if (c->model.n_ctx < 2)
+        return st_errorf(ST_EINVAL, "a context of %u tokens is too small", c->model.n_ctx);
     if (c->cfg.n_split) {
         uint64_t sum = 0;
         for (size_t i = 0; i < c->cfg.n_split; i++)
             sum += c->cfg.split[i];
-        if (sum != c->mi.n_layer)
+        if (sum != c->model.mi.n_layer)
             return st_errorf(ST_EINVAL, "--split sums to %llu layers; the model has %u",
-                             (unsigned long long)sum, c->mi.n_layer);
+                             (unsigned long long)sum, c->model.mi.n_layer);
     }
     return ST_OK;
 }
@@ -155,48 +156,48 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     c->start_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-    if ((e = coord_load_model(c)))
+    if ((e = coord_load_model(c)) != ST_OK)
         goto fail;
     if (cfg->key_path) {
-        if ((e = st_key_load(cfg->key_path, c->key)))
+        if ((e = st_key_load(cfg->key_path, c->seal.key)) != ST_OK)
             goto fail;
-        c->keyed = true;
+        c->seal.keyed = true;
     }
-    const uint8_t *key = c->keyed ? c->key : NULL;
+    const uint8_t *key = c->seal.keyed ? c->seal.key : NULL;
     if (sodium_init() < 0) {
         e = st_err_sodium("sodium_init");
         goto fail;
     }
-    if (!c->keyed && cfg->local_key) { /* keyless still authenticated (exposure.h) */
-        memcpy(c->key, cfg->local_key, sizeof c->key);
-        c->keyed = true;
-        key = c->key;
+    if (!c->seal.keyed && cfg->local_key) { /* keyless still authenticated (exposure.h) */
+        memcpy(c->seal.key, cfg->local_key, sizeof c->seal.key);
+        c->seal.keyed = true;
+        key = c->seal.key;
     }
     uint64_t sb = c->start_ms << 8 | (uint64_t)randombytes_uniform(1u << COORD_SENDER_RAND_BITS)
                                          << COORD_SENDER_RAND_SHIFT;
     bool enc = cfg->encrypt;
-    if ((e = st_env_init_mode(&c->env_rep, key, enc, sb | 1)) ||
-        (e = st_env_init_mode(&c->env_rpc, key, enc, sb | 2)) ||
-        (e = st_env_init_mode(&c->env_step, key, enc, sb | 3)) ||
-        (e = st_env_init_mode(&c->env_res, key, enc, sb | 4)))
+    if ((e = st_env_init_mode(&c->seal.rep, key, enc, sb | 1)) != ST_OK ||
+        (e = st_env_init_mode(&c->seal.rpc, key, enc, sb | 2)) != ST_OK ||
+        (e = st_env_init_mode(&c->seal.step, key, enc, sb | 3)) != ST_OK ||
+        (e = st_env_init_mode(&c->seal.res, key, enc, sb | 4)) != ST_OK)
         goto fail;
-    c->env_ready = true;
-    if ((e = st_cq_init(&c->q)))
+    c->seal.ready = true;
+    if ((e = st_cq_init(&c->q)) != ST_OK)
         goto fail;
     c->q_ready = true;
-    if ((e = coord_gw_open(&c->q, c->tok, c->gguf, &c->gw)))
+    if ((e = coord_gw_open(&c->q, c->model.tok, c->model.gguf, &c->gw)) != ST_OK)
         goto fail;
-    if ((e = st_members_init(&c->ms, c->start_ms << 16)))
+    if ((e = st_members_init(&c->ms, c->start_ms << 16)) != ST_OK)
         goto fail;
     st_sched_cfg sc = {
-        .n_ctx = c->n_ctx,
+        .n_ctx = c->model.n_ctx,
         .chunk = cfg->chunk,
         .max_batch_tokens = cfg->max_tokens,
         .max_sessions = cfg->max_sessions,
         .max_requests = cfg->max_requests,
         .max_in_flight = COORD_MAX_DEPTH,
-        .n_vocab = c->mi.n_vocab,
-        .eos_id = c->eos,
+        .n_vocab = c->model.mi.n_vocab,
+        .eos_id = c->model.eos,
         .step_timeout_ns = (uint64_t)cfg->step_timeout_ms * 1000000u,
         .queue_timeout_ns = (uint64_t)cfg->queue_timeout_ms * 1000000u,
         .finished_ttl_ns = COORD_FINISHED_TTL_NS,
@@ -204,44 +205,42 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
         .idle_session_ttl_ns = (uint64_t)cfg->session_ttl_ms * 1000000u,
         .client_timeout_ns = (uint64_t)cfg->client_timeout_ms * 1000000u,
         .id_base = c->start_ms << 20,
-        .tok = c->tok,
+        .tok = c->model.tok,
     };
-    if ((e = st_sched_new(&sc, &c->sched)))
+    if ((e = st_sched_new(&sc, &c->sched)) != ST_OK)
         goto fail;
-    c->max_parks = cfg->slots - cfg->slots / 4;
-    if ((c->parks = calloc(c->max_parks ? c->max_parks : 1, sizeof *c->parks)) == NULL) {
-        e = st_errorf(ST_ENOMEM, "parked polls");
+    if ((e = coord_parks_open(&c->parks, cfg->slots)) != ST_OK)
         goto fail;
-    }
-    if ((e = coord_auth_open(c))) /* credentials and owners (api_auth.c) */
+    if ((e = coord_auth_open(c)) != ST_OK) /* credentials and owners (api_auth.c) */
         goto fail;
-    c->next_epoch = st_epoch_first(c->start_ms);
-    snprintf(c->plan_error, sizeof c->plan_error, "waiting for %u worker(s) to join",
+    c->plans.next_epoch = st_epoch_first(c->start_ms);
+    snprintf(c->plans.error, sizeof c->plans.error, "waiting for %u worker(s) to join",
              cfg->min_workers);
     if ((e = st_net_open(&c->q, cfg->listen, cfg->results, cfg->slots,
-                         coord_results_max(cfg->max_sessions, c->mi.n_vocab), &c->net)))
+                         coord_results_max(cfg->max_sessions, c->model.mi.n_vocab), &c->net)) !=
+        ST_OK)
         goto fail;
     if (cfg->local_key && !cfg->key_path) { /* before the address is printed: no one waits */
-        if ((e = st_local_key_path(st_net_ctl_addr(c->net), true, c->local_key_path,
-                                   sizeof c->local_key_path)) ||
-            (e = st_key_write(c->local_key_path, c->key))) {
-            c->local_key_path[0] = '\0';
+        if ((e = st_local_key_path(st_net_ctl_addr(c->net), true, c->seal.local_key_path,
+                                   sizeof c->seal.local_key_path)) != ST_OK ||
+            (e = st_key_write(c->seal.local_key_path, c->seal.key)) != ST_OK) {
+            c->seal.local_key_path[0] = '\0';
             goto fail;
         }
         st_log(ST_LOG_INFO, CO,
                "no --cluster-key: a generated key in %s authenticates every "
                "frame (local workers and the CLI read it)",
-               c->local_key_path);
+               c->seal.local_key_path);
     }
-    if ((e = coord_i8gate_start(c))) /* after the queue: its thread posts there */
+    if ((e = coord_i8gate_start(c)) != ST_OK) /* after the queue: its thread posts there */
         goto fail;
     printf("listening on %s\nresults on %s\n", st_net_ctl_addr(c->net),
            st_net_results_addr(c->net));
     fflush(stdout);
     st_log(ST_LOG_INFO, CO, "model %s: %u layers, %u ids, context %u, %s weights; wire %s%s%s",
-           cfg->model_path, c->mi.n_layer, c->mi.n_vocab, c->n_ctx, c->mi.dtype,
-           st_wire_dtype_name(cfg->wire), cfg->zstd ? "+zstd" : "",
-           !c->keyed      ? ""
+           cfg->model_path, c->model.mi.n_layer, c->model.mi.n_vocab, c->model.n_ctx,
+           c->model.mi.dtype, st_wire_dtype_name(cfg->wire), cfg->zstd ? "+zstd" : "",
+           !c->seal.keyed ? ""
            : cfg->encrypt ? ", cluster key set, frames encrypted"
                           : ", cluster key set");
     *out = c;
@@ -256,8 +255,8 @@ fail:;
 void coord_close_pushes(st_coord *c)
 {
     for (uint32_t k = 0; k < ST_PLAN_MAX_REPLICAS; k++) {
-        st_peer_close(c->push[k]);
-        c->push[k] = NULL;
+        st_peer_close(c->plans.push[k]);
+        c->plans.push[k] = NULL;
     }
 }
 
@@ -266,26 +265,27 @@ void coord_retire_peer(st_coord *c, st_peer *p, uint64_t now)
     if (p == NULL)
         return;
     st_peer_cancel(p);
-    if (c->n_retired == ST_MEMBERS_MAX) { /* full: the oldest goes now */
-        st_peer_close(c->retired[0].peer);
-        memmove(c->retired, c->retired + 1, (c->n_retired - 1) * sizeof *c->retired);
-        c->n_retired--;
+    if (c->peers.n_retired == ST_MEMBERS_MAX) { /* full: the oldest goes now */
+        st_peer_close(c->peers.retired[0].peer);
+        memmove(c->peers.retired, c->peers.retired + 1,
+                (c->peers.n_retired - 1) * sizeof *c->peers.retired);
+        c->peers.n_retired--;
     }
-    c->retired[c->n_retired].peer = p;
-    c->retired[c->n_retired].until = now + COORD_PEER_LINGER_NS;
-    c->n_retired++;
+    c->peers.retired[c->peers.n_retired].peer = p;
+    c->peers.retired[c->peers.n_retired].until = now + COORD_PEER_LINGER_NS;
+    c->peers.n_retired++;
 }
 
 void coord_reap_peers(st_coord *c, uint64_t now)
 {
     size_t k = 0;
-    for (size_t i = 0; i < c->n_retired; i++) {
-        if (now >= c->retired[i].until)
-            st_peer_close(c->retired[i].peer);
+    for (size_t i = 0; i < c->peers.n_retired; i++) {
+        if (now >= c->peers.retired[i].until)
+            st_peer_close(c->peers.retired[i].peer);
         else
-            c->retired[k++] = c->retired[i];
+            c->peers.retired[k++] = c->peers.retired[i];
     }
-    c->n_retired = k;
+    c->peers.n_retired = k;
 }
 
 static void coord_close_peers(st_coord *c)
@@ -311,7 +311,7 @@ static void coord_drain_event(st_coord *c, st_cq_event *ev)
     if (ev->kind == ST_CQ_OP_DONE) {
         st_op_tag tag;
         st_net_op_finish(ev->op, &tag);
-        c->ops_out--;
+        c->peers.ops_out--;
     }
     if (ev->msg)
         nng_msg_free(ev->msg);
@@ -319,7 +319,7 @@ static void coord_drain_event(st_coord *c, st_cq_event *ev)
 
 const char *st_coord_key_file(const st_coord *c)
 {
-    return c->local_key_path[0] ? c->local_key_path : NULL;
+    return c->seal.local_key_path[0] ? c->seal.local_key_path : NULL;
 }
 
 void st_coord_close(st_coord *c)
@@ -340,48 +340,49 @@ void st_coord_close(st_coord *c)
             if (st_cq_pop(&c->q, &ev, COORD_LOOP_WAIT_NS))
                 coord_drain_event(c, &ev);
     }
-    st_log(ST_LOG_DEBUG, CO, "closing peers (%llu operations out)", (unsigned long long)c->ops_out);
+    st_log(ST_LOG_DEBUG, CO, "closing peers (%llu operations out)",
+           (unsigned long long)c->peers.ops_out);
     coord_close_peers(c);
     st_log(ST_LOG_DEBUG, CO, "closing sockets");
     st_net_close(c->net);
     c->net = NULL;
     st_log(ST_LOG_DEBUG, CO, "sockets closed (%llu operations out)",
-           (unsigned long long)c->ops_out);
+           (unsigned long long)c->peers.ops_out);
     bool queue_safe = true;
     if (c->q_ready) {
         /* every op ended by the closes above posts exactly one event */
         uint64_t until = coord_now() + 2000ull * 1000000u;
-        while (c->ops_out > 0 && coord_now() < until)
+        while (c->peers.ops_out > 0 && coord_now() < until)
             if (st_cq_pop(&c->q, &ev, COORD_LOOP_WAIT_NS))
                 coord_drain_event(c, &ev);
         while (st_cq_pop(&c->q, &ev, 0))
             coord_drain_event(c, &ev);
-        queue_safe = c->ops_out == 0;
+        queue_safe = c->peers.ops_out == 0;
         if (queue_safe)
             st_cq_fini(&c->q);
         else
             st_log(ST_LOG_WARN, CO, "%llu operations did not end; their queue is left behind",
-                   (unsigned long long)c->ops_out);
+                   (unsigned long long)c->peers.ops_out);
     }
     st_sched_free(c->sched);
     st_members_fini(&c->ms);
-    st_plan_free(&c->plan);
+    st_plan_free(&c->plans.committed);
     coord_wire_live_free(c);
-    st_round_abort(&c->round);
-    if (c->env_ready) {
-        st_env_fini(&c->env_rep);
-        st_env_fini(&c->env_rpc);
-        st_env_fini(&c->env_step);
-        st_env_fini(&c->env_res);
+    st_round_abort(&c->plans.round);
+    if (c->seal.ready) {
+        st_env_fini(&c->seal.rep);
+        st_env_fini(&c->seal.rpc);
+        st_env_fini(&c->seal.step);
+        st_env_fini(&c->seal.res);
     }
-    st_tok_free(c->tok);
-    st_minfo_free(&c->mi);
-    st_gguf_close(c->gguf);
+    st_tok_free(c->model.tok);
+    st_minfo_free(&c->model.mi);
+    st_gguf_close(c->model.gguf);
     coord_auth_close(c);
     coord_gw_close(c->gw);
-    free(c->parks);
+    coord_parks_close(&c->parks);
     free(c->split);
-    memset(c->key, 0, sizeof c->key);
+    memset(c->seal.key, 0, sizeof c->seal.key);
     if (queue_safe)
         free(c);
 }
@@ -390,7 +391,7 @@ void st_coord_close(st_coord *c)
 
 static void coord_on_op(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply)
 {
-    c->env_rpc.expect = t->req_seq; /* replies to workers' control are bound to requests */
+    c->seal.rpc.expect = t->req_seq; /* replies to workers' control are bound to requests */
     switch (t->what) {
     case ST_OP_PREPARE:
         coord_on_prepare_reply(c, t, rv, reply);
@@ -442,9 +443,9 @@ static bool coord_result_from_route(st_coord *c, const Strata__StepResult *r, ui
     if (b == NULL)
         return true;
     bool rows = r->error == NULL;
-    if (c->has_plan && st_plan_route_sender(&c->plan, b->route, sender, rows))
+    if (c->plans.has_committed && st_plan_route_sender(&c->plans.committed, b->route, sender, rows))
         return true;
-    c->forged_results++;
+    c->counters.forged_results++;
     st_log(ST_LOG_WARN, CO,
            "%s of batch %llu dropped: sender %llu (claiming worker %llu) is not "
            "%s of route %u",
@@ -459,20 +460,21 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
     Strata__Msg *m;
     uint64_t now = coord_now();
     uint64_t sender = 0;
-    st_err e = st_msg_unpack(&c->env_res, ST_ENV_RESULT, msg, &m, &sender);
+    st_err e = st_msg_unpack(&c->seal.res, ST_ENV_RESULT, msg, &m, &sender);
     st_net_judged(c->net, ST_CQ_RESULT, msg, e == ST_OK); /* its connection (pipe_gate.h) */
     if (e != ST_OK) {
         if (e != ST_EAUTH)
-            c->bad_msgs++;
+            c->counters.bad_msgs++;
         st_log(ST_LOG_WARN, CO, "result dropped: %s", st_errmsg(e));
         return;
     }
-    if (m->body_case == STRATA__MSG__BODY__NOT_SET && nng_msg_len(msg) == st_env_size(&c->env_res, 0)) {
+    if (m->body_case == STRATA__MSG__BODY__NOT_SET &&
+        nng_msg_len(msg) == st_env_size(&c->seal.res, 0)) {
         st_msg_free(m); /* a worker's hello (msg.h st_msg_link_hello): its connection is proven */
         return;
     }
     if (m->body_case != STRATA__MSG__BODY_RESULT) {
-        c->bad_msgs++;
+        c->counters.bad_msgs++;
         st_log(ST_LOG_WARN, CO, "unexpected %s on the results socket", st_msg_case_name(m));
         st_msg_free(m);
         return;
@@ -492,7 +494,7 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
         /* a batch failed already (its worker was lost, a switch refused its
          * packets still queued on the way) is only counted: not a new failure */
         bool late = st_sched_fail(c->sched, r->batch_id, code, text, coord_retry_of(code), now);
-        c->stale_results += late;
+        c->counters.stale_results += late;
         st_log(ST_LOG_WARN, CO, "%s%s", text, late ? " (not in flight: dropped)" : "");
         st_msg_free(m);
         return;
@@ -512,11 +514,11 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
                                         .n_logits = r->rows[i]->n_logits};
     e = st_sched_complete(c->sched, r->batch_id, r->epoch, rows, n, now);
     if (e == ST_OK)
-        c->steps++;
+        c->counters.steps++;
     else if (e == ST_ENOENT)
-        c->stale_results++;
+        c->counters.stale_results++;
     else if (e == ST_EEPOCH)
-        c->refused_epoch++;
+        c->counters.refused_epoch++;
     if (e != ST_OK && e != ST_ENOENT)
         st_log(ST_LOG_WARN, CO, "result: %s", st_errmsg(e));
     free(rows);
@@ -537,7 +539,7 @@ static void coord_handle(st_coord *c, st_cq_event *ev)
     case ST_CQ_OP_DONE: {
         st_op_tag tag;
         st_net_op_finish(ev->op, &tag);
-        c->ops_out--;
+        c->peers.ops_out--;
         coord_on_op(c, &tag, ev->rv, ev->msg);
         if (ev->msg)
             nng_msg_free(ev->msg);
@@ -555,10 +557,10 @@ static void coord_handle(st_coord *c, st_cq_event *ev)
 
 static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
 {
-    uint32_t route[c->plan.n_stages ? c->plan.n_stages : 1];
-    for (uint32_t i = 0; i < c->plan.n_stages; i++)
-        route[i] = st_plan_route_worker(&c->plan, b->route, i);
-    st_peer *push = c->push[route[0]];
+    uint32_t route[c->plans.committed.n_stages ? c->plans.committed.n_stages : 1];
+    for (uint32_t i = 0; i < c->plans.committed.n_stages; i++)
+        route[i] = st_plan_route_worker(&c->plans.committed, b->route, i);
+    st_peer *push = c->plans.push[route[0]];
     if (push == NULL)
         return st_errorf(ST_ECLOSED, "no connection to replica %u of stage 0 for batch %llu",
                          route[0], (unsigned long long)b->id);
@@ -591,7 +593,7 @@ static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
     }
     Strata__StepMeta meta = STRATA__STEP_META__INIT;
     meta.epoch = b->epoch;
-    meta.plan_hash.data = c->plan.hash;
+    meta.plan_hash.data = c->plans.committed.hash;
     meta.plan_hash.len = ST_PLAN_HASH_BYTES;
     meta.batch_id = b->id;
     meta.n_rows = b->n_rows;
@@ -599,17 +601,17 @@ static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
     meta.sent_ns = b->sent_ns;
     meta.n_end_sessions = b->n_end;
     meta.end_sessions = (uint64_t *)b->end_ids;
-    if (c->n_routes > 1) { /* without replicas the route stays empty (all zeros) */
-        meta.n_route = c->plan.n_stages;
+    if (c->plans.n_routes > 1) { /* without replicas the route stays empty (all zeros) */
+        meta.n_route = c->plans.committed.n_stages;
         meta.route = route;
     }
-    if ((e = st_step_pack(&c->env_step, &meta, &msg)))
+    if ((e = st_step_pack(&c->seal.step, &meta, &msg)) != ST_OK)
         goto out;
     st_op_tag tag = {.what = ST_OP_STEP, .batch_id = b->id, .epoch = b->epoch};
     e = st_peer_start(push, &c->q, msg, (int)c->cfg.step_timeout_ms, &tag);
     msg = NULL;
     if (e == ST_OK)
-        c->ops_out++;
+        c->peers.ops_out++;
 out:
     if (msg)
         nng_msg_free(msg);
@@ -623,7 +625,7 @@ static void coord_end_sessions(st_coord *c)
 {
     uint64_t ids[512];
     size_t n = st_sched_take_ended(c->sched, ids, 512);
-    if (n == 0 || !c->has_plan)
+    if (n == 0 || !c->plans.has_committed)
         return;
     Strata__EndSessions es = STRATA__END_SESSIONS__INIT;
     es.n_session_ids = n;
@@ -631,10 +633,10 @@ static void coord_end_sessions(st_coord *c)
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_END_SESSIONS;
     m.end_sessions = &es;
-    for (uint32_t i = 0; i < c->plan.n_stages; i++)
-        for (uint32_t k = 0; k < c->plan.stages[i].n_workers; k++) {
+    for (uint32_t i = 0; i < c->plans.committed.n_stages; i++)
+        for (uint32_t k = 0; k < c->plans.committed.stages[i].n_workers; k++) {
             st_op_tag tag = {.what = ST_OP_END_SESSIONS,
-                             .worker_id = c->plan.stages[i].worker_ids[k]};
+                             .worker_id = c->plans.committed.stages[i].worker_ids[k]};
             coord_rpc(c, tag.worker_id, &m, 5000, &tag);
         }
 }
@@ -644,16 +646,17 @@ static void coord_end_sessions(st_coord *c)
  * the replicas of a stage work at the same time); why says how. */
 static uint32_t coord_depth(st_coord *c, char *why, size_t cap)
 {
-    uint32_t cap_depth = c->plan.n_stages * c->n_routes;
-    st_conc_worker *w = malloc((st_plan_n_workers(&c->plan) + 1) * sizeof *w);
+    uint32_t cap_depth = c->plans.committed.n_stages * c->plans.n_routes;
+    st_conc_worker *w = malloc((st_plan_n_workers(&c->plans.committed) + 1) * sizeof *w);
     if (w == NULL) {
         snprintf(why, cap, "out of memory: one batch per stage and route");
         return cap_depth;
     }
     size_t n = 0;
-    for (uint32_t i = 0; i < c->plan.n_stages; i++)
-        for (uint32_t k = 0; k < c->plan.stages[i].n_workers; k++) {
-            const st_member *m = st_members_find(&c->ms, c->plan.stages[i].worker_ids[k]);
+    for (uint32_t i = 0; i < c->plans.committed.n_stages; i++)
+        for (uint32_t k = 0; k < c->plans.committed.stages[i].n_workers; k++) {
+            const st_member *m = st_members_find(&c->ms,
+                                                 c->plans.committed.stages[i].worker_ids[k]);
             if (m == NULL || m->join == NULL || m->join->join == NULL ||
                 m->join->join->cap == NULL)
                 continue; /* gone since: counts for nothing until the next plan */
@@ -676,7 +679,7 @@ static uint32_t coord_depth(st_coord *c, char *why, size_t cap)
  * the pipeline depth (--pipeline-depth, else coord_depth). */
 static void coord_limits(st_coord *c)
 {
-    if (c->limits_epoch == c->plan.epoch)
+    if (c->limits_epoch == c->plans.committed.epoch)
         return;
     char *why = c->depth_why;
     snprintf(why, sizeof c->depth_why, "--pipeline-depth");
@@ -684,33 +687,34 @@ static void coord_limits(st_coord *c)
         c->cfg.pipeline_depth ? c->cfg.pipeline_depth : coord_depth(c, why, sizeof c->depth_why);
     if (depth > COORD_MAX_DEPTH)
         depth = COORD_MAX_DEPTH;
-    st_err e = st_sched_set_routes(c->sched, c->n_routes);
+    st_err e = st_sched_set_routes(c->sched, c->plans.n_routes);
     if (e == ST_OK)
-        e = st_sched_set_limits(c->sched, c->plan.max_sessions, c->plan.max_tokens,
-                                depth ? depth : 1);
+        e = st_sched_set_limits(c->sched, c->plans.committed.max_sessions,
+                                c->plans.committed.max_tokens, depth ? depth : 1);
     if (e != ST_OK)
-        st_log(ST_LOG_ERROR, CO, "epoch %llu: %s", (unsigned long long)c->plan.epoch, st_errmsg(e));
+        st_log(ST_LOG_ERROR, CO, "epoch %llu: %s", (unsigned long long)c->plans.committed.epoch,
+               st_errmsg(e));
     else
         st_log(ST_LOG_INFO, CO,
                "epoch %llu: %u sessions, %u tokens per batch, %u batches in "
                "flight (%s), %u route(s)",
-               (unsigned long long)c->plan.epoch, c->plan.max_sessions, c->plan.max_tokens, depth,
-               why, c->n_routes);
-    c->limits_epoch = c->plan.epoch;
+               (unsigned long long)c->plans.committed.epoch, c->plans.committed.max_sessions,
+               c->plans.committed.max_tokens, depth, why, c->plans.n_routes);
+    c->limits_epoch = c->plans.committed.epoch;
 }
 
 static void coord_pump(st_coord *c, uint64_t now)
 {
-    if (c->round.phase == ST_ROUND_READY && st_sched_in_flight(c->sched) == 0)
+    if (c->plans.round.phase == ST_ROUND_READY && st_sched_in_flight(c->sched) == 0)
         coord_commit_all(c);
-    if (coord_serving(c) && c->push[0]) {
+    if (coord_serving(c) && c->plans.push[0]) {
         coord_limits(c);
         for (;;) {
             const st_sched_batch *b;
-            st_err e = st_sched_form(c->sched, c->plan.epoch, now, &b);
+            st_err e = st_sched_form(c->sched, c->plans.committed.epoch, now, &b);
             if (e != ST_OK || b == NULL)
                 break;
-            if ((e = coord_send_batch(c, b))) {
+            if ((e = coord_send_batch(c, b)) != ST_OK) {
                 char msg[256];
                 snprintf(msg, sizeof msg, "batch %llu not sent: %s", (unsigned long long)b->id,
                          st_errmsg(e));
@@ -758,9 +762,9 @@ static void coord_timers(st_coord *c, uint64_t now)
     }
     const char *stall = NULL;
     char buf[400];
-    if (!coord_serving(c) && c->round.phase == ST_ROUND_IDLE) {
+    if (!coord_serving(c) && c->plans.round.phase == ST_ROUND_IDLE) {
         snprintf(buf, sizeof buf, "a committed plan (%s)",
-                 c->plan_error[0] ? c->plan_error : "the current plan lost a worker");
+                 c->plans.error[0] ? c->plans.error : "the current plan lost a worker");
         stall = buf;
     }
     st_sched_tick(c->sched, now, stall);

@@ -522,6 +522,20 @@ int main(int argc, char **argv)
             fprintf(stderr, "strata-coordinator: %s\n", st_errdetail());
             return 2;
         }
+        /* a port of the coordinator's own listeners (lurls above): named
+         * here, or the gateway's bind fails with no word of who holds it */
+        const char *const owners[] = {"control socket", "results socket", "weights server"};
+        const char *const setby[] = {"--listen", "--results",
+                                     wcfg.listen == wdefault
+                                         ? "--weights, default --listen's port + 1"
+                                         : "--weights"};
+        int k = st_listen_clash(url, lurls, sizeof lurls / sizeof lurls[0]);
+        if (k >= 0) {
+            fprintf(stderr,
+                    "strata-coordinator: --http %s: port taken by this coordinator's %s %s (%s)\n",
+                    hcfg.listen, owners[k], lurls[k], setby[k]);
+            return 2;
+        }
         /* the gateway's requests go through the coordinator's attachment
          * (gateway.h), not control slots: only its status client takes one */
         hcfg.model_path = cfg.model_path;

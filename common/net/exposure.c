@@ -100,6 +100,47 @@ st_err st_listen_check(const char *who, const char *const *flags, const char *co
     return ST_OK;
 }
 
+/* exp_tcp_port - the port of a tcp://HOST:PORT url into *port and its
+ * host into host; false for another scheme or no decimal port. */
+static bool exp_tcp_port(const char *url, char host[EXP_HOST_MAX], unsigned long *port)
+{
+    if (strncmp(url, "tcp://", 6) != 0 || !exp_host(url, host))
+        return false;
+    const char *colon = strrchr(url, ':');
+    if (colon == NULL || colon < url + 6 || colon[1] < '0' || colon[1] > '9')
+        return false;
+    char *end;
+    errno = 0;
+    *port = strtoul(colon + 1, &end, 10);
+    return *end == '\0' && errno == 0 && *port <= UINT16_MAX;
+}
+
+/* exp_v4_any - whether host is the IPv4 wildcard: empty or 0.0.0.0. */
+static bool exp_v4_any(const char *host) { return host[0] == '\0' || strcmp(host, "0.0.0.0") == 0; }
+
+/* exp_v4 - whether host is the IPv4 wildcard or an IPv4 literal. */
+static bool exp_v4(const char *host)
+{
+    struct in_addr a4;
+    return exp_v4_any(host) || inet_pton(AF_INET, host, &a4) == 1;
+}
+
+int st_listen_clash(const char *url, const char *const *urls, size_t n)
+{
+    char host[EXP_HOST_MAX], other[EXP_HOST_MAX];
+    unsigned long port, oport;
+    if (!exp_tcp_port(url, host, &port) || port == 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (urls[i] == NULL || !exp_tcp_port(urls[i], other, &oport) || oport != port)
+            continue;
+        bool wild = (exp_v4_any(host) || exp_v4_any(other)) && exp_v4(host) && exp_v4(other);
+        if (wild || strcasecmp(host, other) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
 /* exp_key_dir - the local key directory into out (created when create). */
 static st_err exp_key_dir(bool create, char *out, size_t cap)
 {

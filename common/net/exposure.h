@@ -30,6 +30,15 @@ bool st_addr_is_local(const char *url);
 st_err st_listen_check(const char *who, const char *const *flags, const char *const *urls, size_t n,
                        bool keyed, bool insecure);
 
+/* st_listen_clash - the index among urls[0..n) (NULL entries skipped) of
+ * the tcp:// address whose listener holds the port a listener on url
+ * needs, so that binding url must fail: the same port (not 0) on the same
+ * host as spelled, or where one host is the IPv4 wildcard (empty or
+ * 0.0.0.0) and the other an IPv4 literal or that wildcard too. -1 when
+ * none does; host names are not resolved (localhost and 127.0.0.1 are
+ * not found to clash), so -1 does not promise that the bind succeeds. */
+int st_listen_clash(const char *url, const char *const *urls, size_t n);
+
 /* Keyless still means authenticated (issue 12, docs/security.md): a
  * coordinator started without --cluster-key on loopback makes a random
  * cluster key in a file only its user can read, named after its control

@@ -93,7 +93,7 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
                            ? "a proposal only: the coordinator runs without --replicas, so its "
                              "own plans have one worker per stage"
                            : "";
-    e = st_place_proposal(r, v->w, v->n, pw, n, c->has_plan ? c->plan.epoch : 0, c->mi.n_layer,
+    e = st_place_proposal(r, v->w, v->n, pw, n, coord_plans_epoch(&c->plans), c->model.mi.n_layer,
                           v->calibration, note, &pp);
     if (e != ST_OK) {
         coord_api_reply_error(c, slot, e, st_errdetail());
@@ -149,7 +149,7 @@ void coord_api_replan(st_coord *c, uint32_t slot, const Strata__ReplanRequest *q
     }
     Strata__ReplanReply rr = STRATA__REPLAN_REPLY__INIT;
     rr.started = c->pl.started;
-    rr.epoch = c->pl.started ? c->round.plan.epoch : (c->has_plan ? c->plan.epoch : 0);
+    rr.epoch = c->pl.started ? c->plans.round.plan.epoch : coord_plans_epoch(&c->plans);
     rr.message = c->pl.decision[0] ? c->pl.decision : (char *)"the serving plan is the best plan";
     Strata__Msg m = STRATA__MSG__INIT;
     m.body_case = STRATA__MSG__BODY_REPLAN_REPLY;
@@ -227,13 +227,13 @@ void coord_api_drain(st_coord *c, uint32_t slot, const Strata__DrainRequest *q)
         ap_drain_reply(c, slot, w, text);
         return;
     }
-    bool in_serving = c->has_plan && st_plan_stage_of(&c->plan, w->id) >= 0;
-    bool in_round = c->round.phase != ST_ROUND_IDLE && st_plan_stage_of(&c->round.plan, w->id) >= 0;
+    bool in_serving = coord_plans_stage_of(&c->plans, w->id) >= 0;
+    bool in_round = coord_plans_in_round(&c->plans, w->id);
     w->draining = true;
     st_log(ST_LOG_INFO, AP, "drain of worker %llu asked", (unsigned long long)w->id);
     if (!in_serving && !in_round) {
         w->drained = true;
-        w->drain_epoch = c->has_plan ? c->plan.epoch : 0;
+        w->drain_epoch = coord_plans_epoch(&c->plans);
         ap_drain_reply(c, slot, w, "it has no stage: drained");
         return;
     }

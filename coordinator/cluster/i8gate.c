@@ -267,7 +267,7 @@ void coord_i8gate_done(st_coord *c, void *op)
     i8_join(j);
     i8_cache_store(c, &g->figs);
     i8_verdict(c);
-    if (g->state == COORD_I8_PASSED && c->has_plan)
+    if (g->state == COORD_I8_PASSED && c->plans.has_committed)
         coord_replan(c, false, "the i8 accuracy gate passed");
 }
 

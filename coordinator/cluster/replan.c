@@ -56,7 +56,7 @@
  * again.
  *
  * Rounds never overlap: a replan asked for while a round is in progress
- * is remembered (replan_wanted, replan_force) and made when the round
+ * is remembered (plans.wanted, plans.force) and made when the round
  * ends (committed or abandoned, switch.c). A lost stage worker marks the
  * serving plan broken: batches pause until the next commit, and the
  * batches in flight on its routes fail as the cluster's failures
@@ -180,7 +180,7 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
         return st_errorf(ST_ENOMEM, "planner inputs");
     }
     uint64_t now = coord_now();
-    bool serving = c->has_plan && !c->plan_broken;
+    bool serving = c->plans.has_committed && !c->plans.broken;
     for (size_t i = 0; i < c->ms.n; i++) {
         st_member *m = &c->ms.v[i];
         if (!st_member_placeable(m, now))
@@ -189,25 +189,26 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
         const Strata__Capability *cap = m->join->join->cap;
         st_place_worker *w = &v->w[k];
         *w = (st_place_worker){.id = m->id, .mem_budget = cap->memory_budget, .spare = cap->spare};
-        int st = serving ? st_plan_stage_of(&c->plan, m->id) : -1;
+        int st = serving ? st_plan_stage_of(&c->plans.committed, m->id) : -1;
         if (st >= 0) {
             w->has_stage = true;
-            w->cur_first = c->plan.stages[st].first;
-            w->cur_last = c->plan.stages[st].last;
+            w->cur_first = c->plans.committed.stages[st].first;
+            w->cur_last = c->plans.committed.stages[st].last;
         }
-        sp[k].cap_spb = 1.0 / st_member_speed(m, c->mi.dtype);
+        sp[k].cap_spb = 1.0 / st_member_speed(m, c->model.mi.dtype);
         double meas;
         v->source[k] = "announced";
-        if (st >= 0 &&
-            st_member_measured(m, c->plan.epoch, w->cur_first, w->cur_last, c->mi.layer_bytes,
-                               c->mi.n_layer, c->mi.head_bytes, c->pl.min_samples, true, &meas)) {
+        if (st >= 0 && st_member_measured(m, c->plans.committed.epoch, w->cur_first, w->cur_last,
+                                          c->model.mi.layer_bytes, c->model.mi.n_layer,
+                                          c->model.mi.head_bytes, c->pl.min_samples, true, &meas)) {
             m->one_spb = meas;
             m->one_ns = now;
         }
         v->wire_spb[k] = m->one_spb > 0 && now - m->one_ns < COORD_PL_REMEMBER_NS ? m->one_spb : 0;
         if (st >= 0 &&
-            st_member_measured(m, c->plan.epoch, w->cur_first, w->cur_last, c->mi.layer_bytes,
-                               c->mi.n_layer, c->mi.head_bytes, c->pl.min_samples, false, &meas)) {
+            st_member_measured(m, c->plans.committed.epoch, w->cur_first, w->cur_last,
+                               c->model.mi.layer_bytes, c->model.mi.n_layer, c->model.mi.head_bytes,
+                               c->pl.min_samples, false, &meas)) {
             m->meas_spb = meas;
             m->meas_ns = now;
             v->source[k] = "measured";
@@ -245,15 +246,15 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
         v->lat[a] = v->links[a].latency_s;
         v->bw[a] = v->links[a].bw;
     }
-    v->m = (st_place_model){.n_layer = c->mi.n_layer,
-                            .layer_bytes = c->mi.layer_bytes,
-                            .embd_bytes = c->mi.embd_bytes,
-                            .head_bytes = c->mi.head_bytes,
-                            .kv_bytes_per_token_layer = c->mi.kv_bytes_per_token_layer};
+    v->m = (st_place_model){.n_layer = c->model.mi.n_layer,
+                            .layer_bytes = c->model.mi.layer_bytes,
+                            .embd_bytes = c->model.mi.embd_bytes,
+                            .head_bytes = c->model.mi.head_bytes,
+                            .kv_bytes_per_token_layer = c->model.mi.kv_bytes_per_token_layer};
     v->o = st_place_opts_default();
     v->o.objective = objective;
-    v->o.kv_tokens = (uint64_t)c->n_ctx * c->cfg.max_sessions;
-    v->o.act_bytes = (double)st_wire_token_bytes(c->cfg.wire, c->mi.n_embd);
+    v->o.kv_tokens = (uint64_t)c->model.n_ctx * c->cfg.max_sessions;
+    v->o.act_bytes = (double)st_wire_token_bytes(c->cfg.wire, c->model.mi.n_embd);
     if (c->cfg.wire == ST_WIRE_AUTO && coord_wire_matrix(c, v) != ST_OK) {
         coord_pl_view_free(v);
         return st_errorf(ST_ENOMEM, "planner links");
@@ -291,9 +292,9 @@ static st_err coord_wire_matrix(const st_coord *c, coord_pl_view *v)
     v->act_ab = malloc((n ? n * n : 1) * sizeof *v->act_ab);
     if (v->act_ab == NULL)
         return st_errorf(ST_ENOMEM, "planner link bytes");
-    double total = (double)c->mi.head_bytes;
-    for (uint32_t l = 0; l < c->mi.n_layer; l++)
-        total += (double)c->mi.layer_bytes[l];
+    double total = (double)c->model.mi.head_bytes;
+    for (uint32_t l = 0; l < c->model.mi.n_layer; l++)
+        total += (double)c->model.mi.layer_bytes[l];
     size_t active = 0;
     for (size_t k = 0; k < n; k++)
         active += !v->w[k].spare;
@@ -302,7 +303,7 @@ static st_err coord_wire_matrix(const st_coord *c, coord_pl_view *v)
         uint32_t mask = coord_wire_accept(c, v->w[b].id);
         for (size_t a = 0; a < n; a++) {
             const st_link *l = &v->links[a * n + b];
-            st_wire_link_in in = {.hidden = c->mi.n_embd,
+            st_wire_link_in in = {.hidden = c->model.mi.n_embd,
                                   .bw = l->bw,
                                   .latency_s = l->latency_s,
                                   .measured = l->measured,
@@ -313,7 +314,7 @@ static st_err coord_wire_matrix(const st_coord *c, coord_pl_view *v)
             /* a receiver accepting nothing usable gets f32's bytes here; the
              * plan's boundaries refuse it by name (coord_wire_stages) */
             st_wire_dtype d = st_wire_choose(&in, &ch) == ST_OK ? ch.dtype : ST_WIRE_F32;
-            v->act_ab[a * n + b] = (double)st_wire_token_bytes(d, c->mi.n_embd);
+            v->act_ab[a * n + b] = (double)st_wire_token_bytes(d, c->model.mi.n_embd);
         }
     }
     v->o.act_ab = v->act_ab;
@@ -339,13 +340,14 @@ static bool coord_wire_same(const coord_pl_view *v, const st_plan_stage *ps,
 static void coord_wire_held(const st_coord *c, const coord_pl_view *v, const st_place_stage *from,
                             const st_place_stage *to, st_wire_link_in *in)
 {
-    if (!c->has_plan || c->plan_broken)
+    if (!c->plans.has_committed || c->plans.broken)
         return;
-    for (uint32_t j = 1; j < c->plan.n_stages; j++)
-        if (coord_wire_same(v, &c->plan.stages[j], to) &&
-            coord_wire_same(v, &c->plan.stages[j - 1], from)) {
-            in->has_held = st_wire_dtype_from_name(c->plan.stages[j].in_dtype, &in->held) == ST_OK;
-            in->held_zstd = c->plan.stages[j].in_zstd;
+    for (uint32_t j = 1; j < c->plans.committed.n_stages; j++)
+        if (coord_wire_same(v, &c->plans.committed.stages[j], to) &&
+            coord_wire_same(v, &c->plans.committed.stages[j - 1], from)) {
+            in->has_held = st_wire_dtype_from_name(c->plans.committed.stages[j].in_dtype,
+                                                   &in->held) == ST_OK;
+            in->held_zstd = c->plans.committed.stages[j].in_zstd;
         }
 }
 
@@ -359,7 +361,7 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
         const st_place_stage *from = &r->stages[i - 1], *to = &r->stages[i];
         /* the placement's compute time, on the one-token measurement (wire_spb) */
         double scale = v->wire_spb[to->rep[0]] / v->w[to->rep[0]].spb;
-        st_wire_link_in in = {.hidden = c->mi.n_embd,
+        st_wire_link_in in = {.hidden = c->model.mi.n_embd,
                               .bw = INFINITY,
                               .measured = true,
                               .compute_s = to->compute_s * scale,
@@ -379,8 +381,8 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
         st_wire_choice ch;
         st_err e = st_wire_choose(&in, &ch);
         if (e != ST_OK)
-            return st_errorf(e, "the boundary into stage %zu (layers [%u, %u)): %s", i, to->first,
-                             to->last, st_errdetail());
+            return st_errwrap(e, "the boundary into stage %zu (layers [%u, %u))", i, to->first,
+                              to->last);
         snprintf(p->stages[i].in_dtype, sizeof p->stages[i].in_dtype, "%s",
                  st_wire_dtype_name(ch.dtype));
         memcpy(p->stages[i].in_why, ch.why, sizeof ch.why);
@@ -395,11 +397,11 @@ st_err coord_wire_stages(const st_coord *c, const coord_pl_view *v, const st_pla
 static bool coord_wire_current(const st_coord *c, const coord_pl_view *v, st_place_result *r)
 {
     memset(r, 0, sizeof *r);
-    if (c->plan.n_stages > ST_PLACE_MAX_WORKERS)
+    if (c->plans.committed.n_stages > ST_PLACE_MAX_WORKERS)
         return false;
-    r->n_stages = c->plan.n_stages;
-    for (uint32_t i = 0; i < c->plan.n_stages; i++) {
-        const st_plan_stage *ps = &c->plan.stages[i];
+    r->n_stages = c->plans.committed.n_stages;
+    for (uint32_t i = 0; i < c->plans.committed.n_stages; i++) {
+        const st_plan_stage *ps = &c->plans.committed.stages[i];
         st_place_stage *s = &r->stages[i];
         s->first = ps->first;
         s->last = ps->last;
@@ -424,21 +426,22 @@ static bool coord_wire_current(const st_coord *c, const coord_pl_view *v, st_pla
 static bool coord_wire_moved(st_coord *c, const coord_pl_view *v, st_place_result *r, char *why,
                              size_t cap)
 {
-    if (c->cfg.wire != ST_WIRE_AUTO || !c->has_plan || c->plan_broken ||
+    if (c->cfg.wire != ST_WIRE_AUTO || !c->plans.has_committed || c->plans.broken ||
         !coord_wire_current(c, v, r))
         return false;
-    st_plan_stage *st = calloc(c->plan.n_stages ? c->plan.n_stages : 1, sizeof *st);
+    st_plan_stage *st = calloc(c->plans.committed.n_stages ? c->plans.committed.n_stages : 1,
+                               sizeof *st);
     if (st == NULL)
         return false;
-    st_plan q = c->plan;
-    memcpy(st, c->plan.stages, c->plan.n_stages * sizeof *st);
+    st_plan q = c->plans.committed;
+    memcpy(st, c->plans.committed.stages, c->plans.committed.n_stages * sizeof *st);
     q.stages = st;
     bool moved = false;
     if (coord_wire_stages(c, v, r, &q) == ST_OK) {
         coord_wire_live_set(c, &q, coord_now());
         for (uint32_t i = 1; i < q.n_stages && !moved; i++)
-            if (strcmp(q.stages[i].in_dtype, c->plan.stages[i].in_dtype) != 0 ||
-                q.stages[i].in_zstd != c->plan.stages[i].in_zstd) {
+            if (strcmp(q.stages[i].in_dtype, c->plans.committed.stages[i].in_dtype) != 0 ||
+                q.stages[i].in_zstd != c->plans.committed.stages[i].in_zstd) {
                 moved = true;
                 snprintf(why, cap, "the boundary into stage %u now chooses %s", i,
                          q.stages[i].in_why);
@@ -465,39 +468,39 @@ void coord_replan(st_coord *c, bool force, const char *why)
     c->pl.last_err = ST_OK;
     if (c->stopping)
         return;
-    if (c->round.phase != ST_ROUND_IDLE) {
-        c->replan_wanted = true;
-        c->replan_force = c->replan_force || force;
+    if (c->plans.round.phase != ST_ROUND_IDLE) {
+        c->plans.wanted = true;
+        c->plans.force = c->plans.force || force;
         snprintf(c->pl.decision, sizeof c->pl.decision,
                  "deferred until epoch %llu is switched "
                  "to (%s)",
-                 (unsigned long long)c->round.plan.epoch, why);
+                 (unsigned long long)c->plans.round.plan.epoch, why);
         return;
     }
-    force = force || c->replan_force;
-    c->replan_wanted = c->replan_force = false;
+    force = force || c->plans.force;
+    c->plans.wanted = c->plans.force = false;
     char text[400];
     coord_pl_view *v = NULL;
     st_place_result *r = malloc(sizeof *r);
     st_err e = r ? coord_pl_view_build(c, c->pl.objective, c->cfg.replicas, &v)
                  : st_errorf(ST_ENOMEM, "planner result");
-    if (e == ST_OK && !c->has_plan && v->n < c->cfg.min_workers) {
-        snprintf(c->plan_error, sizeof c->plan_error, "waiting for workers: %zu of %u joined", v->n,
-                 c->cfg.min_workers);
-        snprintf(c->pl.decision, sizeof c->pl.decision, "%s", c->plan_error);
+    if (e == ST_OK && !c->plans.has_committed && v->n < c->cfg.min_workers) {
+        snprintf(c->plans.error, sizeof c->plans.error, "waiting for workers: %zu of %u joined",
+                 v->n, c->cfg.min_workers);
+        snprintf(c->pl.decision, sizeof c->pl.decision, "%s", c->plans.error);
         goto out;
     }
     if (e == ST_OK)
         e = st_place(&v->m, v->w, v->n, &v->o, r);
     if (e != ST_OK) {
         c->pl.last_err = e;
-        if (strcmp(c->plan_error, st_errdetail()) != 0)
+        if (strcmp(c->plans.error, st_errdetail()) != 0)
             st_log(ST_LOG_WARN, CO, "%s", st_errmsg(e));
-        snprintf(c->plan_error, sizeof c->plan_error, "%s", st_errdetail());
-        snprintf(c->pl.decision, sizeof c->pl.decision, "%s", c->plan_error);
+        snprintf(c->plans.error, sizeof c->plans.error, "%s", st_errdetail());
+        snprintf(c->pl.decision, sizeof c->pl.decision, "%s", c->plans.error);
         goto out;
     }
-    bool serving = c->has_plan && !c->plan_broken;
+    bool serving = c->plans.has_committed && !c->plans.broken;
     const char *obj = st_place_objective_name(r->objective);
     char moved[ST_WIRE_WHY_MAX + 64];
     if (!force && serving && r->keep_current) {
@@ -505,8 +508,8 @@ void coord_replan(st_coord *c, bool force, const char *why)
             snprintf(text, sizeof text,
                      "keeping epoch %llu: its %s step %.3f ms; the best plan's "
                      "%.3f ms is not %.0f%% better (%s)",
-                     (unsigned long long)c->plan.epoch, obj, r->current_s * 1e3, r->step_s * 1e3,
-                     100 * c->pl.margin, why);
+                     (unsigned long long)c->plans.committed.epoch, obj, r->current_s * 1e3,
+                     r->step_s * 1e3, 100 * c->pl.margin, why);
             coord_pl_note(c, ST_LOG_INFO, text);
             goto out;
         }
@@ -517,7 +520,7 @@ void coord_replan(st_coord *c, bool force, const char *why)
     st_plan p;
     memset(&p, 0, sizeof p);
     if ((p.stages = calloc(r->n_stages, sizeof *p.stages)) == NULL) {
-        snprintf(c->plan_error, sizeof c->plan_error, "out of memory for a plan");
+        snprintf(c->plans.error, sizeof c->plans.error, "out of memory for a plan");
         goto out;
     }
     p.n_stages = (uint32_t)r->n_stages;
@@ -535,12 +538,12 @@ void coord_replan(st_coord *c, bool force, const char *why)
     }
     if ((e = coord_wire_stages(c, v, r, &p)) != ST_OK) {
         c->pl.last_err = e;
-        snprintf(c->plan_error, sizeof c->plan_error, "%s", st_errdetail());
-        coord_pl_note(c, ST_LOG_WARN, c->plan_error);
+        snprintf(c->plans.error, sizeof c->plans.error, "%s", st_errdetail());
+        coord_pl_note(c, ST_LOG_WARN, c->plans.error);
         st_plan_free(&p);
         goto out;
     }
-    memcpy(p.model_id, c->mi.model_id, sizeof p.model_id);
+    memcpy(p.model_id, c->model.mi.model_id, sizeof p.model_id);
     p.zstd = c->cfg.zstd;
     for (uint32_t i = 1; i < p.n_stages; i++) /* --zstd: every boundary, whatever the wire */
         p.stages[i].in_zstd = p.stages[i].in_zstd || c->cfg.zstd;
@@ -553,17 +556,17 @@ void coord_replan(st_coord *c, bool force, const char *why)
         snprintf(port, sizeof port, "%s", colon ? colon : "");
         snprintf(p.result_addr, sizeof p.result_addr, "tcp://%s%s", c->cfg.advertise, port);
     }
-    p.n_layer = c->mi.n_layer;
+    p.n_layer = c->model.mi.n_layer;
     p.max_tokens = c->cfg.max_tokens;
-    p.n_ctx = c->n_ctx;
+    p.n_ctx = c->model.n_ctx;
     p.max_sessions = c->cfg.max_sessions;
     p.incarnation = c->start_ms;
-    p.step_sender = c->env_step.sender;
-    if (!force && serving && st_plan_same_layout(&p, &c->plan)) {
+    p.step_sender = c->seal.step.sender;
+    if (!force && serving && st_plan_same_layout(&p, &c->plans.committed)) {
         st_plan_free(&p);
         goto out;
     }
-    p.epoch = c->next_epoch++;
+    p.epoch = c->plans.next_epoch++;
     if ((e = st_plan_seal(&p))) {
         st_log(ST_LOG_ERROR, CO, "plan hash: %s", st_errmsg(e));
         st_plan_free(&p);
@@ -583,7 +586,7 @@ void coord_replan(st_coord *c, bool force, const char *why)
              (unsigned long long)p.epoch, p.n_stages, st_plan_n_workers(&p), obj, r->step_s * 1e3,
              cur, why);
     coord_pl_note(c, ST_LOG_INFO, text);
-    if ((e = st_round_begin(&c->round, &p, others, no, coord_now()))) {
+    if ((e = st_round_begin(&c->plans.round, &p, others, no, coord_now()))) {
         st_plan_free(&p);
         goto out;
     }
@@ -601,7 +604,7 @@ out:
 static bool coord_wire_check(st_coord *c, uint64_t now, uint64_t every)
 {
     if (c->cfg.wire != ST_WIRE_AUTO || c->stopping || !coord_serving(c) ||
-        c->round.phase != ST_ROUND_IDLE || now - c->pl.wire_check_ns < every)
+        c->plans.round.phase != ST_ROUND_IDLE || now - c->pl.wire_check_ns < every)
         return false;
     c->pl.wire_check_ns = now;
     coord_pl_view *v = NULL;
@@ -625,7 +628,7 @@ void coord_on_heartbeat(st_coord *c)
     if (coord_wire_check(c, now, every))
         return;
     if (c->pl.imbalance_ns == 0 || c->stopping || c->cfg.split || !coord_serving(c) ||
-        c->round.phase != ST_ROUND_IDLE) {
+        c->plans.round.phase != ST_ROUND_IDLE) {
         c->pl.imb.count = 0;
         return;
     }
@@ -633,9 +636,10 @@ void coord_on_heartbeat(st_coord *c)
         return;
     /* only fresh measurements count: an idle cluster's EMAs do not move */
     uint64_t samples = 0;
-    for (uint32_t i = 0; i < c->plan.n_stages; i++)
-        for (uint32_t k = 0; k < c->plan.stages[i].n_workers; k++) {
-            const st_member *m = st_members_find(&c->ms, c->plan.stages[i].worker_ids[k]);
+    for (uint32_t i = 0; i < c->plans.committed.n_stages; i++)
+        for (uint32_t k = 0; k < c->plans.committed.stages[i].n_workers; k++) {
+            const st_member *m = st_members_find(&c->ms,
+                                                 c->plans.committed.stages[i].worker_ids[k]);
             if (m && m->hb && m->hb->heartbeat->n_layers > 0)
                 samples += m->hb->heartbeat->layers[0]->samples;
         }
@@ -675,19 +679,21 @@ void coord_member_gone(st_coord *c, uint64_t id, st_member_life life, const char
     m->rpc = NULL;
     st_log(ST_LOG_WARN, CO, "worker %llu %s: %s", (unsigned long long)id,
            life == ST_MEMBER_LOST ? "lost" : "left", why);
-    if (c->has_plan && st_plan_stage_of(&c->plan, id) >= 0 && !c->plan_broken) {
+    if (c->plans.has_committed && st_plan_stage_of(&c->plans.committed, id) >= 0 &&
+        !c->plans.broken) {
         char msg[256];
         snprintf(msg, sizeof msg, "worker %llu of stage %d is gone (%s)", (unsigned long long)id,
-                 st_plan_stage_of(&c->plan, id), why);
-        c->plan_broken = true;
+                 st_plan_stage_of(&c->plans.committed, id), why);
+        c->plans.broken = true;
         /* the batches of routes through it are lost; the others still
          * come back (and their sessions can keep their KV at the switch) */
         bool lost[ST_SCHED_MAX_ROUTES] = {false};
-        for (uint32_t r = 0; r < c->n_routes && r < ST_SCHED_MAX_ROUTES; r++)
-            for (uint32_t i = 0; i < c->plan.n_stages; i++)
-                lost[r] |= c->plan.stages[i].worker_ids[st_plan_route_worker(&c->plan, r, i)] == id;
-        st_sched_fail_in_flight(c->sched, lost, c->n_routes, ST_ECLOSED, msg, ST_SCHED_REQUEUE,
-                                coord_now());
+        for (uint32_t r = 0; r < c->plans.n_routes && r < ST_SCHED_MAX_ROUTES; r++)
+            for (uint32_t i = 0; i < c->plans.committed.n_stages; i++)
+                lost[r] |= c->plans.committed.stages[i]
+                               .worker_ids[st_plan_route_worker(&c->plans.committed, r, i)] == id;
+        st_sched_fail_in_flight(c->sched, lost, c->plans.n_routes, ST_ECLOSED, msg,
+                                ST_SCHED_REQUEUE, coord_now());
     }
     coord_switch_on_gone(c, id);
     coord_replan(c, false, "a worker left");

@@ -18,12 +18,51 @@
 #define ST_COORD_SWITCH_H
 
 #include <nng/nng.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/base/err.h"
 #include "coordinator/coord.h"
 #include "coordinator/control/net.h"
+#include "coordinator/cluster/plan.h"
 #include "strata.pb-c.h"
+
+#define COORD_PLAN_ERROR_MAX 320 /* room for why no plan serves */
+
+/* The committed plan and the round that may replace it, embedded in
+ * st_coord (coord_impl.h) as c->plans. Only the main thread touches it.
+ * switch.c moves a round's plan into committed (has_committed, n_routes,
+ * push to its stage 0) and breaks it when a commit half-fails; replan.c
+ * starts rounds (next_epoch), remembers a replan wished for during one
+ * (wanted, force), breaks the committed plan when a stage worker is lost
+ * and says why no plan serves (error); coord.c sets next_epoch and error
+ * at start, reads it to send batches, closes the pushes
+ * (coord_close_pushes) and frees it at close.
+ * Invariants: broken and push[] mean something only with has_committed;
+ * round.phase is ST_ROUND_IDLE between rounds; every plan sealed takes
+ * next_epoch and increments it, so epochs only grow. */
+typedef struct coord_plans {
+    st_plan committed; /* the serving plan once has_committed */
+    bool has_committed;
+    bool broken; /* a stage worker was lost or a commit half-failed */
+    st_round round;
+    uint64_t next_epoch;
+    bool wanted, force; /* a replan asked for while a round ran (force: coord_replan's) */
+    char error[COORD_PLAN_ERROR_MAX];
+    st_peer *push[ST_PLAN_MAX_REPLICAS]; /* to each worker of stage 0 of the committed plan */
+    uint32_t n_routes;                   /* routes through the committed plan's replicas */
+} coord_plans;
+
+/* coord_plans_epoch - the committed plan's epoch; 0 without one. */
+uint64_t coord_plans_epoch(const coord_plans *p);
+
+/* coord_plans_stage_of - worker id's stage in the committed plan; -1 when
+ * it has none, or there is no committed plan. */
+int coord_plans_stage_of(const coord_plans *p, uint64_t id);
+
+/* coord_plans_in_round - whether a round runs whose plan gives worker id a
+ * stage. */
+bool coord_plans_in_round(const coord_plans *p, uint64_t id);
 
 /* coord_rpc - sends m to worker id's control socket as an op tagged tag;
  * its end comes back as an ST_CQ_OP_DONE event carrying tag. ST_ENOENT

@@ -41,10 +41,10 @@
 void coord_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
 {
     nng_msg *out;
-    const coord_who *w = c->slot_who ? &c->slot_who[slot] : NULL;
-    st_env_seal_with(&c->env_rep, w ? w->cred : 0);
-    st_env_reply_to(&c->env_rep, w ? w->sender : 0, w ? w->seq : 0); /* bound to its request */
-    st_err e = st_msg_pack_max(&c->env_rep, ST_ENV_CONTROL, r, COORD_MAX_FRAME, &out);
+    const coord_who *w = c->auth.slot_who ? &c->auth.slot_who[slot] : NULL;
+    st_env_seal_with(&c->seal.rep, w ? w->cred : 0);
+    st_env_reply_to(&c->seal.rep, w ? w->sender : 0, w ? w->seq : 0); /* bound to its request */
+    st_err e = st_msg_pack_max(&c->seal.rep, ST_ENV_CONTROL, r, COORD_MAX_FRAME, &out);
     if (e != ST_OK) {
         Strata__Msg em;
         Strata__Error er;
@@ -52,20 +52,20 @@ void coord_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r)
         snprintf(text, sizeof text, "reply not packed: %s", st_errmsg(e));
         st_log(ST_LOG_WARN, API, "control slot %u: %s", slot, text);
         st_msg_error(&em, &er, e, text);
-        st_env_reply_to(&c->env_rep, w ? w->sender : 0, w ? w->seq : 0);
-        if ((e = st_msg_pack(&c->env_rep, ST_ENV_CONTROL, &em, &out)) != ST_OK) {
+        st_env_reply_to(&c->seal.rep, w ? w->sender : 0, w ? w->seq : 0);
+        if ((e = st_msg_pack(&c->seal.rep, ST_ENV_CONTROL, &em, &out)) != ST_OK) {
             st_log(ST_LOG_ERROR, API, "control slot %u: request dropped, no reply packed: %s", slot,
                    st_errmsg(e));
-            st_env_seal_with(&c->env_rep, 0);
-            if (c->slot_who)
-                memset(&c->slot_who[slot], 0, sizeof c->slot_who[slot]);
+            st_env_seal_with(&c->seal.rep, 0);
+            if (c->auth.slot_who)
+                memset(&c->auth.slot_who[slot], 0, sizeof c->auth.slot_who[slot]);
             st_net_drop(c->net, slot);
             return;
         }
     }
-    st_env_seal_with(&c->env_rep, 0);
-    if (c->slot_who)
-        memset(&c->slot_who[slot], 0, sizeof c->slot_who[slot]);
+    st_env_seal_with(&c->seal.rep, 0);
+    if (c->auth.slot_who)
+        memset(&c->auth.slot_who[slot], 0, sizeof c->auth.slot_who[slot]);
     st_net_reply(c->net, slot, out);
 }
 
@@ -143,28 +143,28 @@ static void api_heartbeat_reply(st_coord *c, uint32_t slot, uint64_t id)
 /* api_join - takes m on success (the member keeps it), bound to who. */
 static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who *who)
 {
-    st_err e = st_join_validate(m->join, c->mi.model_id, c->cfg.wire);
+    st_err e = st_join_validate(m->join, c->model.mi.model_id, c->cfg.wire);
     if (e == ST_OK) {
         uint64_t quiet = (uint64_t)c->cfg.heartbeat_timeout_ms * 1000000u; /* not yet lost */
         e = st_members_admit(&c->ms, m->join, who->sender, coord_now(), quiet);
-        c->sec.member_spoofed += e == ST_EAUTH;
-        c->sec.joins_refused += e == ST_EBUSY;
+        c->auth.sec.member_spoofed += e == ST_EAUTH;
+        c->auth.sec.joins_refused += e == ST_EBUSY;
     }
     if (e != ST_OK) {
         st_log(ST_LOG_WARN, API, "join refused: %s", st_errmsg(e));
-        c->bad_msgs++; /* counted: status bad_packets */
+        c->counters.bad_msgs++; /* counted: status bad_packets */
         api_error(c, slot, e);
         return false;
     }
     const Strata__Capability *cap = m->join->cap;
     st_peer *rpc;
-    if ((e = st_peer_open_req(cap->ctl_addr, ST_MSG_CONTROL_MAX_FRAME, &rpc))) {
+    if ((e = st_peer_open_req(cap->ctl_addr, ST_MSG_CONTROL_MAX_FRAME, &rpc)) != ST_OK) {
         api_error(c, slot, e);
         return false;
     }
     st_member *w;
     uint64_t replaced;
-    if ((e = st_members_add(&c->ms, m, coord_now(), &w, &replaced))) {
+    if ((e = st_members_add(&c->ms, m, coord_now(), &w, &replaced)) != ST_OK) {
         st_peer_close(rpc);
         api_error(c, slot, e);
         return false;
@@ -184,7 +184,7 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
     jr.worker_id = id;
     jr.incarnation = c->start_ms;
     jr.heartbeat_ms = c->cfg.heartbeat_ms;
-    jr.control_sender = c->env_rpc.sender;   /* the worker takes Prepare/Commit from it only */
+    jr.control_sender = c->seal.rpc.sender;  /* the worker takes Prepare/Commit from it only */
     st_join_protocol(m->join, &jr.protocol); /* validated above: it agrees */
     jr.version = (char *)st_version_line();
     Strata__Msg r = STRATA__MSG__INIT;
@@ -201,9 +201,10 @@ static bool api_join(st_coord *c, uint32_t slot, Strata__Msg *m, const coord_who
  * visits). */
 static bool api_on_route(const st_coord *c, uint32_t route, uint64_t id)
 {
-    for (uint32_t i = 0; c->has_plan && i < c->plan.n_stages; i++) {
-        uint32_t k = st_plan_route_worker(&c->plan, route, i);
-        if (k < c->plan.stages[i].n_workers && c->plan.stages[i].worker_ids[k] == id)
+    for (uint32_t i = 0; c->plans.has_committed && i < c->plans.committed.n_stages; i++) {
+        uint32_t k = st_plan_route_worker(&c->plans.committed, route, i);
+        if (k < c->plans.committed.stages[i].n_workers &&
+            c->plans.committed.stages[i].worker_ids[k] == id)
             return true;
     }
     return false;
@@ -218,7 +219,7 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
 {
     const st_member *w = st_members_find(&c->ms, s->worker_id);
     if (w == NULL || w->life != ST_MEMBER_ALIVE) {
-        c->sec.stale_refused++;
+        c->auth.sec.stale_refused++;
         char why[160];
         snprintf(why, sizeof why,
                  "worker %llu is not a live member: its stale report is "
@@ -229,7 +230,7 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
     }
     const st_sched_batch *b = st_sched_batch_find(c->sched, s->batch_id);
     if (b != NULL && !api_on_route(c, b->route, s->worker_id)) {
-        c->sec.stale_refused++;
+        c->auth.sec.stale_refused++;
         char why[200];
         snprintf(why, sizeof why,
                  "batch %llu is in flight on route %u, which does not pass through "
@@ -249,10 +250,10 @@ static void api_stale(st_coord *c, uint32_t slot, const Strata__StaleReport *s)
     api_ack(c, slot);
     bool late = st_sched_fail(c->sched, s->batch_id, ST_EEPOCH, text, ST_SCHED_REQUEUE,
                               coord_now()) != ST_OK;
-    c->stale_results += late;
-    c->sec.stale_refused += late;
+    c->counters.stale_results += late;
+    c->auth.sec.stale_refused += late;
     st_log(ST_LOG_WARN, API, "%s%s", text, late ? " (not in flight: dropped)" : "");
-    if (c->has_plan && s->current_epoch != c->plan.epoch)
+    if (c->plans.has_committed && s->current_epoch != c->plans.committed.epoch)
         coord_replan(c, true, "a worker serves another epoch");
 }
 
@@ -280,22 +281,22 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
     if (g->n_prompt_ids > 0) {
         q.prompt = g->prompt_ids;
         q.n_prompt = g->n_prompt_ids;
-    } else if (c->tok == NULL) {
+    } else if (c->model.tok == NULL) {
         coord_api_reply_error(c, slot, ST_EINVAL, "the model has no tokenizer: send prompt_ids");
         return;
     } else {
         size_t len = g->prompt ? strlen(g->prompt) : 0;
-        if (len > (size_t)c->n_ctx * (c->max_piece ? c->max_piece : 1)) {
+        if (len > (size_t)c->model.n_ctx * (c->model.max_piece ? c->model.max_piece : 1)) {
             char text[160];
             snprintf(text, sizeof text,
                      "the prompt text of %zu bytes cannot fit the context of "
                      "%u tokens",
-                     len, c->n_ctx);
+                     len, c->model.n_ctx);
             coord_api_reply_error(c, slot, ST_EINVAL, text);
             return;
         }
-        if ((e = st_tok_encode(c->tok, g->prompt ? g->prompt : "", len, st_tok_add_bos(c->tok),
-                               &ids, &n))) {
+        if ((e = st_tok_encode(c->model.tok, g->prompt ? g->prompt : "", len,
+                               st_tok_add_bos(c->model.tok), &ids, &n)) != ST_OK) {
             api_error(c, slot, e);
             return;
         }
@@ -308,7 +309,8 @@ static void api_generate(st_coord *c, uint32_t slot, const Strata__GenerateReque
     q.want_logits = g->want_logits;
     q.client_session = coord_auth_session(c, who, g->session_id);
     q.max_queue_ns = (uint64_t)g->max_queue_ms * 1000000u;
-    uint64_t logits = g->want_logits ? (uint64_t)g->max_tokens * c->mi.n_vocab * sizeof(float) : 0;
+    uint64_t logits = g->want_logits ? (uint64_t)g->max_tokens * c->model.mi.n_vocab * sizeof(float)
+                                     : 0;
     if (!coord_auth_admit(c, slot, who, g->max_tokens, logits)) {
         free(ids);
         return;
@@ -409,21 +411,38 @@ static void api_poll(st_coord *c, uint32_t slot, const Strata__PollRequest *p, c
     st_sched_touch(c->sched, id, coord_now()); /* the client is there */
     uint32_t wait = p->wait_ms < COORD_MAX_WAIT_MS ? p->wait_ms : COORD_MAX_WAIT_MS;
     if (v.done || v.n_ids > p->after || p->after > v.n_ids || wait == 0 ||
-        c->n_parks >= c->max_parks || c->stopping || !coord_auth_park_ok(c, who)) {
+        c->parks.n >= c->parks.max || c->stopping || !coord_auth_park_ok(c, who)) {
         api_poll_reply(c, slot, id, p->after);
         return;
     }
-    c->parks[c->n_parks++] = (coord_park){.slot = slot,
-                                          .req_id = id,
-                                          .after = p->after,
-                                          .deadline_ns = coord_now() + (uint64_t)wait * 1000000u,
-                                          .who = *who};
+    c->parks.list[c->parks.n++] = (coord_park){.slot = slot,
+                                               .req_id = id,
+                                               .after = p->after,
+                                               .deadline_ns = coord_now() +
+                                                              (uint64_t)wait * 1000000u,
+                                               .who = *who};
+}
+
+st_err coord_parks_open(coord_parks *p, uint32_t slots)
+{
+    p->n = 0;
+    p->max = slots - slots / 4;
+    if ((p->list = calloc(p->max ? p->max : 1, sizeof *p->list)) == NULL)
+        return st_errorf(ST_ENOMEM, "parked polls");
+    return ST_OK;
+}
+
+void coord_parks_close(coord_parks *p)
+{
+    free(p->list);
+    p->list = NULL;
+    p->n = p->max = 0;
 }
 
 void coord_api_parks(st_coord *c, uint64_t now_ns, bool all)
 {
-    for (size_t i = 0; i < c->n_parks;) {
-        coord_park *p = &c->parks[i];
+    for (size_t i = 0; i < c->parks.n;) {
+        coord_park *p = &c->parks.list[i];
         st_req_view v;
         bool ready = all || now_ns >= p->deadline_ns ||
                      st_sched_view(c->sched, p->req_id, &v) != ST_OK || v.done ||
@@ -434,7 +453,7 @@ void coord_api_parks(st_coord *c, uint64_t now_ns, bool all)
             continue;
         }
         coord_park q = *p;
-        c->parks[i] = c->parks[--c->n_parks];
+        c->parks.list[i] = c->parks.list[--c->parks.n];
         api_poll_reply(c, q.slot, q.req_id, q.after);
     }
 }
@@ -451,14 +470,14 @@ static const char *api_state(const st_coord *c, const st_member *m)
         return "excluded";
     if (m->drained)
         return "drained";
-    bool in_plan = c->has_plan && st_plan_stage_of(&c->plan, m->id) >= 0;
-    if (in_plan && !c->plan_broken)
+    bool in_plan = coord_plans_stage_of(&c->plans, m->id) >= 0;
+    if (in_plan && !c->plans.broken)
         return "serving"; /* also while draining: its stage serves until the switch */
     if (m->draining)
         return "draining";
-    if (c->round.phase != ST_ROUND_IDLE && st_plan_stage_of(&c->round.plan, m->id) >= 0)
+    if (coord_plans_in_round(&c->plans, m->id))
         return "preparing";
-    return c->has_plan && !c->plan_broken && !in_plan ? "spare" : "joined";
+    return c->plans.has_committed && !c->plans.broken && !in_plan ? "spare" : "joined";
 }
 
 /* api_status_links - sr->links: every ordered pair of live workers that
@@ -516,7 +535,9 @@ static void api_status(st_coord *c, uint32_t slot, const coord_who *who)
     Strata__WorkerStatus **wp = calloc(n ? n : 1, sizeof *wp);
     Strata__Plan *pb = NULL;
     Strata__HoldState *hold = NULL; /* the test-only step gate (hold.c) */
-    if (!ws || !wp || (detailed && c->has_plan && st_plan_to_pb(&c->plan, false, &pb) != ST_OK)) {
+    if (!ws || !wp ||
+        (detailed && c->plans.has_committed &&
+         st_plan_to_pb(&c->plans.committed, false, &pb) != ST_OK)) {
         coord_api_reply_error(c, slot, ST_ENOMEM, "status");
         goto out;
     }
@@ -532,30 +553,30 @@ static void api_status(st_coord *c, uint32_t slot, const coord_who *who)
         w->cap = m->join->join->cap;
         w->last = m->hb ? m->hb->heartbeat : NULL;
         w->state = (char *)api_state(c, m);
-        int st = c->has_plan ? st_plan_stage_of(&c->plan, m->id) : -1;
+        int st = coord_plans_stage_of(&c->plans, m->id);
         w->stage = st;
-        w->replica = c->has_plan ? st_plan_replica_of(&c->plan, m->id) : -1;
+        w->replica = c->plans.has_committed ? st_plan_replica_of(&c->plans.committed, m->id) : -1;
         if (st >= 0) {
-            w->first = c->plan.stages[st].first;
-            w->last_layer = c->plan.stages[st].last;
+            w->first = c->plans.committed.stages[st].first;
+            w->last_layer = c->plans.committed.stages[st].last;
         }
         w->since_heartbeat_s = (double)(now - m->last_hb_ns) * 1e-9;
         st_join_protocol(m->join->join, &w->protocol); /* validated at its join */
         wp[i] = w;
     }
     Strata__Counters cn = STRATA__COUNTERS__INIT;
-    sr.keyed = c->keyed;
+    sr.keyed = c->seal.keyed;
     sr.encrypted = c->cfg.encrypt;
     char i8[400];
     sr.i8_gate = (char *)coord_i8gate_text(c, i8, sizeof i8);
     sr.version = (char *)st_version_line();
     sr.protocol = ST_PROTO_VERSION;
     sr.protocol_oldest = ST_PROTO_OLDEST;
-    cn.refused_epoch = c->refused_epoch;
-    cn.auth_failed = c->env_rep.auth_failed + c->env_rpc.auth_failed + c->env_res.auth_failed;
-    cn.bad_packets = c->bad_msgs;
-    cn.steps = c->steps;
-    cn.forged_results = c->forged_results;
+    cn.refused_epoch = c->counters.refused_epoch;
+    cn.auth_failed = c->seal.rep.auth_failed + c->seal.rpc.auth_failed + c->seal.res.auth_failed;
+    cn.bad_packets = c->counters.bad_msgs;
+    cn.steps = c->counters.steps;
+    cn.forged_results = c->counters.forged_results;
     cn.reply_failures = c->net != NULL ? st_net_reply_failures(c->net) : 0;
     api_conn_counters(c, &cn);
     st_members_counters(&c->ms, &cn);
@@ -582,7 +603,8 @@ static void api_status(st_coord *c, uint32_t slot, const coord_who *who)
     sch.sessions_expired = ss.sessions_expired;
     sch.kv_kept = ss.kv_kept;
     sch.kv_reprefilled = ss.kv_reprefilled;
-    sch.kv_session_bytes = c->mi.kv_bytes_per_token_layer * c->mi.n_layer * c->n_ctx;
+    sch.kv_session_bytes = c->model.mi.kv_bytes_per_token_layer * c->model.mi.n_layer *
+                           c->model.n_ctx;
     for (size_t i = 0; i < c->ms.n; i++)
         if (c->ms.v[i].hb && c->ms.v[i].life == ST_MEMBER_ALIVE)
             sch.kv_bytes += c->ms.v[i].hb->heartbeat->kv_bytes;
@@ -600,14 +622,14 @@ static void api_status(st_coord *c, uint32_t slot, const coord_who *who)
     }
     sch.hold = hold;
     sr.sched = &sch;
-    sr.epoch = c->has_plan ? c->plan.epoch : 0;
+    sr.epoch = coord_plans_epoch(&c->plans);
     sr.plan = pb;
     sr.n_workers = n;
     sr.workers = wp;
     sr.counters = &cn;
     sr.sessions = (uint32_t)st_sched_n_sessions(c->sched);
     sr.requests = (uint32_t)st_sched_n_requests(c->sched);
-    sr.model = c->mi.name[0] ? c->mi.name : (char *)c->cfg.model_path;
+    sr.model = c->model.mi.name[0] ? c->model.mi.name : (char *)c->cfg.model_path;
     sr.incarnation = c->start_ms;
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_STATUS;
@@ -623,15 +645,15 @@ out:
 
 static void api_plan(st_coord *c, uint32_t slot)
 {
-    if (!c->has_plan) {
+    if (!c->plans.has_committed) {
         char text[400];
         snprintf(text, sizeof text, "no plan committed yet: %s",
-                 c->plan_error[0] ? c->plan_error : "a plan is being prepared");
+                 c->plans.error[0] ? c->plans.error : "a plan is being prepared");
         coord_api_reply_error(c, slot, ST_ENOENT, text);
         return;
     }
     Strata__Plan *pb;
-    if (st_plan_to_pb(&c->plan, false, &pb) != ST_OK) {
+    if (st_plan_to_pb(&c->plans.committed, false, &pb) != ST_OK) {
         coord_api_reply_error(c, slot, ST_ENOMEM, "plan");
         return;
     }
@@ -647,26 +669,26 @@ void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
 {
     Strata__Msg *m;
     coord_who who = {0};
-    c->env_rep.last_role = ST_ROLE_OPEN;
-    c->env_rep.last_cred = 0;
-    c->env_rep.last_seq = 0;
-    c->env_rep.last_bound = false;
-    st_err e = st_msg_unpack(&c->env_rep, ST_ENV_CONTROL, msg, &m, &who.sender);
+    c->seal.rep.last_role = ST_ROLE_OPEN;
+    c->seal.rep.last_cred = 0;
+    c->seal.rep.last_seq = 0;
+    c->seal.rep.last_bound = false;
+    st_err e = st_msg_unpack(&c->seal.rep, ST_ENV_CONTROL, msg, &m, &who.sender);
     st_net_judged(c->net, ST_CQ_CTL, msg, e == ST_OK); /* its connection (pipe_gate.h) */
     nng_msg_free(msg);
-    who.seq = e == ST_OK ? c->env_rep.last_seq : 0;
-    who.bound = e == ST_OK && c->env_rep.last_bound;
-    who.role = c->env_rep.last_role; /* answers go back under the credential that verified */
-    who.cred = c->env_rep.last_cred;
-    c->slot_who[slot] = who;
-    if (!coord_auth_slot_ok(c, slot, &who, !c->keyed || who.role == ST_ROLE_MEMBER)) {
+    who.seq = e == ST_OK ? c->seal.rep.last_seq : 0;
+    who.bound = e == ST_OK && c->seal.rep.last_bound;
+    who.role = c->seal.rep.last_role; /* answers go back under the credential that verified */
+    who.cred = c->seal.rep.last_cred;
+    c->auth.slot_who[slot] = who;
+    if (!coord_auth_slot_ok(c, slot, &who, !c->seal.keyed || who.role == ST_ROLE_MEMBER)) {
         if (e == ST_OK) /* dropped unanswered: the members' slots (api_auth.c) */
             st_msg_free(m);
         return;
     }
     if (e != ST_OK) {
         if (e != ST_EAUTH)
-            c->bad_msgs++;
+            c->counters.bad_msgs++;
         st_log(ST_LOG_WARN, API, "control message dropped: %s", st_errmsg(e));
         api_error(c, slot, e);
         return;
@@ -756,7 +778,7 @@ void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         char text[128];
         snprintf(text, sizeof text, "unexpected %s on the coordinator's control socket",
                  st_msg_case_name(m));
-        c->bad_msgs++;
+        c->counters.bad_msgs++;
         coord_api_reply_error(c, slot, ST_EPROTO, text);
         break;
     }

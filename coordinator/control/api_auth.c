@@ -69,8 +69,9 @@
  * (what its Status shows), else NULL. */
 static coord_sec *auth_own(const st_coord *c, const coord_who *who)
 {
-    return who->role == ST_ROLE_CLIENT && who->cred < c->n_sec_cred ? &c->sec_cred[who->cred]
-                                                                     : NULL;
+    return who->role == ST_ROLE_CLIENT && who->cred < c->auth.n_sec_cred
+               ? &c->auth.sec_cred[who->cred]
+               : NULL;
 }
 
 /* AUTH_COUNT - counts a refusal of who's request: coordinator-wide and in
@@ -78,7 +79,7 @@ static coord_sec *auth_own(const st_coord *c, const coord_who *who)
 #define AUTH_COUNT(c, who, field)                                                                  \
     do {                                                                                           \
         coord_sec *own_ = auth_own(c, who);                                                        \
-        (c)->sec.field++;                                                                          \
+        (c)->auth.sec.field++;                                                                     \
         if (own_ != NULL)                                                                          \
             own_->field++;                                                                         \
     } while (0)
@@ -87,11 +88,11 @@ static st_err auth_load(st_coord *c, const char *path, st_env_role role)
 {
     uint8_t(*keys)[ST_KEY_BYTES];
     size_t n;
-    st_err e = st_keyfile_read(path, ST_ENV_MAX_CREDS - c->env_rep.n_creds, &keys, &n);
+    st_err e = st_keyfile_read(path, ST_ENV_MAX_CREDS - c->seal.rep.n_creds, &keys, &n);
     if (e != ST_OK)
         return e;
     for (size_t i = 0; i < n && e == ST_OK; i++)
-        e = st_env_accept(&c->env_rep, keys[i], role);
+        e = st_env_accept(&c->seal.rep, keys[i], role);
     sodium_memzero(keys, n * sizeof *keys);
     free(keys);
     if (e == ST_OK)
@@ -103,47 +104,47 @@ st_err coord_auth_open(st_coord *c)
 {
     const st_coord_cfg *cfg = &c->cfg;
     st_err e = ST_OK;
-    if ((cfg->client_keys_path || cfg->admin_key_path) && !c->keyed)
+    if ((cfg->client_keys_path || cfg->admin_key_path) && !c->seal.keyed)
         return st_errorf(ST_EINVAL, "--client-keys and --admin-key need --cluster-key");
     if (cfg->client_keys_path && (e = auth_load(c, cfg->client_keys_path, ST_ROLE_CLIENT)))
         return e;
     if (cfg->admin_key_path && (e = auth_load(c, cfg->admin_key_path, ST_ROLE_ADMIN)))
         return e;
-    c->n_sec_cred = c->env_rep.n_creds + 1; /* index: st_env_frame.cred */
-    if ((c->sec_cred = calloc(c->n_sec_cred, sizeof *c->sec_cred)) == NULL)
-        return st_errorf(ST_ENOMEM, "counters of %zu credentials", c->n_sec_cred);
-    randombytes_buf(c->sess_key, sizeof c->sess_key);
-    c->n_owners = (size_t)cfg->max_requests * AUTH_OWNER_SLACK;
-    c->slot_who = calloc(cfg->slots, sizeof *c->slot_who);
-    c->slot_guard = calloc(cfg->slots, sizeof *c->slot_guard);
-    c->owners = calloc(c->n_owners, sizeof *c->owners);
-    if (c->slot_who == NULL || c->slot_guard == NULL || c->owners == NULL)
+    c->auth.n_sec_cred = c->seal.rep.n_creds + 1; /* index: st_env_frame.cred */
+    if ((c->auth.sec_cred = calloc(c->auth.n_sec_cred, sizeof *c->auth.sec_cred)) == NULL)
+        return st_errorf(ST_ENOMEM, "counters of %zu credentials", c->auth.n_sec_cred);
+    randombytes_buf(c->auth.sess_key, sizeof c->auth.sess_key);
+    c->auth.n_owners = (size_t)cfg->max_requests * AUTH_OWNER_SLACK;
+    c->auth.slot_who = calloc(cfg->slots, sizeof *c->auth.slot_who);
+    c->auth.slot_guard = calloc(cfg->slots, sizeof *c->auth.slot_guard);
+    c->auth.owners = calloc(c->auth.n_owners, sizeof *c->auth.owners);
+    if (c->auth.slot_who == NULL || c->auth.slot_guard == NULL || c->auth.owners == NULL)
         return st_errorf(ST_ENOMEM, "request owners");
-    c->max_req_client = cfg->max_requests_per_client ? cfg->max_requests_per_client
-                                                     : cfg->max_requests / AUTH_REQ_SHARE;
-    if (c->max_req_client == 0)
-        c->max_req_client = 1;
-    c->max_parks_client = (uint32_t)(c->max_parks / AUTH_REQ_SHARE);
-    if (c->max_parks_client == 0)
-        c->max_parks_client = 1;
-    c->max_logits_client = cfg->max_logits_per_client
-                               ? cfg->max_logits_per_client
-                               : AUTH_LOGITS_REQUESTS * ST_SCHED_MAX_LOGITS_BYTES;
+    c->auth.max_req_client = cfg->max_requests_per_client ? cfg->max_requests_per_client
+                                                          : cfg->max_requests / AUTH_REQ_SHARE;
+    if (c->auth.max_req_client == 0)
+        c->auth.max_req_client = 1;
+    c->auth.max_parks_client = (uint32_t)(c->parks.max / AUTH_REQ_SHARE);
+    if (c->auth.max_parks_client == 0)
+        c->auth.max_parks_client = 1;
+    c->auth.max_logits_client = cfg->max_logits_per_client
+                                    ? cfg->max_logits_per_client
+                                    : AUTH_LOGITS_REQUESTS * ST_SCHED_MAX_LOGITS_BYTES;
     return ST_OK;
 }
 
 void coord_auth_close(st_coord *c)
 {
-    free(c->slot_who);
-    free(c->slot_guard);
-    free(c->owners);
-    free(c->sec_cred);
-    c->sec_cred = NULL;
-    c->n_sec_cred = 0;
-    c->slot_who = NULL;
-    c->slot_guard = NULL;
-    c->owners = NULL;
-    sodium_memzero(c->sess_key, sizeof c->sess_key);
+    free(c->auth.slot_who);
+    free(c->auth.slot_guard);
+    free(c->auth.owners);
+    free(c->auth.sec_cred);
+    c->auth.sec_cred = NULL;
+    c->auth.n_sec_cred = 0;
+    c->auth.slot_who = NULL;
+    c->auth.slot_guard = NULL;
+    c->auth.owners = NULL;
+    sodium_memzero(c->auth.sess_key, sizeof c->auth.sess_key);
 }
 
 /* auth_role_may - the request kinds each role may send (docs/security.md). */
@@ -202,9 +203,9 @@ static bool auth_same_client(const coord_who *a, const coord_who *b)
  * NULL. */
 static const coord_owner *auth_find(const st_coord *c, uint64_t ext_id)
 {
-    for (size_t i = 0; i < c->n_owners; i++)
-        if (c->owners[i].req_id != 0 && c->owners[i].ext_id == ext_id)
-            return &c->owners[i];
+    for (size_t i = 0; i < c->auth.n_owners; i++)
+        if (c->auth.owners[i].req_id != 0 && c->auth.owners[i].ext_id == ext_id)
+            return &c->auth.owners[i];
     return NULL;
 }
 
@@ -216,9 +217,9 @@ uint64_t coord_auth_int(const st_coord *c, uint64_t ext_id)
 
 uint64_t coord_auth_ext(const st_coord *c, uint64_t req_id)
 {
-    for (size_t i = 0; i < c->n_owners; i++)
-        if (req_id != 0 && c->owners[i].req_id == req_id)
-            return c->owners[i].ext_id;
+    for (size_t i = 0; i < c->auth.n_owners; i++)
+        if (req_id != 0 && c->auth.owners[i].req_id == req_id)
+            return c->auth.owners[i].ext_id;
     return 0;
 }
 
@@ -226,9 +227,10 @@ uint64_t coord_auth_ext(const st_coord *c, uint64_t req_id)
 static void auth_sweep(st_coord *c)
 {
     st_req_view v;
-    for (size_t i = 0; i < c->n_owners; i++)
-        if (c->owners[i].req_id != 0 && st_sched_view(c->sched, c->owners[i].req_id, &v) != ST_OK)
-            c->owners[i].req_id = 0;
+    for (size_t i = 0; i < c->auth.n_owners; i++)
+        if (c->auth.owners[i].req_id != 0 &&
+            st_sched_view(c->sched, c->auth.owners[i].req_id, &v) != ST_OK)
+            c->auth.owners[i].req_id = 0;
 }
 
 bool coord_auth_request(st_coord *c, uint32_t slot, const coord_who *who, uint64_t ext_id,
@@ -259,8 +261,8 @@ st_err coord_auth_quota(st_coord *c, const coord_who *who, uint32_t max_tokens,
     uint32_t live = 0;
     uint64_t logits = logits_bytes;
     size_t free_slots = 0;
-    for (size_t i = 0; i < c->n_owners; i++) {
-        const coord_owner *o = &c->owners[i];
+    for (size_t i = 0; i < c->auth.n_owners; i++) {
+        const coord_owner *o = &c->auth.owners[i];
         if (o->req_id == 0) {
             free_slots++;
             continue;
@@ -278,18 +280,18 @@ st_err coord_auth_quota(st_coord *c, const coord_who *who, uint32_t max_tokens,
         code = ST_ERANGE;
         snprintf(text, cap, "max_tokens %u exceeds %u (--max-new-tokens)", max_tokens,
                  c->cfg.max_new_tokens);
-    } else if (capped && live >= c->max_req_client)
+    } else if (capped && live >= c->auth.max_req_client)
         snprintf(text, cap,
                  "this client has %u live requests (the per-client "
                  "limit, --max-requests-per-client); try later",
                  live);
-    else if (capped && logits > c->max_logits_client)
+    else if (capped && logits > c->auth.max_logits_client)
         snprintf(text, cap,
                  "this client's requests would hold %llu bytes of "
                  "logits; at most %llu (--max-logits-per-client)",
-                 (unsigned long long)logits, (unsigned long long)c->max_logits_client);
+                 (unsigned long long)logits, (unsigned long long)c->auth.max_logits_client);
     else if (free_slots == 0)
-        snprintf(text, cap, "%zu requests are kept (the limit); try later", c->n_owners);
+        snprintf(text, cap, "%zu requests are kept (the limit); try later", c->auth.n_owners);
     if (text[0] == '\0')
         return ST_OK;
     AUTH_COUNT(c, who, quota_refused);
@@ -316,16 +318,16 @@ st_err coord_auth_bind(st_coord *c, uint64_t req_id, const coord_who *who, uint6
     do /* nonzero and not in use: 64 random bits almost never need a second draw */
         randombytes_buf(&ext, sizeof ext);
     while (ext == 0 || auth_find(c, ext) != NULL);
-    for (size_t i = 0; i < c->n_owners; i++)
-        if (c->owners[i].req_id == 0) {
-            c->owners[i] = (coord_owner){.req_id = req_id,
-                                         .ext_id = ext,
-                                         .who = *who,
-                                         .logits_bytes = logits_bytes};
+    for (size_t i = 0; i < c->auth.n_owners; i++)
+        if (c->auth.owners[i].req_id == 0) {
+            c->auth.owners[i] = (coord_owner){.req_id = req_id,
+                                              .ext_id = ext,
+                                              .who = *who,
+                                              .logits_bytes = logits_bytes};
             *ext_id = ext;
             return ST_OK;
         }
-    return st_errorf(ST_EBUSY, "request owner table full (%zu)", c->n_owners);
+    return st_errorf(ST_EBUSY, "request owner table full (%zu)", c->auth.n_owners);
 }
 
 bool coord_auth_park_ok(st_coord *c, const coord_who *who)
@@ -333,9 +335,9 @@ bool coord_auth_park_ok(st_coord *c, const coord_who *who)
     if (who->role == ST_ROLE_MEMBER || who->role == ST_ROLE_ADMIN)
         return true;
     uint32_t n = 0;
-    for (size_t i = 0; i < c->n_parks; i++)
-        n += auth_same_client(&c->parks[i].who, who);
-    if (n < c->max_parks_client)
+    for (size_t i = 0; i < c->parks.n; i++)
+        n += auth_same_client(&c->parks.list[i].who, who);
+    if (n < c->auth.max_parks_client)
         return true;
     AUTH_COUNT(c, who, quota_refused);
     return false;
@@ -356,7 +358,7 @@ uint64_t coord_auth_session(const st_coord *c, const coord_who *who, uint64_t se
     for (int i = 0; i < (open ? 8 : 4); i++)
         in[n++] = (uint8_t)(owner >> (8 * i));
     uint8_t h[crypto_shorthash_BYTES];
-    crypto_shorthash(h, in, n, c->sess_key);
+    crypto_shorthash(h, in, n, c->auth.sess_key);
     uint64_t id = 0;
     for (int i = 7; i >= 0; i--)
         id = id << 8 | h[i];
@@ -368,7 +370,7 @@ bool coord_auth_member(st_coord *c, uint32_t slot, const coord_who *who, uint64_
     const st_member *m = st_members_find(&c->ms, id);
     if (m == NULL || (m->sender == who->sender && m->cred == who->cred))
         return true;
-    c->sec.member_spoofed++;
+    c->auth.sec.member_spoofed++;
     char text[200];
     snprintf(text, sizeof text,
              "worker %llu was joined by another sender: only it may speak "
@@ -385,29 +387,29 @@ bool coord_auth_member(st_coord *c, uint32_t slot, const coord_who *who, uint64_
  * effect are dropped: one connection is closed and counted once. */
 static bool auth_pipe_closed(st_coord *c, uint32_t slot)
 {
-    const coord_guard *g = &c->slot_guard[slot];
+    const coord_guard *g = &c->auth.slot_guard[slot];
     if (!g->on)
         return false;
-    if (g->pipe == c->closed_pipe)
+    if (g->pipe == c->auth.closed_pipe)
         return true; /* a request that came before the close took effect */
     if (st_net_pipe_stuck(c->net, slot, AUTH_STUCK_NS) < AUTH_PIPE_MAX_STUCK)
         return false;
     AUTH_COUNT(c, &g->who, pipes_closed);
-    c->closed_pipe = g->pipe;
+    c->auth.closed_pipe = g->pipe;
     st_log(ST_LOG_WARN, AUTH,
            "sender %llu (%s): its connection does not read its answers "
            "(%d are stuck): closed",
            (unsigned long long)g->who.sender, st_env_role_name(g->who.role), AUTH_PIPE_MAX_STUCK);
     st_net_close_pipe(c->net, slot);
     for (uint32_t i = 0; i < st_net_n_slots(c->net); i++)
-        if (c->slot_guard[i].pipe == c->closed_pipe)
-            c->slot_guard[i].on = false;
+        if (c->auth.slot_guard[i].pipe == c->auth.closed_pipe)
+            c->auth.slot_guard[i].on = false;
     return true;
 }
 
 void coord_auth_sweep(st_coord *c)
 {
-    if (c->slot_guard == NULL)
+    if (c->auth.slot_guard == NULL)
         return;
     uint64_t now = st_now_ns();
     for (uint32_t i = 0; i < st_net_n_slots(c->net); i++) {
@@ -419,7 +421,7 @@ void coord_auth_sweep(st_coord *c)
 
 bool coord_auth_slot_ok(st_coord *c, uint32_t slot, const coord_who *who, bool trusted)
 {
-    coord_guard *g = &c->slot_guard[slot];
+    coord_guard *g = &c->auth.slot_guard[slot];
     g->on = !trusted;
     g->pipe = st_net_slot_pipe(c->net, slot);
     g->who = *who;
@@ -435,14 +437,14 @@ bool coord_auth_slot_ok(st_coord *c, uint32_t slot, const coord_who *who, bool t
     } else {
         return true;
     }
-    memset(&c->slot_who[slot], 0, sizeof c->slot_who[slot]);
+    memset(&c->auth.slot_who[slot], 0, sizeof c->auth.slot_who[slot]);
     st_net_drop(c->net, slot);
     return false;
 }
 
 bool coord_auth_bound(st_coord *c, uint32_t slot, const coord_who *who, int bc)
 {
-    if (!c->keyed || who->bound || bc == STRATA__MSG__BODY_HELLO)
+    if (!c->seal.keyed || who->bound || bc == STRATA__MSG__BODY_HELLO)
         return true;
     AUTH_COUNT(c, who, unbound_refused);
     Strata__Msg probe = STRATA__MSG__INIT;
@@ -463,7 +465,7 @@ void coord_auth_pb(const st_coord *c, const coord_who *who, Strata__SecurityCoun
     static const coord_sec none;
     const coord_sec *own = auth_own(c, who);
     bool client = who->role == ST_ROLE_CLIENT;
-    const coord_sec *s = client ? (own != NULL ? own : &none) : &c->sec;
+    const coord_sec *s = client ? (own != NULL ? own : &none) : &c->auth.sec;
     strata__security_counters__init(out);
     out->role_refused = s->role_refused;
     out->member_spoofed = s->member_spoofed;

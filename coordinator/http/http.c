@@ -544,7 +544,7 @@ static st_err http_load_model(st_http *h)
     st_err te = st_chat_from_gguf(st_gw_gguf(h->cfg.gw), h->cfg.chat_template, &h->tmpl);
     h->has_tmpl = te == ST_OK;
     if (!h->has_tmpl && h->cfg.chat_template) /* asked for: a start-up error, not a 400 later */
-        return st_errorf(te, "--chat-template: %s", st_errdetail());
+        return st_errwrap(te, "--chat-template");
     if (!h->has_tmpl)
         snprintf(h->tmpl_err, sizeof h->tmpl_err,
                  "the model has no usable chat template "

@@ -253,6 +253,27 @@ START_TEST(test_listen_check)
 }
 END_TEST
 
+/* which of a process's own listeners holds the port another needs: the
+ * coordinator's --http beside its default weights port (issue 34) */
+START_TEST(test_listen_clash)
+{
+    const char *const own[] = {"tcp://127.0.0.1:5555", NULL, "tcp://127.0.0.1:5556"};
+    ck_assert_int_eq(st_listen_clash("tcp://127.0.0.1:5556", own, 3), 2);
+    ck_assert_int_eq(st_listen_clash("tcp://127.0.0.1:5555", own, 3), 0);
+    ck_assert_int_eq(st_listen_clash("tcp://0.0.0.0:5556", own, 3), 2);
+    ck_assert_int_eq(st_listen_clash("tcp://:5556", own, 3), 2);
+    ck_assert_int_eq(st_listen_clash("tcp://127.0.0.2:5556", own, 3), -1);
+    ck_assert_int_eq(st_listen_clash("tcp://127.0.0.1:5557", own, 3), -1);
+    ck_assert_int_eq(st_listen_clash("tcp://[::1]:5556", own, 3), -1);
+    ck_assert_int_eq(st_listen_clash("tcp://localhost:5556", own, 3), -1);
+    const char *const any[] = {"tcp://:7000", "tcp://[::1]:7001", "tcp://h:0"};
+    ck_assert_int_eq(st_listen_clash("tcp://10.1.2.3:7000", any, 3), 0);
+    ck_assert_int_eq(st_listen_clash("tcp://[::1]:7001", any, 3), 1);
+    ck_assert_int_eq(st_listen_clash("tcp://H:0", any, 3), -1); /* port 0: any port */
+    ck_assert_int_eq(st_listen_clash("ipc:///x:7000", any, 3), -1);
+}
+END_TEST
+
 /* ---- credentials and roles (issue 12) ---- */
 
 #define TE_CLIENT_TEXT "client-key-0123456789abcdef"
@@ -608,6 +629,7 @@ int main(void)
     suite_add_tcase(s, te_window_tcase());
     TCase *tx = tcase_create("exposure");
     tcase_add_test(tx, test_local_addresses);
+    tcase_add_test(tx, test_listen_clash);
     tcase_add_test(tx, test_listen_check);
     suite_add_tcase(s, tx);
     SRunner *sr = srunner_create(s);
