@@ -15,6 +15,17 @@ static bool log_stamp = true; /* false under systemd's journal */
 
 static const char *const log_names[] = {"error", "warn", "info", "debug"};
 
+bool st_log_level_from_name(const char *name, st_log_level *out)
+{
+    for (size_t i = 0; i < sizeof log_names / sizeof log_names[0]; i++)
+        if (strcmp(name, log_names[i]) == 0) {
+            if (out != NULL)
+                *out = (st_log_level)i;
+            return true;
+        }
+    return false;
+}
+
 void st_log_set_level(st_log_level lvl) { log_level = lvl; }
 
 void st_log_init(const char *level)
@@ -24,9 +35,7 @@ void st_log_init(const char *level)
         level = getenv("STRATA_LOG");
     if (level == NULL)
         return;
-    for (int i = 0; i < 4; i++)
-        if (strcmp(level, log_names[i]) == 0)
-            log_level = (st_log_level)i;
+    st_log_level_from_name(level, &log_level);
 }
 
 int st_log_enabled(st_log_level lvl) { return lvl <= log_level; }

@@ -137,9 +137,8 @@ int st_wire_gate_main(int argc, char **argv)
                 return WGM_EXIT_USAGE;
             }
         } else if (strcmp(f, "--log") == 0) {
-            if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") &&
-                strcmp(v, "debug")) {
-                fprintf(stderr, "%s: --log '%s': error, warn, info or debug\n", WGM, v);
+            if (!st_log_level_from_name(v, NULL)) {
+                fprintf(stderr, "%s: --log '%s': " ST_LOG_LEVEL_NAMES "\n", WGM, v);
                 return WGM_EXIT_USAGE;
             }
             level = v;

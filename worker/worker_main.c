@@ -298,9 +298,8 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
         } else if (strcmp(f, "--throttle-file") == 0) {
             c->throttle_file = v;
         } else if (strcmp(f, "--log") == 0) {
-            if (strcmp(v, "error") && strcmp(v, "warn") && strcmp(v, "info") &&
-                strcmp(v, "debug")) {
-                fprintf(stderr, "strata-worker: --log '%s': error, warn, info or debug\n", v);
+            if (!st_log_level_from_name(v, NULL)) {
+                fprintf(stderr, "strata-worker: --log '%s': " ST_LOG_LEVEL_NAMES "\n", v);
                 return 2;
             }
             *log_level = v;
