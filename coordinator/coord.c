@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/arch.h"
 #include "common/clock.h"
 #include "common/exposure.h"
 #include "common/log.h"
@@ -105,7 +106,7 @@ static st_err coord_load_model(st_coord *c)
         st_log(ST_LOG_WARN, CO, "no usable tokenizer (%s): only prompt ids are accepted",
                st_errmsg(ST_EFORMAT));
         uint32_t eos = 2;
-        st_gguf_get_u32(c->gguf, "tokenizer.ggml.eos_token_id", &eos);
+        st_gguf_get_u32(c->gguf, st_arch_gkey_name(ST_AG_TOK_EOS), &eos);
         c->eos = (int32_t)eos;
     }
     c->n_ctx = c->cfg.n_ctx ? c->cfg.n_ctx : c->mi.n_ctx_train;
