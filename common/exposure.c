@@ -2,50 +2,20 @@
  * exposure.h). */
 #include "common/exposure.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/netaddr.h"
 
 #define EXP_HOST_MAX 256
-#define EXP_LOOPBACK_NET 127 /* 127.0.0.0/8 */
 #define EXP_LIST_MAX 512     /* the warning's list of exposed addresses */
 #define EXP_DIR_MODE 0700    /* the local key directory: its user only */
-
-/* exp_host - the host part of SCHEME://HOST[:PORT][/PATH] into host
- * (brackets of [v6] removed); false if url has no "://". */
-static bool exp_host(const char *url, char host[EXP_HOST_MAX])
-{
-    const char *p = strstr(url, "://");
-    if (p == NULL)
-        return false;
-    p += 3;
-    const char *end;
-    if (*p == '[') {
-        p++;
-        end = strchr(p, ']');
-        if (end == NULL)
-            return false;
-    } else {
-        end = p + strcspn(p, "/");
-        const char *colon = memchr(p, ':', (size_t)(end - p));
-        if (colon != NULL)
-            end = colon;
-    }
-    size_t n = (size_t)(end - p);
-    if (n >= EXP_HOST_MAX)
-        return false;
-    memcpy(host, p, n);
-    host[n] = '\0';
-    return true;
-}
 
 bool st_addr_is_local(const char *url)
 {
@@ -54,20 +24,7 @@ bool st_addr_is_local(const char *url)
         if (strncmp(url, local_schemes[i], strlen(local_schemes[i])) == 0)
             return true;
     char host[EXP_HOST_MAX];
-    if (!exp_host(url, host))
-        return false;
-    if (strcasecmp(host, "localhost") == 0)
-        return true;
-    struct in_addr a4;
-    if (inet_pton(AF_INET, host, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == EXP_LOOPBACK_NET;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET6, host, &a6) == 1) {
-        if (IN6_IS_ADDR_LOOPBACK(&a6))
-            return true;
-        return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == EXP_LOOPBACK_NET;
-    }
-    return false; /* a name, "*", "" or an unspecified address */
+    return st_url_host(url, host, sizeof host) && st_host_is_loopback(host);
 }
 
 st_err st_listen_check(const char *who, const char *const *flags, const char *const *urls, size_t n,
@@ -125,7 +82,7 @@ st_err st_local_key_path(const char *url, bool create, char *out, size_t cap)
 {
     char host[EXP_HOST_MAX];
     const char *colon = strrchr(url, ':');
-    if (strncmp(url, "tcp://", 6) != 0 || !st_addr_is_local(url) || !exp_host(url, host) ||
+    if (!st_is_tcp(url) || !st_addr_is_local(url) || !st_url_host(url, host, sizeof host) ||
         colon == NULL || colon[1] == '\0' || strspn(colon + 1, "0123456789") != strlen(colon + 1))
         return st_errorf(ST_EINVAL, "%s is not a loopback tcp address with a port", url);
     for (char *p = host; *p; p++)

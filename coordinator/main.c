@@ -19,12 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/envelope.h"
 #include "common/crash.h"
+#include "common/envelope.h"
 #include "common/exit_guard.h"
 #include "common/exposure.h"
 #include "common/log.h"
 #include "common/manifest.h"
+#include "common/netaddr.h"
 #include "common/units.h"
 #include "common/version.h"
 #include "coordinator/coord.h"
@@ -206,7 +207,7 @@ static int main_weights_flag(const char *f, const char *v, st_weights_cfg *w, st
     uint32_t x = 0;
     if (strcmp(f, "--weights") == 0) {
         w->listen = v;
-        *bad = strncmp(v, "tcp://", 6) != 0 || strrchr(v, ':') < v + 6;
+        *bad = !st_tcp_split(v, NULL);
         if (*bad)
             fprintf(stderr, "strata-coordinator: --weights '%s': a tcp://HOST:PORT address\n", v);
     } else if (strcmp(f, "--weights-chunk") == 0) {
@@ -520,8 +521,8 @@ int main(int argc, char **argv)
         st_local_key_find(cfg.listen, kept, sizeof kept)) {
         cfg.key_path = kept;
         wcfg.key_path = kept;
-    } else if (cfg.key_path == NULL && cfg.listen != NULL &&
-               strncmp(cfg.listen, "tcp://", 6) == 0 && st_addr_is_local(cfg.listen)) {
+    } else if (cfg.key_path == NULL && cfg.listen != NULL && st_is_tcp(cfg.listen) &&
+               st_addr_is_local(cfg.listen)) {
         if (sodium_init() < 0) {
             fprintf(stderr, "strata-coordinator: libsodium failed to start\n");
             return 1;
@@ -539,7 +540,7 @@ int main(int argc, char **argv)
     uint8_t key[ST_KEY_BYTES];
     if (hcfg.listen != NULL) {
         char url[ST_NET_ADDR_MAX];
-        if ((size_t)snprintf(url, sizeof url, "tcp://%s", hcfg.listen) >= sizeof url) {
+        if ((size_t)snprintf(url, sizeof url, ST_TCP_SCHEME "%s", hcfg.listen) >= sizeof url) {
             fprintf(stderr, "strata-coordinator: --http: '%.40s...' is too long\n", hcfg.listen);
             return 2;
         }
