@@ -25,7 +25,6 @@
 
 #define EM_HOST_MAX 64
 #define EM_URL_MAX 96
-#define EM_PORT_MAX 65535
 #define EM_MAX_HTTP_THREADS 64u
 #define EM_MAX_CONNS 1000000u
 #define EM_MAX_TIMEOUT_S 3600u
@@ -97,7 +96,7 @@ static int em_hostport(const char *v, char host[EM_HOST_MAX], int *port)
     st_hostport hp;
     long p;
     if (!st_hostport_split(v, &hp) || hp.host_len == 0 || hp.host_len >= EM_HOST_MAX ||
-        !st_port_parse(hp.port, EM_PORT_MAX, &p))
+        !st_port_parse(hp.port, ST_PORT_MAX, &p))
         return -1;
     memcpy(host, hp.host, hp.host_len);
     host[hp.host_len] = '\0';
