@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "common/net/exposure.h"
+#include "common/net/netaddr.h"
 
 #define CLI_CONN_MAX_FRAME ((size_t)64 << 20)
 
@@ -161,7 +162,7 @@ int cli_conn_open(cli_conn *c, const cli_conn_opts *o, const char *cmd)
     nng_socket_set_size(c->s, NNG_OPT_RECVMAXSZ, CLI_CONN_MAX_FRAME);
     nng_dialer d;
     if ((rv = nng_dialer_create(&d, c->s, addr)) == 0) {
-        if (strncmp(addr, "tcp://", 6) == 0)
+        if (st_is_tcp(addr))
             nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true);
         rv = nng_dialer_start(d, 0);
     }

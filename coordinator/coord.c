@@ -37,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/model/arch.h"
 #include "common/base/clock.h"
 #include "common/net/exposure.h"
 #include "common/base/log.h"
@@ -108,7 +109,7 @@ static st_err coord_load_model(st_coord *c)
         st_log(ST_LOG_WARN, CO, "no usable tokenizer (%s): only prompt ids are accepted",
                st_errmsg(te));
         uint32_t eos = 2;
-        st_gguf_get_u32(c->model.gguf, "tokenizer.ggml.eos_token_id", &eos);
+        st_gguf_get_u32(c->model.gguf, st_arch_gkey_name(ST_AG_TOK_EOS), &eos);
         c->model.eos = (int32_t)eos;
     }
     c->model.n_ctx = c->cfg.n_ctx ? c->cfg.n_ctx : c->model.mi.n_ctx_train;

@@ -19,13 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/wire/envelope.h"
 #include "common/base/crash.h"
+#include "common/wire/envelope.h"
 #include "common/base/exit_guard.h"
 #include "common/net/exposure.h"
 #include "common/base/log.h"
 #include "common/model/manifest.h"
 #include "common/base/opt.h"
+#include "common/net/netaddr.h"
 #include "common/base/units.h"
 #include "common/base/version.h"
 #include "coordinator/coord.h"
@@ -135,7 +136,7 @@ static st_err main_split(const char *s, void *dest)
  * dest (the check the weights server relies on). */
 static st_err main_weights_addr(const char *v, void *dest)
 {
-    if (strncmp(v, "tcp://", 6) != 0 || strrchr(v, ':') < v + 6)
+    if (!st_tcp_split(v, NULL))
         return st_errorf(ST_EINVAL, "'%s': a tcp://HOST:PORT address", v);
     *(const char **)dest = v;
     return ST_OK;
@@ -495,8 +496,8 @@ int main(int argc, char **argv)
         st_local_key_find(cfg.listen, kept, sizeof kept)) {
         cfg.key_path = kept;
         wcfg.key_path = kept;
-    } else if (cfg.key_path == NULL && cfg.listen != NULL &&
-               strncmp(cfg.listen, "tcp://", 6) == 0 && st_addr_is_local(cfg.listen)) {
+    } else if (cfg.key_path == NULL && cfg.listen != NULL && st_is_tcp(cfg.listen) &&
+               st_addr_is_local(cfg.listen)) {
         if (sodium_init() < 0) {
             fprintf(stderr, "strata-coordinator: libsodium failed to start\n");
             return 1;
@@ -514,7 +515,7 @@ int main(int argc, char **argv)
     uint8_t key[ST_KEY_BYTES];
     if (hcfg.listen != NULL) {
         char url[ST_NET_ADDR_MAX];
-        if ((size_t)snprintf(url, sizeof url, "tcp://%s", hcfg.listen) >= sizeof url) {
+        if ((size_t)snprintf(url, sizeof url, ST_TCP_SCHEME "%s", hcfg.listen) >= sizeof url) {
             fprintf(stderr, "strata-coordinator: --http: '%.40s...' is too long\n", hcfg.listen);
             return 2;
         }

@@ -11,19 +11,7 @@
 #include "cli/conn.h"
 #include "cli/admin/plan_print.h"
 #include "common/net/client.h"
-
-static const char *sp_bytes(uint64_t b, char *buf, size_t cap)
-{
-    if (b >= (1ull << 30))
-        snprintf(buf, cap, "%.2f GiB", (double)b / (1ull << 30));
-    else if (b >= (1ull << 20))
-        snprintf(buf, cap, "%.1f MiB", (double)b / (1ull << 20));
-    else if (b >= 1024)
-        snprintf(buf, cap, "%.1f KiB", (double)b / 1024);
-    else
-        snprintf(buf, cap, "%" PRIu64 " B", b);
-    return buf;
-}
+#include "common/base/units.h"
 
 static cJSON *sp_counters_json(const Strata__Counters *c)
 {
@@ -150,8 +138,8 @@ static void sp_fetch_json(cJSON *o, const Strata__FetchProgress *f)
 static void sp_fetch_print(const Strata__FetchProgress *f)
 {
     char have[24], need[24];
-    sp_bytes(f->have_bytes, have, sizeof have);
-    sp_bytes(f->need_bytes, need, sizeof need);
+    st_fmt_bytes(f->have_bytes, have, sizeof have);
+    st_fmt_bytes(f->need_bytes, need, sizeof need);
     printf("    fetch%s: %s of %s (%.1f%%), %.2f MB/s, ETA %.1f s, bad chunks %" PRIu64
            ", sources %u, timeouts %" PRIu64 "\n",
            f->active ? "ing" : " done", have, need,
@@ -354,8 +342,8 @@ void cli_status_print(const Strata__StatusReply *s)
             snprintf(rep, sizeof rep, "%d", w->replica);
         }
         if (h) {
-            sp_bytes(h->rss_bytes, rss, sizeof rss);
-            sp_bytes(h->kv_bytes, kv, sizeof kv);
+            st_fmt_bytes(h->rss_bytes, rss, sizeof rss);
+            st_fmt_bytes(h->kv_bytes, kv, sizeof kv);
             if (h->counters)
                 snprintf(steps, sizeof steps, "%" PRIu64, h->counters->steps);
         }
@@ -376,8 +364,8 @@ void cli_status_print(const Strata__StatusReply *s)
     const Strata__SchedStatus *q = s->sched;
     if (q) {
         char kvs[24], kvw[24];
-        sp_bytes(q->kv_session_bytes, kvs, sizeof kvs);
-        sp_bytes(q->kv_bytes, kvw, sizeof kvw);
+        st_fmt_bytes(q->kv_session_bytes, kvs, sizeof kvs);
+        st_fmt_bytes(q->kv_bytes, kvw, sizeof kvw);
         printf("sessions: %u of %u (%u idle), %s KV each, %s KV on workers; requests: %u "
                "running, %u queued\n",
                q->sessions, q->max_sessions, q->idle_sessions, kvs, kvw, q->running, q->queued);

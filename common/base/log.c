@@ -13,7 +13,19 @@
 static st_log_level log_level = ST_LOG_WARN;
 static bool log_stamp = true; /* false under systemd's journal */
 
-static const char *const log_names[] = {"error", "warn", "info", "debug"};
+/* indexed by st_log_level; NULL-terminated for option tables (opt.h CHOICE) */
+const char *const st_log_level_names[] = {"error", "warn", "info", "debug", NULL};
+
+bool st_log_level_from_name(const char *name, st_log_level *out)
+{
+    for (size_t i = 0; st_log_level_names[i] != NULL; i++)
+        if (strcmp(name, st_log_level_names[i]) == 0) {
+            if (out != NULL)
+                *out = (st_log_level)i;
+            return true;
+        }
+    return false;
+}
 
 void st_log_set_level(st_log_level lvl) { log_level = lvl; }
 
@@ -24,9 +36,7 @@ void st_log_init(const char *level)
         level = getenv("STRATA_LOG");
     if (level == NULL)
         return;
-    for (int i = 0; i < 4; i++)
-        if (strcmp(level, log_names[i]) == 0)
-            log_level = (st_log_level)i;
+    st_log_level_from_name(level, &log_level);
 }
 
 int st_log_enabled(st_log_level lvl) { return lvl <= log_level; }
@@ -42,7 +52,7 @@ void st_log(st_log_level lvl, const char *component, const char *fmt, ...)
         size_t k = strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
         snprintf(stamp + k, sizeof stamp - k, ".%03ldZ ", ts.tv_nsec / 1000000L);
     }
-    int n = snprintf(line, sizeof line, "%s[%s] %s: ", stamp, log_names[lvl], component);
+    int n = snprintf(line, sizeof line, "%s[%s] %s: ", stamp, st_log_level_names[lvl], component);
     if (n < 0)
         return;
     va_list ap;

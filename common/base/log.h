@@ -10,12 +10,26 @@
 #ifndef ST_LOG_H
 #define ST_LOG_H
 
+#include <stdbool.h>
+
 typedef enum st_log_level {
     ST_LOG_ERROR = 0,
     ST_LOG_WARN = 1,
     ST_LOG_INFO = 2,
     ST_LOG_DEBUG = 3,
 } st_log_level;
+
+/* The level names, as a flag's error message lists them. */
+#define ST_LOG_LEVEL_NAMES "error, warn, info or debug"
+
+/* The level names indexed by st_log_level, then NULL (a CHOICE row of an
+ * option table, common/base/opt.h, takes it as it is). */
+extern const char *const st_log_level_names[];
+
+/* st_log_level_from_name - the level called name ("error", "warn", "info"
+ * or "debug": the names each line prints) into *out when out is not NULL;
+ * false for any other name (*out unchanged). The one table of the names. */
+bool st_log_level_from_name(const char *name, st_log_level *out);
 
 /* st_log_init - sets the level from `level` if not NULL, else from
  * STRATA_LOG, else warn. Unknown names leave the level at warn. */

@@ -1,6 +1,8 @@
 /* opt.c - declarative command-line options (see opt.h). */
 #include "common/base/opt.h"
 
+#include "common/base/log.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -12,7 +14,6 @@
 #define OPT_HELP_COL 22 /* the usage's help column */
 #define OPT_INDENT 2    /* a flag's indent in the usage */
 
-static const char *const opt_levels[] = {"error", "warn", "info", "debug", NULL};
 
 /* opt_find - the row named f (or aliased), or NULL. */
 static const st_opt *opt_find(const st_opt_spec *s, const char *f)
@@ -224,7 +225,7 @@ st_opt st_opt_log(const char **level)
     return (st_opt){.name = "--log",
                     .type = ST_OPT_CHOICE,
                     .dest = level,
-                    .choices = opt_levels,
+                    .choices = st_log_level_names,
                     .value = "LEVEL",
                     .help = "error, warn, info (default) or debug; or $STRATA_LOG"};
 }

@@ -8,8 +8,10 @@
 #include "common/base/units.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Decimals read at most: 10^18 - 1 times the largest unit (2^40) fits in
@@ -108,4 +110,36 @@ st_err st_parse_bytes(const char *s, uint64_t *out)
         return st_errorf(ST_EINVAL, "byte count '%.*s' overflows 64 bits", UNITS_SHOWN, s);
     *out = (uint64_t)total;
     return ST_OK;
+}
+
+/* ---- printing ---------------------------------------------------------- */
+
+#define UNITS_KIB (1ull << 10)
+#define UNITS_MIB (1ull << 20)
+#define UNITS_GIB (1ull << 30)
+
+const char *st_fmt_bytes(uint64_t b, char *buf, size_t cap)
+{
+    if (b >= UNITS_GIB)
+        snprintf(buf, cap, "%.2f GiB", (double)b / UNITS_GIB);
+    else if (b >= UNITS_MIB)
+        snprintf(buf, cap, "%.1f MiB", (double)b / UNITS_MIB);
+    else if (b >= UNITS_KIB)
+        snprintf(buf, cap, "%.1f KiB", (double)b / UNITS_KIB);
+    else
+        snprintf(buf, cap, "%" PRIu64 " B", b);
+    return buf;
+}
+
+const char *st_fmt_bytes_exact(uint64_t b, char *buf, size_t cap)
+{
+    if (b == UINT64_MAX)
+        snprintf(buf, cap, "more than 16 EiB");
+    else if (b >= UNITS_GIB)
+        snprintf(buf, cap, "%.2f GiB (%llu B)", (double)b / UNITS_GIB, (unsigned long long)b);
+    else if (b >= UNITS_MIB)
+        snprintf(buf, cap, "%.2f MiB (%llu B)", (double)b / UNITS_MIB, (unsigned long long)b);
+    else
+        snprintf(buf, cap, "%llu B", (unsigned long long)b);
+    return buf;
 }

@@ -30,7 +30,7 @@ static const char *const arch_gkey_names[ST_AG_COUNT] = {
     [ST_AG_ARCHITECTURE] = "general.architecture",
     [ST_AG_NAME] = "general.name",
     [ST_AG_FILE_TYPE] = "general.file_type",
-    [ST_AG_ALIGNMENT] = "general.alignment",
+    [ST_AG_ALIGNMENT] = ST_GGUF_KEY_ALIGNMENT,
     [ST_AG_TOK_MODEL] = "tokenizer.ggml.model",
     [ST_AG_TOK_TOKENS] = "tokenizer.ggml.tokens",
     [ST_AG_TOK_SCORES] = "tokenizer.ggml.scores",
@@ -38,6 +38,11 @@ static const char *const arch_gkey_names[ST_AG_COUNT] = {
     [ST_AG_TOK_BOS] = "tokenizer.ggml.bos_token_id",
     [ST_AG_TOK_EOS] = "tokenizer.ggml.eos_token_id",
     [ST_AG_TOK_UNK] = "tokenizer.ggml.unknown_token_id",
+    [ST_AG_TOK_EOT] = "tokenizer.ggml.eot_token_id",
+    [ST_AG_TOK_MERGES] = "tokenizer.ggml.merges",
+    [ST_AG_TOK_PRE] = "tokenizer.ggml.pre",
+    [ST_AG_TOK_ADD_BOS] = "tokenizer.ggml.add_bos_token",
+    [ST_AG_TOK_ADD_SPACE] = "tokenizer.ggml.add_space_prefix",
 };
 
 /* names without the ".weight"/".bias" kind, and which kind */

@@ -23,7 +23,8 @@
  * bytes per layer, KV bytes). Keys outside the architecture's prefix that
  * every llama-family file carries (general.*, tokenizer.ggml.*) are named
  * here too (st_arch_gkey), for the writer of such files (`strata convert`)
- * and the readers that go through this table. */
+ * and the readers that go through this table (the tokenizer's loader,
+ * common/text/tok_load.c, and the coordinator's eos fallback among them). */
 #ifndef ST_ARCH_H
 #define ST_ARCH_H
 
@@ -70,6 +71,11 @@ typedef enum st_arch_gkey {
     ST_AG_TOK_BOS,          /* tokenizer.ggml.bos_token_id */
     ST_AG_TOK_EOS,          /* tokenizer.ggml.eos_token_id */
     ST_AG_TOK_UNK,          /* tokenizer.ggml.unknown_token_id */
+    ST_AG_TOK_EOT,          /* tokenizer.ggml.eot_token_id */
+    ST_AG_TOK_MERGES,       /* tokenizer.ggml.merges ("left right" pairs of a BPE vocabulary) */
+    ST_AG_TOK_PRE,          /* tokenizer.ggml.pre (a BPE vocabulary's pre-tokenizer) */
+    ST_AG_TOK_ADD_BOS,      /* tokenizer.ggml.add_bos_token */
+    ST_AG_TOK_ADD_SPACE,    /* tokenizer.ggml.add_space_prefix */
     ST_AG_COUNT
 } st_arch_gkey;
 

@@ -415,7 +415,7 @@ static st_err gg_sort_unique(const void *first, size_t stride, uint64_t n, const
 static st_err gg_alignment(st_gguf *g)
 {
     g->alignment = GG_DEFAULT_ALIGNMENT;
-    const st_gguf_kv *kv = st_gguf_find_kv(g, "general.alignment");
+    const st_gguf_kv *kv = st_gguf_find_kv(g, ST_GGUF_KEY_ALIGNMENT);
     if (kv == NULL)
         return ST_OK;
     uint64_t a;

@@ -87,6 +87,11 @@ st_err st_gguf_open_mem(const void *buf, size_t len, st_gguf **out);
 /* st_gguf_close - unmaps and frees; NULL is a no-op. */
 void st_gguf_close(st_gguf *g);
 
+/* The one key the container itself reads (and the writer honours): the
+ * data section's alignment. common/model/arch.h names it with the other keys
+ * (ST_AG_ALIGNMENT) from this spelling. */
+#define ST_GGUF_KEY_ALIGNMENT "general.alignment"
+
 uint32_t st_gguf_version(const st_gguf *g);
 size_t st_gguf_alignment(const st_gguf *g);
 size_t st_gguf_file_size(const st_gguf *g);

@@ -221,7 +221,7 @@ static void gw_drop_last(st_gguf_writer *w)
 
 static st_err gw_scalar(st_gguf_writer *w, const char *key, st_gguf_type t, const void *v)
 {
-    bool is_align = strcmp(key, "general.alignment") == 0;
+    bool is_align = strcmp(key, ST_GGUF_KEY_ALIGNMENT) == 0;
     size_t align = 0;
     if (is_align) {
         uint64_t a = 0;

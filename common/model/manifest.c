@@ -33,6 +33,7 @@
 #include "common/model/arch.h"
 #include "common/base/hex.h"
 #include "common/base/log.h"
+#include "common/net/netaddr.h"
 
 #define MF_MAGIC "STRATAMF"
 #define MF_MAGIC_LEN 8
@@ -398,20 +399,18 @@ st_err st_manifest_cached(const char *path, const char *cache_dir, uint32_t chun
 
 st_err st_weights_default_addr(const char *ctl, char *out, size_t cap)
 {
-    const char *colon = ctl != NULL ? strrchr(ctl, ':') : NULL;
-    if (ctl == NULL || strncmp(ctl, "tcp://", 6) != 0 || colon == NULL || colon < ctl + 6)
+    st_hostport hp;
+    if (ctl == NULL || !st_tcp_split(ctl, &hp))
         return st_errorf(ST_EINVAL,
                          "'%s' is not a tcp://HOST:PORT address: give the weights "
                          "address",
                          ctl ? ctl : "");
-    char *end;
-    errno = 0;
-    long port = strtol(colon + 1, &end, 10);
-    if (colon[1] == '\0' || *end != '\0' || errno != 0 || port < 0 ||
-        port + ST_WEIGHTS_PORT_STEP > 65535)
-        return st_errorf(ST_EINVAL, "'%s': no port below 65535 follows its port", ctl);
+    long port;
+    if (!st_port_parse(hp.port, ST_PORT_MAX - ST_WEIGHTS_PORT_STEP, &port))
+        return st_errorf(ST_EINVAL, "'%s': no port below %d follows its port", ctl, ST_PORT_MAX);
     long wp = port == 0 ? 0 : port + ST_WEIGHTS_PORT_STEP;
-    if ((size_t)snprintf(out, cap, "%.*s:%ld", (int)(colon - ctl), ctl, wp) >= cap)
+    if ((size_t)snprintf(out, cap, "%.*s:%ld", (int)(ST_TCP_SCHEME_LEN + hp.host_len), ctl, wp) >=
+        cap)
         return st_errorf(ST_ERANGE, "'%s' is too long", ctl);
     return ST_OK;
 }

@@ -9,6 +9,7 @@
 
 #include "common/base/clock.h"
 #include "common/wire/msg.h"
+#include "common/net/netaddr.h"
 
 enum { CLIENT_IDLE = 0, CLIENT_SEND = 1, CLIENT_RECV = 2 };
 
@@ -148,8 +149,7 @@ st_err st_client_open(const char *addr, const uint8_t *key, bool encrypt, st_cli
         e = st_err_nng(rv, addr);
         goto fail;
     }
-    if (strncmp(addr, "tcp://", 6) == 0 &&
-        (rv = nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true))) {
+    if (st_is_tcp(addr) && (rv = nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true))) {
         e = st_err_nng(rv, "TCP_NODELAY");
         goto fail;
     }

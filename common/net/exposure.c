@@ -8,44 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/base/log.h"
+#include "common/net/netaddr.h"
 
 #define EXP_HOST_MAX 256
-#define EXP_LOOPBACK_NET 127 /* 127.0.0.0/8 */
 #define EXP_LIST_MAX 512     /* the warning's list of exposed addresses */
 #define EXP_DIR_MODE 0700    /* the local key directory: its user only */
-
-/* exp_host - the host part of SCHEME://HOST[:PORT][/PATH] into host
- * (brackets of [v6] removed); false if url has no "://". */
-static bool exp_host(const char *url, char host[EXP_HOST_MAX])
-{
-    const char *p = strstr(url, "://");
-    if (p == NULL)
-        return false;
-    p += 3;
-    const char *end;
-    if (*p == '[') {
-        p++;
-        end = strchr(p, ']');
-        if (end == NULL)
-            return false;
-    } else {
-        end = p + strcspn(p, "/");
-        const char *colon = memchr(p, ':', (size_t)(end - p));
-        if (colon != NULL)
-            end = colon;
-    }
-    size_t n = (size_t)(end - p);
-    if (n >= EXP_HOST_MAX)
-        return false;
-    memcpy(host, p, n);
-    host[n] = '\0';
-    return true;
-}
 
 bool st_addr_is_local(const char *url)
 {
@@ -54,20 +25,7 @@ bool st_addr_is_local(const char *url)
         if (strncmp(url, local_schemes[i], strlen(local_schemes[i])) == 0)
             return true;
     char host[EXP_HOST_MAX];
-    if (!exp_host(url, host))
-        return false;
-    if (strcasecmp(host, "localhost") == 0)
-        return true;
-    struct in_addr a4;
-    if (inet_pton(AF_INET, host, &a4) == 1)
-        return (ntohl(a4.s_addr) >> 24) == EXP_LOOPBACK_NET;
-    struct in6_addr a6;
-    if (inet_pton(AF_INET6, host, &a6) == 1) {
-        if (IN6_IS_ADDR_LOOPBACK(&a6))
-            return true;
-        return IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == EXP_LOOPBACK_NET;
-    }
-    return false; /* a name, "*", "" or an unspecified address */
+    return st_url_host(url, host, sizeof host) && st_host_is_loopback(host);
 }
 
 st_err st_listen_check(const char *who, const char *const *flags, const char *const *urls, size_t n,
@@ -101,18 +59,17 @@ st_err st_listen_check(const char *who, const char *const *flags, const char *co
 }
 
 /* exp_tcp_port - the port of a tcp://HOST:PORT url into *port and its
- * host into host; false for another scheme or no decimal port. */
+ * host (without brackets) into host; false for another scheme or a port
+ * that is not a decimal number in 0..65535. */
 static bool exp_tcp_port(const char *url, char host[EXP_HOST_MAX], unsigned long *port)
 {
-    if (strncmp(url, "tcp://", 6) != 0 || !exp_host(url, host))
+    st_hostport hp;
+    long p;
+    if (!st_tcp_split(url, &hp) || !st_url_host(url, host, EXP_HOST_MAX) || hp.port[0] < '0' ||
+        hp.port[0] > '9' || !st_port_parse(hp.port, ST_PORT_MAX, &p))
         return false;
-    const char *colon = strrchr(url, ':');
-    if (colon == NULL || colon < url + 6 || colon[1] < '0' || colon[1] > '9')
-        return false;
-    char *end;
-    errno = 0;
-    *port = strtoul(colon + 1, &end, 10);
-    return *end == '\0' && errno == 0 && *port <= UINT16_MAX;
+    *port = (unsigned long)p;
+    return true;
 }
 
 /* exp_v4_any - whether host is the IPv4 wildcard: empty or 0.0.0.0. */
@@ -165,9 +122,9 @@ static st_err exp_key_dir(bool create, char *out, size_t cap)
 st_err st_local_key_path(const char *url, bool create, char *out, size_t cap)
 {
     char host[EXP_HOST_MAX];
-    const char *colon = strrchr(url, ':');
-    if (strncmp(url, "tcp://", 6) != 0 || !st_addr_is_local(url) || !exp_host(url, host) ||
-        colon == NULL || colon[1] == '\0' || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+    st_hostport hp;
+    if (!st_tcp_split(url, &hp) || !st_addr_is_local(url) || !st_url_host(url, host, sizeof host) ||
+        hp.port[0] == '\0' || strspn(hp.port, "0123456789") != strlen(hp.port))
         return st_errorf(ST_EINVAL, "%s is not a loopback tcp address with a port", url);
     for (char *p = host; *p; p++)
         if (*p == ':' || *p == '/')
@@ -176,7 +133,7 @@ st_err st_local_key_path(const char *url, bool create, char *out, size_t cap)
     st_err e = exp_key_dir(create, dir, sizeof dir);
     if (e != ST_OK)
         return e;
-    int n = snprintf(out, cap, "%s/coordinator-%s-%s.key", dir, host, colon + 1);
+    int n = snprintf(out, cap, "%s/coordinator-%s-%s.key", dir, host, hp.port);
     if (n < 0 || (size_t)n >= cap)
         return st_errorf(ST_ERANGE, "the local key file's name is too long");
     return ST_OK;

@@ -31,6 +31,7 @@
 #include "common/wire/envelope.h"
 #include "common/base/log.h"
 #include "common/wire/msg.h"
+#include "common/net/netaddr.h"
 #include "common/net/pipe_gate.h"
 
 #define MS_SEND_TIMEOUT_MS 30000 /* a reply no peer takes is dropped after this */
@@ -205,8 +206,8 @@ st_err st_mserve_open(const st_mserve_cfg *cfg, st_mserve **out, char *addr, siz
         goto fail;
     nng_listener l;
     int port = 0;
-    const char *colon = strrchr(cfg->listen, ':');
-    if (strncmp(cfg->listen, "tcp://", 6) != 0 || colon == NULL || colon < cfg->listen + 6) {
+    st_hostport hp;
+    if (!st_tcp_split(cfg->listen, &hp)) {
         e = st_errorf(ST_EINVAL, "%s '%s': not a tcp://HOST:PORT address", cfg->flag, cfg->listen);
         goto fail;
     }
@@ -216,7 +217,7 @@ st_err st_mserve_open(const st_mserve_cfg *cfg, st_mserve **out, char *addr, siz
         e = st_errorf(ST_ENNG, "%s %s: %s", cfg->flag, cfg->listen, nng_strerror(rv));
         goto fail;
     }
-    snprintf(addr, cap, "%.*s:%d", (int)(colon - cfg->listen), cfg->listen, port);
+    snprintf(addr, cap, "%.*s:%d", (int)(ST_TCP_SCHEME_LEN + hp.host_len), cfg->listen, port);
     if (pthread_create(&s->th, NULL, ms_main, s) != 0) {
         e = st_errorf(ST_EINTERNAL, "cannot start the %s thread", cfg->name);
         goto fail;

@@ -36,6 +36,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/model/arch.h"
+
 /* ---- pre-tokenizers ----------------------------------------------------- */
 
 typedef struct tok_pre {
@@ -251,8 +253,9 @@ st_err tok_bpe_build(st_tokenizer *t, const char *pre, size_t pre_len, const cha
         for (size_t i = 0; i < TOK_N_PRES; i++)
             snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
                      tok_pres[i].name);
-        return st_errorf(ST_ETYPE, "tokenizer.ggml.pre '%.*s' is not supported (known: %s)",
-                         (int)(pre_len > 64 ? 64 : pre_len), pre, known);
+        return st_errorf(ST_ETYPE, "%s '%.*s' is not supported (known: %s)",
+                         st_arch_gkey_name(ST_AG_TOK_PRE), (int)(pre_len > 64 ? 64 : pre_len), pre,
+                         known);
     }
     tok_bpe *b = calloc(1, sizeof *b);
     if (b == NULL)
@@ -288,7 +291,8 @@ st_err tok_bpe_build(st_tokenizer *t, const char *pre, size_t pre_len, const cha
         if (sp == NULL || ml - 1 > ST_TOK_MAX_PIECE) {
             free(cat);
             tok_bpe_free(b);
-            return st_errorf(ST_EFORMAT, "tokenizer.ggml.merges[%zu] is not 'left right'", i);
+            return st_errorf(ST_EFORMAT, "%s[%zu] is not 'left right'",
+                             st_arch_gkey_name(ST_AG_TOK_MERGES), i);
         }
         size_t ll = (size_t)(sp - m), rl = ml - ll - 1;
         memcpy(cat, m, ll);

@@ -20,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/model/arch.h"
+#include "common/base/le.h"
+
 /* ---- GGUF --------------------------------------------------------------- */
 
 static st_err tok_opt_id(const st_gguf *g, const char *key, int32_t *id)
@@ -43,12 +46,6 @@ static st_err tok_opt_bool(const st_gguf *g, const char *key, bool *b)
     return st_gguf_get_bool(g, key, b);
 }
 
-static uint32_t tok_le32(const void *p)
-{
-    const uint8_t *b = p;
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-
 /* Spellings of end-of-turn control tokens, looked up when the file names
  * no eot_token_id (llama.cpp looks for the same ones). */
 static const char *const tok_eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>"};
@@ -57,16 +54,14 @@ static const char *const tok_eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>
  * spelled as in tok_eot_texts, else -1 (already in t->cfg). */
 static st_err tok_find_eot(const st_gguf *g, st_tokenizer *t)
 {
-    if (st_gguf_find_kv(g, "tokenizer.ggml.eot_token_id") != NULL) {
+    if (st_gguf_find_kv(g, st_arch_gkey_name(ST_AG_TOK_EOT)) != NULL) {
         int32_t id = -1;
-        st_err e = tok_opt_id(g, "tokenizer.ggml.eot_token_id", &id);
+        st_err e = tok_opt_id(g, st_arch_gkey_name(ST_AG_TOK_EOT), &id);
         if (e != ST_OK)
             return e;
         if ((size_t)id >= t->n_vocab)
-            return st_errorf(ST_ERANGE,
-                             "tokenizer.ggml.eot_token_id %d outside the vocabulary "
-                             "of %zu",
-                             id, t->n_vocab);
+            return st_errorf(ST_ERANGE, "%s %d outside the vocabulary of %zu",
+                             st_arch_gkey_name(ST_AG_TOK_EOT), id, t->n_vocab);
         t->cfg.eot_id = id;
         return ST_OK;
     }
@@ -84,14 +79,14 @@ static st_err tok_find_eot(const st_gguf *g, st_tokenizer *t)
 static st_err tok_bpe_attach(const st_gguf *g, st_tokenizer *t)
 {
     const st_gguf_kv *merges;
-    st_err e = st_gguf_get_arr(g, "tokenizer.ggml.merges", ST_GGUF_STRING, &merges);
+    st_err e = st_gguf_get_arr(g, st_arch_gkey_name(ST_AG_TOK_MERGES), ST_GGUF_STRING, &merges);
     if (e != ST_OK)
         return e;
     const char *pre = NULL;
     size_t pre_len = 0;
-    if (st_gguf_find_kv(g, "tokenizer.ggml.pre") != NULL) {
+    if (st_gguf_find_kv(g, st_arch_gkey_name(ST_AG_TOK_PRE)) != NULL) {
         st_gguf_str p;
-        if ((e = st_gguf_get_str(g, "tokenizer.ggml.pre", &p)) != ST_OK)
+        if ((e = st_gguf_get_str(g, st_arch_gkey_name(ST_AG_TOK_PRE), &p)) != ST_OK)
             return e;
         pre = p.data;
         pre_len = (size_t)p.len;
@@ -121,50 +116,57 @@ st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out)
         return st_errorf(ST_EINVAL, "st_tok_from_gguf: NULL argument");
     *out = NULL;
     st_gguf_str model;
-    st_err e = st_gguf_get_str(g, "tokenizer.ggml.model", &model);
+    st_err e = st_gguf_get_str(g, st_arch_gkey_name(ST_AG_TOK_MODEL), &model);
     if (e != ST_OK)
         return e;
     bool bpe = st_gguf_str_eq(model, "gpt2");
     if (!bpe && !st_gguf_str_eq(model, "llama"))
         return st_errorf(ST_ETYPE,
-                         "tokenizer.ggml.model is '%.*s': only 'llama' (SentencePiece) and "
+                         "%s is '%.*s': only 'llama' (SentencePiece) and "
                          "'gpt2' (byte-level BPE) are supported",
-                         (int)(model.len > 64 ? 64 : model.len), model.data);
+                         st_arch_gkey_name(ST_AG_TOK_MODEL), (int)(model.len > 64 ? 64 : model.len),
+                         model.data);
     const st_gguf_kv *toks, *scores = NULL, *types;
-    if ((e = st_gguf_get_arr(g, "tokenizer.ggml.tokens", ST_GGUF_STRING, &toks)) != ST_OK ||
-        (e = st_gguf_get_arr(g, "tokenizer.ggml.token_type", ST_GGUF_INT32, &types)) != ST_OK)
+    if ((e = st_gguf_get_arr(g, st_arch_gkey_name(ST_AG_TOK_TOKENS), ST_GGUF_STRING, &toks)) !=
+            ST_OK ||
+        (e = st_gguf_get_arr(g, st_arch_gkey_name(ST_AG_TOK_TYPES), ST_GGUF_INT32, &types)) !=
+            ST_OK)
         return e;
-    if ((!bpe || st_gguf_find_kv(g, "tokenizer.ggml.scores") != NULL) &&
-        (e = st_gguf_get_arr(g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, &scores)) != ST_OK)
+    if ((!bpe || st_gguf_find_kv(g, st_arch_gkey_name(ST_AG_TOK_SCORES)) != NULL) &&
+        (e = st_gguf_get_arr(g, st_arch_gkey_name(ST_AG_TOK_SCORES), ST_GGUF_FLOAT32, &scores)) !=
+            ST_OK)
         return e;
-    if (bpe && st_gguf_find_kv(g, "tokenizer.ggml.merges") == NULL)
-        return st_errorf(ST_EMISSING, "tokenizer.ggml.merges is missing (a 'gpt2' vocabulary "
-                                      "needs its merges)");
+    if (bpe && st_gguf_find_kv(g, st_arch_gkey_name(ST_AG_TOK_MERGES)) == NULL)
+        return st_errorf(ST_EMISSING, "%s is missing (a 'gpt2' vocabulary needs its merges)",
+                         st_arch_gkey_name(ST_AG_TOK_MERGES));
     uint64_t n = toks->arr_n;
     if (scores && scores->arr_n != n)
-        return st_errorf(ST_ESHAPE, "tokenizer.ggml.scores has %llu entries, tokens has %llu",
-                         (unsigned long long)scores->arr_n, (unsigned long long)n);
+        return st_errorf(ST_ESHAPE, "%s has %llu entries, tokens has %llu",
+                         st_arch_gkey_name(ST_AG_TOK_SCORES), (unsigned long long)scores->arr_n,
+                         (unsigned long long)n);
     if (types->arr_n != n)
-        return st_errorf(ST_ESHAPE, "tokenizer.ggml.token_type has %llu entries, tokens has %llu",
-                         (unsigned long long)types->arr_n, (unsigned long long)n);
+        return st_errorf(ST_ESHAPE, "%s has %llu entries, tokens has %llu",
+                         st_arch_gkey_name(ST_AG_TOK_TYPES), (unsigned long long)types->arr_n,
+                         (unsigned long long)n);
     if (n == 0 || n > INT32_MAX)
-        return st_errorf(ST_ESHAPE, "tokenizer.ggml.tokens has %llu entries (need 1..%d)",
-                         (unsigned long long)n, INT32_MAX);
+        return st_errorf(ST_ESHAPE, "%s has %llu entries (need 1..%d)",
+                         st_arch_gkey_name(ST_AG_TOK_TOKENS), (unsigned long long)n, INT32_MAX);
 
     st_tok_config cfg = st_tok_config_default();
     if (bpe) {
         st_gguf_str pre = {0};
-        if (st_gguf_find_kv(g, "tokenizer.ggml.pre") != NULL &&
-            (e = st_gguf_get_str(g, "tokenizer.ggml.pre", &pre)) != ST_OK)
+        if (st_gguf_find_kv(g, st_arch_gkey_name(ST_AG_TOK_PRE)) != NULL &&
+            (e = st_gguf_get_str(g, st_arch_gkey_name(ST_AG_TOK_PRE), &pre)) != ST_OK)
             return e;
         cfg.add_bos = pre.data != NULL && st_gguf_str_eq(pre, "llama-bpe");
         cfg.add_space_prefix = false;
     }
-    if ((e = tok_opt_id(g, "tokenizer.ggml.bos_token_id", &cfg.bos_id)) != ST_OK ||
-        (e = tok_opt_id(g, "tokenizer.ggml.eos_token_id", &cfg.eos_id)) != ST_OK ||
-        (e = tok_opt_id(g, "tokenizer.ggml.unknown_token_id", &cfg.unk_id)) != ST_OK ||
-        (e = tok_opt_bool(g, "tokenizer.ggml.add_bos_token", &cfg.add_bos)) != ST_OK ||
-        (e = tok_opt_bool(g, "tokenizer.ggml.add_space_prefix", &cfg.add_space_prefix)) != ST_OK)
+    if ((e = tok_opt_id(g, st_arch_gkey_name(ST_AG_TOK_BOS), &cfg.bos_id)) != ST_OK ||
+        (e = tok_opt_id(g, st_arch_gkey_name(ST_AG_TOK_EOS), &cfg.eos_id)) != ST_OK ||
+        (e = tok_opt_id(g, st_arch_gkey_name(ST_AG_TOK_UNK), &cfg.unk_id)) != ST_OK ||
+        (e = tok_opt_bool(g, st_arch_gkey_name(ST_AG_TOK_ADD_BOS), &cfg.add_bos)) != ST_OK ||
+        (e = tok_opt_bool(g, st_arch_gkey_name(ST_AG_TOK_ADD_SPACE), &cfg.add_space_prefix)) !=
+            ST_OK)
         return e;
 
     const char **pieces = malloc(n * sizeof *pieces);
@@ -179,9 +181,9 @@ st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out)
     for (uint64_t i = 0; i < n; i++) {
         pieces[i] = toks->arr_strs[i].data; /* from_pieces checks the lengths */
         lens[i] = (size_t)toks->arr_strs[i].len;
-        uint32_t bits = sp ? tok_le32(sp + 4 * i) : 0;
+        uint32_t bits = sp ? st_le_ld32(sp + 4 * i) : 0;
         memcpy(&sc[i], &bits, sizeof bits);
-        ty[i] = (int32_t)tok_le32(tp + 4 * i);
+        ty[i] = (int32_t)st_le_ld32(tp + 4 * i);
     }
     e = st_tok_from_pieces(pieces, lens, sc, ty, (size_t)n, &cfg, out);
     if (e == ST_OK)
@@ -245,7 +247,7 @@ st_err st_tok_from_llama2c(const char *path, st_tokenizer **out)
     st_err e = tok_read_file(path, &buf, &flen);
     if (e != ST_OK)
         return e;
-    int32_t max_len = flen >= 4 ? (int32_t)tok_le32(buf) : -1;
+    int32_t max_len = flen >= 4 ? (int32_t)st_le_ld32(buf) : -1;
     if (max_len < 0 || max_len > ST_TOK_MAX_PIECE) {
         e = st_errorf(flen < 4 ? ST_ETRUNC : ST_EFORMAT,
                       "%s: max_token_length %d outside 0..%d (file of %zu bytes)", path, max_len,
@@ -258,7 +260,7 @@ st_err st_tok_from_llama2c(const char *path, st_tokenizer **out)
             e = st_errorf(ST_ETRUNC, "%s: token %zu: header cut at offset %zu", path, n, p);
             goto done;
         }
-        int32_t l = (int32_t)tok_le32(buf + p + 4);
+        int32_t l = (int32_t)st_le_ld32(buf + p + 4);
         if (l < 0 || l > max_len) {
             e = st_errorf(ST_EFORMAT, "%s: token %zu: length %d outside 0..%d (offset %zu)", path,
                           n, l, max_len, p + 4);
@@ -288,9 +290,9 @@ st_err st_tok_from_llama2c(const char *path, st_tokenizer **out)
     static const char *const fixed[3] = {"<unk>", "<s>", "</s>"};
     size_t p = 4, tp = 0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t bits = tok_le32(buf + p);
+        uint32_t bits = st_le_ld32(buf + p);
         memcpy(&sc[i], &bits, sizeof bits);
-        size_t l = tok_le32(buf + p + 4);
+        size_t l = st_le_ld32(buf + p + 4);
         const char *src = (const char *)buf + p + 8;
         p += 8 + l;
         pieces[i] = text + tp;

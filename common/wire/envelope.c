@@ -12,6 +12,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "common/base/le.h"
+
 static_assert(ST_ENV_MAC == crypto_auth_BYTES, "MAC size");
 static_assert(ST_ENV_AEAD_TAG == crypto_aead_xchacha20poly1305_ietf_ABYTES, "AEAD tag size");
 static_assert(ST_KEY_BYTES == crypto_auth_KEYBYTES &&
@@ -34,45 +36,12 @@ typedef struct st_env_cred {
     st_env_role role;
 } st_env_cred;
 
-static void env_put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void env_put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void env_put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t env_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-
 /* env_now_us - the wall clock in microseconds (sequence numbers). */
 static uint64_t env_now_us(void)
 {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     return (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
-}
-
-static uint32_t env_get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t env_get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
 }
 
 st_err st_env_init(st_env *env, const uint8_t *key, uint64_t sender)
@@ -176,7 +145,7 @@ uint16_t st_key_id(const uint8_t key[ST_KEY_BYTES])
     uint8_t h[ENV_HASH_MIN];
     crypto_generichash(h, sizeof h, key, ST_KEY_BYTES, (const uint8_t *)env_id_domain,
                        sizeof env_id_domain - 1);
-    uint16_t id = env_get16(h);
+    uint16_t id = st_le_ld16(h);
     return id != 0 ? id : 1; /* 0 names the cluster key */
 }
 
@@ -216,9 +185,9 @@ static uint16_t env_flags(const st_env *env)
 static void env_bind(uint8_t b[ST_ENV_BIND], uint64_t receiver, uint64_t req_sender,
                      uint64_t req_seq)
 {
-    env_put64(b, receiver);
-    env_put64(b + 8, req_sender);
-    env_put64(b + 16, req_seq);
+    st_le_st64(b, receiver);
+    st_le_st64(b + 8, req_sender);
+    st_le_st64(b + 16, req_seq);
 }
 
 /* env_mac - crypto_auth (HMAC-SHA-512-256) of buf[0, n) || bind. */
@@ -243,8 +212,8 @@ void st_env_reply_to(st_env *env, uint64_t sender, uint64_t seq)
 static void env_nonce(uint8_t n[ENV_NONCE_BYTES], uint64_t sender, uint64_t seq)
 {
     memset(n, 0, ENV_NONCE_BYTES);
-    env_put64(n, sender);
-    env_put64(n + 8, seq);
+    st_le_st64(n, sender);
+    st_le_st64(n + 8, seq);
 }
 
 size_t st_env_size(const st_env *env, size_t body_len)
@@ -278,13 +247,13 @@ st_err st_env_seal(st_env *env, st_env_kind kind, uint8_t *buf, size_t body_len)
     const st_env_cred *cr = env->seal_cred ? &env->creds[env->seal_cred - 1] : NULL;
     const uint8_t *key = cr ? cr->key : env->key;
     memcpy(buf, "STEN", 4);
-    env_put16(buf + 4, ST_ENV_VERSION);
-    env_put16(buf + 6, flags);
-    env_put16(buf + 8, (uint16_t)kind);
-    env_put16(buf + 10, cr ? cr->id : env->key_id);
-    env_put64(buf + 12, env->sender);
-    env_put64(buf + 20, seq);
-    env_put32(buf + 28, (uint32_t)body_len);
+    st_le_st16(buf + 4, ST_ENV_VERSION);
+    st_le_st16(buf + 6, flags);
+    st_le_st16(buf + 8, (uint16_t)kind);
+    st_le_st16(buf + 10, cr ? cr->id : env->key_id);
+    st_le_st64(buf + 12, env->sender);
+    st_le_st64(buf + 20, seq);
+    st_le_st32(buf + 28, (uint32_t)body_len);
     uint8_t *body = buf + ST_ENV_HDR;
     if (flags & ST_ENV_FLAG_SEALED) {
         uint8_t nonce[ENV_NONCE_BYTES];
@@ -337,7 +306,7 @@ static bool env_verify(const st_env *env, uint8_t *buf, uint16_t flags, size_t b
                        uint64_t sender, uint64_t seq, const uint8_t bind[ST_ENV_BIND],
                        uint32_t *cred, st_env_role *role)
 {
-    uint16_t id = env_get16(buf + 10);
+    uint16_t id = st_le_ld16(buf + 10);
     if (id == env->key_id && env_tag_ok(env, env->key, buf, flags, body_len, sender, seq, bind)) {
         *cred = 0;
         *role = env->role;
@@ -421,7 +390,7 @@ st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f)
         return st_errorf(ST_ETRUNC, "frame of %zu bytes is shorter than its 32-byte header", len);
     if (memcmp(buf, "STEN", 4) != 0)
         return st_errorf(ST_EFORMAT, "frame magic is not STEN");
-    uint16_t ver = env_get16(buf + 4), flags = env_get16(buf + 6), kind = env_get16(buf + 8);
+    uint16_t ver = st_le_ld16(buf + 4), flags = st_le_ld16(buf + 6), kind = st_le_ld16(buf + 8);
     const uint16_t tags = ST_ENV_FLAG_MAC | ST_ENV_FLAG_SEALED,
                    binds = ST_ENV_FLAG_TO | ST_ENV_FLAG_REPLY, known = tags | binds;
     if (ver != ST_ENV_VERSION)
@@ -437,13 +406,13 @@ st_err st_env_open(st_env *env, uint8_t *buf, size_t len, st_env_frame *f)
         return st_errorf(ST_EFORMAT, "frame binds its receiver but carries no MAC");
     if (kind < ST_ENV_CONTROL || kind > ST_ENV_RESULT)
         return st_errorf(ST_EFORMAT, "unknown frame kind %u", kind);
-    if (flags == 0 && env_get16(buf + 10) != 0)
-        return st_errorf(ST_EFORMAT, "frame names key %u but carries no MAC", env_get16(buf + 10));
-    uint32_t body_len = env_get32(buf + 28);
+    if (flags == 0 && st_le_ld16(buf + 10) != 0)
+        return st_errorf(ST_EFORMAT, "frame names key %u but carries no MAC", st_le_ld16(buf + 10));
+    uint32_t body_len = st_le_ld32(buf + 28);
     size_t want = ST_ENV_HDR + (size_t)body_len + env_tag_len(flags);
     if (body_len > ST_ENV_MAX_BODY || len != want)
         return st_errorf(ST_ETRUNC, "frame of %zu bytes; its header says %zu", len, want);
-    uint64_t sender = env_get64(buf + 12), seq = env_get64(buf + 20);
+    uint64_t sender = st_le_ld64(buf + 12), seq = st_le_ld64(buf + 20);
     f->role = ST_ROLE_OPEN;
     f->cred = 0;
     f->bound = f->reply = false;

@@ -6,34 +6,24 @@
  * (ST_WIRE_MAX_ROWS), then the decoding budget of its size. */
 #include "common/wire/step.h"
 
+#include <assert.h>
 #include <string.h>
 
+#include "common/base/le.h"
 #include "common/wire/pbuf_budget.h"
 #include "common/wire/wire.h"
 
-#define STEP_BITS_PER_BYTE 8
 #define STEP_META_F_ROWS 4 /* StepMeta.rows (strata.proto) */
 
-static void step_put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < ST_STEP_LEN_BYTES; i++)
-        p[i] = (uint8_t)(v >> (STEP_BITS_PER_BYTE * i));
-}
-
-static uint32_t step_get_u32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 0; i < ST_STEP_LEN_BYTES; i++)
-        v |= (uint32_t)p[i] << (STEP_BITS_PER_BYTE * i);
-    return v;
-}
+static_assert(ST_STEP_LEN_BYTES == sizeof(uint32_t),
+              "the meta length is a little-endian u32 (le.h)");
 
 st_err st_step_split(const uint8_t *body, size_t len, st_step_parts *out)
 {
     memset(out, 0, sizeof *out);
     if (len < ST_STEP_LEN_BYTES)
         return st_errorf(ST_ETRUNC, "STEP frame of %zu bytes has no meta length", len);
-    uint32_t ml = step_get_u32(body);
+    uint32_t ml = st_le_ld32(body);
     if (ml > len - ST_STEP_LEN_BYTES)
         return st_errorf(ST_ETRUNC, "STEP meta of %u bytes in a body of %zu", ml, len);
     out->meta = body + ST_STEP_LEN_BYTES;
@@ -134,7 +124,7 @@ static st_err step_alloc(const st_env *env, size_t meta_len, size_t pkt_cap, st_
         return st_err_nng(rv, "STEP frame");
     }
     uint8_t *b = (uint8_t *)nng_msg_body(o->msg) + ST_ENV_HDR;
-    step_put_u32(b, (uint32_t)meta_len); /* below ST_ENV_MAX_BODY: fits */
+    st_le_st32(b, (uint32_t)meta_len); /* below ST_ENV_MAX_BODY: fits */
     *meta_at = b + ST_STEP_LEN_BYTES;
     o->pkt = *meta_at + meta_len;
     o->pkt_cap = pkt_cap;

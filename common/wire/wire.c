@@ -34,24 +34,31 @@
 #include "common/base/hex.h"
 #include "common/wire/wire_impl.h"
 
-static const char *const wire_dtype_names[ST_WIRE_DT_COUNT] = {
-    [ST_WIRE_F32] = "f32",
-    [ST_WIRE_BF16] = "bf16",
-    [ST_WIRE_F16] = "f16",
-    [ST_WIRE_I8] = "i8",
+/* The version-1 dtypes: the one table of their names and payload sizes
+ * (docs/wire-format.md section 2). A token of hidden values takes
+ * value_bytes x hidden + token_extra bytes. */
+static const struct wire_dtype_info {
+    const char *name;   /* as flags, plans and Capability.wire_dtypes spell it */
+    size_t value_bytes; /* one value in the payload (its alignment too) */
+    size_t token_extra; /* a token's bytes besides its values: i8's f32 scale */
+} wire_dtypes[ST_WIRE_DT_COUNT] = {
+    [ST_WIRE_F32] = {"f32", sizeof(float), 0},
+    [ST_WIRE_BF16] = {"bf16", sizeof(uint16_t), 0},
+    [ST_WIRE_F16] = {"f16", sizeof(uint16_t), 0},
+    [ST_WIRE_I8] = {"i8", sizeof(int8_t), sizeof(float)},
 };
 
 const char *st_wire_dtype_name(st_wire_dtype d)
 {
     if (d == ST_WIRE_AUTO)
         return "auto";
-    return ((unsigned)d < ST_WIRE_DT_COUNT) ? wire_dtype_names[d] : "?";
+    return ((unsigned)d < ST_WIRE_DT_COUNT) ? wire_dtypes[d].name : "?";
 }
 
 st_err st_wire_dtype_from_name(const char *name, st_wire_dtype *out)
 {
     for (unsigned d = 0; name != NULL && d < ST_WIRE_DT_COUNT; d++) {
-        if (strcmp(name, wire_dtype_names[d]) == 0) {
+        if (strcmp(name, wire_dtypes[d].name) == 0) {
             *out = (st_wire_dtype)d;
             return ST_OK;
         }
@@ -62,17 +69,19 @@ st_err st_wire_dtype_from_name(const char *name, st_wire_dtype *out)
 
 uint64_t st_wire_token_bytes(st_wire_dtype d, uint32_t hidden)
 {
-    switch (d) {
-    case ST_WIRE_F32:
-        return 4u * (uint64_t)hidden;
-    case ST_WIRE_BF16:
-    case ST_WIRE_F16:
-        return 2u * (uint64_t)hidden;
-    case ST_WIRE_I8:
-        return 4u + (uint64_t)hidden;
-    default:
+    if ((unsigned)d >= ST_WIRE_DT_COUNT)
         return 0;
-    }
+    return wire_dtypes[d].value_bytes * (uint64_t)hidden + wire_dtypes[d].token_extra;
+}
+
+size_t st_wire_value_bytes(st_wire_dtype d)
+{
+    return (unsigned)d < ST_WIRE_DT_COUNT ? wire_dtypes[d].value_bytes : 0;
+}
+
+bool st_wire_dtype_planes(st_wire_dtype d)
+{
+    return (unsigned)d < ST_WIRE_DT_COUNT && wire_dtypes[d].value_bytes == sizeof(uint16_t);
 }
 
 st_err st_wire_ctx_new(int force_ref, st_wire_ctx **out)
@@ -150,7 +159,7 @@ void wire_integ_header(wire_integ *g, const unsigned char *hdr)
 void wire_integ_final(wire_integ *g, uint8_t tag[ST_WIRE_TAG_SIZE])
 {
     memset(tag, 0, ST_WIRE_TAG_SIZE);
-    wire_st32(tag, g->crc);
+    st_le_st32(tag, g->crc);
 }
 
 /* wire_frame - layer 1: parses the header into *h and checks what sizes
@@ -162,40 +171,40 @@ static st_err wire_frame(const unsigned char *b, size_t len, st_wire_hdr *h, siz
     if (len < 8)
         return st_errorf(ST_ETRUNC, "wire packet: %zu bytes, shorter than the 8-byte preamble",
                          len);
-    uint32_t magic = wire_ld32(b + ST_WIRE_OFF_MAGIC);
+    uint32_t magic = st_le_ld32(b + ST_WIRE_OFF_MAGIC);
     if (magic != ST_WIRE_MAGIC)
         return st_errorf(ST_EFORMAT,
                          "wire packet: field 'magic' is 0x%08x, expected 0x%08x (\"STAP\")", magic,
                          ST_WIRE_MAGIC);
-    h->version = wire_ld16(b + ST_WIRE_OFF_VERSION);
+    h->version = st_le_ld16(b + ST_WIRE_OFF_VERSION);
     if (h->version != ST_WIRE_VERSION)
         return st_errorf(ST_EVERSION,
                          "wire packet: field 'version' is %u; this build reads version %u only",
                          h->version, ST_WIRE_VERSION);
-    uint16_t hl = wire_ld16(b + ST_WIRE_OFF_HDR_LEN);
+    uint16_t hl = st_le_ld16(b + ST_WIRE_OFF_HDR_LEN);
     if (hl != ST_WIRE_HDR_SIZE)
         return st_errorf(ST_EFORMAT, "wire packet: field 'header_len' is %u; version 1 has %u", hl,
                          ST_WIRE_HDR_SIZE);
     if (len < ST_WIRE_HDR_SIZE)
         return st_errorf(ST_ETRUNC, "wire packet: %zu bytes, shorter than its %u-byte header", len,
                          ST_WIRE_HDR_SIZE);
-    h->flags = wire_ld32(b + ST_WIRE_OFF_FLAGS);
+    h->flags = st_le_ld32(b + ST_WIRE_OFF_FLAGS);
     if (h->flags & ~ST_WIRE_F_KNOWN)
         return st_errorf(ST_EFORMAT,
                          "wire packet: field 'flags' is 0x%x with unknown bits 0x%x (known: 0x1 "
                          "zstd, 0x2 planes)",
                          h->flags, h->flags & ~ST_WIRE_F_KNOWN);
     h->dtype = (st_wire_dtype)b[ST_WIRE_OFF_DTYPE];
-    h->stage = wire_ld16(b + ST_WIRE_OFF_STAGE);
-    h->epoch = wire_ld64(b + ST_WIRE_OFF_EPOCH);
-    h->batch_id = wire_ld64(b + ST_WIRE_OFF_BATCH);
-    h->seq = wire_ld64(b + ST_WIRE_OFF_SEQ);
+    h->stage = st_le_ld16(b + ST_WIRE_OFF_STAGE);
+    h->epoch = st_le_ld64(b + ST_WIRE_OFF_EPOCH);
+    h->batch_id = st_le_ld64(b + ST_WIRE_OFF_BATCH);
+    h->seq = st_le_ld64(b + ST_WIRE_OFF_SEQ);
     memcpy(h->plan_hash, b + ST_WIRE_OFF_PLAN, ST_WIRE_PLAN_HASH_SIZE);
-    h->n_rows = wire_ld32(b + ST_WIRE_OFF_N_ROWS);
-    h->hidden = wire_ld32(b + ST_WIRE_OFF_HIDDEN);
-    h->n_tokens = wire_ld32(b + ST_WIRE_OFF_N_TOKENS);
-    h->raw_len = wire_ld64(b + ST_WIRE_OFF_RAW_LEN);
-    h->wire_len = wire_ld64(b + ST_WIRE_OFF_WIRE_LEN);
+    h->n_rows = st_le_ld32(b + ST_WIRE_OFF_N_ROWS);
+    h->hidden = st_le_ld32(b + ST_WIRE_OFF_HIDDEN);
+    h->n_tokens = st_le_ld32(b + ST_WIRE_OFF_N_TOKENS);
+    h->raw_len = st_le_ld64(b + ST_WIRE_OFF_RAW_LEN);
+    h->wire_len = st_le_ld64(b + ST_WIRE_OFF_WIRE_LEN);
     if (h->n_rows == 0 || h->n_rows > ST_WIRE_MAX_ROWS)
         return st_errorf(ST_ERANGE, "wire packet: field 'n_rows' is %u, must be in [1, %u]",
                          h->n_rows, ST_WIRE_MAX_ROWS);
@@ -247,7 +256,7 @@ static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
         if (!(h->flags & ST_WIRE_F_ZSTD))
             return st_errorf(ST_EFORMAT, "wire packet: field 'flags' 0x%x has planes without zstd",
                              h->flags);
-        if (h->dtype != ST_WIRE_F16 && h->dtype != ST_WIRE_BF16)
+        if (!st_wire_dtype_planes(h->dtype))
             return st_errorf(ST_EFORMAT,
                              "wire packet: field 'flags' has planes with dtype %s (16-bit only)",
                              st_wire_dtype_name(h->dtype));
@@ -324,7 +333,7 @@ static st_err wire_verify(const st_wire_ctx *ctx, const unsigned char *b, size_t
     wire_integ_update(&g, b + off, len - off);
     wire_integ_update(&g, b + ST_WIRE_HDR_SIZE, off - ST_WIRE_HDR_SIZE);
     wire_integ_header(&g, b);
-    uint32_t want = wire_ld32(b + ST_WIRE_OFF_TAG);
+    uint32_t want = st_le_ld32(b + ST_WIRE_OFF_TAG);
     if (want != g.crc)
         return st_errorf(ST_ECHECKSUM, "wire packet: CRC-32C is 0x%08x, field 'tag' says 0x%08x",
                          g.crc, want);
@@ -342,9 +351,9 @@ static st_err wire_rows(const unsigned char *b, const st_wire_hdr *h, st_wire_ro
     for (uint32_t r = 0; r < h->n_rows; r++) {
         const unsigned char *p = b + ST_WIRE_HDR_SIZE + (size_t)r * ST_WIRE_ROW_SIZE;
         st_wire_row *w = &rows[r];
-        w->session_id = wire_ld64(p);
-        w->pos0 = wire_ld32(p + 8);
-        w->n_tokens = wire_ld32(p + 12);
+        w->session_id = st_le_ld64(p);
+        w->pos0 = st_le_ld32(p + 8);
+        w->n_tokens = st_le_ld32(p + 12);
         if (w->n_tokens == 0)
             return st_errorf(ST_ERANGE, "wire packet: row %u (session %llu) has 0 tokens", r,
                              (unsigned long long)w->session_id);
@@ -393,7 +402,7 @@ static st_err wire_dec_tokens(const st_wire_ctx *ctx, st_wire_dtype dt, uint32_t
     case ST_WIRE_I8:
         for (size_t t = 0; t < n_tok; t++) {
             const unsigned char *rec = src + t * (4 + (size_t)hidden);
-            uint32_t sb = wire_ld32(rec);
+            uint32_t sb = st_le_ld32(rec);
             float s;
             memcpy(&s, &sb, 4);
             if ((sb & 0x80000000u) || !(s <= WIRE_I8_SCALE_MAX))
@@ -415,7 +424,7 @@ static st_err wire_dec_plain(st_wire_ctx *ctx, const st_wire_hdr *h, const unsig
                              float *out)
 {
     const uint64_t rec = st_wire_token_bytes(h->dtype, h->hidden);
-    const uintptr_t align = h->dtype == ST_WIRE_F32 ? 4 : h->dtype == ST_WIRE_I8 ? 1 : 2;
+    const uintptr_t align = st_wire_value_bytes(h->dtype);
     if ((uintptr_t)pay % align == 0)
         return wire_dec_tokens(ctx, h->dtype, h->hidden, pay, h->n_tokens, 0, out);
     /* values at a misaligned address: through aligned scratch, by chunks */
@@ -480,7 +489,7 @@ static st_err wire_zfinish(ZSTD_DCtx *d, ZSTD_inBuffer *in, size_t ret, uint64_t
  * declares (its content size fcs when it is a single segment). */
 static st_err wire_zstd_window(const unsigned char *f, size_t n, uint64_t fcs, uint64_t *window)
 {
-    if (n < 6 || wire_ld32(f) != 0xFD2FB528u)
+    if (n < 6 || st_le_ld32(f) != 0xFD2FB528u)
         return st_errorf(ST_EFORMAT, "wire packet: payload is not a zstd frame");
     if (f[4] & 0x20) { /* Single_Segment_flag */
         *window = fcs;
@@ -576,13 +585,19 @@ st_err st_wire_decode(st_wire_ctx *ctx, const void *buf, size_t len, const st_wi
     return wire_dec_plain(ctx, h, b + off, hidden_out);
 }
 
-/* wire_by_precision - the dtypes, the most precise first (wire_impl.h). */
+/* wire_by_precision - the dtypes, the most precise first (wire_impl.h,
+ * st_wire_dtype_by_precision). */
 const st_wire_dtype wire_by_precision[ST_WIRE_DT_COUNT] = {
     ST_WIRE_F32,
     ST_WIRE_F16,
     ST_WIRE_BF16,
     ST_WIRE_I8,
 };
+
+st_wire_dtype st_wire_dtype_by_precision(size_t k)
+{
+    return k < ST_WIRE_DT_COUNT ? wire_by_precision[k] : ST_WIRE_DT_COUNT;
+}
 
 /* ---- choosing a boundary's dtype ---- */
 
@@ -593,7 +608,7 @@ uint32_t st_wire_accept_mask(char *const *names, size_t n, size_t *n_unknown)
     for (size_t i = 0; i < n; i++) {
         bool known = false;
         for (unsigned d = 0; names[i] != NULL && d < ST_WIRE_DT_COUNT && !known; d++)
-            if (strcmp(names[i], wire_dtype_names[d]) == 0) {
+            if (strcmp(names[i], wire_dtypes[d].name) == 0) {
                 mask |= 1u << d;
                 known = true;
             }
@@ -612,7 +627,7 @@ st_err st_wire_mask_parse(const char *list, uint32_t *out)
         size_t len = strcspn(p, ",");
         unsigned d = 0;
         while (d < ST_WIRE_DT_COUNT &&
-               !(strlen(wire_dtype_names[d]) == len && strncmp(p, wire_dtype_names[d], len) == 0))
+               !(strlen(wire_dtypes[d].name) == len && strncmp(p, wire_dtypes[d].name, len) == 0))
             d++;
         if (d == ST_WIRE_DT_COUNT)
             return st_errorf(ST_ETYPE,

@@ -152,6 +152,20 @@ st_err st_wire_dtype_from_name(const char *name, st_wire_dtype *out);
  * prices a hop's bytes per token by it. */
 uint64_t st_wire_token_bytes(st_wire_dtype d, uint32_t hidden);
 
+/* st_wire_value_bytes - bytes of one value of d in a payload, which is
+ * also its alignment: f32 4, bf16 and f16 2, i8 1; 0 for a dtype out of
+ * range. */
+size_t st_wire_value_bytes(st_wire_dtype d);
+
+/* st_wire_dtype_planes - whether d's payload may be split in byte planes
+ * (ST_WIRE_F_PLANES): the 16-bit dtypes, bf16 and f16. */
+bool st_wire_dtype_planes(st_wire_dtype d);
+
+/* st_wire_dtype_by_precision - the k-th version-1 dtype, the most precise
+ * first: f32, f16, bf16, i8 for k = 0..3 (the order --wire auto chooses in
+ * and a worker announces them in); ST_WIRE_DT_COUNT for k beyond. */
+st_wire_dtype st_wire_dtype_by_precision(size_t k);
+
 /* st_wire_encode_size - an upper bound of the packet's size (exact without
  * zstd) after validating h, rows and o as st_wire_encode_buf does. */
 st_err st_wire_encode_size(const st_wire_hdr *h, const st_wire_row *rows, const st_wire_opts *o,

@@ -35,8 +35,7 @@ static st_err wire_enc_check(const st_wire_hdr *h, const st_wire_row *rows, cons
         (o->zstd_level < ZSTD_minCLevel() || o->zstd_level > ZSTD_maxCLevel()))
         return st_errorf(ST_ERANGE, "wire encode: zstd level %d outside [%d, %d] (0 = off)",
                          o->zstd_level, ZSTD_minCLevel(), ZSTD_maxCLevel());
-    if (o->plane_split &&
-        (o->zstd_level == 0 || (o->dtype != ST_WIRE_F16 && o->dtype != ST_WIRE_BF16)))
+    if (o->plane_split && (o->zstd_level == 0 || !st_wire_dtype_planes(o->dtype)))
         return st_errorf(
             ST_EINVAL,
             "wire encode: plane split needs zstd and a 16-bit dtype (have %s, zstd level %d)",
@@ -143,7 +142,7 @@ static size_t wire_enc_tokens(const st_convert_ops *cv, st_wire_dtype dt, uint32
             return t * (size_t)hidden + r;
         uint32_t sb;
         memcpy(&sb, &scale, 4);
-        wire_st32(rec, sb);
+        st_le_st32(rec, sb);
     }
     return k * (size_t)hidden;
 }
@@ -155,7 +154,7 @@ static st_err wire_enc_plain(st_wire_ctx *ctx, st_wire_dtype dt, uint32_t hidden
                              wire_integ *g, uint64_t *clamped, uint64_t *bad)
 {
     const st_convert_ops *cv = ctx->cv;
-    const size_t align = dt == ST_WIRE_F32 ? 4 : dt == ST_WIRE_I8 ? 1 : 2;
+    const size_t align = st_wire_value_bytes(dt);
     const bool direct = ((uintptr_t)pay % align) == 0;
     unsigned char *s = NULL;
     if (dt == ST_WIRE_I8 || !direct) { /* whole tokens per chunk */
@@ -179,7 +178,7 @@ static st_err wire_enc_plain(st_wire_ctx *ctx, st_wire_dtype dt, uint32_t hidden
         }
         return ST_OK;
     }
-    const size_t esz = dt == ST_WIRE_F32 ? 4 : 2;
+    const size_t esz = st_wire_value_bytes(dt);
     const size_t per = WIRE_CHUNK_BYTES / esz;
     const uint64_t n = (uint64_t)p->n_tokens * hidden;
     for (uint64_t i = 0; i < n; i += per) {
@@ -293,28 +292,28 @@ st_err st_wire_encode_buf(const st_wire_hdr *h, const st_wire_row *rows, const f
         return e;
     for (uint32_t r = 0; r < h->n_rows; r++) {
         unsigned char *q = b + ST_WIRE_HDR_SIZE + (size_t)r * ST_WIRE_ROW_SIZE;
-        wire_st64(q, rows[r].session_id);
-        wire_st32(q + 8, rows[r].pos0);
-        wire_st32(q + 12, rows[r].n_tokens);
+        st_le_st64(q, rows[r].session_id);
+        st_le_st32(q + 8, rows[r].pos0);
+        st_le_st32(q + 12, rows[r].n_tokens);
     }
     wire_integ_update(&g, b + ST_WIRE_HDR_SIZE, p.payload_off - ST_WIRE_HDR_SIZE);
     memset(b, 0, ST_WIRE_HDR_SIZE);
     uint32_t flags = (o->zstd_level ? ST_WIRE_F_ZSTD : 0) | (o->plane_split ? ST_WIRE_F_PLANES : 0);
-    wire_st32(b + ST_WIRE_OFF_MAGIC, ST_WIRE_MAGIC);
-    wire_st16(b + ST_WIRE_OFF_VERSION, ST_WIRE_VERSION);
-    wire_st16(b + ST_WIRE_OFF_HDR_LEN, ST_WIRE_HDR_SIZE);
-    wire_st32(b + ST_WIRE_OFF_FLAGS, flags);
+    st_le_st32(b + ST_WIRE_OFF_MAGIC, ST_WIRE_MAGIC);
+    st_le_st16(b + ST_WIRE_OFF_VERSION, ST_WIRE_VERSION);
+    st_le_st16(b + ST_WIRE_OFF_HDR_LEN, ST_WIRE_HDR_SIZE);
+    st_le_st32(b + ST_WIRE_OFF_FLAGS, flags);
     b[ST_WIRE_OFF_DTYPE] = (unsigned char)o->dtype;
-    wire_st16(b + ST_WIRE_OFF_STAGE, h->stage);
-    wire_st64(b + ST_WIRE_OFF_EPOCH, h->epoch);
-    wire_st64(b + ST_WIRE_OFF_BATCH, h->batch_id);
-    wire_st64(b + ST_WIRE_OFF_SEQ, h->seq);
+    st_le_st16(b + ST_WIRE_OFF_STAGE, h->stage);
+    st_le_st64(b + ST_WIRE_OFF_EPOCH, h->epoch);
+    st_le_st64(b + ST_WIRE_OFF_BATCH, h->batch_id);
+    st_le_st64(b + ST_WIRE_OFF_SEQ, h->seq);
     memcpy(b + ST_WIRE_OFF_PLAN, h->plan_hash, ST_WIRE_PLAN_HASH_SIZE);
-    wire_st32(b + ST_WIRE_OFF_N_ROWS, h->n_rows);
-    wire_st32(b + ST_WIRE_OFF_HIDDEN, h->hidden);
-    wire_st32(b + ST_WIRE_OFF_N_TOKENS, p.n_tokens);
-    wire_st64(b + ST_WIRE_OFF_RAW_LEN, p.raw_len);
-    wire_st64(b + ST_WIRE_OFF_WIRE_LEN, wire_len);
+    st_le_st32(b + ST_WIRE_OFF_N_ROWS, h->n_rows);
+    st_le_st32(b + ST_WIRE_OFF_HIDDEN, h->hidden);
+    st_le_st32(b + ST_WIRE_OFF_N_TOKENS, p.n_tokens);
+    st_le_st64(b + ST_WIRE_OFF_RAW_LEN, p.raw_len);
+    st_le_st64(b + ST_WIRE_OFF_WIRE_LEN, wire_len);
     wire_integ_header(&g, b);
     wire_integ_final(&g, b + ST_WIRE_OFF_TAG);
     *len = p.payload_off + wire_len;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <zstd.h>
 
+#include "common/base/le.h"
 #include "common/wire/wire.h"
 #include "kernels/convert.h"
 
@@ -29,36 +30,6 @@ typedef struct wire_integ {
     uint32_t crc;
     const st_convert_ops *cv;
 } wire_integ;
-
-static inline uint16_t wire_ld16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-
-static inline uint32_t wire_ld32(const unsigned char *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static inline uint64_t wire_ld64(const unsigned char *p)
-{
-    return (uint64_t)wire_ld32(p) | ((uint64_t)wire_ld32(p + 4) << 32);
-}
-
-static inline void wire_st16(unsigned char *p, uint16_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-}
-
-static inline void wire_st32(unsigned char *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static inline void wire_st64(unsigned char *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (unsigned char)(v >> (8 * i));
-}
 
 /* wire_integ_init - starts a tag. */
 void wire_integ_init(wire_integ *g, const st_convert_ops *cv);

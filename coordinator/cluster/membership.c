@@ -9,6 +9,7 @@
 
 #include "common/base/hex.h"
 #include "common/base/host.h"
+#include "common/net/netaddr.h"
 #include "common/base/version.h"
 #include "coordinator/planner/placement.h"
 
@@ -20,7 +21,7 @@
 /* a worker's fetch has at most 2 * ST_FETCH_MAX_SOURCES sources (worker/fetch/fetch.h) */
 #define MB_FETCH_SOURCES_MAX 16
 
-#define MS_TRANSPORT "tcp://" /* the one scheme a worker may announce */
+#define MS_TRANSPORT ST_TCP_SCHEME /* the one scheme a worker may announce */
 #define MS_URL_MAX 255
 
 /* st_member_url_ok (membership.h): tcp:// only (a worker listens on

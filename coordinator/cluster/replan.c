@@ -85,6 +85,7 @@
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/net/netaddr.h"
 #include "coordinator/cluster/wire_live.h"
 
 #define CO "coordinator"
@@ -551,10 +552,11 @@ void coord_replan(st_coord *c, bool force, const char *why)
              st_wire_dtype_name(c->cfg.wire == ST_WIRE_AUTO ? ST_WIRE_F32 : c->cfg.wire));
     snprintf(p.result_addr, sizeof p.result_addr, "%s", st_net_results_addr(c->net));
     if (c->cfg.advertise) {
-        const char *colon = strrchr(p.result_addr + 6, ':');
+        st_hostport hp; /* its port: after a tcp:// scheme's length, at the last ':' */
+        bool has_port = st_hostport_split(p.result_addr + ST_TCP_SCHEME_LEN, &hp);
         char port[16];
-        snprintf(port, sizeof port, "%s", colon ? colon : "");
-        snprintf(p.result_addr, sizeof p.result_addr, "tcp://%s%s", c->cfg.advertise, port);
+        snprintf(port, sizeof port, "%s%s", has_port ? ":" : "", has_port ? hp.port : "");
+        snprintf(p.result_addr, sizeof p.result_addr, ST_TCP_SCHEME "%s%s", c->cfg.advertise, port);
     }
     p.n_layer = c->model.mi.n_layer;
     p.max_tokens = c->cfg.max_tokens;

@@ -16,6 +16,7 @@
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "common/wire/msg.h"
+#include "common/net/netaddr.h"
 #include "common/net/pipe_gate.h"
 
 #define NET_REPLY_TIMEOUT_MS 5000
@@ -70,8 +71,6 @@ struct st_net_op {
     st_net_op *next, *prev;   /* in peer->ops */
 };
 
-static bool net_is_tcp(const char *url) { return strncmp(url, "tcp://", 6) == 0; }
-
 /* net_listen - starts a listener on url (TCP_NODELAY on TCP; frames of at
  * most max_frame bytes, 0: the socket's limit) and writes the address it
  * bound to bound: for TCP the host of url and the real port. */
@@ -81,13 +80,13 @@ static st_err net_listen(nng_socket s, const char *url, size_t max_frame, char *
     int rv = nng_listener_create(&l, s, url);
     if (rv != 0)
         return st_err_nng(rv, url);
-    if (net_is_tcp(url) && (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0)
+    if (st_is_tcp(url) && (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0)
         return st_err_nng(rv, "TCP_NODELAY");
     if (max_frame != 0 && (rv = nng_listener_set_size(l, NNG_OPT_RECVMAXSZ, max_frame)) != 0)
         return st_err_nng(rv, "RECVMAXSZ");
     if ((rv = nng_listener_start(l, 0)) != 0)
         return st_err_nng(rv, url);
-    if (!net_is_tcp(url)) {
+    if (!st_is_tcp(url)) {
         if ((size_t)snprintf(bound, cap, "%s", url) >= cap)
             return st_errorf(ST_ERANGE, "address '%s' is too long", url);
         return ST_OK;
@@ -95,10 +94,9 @@ static st_err net_listen(nng_socket s, const char *url, size_t max_frame, char *
     int port = 0;
     if ((rv = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port)) != 0)
         return st_err_nng(rv, "bound port");
-    const char *hp = url + 6;
-    const char *colon = strrchr(hp, ':');
-    int hlen = colon ? (int)(colon - hp) : (int)strlen(hp);
-    if ((size_t)snprintf(bound, cap, "tcp://%.*s:%d", hlen, hp, port) >= cap)
+    int hlen = (int)st_tcp_host_len(url);
+    if ((size_t)snprintf(bound, cap, ST_TCP_SCHEME "%.*s:%d", hlen, url + ST_TCP_SCHEME_LEN,
+                         port) >= cap)
         return st_errorf(ST_ERANGE, "address '%s' is too long", url);
     return ST_OK;
 }
@@ -152,11 +150,10 @@ static void net_res_cb(void *arg)
 
 static st_err net_results_url(const char *listen_url, char *out, size_t cap)
 {
-    if (net_is_tcp(listen_url)) {
-        const char *hp = listen_url + 6;
-        const char *colon = strrchr(hp, ':');
-        int hlen = colon ? (int)(colon - hp) : (int)strlen(hp);
-        if ((size_t)snprintf(out, cap, "tcp://%.*s:0", hlen, hp) >= cap)
+    if (st_is_tcp(listen_url)) {
+        int hlen = (int)st_tcp_host_len(listen_url);
+        if ((size_t)snprintf(out, cap, ST_TCP_SCHEME "%.*s:0", hlen,
+                             listen_url + ST_TCP_SCHEME_LEN) >= cap)
             return st_errorf(ST_ERANGE, "address '%s' is too long", listen_url);
     } else if ((size_t)snprintf(out, cap, "%s.results", listen_url) >= cap) {
         return st_errorf(ST_ERANGE, "address '%s' is too long", listen_url);
@@ -189,7 +186,7 @@ st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, ui
     gc.max_new = gc.max_per_addr; /* clients connect in bursts: never evicted young */
     if ((e = st_pipe_gate_open(n->ctl, &gc, &n->ctl_gate)))
         goto fail;
-    if ((e = net_listen(n->ctl, listen_url, net_is_tcp(listen_url) ? ST_NET_CTL_TCP_MAX_FRAME : 0,
+    if ((e = net_listen(n->ctl, listen_url, st_is_tcp(listen_url) ? ST_NET_CTL_TCP_MAX_FRAME : 0,
                         n->ctl_addr, sizeof n->ctl_addr)))
         goto fail;
     if ((e = net_listen(n->ctl, ST_NET_INPROC_URL, 0, rurl, sizeof rurl)))
@@ -359,7 +356,7 @@ static st_err net_peer_open(bool req, const char *url, size_t max_frame, st_peer
         e = st_err_nng(rv, "req options");
     } else if ((rv = nng_dialer_create(&d, p->s, url)) != 0) {
         e = st_err_nng(rv, url);
-    } else if (net_is_tcp(url) && (rv = nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true))) {
+    } else if (st_is_tcp(url) && (rv = nng_dialer_set_bool(d, NNG_OPT_TCP_NODELAY, true))) {
         e = st_err_nng(rv, "TCP_NODELAY");
     } else if ((rv = nng_dialer_start(d, NNG_FLAG_NONBLOCK)) != 0) {
         e = st_err_nng(rv, url);

@@ -51,6 +51,7 @@
 #include "common/net/exposure.h"
 #include "common/base/log.h"
 #include "common/wire/msg.h"
+#include "common/net/netaddr.h"
 #include "coordinator/http/http_impl.h"
 
 #define HTTP "http"
@@ -505,12 +506,12 @@ static void http_model_id(const char *path, char *out, size_t cap)
 /* http_bind - the socket address of HOST:PORT ([v6]:PORT too). */
 static st_err http_bind(const char *hp, struct sockaddr_storage *sa, socklen_t *len)
 {
-    const char *colon = strrchr(hp, ':');
-    if (colon == NULL || colon == hp || colon[1] == '\0')
+    st_hostport x;
+    if (!st_hostport_split(hp, &x) || x.host_len == 0 || x.port[0] == '\0')
         return st_errorf(ST_EINVAL, "--http '%s' is not HOST:PORT", hp);
     char host[HTTP_MODEL_MAX];
     const char *h0 = hp;
-    size_t hl = (size_t)(colon - hp);
+    size_t hl = x.host_len;
     if (hp[0] == '[' && hl >= 2 && hp[hl - 1] == ']') {
         h0++;
         hl -= 2;
@@ -523,7 +524,7 @@ static st_err http_bind(const char *hp, struct sockaddr_storage *sa, socklen_t *
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
     struct addrinfo *ai = NULL;
-    int rv = getaddrinfo(host, colon + 1, &hints, &ai);
+    int rv = getaddrinfo(host, x.port, &hints, &ai);
     if (rv != 0)
         return st_errorf(ST_EINVAL, "--http '%s': %s", hp, gai_strerror(rv));
     memcpy(sa, ai->ai_addr, ai->ai_addrlen);
@@ -600,9 +601,9 @@ static st_err http_start_daemon(st_http *h)
         return st_errorf(ST_EIO, "--http %s: cannot listen (address in use, or not local)",
                          h->cfg.listen);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    const char *colon = strrchr(h->cfg.listen, ':');
-    printf("http on http://%.*s:%u\n", (int)(colon - h->cfg.listen), h->cfg.listen,
-           di ? (unsigned)di->port : 0u);
+    st_hostport x = {.host = h->cfg.listen, .host_len = 0};
+    st_hostport_split(h->cfg.listen, &x); /* HOST:PORT: http_bind took it */
+    printf("http on http://%.*s:%u\n", (int)x.host_len, x.host, di ? (unsigned)di->port : 0u);
     fflush(stdout);
     return ST_OK;
 }

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/units.h"
 #include "coordinator/planner/planner_impl.h"
 
 static uint64_t pl_add(uint64_t a, uint64_t b) { return pl_sat_add(a, b); }
@@ -145,30 +146,30 @@ static st_err pl_diagnose(const pl_ctx *x, const size_t *cand, size_t nc, const 
         return st_errorf(ST_ENOMEM,
                          "no plan: total memory %s of %zu %s < weights %s + KV reserve "
                          "%s (%llu tokens x %u layers) + embedding and head %s",
-                         st_place_fmt_bytes(budget, b1, sizeof b1), nc, who,
-                         st_place_fmt_bytes(weights, b2, sizeof b2),
-                         st_place_fmt_bytes(kv, b3, sizeof b3), (unsigned long long)x->o->kv_tokens,
+                         st_fmt_bytes_exact(budget, b1, sizeof b1), nc, who,
+                         st_fmt_bytes_exact(weights, b2, sizeof b2),
+                         st_fmt_bytes_exact(kv, b3, sizeof b3), (unsigned long long)x->o->kv_tokens,
                          L,
-                         st_place_fmt_bytes(pl_add(m->embd_bytes, m->head_bytes), b4, sizeof b4));
+                         st_fmt_bytes_exact(pl_add(m->embd_bytes, m->head_bytes), b4, sizeof b4));
     for (uint32_t l = 0; l < L; l++) {
         uint64_t one = pl_mem(x, l, l + 1);
         if (one > largest)
             return st_errorf(ST_ENOMEM,
                              "no plan: layer %u alone needs %s (weights %s + KV reserve "
                              "%s%s%s) > the largest budget %s (worker %llu)",
-                             l, st_place_fmt_bytes(one, b1, sizeof b1),
-                             st_place_fmt_bytes(m->layer_bytes[l], b2, sizeof b2),
-                             st_place_fmt_bytes(x->kv_layer, b3, sizeof b3),
+                             l, st_fmt_bytes_exact(one, b1, sizeof b1),
+                             st_fmt_bytes_exact(m->layer_bytes[l], b2, sizeof b2),
+                             st_fmt_bytes_exact(x->kv_layer, b3, sizeof b3),
                              l == 0 ? " + embedding" : "", l + 1 == L ? " + head" : "",
-                             st_place_fmt_bytes(largest, b4, sizeof b4),
+                             st_fmt_bytes_exact(largest, b4, sizeof b4),
                              (unsigned long long)x->w[li].id);
     }
     return st_errorf(ST_ENOMEM,
                      "no plan: total memory %s of %zu %s covers the need %s, but no "
                      "assignment of contiguous layer ranges fits the budgets (largest %s)",
-                     st_place_fmt_bytes(budget, b1, sizeof b1), nc, who,
-                     st_place_fmt_bytes(need, b2, sizeof b2),
-                     st_place_fmt_bytes(largest, b3, sizeof b3));
+                     st_fmt_bytes_exact(budget, b1, sizeof b1), nc, who,
+                     st_fmt_bytes_exact(need, b2, sizeof b2),
+                     st_fmt_bytes_exact(largest, b3, sizeof b3));
 }
 
 /* ---- results ---- */
@@ -277,8 +278,8 @@ static st_err pl_split(const pl_ctx *x, st_place_result *r)
                              "no plan: --split gives worker %llu layers [%u, %u) "
                              "needing %s > its budget %s",
                              (unsigned long long)x->w[i].id, at, at + o->split[i],
-                             st_place_fmt_bytes(need, b1, sizeof b1),
-                             st_place_fmt_bytes(x->w[i].mem_budget, b2, sizeof b2));
+                             st_fmt_bytes_exact(need, b1, sizeof b1),
+                             st_fmt_bytes_exact(x->w[i].mem_budget, b2, sizeof b2));
         st_place_stage *st = &r->stages[r->n_stages++];
         memset(st, 0, sizeof *st);
         st->first = at;
@@ -452,8 +453,8 @@ st_err st_place_eval(const st_place_model *m, const st_place_worker *w, size_t n
                 e = st_errorf(ST_ENOMEM,
                               "stage %zu [%u, %u) needs %s > the budget %s of worker "
                               "%llu",
-                              s, st->first, st->last, st_place_fmt_bytes(need, b1, 48),
-                              st_place_fmt_bytes(w[i].mem_budget, b2, 48),
+                              s, st->first, st->last, st_fmt_bytes_exact(need, b1, 48),
+                              st_fmt_bytes_exact(w[i].mem_budget, b2, 48),
                               (unsigned long long)w[i].id);
         }
         at = st->last;

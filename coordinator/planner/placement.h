@@ -167,9 +167,6 @@ const char *st_place_why_text(const st_place_result *r, size_t i, char *buf, siz
 const char *st_place_objective_name(st_place_objective o);
 st_err st_place_objective_from_name(const char *s, st_place_objective *out);
 
-/* st_place_fmt_bytes - "1.50 GiB" style text of b into buf. */
-const char *st_place_fmt_bytes(uint64_t b, char *buf, size_t cap);
-
 /* ---- inputs from measurements ---- */
 
 /* What is known of one worker's speed. */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/units.h"
 #include "coordinator/planner/placement.h"
 
 st_place_opts st_place_opts_default(void)
@@ -46,19 +47,6 @@ st_err st_place_objective_from_name(const char *s, st_place_objective *out)
         return ST_OK;
     }
     return st_errorf(ST_EINVAL, "objective '%.32s' is neither latency nor throughput", s ? s : "");
-}
-
-const char *st_place_fmt_bytes(uint64_t b, char *buf, size_t cap)
-{
-    if (b == UINT64_MAX)
-        snprintf(buf, cap, "more than 16 EiB");
-    else if (b >= (1ull << 30))
-        snprintf(buf, cap, "%.2f GiB (%llu B)", (double)b / (1ull << 30), (unsigned long long)b);
-    else if (b >= (1ull << 20))
-        snprintf(buf, cap, "%.2f MiB (%llu B)", (double)b / (1ull << 20), (unsigned long long)b);
-    else
-        snprintf(buf, cap, "%llu B", (unsigned long long)b);
-    return buf;
 }
 
 bool st_place_same_layout(const st_place_result *a, const st_place_result *b)
@@ -98,7 +86,7 @@ const char *st_place_why_text(const st_place_result *r, size_t i, char *buf, siz
         break;
     case ST_PLACE_WHY_MEMORY:
         snprintf(buf, cap, "memory: its budget holds no stage (the smallest needs %s)",
-                 st_place_fmt_bytes(r->why_bytes[i], b, sizeof b));
+                 st_fmt_bytes_exact(r->why_bytes[i], b, sizeof b));
         break;
     case ST_PLACE_WHY_UNNEEDED:
         snprintf(buf, cap, "not needed: the best %s plan is no better with it%s",

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "common/wire/envelope.h"
+#include "common/base/le.h"
 #include "common/wire/msg.h"
 #include "common/text/sampling.h"
 #include "tests/cluster/inject.h"
@@ -36,6 +37,7 @@
 #define INJ_RP_PATH_MAX 4096
 #define INJ_RP_MAX_FRAME ((size_t)64 << 20)
 #define INJ_RP_FLAGS_AT 6 /* envelope.h's header: flags u16 */
+#define INJ_RP_BODY_AT 28 /* envelope.h's header: body length u32 */
 #define INJ_RP_GEN_TOKENS 4
 
 /* inj_rp_describe - "KIND bound|unbound" of a control frame, from its
@@ -46,9 +48,8 @@ static void inj_rp_describe(const uint8_t *buf, size_t len, char *out, size_t ca
         snprintf(out, cap, "not-an-envelope");
         return;
     }
-    unsigned flags = buf[INJ_RP_FLAGS_AT] | (unsigned)buf[INJ_RP_FLAGS_AT + 1] << 8;
-    uint32_t body = (uint32_t)buf[28] | (uint32_t)buf[29] << 8 | (uint32_t)buf[30] << 16 |
-                    (uint32_t)buf[31] << 24;
+    unsigned flags = st_le_ld16(buf + INJ_RP_FLAGS_AT);
+    uint32_t body = st_le_ld32(buf + INJ_RP_BODY_AT);
     const char *kind = "sealed";
     Strata__Msg *m = NULL;
     if (!(flags & ST_ENV_FLAG_SEALED) && body <= len - ST_ENV_HDR &&

@@ -1,7 +1,9 @@
 /* test_units.c - the byte-count grammar of common/base/units.h: every form it
  * accepts, exactly (decimals included), and what it refuses, each with a
- * detail that quotes the input. */
+ * detail that quotes the input; and its two printers, at each unit's
+ * boundary. */
 #include <check.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -100,6 +102,35 @@ START_TEST(garbage)
 }
 END_TEST
 
+/* fmt - st_fmt_bytes (exact: st_fmt_bytes_exact) of b equals want. */
+static void fmt(bool exact, uint64_t b, const char *want)
+{
+    char buf[ST_FMT_BYTES_CAP];
+    const char *got = exact ? st_fmt_bytes_exact(b, buf, sizeof buf)
+                            : st_fmt_bytes(b, buf, sizeof buf);
+    ck_assert_ptr_eq(got, buf);
+    ck_assert_str_eq(got, want);
+}
+
+START_TEST(printing)
+{
+    fmt(false, 0, "0 B");
+    fmt(false, 1023, "1023 B");
+    fmt(false, 1024, "1.0 KiB");
+    fmt(false, 1536, "1.5 KiB");
+    fmt(false, (1ull << 20) - 1, "1024.0 KiB");
+    fmt(false, 1ull << 20, "1.0 MiB");
+    fmt(false, 3ull << 29, "1.50 GiB");
+    fmt(false, UINT64_MAX, "17179869184.00 GiB");
+    fmt(true, 0, "0 B");
+    fmt(true, 1048575, "1048575 B");
+    fmt(true, 1ull << 20, "1.00 MiB (1048576 B)");
+    fmt(true, 3ull << 29, "1.50 GiB (1610612736 B)");
+    fmt(true, UINT64_MAX - 1, "17179869184.00 GiB (18446744073709551614 B)");
+    fmt(true, UINT64_MAX, "more than 16 EiB");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("units");
@@ -108,6 +139,7 @@ int main(void)
     tcase_add_test(tc, exact_decimals);
     tcase_add_test(tc, limits);
     tcase_add_test(tc, garbage);
+    tcase_add_test(tc, printing);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

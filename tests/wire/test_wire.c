@@ -444,6 +444,21 @@ START_TEST(test_token_bytes)
     ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_I8, 4096), 4100); /* f32 scale + int8 values */
     ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_F32, ST_WIRE_MAX_HIDDEN), 4ull << 20);
     ck_assert_uint_eq(st_wire_token_bytes(ST_WIRE_DT_COUNT, 64), 0);
+    /* the table's other properties (common/wire/wire.c) */
+    ck_assert_uint_eq(st_wire_value_bytes(ST_WIRE_F32), 4);
+    ck_assert_uint_eq(st_wire_value_bytes(ST_WIRE_BF16), 2);
+    ck_assert_uint_eq(st_wire_value_bytes(ST_WIRE_F16), 2);
+    ck_assert_uint_eq(st_wire_value_bytes(ST_WIRE_I8), 1);
+    ck_assert_uint_eq(st_wire_value_bytes(ST_WIRE_DT_COUNT), 0);
+    ck_assert(!st_wire_dtype_planes(ST_WIRE_F32));
+    ck_assert(st_wire_dtype_planes(ST_WIRE_BF16));
+    ck_assert(st_wire_dtype_planes(ST_WIRE_F16));
+    ck_assert(!st_wire_dtype_planes(ST_WIRE_I8));
+    ck_assert(!st_wire_dtype_planes(ST_WIRE_DT_COUNT));
+    const st_wire_dtype by_precision[] = {ST_WIRE_F32, ST_WIRE_F16, ST_WIRE_BF16, ST_WIRE_I8};
+    for (size_t k = 0; k < ST_WIRE_DT_COUNT; k++)
+        ck_assert_int_eq(st_wire_dtype_by_precision(k), by_precision[k]);
+    ck_assert_int_eq(st_wire_dtype_by_precision(ST_WIRE_DT_COUNT), ST_WIRE_DT_COUNT);
     /* the packets' raw length is tokens x this */
     wt_pkt p;
     for (int dt = 0; dt < ST_WIRE_DT_COUNT; dt++) {

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/base/le.h"
 #include "common/wire/wire.h"
 #include "kernels/convert.h"
 
@@ -11,9 +12,7 @@ int wt_reseal(unsigned char *buf, size_t len)
 {
     if (buf == NULL || len < ST_WIRE_HDR_SIZE)
         return -1;
-    const unsigned char *nr = buf + ST_WIRE_OFF_N_ROWS;
-    uint64_t n_rows = (uint64_t)nr[0] | ((uint64_t)nr[1] << 8) | ((uint64_t)nr[2] << 16) |
-                      ((uint64_t)nr[3] << 24);
+    uint64_t n_rows = st_le_ld32(buf + ST_WIRE_OFF_N_ROWS);
     uint64_t off = ST_WIRE_HDR_SIZE + n_rows * ST_WIRE_ROW_SIZE;
     if (off > len)
         return -1;
@@ -22,7 +21,6 @@ int wt_reseal(unsigned char *buf, size_t len)
     uint32_t crc = ref->crc32c(0, buf + off, len - (size_t)off);
     crc = ref->crc32c(crc, buf + ST_WIRE_HDR_SIZE, (size_t)off - ST_WIRE_HDR_SIZE);
     crc = ref->crc32c(crc, buf, ST_WIRE_HDR_SIZE);
-    for (int i = 0; i < 4; i++)
-        buf[ST_WIRE_OFF_TAG + i] = (unsigned char)(crc >> (8 * i));
+    st_le_st32(buf + ST_WIRE_OFF_TAG, crc);
     return 0;
 }

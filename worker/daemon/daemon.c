@@ -94,7 +94,6 @@ void dm_request(st_daemon *d, dm_req_kind kind, const Strata__Msg *m, int timeou
 
 static void dm_send_join(st_daemon *d)
 {
-    static const char *const wire[] = {"f32", "f16", "bf16", "i8"};
     char *kernels[ST_KVAR_COUNT], *dtypes[ST_DT_COUNT];
     Strata__DtypeSpeed sp[ST_DT_COUNT], *spp[ST_DT_COUNT];
     size_t nk = 0, nd = 0;
@@ -137,10 +136,9 @@ static void dm_send_join(st_daemon *d)
     char *wire_names[ST_WIRE_DT_COUNT];
     size_t nw = 0;
     for (size_t k = 0; k < ST_WIRE_DT_COUNT; k++) {
-        st_wire_dtype wd;
-        if (st_wire_dtype_from_name(wire[k], &wd) == ST_OK &&
-            (d->self.cfg.wire_accept == 0 || (d->self.cfg.wire_accept & (1u << wd))))
-            wire_names[nw++] = (char *)wire[k];
+        st_wire_dtype wd = st_wire_dtype_by_precision(k);
+        if (d->self.cfg.wire_accept == 0 || (d->self.cfg.wire_accept & (1u << wd)))
+            wire_names[nw++] = (char *)st_wire_dtype_name(wd);
     }
     cap.n_wire_dtypes = nw;
     cap.wire_dtypes = wire_names;

@@ -24,8 +24,9 @@
 #include <stdint.h>
 
 #include "common/base/err.h"
+#include "common/net/netaddr.h"
 
-#define ST_DAEMON_PORT_MAX 65535 /* the highest TCP port */
+#define ST_DAEMON_PORT_MAX ST_PORT_MAX /* the highest TCP port (common/net/netaddr.h) */
 
 typedef struct st_worker_cfg {
     const char *coordinator;        /* tcp://HOST:PORT of the coordinator's control REP */

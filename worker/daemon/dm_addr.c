@@ -13,22 +13,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/net/netaddr.h"
 #include "worker/daemon/dm_internal.h"
 
 /* dm_split_tcp - host and port of tcp://HOST:PORT (HOST may be [v6]). */
 static st_err dm_split_tcp(const char *flag, const char *url, char *host, size_t cap, long *port)
 {
-    const char *h = url + 6, *c = strrchr(url, ':');
-    if (strncmp(url, "tcp://", 6) != 0 || c == NULL || c < h || (size_t)(c - h) >= cap)
+    st_hostport hp;
+    if (!st_tcp_split(url, &hp) || hp.host_len >= cap)
         return st_errorf(ST_EINVAL, "%s '%s': a tcp://HOST:PORT address is required", flag, url);
-    char *end;
-    errno = 0;
-    *port = strtol(c + 1, &end, 10);
-    if (c[1] == '\0' || *end != '\0' || errno != 0 || *port < 0 || *port > ST_DAEMON_PORT_MAX)
+    if (!st_port_parse(hp.port, ST_DAEMON_PORT_MAX, port))
         return st_errorf(ST_EINVAL, "%s '%s': the port is not a number in 0..%d", flag, url,
                          ST_DAEMON_PORT_MAX);
-    memcpy(host, h, (size_t)(c - h));
-    host[c - h] = '\0';
+    memcpy(host, hp.host, hp.host_len);
+    host[hp.host_len] = '\0';
     return ST_OK;
 }
 
@@ -39,7 +37,7 @@ static st_err dm_tcp_flag(const char *flag, const char *url, char *host, size_t 
     long port;
     if (url == NULL)
         return ST_OK;
-    if (!dm_addr_ok(url) || strncmp(url, "tcp://", 6) != 0)
+    if (!dm_addr_ok(url) || !st_is_tcp(url))
         return st_errorf(ST_EINVAL, "%s '%s' is not a tcp://HOST:PORT URL", flag, url);
     return dm_split_tcp(flag, url, host, cap, &port);
 }
@@ -60,10 +58,10 @@ st_err dm_addrs_check(st_daemon *d, char host[DM_HOST_MAX], char ahost[DM_HOST_M
     if ((e = dm_split_tcp("--listen", d->self.cfg.listen, host, DM_HOST_MAX, &port)))
         return e;
     /* the announced host: --advertise's, else the bound one (loopback for a wildcard) */
-    if (host[0] == '\0' || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "*") == 0)
-        snprintf(ahost, DM_HOST_MAX, "127.0.0.1");
-    else if (strcmp(host, "[::]") == 0)
+    if (strcmp(host, "[::]") == 0)
         snprintf(ahost, DM_HOST_MAX, "[::1]");
+    else if (st_host_is_any(host, strlen(host)))
+        snprintf(ahost, DM_HOST_MAX, "127.0.0.1");
     else
         snprintf(ahost, DM_HOST_MAX, "%s", host);
     return dm_tcp_flag("--advertise", d->self.cfg.advertise, ahost, DM_HOST_MAX);

@@ -53,6 +53,7 @@
 #include "common/base/hex.h"
 #include "common/model/llama.h"
 #include "common/base/log.h"
+#include "common/net/netaddr.h"
 #include "worker/daemon/dm_internal.h"
 
 bool dm_addr_ok(const char *s)
@@ -65,8 +66,7 @@ bool dm_addr_ok(const char *s)
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
             return false;
-    return strncmp(s, "tcp://", 6) == 0 || strncmp(s, "ipc://", 6) == 0 ||
-           strncmp(s, "inproc://", 9) == 0;
+    return st_is_tcp(s) || strncmp(s, "ipc://", 6) == 0 || strncmp(s, "inproc://", 9) == 0;
 }
 
 /* dm_why - writes a refusal reason; returns ST_EINVAL. */

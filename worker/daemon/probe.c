@@ -43,9 +43,10 @@
 #include "common/wire/envelope.h"
 #include "common/base/log.h"
 #include "common/wire/msg.h"
+#include "common/net/netaddr.h"
 
 #define PR "probe"
-#define PR_TRANSPORT "tcp://" /* the one transport a prober dials */
+#define PR_TRANSPORT ST_TCP_SCHEME /* the one transport a prober dials */
 
 typedef struct pr_peer {
     st_probe_peer peer;

@@ -479,7 +479,7 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
     st_wire_opts o = {
         .dtype = p->out_dtype,
         .zstd_level = zstd ? ST_WIRE_ZSTD_DEFAULT_LEVEL : 0,
-        .plane_split = zstd && (p->out_dtype == ST_WIRE_F16 || p->out_dtype == ST_WIRE_BF16),
+        .plane_split = zstd && st_wire_dtype_planes(p->out_dtype),
     };
     size_t bound, len;
     st_err e = st_wire_encode_size(&h, s->wrow, &o, &bound);

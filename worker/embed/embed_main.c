@@ -17,6 +17,7 @@
 #include "common/http/http_rate.h"
 #include "common/base/log.h"
 #include "common/base/opt.h"
+#include "common/net/netaddr.h"
 #include "common/base/units.h"
 #include "common/base/version.h"
 #include "common/wire/wire.h"
@@ -25,7 +26,6 @@
 
 #define EM_HOST_MAX 64
 #define EM_URL_MAX 96
-#define EM_PORT_MAX 65535
 #define EM_MAX_HTTP_THREADS 64u
 #define EM_MAX_CONNS 1000000u
 #define EM_MAX_TIMEOUT_S 3600u
@@ -53,16 +53,13 @@ static const char *const em_kernels[] = {"ref", "auto", NULL};
 /* em_hostport - splits "HOST:PORT". */
 static int em_hostport(const char *v, char host[EM_HOST_MAX], int *port)
 {
-    const char *c = strrchr(v, ':');
-    char *end;
-    if (c == NULL || c == v || (size_t)(c - v) >= EM_HOST_MAX)
+    st_hostport hp;
+    long p;
+    if (!st_hostport_split(v, &hp) || hp.host_len == 0 || hp.host_len >= EM_HOST_MAX ||
+        !st_port_parse(hp.port, ST_PORT_MAX, &p))
         return -1;
-    errno = 0;
-    long p = strtol(c + 1, &end, 10);
-    if (end == c + 1 || *end != '\0' || errno != 0 || p < 0 || p > EM_PORT_MAX)
-        return -1;
-    memcpy(host, v, (size_t)(c - v));
-    host[c - v] = '\0';
+    memcpy(host, hp.host, hp.host_len);
+    host[hp.host_len] = '\0';
     *port = (int)p;
     return 0;
 }
@@ -142,7 +139,7 @@ int main(int argc, char **argv)
         return 2;
     }
     st_log_init(level != NULL ? level : getenv("STRATA_LOG") != NULL ? NULL : "info");
-    snprintf(url, sizeof url, "tcp://%s:%d", host, port);
+    snprintf(url, sizeof url, ST_TCP_SCHEME "%s:%d", host, port);
     const char *const flag = "--http", *urlp = url, *lflag = "--listen";
     if (st_listen_check("embed", &flag, &urlp, 1, hc.api_key_file != NULL, insecure)) {
         fprintf(stderr, "strata-embed: %s (for --http the key is --api-key-file)\n",

@@ -71,7 +71,7 @@ static void wg_layer_hook(void *arg, int64_t layer, float *hidden, int64_t n_tok
     /* the same hidden states with zstd (level 1), and byte planes for 16-bit
      * payloads: the compression ratio on real activations */
     for (int planes = 0; e == ST_OK && planes < 2; planes++) {
-        if (planes && h->dtype != ST_WIRE_F16 && h->dtype != ST_WIRE_BF16)
+        if (planes && !st_wire_dtype_planes(h->dtype))
             break;
         st_wire_opts oz = {.dtype = h->dtype, .zstd_level = 1, .plane_split = planes != 0};
         st_wire_stats sz = {0};

@@ -22,6 +22,7 @@
 
 #include "common/base/log.h"
 #include "common/model/manifest.h"
+#include "common/net/netaddr.h"
 #include "worker/daemon/dm_internal.h"
 
 /* dm_serve_open - --serve-chunks: the chunk server over the fetch cache
@@ -149,14 +150,12 @@ void dm_serve_gate_counts(const st_daemon *d, st_pipe_gate_counts *g)
 
 void dm_chunk_advertise(st_daemon *d, const char *host)
 {
-    const char *h = d->fe.chunk_addr + 6, *c = strrchr(d->fe.chunk_addr, ':');
-    if (d->fe.chunk_addr[0] == '\0' || c == NULL || c < h)
+    st_hostport hp;
+    if (!st_tcp_split(d->fe.chunk_addr, &hp))
         return;
-    size_t n = (size_t)(c - h);
-    bool any = n == 0 || (n == 7 && strncmp(h, "0.0.0.0", 7) == 0) || (n == 1 && h[0] == '*') ||
-               (n == 4 && strncmp(h, "[::]", 4) == 0);
     char a[ST_DP_ADDR_MAX];
-    if (any && (size_t)snprintf(a, sizeof a, "tcp://%s%s", host, c) < sizeof a)
+    if (st_host_is_any(hp.host, hp.host_len) &&
+        (size_t)snprintf(a, sizeof a, ST_TCP_SCHEME "%s:%s", host, hp.port) < sizeof a)
         memcpy(d->fe.chunk_addr, a, sizeof a);
 }
 
@@ -170,7 +169,7 @@ void dm_fetch_sources(st_daemon *d, const Strata__Prepare *pr)
     for (size_t i = 0; i < pr->n_chunk_sources; i++) {
         const char *a = pr->chunk_sources[i];
         /* INV-3: only well-formed tcp:// addresses are dialled (as probe peers) */
-        if (!dm_addr_ok(a) || strncmp(a, "tcp://", 6) != 0 || strlen(a) >= ST_DP_ADDR_MAX ||
+        if (!dm_addr_ok(a) || !st_is_tcp(a) || strlen(a) >= ST_DP_ADDR_MAX ||
             d->fe.n_src == ST_FETCH_MAX_SOURCES) {
             refused++;
             continue;

@@ -26,6 +26,7 @@
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
+#include "common/net/netaddr.h"
 #include "worker/fetch/fetch_impl.h"
 
 #define FETCH_ASIDE_TURNS 16    /* a timed-out source is set aside for this many requests */
@@ -56,8 +57,7 @@ st_err ft_sources_parse(st_fetch *f, const char *list)
     for (const char *p = list; p != NULL && *p != '\0' && e == ST_OK;) {
         const char *c = strchr(p, ',');
         size_t n = c != NULL ? (size_t)(c - p) : strlen(p);
-        if (f->n_src == ST_FETCH_MAX_SOURCES || n == 0 || n >= FETCH_ADDR_MAX ||
-            strncmp(p, "tcp://", 6) != 0) {
+        if (f->n_src == ST_FETCH_MAX_SOURCES || n == 0 || n >= FETCH_ADDR_MAX || !st_is_tcp(p)) {
             e = st_errorf(ST_EINVAL,
                           "--weights-from '%s': at most %d tcp:// addresses separated "
                           "by commas",
@@ -263,8 +263,7 @@ size_t st_fetch_extra(st_fetch *f, const char *const *addrs, size_t n)
     size_t added = 0;
     for (size_t k = 0; k < n && added < ST_FETCH_MAX_SOURCES && !f->stop; k++) {
         const char *a = addrs[k];
-        if (a == NULL || strlen(a) >= FETCH_ADDR_MAX || strncmp(a, "tcp://", 6) != 0 ||
-            ft_known(f, f->n_src, a))
+        if (a == NULL || strlen(a) >= FETCH_ADDR_MAX || !st_is_tcp(a) || ft_known(f, f->n_src, a))
             continue;
         ft_source *s = &f->src[f->n_src];
         snprintf(s->addr, sizeof s->addr, "%s", a);

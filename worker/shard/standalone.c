@@ -214,7 +214,7 @@ static st_err sa_step(st_standalone *s, const Strata__ShardStep *st, const st_st
     st_wire_opts o = {
         .dtype = rh.dtype,
         .zstd_level = st->zstd ? ST_WIRE_ZSTD_DEFAULT_LEVEL : 0,
-        .plane_split = st->zstd && (rh.dtype == ST_WIRE_F16 || rh.dtype == ST_WIRE_BF16),
+        .plane_split = st->zstd && st_wire_dtype_planes(rh.dtype),
     };
     Strata__ShardReply r = STRATA__SHARD_REPLY__INIT;
     return st_shard_frame(&s->env, &r.base, &rh, s->rows, s->out, &o, s->wctx, out);
