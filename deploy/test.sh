@@ -1,6 +1,7 @@
 #!/bin/sh
 # test.sh - the whole test suite: a release build (-O3, -Werror) and its
-# tests, the same tests again under AddressSanitizer + UBSan (halting on
+# tests, the one-home check of the sources (deploy/one_home.sh), the same
+# tests again under AddressSanitizer + UBSan (halting on
 # error), the unit and end-to-end engine tests with the reference kernels
 # forced, and bounded libFuzzer runs of every fuzz target.
 # Usage: deploy/test.sh [--quick]   (--quick: release build tests only)
@@ -52,6 +53,18 @@ suite() {
 # upgrades each worker of one pass to the other build's (STRATA_OTHER_BUILD:
 # the release pass gets build-asan, the sanitizer pass build). --quick makes
 # the release build alone (the rehearsal then upgrades to a copy of it).
+# One home per concept (docs/architecture.md's table): a few seconds of
+# git grep, before the builds, so a concept spelled outside its home fails
+# the run at once.
+step "one home per concept (deploy/one_home.sh)"
+if deploy/one_home.sh; then
+    echo "homes 1 0 0" >> "$SUMMARY"
+else
+    echo "homes 0 1 0" >> "$SUMMARY"
+    echo "test.sh: deploy/one_home.sh failed"
+    exit 1
+fi
+
 step "release build"
 [ -d build ] || meson setup build --buildtype=release -Dshared_dir="$SHARED"
 meson configure build -Dshared_dir="$SHARED" >/dev/null

@@ -43,6 +43,7 @@ static const char *const arch_gkey_names[ST_AG_COUNT] = {
     [ST_AG_TOK_PRE] = "tokenizer.ggml.pre",
     [ST_AG_TOK_ADD_BOS] = "tokenizer.ggml.add_bos_token",
     [ST_AG_TOK_ADD_SPACE] = "tokenizer.ggml.add_space_prefix",
+    [ST_AG_CHAT_TEMPLATE] = "tokenizer.chat_template",
 };
 
 /* names without the ".weight"/".bias" kind, and which kind */

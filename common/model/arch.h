@@ -76,6 +76,7 @@ typedef enum st_arch_gkey {
     ST_AG_TOK_PRE,          /* tokenizer.ggml.pre (a BPE vocabulary's pre-tokenizer) */
     ST_AG_TOK_ADD_BOS,      /* tokenizer.ggml.add_bos_token */
     ST_AG_TOK_ADD_SPACE,    /* tokenizer.ggml.add_space_prefix */
+    ST_AG_CHAT_TEMPLATE,    /* tokenizer.chat_template (common/text/chat.h) */
     ST_AG_COUNT
 } st_arch_gkey;
 

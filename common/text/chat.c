@@ -2,6 +2,8 @@
  * rendering of each format. */
 #include "common/text/chat.h"
 
+#include "common/model/arch.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,11 +160,11 @@ st_err st_chat_from_gguf(const st_gguf *g, const char *override, st_chat_tmpl *o
     if (override != NULL)
         return st_chat_detect(override, strlen(override), out);
     st_gguf_str s;
-    if (g == NULL || st_gguf_get_str(g, ST_CHAT_GGUF_KEY, &s) != ST_OK)
+    if (g == NULL || st_gguf_get_str(g, st_arch_gkey_name(ST_AG_CHAT_TEMPLATE), &s) != ST_OK)
         return st_errorf(ST_EMISSING,
                          "the model has no %s; choose a template with "
                          "--chat-template NAME (%s)",
-                         ST_CHAT_GGUF_KEY, chat_name_list);
+                         st_arch_gkey_name(ST_AG_CHAT_TEMPLATE), chat_name_list);
     return st_chat_detect(s.data, (size_t)s.len, out);
 }
 

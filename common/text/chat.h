@@ -45,9 +45,6 @@ typedef enum st_chat_tmpl {
     ST_CHAT_COUNT
 } st_chat_tmpl;
 
-/* The GGUF key holding a model's template source. */
-#define ST_CHAT_GGUF_KEY "tokenizer.chat_template"
-
 /* One message: role ("system", "user", "assistant"; other roles are
  * passed through as the template does) and content, both NUL-terminated. */
 typedef struct st_chat_msg {
