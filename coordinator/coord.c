@@ -37,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/net/netaddr.h"
 #include "common/model/arch.h"
 #include "common/base/clock.h"
 #include "common/net/exposure.h"
@@ -58,7 +59,7 @@ st_coord_cfg st_coord_cfg_default(void)
 {
     st_coord_cfg c;
     memset(&c, 0, sizeof c);
-    c.listen = "tcp://127.0.0.1:0";
+    c.listen = ST_TCP_LOOPBACK_ANY;
     c.min_workers = 1;
     c.wire = ST_WIRE_AUTO; /* each boundary its own dtype (docs/wire-format.md 6.1) */
     c.heartbeat_ms = 1000;

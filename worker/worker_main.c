@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/net/netaddr.h"
 #include "common/base/crash.h"
 #include "common/base/exit_guard.h"
 #include "common/net/exposure.h"
@@ -86,7 +87,7 @@ static int wm_parse(int argc, char **argv, st_worker_cfg *c, const char **log_le
     memset(c, 0, sizeof *c);
     c->coordinator = getenv("STRATA_COORDINATOR");
     c->model = getenv("STRATA_MODEL");
-    c->listen = "tcp://127.0.0.1:0";
+    c->listen = ST_TCP_LOOPBACK_ANY;
     c->heartbeat_ms = 1000;
     c->throttle = 1.0;
     c->test_fetch_pause_after = -1;

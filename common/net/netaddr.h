@@ -23,6 +23,10 @@
 #define ST_TCP_SCHEME "tcp://"
 #define ST_TCP_SCHEME_LEN (sizeof ST_TCP_SCHEME - 1)
 
+/* The default listen address of every daemon: loopback, a port the kernel
+ * chooses (the bound address is what a daemon announces). */
+#define ST_TCP_LOOPBACK_ANY "tcp://127.0.0.1:0"
+
 /* The largest TCP port. */
 #define ST_PORT_MAX 65535
 

@@ -50,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/net/netaddr.h"
 #include "common/base/clock.h"
 #include "common/base/cq.h"
 #include "common/base/log.h"
@@ -548,7 +549,7 @@ st_err st_daemon_open(const st_worker_cfg *cfg, st_daemon **out)
     d->self.cfg.coordinator = d->self.s_coord = dm_strdup(cfg->coordinator);
     d->self.cfg.model = d->self.s_model = dm_strdup(cfg->model);
     d->self.cfg.listen = d->self.s_listen = dm_strdup(cfg->listen ? cfg->listen
-                                                                  : "tcp://127.0.0.1:0");
+                                                                  : ST_TCP_LOOPBACK_ANY);
     d->self.cfg.advertise = d->self.s_adv = dm_strdup(cfg->advertise);
     d->self.cfg.advertise_control = d->self.s_adv_ctl = dm_strdup(cfg->advertise_control);
     d->self.cfg.throttle_file = d->self.s_tfile = dm_strdup(cfg->throttle_file);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/net/netaddr.h"
 #include "common/base/exit_guard.h"
 #include "common/net/exposure.h"
 #include "common/base/log.h"
@@ -87,7 +88,7 @@ static int sm_parse(int argc, char **argv, st_standalone_cfg *c, const char **le
 {
     memset(c, 0, sizeof *c);
     c->model = getenv("STRATA_MODEL");
-    c->listen = "tcp://127.0.0.1:0";
+    c->listen = ST_TCP_LOOPBACK_ANY;
     c->first = c->last = -1;
     c->max_sessions = ST_STANDALONE_SESSIONS_DEFAULT;
     c->ttl_s = ST_STANDALONE_TTL_DEFAULT_S;
