@@ -28,6 +28,7 @@
 #include "cli/commands.h"
 #include "cli/conn.h"
 #include "common/base/clock.h"
+#include "common/wire/msg.h"
 #include "common/text/gen.h"
 #include "common/text/sampling.h"
 #include "worker/engine/local.h"
@@ -323,14 +324,8 @@ static int chat_remote_poll(cli_conn *cn, uint64_t id, int32_t *gen, size_t cap,
 static int chat_remote_turn(cli_conn *cn, const chat_opts *o, const chat_conv *c, uint64_t sid,
                             int turn, int32_t *gen, size_t *n_gen)
 {
-    Strata__Sampling sp = STRATA__SAMPLING__INIT;
-    sp.temp = o->sp.temp;
-    sp.top_k = o->sp.top_k;
-    sp.top_p = o->sp.top_p;
-    sp.min_p = o->sp.min_p;
-    sp.repeat_penalty = o->sp.repeat_penalty;
-    sp.repeat_last_n = o->sp.repeat_last_n;
-    sp.seed = o->sp.seed;
+    Strata__Sampling sp;
+    st_sampling_to_pb(&o->sp, &sp);
     Strata__GenerateRequest g = STRATA__GENERATE_REQUEST__INIT;
     g.prompt = (char *)"";
     g.n_prompt_ids = c->n_ids;
