@@ -307,8 +307,6 @@ st_err st_wire_encode_buf(const st_wire_hdr *h, const st_wire_row *rows, const f
     b[ST_WIRE_OFF_DTYPE] = (unsigned char)o->dtype;
     wire_st16(b + ST_WIRE_OFF_STAGE, h->stage);
     wire_st64(b + ST_WIRE_OFF_EPOCH, h->epoch);
-    wire_st64(b + ST_WIRE_OFF_BATCH, h->batch_id);
-    wire_st64(b + ST_WIRE_OFF_SEQ, h->seq);
     memcpy(b + ST_WIRE_OFF_PLAN, h->plan_hash, ST_WIRE_PLAN_HASH_SIZE);
     wire_st32(b + ST_WIRE_OFF_N_ROWS, h->n_rows);
     wire_st32(b + ST_WIRE_OFF_HIDDEN, h->hidden);
