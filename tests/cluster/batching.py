@@ -25,7 +25,7 @@ LOADGEN = os.path.join(cluster.BUILD, "tests", "cluster", "loadgen")
 
 def err_code(name):
     """The numeric value of an st_err (its place in common/base/err.h's enum)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common", "err.h")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common", "base", "err.h")
     with open(path) as f:
         body = f.read().split("typedef enum st_err {", 1)[1].split("}", 1)[0]
     return re.findall(r"^\s*(ST_[A-Z0-9_]+)", body, re.M).index(name)
