@@ -581,7 +581,6 @@ static st_err coord_send_batch(st_coord *c, const st_sched_batch *b)
         st_sampling_to_pb(&r->sp, &sp[i]);
         rows[i].session_id = r->session_id;
         rows[i].pos = r->pos;
-        rows[i].n_tok = r->n_tok;
         rows[i].n_tokens = r->n_tok;
         rows[i].tokens = (int32_t *)r->tokens;
         rows[i].sample = r->sample;

@@ -78,7 +78,8 @@ static void fw_reencode(fw_state *s, st_wire_ctx *ctx, const st_wire_hdr *h,
     fw_check(st_wire_decode(ctx, s->pkt2, len, exp, &h2, s->rows2, ST_WIRE_MAX_ROWS, s->out2,
                             FW_OUT_FLOATS) == ST_OK);
     fw_check(h2.n_rows == h->n_rows && h2.n_tokens == h->n_tokens && h2.dtype == h->dtype);
-    fw_check(h2.epoch == h->epoch && h2.seq == h->seq && h2.batch_id == h->batch_id);
+    fw_check(h2.epoch == h->epoch && h2.stage == h->stage &&
+             memcmp(h2.plan_hash, h->plan_hash, ST_WIRE_PLAN_HASH_SIZE) == 0);
     fw_check(memcmp(s->rows, s->rows2, h->n_rows * sizeof *s->rows) == 0);
     if (h->dtype == ST_WIRE_F32)
         fw_check(memcmp(s->out, s->out2, nf * sizeof *s->out) == 0);

@@ -9,6 +9,12 @@
  *                 empty in the frames sent to stage 0
  * A worker forwards the meta bytes as it received them, in front of its
  * own packet, so a batch's meta is packed once (by the coordinator).
+ * The meta is the one place that names the batch (epoch, plan hash, batch
+ * id) and its rows (session, position, ids; a row's size is its count of
+ * ids); the envelope carries the frame's sequence number. The packet
+ * names neither batch nor sequence: it holds the hidden states with what
+ * its codec checks (wire.h), and a receiver requires its rows to equal the
+ * meta's (worker/data/dp_step.c).
  *
  * Opening reads nothing before checking it lies inside the frame: the
  * envelope first (st_env_open), then the meta length against the body,

@@ -183,8 +183,8 @@ static st_err wire_frame(const unsigned char *b, size_t len, st_wire_hdr *h, siz
                          h->version, ST_WIRE_VERSION);
     uint16_t hl = st_le_ld16(b + ST_WIRE_OFF_HDR_LEN);
     if (hl != ST_WIRE_HDR_SIZE)
-        return st_errorf(ST_EFORMAT, "wire packet: field 'header_len' is %u; version 1 has %u", hl,
-                         ST_WIRE_HDR_SIZE);
+        return st_errorf(ST_EFORMAT, "wire packet: field 'header_len' is %u; version %u has %u", hl,
+                         ST_WIRE_VERSION, ST_WIRE_HDR_SIZE);
     if (len < ST_WIRE_HDR_SIZE)
         return st_errorf(ST_ETRUNC, "wire packet: %zu bytes, shorter than its %u-byte header", len,
                          ST_WIRE_HDR_SIZE);
@@ -197,8 +197,6 @@ static st_err wire_frame(const unsigned char *b, size_t len, st_wire_hdr *h, siz
     h->dtype = (st_wire_dtype)b[ST_WIRE_OFF_DTYPE];
     h->stage = st_le_ld16(b + ST_WIRE_OFF_STAGE);
     h->epoch = st_le_ld64(b + ST_WIRE_OFF_EPOCH);
-    h->batch_id = st_le_ld64(b + ST_WIRE_OFF_BATCH);
-    h->seq = st_le_ld64(b + ST_WIRE_OFF_SEQ);
     memcpy(h->plan_hash, b + ST_WIRE_OFF_PLAN, ST_WIRE_PLAN_HASH_SIZE);
     h->n_rows = st_le_ld32(b + ST_WIRE_OFF_N_ROWS);
     h->hidden = st_le_ld32(b + ST_WIRE_OFF_HIDDEN);
@@ -238,6 +236,7 @@ static st_err wire_fields(const unsigned char *b, const st_wire_hdr *h)
         {ST_WIRE_OFF_RSV0, 1, "reserved0"},
         {ST_WIRE_OFF_RSV1, 4, "reserved1"},
         {ST_WIRE_OFF_RSV2, 8, "reserved2"},
+        {ST_WIRE_OFF_RSV3, 16, "reserved3"},
     };
     for (size_t r = 0; r < sizeof rsv / sizeof rsv[0]; r++)
         for (unsigned i = 0; i < rsv[r].n; i++)

@@ -26,8 +26,8 @@
 #include "common/base/err.h"
 
 #define ST_WIRE_MAGIC 0x50415453u /* bytes "STAP" */
-#define ST_WIRE_VERSION 1u
-#define ST_WIRE_HDR_SIZE 128u /* fixed header of version 1 */
+#define ST_WIRE_VERSION 2u
+#define ST_WIRE_HDR_SIZE 128u /* fixed header of version 2 */
 #define ST_WIRE_ROW_SIZE 16u  /* one row descriptor */
 #define ST_WIRE_PLAN_HASH_SIZE 32u
 #define ST_WIRE_TAG_SIZE 16u /* CRC-32C (4 bytes + 12 zero) */
@@ -36,7 +36,9 @@
 #define ST_WIRE_ZSTD_DEFAULT_LEVEL 1
 #define ST_WIRE_ZSTD_WINDOW_LOG 17 /* frames may not need a larger window */
 
-/* Byte offsets of the version-1 header fields (docs/wire-format.md). */
+/* Byte offsets of the version-2 header fields (docs/wire-format.md). The
+ * header names no batch and no sequence number: a packet travels inside a
+ * frame whose own fields name them (common/wire/step.h). */
 enum {
     ST_WIRE_OFF_MAGIC = 0,     /* u32 */
     ST_WIRE_OFF_VERSION = 4,   /* u16 */
@@ -46,8 +48,7 @@ enum {
     ST_WIRE_OFF_RSV0 = 13,     /* u8, zero */
     ST_WIRE_OFF_STAGE = 14,    /* u16 */
     ST_WIRE_OFF_EPOCH = 16,    /* u64 */
-    ST_WIRE_OFF_BATCH = 24,    /* u64 */
-    ST_WIRE_OFF_SEQ = 32,      /* u64 */
+    ST_WIRE_OFF_RSV3 = 24,     /* 16 bytes, zero (batch_id and seq in version 1) */
     ST_WIRE_OFF_PLAN = 40,     /* 32 bytes */
     ST_WIRE_OFF_N_ROWS = 72,   /* u32 */
     ST_WIRE_OFF_HIDDEN = 76,   /* u32 */
@@ -73,8 +74,8 @@ typedef enum st_wire_dtype {
     ST_WIRE_DT_COUNT
 } st_wire_dtype;
 
-/* The header fields. Encoding reads epoch, batch_id, seq, plan_hash, stage,
- * n_rows and hidden; the rest comes from the rows and the options.
+/* The header fields. Encoding reads epoch, plan_hash, stage, n_rows and
+ * hidden; the rest comes from the rows and the options.
  * Decoding fills every field. */
 typedef struct st_wire_hdr {
     uint16_t version;
@@ -82,8 +83,6 @@ typedef struct st_wire_hdr {
     st_wire_dtype dtype;
     uint16_t stage; /* index of the stage the packet is sent to */
     uint64_t epoch;
-    uint64_t batch_id;
-    uint64_t seq; /* per-sender sequence number (replay window: cluster) */
     uint8_t plan_hash[ST_WIRE_PLAN_HASH_SIZE];
     uint32_t n_rows;
     uint32_t hidden;
@@ -218,7 +217,7 @@ st_err st_wire_decode(st_wire_ctx *ctx, const void *buf, size_t len, const st_wi
 #define ST_WIRE_MASK_ALL ((1u << ST_WIRE_DT_COUNT) - 1u)
 
 /* st_wire_accept_mask - bit (1 << dtype) per name of names[0..n) that is
- * a version-1 dtype; names it does not know are skipped and counted in
+ * a dtype of this version; names it does not know are skipped and counted in
  * *n_unknown (may be NULL): a newer peer may list dtypes of a later
  * version. An empty list (a worker older than per-boundary dtypes, which
  * announced none) is f32 only. */

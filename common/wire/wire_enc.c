@@ -306,8 +306,6 @@ st_err st_wire_encode_buf(const st_wire_hdr *h, const st_wire_row *rows, const f
     b[ST_WIRE_OFF_DTYPE] = (unsigned char)o->dtype;
     st_le_st16(b + ST_WIRE_OFF_STAGE, h->stage);
     st_le_st64(b + ST_WIRE_OFF_EPOCH, h->epoch);
-    st_le_st64(b + ST_WIRE_OFF_BATCH, h->batch_id);
-    st_le_st64(b + ST_WIRE_OFF_SEQ, h->seq);
     memcpy(b + ST_WIRE_OFF_PLAN, h->plan_hash, ST_WIRE_PLAN_HASH_SIZE);
     st_le_st32(b + ST_WIRE_OFF_N_ROWS, h->n_rows);
     st_le_st32(b + ST_WIRE_OFF_HIDDEN, h->hidden);

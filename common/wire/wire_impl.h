@@ -52,7 +52,7 @@ void wire_split_planes(const uint16_t *src, unsigned char *dst, size_t n);
 /* wire_merge_planes - the inverse of wire_split_planes. */
 void wire_merge_planes(const unsigned char *src, uint16_t *dst, size_t n);
 
-/* wire_by_precision - the version-1 dtypes, the most precise first:
+/* wire_by_precision - the dtypes of this version, the most precise first:
  * f32, f16, bf16, i8 (the order --wire auto chooses in). */
 extern const st_wire_dtype wire_by_precision[ST_WIRE_DT_COUNT];
 

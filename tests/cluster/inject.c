@@ -296,7 +296,6 @@ static int inj_step(const char *addr, uint64_t epoch, st_env *env, const inj_ste
     meta.n_rows = 1;
     meta.rows = rows;
     row.session_id = 77;
-    row.n_tok = 1;
     row.tokens = &tok;
     row.n_tokens = 1;
     nng_msg *msg;

@@ -196,7 +196,6 @@ static int inj_ctl_step(const char *addr, st_env *env, uint64_t epoch, const uin
     Strata__StepRow *rows[1] = {&row};
     row.session_id = sid;
     row.pos = pos;
-    row.n_tok = ntok;
     row.n_tokens = ntok;
     row.tokens = toks;
     Strata__StepMeta meta = STRATA__STEP_META__INIT;

@@ -146,7 +146,6 @@ START_TEST(test_legit_large)
     for (size_t i = 0; i < ST_WIRE_MAX_ROWS; i++) {
         strata__step_row__init(&rows[i]);
         rows[i].session_id = ~0ull - i;
-        rows[i].n_tok = 1;
         rows[i].n_tokens = 1;
         rows[i].tokens = &tok;
         rows[i].sample = true;
@@ -174,7 +173,6 @@ START_TEST(test_legit_large)
     for (size_t i = 0; i < ST_WIRE_MAX_ROWS; i++) {
         strata__step_row__init(&rows[i]);
         rows[i].session_id = i + 1;
-        rows[i].n_tok = 1;
         rows[i].n_tokens = 1;
         rows[i].tokens = &tok;
     }

@@ -75,12 +75,10 @@ static void ts_meta_init(ts_meta *t)
     t->m.n_rows = 2;
     t->m.rows = t->rp;
     t->r[0].session_id = 5;
-    t->r[0].n_tok = 2;
     t->r[0].n_tokens = 2;
     t->r[0].tokens = t->tok;
     t->r[1].session_id = 6;
     t->r[1].pos = 8;
-    t->r[1].n_tok = 1;
     t->r[1].n_tokens = 1;
     t->r[1].tokens = t->tok + 2;
     t->r[1].sample = true;

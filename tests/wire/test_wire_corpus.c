@@ -51,7 +51,8 @@ static void wc_replace_payload(wt_pkt *p, const void *pay, size_t n)
 static const unsigned char *wc_raw(const wt_pkt *p) { return (const unsigned char *)p->x; }
 
 static void m_magic(wt_pkt *p) { p->buf[0] = 'X'; }
-static void m_version(wt_pkt *p) { p->buf[ST_WIRE_OFF_VERSION] = 2; }
+static void m_version(wt_pkt *p) { p->buf[ST_WIRE_OFF_VERSION] = 3; }
+static void m_version1(wt_pkt *p) { p->buf[ST_WIRE_OFF_VERSION] = 1; } /* had batch_id, seq */
 static void m_hdr_len(wt_pkt *p) { p->buf[ST_WIRE_OFF_HDR_LEN] = 120; }
 static void m_flags(wt_pkt *p) { p->buf[ST_WIRE_OFF_FLAGS] |= 0x8; }
 static void m_flag_mac(wt_pkt *p) { p->buf[ST_WIRE_OFF_FLAGS] |= 0x4; } /* the removed MAC flag */
@@ -94,6 +95,7 @@ static void m_planes(wt_pkt *p) { p->buf[ST_WIRE_OFF_FLAGS] |= ST_WIRE_F_PLANES;
 static void m_rsv0(wt_pkt *p) { p->buf[ST_WIRE_OFF_RSV0] = 1; }
 static void m_rsv1(wt_pkt *p) { p->buf[ST_WIRE_OFF_RSV1 + 2] = 1; }
 static void m_rsv2(wt_pkt *p) { p->buf[ST_WIRE_OFF_RSV2 + 7] = 0x80; }
+static void m_rsv3(wt_pkt *p) { p->buf[ST_WIRE_OFF_RSV3 + 8] = 3; } /* version 1's seq 3 */
 static void m_tag_pad(wt_pkt *p) { p->buf[ST_WIRE_OFF_TAG + 8] = 1; }
 static void m_flip_payload(wt_pkt *p) { p->buf[p->len - 3] ^= 0x10; }
 static void m_flip_row(wt_pkt *p) { p->buf[ST_WIRE_HDR_SIZE + 1] ^= 1; }
@@ -255,7 +257,8 @@ static void r_other_plan(st_wire_expect *e)
 
 static const wc_case wc_cases[] = {
     {"bad_magic", ST_WIRE_F32, 0, 0, 0, m_magic, 0, NULL, 0, 0, ST_EFORMAT, "magic"},
-    {"version_2", ST_WIRE_F32, 0, 0, 0, m_version, 0, NULL, 0, 0, ST_EVERSION, "'version' is 2"},
+    {"version_3", ST_WIRE_F32, 0, 0, 0, m_version, 0, NULL, 0, 0, ST_EVERSION, "'version' is 3"},
+    {"version_1", ST_WIRE_F32, 0, 0, 0, m_version1, 0, NULL, 0, 0, ST_EVERSION, "'version' is 1"},
     {"header_len", ST_WIRE_F32, 0, 0, 0, m_hdr_len, 0, NULL, 0, 0, ST_EFORMAT, "header_len"},
     {"unknown_flag", ST_WIRE_F16, 0, 0, 0, m_flags, 0, NULL, 0, 0, ST_EFORMAT, "unknown bits 0x8"},
     {"mac_flag_unknown", ST_WIRE_F16, 0, 0, 0, m_flag_mac, 1, NULL, 0, 0, ST_EFORMAT,
@@ -297,6 +300,7 @@ static const wc_case wc_cases[] = {
     {"reserved0", ST_WIRE_F16, 0, 0, 0, m_rsv0, 1, NULL, 0, 0, ST_EFORMAT, "reserved0"},
     {"reserved1", ST_WIRE_F16, 0, 0, 0, m_rsv1, 1, NULL, 0, 0, ST_EFORMAT, "reserved1"},
     {"reserved2", ST_WIRE_F16, 0, 0, 0, m_rsv2, 1, NULL, 0, 0, ST_EFORMAT, "reserved2"},
+    {"reserved3", ST_WIRE_F16, 0, 0, 0, m_rsv3, 1, NULL, 0, 0, ST_EFORMAT, "reserved3"},
     {"crc_tag_padding", ST_WIRE_F16, 0, 0, 0, m_tag_pad, 0, NULL, 0, 0, ST_EFORMAT, "tag"},
     {"checksum_payload", ST_WIRE_F16, 0, 0, 0, m_flip_payload, 0, NULL, 0, 0, ST_ECHECKSUM, "CRC"},
     {"checksum_row", ST_WIRE_BF16, 0, 0, 0, m_flip_row, 0, NULL, 0, 0, ST_ECHECKSUM, "CRC"},

@@ -28,7 +28,6 @@ struct st_dataplane {
     st_sessions ses;
     uint64_t *end_ids;   /* [ST_DP_END_CAP] copy of the shared list */
     uint64_t tick;       /* batch counter, the sessions' pin */
-    uint64_t wire_seq;   /* sequence number of outgoing packets */
     uint64_t worker_id;  /* copied from the shared state per batch */
     double throttle;     /* copied from the shared state per batch */
     uint64_t lap_ns;     /* layer hook: end of the previous layer */

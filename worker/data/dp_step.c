@@ -241,20 +241,17 @@ static st_err dp_check(st_dp_stage *s, const Strata__StepMeta *m, size_t pkt_len
     for (size_t i = 0; i < m->n_rows; i++) {
         const Strata__StepRow *r = m->rows[i];
         unsigned long long sid = (unsigned long long)r->session_id;
-        if (r->n_tok < 1)
-            return st_errorf(ST_EINVAL, "row %zu (session %llu): n_tok is 0", i, sid);
-        total += r->n_tok;
+        if (r->n_tokens < 1)
+            return st_errorf(ST_EINVAL, "row %zu (session %llu): no token ids", i, sid);
+        total += r->n_tokens;
         if (total > p->max_tokens)
             return st_errorf(ST_ERANGE, "step meta: more than %u tokens in the batch",
                              p->max_tokens);
-        if ((uint64_t)r->pos + r->n_tok > p->n_ctx)
+        if ((uint64_t)r->pos + r->n_tokens > p->n_ctx)
             return st_errorf(ST_ERANGE,
                              "row %zu (session %llu): positions [%u, %llu) exceed "
                              "the context of %u",
-                             i, sid, r->pos, (unsigned long long)r->pos + r->n_tok, p->n_ctx);
-        if (p->index == 0 ? r->n_tokens != r->n_tok : (r->n_tokens != 0 && r->n_tokens != r->n_tok))
-            return st_errorf(ST_EINVAL, "row %zu (session %llu): %zu token ids for n_tok %u", i,
-                             sid, r->n_tokens, r->n_tok);
+                             i, sid, r->pos, (unsigned long long)r->pos + r->n_tokens, p->n_ctx);
         st_err e = dp_check_ids(r->tokens, r->n_tokens, s->n_vocab, i, r->session_id, "token");
         if (e != ST_OK)
             return e;
@@ -322,7 +319,10 @@ static bool dp_check_sender(st_dataplane *dp, const st_dp_stage *s, const Strata
     return false;
 }
 
-/* dp_input - decodes the activation packet into s->hin (not on stage 0). */
+/* dp_input - decodes the activation packet into s->hin (not on stage 0).
+ * Everything after it reads the batch and its rows from the meta; the
+ * packet's rows must equal the meta's, so the hidden states it carries
+ * are laid out as the meta says. */
 static st_err dp_input(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta *m,
                        const uint8_t *pkt, size_t len)
 {
@@ -343,20 +343,17 @@ static st_err dp_input(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta 
     if (e != ST_OK)
         return e;
     dp->z.zstd_recv += (h.flags & ST_WIRE_F_ZSTD) != 0;
-    if (h.batch_id != m->batch_id)
-        return st_errorf(ST_EPROTO, "packet of batch %llu inside the meta of batch %llu",
-                         (unsigned long long)h.batch_id, (unsigned long long)m->batch_id);
     if (h.n_rows != m->n_rows)
         return st_errorf(ST_EPROTO, "packet has %u rows, the meta %zu", h.n_rows, m->n_rows);
     for (size_t i = 0; i < m->n_rows; i++) {
         const Strata__StepRow *r = m->rows[i];
         const st_wire_row *w = &s->prow[i];
-        if (w->session_id != r->session_id || w->pos0 != r->pos || w->n_tokens != r->n_tok)
+        if (w->session_id != r->session_id || w->pos0 != r->pos || w->n_tokens != r->n_tokens)
             return st_errorf(ST_EPROTO,
                              "packet row %zu (session %llu, pos %u, %u tokens) differs "
                              "from the meta's (session %llu, pos %u, %u tokens)",
                              i, (unsigned long long)w->session_id, w->pos0, w->n_tokens,
-                             (unsigned long long)r->session_id, r->pos, r->n_tok);
+                             (unsigned long long)r->session_id, r->pos, (unsigned)r->n_tokens);
     }
     return ST_OK;
 }
@@ -403,7 +400,7 @@ static st_err dp_bind(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta *
             st_batch_row *b = &s->brow[i];
             b->kv = x->kv;
             b->pos = r->pos;
-            b->n_tok = r->n_tok;
+            b->n_tok = (int64_t)r->n_tokens;
             b->tokens = p->index == 0 ? r->tokens : NULL;
             b->all_logits = false;
         }
@@ -441,7 +438,7 @@ static void dp_zsample(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta 
         return;
     uint32_t n = 0;
     for (size_t i = 0; i < m->n_rows; i++)
-        n += m->rows[i]->n_tok; /* checked by dp_check: at most max_tokens */
+        n += (uint32_t)m->rows[i]->n_tokens; /* checked by dp_check: at most max_tokens */
     st_err e = st_wire_zsampler_take(dp->zs, s->hout, n, (uint32_t)s->n_embd);
     if (e != ST_OK)
         st_log(ST_LOG_WARN, "data", "zstd sample of batch %llu: %s",
@@ -464,8 +461,6 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
     st_wire_hdr h;
     memset(&h, 0, sizeof h);
     h.epoch = p->epoch;
-    h.batch_id = m->batch_id;
-    h.seq = ++dp->wire_seq;
     memcpy(h.plan_hash, p->plan_hash, ST_WIRE_PLAN_HASH_SIZE);
     h.stage = (uint16_t)(p->index + 1);
     h.n_rows = (uint32_t)m->n_rows;
@@ -473,7 +468,7 @@ static st_err dp_send_step(st_dataplane *dp, st_dp_stage *s, const Strata__StepM
     for (size_t i = 0; i < m->n_rows; i++) {
         s->wrow[i].session_id = m->rows[i]->session_id;
         s->wrow[i].pos0 = m->rows[i]->pos;
-        s->wrow[i].n_tokens = m->rows[i]->n_tok;
+        s->wrow[i].n_tokens = (uint32_t)m->rows[i]->n_tokens; /* <= max_tokens (dp_check) */
     }
     bool zstd = p->zstd || p->out_zstd; /* --zstd, or this boundary's own choice */
     st_wire_opts o = {
@@ -640,7 +635,7 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const st_step_p
             st_wire_zsampler_get(dp->zs, sh->zstd);
         dp->zs_new = false;
         /* a step of one token (a lone decode) also feeds the one-token EMA */
-        bool one = m->n_rows == 1 && m->rows[0]->n_tok == 1;
+        bool one = m->n_rows == 1 && m->rows[0]->n_tokens == 1;
         for (int64_t l = 0; l < s->plan.last - s->plan.first; l++) {
             st_latency_add(&sh->lat, s->plan.first + l, (double)s->layer_ns[l] / 1e6);
             if (one)

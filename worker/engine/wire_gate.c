@@ -45,7 +45,6 @@ static void wg_layer_hook(void *arg, int64_t layer, float *hidden, int64_t n_tok
                        .dtype = h->dtype,
                        .stage = 1,
                        .epoch = 1,
-                       .batch_id = 1,
                        .n_rows = 1,
                        .hidden = (uint32_t)n_embd,
                        .n_tokens = (uint32_t)n_tok};
