@@ -17,7 +17,8 @@
  *
  * A Heartbeat is answered with a HeartbeatReply: the other live workers'
  * control addresses (the peers it measures its links to, probe.h on the
- * worker) and, once it is drained, `leave`. Status carries the link
+ * worker) and, once it is drained, `leave`. Status (built by
+ * api_status.c, which the HTTP gateway's status shares) carries the link
  * matrix (coord_links: measured where the workers reported, else assumed). */
 #include <math.h>
 #include <stdio.h>
@@ -460,187 +461,21 @@ void coord_api_parks(st_coord *c, uint64_t now_ns, bool all)
 
 /* ---- admin ---- */
 
-static const char *api_state(const st_coord *c, const st_member *m)
-{
-    if (m->life == ST_MEMBER_LOST)
-        return "lost";
-    if (m->life == ST_MEMBER_LEFT)
-        return "left";
-    if (m->excluded_until > coord_now())
-        return "excluded";
-    if (m->drained)
-        return "drained";
-    bool in_plan = coord_plans_stage_of(&c->plans, m->id) >= 0;
-    if (in_plan && !c->plans.broken)
-        return "serving"; /* also while draining: its stage serves until the switch */
-    if (m->draining)
-        return "draining";
-    if (coord_plans_in_round(&c->plans, m->id))
-        return "preparing";
-    return c->plans.has_committed && !c->plans.broken && !in_plan ? "spare" : "joined";
-}
-
-/* api_status_links - sr->links: every ordered pair of live workers that
- * have heartbeated, measured or assumed (coord_links). */
-static st_err api_status_links(st_coord *c, Strata__StatusReply *sr)
-{
-    uint64_t ids[ST_MEMBERS_MAX];
-    size_t n = 0;
-    for (size_t i = 0; i < c->ms.n; i++)
-        if (c->ms.v[i].life == ST_MEMBER_ALIVE && c->ms.v[i].heard)
-            ids[n++] = c->ms.v[i].id;
-    if (n < 2)
-        return ST_OK;
-    st_link *l = malloc(n * n * sizeof *l);
-    st_err e = l == NULL ? st_errorf(ST_ENOMEM, "status links") : coord_links(c, ids, n, l, NULL);
-    if (e == ST_OK)
-        e = st_links_to_pb(l, ids, n, &sr->links, &sr->n_links);
-    free(l);
-    return e;
-}
-
-static void api_status_links_free(Strata__StatusReply *sr)
-{
-    st_links_pb_free(sr->links, sr->n_links);
-    sr->links = NULL;
-    sr->n_links = 0;
-}
-
-/* api_conn_counters - the connections the control, results and weights
- * sockets closed unauthenticated (common/net/pipe_gate.h), added to the coordinator's
- * own counters. */
-static void api_conn_counters(st_coord *c, Strata__Counters *cn)
-{
-    st_pipe_gate_counts g = {0};
-    if (c->net != NULL)
-        st_net_gate_counts(c->net, &g);
-    st_weights_gate_counts(c->weights, &g);
-    cn->conn_refused += g.refused;
-    cn->conn_evicted += g.evicted;
-    cn->conn_expired += g.expired;
-}
-
-/* api_status - detailed (workers, links, plan) for every role but a
- * client's. */
+/* api_status - a Status request: the reply coord_status_build gives the
+ * caller's role (api_status.c). */
 static void api_status(st_coord *c, uint32_t slot, const coord_who *who)
 {
-    st_env_role role = who->role;
-    Strata__StatusReply sr = STRATA__STATUS_REPLY__INIT;
-    Strata__SecurityCounters sec;
-    coord_auth_pb(c, who, &sec);
-    sr.security = &sec;
-    bool detailed = role != ST_ROLE_CLIENT;
-    size_t n = detailed ? c->ms.n : 0;
-    Strata__WorkerStatus *ws = calloc(n ? n : 1, sizeof *ws);
-    Strata__WorkerStatus **wp = calloc(n ? n : 1, sizeof *wp);
-    Strata__Plan *pb = NULL;
-    Strata__HoldState *hold = NULL; /* the test-only step gate (hold.c) */
-    if (!ws || !wp ||
-        (detailed && c->plans.has_committed &&
-         st_plan_to_pb(&c->plans.committed, false, &pb) != ST_OK)) {
-        coord_api_reply_error(c, slot, ST_ENOMEM, "status");
-        goto out;
+    coord_status st;
+    st_err e = coord_status_build(c, who, &st);
+    if (e != ST_OK) {
+        coord_api_reply_error(c, slot, e, st_errdetail());
+        return;
     }
-    uint64_t now = coord_now();
-    if (pb != NULL)
-        coord_wire_live_pb(c, pb, now);
-    for (size_t i = 0; i < n; i++) {
-        const st_member *m = &c->ms.v[i];
-        Strata__WorkerStatus *w = &ws[i];
-        strata__worker_status__init(w);
-        w->id = m->id;
-        w->name = m->join->join->cap->name ? m->join->join->cap->name : (char *)"";
-        w->cap = m->join->join->cap;
-        w->last = m->hb ? m->hb->heartbeat : NULL;
-        w->state = (char *)api_state(c, m);
-        int st = coord_plans_stage_of(&c->plans, m->id);
-        w->stage = st;
-        w->replica = c->plans.has_committed ? st_plan_replica_of(&c->plans.committed, m->id) : -1;
-        if (st >= 0) {
-            w->first = c->plans.committed.stages[st].first;
-            w->last_layer = c->plans.committed.stages[st].last;
-        }
-        w->since_heartbeat_s = (double)(now - m->last_hb_ns) * 1e-9;
-        st_join_protocol(m->join->join, &w->protocol); /* validated at its join */
-        wp[i] = w;
-    }
-    Strata__Counters cn = STRATA__COUNTERS__INIT;
-    sr.keyed = c->seal.keyed;
-    sr.encrypted = c->cfg.encrypt;
-    char i8[400];
-    sr.i8_gate = (char *)coord_i8gate_text(c, i8, sizeof i8);
-    sr.version = (char *)st_version_line();
-    sr.protocol = ST_PROTO_VERSION;
-    sr.protocol_oldest = ST_PROTO_OLDEST;
-    cn.refused_epoch = c->counters.refused_epoch;
-    cn.auth_failed = c->seal.rep.auth_failed + c->seal.rpc.auth_failed + c->seal.res.auth_failed;
-    cn.bad_packets = c->counters.bad_msgs;
-    cn.steps = c->counters.steps;
-    cn.forged_results = c->counters.forged_results;
-    cn.reply_failures = c->net != NULL ? st_net_reply_failures(c->net) : 0;
-    api_conn_counters(c, &cn);
-    st_members_counters(&c->ms, &cn);
-    st_sched_stats ss;
-    st_sched_get_stats(c->sched, &ss);
-    Strata__SchedStatus sch = STRATA__SCHED_STATUS__INIT;
-    sch.running = ss.running;
-    sch.queued = ss.queued;
-    sch.sessions = ss.sessions;
-    sch.idle_sessions = ss.idle_sessions;
-    sch.max_sessions = ss.cap_sessions;
-    sch.in_flight = ss.in_flight;
-    sch.depth = ss.depth;
-    sch.depth_why = c->depth_why;
-    sch.peak_in_flight = ss.peak_in_flight;
-    sch.batches = ss.batches;
-    sch.rows = ss.rows;
-    sch.tokens = ss.tokens;
-    sch.busy_refused = ss.busy_refused;
-    sch.queue_expired = ss.queue_expired;
-    sch.client_gone = ss.client_gone;
-    sch.reused_tokens = ss.reused_tokens;
-    sch.sessions_evicted = ss.sessions_evicted;
-    sch.sessions_expired = ss.sessions_expired;
-    sch.kv_kept = ss.kv_kept;
-    sch.kv_reprefilled = ss.kv_reprefilled;
-    sch.kv_session_bytes = c->model.mi.kv_bytes_per_token_layer * c->model.mi.n_layer *
-                           c->model.n_ctx;
-    for (size_t i = 0; i < c->ms.n; i++)
-        if (c->ms.v[i].hb && c->ms.v[i].life == ST_MEMBER_ALIVE)
-            sch.kv_bytes += c->ms.v[i].hb->heartbeat->kv_bytes;
-    sch.chunk = ss.chunk;
-    sch.max_batch_tokens = ss.max_batch_tokens;
-    uint32_t nr = ss.routes < ST_SCHED_MAX_ROUTES ? ss.routes : ST_SCHED_MAX_ROUTES;
-    sch.routes = ss.routes;
-    sch.n_route_sessions = nr;
-    sch.route_sessions = ss.route_sessions;
-    sch.n_route_batches = nr;
-    sch.route_batches = ss.route_batches;
-    if ((detailed && api_status_links(c, &sr) != ST_OK) || coord_hold_pb(c, &hold) != ST_OK) {
-        coord_api_reply_error(c, slot, ST_ENOMEM, "status links or hold state");
-        goto out;
-    }
-    sch.hold = hold;
-    sr.sched = &sch;
-    sr.epoch = coord_plans_epoch(&c->plans);
-    sr.plan = pb;
-    sr.n_workers = n;
-    sr.workers = wp;
-    sr.counters = &cn;
-    sr.sessions = (uint32_t)st_sched_n_sessions(c->sched);
-    sr.requests = (uint32_t)st_sched_n_requests(c->sched);
-    sr.model = c->model.mi.name[0] ? c->model.mi.name : (char *)c->cfg.model_path;
-    sr.incarnation = c->start_ms;
     Strata__Msg r = STRATA__MSG__INIT;
     r.body_case = STRATA__MSG__BODY_STATUS;
-    r.status = &sr;
+    r.status = &st.sr;
     coord_api_send(c, slot, &r);
-out:
-    st_plan_pb_free(pb);
-    free(ws);
-    free(wp);
-    api_status_links_free(&sr);
-    coord_hold_pb_free(hold);
+    coord_status_free(&st);
 }
 
 static void api_plan(st_coord *c, uint32_t slot)

@@ -19,6 +19,7 @@
 #include "common/base/err.h"
 #include "coordinator/coord.h"
 #include "coordinator/control/coord_auth.h"
+#include "coordinator/sched/scheduler.h"
 #include "strata.pb-c.h"
 
 /* A long poll waiting for tokens; it holds its REP slot until answered. */
@@ -54,5 +55,29 @@ void coord_api_parks(st_coord *c, uint64_t now_ns, bool all);
 void coord_api_send(st_coord *c, uint32_t slot, const Strata__Msg *r);
 /* coord_api_reply_error - answers slot with Error{code, message}. */
 void coord_api_reply_error(st_coord *c, uint32_t slot, st_err code, const char *message);
+
+/* The Status of a coordinator as one caller sees it (api_status.c, whose
+ * comment says what each role sees): sr and what it points into. sr also
+ * borrows from the coordinator's state, so it is read on the coordinator's
+ * thread before the loop turns again. */
+#define COORD_STATUS_I8_TEXT 400
+typedef struct coord_status {
+    Strata__StatusReply sr;
+    Strata__SecurityCounters sec;
+    Strata__Counters cn;
+    Strata__SchedStatus sch;
+    Strata__WorkerStatus *ws;  /* owned */
+    Strata__WorkerStatus **wp; /* owned */
+    Strata__Plan *pb;          /* owned (st_plan_pb_free) */
+    Strata__HoldState *hold;   /* owned (coord_hold_pb_free) */
+    uint32_t route_sessions[ST_SCHED_MAX_ROUTES];
+    uint64_t route_batches[ST_SCHED_MAX_ROUTES];
+    char i8[COORD_STATUS_I8_TEXT];
+} coord_status;
+/* coord_status_build - *s: the Status a caller of who's role sees, now;
+ * ST_ENOMEM (then s holds nothing to free). */
+st_err coord_status_build(st_coord *c, const coord_who *who, coord_status *s);
+/* coord_status_free - frees what s owns; a zeroed s is a no-op. */
+void coord_status_free(coord_status *s);
 
 #endif
