@@ -791,6 +791,7 @@ void st_coord_run(st_coord *c, volatile sig_atomic_t *stop)
         coord_pump(c, now);
         coord_api_parks(c, now, false);
         coord_gw_push(c, now);
+        coord_gw_status(c, now);
     }
     coord_gw_stop(c); /* the HTTP gateway's requests end here (gateway.h) */
 }

@@ -512,7 +512,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "strata-coordinator: %s\n", st_errdetail());
         return 2;
     }
-    uint8_t key[ST_KEY_BYTES];
     if (hcfg.listen != NULL) {
         char url[ST_NET_ADDR_MAX];
         if ((size_t)snprintf(url, sizeof url, ST_TCP_SCHEME "%s", hcfg.listen) >= sizeof url) {
@@ -537,21 +536,9 @@ int main(int argc, char **argv)
                     hcfg.listen, owners[k], lurls[k], setby[k]);
             return 2;
         }
-        /* the gateway's requests go through the coordinator's attachment
-         * (gateway.h), not control slots: only its status client takes one */
+        /* the gateway's requests and status go through the coordinator's
+         * attachment (gateway.h): it takes no control slot */
         hcfg.model_path = cfg.model_path;
-        hcfg.coord_addr = ST_NET_INPROC_URL;
-        hcfg.encrypt = cfg.encrypt;
-        if (cfg.key_path) {
-            st_err ke = st_key_load(cfg.key_path, key);
-            if (ke != ST_OK) {
-                fprintf(stderr, "strata-coordinator: %s\n", st_errmsg(ke));
-                return 1;
-            }
-            hcfg.cluster_key = key;
-        } else if (cfg.local_key) {
-            hcfg.cluster_key = cfg.local_key;
-        }
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -602,7 +589,6 @@ int main(int argc, char **argv)
     st_weights_close(weights);
     st_coord_close(c);
     st_exit_guard_close(g);
-    sodium_memzero(key, sizeof key);
     sodium_memzero(local_key, sizeof local_key);
     return 0;
 }

@@ -189,8 +189,6 @@ st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, ui
     if ((e = net_listen(n->ctl, listen_url, st_is_tcp(listen_url) ? ST_NET_CTL_TCP_MAX_FRAME : 0,
                         n->ctl_addr, sizeof n->ctl_addr)))
         goto fail;
-    if ((e = net_listen(n->ctl, ST_NET_INPROC_URL, 0, rurl, sizeof rurl)))
-        goto fail;
     if ((rv = nng_pull0_open(&n->res)) != 0) {
         e = st_err_nng(rv, "pull socket");
         goto fail;

@@ -29,10 +29,8 @@
 
 #define ST_NET_ADDR_MAX 256
 #define ST_NET_MAX_SLOTS 1024
-/* The control socket's in-process address: the HTTP gateway (http.h)
- * dials it. One st_net per process (a second one cannot bind it). */
-/* The control socket's frame limit on TCP (the in-process listener keeps
- * ST_MSG_CONTROL_MAX_FRAME, for the HTTP gateway's long prompts): a
+/* The control socket's frame limit on TCP (a listener of another
+ * transport keeps ST_MSG_CONTROL_MAX_FRAME): a
  * Generate of some 300k prompt ids, heartbeats, joins and admin requests
  * fit; a stranger's partial frame costs at most this (common/net/pipe_gate.h:
  * the control socket evicts an unauthenticated connection younger than a
@@ -40,7 +38,6 @@
  * bursts and a request waiting for a free slot leaves its connection
  * unjudged). */
 #define ST_NET_CTL_TCP_MAX_FRAME ((size_t)1 << 20)
-#define ST_NET_INPROC_URL "inproc://strata-coordinator-control"
 
 /* The kinds of the events the sockets post (st_cq_event.kind; the queue
  * and the rule it serves: common/base/cq.h). */
@@ -72,15 +69,14 @@ typedef struct st_op_tag {
     uint64_t req_seq; /* envelope seq of the request: its reply must answer it */
 } st_op_tag;
 
-/* st_net_open - opens the control REP socket on listen_url and on
- * ST_NET_INPROC_URL with n_slots
+/* st_net_open - opens the control REP socket on listen_url with n_slots
  * contexts (1..ST_NET_MAX_SLOTS) and the results PULL socket on
  * results_url (NULL: derived from listen_url, port 0 on the same host),
  * and starts receiving. The results socket accepts frames up to max_frame
  * bytes (step results with logits), the control socket up to
  * ST_NET_CTL_TCP_MAX_FRAME on TCP and ST_MSG_CONTROL_MAX_FRAME (msg.h)
- * in-process: NNG refuses a longer frame from its length prefix, before
- * allocating it.
+ * on a listen_url that is not TCP: NNG refuses a longer frame from its
+ * length prefix, before allocating it.
  * Events go to q, which must outlive the st_net. */
 st_err st_net_open(st_cq *q, const char *listen_url, const char *results_url, uint32_t n_slots,
                    size_t max_frame, st_net **out);

@@ -47,11 +47,26 @@
  * and releases the ticket without another deliver. A ticket gone while
  * still in the inbox is released without ever being submitted.
  *
+ * The coordinator's status. The gateway attaches one status sink
+ * (st_gw_status_attach, on the coordinator's thread before its loop, so
+ * the sink's fields are the coordinator's thread's alone). At the end of
+ * the loop's first turn, and then of the first turn ST_GW_STATUS_MS or
+ * more after the previous publish (coord_gw_status), the coordinator's
+ * thread builds the StatusReply a control client of role MEMBER gets
+ * (coord_status_build, api_status.c: detailed, the coordinator-wide
+ * security scope), copies it (packed, then unpacked, so nothing in it is
+ * borrowed from the coordinator's state) and hands the copy to the sink's
+ * publish, which owns it; NULL when it could not (out of memory). The
+ * sink keeps the copy under a lock of its own (http.c's st_mu), which the
+ * coordinator's thread takes only inside publish, holding none of its
+ * own; there is no request to queue and no reply to wait for.
+ *
  * Coordinator shutdown. When st_coord_run returns (and again at
  * st_coord_close, harmlessly), coord_gw_stop closes the inbox (st_gw_submit
  * answers ST_ECLOSED from then on, without calling the sink) and gives
  * every queued and attached ticket a last update, done with ST_ECLOSED
- * "the coordinator is shutting down", then releases it. So st_http_close,
+ * "the coordinator is shutting down", then releases it; the status sink
+ * hears a last publish, NULL, and is detached. So st_http_close,
  * which main.c calls after the loop and before st_coord_close, finds every
  * job ended; the attachment is freed by st_coord_close, after which the
  * gateway must not call st_gw_*. */
@@ -70,6 +85,7 @@
 #define GW "gateway"
 #define GW_SHUTDOWN "the coordinator is shutting down"
 #define GW_ERR_TEXT 512
+#define GW_NS_PER_MS 1000000ull
 
 struct st_gw_ticket {
     struct st_gw_ticket *next; /* the inbox, or the attached list */
@@ -98,6 +114,11 @@ struct st_gw {
     const st_tokenizer *tok;
     st_gguf *gguf;
     st_gw_ticket *attached; /* the coordinator's thread only */
+    /* the coordinator's thread only (attached before its loop) */
+    st_gw_status_sink status;
+    bool status_on;     /* a status sink is attached */
+    bool status_sent;   /* it heard once */
+    uint64_t status_ns; /* when it heard last */
 };
 
 /* ---- tickets ---- */
@@ -186,6 +207,12 @@ void st_gw_cancel(st_gw *g, st_gw_ticket *t)
 const st_tokenizer *st_gw_tokenizer(const st_gw *g) { return g->tok; }
 
 st_gguf *st_gw_gguf(const st_gw *g) { return g->gguf; }
+
+void st_gw_status_attach(st_gw *g, st_gw_status_sink sink)
+{
+    g->status = sink;
+    g->status_on = true;
+}
 
 /* ---- the coordinator's side ---- */
 
@@ -379,11 +406,53 @@ void coord_gw_push(st_coord *c, uint64_t now_ns)
     }
 }
 
+/* gw_status_copy - the Status of the gateway's role (gw_who) as an owned
+ * copy (packed, then unpacked: nothing borrowed from c); NULL when out of
+ * memory. */
+static Strata__StatusReply *gw_status_copy(st_coord *c)
+{
+    coord_who who = gw_who();
+    coord_status st;
+    st_err e = coord_status_build(c, &who, &st);
+    if (e != ST_OK) {
+        st_log(ST_LOG_DEBUG, GW, "status: %s", st_errmsg(e));
+        return NULL;
+    }
+    size_t n = strata__status_reply__get_packed_size(&st.sr);
+    uint8_t *buf = malloc(n ? n : 1);
+    Strata__StatusReply *out = NULL;
+    if (buf != NULL) {
+        strata__status_reply__pack(&st.sr, buf);
+        out = strata__status_reply__unpack(NULL, n, buf);
+    }
+    if (out == NULL)
+        st_log(ST_LOG_DEBUG, GW, "status: out of memory copying %zu bytes", n);
+    free(buf);
+    coord_status_free(&st);
+    return out;
+}
+
+void coord_gw_status(st_coord *c, uint64_t now_ns)
+{
+    st_gw *g = c->gw;
+    if (g == NULL || !g->status_on)
+        return;
+    if (g->status_sent && now_ns - g->status_ns < (uint64_t)ST_GW_STATUS_MS * GW_NS_PER_MS)
+        return;
+    g->status_sent = true;
+    g->status_ns = now_ns;
+    g->status.publish(g->status.arg, gw_status_copy(c));
+}
+
 void coord_gw_stop(st_coord *c)
 {
     st_gw *g = c->gw;
     if (g == NULL)
         return;
+    if (g->status_on) { /* the last publish: the loop ended */
+        g->status_on = false;
+        g->status.publish(g->status.arg, NULL);
+    }
     pthread_mutex_lock(&g->mu);
     g->closed = true;
     st_gw_ticket *t = g->inbox;

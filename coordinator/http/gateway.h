@@ -5,10 +5,12 @@
  *
  * The HTTP side (http_gen.c, on libmicrohttpd's threads) calls
  * st_gw_submit and st_gw_cancel, and reads the coordinator's tokenizer and
- * model file through st_gw_tokenizer and st_gw_gguf. The coordinator's
- * side (coord_gw_*, on the coordinator's main thread only) takes what was
- * submitted, runs it in the scheduler, and pushes each request's progress
- * to its ticket's sink. */
+ * model file through st_gw_tokenizer and st_gw_gguf; http.c attaches the
+ * sink of the coordinator's status (st_gw_status_attach). The
+ * coordinator's side (coord_gw_*, on the coordinator's main thread only)
+ * takes what was submitted, runs it in the scheduler, pushes each
+ * request's progress to its ticket's sink, and publishes its status to
+ * the status sink every ST_GW_STATUS_MS. */
 #ifndef ST_COORD_GATEWAY_H
 #define ST_COORD_GATEWAY_H
 
@@ -20,6 +22,10 @@
 #include "common/model/gguf.h"
 #include "common/text/sampling.h"
 #include "common/text/tokenizer.h"
+#include "strata.pb-c.h"
+
+/* How often the coordinator publishes its status to the gateway. */
+#define ST_GW_STATUS_MS 500u
 
 typedef struct st_gw st_gw;               /* the attachment: one per coordinator */
 typedef struct st_gw_ticket st_gw_ticket; /* one submitted generation */
@@ -66,6 +72,17 @@ typedef struct st_gw_sink {
     void *arg;
 } st_gw_sink;
 
+/* The sink of the coordinator's status, called on the coordinator's
+ * thread only, never with a coordinator lock held: publish takes s (free
+ * it with strata__status_reply__free_unpacked(s, NULL)), a copy of the
+ * StatusReply a control client of role MEMBER gets (api_status.c); s is
+ * NULL when the coordinator has no status to give (out of memory), and
+ * once more, last, when its loop ended. */
+typedef struct st_gw_status_sink {
+    void (*publish)(void *arg, Strata__StatusReply *s);
+    void *arg;
+} st_gw_status_sink;
+
 /* ---- the HTTP side (any thread) ---- */
 
 /* st_gw_submit - queues q for the coordinator, whose progress goes to
@@ -86,6 +103,12 @@ void st_gw_cancel(st_gw *g, st_gw_ticket *t);
 const st_tokenizer *st_gw_tokenizer(const st_gw *g);
 st_gguf *st_gw_gguf(const st_gw *g);
 
+/* st_gw_status_attach - sink hears the coordinator's status from the
+ * loop's first turn (then every ST_GW_STATUS_MS) until its last publish,
+ * when the loop ended. At most once, on the coordinator's thread before
+ * st_coord_run (st_http_open's). */
+void st_gw_status_attach(st_gw *g, st_gw_status_sink sink);
+
 /* ---- the coordinator's side (its main thread only) ---- */
 
 struct st_coord;
@@ -105,9 +128,15 @@ void coord_gw_take(struct st_coord *c, uint64_t now_ns);
  * the live ones (an attached request has a client). Each loop turn. */
 void coord_gw_push(struct st_coord *c, uint64_t now_ns);
 
+/* coord_gw_status - publishes the coordinator's status to the status
+ * sink, if one is attached and ST_GW_STATUS_MS passed since the last
+ * publish (at once the first time). Each loop turn. */
+void coord_gw_status(struct st_coord *c, uint64_t now_ns);
+
 /* coord_gw_stop - the loop ended: every ticket (queued or attached) gets
  * a last update, done with ST_ECLOSED "the coordinator is shutting
- * down", and is released; later submits are refused. Idempotent. */
+ * down", and is released; later submits are refused; the status sink
+ * hears its last publish (NULL) and is detached. Idempotent. */
 void coord_gw_stop(struct st_coord *c);
 
 /* coord_gw_close - frees g after coord_gw_stop; NULL is a no-op. */

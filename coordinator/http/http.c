@@ -10,9 +10,10 @@
  * cancellation as every other client's, and whose ids and text it pushes
  * back to the job each turn of its loop. The prompt is tokenized here with
  * the coordinator's own tokenizer (immutable, shared by threads). Status
- * still comes as a client of the coordinator's control API (a Status
- * request; proto/strata.proto) over the inproc:// listener that
- * coordinator/control/net.c adds to the control socket.
+ * comes through the attachment too: the coordinator's thread builds it
+ * (coordinator/control/api_status.c, as a control client of role MEMBER
+ * gets it) and publishes a copy to the status sink attached here
+ * (http_status_publish); no socket or envelope is involved.
  *
  * HTTP is parsed by libmicrohttpd, never by hand: a few threads each poll
  * many connections (epoll), so idle or slow clients hold a connection
@@ -27,9 +28,11 @@
  * A generation request takes one of --http-streams slots and holds it
  * until the coordinator released its ticket (http_gen.c). While it waits
  * its connection is suspended; the coordinator's updates resume it.
- * A status thread refreshes the coordinator's StatusReply every
- * HTTP_STATUS_MS on its own client: /health, the 503 before a plan serves,
- * the default max_tokens (the plan's context) and /metrics read that copy.
+ * The coordinator publishes its StatusReply every ST_GW_STATUS_MS
+ * (gateway.h), on its thread, into h->status under st_mu: /health, the
+ * 503 before a plan serves, the default max_tokens (the plan's context)
+ * and /metrics read that copy. A publish without a status (out of memory,
+ * or the loop ended) means not serving; /metrics keeps the latest copy.
  *
  * Keys (--api-key-file, http_keys.h) are compared in constant time; rate
  * limits (http_rate.h) are token buckets per key, or per client address
@@ -48,15 +51,13 @@
 #include <time.h>
 
 #include "common/base/clock.h"
+#include "common/net/client.h"
 #include "common/net/exposure.h"
 #include "common/base/log.h"
-#include "common/wire/msg.h"
 #include "common/net/netaddr.h"
 #include "coordinator/http/http_impl.h"
 
 #define HTTP "http"
-#define HTTP_STATUS_MS 500u      /* status refresh period */
-#define HTTP_STATUS_CALL_MS 1000 /* also bounds how long close waits for the thread */
 #define HTTP_CLOSE_WAIT_NS (5ull * 1000000000ull) /* jobs to end at close */
 #define HTTP_CLOSE_POLL_MS 100
 #define HTTP_NS_PER_S 1000000000u
@@ -145,50 +146,28 @@ static enum MHD_Result http_fail(st_http *h, struct MHD_Connection *conn, st_htt
     return http_queue_error(h, conn, ep, &e, retry_s);
 }
 
-/* ---- the status poller ---- */
+/* ---- the coordinator's status ---- */
 
-static void *http_status_main(void *arg)
+/* http_status_publish - the status sink (gateway.h): on the coordinator's
+ * thread, every ST_GW_STATUS_MS; r NULL: no status (not serving; the
+ * latest one stays for /metrics). */
+static void http_status_publish(void *arg, Strata__StatusReply *r)
 {
     st_http *h = arg;
     pthread_mutex_lock(&h->st_mu);
-    while (!h->status_stop) {
-        pthread_mutex_unlock(&h->st_mu);
-        Strata__StatusRequest q = STRATA__STATUS_REQUEST__INIT;
-        Strata__Msg m = STRATA__MSG__INIT;
-        m.body_case = STRATA__MSG__BODY_STATUS_REQ;
-        m.status_req = &q;
-        Strata__Msg *r = NULL;
-        st_err e = st_client_call(h->status_cl, &m, HTTP_STATUS_CALL_MS, &r);
-        if (e == ST_OK && r->body_case != STRATA__MSG__BODY_STATUS) {
-            st_msg_free(r);
-            r = NULL;
-        }
-        if (e != ST_OK)
-            st_log(ST_LOG_DEBUG, HTTP, "status: %s", st_errmsg(e));
-        pthread_mutex_lock(&h->st_mu);
-        if (r) {
-            const Strata__StatusReply *s = r->status;
-            if (h->epoch && s->epoch != h->epoch)
-                atomic_fetch_add(&h->met.replans, 1);
-            h->epoch = s->epoch;
-            h->serving = st_client_serving(s);
-            h->n_ctx = s->plan ? s->plan->n_ctx : 0;
-            st_msg_free(h->status);
-            h->status = r;
-        } else {
-            h->serving = false; /* the coordinator does not answer */
-        }
-        if (h->status_stop)
-            break;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)HTTP_STATUS_MS * HTTP_NS_PER_MS;
-        ts.tv_sec += (time_t)(ns / HTTP_NS_PER_S);
-        ts.tv_nsec = (long)(ns % HTTP_NS_PER_S);
-        pthread_cond_timedwait(&h->st_cv, &h->st_mu, &ts);
+    if (r) {
+        if (h->epoch && r->epoch != h->epoch)
+            atomic_fetch_add(&h->met.replans, 1);
+        h->epoch = r->epoch;
+        h->serving = st_client_serving(r);
+        h->n_ctx = r->plan ? r->plan->n_ctx : 0;
+        if (h->status)
+            strata__status_reply__free_unpacked(h->status, NULL);
+        h->status = r;
+    } else {
+        h->serving = false; /* the coordinator gave none, or its loop ended */
     }
     pthread_mutex_unlock(&h->st_mu);
-    return NULL;
 }
 
 bool http_serving(st_http *h, uint32_t *n_ctx)
@@ -310,8 +289,7 @@ static enum MHD_Result http_metrics(st_http *h, struct MHD_Connection *conn, htt
     char *text = NULL;
     size_t len = 0;
     pthread_mutex_lock(&h->st_mu);
-    st_err e = st_http_metrics_render(&h->met, h->status ? h->status->status : NULL, h->model_id,
-                                      &text, &len);
+    st_err e = st_http_metrics_render(&h->met, h->status, h->model_id, &text, &len);
     pthread_mutex_unlock(&h->st_mu);
     if (e != ST_OK)
         return http_queue_json(h, conn, hc->ep, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL);
@@ -643,11 +621,6 @@ st_err st_http_open(const st_http_cfg *cfg, st_http **out)
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
     pthread_mutex_init(&h->st_mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&h->st_cv, &ca);
-    pthread_condattr_destroy(&ca);
     st_err e = http_load_model(h);
     if (e == ST_OK && cfg->api_key_file)
         e = st_http_keys_load(cfg->api_key_file, &h->keys);
@@ -665,19 +638,13 @@ st_err st_http_open(const st_http_cfg *cfg, st_http **out)
     if (e == ST_OK)
         randombytes_buf(h->session_key, sizeof h->session_key);
     if (e == ST_OK)
-        e = st_client_open(cfg->coord_addr, cfg->cluster_key, cfg->encrypt, &h->status_cl);
-    if (e == ST_OK) {
-        if (pthread_create(&h->status_thr, NULL, http_status_main, h) != 0)
-            e = st_errorf(ST_ENOMEM, "http status thread");
-        else
-            h->status_thr_on = true;
-    }
-    if (e == ST_OK)
         e = http_start_daemon(h);
     if (e != ST_OK) {
         st_http_close(h);
         return e;
     }
+    /* last: from here the coordinator's thread calls into h (until its loop ends) */
+    st_gw_status_attach(cfg->gw, (st_gw_status_sink){.publish = http_status_publish, .arg = h});
     st_log(ST_LOG_INFO, HTTP, "serving model '%s'%s%s on %s: %u streams, %s", h->model_id,
            cfg->alias ? " alias " : "", cfg->alias ? cfg->alias : "", cfg->listen, cfg->streams,
            h->keys ? "API keys required" : "no API keys");
@@ -694,7 +661,6 @@ void st_http_close(st_http *h)
     pthread_mutex_unlock(&h->mu);
     pthread_mutex_lock(&h->st_mu);
     h->status_stop = true;
-    pthread_cond_broadcast(&h->st_cv);
     pthread_mutex_unlock(&h->st_mu);
     if (h->d)
         MHD_quiesce_daemon(h->d);
@@ -714,13 +680,10 @@ void st_http_close(st_http *h)
     if (h->d)
         MHD_stop_daemon(h->d);
     http_guard_close(h->guard); /* after the daemon: every connection's close was notified */
-    if (h->status_thr_on)
-        pthread_join(h->status_thr, NULL);
-    st_client_close(h->status_cl);
-    st_msg_free(h->status);
+    if (h->status)
+        strata__status_reply__free_unpacked(h->status, NULL);
     st_http_rate_close(h->rate);
     st_http_keys_free(h->keys);
-    pthread_cond_destroy(&h->st_cv);
     pthread_mutex_destroy(&h->st_mu);
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);

@@ -2,9 +2,9 @@
  * HOST:PORT`, docs/http-api.md). main.c fills an st_http_cfg and opens
  * the gateway after the coordinator; it serves from its own threads,
  * hands generation requests to the coordinator's attachment (`gw`,
- * coordinator/http/gateway.h) and reads status as a client of its control
- * socket (over `coord_addr`, the in-process listener of
- * coordinator/control/net.h), so it never touches coordinator state. */
+ * coordinator/http/gateway.h) and hears the coordinator's status from it
+ * (a copy the coordinator's thread publishes), so it never touches
+ * coordinator state. */
 #ifndef ST_COORD_HTTP_H
 #define ST_COORD_HTTP_H
 
@@ -36,30 +36,27 @@
 #define ST_HTTP_DEFAULT_PING_S 15u
 
 typedef struct st_http_cfg {
-    const char *listen;         /* HOST:PORT (port 0: any free port) */
-    const char *model_path;     /* the coordinator's model: template, tokenizer, id */
-    const char *alias;          /* another model name, or NULL */
-    const char *chat_template;  /* a template name or text over the file's, or NULL */
-    struct st_gw *gw;           /* the coordinator's attachment (st_coord_gateway) */
-    const char *coord_addr;     /* the coordinator's control address to dial (status) */
-    const uint8_t *cluster_key; /* NULL: an open cluster */
-    bool encrypt;
-    const char *api_key_file; /* NULL: no keys (loopback only unless insecure) */
-    size_t max_body;          /* bytes of a request body */
-    uint32_t max_conns;       /* connections at once */
-    uint32_t per_ip_conns;    /* connections per client address (0: no limit) */
-    uint32_t timeout_s;       /* an idle connection (also mid-request) is closed after this */
-    uint32_t header_s;        /* absolute deadline of a request's headers (0: none) */
-    uint32_t body_s;          /* absolute deadline of a body from its headers (0: none) */
-    uint32_t streams;         /* generation requests at once */
-    uint32_t threads;         /* HTTP threads (each polls many connections) */
-    uint32_t rate_table;      /* identities the rate limiter remembers */
-    uint32_t ping_s;          /* an SSE comment after this much silence of a stream */
-    st_http_limits limits;    /* per key or address, unless the key file says else */
+    const char *listen;        /* HOST:PORT (port 0: any free port) */
+    const char *model_path;    /* the coordinator's model: template, tokenizer, id */
+    const char *alias;         /* another model name, or NULL */
+    const char *chat_template; /* a template name or text over the file's, or NULL */
+    struct st_gw *gw;          /* the coordinator's attachment (st_coord_gateway) */
+    const char *api_key_file;  /* NULL: no keys (loopback only unless insecure) */
+    size_t max_body;           /* bytes of a request body */
+    uint32_t max_conns;        /* connections at once */
+    uint32_t per_ip_conns;     /* connections per client address (0: no limit) */
+    uint32_t timeout_s;        /* an idle connection (also mid-request) is closed after this */
+    uint32_t header_s;         /* absolute deadline of a request's headers (0: none) */
+    uint32_t body_s;           /* absolute deadline of a body from its headers (0: none) */
+    uint32_t streams;          /* generation requests at once */
+    uint32_t threads;          /* HTTP threads (each polls many connections) */
+    uint32_t rate_table;       /* identities the rate limiter remembers */
+    uint32_t ping_s;           /* an SSE comment after this much silence of a stream */
+    st_http_limits limits;     /* per key or address, unless the key file says else */
 } st_http_cfg;
 
-/* st_http_cfg_default - the defaults above; listen, model_path, gw and
- * coord_addr NULL. */
+/* st_http_cfg_default - the defaults above; listen, model_path and gw
+ * NULL. */
 st_http_cfg st_http_cfg_default(void);
 
 typedef struct st_http st_http;
@@ -70,9 +67,10 @@ typedef struct st_http st_http;
 st_err st_http_listen_check(const char *url, bool has_keys, bool insecure);
 
 /* st_http_open - takes the coordinator's tokenizer and its model's chat
- * template, loads the API keys, opens the status client and starts
- * serving; prints "http on http://HOST:PORT" (the bound port) on stdout.
- * On the coordinator's thread, before st_coord_run. */
+ * template, loads the API keys, starts serving and attaches to the
+ * coordinator's status (st_gw_status_attach); prints "http on
+ * http://HOST:PORT" (the bound port) on stdout. On the coordinator's
+ * thread, before st_coord_run. */
 st_err st_http_open(const st_http_cfg *cfg, st_http **out);
 
 /* st_http_close - stops accepting, lets the requests in progress send

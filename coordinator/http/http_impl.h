@@ -11,7 +11,6 @@
 #include <stdint.h>
 
 #include "common/text/chat.h"
-#include "common/net/client.h"
 #include "common/http/http_keys.h"
 #include "common/http/http_rate.h"
 #include "common/text/tokenizer.h"
@@ -46,14 +45,10 @@ struct st_http {
     uint32_t n_gen;        /* generation slots in use (at most cfg.streams) */
     struct http_job *jobs; /* every job not yet freed */
     bool stopping;
-    /* the status poller */
-    st_client *status_cl;
-    pthread_t status_thr;
-    bool status_thr_on;
-    pthread_mutex_t st_mu; /* the fields below */
-    pthread_cond_t st_cv;
-    bool status_stop;    /* the status thread ends */
-    Strata__Msg *status; /* the latest StatusReply message, or NULL */
+    /* the coordinator's status (its publishes: http_status_publish) */
+    pthread_mutex_t st_mu;       /* the fields below */
+    bool status_stop;            /* st_http_close began: not serving */
+    Strata__StatusReply *status; /* the latest published, or NULL */
     bool serving;
     uint32_t n_ctx; /* of the serving plan */
     uint64_t epoch;
