@@ -1,7 +1,7 @@
 /* gateway.h - the in-process HTTP gateway attached to the coordinator's
  * event loop (gateway.c states the contract: who owns a request, which
  * thread touches what, how a token reaches the HTTP thread, client
- * disconnect and shutdown).
+ * disconnect, the coordinator's status and shutdown).
  *
  * The HTTP side (http_gen.c, on libmicrohttpd's threads) calls
  * st_gw_submit and st_gw_cancel, and reads the coordinator's tokenizer and
