@@ -152,7 +152,7 @@ static st_err main_wire(const char *v, void *dest)
         return ST_OK;
     }
     if (st_wire_dtype_from_name(v, w) != ST_OK)
-        return st_errorf(ST_EINVAL, "'%s' is not f32, bf16, f16, i8 or auto", v);
+        return st_errorf(ST_EINVAL, "'%s' is not " ST_WIRE_DTYPE_NAMES " or auto", v);
     return ST_OK;
 }
 

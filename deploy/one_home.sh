@@ -54,9 +54,10 @@ cli/cmd_text.c:if (!found && strcmp(argv[i], "--special") == 0)'
 # (common/model/gguf.h, below arch in the layers), which arch's table uses.
 rule 'a GGUF key literal' '"(general\.|tokenizer\.(ggml|chat_template))' common/model/arch.c \
     common/model/gguf.h
-# tcp:// addresses: splitting HOST:PORT, testing or skipping the scheme.
-rule 'tcp:// address parsing' \
-    "strrchr\([^,]+, *':'\)|(strn?cmp|memcmp|strstr)\([^;]*\"tcp://\"|\"tcp://\" *\)? *- *1" \
+# tcp:// addresses: splitting HOST:PORT, testing or skipping the scheme,
+# writing one from a format ("tcp://%..., st_tcp_format's).
+rule 'tcp:// address parsing or formatting' \
+    "strrchr\([^,]+, *':'\)|(strn?cmp|memcmp|strstr)\([^;]*\"tcp://\"|\"tcp://\" *\)? *- *1|\"tcp://%" \
     common/net/netaddr.c
 # Command-line flags: a flag compared by hand instead of a row of an option table.
 rule 'a flag parsed by hand' 'strn?cmp\([^;]*"--?[a-z]' common/base/opt.c

@@ -4,7 +4,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -57,6 +59,44 @@ bool st_host_is_any(const char *host, size_t len)
         if (len == strlen(any[i]) && strncmp(host, any[i], len) == 0)
             return true;
     return false;
+}
+
+const char *st_host_any_loopback(const char *host, size_t len)
+{
+    static const char v6_any[] = "[::]";
+    if (!st_host_is_any(host, len))
+        return NULL;
+    return len == strlen(v6_any) && strncmp(host, v6_any, len) == 0 ? "[::1]" : "127.0.0.1";
+}
+
+bool st_host_unbracket(const char *host, size_t len, char *out, size_t cap)
+{
+    if (len >= 2 && host[0] == '[' && host[len - 1] == ']') {
+        host++;
+        len -= 2;
+    }
+    if (len >= cap)
+        return false;
+    memcpy(out, host, len);
+    out[len] = '\0';
+    return true;
+}
+
+bool st_tcp_format(const char *host, size_t len, long port, char *buf, size_t cap)
+{
+    if (cap == 0)
+        return false;
+    buf[0] = '\0';
+    if (port < 0 || port > ST_PORT_MAX || len > INT_MAX)
+        return false;
+    bool bracket = memchr(host, ':', len) != NULL && !(len > 0 && host[0] == '[');
+    int w = snprintf(buf, cap, ST_TCP_SCHEME "%s%.*s%s:%ld", bracket ? "[" : "", (int)len, host,
+                     bracket ? "]" : "", port);
+    if (w < 0 || (size_t)w >= cap) {
+        buf[0] = '\0';
+        return false;
+    }
+    return true;
 }
 
 bool st_url_host(const char *url, char *host, size_t cap)

@@ -66,6 +66,30 @@ bool st_port_parse(const char *text, long max, long *out);
  * a wildcard of every interface: "", "0.0.0.0", "*" or "[::]". */
 bool st_host_is_any(const char *host, size_t len);
 
+/* st_host_any_loopback - the loopback host that reaches a process
+ * listening on the wildcard HOST (len bytes, as written): "[::1]" for
+ * "[::]", "127.0.0.1" for the other wildcards (st_host_is_any); NULL when
+ * HOST is not a wildcard. What a daemon announces for a wildcard listen. */
+const char *st_host_any_loopback(const char *host, size_t len);
+
+/* st_host_unbracket - HOST (len bytes, as written) into host (cap bytes,
+ * NUL-terminated) without the brackets of "[v6]" (stripped only when HOST
+ * both begins with '[' and ends with ']'); false when what remains has cap
+ * bytes or more. */
+bool st_host_unbracket(const char *host, size_t len, char *out, size_t cap);
+
+/* st_tcp_format - "tcp://HOST:PORT" into buf (cap bytes, NUL-terminated):
+ * HOST is host's len bytes as written, put in brackets when it holds a ':'
+ * and is not already bracketed (an IPv6 literal). The one writer of tcp://
+ * addresses. false (buf then holds no address) when port is not in
+ * 0..ST_PORT_MAX or the address does not fit in cap bytes. */
+bool st_tcp_format(const char *host, size_t len, long port, char *buf, size_t cap);
+
+/* ST_TCP_ADDR_SIZE - the bytes (NUL included) st_tcp_format needs at most
+ * for a host of under host_size bytes and any port: a buffer this large
+ * never makes it fail but for the port. */
+#define ST_TCP_ADDR_SIZE(host_size) ((host_size) - 1 + sizeof ST_TCP_SCHEME "[]:65535")
+
 /* st_url_host - the HOST of SCHEME://HOST[:PORT][/PATH] into host (cap
  * bytes), without the brackets of "[v6]"; false when url has no "://", a
  * '[' without its ']', or a host of cap bytes or more. */

@@ -63,7 +63,7 @@ st_err st_wire_dtype_from_name(const char *name, st_wire_dtype *out)
             return ST_OK;
         }
     }
-    return st_errorf(ST_ETYPE, "wire dtype '%s' is not one of f32, bf16, f16, i8",
+    return st_errorf(ST_ETYPE, "wire dtype '%s' is not one of " ST_WIRE_DTYPE_NAMES,
                      name ? name : "(null)");
 }
 
@@ -630,8 +630,7 @@ st_err st_wire_mask_parse(const char *list, uint32_t *out)
             d++;
         if (d == ST_WIRE_DT_COUNT)
             return st_errorf(ST_ETYPE,
-                             "wire dtype list '%s': '%.*s' is not one of f32, bf16, "
-                             "f16, i8",
+                             "wire dtype list '%s': '%.*s' is not one of " ST_WIRE_DTYPE_NAMES,
                              list ? list : "", (int)len, p);
         mask |= 1u << d;
         if (p[len] == '\0')

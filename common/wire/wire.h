@@ -74,6 +74,11 @@ typedef enum st_wire_dtype {
     ST_WIRE_DT_COUNT
 } st_wire_dtype;
 
+/* The dtypes' names in code order, as messages list them (the one
+ * spelling of the list; st_wire_dtype_name's table in wire.c agrees, which
+ * tests/wire/test_wire.c checks). */
+#define ST_WIRE_DTYPE_NAMES "f32, bf16, f16, i8"
+
 /* The header fields. Encoding reads epoch, plan_hash, stage, n_rows and
  * hidden; the rest comes from the rows and the options.
  * Decoding fills every field. */

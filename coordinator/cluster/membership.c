@@ -116,7 +116,7 @@ st_err st_join_validate(const Strata__Join *j, const uint8_t model_id[32], st_wi
         /* each boundary gets a dtype its receiver lists (replan.c); none listed is f32 */
         if (st_wire_accept_mask(c->wire_dtypes, c->n_wire_dtypes, NULL) == 0)
             return st_errorf(ST_EINVAL, "the worker accepts no wire dtype this coordinator "
-                                        "knows (f32, bf16, f16, i8)");
+                                        "knows (" ST_WIRE_DTYPE_NAMES ")");
     } else if (c->n_wire_dtypes > 0) {
         bool ok = false;
         for (size_t i = 0; i < c->n_wire_dtypes && !ok; i++) {

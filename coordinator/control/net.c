@@ -94,9 +94,7 @@ static st_err net_listen(nng_socket s, const char *url, size_t max_frame, char *
     int port = 0;
     if ((rv = nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port)) != 0)
         return st_err_nng(rv, "bound port");
-    int hlen = (int)st_tcp_host_len(url);
-    if ((size_t)snprintf(bound, cap, ST_TCP_SCHEME "%.*s:%d", hlen, url + ST_TCP_SCHEME_LEN,
-                         port) >= cap)
+    if (!st_tcp_format(url + ST_TCP_SCHEME_LEN, st_tcp_host_len(url), port, bound, cap))
         return st_errorf(ST_ERANGE, "address '%s' is too long", url);
     return ST_OK;
 }
@@ -151,9 +149,8 @@ static void net_res_cb(void *arg)
 static st_err net_results_url(const char *listen_url, char *out, size_t cap)
 {
     if (st_is_tcp(listen_url)) {
-        int hlen = (int)st_tcp_host_len(listen_url);
-        if ((size_t)snprintf(out, cap, ST_TCP_SCHEME "%.*s:0", hlen,
-                             listen_url + ST_TCP_SCHEME_LEN) >= cap)
+        if (!st_tcp_format(listen_url + ST_TCP_SCHEME_LEN, st_tcp_host_len(listen_url), 0, out,
+                           cap))
             return st_errorf(ST_ERANGE, "address '%s' is too long", listen_url);
     } else if ((size_t)snprintf(out, cap, "%s.results", listen_url) >= cap) {
         return st_errorf(ST_ERANGE, "address '%s' is too long", listen_url);

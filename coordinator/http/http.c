@@ -488,16 +488,8 @@ static st_err http_bind(const char *hp, struct sockaddr_storage *sa, socklen_t *
     if (!st_hostport_split(hp, &x) || x.host_len == 0 || x.port[0] == '\0')
         return st_errorf(ST_EINVAL, "--http '%s' is not HOST:PORT", hp);
     char host[HTTP_MODEL_MAX];
-    const char *h0 = hp;
-    size_t hl = x.host_len;
-    if (hp[0] == '[' && hl >= 2 && hp[hl - 1] == ']') {
-        h0++;
-        hl -= 2;
-    }
-    if (hl >= sizeof host)
+    if (!st_host_unbracket(x.host, x.host_len, host, sizeof host))
         return st_errorf(ST_EINVAL, "--http '%s': the host is too long", hp);
-    memcpy(host, h0, hl);
-    host[hl] = '\0';
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV | AI_PASSIVE};

@@ -21,6 +21,10 @@ Cases:
   an unknown session past position 0, another model's packet, and a frame
   beyond the receive limit each get their error (the last: the connection
   is dropped, no reply); after each, the server still serves a chain.
+  Odd flags: --dtypes with a trailing comma is refused (as the worker's
+  --wire-accept); a wildcard --listen (tcp://*:0, and tcp://[::]:0 where
+  the host has IPv6) is announced with the loopback host the worker daemon
+  announces (127.0.0.1, [::1]) and its bound port, and serves there.
 - embed: `strata-embed` on synth-s-f32: /v1/embed rows equal the file's
   token_embd rows bit for bit; GET /v1/embeddings/N has an ETag per model
   and id, is immutable, and answers 304 with no body to If-None-Match; bad
@@ -60,6 +64,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -258,6 +263,23 @@ def case_bad_input():
                  "bf16"], check=False)
         assert r.returncode != 0 and "not among those this server accepts" in r.stderr, r.stderr
         print("a client asking bf16 of an f32-only server: %s" % r.stderr.strip().splitlines()[-1])
+    r = subprocess.run([WORKER, "--standalone", "--layers", "0:%d" % k, "--model", m, "--dtypes",
+                        "f32,"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 2 and "'' is not one of f32, bf16, f16, i8" in r.stderr, r.stderr
+    print("--dtypes f32,: %s" % r.stderr.strip().splitlines()[-1])
+    wild = [("tcp://*:0", r"tcp://127\.0\.0\.1:[1-9][0-9]*")]
+    try:
+        with socket.socket(socket.AF_INET6) as t:
+            t.bind(("::1", 0))
+        wild.append(("tcp://[::]:0", r"tcp://\[::1\]:[1-9][0-9]*"))
+    except OSError:
+        print("no IPv6 on this host: tcp://[::]:0 not tried")
+    for listen, pattern in wild:
+        with Servers(m, ["--listen", listen, "--insecure"]) as s:
+            a = s.start(0, k)[1]
+            assert re.fullmatch(pattern, a), "--listen %s announced %s" % (listen, a)
+            assert poke(a, "ok") == "reply: ok", a
+            print("--listen %s: announced %s, which serves" % (listen, a))
 
 
 def build_sanitize_flags():

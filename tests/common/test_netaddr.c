@@ -166,6 +166,57 @@ START_TEST(loopback)
 }
 END_TEST
 
+START_TEST(any_loopback)
+{
+    ck_assert_str_eq(st_host_any_loopback("", 0), "127.0.0.1");
+    ck_assert_str_eq(st_host_any_loopback("0.0.0.0", 7), "127.0.0.1");
+    ck_assert_str_eq(st_host_any_loopback("*", 1), "127.0.0.1");
+    ck_assert_str_eq(st_host_any_loopback("[::]", 4), "[::1]");
+    ck_assert_ptr_null(st_host_any_loopback("0.0", 3)); /* not a prefix rule */
+    ck_assert_ptr_null(st_host_any_loopback("127.0.0.1", 9));
+    ck_assert_ptr_null(st_host_any_loopback("[::1]", 5));
+}
+END_TEST
+
+START_TEST(unbracket)
+{
+    char h[8];
+    ck_assert(st_host_unbracket("[::1]", 5, h, sizeof h));
+    ck_assert_str_eq(h, "::1");
+    ck_assert(st_host_unbracket("h.x:1", 3, h, sizeof h)); /* len bytes only */
+    ck_assert_str_eq(h, "h.x");
+    ck_assert(st_host_unbracket("[::1", 4, h, sizeof h)); /* no ']': as written */
+    ck_assert_str_eq(h, "[::1");
+    ck_assert(st_host_unbracket("", 0, h, sizeof h));
+    ck_assert_str_eq(h, "");
+    ck_assert(st_host_unbracket("1234567", 7, h, sizeof h));
+    ck_assert(!st_host_unbracket("12345678", 8, h, sizeof h));
+    ck_assert(st_host_unbracket("[1234567]", 9, h, sizeof h));
+}
+END_TEST
+
+START_TEST(tcp_format)
+{
+    char a[32];
+    ck_assert(st_tcp_format("127.0.0.1", 9, 5555, a, sizeof a));
+    ck_assert_str_eq(a, "tcp://127.0.0.1:5555");
+    ck_assert(st_tcp_format("[::1]", 5, 0, a, sizeof a));
+    ck_assert_str_eq(a, "tcp://[::1]:0");
+    ck_assert(st_tcp_format("::1", 3, 80, a, sizeof a)); /* a bare v6 literal is bracketed */
+    ck_assert_str_eq(a, "tcp://[::1]:80");
+    ck_assert(st_tcp_format("", 0, ST_PORT_MAX, a, sizeof a));
+    ck_assert_str_eq(a, "tcp://:65535");
+    ck_assert(st_tcp_format("hostname:9", 8, 1, a, sizeof a)); /* len bytes only */
+    ck_assert_str_eq(a, "tcp://hostname:1");
+    ck_assert(!st_tcp_format("h", 1, ST_PORT_MAX + 1, a, sizeof a));
+    ck_assert(!st_tcp_format("h", 1, -1, a, sizeof a));
+    char small[13]; /* "tcp://h:1234" is 12 bytes and its NUL */
+    ck_assert(st_tcp_format("h", 1, 1234, small, sizeof small));
+    ck_assert(!st_tcp_format("h", 1, 12345, small, sizeof small));
+    ck_assert_str_eq(small, "");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("netaddr");
@@ -177,6 +228,9 @@ int main(void)
     tcase_add_test(tc, any_hosts);
     tcase_add_test(tc, url_host);
     tcase_add_test(tc, loopback);
+    tcase_add_test(tc, any_loopback);
+    tcase_add_test(tc, unbracket);
+    tcase_add_test(tc, tcp_format);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

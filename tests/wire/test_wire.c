@@ -474,6 +474,12 @@ START_TEST(test_names_and_ratio)
         ck_assert_int_eq(d, i);
     }
     ck_assert_int_eq(st_wire_dtype_from_name("q8", &d), ST_ETYPE);
+    /* ST_WIRE_DTYPE_NAMES spells the table's names in code order */
+    char names[64] = "";
+    for (int i = 0; i < ST_WIRE_DT_COUNT; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                 st_wire_dtype_name((st_wire_dtype)i));
+    ck_assert_str_eq(names, ST_WIRE_DTYPE_NAMES);
     /* zstd makes activation-like f16 smaller */
     st_wire_row row = {.session_id = 1, .pos0 = 0, .n_tokens = 32};
     float *x = malloc(32 * 2048 * sizeof *x);

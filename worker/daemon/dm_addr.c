@@ -16,6 +16,9 @@
 #include "common/net/netaddr.h"
 #include "worker/daemon/dm_internal.h"
 
+_Static_assert(ST_TCP_ADDR_SIZE(DM_HOST_MAX) <= ST_DP_ADDR_MAX,
+               "tcp://HOST:PORT of a flag's host fits an address buffer");
+
 /* dm_split_tcp - host and port of tcp://HOST:PORT (HOST may be [v6]). */
 static st_err dm_split_tcp(const char *flag, const char *url, char *host, size_t cap, long *port)
 {
@@ -58,12 +61,8 @@ st_err dm_addrs_check(st_daemon *d, char host[DM_HOST_MAX], char ahost[DM_HOST_M
     if ((e = dm_split_tcp("--listen", d->self.cfg.listen, host, DM_HOST_MAX, &port)))
         return e;
     /* the announced host: --advertise's, else the bound one (loopback for a wildcard) */
-    if (strcmp(host, "[::]") == 0)
-        snprintf(ahost, DM_HOST_MAX, "[::1]");
-    else if (st_host_is_any(host, strlen(host)))
-        snprintf(ahost, DM_HOST_MAX, "127.0.0.1");
-    else
-        snprintf(ahost, DM_HOST_MAX, "%s", host);
+    const char *lo = st_host_any_loopback(host, strlen(host));
+    snprintf(ahost, DM_HOST_MAX, "%s", lo != NULL ? lo : host);
     return dm_tcp_flag("--advertise", d->self.cfg.advertise, ahost, DM_HOST_MAX);
 }
 
@@ -71,13 +70,14 @@ void dm_addrs_announce(st_daemon *d, const char *host, const char *ahost, int dp
 {
     printf("listening on tcp://%s:%d\ncontrol on tcp://%s:%d\n", host, dport, host, cport);
     fflush(stdout);
+    /* ahost (under DM_HOST_MAX bytes) and a bound port fit (the assertion above) */
     if (d->self.cfg.advertise != NULL)
         snprintf(d->self.data_addr, sizeof d->self.data_addr, "%s", d->self.cfg.advertise);
     else
-        snprintf(d->self.data_addr, sizeof d->self.data_addr, "tcp://%s:%d", ahost, dport);
+        st_tcp_format(ahost, strlen(ahost), dport, d->self.data_addr, sizeof d->self.data_addr);
     if (d->self.cfg.advertise_control != NULL)
         snprintf(d->self.ctl_addr, sizeof d->self.ctl_addr, "%s", d->self.cfg.advertise_control);
     else
-        snprintf(d->self.ctl_addr, sizeof d->self.ctl_addr, "tcp://%s:%d", ahost, cport);
+        st_tcp_format(ahost, strlen(ahost), cport, d->self.ctl_addr, sizeof d->self.ctl_addr);
     dm_chunk_advertise(d, ahost);
 }

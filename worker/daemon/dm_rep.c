@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "common/base/log.h"
+#include "common/net/netaddr.h"
 #include "common/wire/msg.h"
 #include "worker/daemon/dm_internal.h"
 
@@ -64,7 +65,9 @@ st_err dm_rep_open(st_daemon *d, const char *host, int want_port, int *port)
     if (e != ST_OK)
         return e;
     char url[ST_DP_ADDR_MAX];
-    snprintf(url, sizeof url, "tcp://%s:%d", host, want_port);
+    if (!st_tcp_format(host, strlen(host), want_port, url, sizeof url))
+        return st_errorf(ST_EINVAL, "control listener on host '%s', port %d: not an address",
+                         host, want_port);
     nng_listener l;
     if ((rv = nng_listener_create(&l, d->srv.sock, url)) != 0 ||
         (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0 ||

@@ -26,6 +26,7 @@
 
 #define EM_HOST_MAX 64
 #define EM_URL_MAX 96
+_Static_assert(ST_TCP_ADDR_SIZE(EM_HOST_MAX) <= EM_URL_MAX, "tcp://HOST:PORT of --http fits");
 #define EM_MAX_HTTP_THREADS 64u
 #define EM_MAX_CONNS 1000000u
 #define EM_MAX_TIMEOUT_S 3600u
@@ -139,7 +140,7 @@ int main(int argc, char **argv)
         return 2;
     }
     st_log_init(level != NULL ? level : getenv("STRATA_LOG") != NULL ? NULL : "info");
-    snprintf(url, sizeof url, ST_TCP_SCHEME "%s:%d", host, port);
+    st_tcp_format(host, strlen(host), port, url, sizeof url); /* fits: EM_URL_MAX */
     const char *const flag = "--http", *urlp = url, *lflag = "--listen";
     if (st_listen_check("embed", &flag, &urlp, 1, hc.api_key_file != NULL, insecure)) {
         fprintf(stderr, "strata-embed: %s (for --http the key is --api-key-file)\n",

@@ -65,7 +65,7 @@ static int eh_want_packet(eh_req *q, st_wire_dtype *dt, char *msg)
         return -1;
     }
     if (d != NULL && st_wire_dtype_from_name(d, dt) != ST_OK) {
-        snprintf(msg, EH_MSG_MAX, "dtype '%.32s' is not one of f32, bf16, f16, i8", d);
+        snprintf(msg, EH_MSG_MAX, "dtype '%.32s' is not one of " ST_WIRE_DTYPE_NAMES, d);
         return -1;
     }
     return packet ? 1 : 0;

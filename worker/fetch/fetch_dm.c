@@ -154,8 +154,9 @@ void dm_chunk_advertise(st_daemon *d, const char *host)
     if (!st_tcp_split(d->fe.chunk_addr, &hp))
         return;
     char a[ST_DP_ADDR_MAX];
-    if (st_host_is_any(hp.host, hp.host_len) &&
-        (size_t)snprintf(a, sizeof a, ST_TCP_SCHEME "%s:%s", host, hp.port) < sizeof a)
+    long port;
+    if (st_host_is_any(hp.host, hp.host_len) && st_port_parse(hp.port, ST_PORT_MAX, &port) &&
+        st_tcp_format(host, strlen(host), port, a, sizeof a))
         memcpy(d->fe.chunk_addr, a, sizeof a);
 }
 

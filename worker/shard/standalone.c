@@ -38,6 +38,7 @@
 
 #include "common/base/clock.h"
 #include "common/base/log.h"
+#include "common/net/netaddr.h"
 #include "common/net/pipe_gate.h"
 #include "common/net/shard.h"
 #include "worker/data/sessions.h"
@@ -365,18 +366,19 @@ static st_err sa_listen(st_standalone *s)
         (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0 ||
         (rv = nng_listener_start(l, 0)) != 0)
         return st_errorf(ST_ENNG, "--listen %s: %s", s->cfg.listen, nng_strerror(rv));
+    /* tcp://: the bound port, and the loopback host for a wildcard one (as
+     * the worker daemon announces); any other scheme as written */
     int port = 0;
-    if (strncmp(s->cfg.listen, "tcp", 3) == 0 &&
+    st_hostport hp;
+    if (st_tcp_split(s->cfg.listen, &hp) &&
         nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0) {
-        const char *h = strstr(s->cfg.listen, "://");
-        const char *c = strrchr(s->cfg.listen, ':');
-        int hl = (int)(c - (h + 3));
-        if (hl == 0 || strncmp(h + 3, "0.0.0.0", (size_t)hl) == 0)
-            snprintf(s->url, sizeof s->url, "tcp://127.0.0.1:%d", port);
-        else
-            snprintf(s->url, sizeof s->url, "tcp://%.*s:%d", hl, h + 3, port);
-    } else {
-        snprintf(s->url, sizeof s->url, "%s", s->cfg.listen);
+        const char *lo = st_host_any_loopback(hp.host, hp.host_len);
+        if (!st_tcp_format(lo != NULL ? lo : hp.host, lo != NULL ? strlen(lo) : hp.host_len, port,
+                           s->url, sizeof s->url))
+            return st_errorf(ST_ERANGE, "--listen %s: the bound address is too long",
+                             s->cfg.listen);
+    } else if ((size_t)snprintf(s->url, sizeof s->url, "%s", s->cfg.listen) >= sizeof s->url) {
+        return st_errorf(ST_ERANGE, "--listen %s: the address is too long", s->cfg.listen);
     }
     return ST_OK;
 }

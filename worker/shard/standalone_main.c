@@ -57,31 +57,9 @@ bad:
     return st_errorf(ST_EINVAL, "'%s': A:B with 0 <= A < B is required", v);
 }
 
-/* sm_dtypes - a comma-separated list of wire dtype names into the
- * uint32_t mask dest (bit 1 << st_wire_dtype). */
-static st_err sm_dtypes(const char *v, void *dest)
-{
-    uint32_t m = 0;
-    char name[16];
-    for (const char *p = v; *p != '\0';) {
-        size_t n = strcspn(p, ",");
-        st_wire_dtype d;
-        if (n == 0 || n >= sizeof name)
-            goto bad;
-        memcpy(name, p, n);
-        name[n] = '\0';
-        if (st_wire_dtype_from_name(name, &d) != ST_OK)
-            goto bad;
-        m |= 1u << d;
-        p += n + (p[n] == ',');
-    }
-    if (m != 0) {
-        *(uint32_t *)dest = m;
-        return ST_OK;
-    }
-bad:
-    return st_errorf(ST_EINVAL, "'%s': names among f32, bf16, f16, i8", v);
-}
+/* sm_dtypes - --dtypes LIST: st_wire_mask_parse's list (as the worker's
+ * --wire-accept) into the uint32_t mask dest. */
+static st_err sm_dtypes(const char *v, void *dest) { return st_wire_mask_parse(v, dest); }
 
 /* sm_parse - 0 to run, 1 after --help, 2 on a bad flag (message printed). */
 static int sm_parse(int argc, char **argv, st_standalone_cfg *c, const char **level, bool *insecure)
