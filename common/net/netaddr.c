@@ -33,6 +33,17 @@ bool st_tcp_split(const char *url, st_hostport *out)
     return st_is_tcp(url) && st_hostport_split(url + ST_TCP_SCHEME_LEN, out);
 }
 
+bool st_tcp_any_split(const char *url, st_hostport *out)
+{
+    static const char *const schemes[] = {ST_TCP_SCHEME, "tcp4://", "tcp6://"};
+    for (size_t i = 0; i < sizeof schemes / sizeof schemes[0]; i++) {
+        size_t n = strlen(schemes[i]);
+        if (strncmp(url, schemes[i], n) == 0)
+            return st_hostport_split(url + n, out);
+    }
+    return false;
+}
+
 size_t st_tcp_host_len(const char *url)
 {
     st_hostport hp;

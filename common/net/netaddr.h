@@ -50,6 +50,11 @@ bool st_hostport_split(const char *s, st_hostport *out);
  * not begin with tcp:// or has no ':' after it. */
 bool st_tcp_split(const char *url, st_hostport *out);
 
+/* st_tcp_any_split - st_tcp_split for any of NNG's TCP schemes: tcp://,
+ * tcp4:// (IPv4 only) and tcp6:// (IPv6 only); false for another scheme.
+ * For what is announced as tcp://HOST:PORT whatever scheme it listens on. */
+bool st_tcp_any_split(const char *url, st_hostport *out);
+
 /* st_tcp_host_len - the length of the HOST of tcp://HOST[:PORT]: the text
  * after the scheme up to its last ':', all of it when it has none. url
  * must begin with tcp:// (st_is_tcp). */

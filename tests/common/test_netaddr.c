@@ -41,6 +41,21 @@ START_TEST(tcp_split)
 }
 END_TEST
 
+START_TEST(tcp_any_split)
+{
+    st_hostport hp;
+    ck_assert(st_tcp_any_split("tcp://h:1", &hp) && hp.host_len == 1 && strcmp(hp.port, "1") == 0);
+    ck_assert(st_tcp_any_split("tcp4://0.0.0.0:0", &hp) && hp.host_len == 7 &&
+              strcmp(hp.port, "0") == 0);
+    ck_assert(st_tcp_any_split("tcp6://[::]:7", &hp) && hp.host_len == 4 &&
+              strncmp(hp.host, "[::]", 4) == 0 && strcmp(hp.port, "7") == 0);
+    ck_assert(!st_tcp_any_split("tcp5://h:1", NULL));
+    ck_assert(!st_tcp_any_split("ipc:///tmp/x:1", NULL));
+    ck_assert(!st_tcp_any_split("tcp4://h", NULL)); /* no port */
+    ck_assert(!st_tcp_split("tcp4://h:1", NULL));   /* st_tcp_split: tcp:// alone */
+}
+END_TEST
+
 START_TEST(hostport_split)
 {
     st_hostport hp;
@@ -222,6 +237,7 @@ int main(void)
     Suite *s = suite_create("netaddr");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, tcp_split);
+    tcase_add_test(tc, tcp_any_split);
     tcase_add_test(tc, hostport_split);
     tcase_add_test(tc, tcp_host_len);
     tcase_add_test(tc, ports);

@@ -366,11 +366,12 @@ static st_err sa_listen(st_standalone *s)
         (rv = nng_listener_set_bool(l, NNG_OPT_TCP_NODELAY, true)) != 0 ||
         (rv = nng_listener_start(l, 0)) != 0)
         return st_errorf(ST_ENNG, "--listen %s: %s", s->cfg.listen, nng_strerror(rv));
-    /* tcp://: the bound port, and the loopback host for a wildcard one (as
-     * the worker daemon announces); any other scheme as written */
+    /* tcp://, tcp4://, tcp6://: tcp:// with the bound port, and the
+     * loopback host for a wildcard one (as the worker daemon announces);
+     * any other scheme as written */
     int port = 0;
     st_hostport hp;
-    if (st_tcp_split(s->cfg.listen, &hp) &&
+    if (st_tcp_any_split(s->cfg.listen, &hp) &&
         nng_listener_get_int(l, NNG_OPT_TCP_BOUND_PORT, &port) == 0) {
         const char *lo = st_host_any_loopback(hp.host, hp.host_len);
         if (!st_tcp_format(lo != NULL ? lo : hp.host, lo != NULL ? strlen(lo) : hp.host_len, port,
