@@ -462,7 +462,8 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
     Strata__Msg *m;
     uint64_t now = coord_now();
     uint64_t sender = 0;
-    st_err e = st_msg_unpack(&c->seal.res, ST_ENV_RESULT, msg, &m, &sender);
+    bool hello;
+    st_err e = st_msg_unpack_link(&c->seal.res, ST_ENV_RESULT, msg, &m, &sender, &hello);
     st_net_judged(c->net, ST_CQ_RESULT, msg, e == ST_OK); /* its connection (pipe_gate.h) */
     if (e != ST_OK) {
         if (e != ST_EAUTH)
@@ -470,11 +471,8 @@ static void coord_on_result(st_coord *c, nng_msg *msg)
         st_log(ST_LOG_WARN, CO, "result dropped: %s", st_errmsg(e));
         return;
     }
-    if (m->body_case == STRATA__MSG__BODY__NOT_SET &&
-        nng_msg_len(msg) == st_env_size(&c->seal.res, 0)) {
-        st_msg_free(m); /* a worker's hello (msg.h st_msg_link_hello): its connection is proven */
+    if (hello) /* a worker's hello (msg.h st_msg_link_hello): its connection is proven */
         return;
-    }
     if (m->body_case != STRATA__MSG__BODY_RESULT) {
         c->counters.bad_msgs++;
         st_log(ST_LOG_WARN, CO, "unexpected %s on the results socket", st_msg_case_name(m));

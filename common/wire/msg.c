@@ -127,7 +127,19 @@ st_err st_msg_pack_max(st_env *env, st_env_kind kind, const Strata__Msg *m, size
 st_err st_msg_unpack(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **out,
                      uint64_t *sender)
 {
+    bool hello;
+    st_err e = st_msg_unpack_link(env, kind, msg, out, sender, &hello);
+    if (e == ST_OK && hello)
+        return st_errorf(ST_EFORMAT, "message from sender %llu has no body",
+                         (unsigned long long)(sender ? *sender : 0));
+    return e;
+}
+
+st_err st_msg_unpack_link(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **out,
+                          uint64_t *sender, bool *hello)
+{
     *out = NULL;
+    *hello = false;
     st_env_frame f;
     st_err e = st_env_open(env, nng_msg_body(msg), nng_msg_len(msg), &f);
     if (e != ST_OK)
@@ -135,6 +147,12 @@ st_err st_msg_unpack(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **
     if (f.kind != kind)
         return st_errorf(ST_EPROTO, "frame of kind %d where kind %d was expected", (int)f.kind,
                          (int)kind);
+    if (f.body_len == 0) {
+        if (sender)
+            *sender = f.sender;
+        *hello = true;
+        return ST_OK;
+    }
     Strata__Msg *m;
     if ((e = st_msg_decode(f.body, f.body_len, f.sender, &m)) != ST_OK)
         return e;

@@ -50,6 +50,14 @@ st_err st_msg_pack_max(st_env *env, st_env_kind kind, const Strata__Msg *m, size
 st_err st_msg_unpack(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **out,
                      uint64_t *sender);
 
+/* st_msg_unpack_link - st_msg_unpack for a data link's receiver (the
+ * coordinator's results socket): an envelope of kind with an empty body is
+ * a dialer's hello (st_msg_link_hello): *hello true, *out NULL, ST_OK, its
+ * envelope checked (MAC, replay) as any frame's. Otherwise as
+ * st_msg_unpack, *hello false. The envelope is opened once. */
+st_err st_msg_unpack_link(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **out,
+                          uint64_t *sender, bool *hello);
+
 /* st_msg_decode - the Msg of body[0..len) (sender names it in errors),
  * bounded before decoding (pbuf_budget.h): ST_ERANGE naming the list,
  * count and limit, or the size and budget, when it asks for more;

@@ -265,6 +265,16 @@ def check_generate_exact(c, case, tmp):
         la, lb = a.read(), b.read()
     assert len(la) == len(lb) == 4 * case["n"] * case["n_vocab"], (len(la), len(lb))
     assert la == lb, "cluster logits differ from strata run's"
+    check_no_dropped_results(c)
+
+
+def check_no_dropped_results(c):
+    """Every worker's results link opens with a hello (st_msg_link_hello):
+    the coordinator takes it as one, never as a malformed result. (A hello
+    judged malformed left the link unproven, so the connection gate could
+    evict the last stage's results link, and a request then hung.)"""
+    dropped = [l for l in c.coord.stderr().splitlines() if "result dropped" in l]
+    assert not dropped, "the coordinator dropped results: %s" % dropped
 
 
 def case_inv1():
@@ -743,6 +753,7 @@ def check_wave2_splits(name, splits):
                           % (name, case["logits_file"], cosv))
                     first[i] = data
                 assert data == first[i], "split %s: logits differ from the first split's" % split
+            check_no_dropped_results(c)
             print("%s: split %s: golden ids, logits bit-identical" % (name, split))
 
 
