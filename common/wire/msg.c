@@ -128,10 +128,13 @@ st_err st_msg_unpack(st_env *env, st_env_kind kind, nng_msg *msg, Strata__Msg **
                      uint64_t *sender)
 {
     bool hello;
-    st_err e = st_msg_unpack_link(env, kind, msg, out, sender, &hello);
-    if (e == ST_OK && hello)
+    uint64_t from = 0;
+    st_err e = st_msg_unpack_link(env, kind, msg, out, &from, &hello);
+    if (e == ST_OK && hello) /* *sender is set on success only, as before */
         return st_errorf(ST_EFORMAT, "message from sender %llu has no body",
-                         (unsigned long long)(sender ? *sender : 0));
+                         (unsigned long long)from);
+    if (e == ST_OK && sender)
+        *sender = from;
     return e;
 }
 
