@@ -220,22 +220,28 @@ typedef struct st_kernel_ops {
     void (*rmsnorm)(const float *x, const float *w, float *y, int64_t n, float eps);
 
     /* rope - rotates one token's heads in place, llama's "normal" pairing
-     * (x[2i], x[2i+1]) over the first n_rot dims of each head:
-     * theta_i = pos * base^(-2i / n_rot). x: [n_head, head_dim]. */
-    void (*rope)(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
-                 float base);
+     * (x[2i], x[2i+1]) over the first n_rot dims of each head, by the
+     * angles of cs (kernels/rope.h's st_rope_cs: cs[2i] = cos, cs[2i+1] =
+     * sin of pair i): x0' = x0 c - x1 s, x1' = x0 s + x1 c. x: [n_head,
+     * head_dim]; the dims after n_rot are left as they are. */
+    void (*rope)(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, const float *cs);
 
     /* rope_neox - rope with GPT-NeoX's pairing (x[i], x[i + n_rot/2]),
-     * i < n_rot/2, and the same theta_i (qwen2 and other NEOX-layout
-     * architectures); the same cos/sin and multiplications per pair. */
-    void (*rope_neox)(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
-                      float base);
+     * i < n_rot/2 (qwen2 and other NEOX-layout architectures); the same
+     * multiplications per pair. */
+    void (*rope_neox)(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, const float *cs);
 
     /* softmax - in place, max-subtracted; sum accumulated in double. */
     void (*softmax)(float *x, int64_t n);
 
     /* silu_mul - g[i] = silu(g[i]) * u[i], silu(x) = x / (1 + exp(-x)). */
     void (*silu_mul)(float *g, const float *u, int64_t n);
+
+    /* gelu_mul - g[i] = gelu(g[i]) * u[i] with the tanh GELU
+     * 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) as llama.cpp's CPU
+     * backend computes it: 0 for x <= -10, x for x >= 10, else x rounded
+     * to f16, its GELU in f32 rounded to f16 (ggml's f16 table). */
+    void (*gelu_mul)(float *g, const float *u, int64_t n);
 
     /* add - y[i] += x[i]. */
     void (*add)(float *y, const float *x, int64_t n);

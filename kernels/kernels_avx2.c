@@ -11,9 +11,9 @@
  * Q8_0 is round-half-away-from-zero like roundf: truncate, then step away
  * from zero when the exact remainder is at least one half.
  * Row operations follow the reference's formulas with vector arithmetic:
- * rope computes each pair's cos/sin once per token (the reference
- * recomputes the same values for every head) and rotates with the same
- * multiplications; rmsnorm and softmax keep their double sums (in 4 lanes);
+ * rope rotates by the angles of kernels/rope.h with the same
+ * multiplications; GELU is the reference's (a table lookup); rmsnorm and
+ * softmax keep their double sums (in 4 lanes);
  * softmax and silu use a vector expf (Cephes' polynomial, about 1 ulp),
  * within the tests' 2e-6 / 1e-6 relative bounds. argmax and the f32
  * copies are the reference's functions (argmax's tie and NaN rules are
@@ -320,61 +320,45 @@ static void a2_rmsnorm(const float *x, const float *w, float *y, int64_t n, floa
         y[i] = (x[i] * scale) * w[i];
 }
 
-#define A2_ROPE_PAIRS 64 /* pairs whose cos/sin are tabulated at once */
-
-static void a2_rope(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
-                    float base)
+/* a2_rope - (x0, x1) pairs are adjacent: 4 pairs per vector, rotated by
+ * cc = (c0, c0, c1, c1, ...) and ss = (-s0, s0, -s1, s1, ...) built from
+ * cs, with the reference's multiplications. */
+static void a2_rope(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, const float *cs)
 {
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
-    const int64_t n_pairs = n_rot / 2;
-    float theta = (float)pos;
-    /* cc = (c0, c0, c1, c1, ...), ss = (-s0, s0, -s1, s1, ...) */
-    float cc[2 * A2_ROPE_PAIRS], ss[2 * A2_ROPE_PAIRS];
-    for (int64_t p0 = 0; p0 < n_pairs; p0 += A2_ROPE_PAIRS) {
-        const int64_t np = n_pairs - p0 < A2_ROPE_PAIRS ? n_pairs - p0 : A2_ROPE_PAIRS;
-        for (int64_t p = 0; p < np; p++) {
-            const float c = cosf(theta), s = sinf(theta);
-            cc[2 * p] = c;
-            cc[2 * p + 1] = c;
-            ss[2 * p] = -s;
-            ss[2 * p + 1] = s;
-            theta *= theta_scale;
+    const __m256 sign = _mm256_setr_ps(-1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f, -1.0f, 1.0f);
+    for (int64_t h = 0; h < n_head; h++) {
+        float *xh = x + h * head_dim;
+        int64_t k = 0;
+        for (; k + 8 <= n_rot; k += 8) {
+            const __m256 t = _mm256_loadu_ps(cs + k);                   /* c0 s0 c1 s1 ... */
+            const __m256 cc = _mm256_moveldup_ps(t);                    /* c0 c0 c1 c1 ... */
+            const __m256 ss = _mm256_mul_ps(_mm256_movehdup_ps(t), sign); /* -s0 s0 ... */
+            const __m256 v = _mm256_loadu_ps(xh + k);
+            const __m256 sw = _mm256_permute_ps(v, 0xb1); /* (x1, x0, x3, x2, ...) */
+            _mm256_storeu_ps(xh + k, _mm256_add_ps(_mm256_mul_ps(v, cc), _mm256_mul_ps(sw, ss)));
         }
-        for (int64_t h = 0; h < n_head; h++) {
-            float *xh = x + h * head_dim + 2 * p0;
-            int64_t k = 0;
-            for (; k + 8 <= 2 * np; k += 8) {
-                const __m256 v = _mm256_loadu_ps(xh + k);
-                const __m256 sw = _mm256_permute_ps(v, 0xb1); /* (x1, x0, x3, x2, ...) */
-                const __m256 r = _mm256_add_ps(_mm256_mul_ps(v, _mm256_loadu_ps(cc + k)),
-                                               _mm256_mul_ps(sw, _mm256_loadu_ps(ss + k)));
-                _mm256_storeu_ps(xh + k, r);
-            }
-            for (; k < 2 * np; k += 2) {
-                const float c = cc[k], s = ss[k + 1];
-                const float x0 = xh[k], x1 = xh[k + 1];
-                xh[k] = x0 * c - x1 * s;
-                xh[k + 1] = x0 * s + x1 * c;
-            }
+        for (; k + 1 < n_rot; k += 2) {
+            const float c = cs[k], s = cs[k + 1];
+            const float x0 = xh[k], x1 = xh[k + 1];
+            xh[k] = x0 * c - x1 * s;
+            xh[k + 1] = x0 * s + x1 * c;
         }
     }
 }
 
 /* a2_rope_neox - the pairs (i, i + n_rot/2) are two contiguous runs, so
- * 8 pairs rotate with plain loads: cos/sin once per token as in a2_rope. */
-static void a2_rope_neox(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
-                         float base)
+ * 8 pairs rotate with plain loads once cs is split into cos and sin runs. */
+#define A2_ROPE_PAIRS 64 /* pairs whose cos/sin are split at once */
+static void a2_rope_neox(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                         const float *cs)
 {
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
     const int64_t half = n_rot / 2;
-    float theta = (float)pos;
     float cc[A2_ROPE_PAIRS], ss[A2_ROPE_PAIRS];
     for (int64_t p0 = 0; p0 < half; p0 += A2_ROPE_PAIRS) {
         const int64_t np = half - p0 < A2_ROPE_PAIRS ? half - p0 : A2_ROPE_PAIRS;
         for (int64_t p = 0; p < np; p++) {
-            cc[p] = cosf(theta);
-            ss[p] = sinf(theta);
-            theta *= theta_scale;
+            cc[p] = cs[2 * (p0 + p)];
+            ss[p] = cs[2 * (p0 + p) + 1];
         }
         for (int64_t h = 0; h < n_head; h++) {
             float *x0p = x + h * head_dim + p0, *x1p = x0p + half;
@@ -536,6 +520,7 @@ static const st_kernel_ops a2_ops = {
     .rope_neox = a2_rope_neox,
     .softmax = a2_softmax,
     .silu_mul = a2_silu_mul,
+    .gelu_mul = st_ref_gelu_mul,
     .add = a2_add,
     .attn_head = a2_attn_head,
     .argmax = st_ref_argmax,
@@ -587,6 +572,7 @@ static const st_kernel_ops a5_ops = {
     .rope_neox = a2_rope_neox,
     .softmax = a2_softmax,
     .silu_mul = a2_silu_mul,
+    .gelu_mul = st_ref_gelu_mul,
     .add = a2_add,
     .attn_head = a2_attn_head,
     .argmax = st_ref_argmax,

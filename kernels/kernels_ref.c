@@ -14,7 +14,8 @@
  *   sumi * (d_w * d_x) to a float accumulator, block after block; the
  *   K-quants (activations in Q8_K) likewise per super-block (kquant_ref.c);
  * - rmsnorm sums squares in double, softmax sums exponentials in double,
- *   rope iterates theta by multiplication in float, as ggml does.
+ *   rope multiplies by the angles of kernels/rope.h (computed there once
+ *   per token, as ggml does); GELU reads ggml's f16 table.
  * Because each output element of mul_mat depends only on its own weight row
  * and activation row, the result cannot depend on the batch size, the row's
  * place in the batch or the [i0, i1) split (batch invariance, INV-7).
@@ -22,6 +23,7 @@
 #include "kernels/kernels_ref.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "kernels/fp16.h"
@@ -353,41 +355,34 @@ static void ref_rmsnorm(const float *x, const float *w, float *y, int64_t n, flo
         y[i] = (x[i] * scale) * w[i];
 }
 
-static void ref_rope(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
-                     float base)
+static void ref_rope(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, const float *cs)
 {
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
     for (int64_t h = 0; h < n_head; h++) {
         float *xh = x + h * head_dim;
-        float theta = (float)pos;
         for (int64_t i = 0; i + 1 < n_rot; i += 2) {
-            const float c = cosf(theta);
-            const float s = sinf(theta);
+            const float c = cs[i];
+            const float s = cs[i + 1];
             const float x0 = xh[i];
             const float x1 = xh[i + 1];
             xh[i] = x0 * c - x1 * s;
             xh[i + 1] = x0 * s + x1 * c;
-            theta *= theta_scale;
         }
     }
 }
 
-static void ref_rope_neox(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot, int64_t pos,
-                          float base)
+static void ref_rope_neox(float *x, int64_t n_head, int64_t head_dim, int64_t n_rot,
+                          const float *cs)
 {
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
     const int64_t half = n_rot / 2;
     for (int64_t h = 0; h < n_head; h++) {
         float *xh = x + h * head_dim;
-        float theta = (float)pos;
         for (int64_t i = 0; i < half; i++) {
-            const float c = cosf(theta);
-            const float s = sinf(theta);
+            const float c = cs[2 * i];
+            const float s = cs[2 * i + 1];
             const float x0 = xh[i];
             const float x1 = xh[i + half];
             xh[i] = x0 * c - x1 * s;
             xh[i + half] = x0 * s + x1 * c;
-            theta *= theta_scale;
         }
     }
 }
@@ -412,6 +407,44 @@ static void ref_silu_mul(float *g, const float *u, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* The tanh GELU's constants and range (ggml's): outside (-GELU_RANGE,
+ * GELU_RANGE) it is 0, resp. x, and inside it is read from a table of
+ * every f16 input, built once on first use (pthread_once: constant after). */
+#define REF_GELU_COEF_A 0.044715f
+#define REF_GELU_SQRT_2_OVER_PI 0.79788456080286535587989211986876f
+#define REF_GELU_RANGE 10.0f
+#define REF_F16_VALUES (1 << 16)
+
+static uint16_t ref_gelu_table[REF_F16_VALUES];
+static pthread_once_t ref_gelu_once = PTHREAD_ONCE_INIT;
+
+static void ref_gelu_table_init(void)
+{
+    for (uint32_t i = 0; i < REF_F16_VALUES; i++) {
+        const float x = st_f16_to_f32((uint16_t)i);
+        const float y =
+            0.5f * x *
+            (1.0f + tanhf(REF_GELU_SQRT_2_OVER_PI * x * (1.0f + REF_GELU_COEF_A * x * x)));
+        ref_gelu_table[i] = st_f32_to_f16(y);
+    }
+}
+
+void st_ref_gelu_mul(float *g, const float *u, int64_t n)
+{
+    (void)pthread_once(&ref_gelu_once, ref_gelu_table_init);
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        float y;
+        if (x <= -REF_GELU_RANGE)
+            y = 0.0f;
+        else if (x >= REF_GELU_RANGE)
+            y = x;
+        else
+            y = st_f16_to_f32(ref_gelu_table[st_f32_to_f16(x)]);
+        g[i] = y * u[i];
+    }
 }
 
 static void ref_add(float *y, const float *x, int64_t n)
@@ -485,6 +518,7 @@ static const st_kernel_ops ref_ops = {
     .rope_neox = ref_rope_neox,
     .softmax = ref_softmax,
     .silu_mul = ref_silu_mul,
+    .gelu_mul = st_ref_gelu_mul,
     .add = ref_add,
     .attn_head = ref_attn_head,
     .argmax = st_ref_argmax,

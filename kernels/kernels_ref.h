@@ -25,6 +25,10 @@ void st_ref_q8_0_block(const float *x, st_block_q8_0 *b);
  * nibbles min(15, (int)(x / d + 8.5)) (NaN -> 0). */
 void st_ref_q4_0_block(const float *x, st_block_q4_0 *b);
 
+/* st_ref_gelu_mul - the reference's gelu_mul (kernels.h), which every
+ * variant uses as it is: it reads a table. */
+void st_ref_gelu_mul(float *g, const float *u, int64_t n);
+
 /* st_ref_f32_to_float / st_ref_f32_from_float - copies n floats (the F32
  * entries of to_float and from_float; src and dst may overlap). */
 void st_ref_f32_to_float(const void *src, float *dst, int64_t n);

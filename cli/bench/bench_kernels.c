@@ -29,6 +29,7 @@
 #include "common/base/clock.h"
 #include "common/base/pool.h"
 #include "kernels/kernels.h"
+#include "kernels/rope.h"
 #include "kernels/repack.h"
 
 typedef struct bk_opts {
@@ -263,9 +264,14 @@ static void bk_row_job(void *arg, int ith, int nth)
         case BK_RMSNORM:
             r->ops->rmsnorm(r->a + t * BK_E, r->b, r->c + t * BK_E, BK_E, 1e-5f);
             break;
-        case BK_ROPE:
-            r->ops->rope(r->c + t * BK_E, 32, 64, 64, 100 + t, 10000.0f);
+        case BK_ROPE: { /* the angles (once per token) and the rotation */
+            const st_rope_params rp = {.n_rot = 64, .base = 10000.0f, .freq_scale = 1.0f,
+                                       .attn_factor = 1.0f};
+            float cs[64];
+            st_rope_cs(&rp, 100 + t, cs);
+            r->ops->rope(r->c + t * BK_E, 32, 64, 64, cs);
             break;
+        }
         case BK_SOFTMAX:
             memcpy(r->scores + (size_t)ith * BK_CTX, r->a + t * BK_CTX, BK_CTX * sizeof(float));
             r->ops->softmax(r->scores + (size_t)ith * BK_CTX, BK_CTX);

@@ -7,8 +7,6 @@
 #define ARCH_LAYER_PREFIX "blk."
 #define ARCH_LAYER_MAX (1 << 30) /* larger layer numbers are not layers of ours */
 
-/* The rope scaling type meaning "no scaling" (llama.cpp's name). */
-#define ARCH_ROPE_SCALING_NONE "none"
 
 static const char *const arch_key_suffix[ST_AK_COUNT] = {
     [ST_AK_CONTEXT_LENGTH] = "context_length",
@@ -24,6 +22,17 @@ static const char *const arch_key_suffix[ST_AK_COUNT] = {
     [ST_AK_RMS_EPS] = "attention.layer_norm_rms_epsilon",
     [ST_AK_VOCAB_SIZE] = "vocab_size",
     [ST_AK_EXPERT_COUNT] = "expert_count",
+    [ST_AK_KEY_LENGTH] = "attention.key_length",
+    [ST_AK_VALUE_LENGTH] = "attention.value_length",
+    [ST_AK_ROPE_FREQ_BASE_SWA] = "rope.freq_base_swa",
+    [ST_AK_ROPE_SCALING_FACTOR] = "rope.scaling.factor",
+    [ST_AK_ROPE_SCALING_ORIG_CTX] = "rope.scaling.original_context_length",
+    [ST_AK_ROPE_SCALING_ATTN] = "rope.scaling.attn_factor",
+    [ST_AK_ROPE_YARN_LOG_MUL] = "rope.scaling.yarn_log_multiplier",
+    [ST_AK_SLIDING_WINDOW] = "attention.sliding_window",
+    [ST_AK_SLIDING_WINDOW_PATTERN] = "attention.sliding_window_pattern",
+    [ST_AK_ATTN_SOFTCAP] = "attn_logit_softcapping",
+    [ST_AK_FINAL_SOFTCAP] = "final_logit_softcapping",
 };
 
 static const char *const arch_gkey_names[ST_AG_COUNT] = {
@@ -51,35 +60,104 @@ static const struct {
     const char *base;
     const char *kind;
 } arch_tensor_names[ST_AT_COUNT] = {
-    [ST_AT_TOKEN_EMBD] = {"token_embd", "weight"}, [ST_AT_OUTPUT_NORM] = {"output_norm", "weight"},
-    [ST_AT_OUTPUT] = {"output", "weight"},         [ST_AT_ROPE_FREQS] = {"rope_freqs", "weight"},
-    [ST_AT_ATTN_NORM] = {"attn_norm", "weight"},   [ST_AT_ATTN_Q] = {"attn_q", "weight"},
-    [ST_AT_ATTN_K] = {"attn_k", "weight"},         [ST_AT_ATTN_V] = {"attn_v", "weight"},
-    [ST_AT_ATTN_Q_BIAS] = {"attn_q", "bias"},      [ST_AT_ATTN_K_BIAS] = {"attn_k", "bias"},
-    [ST_AT_ATTN_V_BIAS] = {"attn_v", "bias"},      [ST_AT_ATTN_OUT] = {"attn_output", "weight"},
-    [ST_AT_FFN_NORM] = {"ffn_norm", "weight"},     [ST_AT_FFN_GATE] = {"ffn_gate", "weight"},
-    [ST_AT_FFN_UP] = {"ffn_up", "weight"},         [ST_AT_FFN_DOWN] = {"ffn_down", "weight"},
+    [ST_AT_TOKEN_EMBD] = {"token_embd", "weight"},
+    [ST_AT_OUTPUT_NORM] = {"output_norm", "weight"},
+    [ST_AT_OUTPUT] = {"output", "weight"},
+    [ST_AT_ROPE_FREQS] = {"rope_freqs", "weight"},
+    [ST_AT_ROPE_LONG] = {"rope_factors_long", "weight"},
+    [ST_AT_ROPE_SHORT] = {"rope_factors_short", "weight"},
+    [ST_AT_ATTN_NORM] = {"attn_norm", "weight"},
+    [ST_AT_ATTN_Q] = {"attn_q", "weight"},
+    [ST_AT_ATTN_K] = {"attn_k", "weight"},
+    [ST_AT_ATTN_V] = {"attn_v", "weight"},
+    [ST_AT_ATTN_QKV] = {"attn_qkv", "weight"},
+    [ST_AT_ATTN_Q_BIAS] = {"attn_q", "bias"},
+    [ST_AT_ATTN_K_BIAS] = {"attn_k", "bias"},
+    [ST_AT_ATTN_V_BIAS] = {"attn_v", "bias"},
+    [ST_AT_ATTN_Q_NORM] = {"attn_q_norm", "weight"},
+    [ST_AT_ATTN_K_NORM] = {"attn_k_norm", "weight"},
+    [ST_AT_ATTN_OUT] = {"attn_output", "weight"},
+    [ST_AT_ATTN_POST_NORM] = {"post_attention_norm", "weight"},
+    [ST_AT_FFN_NORM] = {"ffn_norm", "weight"},
+    [ST_AT_FFN_GATE] = {"ffn_gate", "weight"},
+    [ST_AT_FFN_UP] = {"ffn_up", "weight"},
+    [ST_AT_FFN_DOWN] = {"ffn_down", "weight"},
+    [ST_AT_FFN_POST_NORM] = {"post_ffw_norm", "weight"},
 };
 
-/* what every architecture requires; rows below change only what differs */
-#define ARCH_BASE_NEEDS                                                                            \
+/* what every architecture requires; rows below add what differs, and a
+ * tensor a row does not name is ST_AN_ABSENT (0). attn_qkv is optional
+ * everywhere, as in llama.cpp: a layer has either it or attn_q, attn_k and
+ * attn_v (worker/engine/model.c binds either). */
+#define ARCH_CORE_NEEDS                                                                            \
     [ST_AT_TOKEN_EMBD] = ST_AN_REQUIRED, [ST_AT_OUTPUT_NORM] = ST_AN_REQUIRED,                     \
-    [ST_AT_OUTPUT] = ST_AN_OPTIONAL, [ST_AT_ROPE_FREQS] = ST_AN_ABSENT,                            \
     [ST_AT_ATTN_NORM] = ST_AN_REQUIRED, [ST_AT_ATTN_Q] = ST_AN_REQUIRED,                           \
     [ST_AT_ATTN_K] = ST_AN_REQUIRED, [ST_AT_ATTN_V] = ST_AN_REQUIRED,                              \
-    [ST_AT_ATTN_OUT] = ST_AN_REQUIRED, [ST_AT_FFN_NORM] = ST_AN_REQUIRED,                          \
-    [ST_AT_FFN_GATE] = ST_AN_REQUIRED, [ST_AT_FFN_UP] = ST_AN_REQUIRED,                            \
+    [ST_AT_ATTN_QKV] = ST_AN_OPTIONAL, [ST_AT_ATTN_OUT] = ST_AN_REQUIRED,                          \
+    [ST_AT_FFN_NORM] = ST_AN_REQUIRED, [ST_AT_FFN_UP] = ST_AN_REQUIRED,                            \
     [ST_AT_FFN_DOWN] = ST_AN_REQUIRED
+
+/* the llama layer: core, an optional untied head, a gate projection */
+#define ARCH_BASE_NEEDS                                                                            \
+    ARCH_CORE_NEEDS, [ST_AT_OUTPUT] = ST_AN_OPTIONAL, [ST_AT_FFN_GATE] = ST_AN_REQUIRED
+
+/* Gemma's layer: post-attention and post-FFN norms (with GELU and the
+ * scaled input of the rows) */
+#define ARCH_GEMMA_NEEDS                                                                           \
+    ARCH_CORE_NEEDS, [ST_AT_FFN_GATE] = ST_AN_REQUIRED, [ST_AT_ATTN_POST_NORM] = ST_AN_REQUIRED,   \
+                     [ST_AT_FFN_POST_NORM] = ST_AN_REQUIRED
+
+/* Gemma 2 and 3's period of sliding-window layers, Gemma 2's window, and
+ * the layer count of their 27B models (see st_arch.wide_scale_layers) */
+#define ARCH_GEMMA2_SWA_PERIOD 2
+#define ARCH_GEMMA2_SWA_WINDOW 4096
+#define ARCH_GEMMA2_27B_LAYERS 46
+#define ARCH_GEMMA2_ATTN_SOFTCAP 50.0f /* llama.cpp's defaults of the soft-cap keys */
+#define ARCH_GEMMA2_FINAL_SOFTCAP 30.0f
+#define ARCH_GEMMA3_SWA_PERIOD 6
+#define ARCH_GEMMA3_27B_LAYERS 62
 
 static const st_arch arch_table[] = {
     {.name = "llama",
      .rope = ST_ROPE_NORM,
      .need = {ARCH_BASE_NEEDS, [ST_AT_ATTN_Q_BIAS] = ST_AN_OPTIONAL,
-              [ST_AT_ATTN_K_BIAS] = ST_AN_OPTIONAL, [ST_AT_ATTN_V_BIAS] = ST_AN_OPTIONAL}},
+              [ST_AT_ATTN_K_BIAS] = ST_AN_OPTIONAL, [ST_AT_ATTN_V_BIAS] = ST_AN_OPTIONAL,
+              [ST_AT_ROPE_FREQS] = ST_AN_OPTIONAL}},
     {.name = "qwen2",
      .rope = ST_ROPE_NEOX,
      .need = {ARCH_BASE_NEEDS, [ST_AT_ATTN_Q_BIAS] = ST_AN_REQUIRED,
               [ST_AT_ATTN_K_BIAS] = ST_AN_REQUIRED, [ST_AT_ATTN_V_BIAS] = ST_AN_REQUIRED}},
+    {.name = "qwen3",
+     .rope = ST_ROPE_NEOX,
+     .need = {ARCH_BASE_NEEDS, [ST_AT_ATTN_Q_NORM] = ST_AN_REQUIRED,
+              [ST_AT_ATTN_K_NORM] = ST_AN_REQUIRED}},
+    {.name = "gemma2",
+     .rope = ST_ROPE_NEOX,
+     /* no output.weight: llama.cpp's gemma2 always uses the embedding as the head */
+     .need = {ARCH_GEMMA_NEEDS},
+     .ffn_act = ST_FFN_GELU_TANH,
+     .embd_scale = true,
+     .attn_softcap = ARCH_GEMMA2_ATTN_SOFTCAP,
+     .final_softcap_key = true,
+     .final_softcap = ARCH_GEMMA2_FINAL_SOFTCAP,
+     .swa_period = ARCH_GEMMA2_SWA_PERIOD,
+     .swa_window = ARCH_GEMMA2_SWA_WINDOW,
+     .wide_scale_layers = ARCH_GEMMA2_27B_LAYERS},
+    {.name = "gemma3",
+     .rope = ST_ROPE_NEOX,
+     .need = {ARCH_GEMMA_NEEDS, [ST_AT_OUTPUT] = ST_AN_OPTIONAL,
+              [ST_AT_ATTN_Q_NORM] = ST_AN_REQUIRED, [ST_AT_ATTN_K_NORM] = ST_AN_REQUIRED},
+     .ffn_act = ST_FFN_GELU_TANH,
+     .embd_scale = true,
+     .swa_period = ARCH_GEMMA3_SWA_PERIOD,
+     .final_softcap_key = true,
+     .swa_own_rope = true,
+     .wide_scale_layers = ARCH_GEMMA3_27B_LAYERS},
+    {.name = "phi3",
+     .rope = ST_ROPE_NEOX,
+     .need = {ARCH_CORE_NEEDS, [ST_AT_OUTPUT] = ST_AN_OPTIONAL, [ST_AT_ROPE_LONG] = ST_AN_OPTIONAL,
+              [ST_AT_ROPE_SHORT] = ST_AN_OPTIONAL},
+     .fused_up = true},
 };
 #define ARCH_N (sizeof arch_table / sizeof arch_table[0])
 
@@ -131,11 +209,6 @@ static st_err arch_check_absent(const st_gguf *g, const st_arch *a)
             char n[ST_ARCH_NAME_MAX];
             if (!st_gguf_str_eq(t->name, st_arch_tensor_name((st_arch_tensor)k, l, n)))
                 continue;
-            if (k == ST_AT_ROPE_FREQS)
-                return st_errorf(ST_EINVAL,
-                                 "tensor '%s' (rope frequency factors, llama3-style "
-                                 "rope scaling) is present; rope scaling is not supported",
-                                 n);
             return st_errorf(ST_EINVAL,
                              "tensor '%s' is not used by architecture '%s' and is "
                              "not supported",
@@ -145,26 +218,30 @@ static st_err arch_check_absent(const st_gguf *g, const st_arch *a)
     return ST_OK;
 }
 
-/* arch_check_rope_scaling - refuses rope scaling of any kind. */
+/* The rope scaling types of llama.cpp that Strata computes (kernels/rope.h);
+ * llama.cpp's default when the key is absent is "linear" (with no factor:
+ * no scaling). */
+static const char *const arch_rope_scaling_types[] = {"none", "linear", "yarn", "longrope"};
+#define ARCH_N_ROPE_SCALING (sizeof arch_rope_scaling_types / sizeof arch_rope_scaling_types[0])
+
+/* arch_check_rope_scaling - refuses a rope scaling type Strata does not compute. */
 static st_err arch_check_rope_scaling(const st_gguf *g, const st_arch *a)
 {
     char key[ST_ARCH_NAME_MAX];
     st_gguf_str type;
     st_err e = st_gguf_get_str(g, st_arch_key_name(a, ST_AK_ROPE_SCALING_TYPE, key), &type);
-    if (e == ST_OK && !st_gguf_str_eq(type, ARCH_ROPE_SCALING_NONE))
-        return st_errorf(ST_ETYPE, "%s is '%.*s'; rope scaling is not supported (only '%s')", key,
-                         (int)(type.len > 64 ? 64 : type.len), type.data, ARCH_ROPE_SCALING_NONE);
-    if (e != ST_OK && e != ST_EMISSING)
+    if (e == ST_EMISSING) {
+        st_errclear();
+        return ST_OK;
+    }
+    if (e != ST_OK)
         return e;
-    float lin = 1.0f;
-    e = st_gguf_get_f32(g, st_arch_key_name(a, ST_AK_ROPE_SCALE_LINEAR, key), &lin);
-    if (e != ST_OK && e != ST_EMISSING)
-        return e;
-    if (lin != 1.0f)
-        return st_errorf(ST_EINVAL, "%s is %g; rope scaling is not supported (only 1)", key,
-                         (double)lin);
-    st_errclear();
-    return ST_OK;
+    for (size_t i = 0; i < ARCH_N_ROPE_SCALING; i++)
+        if (st_gguf_str_eq(type, arch_rope_scaling_types[i]))
+            return ST_OK;
+    return st_errorf(ST_ETYPE,
+                     "%s is '%.*s'; supported: 'none', 'linear', 'yarn', 'longrope'", key,
+                     (int)(type.len > 64 ? 64 : type.len), type.data);
 }
 
 /* arch_check_experts - refuses a mixture of experts (<arch>.expert_count
@@ -196,7 +273,9 @@ st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out)
         if (st_gguf_str_eq(name, arch_table[i].name))
             a = &arch_table[i];
     if (a == NULL) /* the list below: the names of arch_table */
-        return st_errorf(ST_ETYPE, "%s is '%.*s'; supported: 'llama', 'qwen2'",
+        return st_errorf(ST_ETYPE,
+                         "%s is '%.*s'; supported: 'llama', 'qwen2', 'qwen3', 'gemma2', "
+                         "'gemma3', 'phi3'",
                          st_arch_gkey_name(ST_AG_ARCHITECTURE),
                          (int)(name.len > 64 ? 64 : name.len), name.data);
     if ((e = arch_check_rope_scaling(g, a)) || (e = arch_check_experts(g, a)) ||
@@ -226,6 +305,10 @@ st_arch_part st_arch_part_of(st_gguf_str name, int64_t *layer)
     char n[ST_ARCH_NAME_MAX];
     if (st_gguf_str_eq(name, st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, n)))
         return ST_AP_EMBD;
+    if (st_gguf_str_eq(name, st_arch_tensor_name(ST_AT_ROPE_FREQS, 0, n)) ||
+        st_gguf_str_eq(name, st_arch_tensor_name(ST_AT_ROPE_LONG, 0, n)) ||
+        st_gguf_str_eq(name, st_arch_tensor_name(ST_AT_ROPE_SHORT, 0, n)))
+        return ST_AP_ROPE;
     if (st_gguf_str_eq(name, st_arch_tensor_name(ST_AT_OUTPUT_NORM, 0, n)) ||
         st_gguf_str_eq(name, st_arch_tensor_name(ST_AT_OUTPUT, 0, n)))
         return ST_AP_HEAD;

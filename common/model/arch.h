@@ -12,12 +12,20 @@
  * spells a key or tensor name.
  *
  * Supported: "llama" (q/k/v biases optional, as llama.cpp loads them;
- * normal rope) and "qwen2" (q/k/v biases required; NEOX rope). Both tie the
- * output head to the token embedding when output.weight is absent. Rope
- * scaling is not implemented: a file asking for it (rope.scaling.type other
- * than "none", rope.scale_linear other than 1, or llama3-style frequency
- * factors in rope_freqs.weight) is refused by st_arch_from_gguf with an
- * error naming what it asked for.
+ * normal rope), "qwen2" (q/k/v biases required; NEOX rope), "qwen3"
+ * (per-head q/k RMS norms, head_dim from attention.key_length), "gemma2"
+ * (sqrt(n_embd) input scale, GELU FFN, post-attention and post-FFN norms,
+ * attention and final logit soft-caps, sliding window on alternate layers),
+ * "gemma3" (gemma2 without soft-caps, with q/k norms, a sliding window on
+ * five layers of six, local layers on their own rope base) and "phi3"
+ * (fused attn_qkv, gate and up fused in ffn_up; long/short rope factors).
+ * Each row below says what differs; st_hparams (llama.h) reads the keys.
+ * All tie the output head to the token embedding when output.weight is
+ * absent. Rope scaling: "none", "linear" (rope.scaling.factor or
+ * rope.scale_linear), "yarn" (factor, original context, attention factor,
+ * yarn_log_multiplier) and "longrope", plus frequency factors
+ * (rope_freqs.weight: Llama 3.1's; rope_factors_long/short.weight:
+ * Phi-3's); any other type is refused by name (st_arch_from_gguf).
  *
  * This file is the table; common/model/llama.h computes from it (hyperparameters,
  * bytes per layer, KV bytes). Keys outside the architecture's prefix that
@@ -55,6 +63,17 @@ typedef enum st_arch_key {
     ST_AK_RMS_EPS,
     ST_AK_VOCAB_SIZE,
     ST_AK_EXPERT_COUNT, /* present and nonzero: a mixture of experts (refused) */
+    ST_AK_KEY_LENGTH,             /* attention.key_length: head_dim when present */
+    ST_AK_VALUE_LENGTH,           /* attention.value_length: must equal key_length */
+    ST_AK_ROPE_FREQ_BASE_SWA,     /* rope.freq_base_swa: sliding-window layers' base */
+    ST_AK_ROPE_SCALING_FACTOR,    /* rope.scaling.factor */
+    ST_AK_ROPE_SCALING_ORIG_CTX,  /* rope.scaling.original_context_length */
+    ST_AK_ROPE_SCALING_ATTN,      /* rope.scaling.attn_factor */
+    ST_AK_ROPE_YARN_LOG_MUL,      /* rope.scaling.yarn_log_multiplier */
+    ST_AK_SLIDING_WINDOW,         /* attention.sliding_window */
+    ST_AK_SLIDING_WINDOW_PATTERN, /* attention.sliding_window_pattern (a period) */
+    ST_AK_ATTN_SOFTCAP,           /* attn_logit_softcapping */
+    ST_AK_FINAL_SOFTCAP,          /* final_logit_softcapping */
     ST_AK_COUNT
 } st_arch_key;
 
@@ -85,19 +104,26 @@ typedef enum st_arch_tensor {
     ST_AT_TOKEN_EMBD = 0, /* [n_embd, n_vocab] */
     ST_AT_OUTPUT_NORM,    /* [n_embd] f32 */
     ST_AT_OUTPUT,         /* [n_embd, n_vocab]; absent: tied to the embedding */
-    ST_AT_ROPE_FREQS,     /* llama3-style rope frequency factors (never supported) */
+    ST_AT_ROPE_FREQS,     /* [n_rot/2] f32 rope frequency factors (Llama 3.1) */
+    ST_AT_ROPE_LONG,      /* [n_rot/2] f32 factors beyond the original context (Phi-3) */
+    ST_AT_ROPE_SHORT,     /* [n_rot/2] f32 factors within it (Phi-3) */
     ST_AT_ATTN_NORM,      /* [n_embd] f32 */
-    ST_AT_ATTN_Q,         /* [n_embd, n_embd] */
+    ST_AT_ATTN_Q,         /* [n_embd, q_dim] (q_dim = n_head * head_dim) */
     ST_AT_ATTN_K,         /* [n_embd, kv_dim] */
     ST_AT_ATTN_V,         /* [n_embd, kv_dim] */
-    ST_AT_ATTN_Q_BIAS,    /* [n_embd] f32 */
+    ST_AT_ATTN_QKV,       /* [n_embd, q_dim + 2 kv_dim]: q, k, v rows fused (phi3) */
+    ST_AT_ATTN_Q_BIAS,    /* [q_dim] f32 */
     ST_AT_ATTN_K_BIAS,    /* [kv_dim] f32 */
     ST_AT_ATTN_V_BIAS,    /* [kv_dim] f32 */
-    ST_AT_ATTN_OUT,       /* [n_embd, n_embd] */
+    ST_AT_ATTN_Q_NORM,    /* [head_dim] f32, RMS norm of each q head */
+    ST_AT_ATTN_K_NORM,    /* [head_dim] f32, RMS norm of each k head */
+    ST_AT_ATTN_OUT,       /* [q_dim, n_embd] */
+    ST_AT_ATTN_POST_NORM, /* [n_embd] f32, RMS norm of the attention's output */
     ST_AT_FFN_NORM,       /* [n_embd] f32 */
     ST_AT_FFN_GATE,       /* [n_embd, n_ff] */
-    ST_AT_FFN_UP,         /* [n_embd, n_ff] */
+    ST_AT_FFN_UP,         /* [n_embd, n_ff], or [n_embd, 2 n_ff]: gate rows first (phi3) */
     ST_AT_FFN_DOWN,       /* [n_ff, n_embd] */
+    ST_AT_FFN_POST_NORM,  /* [n_embd] f32, RMS norm of the FFN's output */
     ST_AT_COUNT
 } st_arch_tensor;
 
@@ -109,19 +135,44 @@ typedef enum st_arch_need {
     ST_AN_OPTIONAL = 2,
 } st_arch_need;
 
+/* The FFN's activation: down(act(gate h) * up h). */
+typedef enum st_ffn_act {
+    ST_FFN_SILU = 0,      /* silu(x) = x / (1 + exp(-x)) */
+    ST_FFN_GELU_TANH = 1, /* the tanh GELU (kernels.h gelu_mul) */
+} st_ffn_act;
+
 typedef struct st_arch {
     const char *name; /* general.architecture, and the key prefix */
     st_rope_layout rope;
     st_arch_need need[ST_AT_COUNT];
+    st_ffn_act ffn_act;
+    bool fused_up;       /* ffn_up holds gate then up rows (2 n_ff) */
+    bool embd_scale;     /* the embedding row is multiplied by sqrt(n_embd) */
+    float attn_softcap;  /* attention soft-cap when attn_logit_softcapping is
+                          * absent (0: none, and the key is not read) */
+    bool final_softcap_key; /* reads final_logit_softcapping */
+    float final_softcap;    /* ... and its default when absent (0: none) */
+    uint32_t swa_period; /* sliding-window layers: il % period < period - 1
+                          * (0: none); the pattern key overrides it */
+    uint32_t swa_window; /* window when attention.sliding_window is absent (0:
+                          * no sliding window unless the key gives one) */
+    bool swa_own_rope;   /* sliding-window layers rotate with rope.freq_base_swa
+                          * (default ST_LLAMA_DEFAULT_ROPE_BASE) and no scaling;
+                          * else with the global base and scaling (or the key's
+                          * base, when present) */
+    uint32_t wide_scale_layers; /* a model of exactly this many layers scales
+                                 * scores by 1/sqrt(n_embd/n_head) rather than
+                                 * 1/sqrt(head_dim), as llama.cpp does for Gemma
+                                 * 27B (0: never) */
 } st_arch;
 
 /* Longest key or tensor name built here, with its NUL. */
 #define ST_ARCH_NAME_MAX 96
 
 /* st_arch_from_gguf - the architecture of g (general.architecture), after
- * checking that g asks for nothing the engine does not implement: rope
- * scaling (see the file comment) and tensors the architecture marks
- * absent. ST_ETYPE names an unsupported architecture or rope scaling type,
+ * checking that g asks for nothing the engine does not implement: a rope
+ * scaling type other than those of the file comment, and tensors the
+ * architecture marks absent. ST_ETYPE names an unsupported architecture or rope scaling type,
  * ST_EINVAL a present tensor or scale that is not supported. */
 st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out);
 
@@ -147,6 +198,7 @@ bool st_arch_head_tied(const st_gguf *g);
 /* Where a tensor's bytes belong when a model is split into stages. */
 typedef enum st_arch_part {
     ST_AP_OTHER = 0, /* neither a layer, the embedding nor the head */
+    ST_AP_ROPE,      /* rope factors: read by every stage with layers */
     ST_AP_LAYER,     /* "blk.N.*": layer N */
     ST_AP_EMBD,      /* the token embedding (also the head's, when tied) */
     ST_AP_HEAD,      /* output norm and output */

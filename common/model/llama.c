@@ -61,6 +61,179 @@ static st_err llama_float(const st_gguf *g, const char *key, bool required, floa
     return e;
 }
 
+/* llama_positive - a finite positive f32 at key (dflt when absent and not
+ * required); ST_ERANGE otherwise. */
+static st_err llama_positive(const st_gguf *g, const char *key, float dflt, float *out)
+{
+    st_err e = llama_float(g, key, false, dflt, out);
+    if (e != ST_OK)
+        return e;
+    if (!(*out > 0.0f && isfinite(*out)))
+        return st_errorf(ST_ERANGE, "key '%s' = %g is not positive and finite", key, (double)*out);
+    return ST_OK;
+}
+
+/* llama_head_dim - head_dim from attention.key_length (value_length, when
+ * present, must be equal: Strata's attention has one head size), else
+ * n_embd / n_head, which must then divide evenly. */
+static st_err llama_head_dim(const st_gguf *g, char k[][ST_ARCH_NAME_MAX], st_hparams *hp)
+{
+    int64_t key_len = 0, value_len = 0;
+    st_err e;
+    if ((e = llama_count(g, k[ST_AK_KEY_LENGTH], false, 0, &key_len)) ||
+        (e = llama_count(g, k[ST_AK_VALUE_LENGTH], false, key_len, &value_len)))
+        return e;
+    if (key_len == 0) {
+        if (hp->n_embd % hp->n_head != 0)
+            return st_errorf(ST_ESHAPE,
+                             "embedding_length %lld is not a multiple of head_count %lld",
+                             (long long)hp->n_embd, (long long)hp->n_head);
+        hp->head_dim = hp->n_embd / hp->n_head;
+        return ST_OK;
+    }
+    if (value_len != key_len)
+        return st_errorf(ST_EINVAL,
+                         "%s %lld differs from %s %lld: separate key and value head sizes are "
+                         "not supported",
+                         k[ST_AK_VALUE_LENGTH], (long long)value_len, k[ST_AK_KEY_LENGTH],
+                         (long long)key_len);
+    hp->head_dim = key_len;
+    return ST_OK;
+}
+
+/* YaRN's magnitude correction 1 + 0.1 ln(factor) * mscale (1 when the
+ * factor does not stretch), as llama.cpp's context computes it. */
+#define LLAMA_YARN_MSCALE_COEF 0.1f
+static float llama_yarn_mscale(float factor, float mscale)
+{
+    return factor <= 1.0f ? 1.0f : LLAMA_YARN_MSCALE_COEF * mscale * logf(factor) + 1.0f;
+}
+
+/* llama_rope_scaling - the scaling type, factor, original context and
+ * attention factor, as llama.cpp's model loader and context derive them:
+ * the factor is rope.scaling.factor, else rope.scale_linear (absent or 0:
+ * 1); type "none" ignores it; YaRN mixes with ext_factor 1 and corrects
+ * magnitudes (rope.scaling.yarn_log_multiplier, when present and nonzero,
+ * changes that correction as for DeepSeek files); rope.scaling.attn_factor
+ * multiplies in last. The YaRN beta keys are not read (llama.cpp does not
+ * read them for these architectures): betas 32 and 1. */
+static st_err llama_rope_scaling(const st_gguf *g, char k[][ST_ARCH_NAME_MAX], st_hparams *hp)
+{
+    st_gguf_str type = {0};
+    st_err e = st_gguf_get_str(g, k[ST_AK_ROPE_SCALING_TYPE], &type);
+    if (e == ST_EMISSING) {
+        st_errclear();
+        hp->rope_scaling = ST_ROPE_SCALING_LINEAR; /* llama.cpp's default */
+    } else if (e != ST_OK) {
+        return e;
+    } else if (st_gguf_str_eq(type, "none")) {
+        hp->rope_scaling = ST_ROPE_SCALING_NONE;
+    } else if (st_gguf_str_eq(type, "linear")) {
+        hp->rope_scaling = ST_ROPE_SCALING_LINEAR;
+    } else if (st_gguf_str_eq(type, "yarn")) {
+        hp->rope_scaling = ST_ROPE_SCALING_YARN;
+    } else { /* st_arch_from_gguf admitted no other name */
+        hp->rope_scaling = ST_ROPE_SCALING_LONGROPE;
+    }
+    float factor = 0.0f;
+    if ((e = llama_float(g, k[ST_AK_ROPE_SCALING_FACTOR], false, 0.0f, &factor)))
+        return e;
+    if (factor == 0.0f && (e = llama_float(g, k[ST_AK_ROPE_SCALE_LINEAR], false, 0.0f, &factor)))
+        return e;
+    if (!(factor >= 0.0f && isfinite(factor)))
+        return st_errorf(ST_ERANGE, "rope scaling factor %g is not finite and >= 0",
+                         (double)factor);
+    hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
+    if (hp->rope_scaling == ST_ROPE_SCALING_NONE)
+        hp->rope_freq_scale = 1.0f;
+    else if (hp->rope_scaling == ST_ROPE_SCALING_LINEAR && hp->rope_freq_scale == 1.0f)
+        hp->rope_scaling = ST_ROPE_SCALING_NONE;
+    if ((e = llama_count(g, k[ST_AK_ROPE_SCALING_ORIG_CTX], false, hp->n_ctx_train,
+                         &hp->n_ctx_orig)))
+        return e;
+    float attn = 1.0f, log_mul = 0.0f;
+    if ((e = llama_positive(g, k[ST_AK_ROPE_SCALING_ATTN], 1.0f, &attn)) ||
+        (e = llama_float(g, k[ST_AK_ROPE_YARN_LOG_MUL], false, 0.0f, &log_mul)))
+        return e;
+    hp->rope_ext_factor = hp->rope_scaling == ST_ROPE_SCALING_YARN ? 1.0f : 0.0f;
+    hp->rope_attn_factor = 1.0f;
+    if (hp->rope_ext_factor != 0.0f) {
+        const float f = 1.0f / hp->rope_freq_scale;
+        hp->rope_attn_factor = log_mul != 0.0f
+                                   ? llama_yarn_mscale(f, 1.0f) / llama_yarn_mscale(f, log_mul)
+                                   : llama_yarn_mscale(f, 1.0f);
+        /* the kernel multiplies by 1 + 0.1 ln(f) itself (kernels/rope.h) */
+        hp->rope_attn_factor *= 1.0f / (1.0f + LLAMA_YARN_MSCALE_COEF * logf(f));
+    }
+    hp->rope_attn_factor *= attn;
+    return ST_OK;
+}
+
+/* llama_attention - the score scale, soft-caps, sliding window and the
+ * sliding-window layers' rope, from the architecture's row and its keys. */
+static st_err llama_attention(const st_gguf *g, char k[][ST_ARCH_NAME_MAX], st_hparams *hp)
+{
+    const st_arch *a = hp->arch;
+    st_err e;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (a->wide_scale_layers != 0 && hp->n_layer == (int64_t)a->wide_scale_layers)
+        hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    hp->embd_scale = a->embd_scale ? sqrtf((float)hp->n_embd) : 1.0f;
+    if (a->attn_softcap != 0.0f &&
+        (e = llama_positive(g, k[ST_AK_ATTN_SOFTCAP], a->attn_softcap, &hp->attn_softcap)))
+        return e;
+    if (a->final_softcap_key) {
+        if ((e = llama_float(g, k[ST_AK_FINAL_SOFTCAP], false, a->final_softcap,
+                             &hp->final_softcap)))
+            return e;
+        if (!(hp->final_softcap >= 0.0f && isfinite(hp->final_softcap)))
+            return st_errorf(ST_ERANGE, "%s %g is not finite and >= 0", k[ST_AK_FINAL_SOFTCAP],
+                             (double)hp->final_softcap);
+    }
+    hp->rope_base_swa = hp->rope_base;
+    hp->rope_scale_swa = hp->rope_freq_scale;
+    if (a->swa_period == 0)
+        return ST_OK; /* as llama.cpp: these architectures ignore a window key */
+    uint64_t window = a->swa_window, period = a->swa_period;
+    if ((e = st_gguf_get_u64(g, k[ST_AK_SLIDING_WINDOW], &window)) && e != ST_EMISSING)
+        return e;
+    if ((e = st_gguf_get_u64(g, k[ST_AK_SLIDING_WINDOW_PATTERN], &period)) && e != ST_EMISSING)
+        return e;
+    st_errclear();
+    if (window > ST_LLAMA_MAX_COUNT || period > ST_LLAMA_MAX_COUNT)
+        return st_errorf(ST_ERANGE, "%s %llu or %s %llu is above 2^31", k[ST_AK_SLIDING_WINDOW],
+                         (unsigned long long)window, k[ST_AK_SLIDING_WINDOW_PATTERN],
+                         (unsigned long long)period);
+    hp->swa_window = (int64_t)window;
+    hp->swa_period = (int64_t)period;
+    if (a->swa_own_rope) {
+        hp->rope_scale_swa = 1.0f;
+        hp->rope_base_swa = ST_LLAMA_DEFAULT_ROPE_BASE;
+    }
+    return llama_positive(g, k[ST_AK_ROPE_FREQ_BASE_SWA], hp->rope_base_swa, &hp->rope_base_swa);
+}
+
+bool st_hparams_layer_swa(const st_hparams *hp, int64_t il)
+{
+    if (hp->swa_window == 0)
+        return false;
+    return hp->swa_period == 0 || il % hp->swa_period < hp->swa_period - 1;
+}
+
+void st_hparams_rope(const st_hparams *hp, int64_t il, const float *factors, st_rope_params *out)
+{
+    const bool swa = st_hparams_layer_swa(hp, il);
+    *out = (st_rope_params){.n_rot = hp->n_rot,
+                            .base = swa ? hp->rope_base_swa : hp->rope_base,
+                            .freq_scale = swa ? hp->rope_scale_swa : hp->rope_freq_scale,
+                            .freq_factors = factors,
+                            .ext_factor = hp->rope_ext_factor,
+                            .attn_factor = hp->rope_attn_factor};
+    if (out->ext_factor != 0.0f)
+        st_rope_yarn_corr_dims(hp->n_rot, hp->n_ctx_orig, out->base, ST_ROPE_YARN_BETA_FAST,
+                               ST_ROPE_YARN_BETA_SLOW, out->corr_dims);
+}
+
 st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
 {
     memset(hp, 0, sizeof *hp);
@@ -81,13 +254,12 @@ st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
         (e = llama_count(g, k[ST_AK_CONTEXT_LENGTH], false, ST_LLAMA_DEFAULT_CTX,
                          &hp->n_ctx_train)))
         return e;
-    if (hp->n_embd % hp->n_head != 0)
-        return st_errorf(ST_ESHAPE, "embedding_length %lld is not a multiple of head_count %lld",
-                         (long long)hp->n_embd, (long long)hp->n_head);
     if (hp->n_head % hp->n_head_kv != 0)
         return st_errorf(ST_ESHAPE, "head_count %lld is not a multiple of head_count_kv %lld",
                          (long long)hp->n_head, (long long)hp->n_head_kv);
-    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((e = llama_head_dim(g, k, hp)))
+        return e;
+    hp->q_dim = hp->n_head * hp->head_dim;
     hp->kv_dim = hp->n_head_kv * hp->head_dim;
     if ((e = llama_count(g, k[ST_AK_ROPE_DIMENSION_COUNT], false, hp->head_dim, &hp->n_rot)))
         return e;
@@ -104,6 +276,8 @@ st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
     if (!(hp->rope_base > 0.0f && isfinite(hp->rope_base)))
         return st_errorf(ST_ERANGE, "rope.freq_base %g is not positive and finite",
                          (double)hp->rope_base);
+    if ((e = llama_rope_scaling(g, k, hp)) || (e = llama_attention(g, k, hp)))
+        return e;
     /* vocab: from the key if present, else from the embedding's rows */
     char embd[ST_ARCH_NAME_MAX];
     st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, embd);
@@ -153,6 +327,7 @@ static st_err minfo_sums(const st_gguf *g, st_minfo *m, uint64_t dt[ST_DT_COUNT]
         case ST_AP_HEAD:
             m->head_bytes += t->nbytes;
             break;
+        case ST_AP_ROPE: /* a few floats each stage reads: in the total only */
         case ST_AP_OTHER:
             break;
         }

@@ -21,6 +21,7 @@
 #include "common/model/arch.h"
 #include "common/base/err.h"
 #include "common/model/gguf.h"
+#include "kernels/rope.h"
 
 /* Defaults of optional keys (llama.cpp's). */
 #define ST_LLAMA_DEFAULT_CTX 2048           /* <arch>.context_length */
@@ -32,6 +33,14 @@
 /* The KV cache holds K and V in f32: bytes of one element. */
 #define ST_KV_ELEM_BYTES sizeof(float)
 
+/* How a file scales rope (rope.scaling.type; llama.cpp's names). */
+typedef enum st_rope_scaling {
+    ST_ROPE_SCALING_NONE = 0, /* "none", or "linear" without a factor */
+    ST_ROPE_SCALING_LINEAR,   /* "linear": angles * 1 / factor */
+    ST_ROPE_SCALING_YARN,     /* "yarn" */
+    ST_ROPE_SCALING_LONGROPE, /* "longrope" (Phi-3): long/short factors */
+} st_rope_scaling;
+
 typedef struct st_hparams {
     const st_arch *arch; /* the architecture's row of common/model/arch.h */
     st_rope_layout rope; /* pairing of rotated dims (arch->rope) */
@@ -39,7 +48,8 @@ typedef struct st_hparams {
     int64_t n_layer;     /* blocks */
     int64_t n_head;      /* query heads */
     int64_t n_head_kv;   /* key/value heads (GQA when < n_head) */
-    int64_t head_dim;    /* n_embd / n_head */
+    int64_t head_dim;    /* attention.key_length, else n_embd / n_head */
+    int64_t q_dim;       /* n_head * head_dim: q rows, attn_output inputs */
     int64_t kv_dim;      /* n_head_kv * head_dim */
     int64_t n_ff;        /* FFN width */
     int64_t n_vocab;     /* vocabulary */
@@ -47,10 +57,36 @@ typedef struct st_hparams {
     int64_t n_rot;       /* rotated dims per head (rope.dimension_count) */
     float rope_base;     /* rope.freq_base */
     float rms_eps;       /* attention.layer_norm_rms_epsilon */
+
+    /* rope scaling (kernels/rope.h computes the angles from these) */
+    st_rope_scaling rope_scaling;
+    float rope_freq_scale;  /* 1 / rope.scaling.factor (1: none) */
+    float rope_ext_factor;  /* 1 for YaRN, else 0 */
+    float rope_attn_factor; /* cos/sin multiplier (YaRN's and rope.scaling.attn_factor) */
+    int64_t n_ctx_orig;     /* rope.scaling.original_context_length, else n_ctx_train */
+    float rope_base_swa;    /* sliding-window layers' base */
+    float rope_scale_swa;   /* sliding-window layers' freq_scale */
+
+    /* attention */
+    float attn_scale;     /* scores = attn_scale * q.k */
+    float attn_softcap;   /* 0: none; else s = cap * tanh(s / cap) */
+    int64_t swa_window;   /* 0: no sliding window; else keys p0 with p - p0 < window */
+    int64_t swa_period;   /* sliding-window layers: il % period < period - 1 */
+    float final_softcap;  /* 0: none; logits l = cap * tanh(l / cap) */
+    float embd_scale;     /* the embedding row times this (1: none) */
 } st_hparams;
 
+/* st_hparams_layer_swa - whether layer il attends through the sliding window. */
+bool st_hparams_layer_swa(const st_hparams *hp, int64_t il);
+
+/* st_hparams_rope - the rope parameters of layer il: the sliding-window
+ * base and scale on sliding-window layers, else the global ones with the
+ * file's scaling; factors: the frequency factors the stage bound for the
+ * layer (rope_freqs, or Phi-3's long or short factors), or NULL. */
+void st_hparams_rope(const st_hparams *hp, int64_t il, const float *factors, st_rope_params *out);
+
 /* st_hparams_from_gguf - reads the hyperparameters of g and checks them:
- * a supported architecture without rope scaling (st_arch_from_gguf);
+ * a supported architecture and rope scaling type (st_arch_from_gguf);
  * embedding_length, block_count, head_count, feed_forward_length and
  * layer_norm_rms_epsilon present; counts in 1..2^31; heads dividing the
  * width, KV heads dividing heads; rotated dims even and within a head;

@@ -227,6 +227,9 @@ st_err st_manifest_stage_chunks(const st_manifest *m, const st_gguf *g, int64_t 
         case ST_AP_HEAD:
             want = head;
             break;
+        case ST_AP_ROPE: /* rope factors: read by every layer */
+            want = first < last;
+            break;
         case ST_AP_OTHER:
             want = false;
             break;

@@ -185,6 +185,8 @@ static bool tm_wanted(const st_gguf *g, const st_gguf_tensor *t, int64_t first, 
         return first == 0 || (last == n_layer && st_arch_head_tied(g));
     case ST_AP_HEAD:
         return last == n_layer;
+    case ST_AP_ROPE:
+        return first < last;
     case ST_AP_OTHER:
         return false;
     }

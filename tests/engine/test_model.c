@@ -5,6 +5,7 @@
  * rope. Crafted files are stories260K.gguf (or another shared model)
  * rewritten in memory with one change. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,26 +237,69 @@ START_TEST(test_architecture_and_types)
 }
 END_TEST
 
-/* Rope scaling is not implemented: every way a file asks for it is
- * refused by name; "none" is no scaling. */
-START_TEST(test_rope_scaling_refused)
+/* craft_open - the model of edit ed, which must load; the caller closes
+ * m, then *g, then frees *buf. */
+static st_model *craft_open(const edit *ed, st_gguf **g, uint8_t **buf)
 {
-    edit a = {.str_key = "llama.rope.scaling.type", .str_val = "linear"};
-    expect(&a, ST_ETYPE, "llama.rope.scaling.type is 'linear'");
-    edit b = {.str_key = "llama.rope.scaling.type", .str_val = "yarn"};
-    expect(&b, ST_ETYPE, "'yarn'");
-    edit c = {.f32_key = "llama.rope.scale_linear", .f32_val = 2.0f};
-    expect(&c, ST_EINVAL, "llama.rope.scale_linear");
-    edit d = {.add_tensor = "rope_freqs.weight", .add_n = 4};
-    expect(&d, ST_EINVAL, "rope_freqs.weight");
-    edit ok = {.str_key = "llama.rope.scaling.type", .str_val = "none"};
-    uint8_t *buf;
-    st_gguf *g = craft(&ok, &buf);
-    st_model *m;
-    ck_assert_int_eq(st_model_open_gguf(g, 0, -1, &m), ST_OK);
+    *g = craft(ed, buf);
+    st_model *m = NULL;
+    st_err e = st_model_open_gguf(*g, 0, -1, &m);
+    ck_assert_msg(e == ST_OK, "expected success, got %s", st_errmsg(e));
+    return m;
+}
+
+static void craft_close(st_model *m, st_gguf *g, uint8_t *buf)
+{
     st_model_close(m);
     st_gguf_close(g);
     free(buf);
+}
+
+/* Rope scaling: the types llama.cpp computes are read with their factor
+ * (stories260K: head dim 8, all rotated, context 512); any other type is
+ * refused by name; rope_freqs.weight is bound for llama, of n_rot / 2
+ * floats. */
+START_TEST(test_rope_scaling)
+{
+    uint8_t *buf;
+    st_gguf *g;
+    edit lin = {.str_key = "llama.rope.scaling.type", .str_val = "linear",
+                .f32_key = "llama.rope.scaling.factor", .f32_val = 4.0f};
+    st_model *m = craft_open(&lin, &g, &buf);
+    const st_hparams *hp = st_model_hparams(m);
+    ck_assert_int_eq(hp->rope_scaling, ST_ROPE_SCALING_LINEAR);
+    ck_assert(hp->rope_freq_scale == 0.25f && hp->rope_ext_factor == 0.0f &&
+              hp->rope_attn_factor == 1.0f);
+    craft_close(m, g, buf);
+    edit old = {.f32_key = "llama.rope.scale_linear", .f32_val = 2.0f};
+    m = craft_open(&old, &g, &buf);
+    ck_assert(st_model_hparams(m)->rope_freq_scale == 0.5f);
+    craft_close(m, g, buf);
+    edit yarn = {.str_key = "llama.rope.scaling.type", .str_val = "yarn",
+                 .f32_key = "llama.rope.scaling.factor", .f32_val = 4.0f};
+    m = craft_open(&yarn, &g, &buf);
+    hp = st_model_hparams(m);
+    ck_assert_int_eq(hp->rope_scaling, ST_ROPE_SCALING_YARN);
+    ck_assert(hp->rope_freq_scale == 0.25f && hp->rope_ext_factor == 1.0f);
+    ck_assert_int_eq(hp->n_ctx_orig, 512); /* no original_context_length: the context */
+    /* llama.cpp's attention factor cancels the 1 + 0.1 ln 4 the kernel applies */
+    ck_assert_msg(fabsf(hp->rope_attn_factor - 1.0f) < 1e-6f, "%g", (double)hp->rope_attn_factor);
+    craft_close(m, g, buf);
+    edit none = {.str_key = "llama.rope.scaling.type", .str_val = "none",
+                 .f32_key = "llama.rope.scaling.factor", .f32_val = 4.0f};
+    m = craft_open(&none, &g, &buf);
+    ck_assert(st_model_hparams(m)->rope_freq_scale == 1.0f);
+    craft_close(m, g, buf);
+    edit freqs = {.add_tensor = "rope_freqs.weight", .add_n = 4};
+    m = craft_open(&freqs, &g, &buf);
+    ck_assert_ptr_nonnull(st_model_rope_factors(m, 512));
+    craft_close(m, g, buf);
+    edit a = {.str_key = "llama.rope.scaling.type", .str_val = "su"};
+    expect(&a, ST_ETYPE, "llama.rope.scaling.type is 'su'");
+    edit b = {.f32_key = "llama.rope.scaling.factor", .f32_val = -2.0f};
+    expect(&b, ST_ERANGE, "rope scaling factor -2");
+    edit c = {.add_tensor = "rope_freqs.weight", .add_n = 8};
+    expect(&c, ST_ESHAPE, "rope_freqs.weight");
 }
 END_TEST
 
@@ -323,8 +367,10 @@ START_TEST(test_qwen2)
     expect(&b, ST_ETYPE, "blk.3.attn_v.bias");
     edit c = {.drop_key = "qwen2.attention.head_count"};
     expect(&c, ST_EMISSING, "qwen2.attention.head_count");
-    edit d = {.str_key = "qwen2.rope.scaling.type", .str_val = "yarn"};
-    expect(&d, ST_ETYPE, "qwen2.rope.scaling.type is 'yarn'");
+    edit d = {.str_key = "qwen2.rope.scaling.type", .str_val = "dynamic"};
+    expect(&d, ST_ETYPE, "qwen2.rope.scaling.type is 'dynamic'");
+    edit e = {.add_tensor = "rope_freqs.weight", .add_n = 32};
+    expect(&e, ST_EINVAL, "rope_freqs.weight");
 }
 END_TEST
 
@@ -369,7 +415,7 @@ int main(void)
     tcase_add_test(tc, test_architecture_and_types);
     tcase_add_test(tc, test_layer_range);
     tcase_add_test(tc, test_dtype_without_kernel);
-    tcase_add_test(tc, test_rope_scaling_refused);
+    tcase_add_test(tc, test_rope_scaling);
     tcase_add_test(tc, test_llama_optional_bias);
     tcase_add_test(tc, test_qwen2);
     suite_add_tcase(s, tc);

@@ -22,6 +22,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/rope.h"
 #include "tests/kernels/tk_gguf.h"
 #include "tests/kernels/tk_suites.h"
 #include "tests/kernels/tk_util.h"
@@ -294,6 +295,117 @@ START_TEST(test_rmsnorm)
 }
 END_TEST
 
+/* tk_rope_cs_plain - the angles of unscaled rope (kernels/rope.h) */
+static void tk_rope_cs_plain(int64_t n_rot, float base, int64_t pos, float *cs)
+{
+    const st_rope_params p = {.n_rot = n_rot, .base = base, .freq_scale = 1.0f,
+                              .attn_factor = 1.0f};
+    st_rope_cs(&p, pos, cs);
+}
+
+/* st_rope_cs with frequency factors, linear scaling and YaRN against the
+ * same formulas in double (kernels/rope.h's definition, independently
+ * written): per pair the angle's float iteration errs by at most about
+ * (i + 4) ulp of pos, so |cs - exact| <= mscale * pos * (n_rot/2 + 4) *
+ * 2^-23 + 1e-6. The cases: Llama 3.1's factors (1 x8, 2.6945, 8 x7,
+ * as in the w3-llama31 file), linear scaling by 2, and YaRN by 4 over an
+ * original context of 4096 (corr dims checked against the double ones). */
+START_TEST(test_rope_scaled)
+{
+    enum { N_ROT = 32, PAIRS = N_ROT / 2 };
+    float ff[PAIRS];
+    for (int i = 0; i < PAIRS; i++)
+        ff[i] = i < 8 ? 1.0f : i == 8 ? 2.6945f : 8.0f;
+    const double base = 500000.0;
+    const int64_t poss[] = {0, 7, 3000};
+    for (int kind = 0; kind < 3; kind++) {
+        st_rope_params p = {.n_rot = N_ROT, .base = (float)base, .freq_scale = 1.0f,
+                            .attn_factor = 1.0f};
+        double fs = 1.0, ext = 0.0, lo = 0.0, hi = 0.0, mscale = 1.0;
+        if (kind == 0)
+            p.freq_factors = ff;
+        if (kind == 1)
+            p.freq_scale = 0.5f, fs = 0.5;
+        if (kind == 2) {
+            p.freq_scale = 0.25f, fs = 0.25, p.ext_factor = 1.0f, ext = 1.0;
+            st_rope_yarn_corr_dims(N_ROT, 4096, p.base, ST_ROPE_YARN_BETA_FAST,
+                                   ST_ROPE_YARN_BETA_SLOW, p.corr_dims);
+            const double two_pi = 2.0 * 3.14159265358979323846;
+            double dlo = floor(N_ROT * log(4096.0 / (32.0 * two_pi)) / (2.0 * log(base)));
+            double dhi = ceil(N_ROT * log(4096.0 / (1.0 * two_pi)) / (2.0 * log(base)));
+            lo = dlo < 0 ? 0 : dlo;
+            hi = dhi > N_ROT - 1 ? N_ROT - 1 : dhi;
+            ck_assert_msg(p.corr_dims[0] == (float)lo && p.corr_dims[1] == (float)hi,
+                          "corr dims (%g, %g) want (%g, %g)", (double)p.corr_dims[0],
+                          (double)p.corr_dims[1], lo, hi);
+            mscale = 1.0 + 0.1 * log(1.0 / fs);
+        }
+        for (size_t b = 0; b < sizeof poss / sizeof poss[0]; b++) {
+            float cs[N_ROT];
+            st_rope_cs(&p, poss[b], cs);
+            const double tol = mscale * ((double)poss[b] * (PAIRS + 4) * 0x1p-23 + 1e-6);
+            for (int i = 0; i < PAIRS; i++) {
+                double th_ext = (double)poss[b] * pow(base, -2.0 * i / N_ROT) /
+                                (p.freq_factors ? (double)ff[i] : 1.0);
+                double th = fs * th_ext;
+                if (ext != 0.0) {
+                    double w = hi - lo > 0.001 ? hi - lo : 0.001;
+                    double y = (i - lo) / w;
+                    double mix = (1.0 - fmin(1.0, fmax(0.0, y))) * ext;
+                    th = th * (1.0 - mix) + th_ext * mix;
+                }
+                ck_assert_msg(fabs(cs[2 * i] - cos(th) * mscale) <= tol &&
+                                  fabs(cs[2 * i + 1] - sin(th) * mscale) <= tol,
+                              "rope kind %d pos %ld pair %d: (%g, %g) want (%g, %g)", kind,
+                              (long)poss[b], i, (double)cs[2 * i], (double)cs[2 * i + 1],
+                              cos(th) * mscale, sin(th) * mscale);
+            }
+        }
+    }
+}
+END_TEST
+
+/* gelu_mul: llama.cpp's f16-table GELU (0 at <= -10, x at >= 10, else
+ * f16(gelu(f16(x)))) times u, against the tanh formula in double on the
+ * f16-rounded input (the table's f32 tanhf may round the f16 result one
+ * step apart: 2^-10 relative; where 1 + tanh cancels, float's tanhf errs
+ * by up to 0.5 |x| 2^-23 absolute; f16 subnormals are 2^-24 apart: those
+ * bounds times |u|); every variant
+ * bit-identical to the reference */
+START_TEST(test_gelu_mul)
+{
+    const st_kernel_ops *ops = tk_variant(_i);
+    enum { N = 1000 };
+    float g[N], u[N], g0[N], gr[N];
+    tk_rng r = {11};
+    tk_fill(&r, g0, N, 12.0f);
+    tk_fill(&r, u, N, 2.0f);
+    g0[0] = -10.0f, g0[1] = 10.0f, g0[2] = 9.999f, g0[3] = -9.999f, g0[4] = 0.0f;
+    memcpy(g, g0, sizeof g);
+    memcpy(gr, g0, sizeof gr);
+    ops->gelu_mul(g, u, N);
+    st_kernels_ref()->gelu_mul(gr, u, N);
+    ck_assert_msg(memcmp(g, gr, sizeof g) == 0, "%s gelu_mul differs from the reference",
+                  ops->name);
+    for (int i = 0; i < N; i++) {
+        double x = g0[i], want;
+        if (x <= -10.0)
+            want = 0.0;
+        else if (x >= 10.0)
+            want = x;
+        else {
+            double xh = st_f16_to_f32(st_f32_to_f16(g0[i]));
+            want = 0.5 * xh * (1.0 + tanh(0.79788456080286535588 * xh * (1.0 + 0.044715 * xh * xh)));
+        }
+        const double tol = fabs(want) * 0x1p-10 + fabs((double)u[i]) * (0.5 * fabs(x) * 0x1p-23 + 0x1p-24);
+        want *= u[i];
+        ck_assert_msg(fabs(g[i] - want) <= fabs(want) * 0x1p-10 + tol,
+                      "%s gelu_mul(%g) * %g = %g, want %g", ops->name, x, (double)u[i],
+                      (double)g[i], want);
+    }
+}
+END_TEST
+
 START_TEST(test_rope)
 {
     const st_kernel_ops *ops = tk_variant(_i);
@@ -307,7 +419,14 @@ START_TEST(test_rope)
             float x[3 * 64], x0[3 * 64];
             tk_fill(&r, x0, n_head * head_dim, 1.0f);
             memcpy(x, x0, sizeof x);
-            ops->rope(x, n_head, head_dim, n_rot, pos, 10000.0f);
+            float cs[64];
+            tk_rope_cs_plain(n_rot, 10000.0f, pos, cs);
+            ops->rope(x, n_head, head_dim, n_rot, cs);
+            float xr[3 * 64];
+            memcpy(xr, x0, sizeof xr);
+            st_kernels_ref()->rope(xr, n_head, head_dim, n_rot, cs);
+            ck_assert_msg(memcmp(x, xr, sizeof x) == 0, "%s rope differs from the reference",
+                          ops->name);
             /* float theta iteration: relative error grows ~ one ulp per pair */
             const double tol = (double)pos * (double)(n_rot / 2 + 4) * 0x1p-23 + 1e-6;
             for (int64_t h = 0; h < n_head; h++) {
@@ -352,8 +471,10 @@ START_TEST(test_rope_neox)
             tk_fill(&r, x0, n_head * head_dim, 1.0f);
             memcpy(x, x0, sizeof x);
             memcpy(xr, x0, sizeof xr);
-            ops->rope_neox(x, n_head, head_dim, n_rot, pos, base);
-            st_kernels_ref()->rope_neox(xr, n_head, head_dim, n_rot, pos, base);
+            float cs[64];
+            tk_rope_cs_plain(n_rot, base, pos, cs);
+            ops->rope_neox(x, n_head, head_dim, n_rot, cs);
+            st_kernels_ref()->rope_neox(xr, n_head, head_dim, n_rot, cs);
             ck_assert_msg(memcmp(x, xr, sizeof x) == 0, "%s rope_neox differs from the reference",
                           ops->name);
             const double tol = (double)pos * (double)(half + 4) * 0x1p-23 + 1e-6;
@@ -521,6 +642,8 @@ static Suite *kernels_suite(void)
     tcase_add_loop_test(tc, test_rmsnorm, 0, nv);
     tcase_add_loop_test(tc, test_rope, 0, nv);
     tcase_add_loop_test(tc, test_rope_neox, 0, nv);
+    tcase_add_test(tc, test_rope_scaled);
+    tcase_add_loop_test(tc, test_gelu_mul, 0, nv);
     tcase_add_loop_test(tc, test_softmax_silu_add, 0, nv);
     tcase_add_loop_test(tc, test_attn_head, 0, nv);
     tcase_add_loop_test(tc, test_argmax, 0, nv);

@@ -34,6 +34,7 @@ struct st_model {
     const float *out_norm;
     st_weight output; /* n_embd -> n_vocab */
     st_layer *layers; /* [last - first] */
+    const float *rope_freqs, *rope_long, *rope_short; /* [n_rot / 2] each, or NULL */
     size_t resident;
     size_t weight_bytes;
     uint8_t id[32];
@@ -63,17 +64,48 @@ static st_err model_tensor(st_model *m, const char *name, int64_t ne0, int64_t n
     return ST_OK;
 }
 
-static st_err model_norm(st_model *m, const char *name, const float **out)
+/* model_vec - an f32 vector of n values (norm weights, rope factors). */
+static st_err model_vec(st_model *m, const char *name, int64_t n, const float **out)
 {
     const st_gguf_tensor *t = NULL;
-    st_err e = model_tensor(m, name, m->hp.n_embd, 1, &t);
+    st_err e = model_tensor(m, name, n, 1, &t);
     if (e != ST_OK)
         return e;
     if (t->dtype != ST_DT_F32)
-        return st_errorf(ST_ETYPE, "norm tensor '%s' has type %s; f32 is required", name,
+        return st_errorf(ST_ETYPE, "tensor '%s' has type %s; f32 is required", name,
                          st_dtype_info_of(t->dtype)->name);
     *out = t->data;
     return ST_OK;
+}
+
+static st_err model_norm(st_model *m, const char *name, const float **out)
+{
+    return model_vec(m, name, m->hp.n_embd, out);
+}
+
+/* model_opt_vec - tensor t (of layer l) as a vector of n when the
+ * architecture requires it or makes it optional and the file has it;
+ * NULL otherwise (an absent tensor the file has was refused by
+ * st_arch_from_gguf). */
+static st_err model_opt_vec(st_model *m, st_arch_tensor t, int64_t l, int64_t n,
+                            const float **out)
+{
+    char name[ST_ARCH_NAME_MAX];
+    st_arch_tensor_name(t, l, name);
+    *out = NULL;
+    const st_arch_need need = m->hp.arch->need[t];
+    if (need == ST_AN_ABSENT || (need == ST_AN_OPTIONAL && !st_gguf_find_tensor(m->g, name)))
+        return ST_OK;
+    return model_vec(m, name, n, out);
+}
+
+/* model_view - rows [r0, r0 + n_out) of w as a weight of its own. */
+static st_weight model_view(const st_weight *w, int64_t r0, int64_t n_out)
+{
+    st_weight v = *w;
+    v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    v.n_out = n_out;
+    return v;
 }
 
 static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t n_out, st_weight *w)
@@ -102,25 +134,52 @@ static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t 
     return ST_OK;
 }
 
-/* model_bias - an f32 vector of n added after a projection: NULL when the
- * architecture makes it optional and the file has none. */
-static st_err model_bias(st_model *m, st_arch_tensor t, int64_t l, int64_t n, const float **out)
+/* model_bind_qkv - wq, wk, wv: from attn_qkv's rows when the layer has
+ * it (then attn_q, attn_k and attn_v must be absent), else the three. */
+static st_err model_bind_qkv(st_model *m, int64_t l, char n[][ST_ARCH_NAME_MAX], st_layer *L)
 {
-    char name[ST_ARCH_NAME_MAX];
-    st_arch_tensor_name(t, l, name);
-    *out = NULL;
-    const st_arch_need need = m->hp.arch->need[t];
-    if (need == ST_AN_ABSENT || (need == ST_AN_OPTIONAL && !st_gguf_find_tensor(m->g, name)))
+    const st_hparams *hp = &m->hp;
+    if (st_gguf_find_tensor(m->g, n[ST_AT_ATTN_QKV]) == NULL) {
+        st_err e;
+        if ((e = model_weight(m, n[ST_AT_ATTN_Q], hp->n_embd, hp->q_dim, &L->wq)) ||
+            (e = model_weight(m, n[ST_AT_ATTN_K], hp->n_embd, hp->kv_dim, &L->wk)) ||
+            (e = model_weight(m, n[ST_AT_ATTN_V], hp->n_embd, hp->kv_dim, &L->wv)))
+            return e;
         return ST_OK;
-    const st_gguf_tensor *tt = NULL;
-    st_err e = model_tensor(m, name, n, 1, &tt);
+    }
+    const st_arch_tensor split[] = {ST_AT_ATTN_Q, ST_AT_ATTN_K, ST_AT_ATTN_V};
+    for (size_t i = 0; i < sizeof split / sizeof split[0]; i++)
+        if (st_gguf_find_tensor(m->g, n[split[i]]) != NULL)
+            return st_errorf(ST_EINVAL, "layer %lld has both '%s' and '%s'", (long long)l,
+                             n[ST_AT_ATTN_QKV], n[split[i]]);
+    st_weight qkv;
+    st_err e =
+        model_weight(m, n[ST_AT_ATTN_QKV], hp->n_embd, hp->q_dim + 2 * hp->kv_dim, &qkv);
     if (e != ST_OK)
         return e;
-    if (tt->dtype != ST_DT_F32)
-        return st_errorf(ST_ETYPE, "bias tensor '%s' has type %s; f32 is required", name,
-                         st_dtype_info_of(tt->dtype)->name);
-    *out = tt->data;
+    L->wq = model_view(&qkv, 0, hp->q_dim);
+    L->wk = model_view(&qkv, hp->q_dim, hp->kv_dim);
+    L->wv = model_view(&qkv, hp->q_dim + hp->kv_dim, hp->kv_dim);
     return ST_OK;
+}
+
+/* model_bind_ffn - w_gate, w_up, w_down; a fused ffn_up (phi3) holds the
+ * gate's n_ff rows, then the up projection's. */
+static st_err model_bind_ffn(st_model *m, char n[][ST_ARCH_NAME_MAX], st_layer *L)
+{
+    const st_hparams *hp = &m->hp;
+    st_err e;
+    if (hp->arch->fused_up) {
+        st_weight up;
+        if ((e = model_weight(m, n[ST_AT_FFN_UP], hp->n_embd, 2 * hp->n_ff, &up)))
+            return e;
+        L->w_gate = model_view(&up, 0, hp->n_ff);
+        L->w_up = model_view(&up, hp->n_ff, hp->n_ff);
+    } else if ((e = model_weight(m, n[ST_AT_FFN_GATE], hp->n_embd, hp->n_ff, &L->w_gate)) ||
+               (e = model_weight(m, n[ST_AT_FFN_UP], hp->n_embd, hp->n_ff, &L->w_up))) {
+        return e;
+    }
+    return model_weight(m, n[ST_AT_FFN_DOWN], hp->n_ff, hp->n_embd, &L->w_down);
 }
 
 static st_err model_bind_layer(st_model *m, int64_t l, st_layer *L)
@@ -131,17 +190,16 @@ static st_err model_bind_layer(st_model *m, int64_t l, st_layer *L)
         st_arch_tensor_name((st_arch_tensor)i, l, n[i]);
     st_err e;
     if ((e = model_norm(m, n[ST_AT_ATTN_NORM], &L->attn_norm)) ||
-        (e = model_weight(m, n[ST_AT_ATTN_Q], hp->n_embd, hp->n_embd, &L->wq)) ||
-        (e = model_weight(m, n[ST_AT_ATTN_K], hp->n_embd, hp->kv_dim, &L->wk)) ||
-        (e = model_weight(m, n[ST_AT_ATTN_V], hp->n_embd, hp->kv_dim, &L->wv)) ||
-        (e = model_bias(m, ST_AT_ATTN_Q_BIAS, l, hp->n_embd, &L->bq)) ||
-        (e = model_bias(m, ST_AT_ATTN_K_BIAS, l, hp->kv_dim, &L->bk)) ||
-        (e = model_bias(m, ST_AT_ATTN_V_BIAS, l, hp->kv_dim, &L->bv)) ||
-        (e = model_weight(m, n[ST_AT_ATTN_OUT], hp->n_embd, hp->n_embd, &L->wo)) ||
-        (e = model_norm(m, n[ST_AT_FFN_NORM], &L->ffn_norm)) ||
-        (e = model_weight(m, n[ST_AT_FFN_GATE], hp->n_embd, hp->n_ff, &L->w_gate)) ||
-        (e = model_weight(m, n[ST_AT_FFN_UP], hp->n_embd, hp->n_ff, &L->w_up)) ||
-        (e = model_weight(m, n[ST_AT_FFN_DOWN], hp->n_ff, hp->n_embd, &L->w_down)))
+        (e = model_bind_qkv(m, l, n, L)) ||
+        (e = model_opt_vec(m, ST_AT_ATTN_Q_BIAS, l, hp->q_dim, &L->bq)) ||
+        (e = model_opt_vec(m, ST_AT_ATTN_K_BIAS, l, hp->kv_dim, &L->bk)) ||
+        (e = model_opt_vec(m, ST_AT_ATTN_V_BIAS, l, hp->kv_dim, &L->bv)) ||
+        (e = model_opt_vec(m, ST_AT_ATTN_Q_NORM, l, hp->head_dim, &L->q_norm)) ||
+        (e = model_opt_vec(m, ST_AT_ATTN_K_NORM, l, hp->head_dim, &L->k_norm)) ||
+        (e = model_weight(m, n[ST_AT_ATTN_OUT], hp->q_dim, hp->n_embd, &L->wo)) ||
+        (e = model_opt_vec(m, ST_AT_ATTN_POST_NORM, l, hp->n_embd, &L->attn_post_norm)) ||
+        (e = model_norm(m, n[ST_AT_FFN_NORM], &L->ffn_norm)) || (e = model_bind_ffn(m, n, L)) ||
+        (e = model_opt_vec(m, ST_AT_FFN_POST_NORM, l, hp->n_embd, &L->ffn_post_norm)))
         return e;
     return ST_OK;
 }
@@ -186,6 +244,11 @@ st_err st_model_open_gguf(const st_gguf *g, int64_t first, int64_t last, st_mode
     for (int64_t l = first; l < last; l++)
         if ((e = model_bind_layer(m, l, &m->layers[l - first])))
             goto fail;
+    if (last > first &&
+        ((e = model_opt_vec(m, ST_AT_ROPE_FREQS, 0, m->hp.n_rot / 2, &m->rope_freqs)) ||
+         (e = model_opt_vec(m, ST_AT_ROPE_LONG, 0, m->hp.n_rot / 2, &m->rope_long)) ||
+         (e = model_opt_vec(m, ST_AT_ROPE_SHORT, 0, m->hp.n_rot / 2, &m->rope_short))))
+        goto fail;
     if (m->has_head) {
         if ((e = model_norm(m, st_arch_tensor_name(ST_AT_OUTPUT_NORM, 0, name), &m->out_norm)))
             goto fail;
@@ -349,6 +412,13 @@ bool st_model_has_head(const st_model *m) { return m->has_head; }
 const st_layer *st_model_layer(const st_model *m, int64_t l) { return &m->layers[l - m->first]; }
 const st_weight *st_model_tok_embd(const st_model *m) { return m->has_embd ? &m->tok_embd : NULL; }
 const float *st_model_output_norm(const st_model *m) { return m->has_head ? m->out_norm : NULL; }
+
+const float *st_model_rope_factors(const st_model *m, int64_t n_ctx)
+{
+    if (m->rope_freqs != NULL)
+        return m->rope_freqs;
+    return n_ctx > m->hp.n_ctx_orig ? m->rope_long : m->rope_short;
+}
 const st_weight *st_model_output(const st_model *m) { return m->has_head ? &m->output : NULL; }
 size_t st_model_resident(const st_model *m) { return m->resident; }
 const uint8_t *st_model_id(const st_model *m) { return m->id; }

@@ -1,8 +1,11 @@
 /* model.h - a llama-family model, or the part of it that one stage needs.
  *
- * The architectures are those of common/model/arch.h (llama, qwen2): their key
- * and tensor names, optional q/k/v biases and rope layout come from there;
- * the hyperparameters (st_hparams) are read by common/model/llama.h.
+ * The architectures are those of common/model/arch.h (llama, qwen2, qwen3,
+ * gemma2, gemma3, phi3): their key and tensor names, which tensors a layer
+ * has and rope layout come from there; the hyperparameters (st_hparams)
+ * are read by common/model/llama.h. Fused tensors are bound as views of
+ * their rows: attn_qkv as wq, wk and wv (rows q, then k, then v), a fused
+ * ffn_up (phi3) as w_gate (its first n_ff rows) and w_up (the rest).
  *
  * st_model_open() maps a GGUF file, reads and checks the hyperparameters,
  * and binds the tensors of the layer range [first, last): the token
@@ -50,18 +53,22 @@ typedef struct st_weight {
 #define ST_LAYER_MATRICES 7
 
 typedef struct st_layer {
-    const float *attn_norm; /* [n_embd] */
-    st_weight wq;           /* n_embd -> n_embd */
-    st_weight wk;           /* n_embd -> kv_dim */
-    st_weight wv;           /* n_embd -> kv_dim */
-    const float *bq;        /* [n_embd] added to q, or NULL (no bias) */
-    const float *bk;        /* [kv_dim] added to k, or NULL */
-    const float *bv;        /* [kv_dim] added to v, or NULL */
-    st_weight wo;           /* n_embd -> n_embd */
-    const float *ffn_norm;  /* [n_embd] */
-    st_weight w_gate;       /* n_embd -> n_ff */
-    st_weight w_up;         /* n_embd -> n_ff */
-    st_weight w_down;       /* n_ff -> n_embd */
+    const float *attn_norm;      /* [n_embd] */
+    st_weight wq;                /* n_embd -> q_dim */
+    st_weight wk;                /* n_embd -> kv_dim */
+    st_weight wv;                /* n_embd -> kv_dim */
+    const float *bq;             /* [q_dim] added to q, or NULL (no bias) */
+    const float *bk;             /* [kv_dim] added to k, or NULL */
+    const float *bv;             /* [kv_dim] added to v, or NULL */
+    const float *q_norm;         /* [head_dim] RMS norm of each q head, or NULL */
+    const float *k_norm;         /* [head_dim] RMS norm of each k head, or NULL */
+    st_weight wo;                /* q_dim -> n_embd */
+    const float *attn_post_norm; /* [n_embd] RMS norm of the attention's output, or NULL */
+    const float *ffn_norm;       /* [n_embd] */
+    st_weight w_gate;            /* n_embd -> n_ff */
+    st_weight w_up;              /* n_embd -> n_ff */
+    st_weight w_down;            /* n_ff -> n_embd */
+    const float *ffn_post_norm;  /* [n_embd] RMS norm of the FFN's output, or NULL */
 } st_layer;
 
 typedef struct st_model st_model;
@@ -115,6 +122,12 @@ const st_layer *st_model_layer(const st_model *m, int64_t l);
 const st_weight *st_model_tok_embd(const st_model *m); /* NULL unless has_embd */
 const float *st_model_output_norm(const st_model *m);  /* NULL unless has_head */
 const st_weight *st_model_output(const st_model *m);   /* NULL unless has_head */
+/* st_model_rope_factors - the rope frequency factors for a session of
+ * n_ctx positions ([n_rot / 2]), or NULL when the file has none: Llama
+ * 3.1's rope_freqs; Phi-3's long factors when n_ctx exceeds the original
+ * context (st_hparams.n_ctx_orig), its short ones otherwise (llama.cpp's
+ * rule). NULL too on a stage of no layers. */
+const float *st_model_rope_factors(const st_model *m, int64_t n_ctx);
 /* st_model_resident - bytes of weights this stage touched at open. */
 size_t st_model_resident(const st_model *m);
 /* st_model_id - the model id (BLAKE2b of metadata and tensor table). */

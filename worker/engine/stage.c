@@ -3,22 +3,27 @@
  * The pass over a batch of T tokens (T = the sum of the rows' n_tok), one
  * row of each buffer per token, in the names the code uses:
  *
- *   x = embed(tokens), or the previous stage's hidden states  x   [T][n_embd]
+ *   x = embed(tokens) * embd_scale, or the previous stage's   x   [T][n_embd]
+ *       hidden states
  *   for each layer l in [first, last):
  *       xb  = rmsnorm(x) * attn_norm                          xb  [T][n_embd]
- *       q   = xb Wq + bq                                      q   [T][n_embd]
+ *       q   = xb Wq + bq                                      q   [T][q_dim]
  *       k   = xb Wk + bk,  v = xb Wv + bv  (biases: qwen2)    k,v [T][kv_dim]
+ *       q, k per head: rmsnorm(.) * q_norm, k_norm (qwen3, gemma3)
  *       rotate q and k by position; K[pos] = k, V[pos] = v in the row's cache
- *       att = softmax(q K^T / sqrt(head_dim)) V  per head    att [T][n_embd]
+ *       att = softmax(cap(scale q K^T)) V  per head, over the  att [T][q_dim]
+ *             window of the layer (sliding-window layers: the last swa_window
+ *             positions; cap: the soft-cap, gemma2)
  *       xb2 = att Wo                                          xb2 [T][n_embd]
- *       x  += xb2
+ *       x  += xb2, or rmsnorm(xb2) * attn_post_norm (gemma)
  *       xb  = rmsnorm(x) * ffn_norm
  *       hb  = xb Wgate,  hb2 = xb Wup                         hb,hb2 [T][n_ff]
- *       hb  = silu(hb) * hb2
+ *       hb  = act(hb) * hb2   (act: silu, or the tanh GELU: gemma)
  *       xb2 = hb Wdown
- *       x  += xb2
+ *       x  += xb2, or rmsnorm(xb2) * ffn_post_norm (gemma)
  *   out = x, or on the last stage the logits of the selected tokens sel:
  *       xb  = rmsnorm(x[sel]) * output_norm;  out = xb Wout   [n_sel][n_vocab]
+ *       out = cap * tanh(out / cap) with the final soft-cap (gemma2)
  *
  * Each buffer has the one role its name says (xb2 is "a branch's output,
  * to be added to x": the attention's, then the FFN's). A matrix product
@@ -28,9 +33,10 @@
  * Execution: every step is a fork-join phase on the pool (st_pool_run)
  * whose job struct holds its inputs and outputs; the phase splits its items
  * between threads and never splits a reduction:
- *   prep        per token   the steps before a product: the residual add,
- *                           rmsnorm or silu(gate) * up, then the conversion
- *                           of the product's input to the activation dtype
+ *   prep        per token   the steps before a product: the residual add
+ *                           (after the branch's post-norm, if any), rmsnorm
+ *                           or act(gate) * up, then the conversion of the
+ *                           product's input to the activation dtype
  *   matmul      per group of 8 output rows of W, for all tokens at once
  *               (chunks of groups claimed from a counter, not halved
  *               ahead of time: see STAGE_CHUNKS_PER_THREAD)
@@ -89,16 +95,17 @@ struct st_stage_ctx {
     /* activations, for T <= max_tokens tokens (see the file comment) */
     float *x;         /* [T][n_embd] the residual stream */
     float *xb;        /* [T][n_embd] rmsnorm(x) * norm: a branch's input */
-    float *q;         /* [T][n_embd] queries (n_head heads of head_dim) */
+    float *q;         /* [T][q_dim] queries (n_head heads of head_dim) */
     float *k;         /* [T][kv_dim] keys (n_head_kv heads of head_dim) */
     float *v;         /* [T][kv_dim] values */
-    float *att;       /* [T][n_embd] attention output, heads side by side */
+    float *att;       /* [T][q_dim] attention output, heads side by side */
     float *xb2;       /* [T][n_embd] a branch's output, to be added to x */
     float *hb;        /* [T][n_ff] gate, then silu(gate) * up */
     float *hb2;       /* [T][n_ff] up */
     uint8_t *xq;      /* [T][act_bytes] a product's input in its activation dtype */
     size_t act_bytes; /* the widest converted input row of this stage's weights */
     float *scores;    /* [nth][max_ctx] attention scores, a row per thread */
+    float *rope_cs;   /* [nth][n_rot] a token's rope angles (cos, sin), a row per thread */
 
     /* the batch being run (set once per st_stage_forward) */
     const st_batch_row *rows;
@@ -129,41 +136,57 @@ static void stage_ph_embed(void *arg, int ith, int nth)
     for (long t = b; t < e; t++) {
         const st_batch_row *r = &c->rows[c->tok_row[t]];
         int32_t id = r->tokens[c->tok_pos[t] - r->pos];
-        c->ops->to_float[te->dtype]((const uint8_t *)te->data + (size_t)id * te->row_bytes,
-                                    j->x + t * n_embd, n_embd);
+        float *xt = j->x + t * n_embd;
+        c->ops->to_float[te->dtype]((const uint8_t *)te->data + (size_t)id * te->row_bytes, xt,
+                                    n_embd);
+        if (c->hp->embd_scale != 1.0f)
+            for (int64_t i = 0; i < n_embd; i++)
+                xt[i] *= c->hp->embd_scale;
     }
 }
 
+/* A branch's output waiting to be added to x: add [T][n_embd], first
+ * normalized in place by post (rmsnorm(add) * post) when post is not NULL. */
+typedef struct stage_pending {
+    float *add;
+    const float *post;
+} stage_pending;
+
 /* The per-token steps before a product, run by the thread owning the
  * token in this order; a step whose pointer is NULL is skipped:
- *   x += add;  xb = rmsnorm(x) * norm;  gate = silu(gate) * up */
+ *   add = rmsnorm(add) * post;  x += add;  xb = rmsnorm(x) * norm;
+ *   gate = act(gate) * up */
 typedef struct stage_prep {
-    float *x;          /* [T][n_embd] the residual stream */
-    const float *add;  /* [T][n_embd] a branch's output, or NULL */
-    const float *norm; /* [n_embd] the norm's weights, or NULL */
-    float *xb;         /* [T][n_embd] the norm's output */
-    float *gate;       /* [T][n_ff] gate, or NULL */
-    const float *up;   /* [T][n_ff] up */
+    float *x;           /* [T][n_embd] the residual stream */
+    stage_pending add;  /* a branch's output, or add.add NULL */
+    const float *norm;  /* [n_embd] the norm's weights, or NULL */
+    float *xb;          /* [T][n_embd] the norm's output */
+    float *gate;        /* [T][n_ff] gate, or NULL */
+    const float *up;    /* [T][n_ff] up */
+    st_ffn_act act;     /* the gate's activation */
 } stage_prep;
 
-/* x += add; xb = rmsnorm(x) * norm (add NULL: the norm alone) */
-static stage_prep stage_add_norm(float *x, const float *add, const float *norm, float *xb)
+/* x += add; xb = rmsnorm(x) * norm (add.add NULL: the norm alone) */
+static stage_prep stage_add_norm(float *x, stage_pending add, const float *norm, float *xb)
 {
     return (stage_prep){.x = x, .add = add, .norm = norm, .xb = xb};
 }
 
-/* gate = silu(gate) * up */
-static stage_prep stage_swiglu(float *gate, const float *up)
+/* gate = act(gate) * up */
+static stage_prep stage_gated(float *gate, const float *up, st_ffn_act act)
 {
-    return (stage_prep){.gate = gate, .up = up};
+    return (stage_prep){.gate = gate, .up = up, .act = act};
 }
 
 /* x += add alone */
-static stage_prep stage_add(float *x, const float *add) { return (stage_prep){.x = x, .add = add}; }
+static stage_prep stage_add(float *x, stage_pending add)
+{
+    return (stage_prep){.x = x, .add = add};
+}
 
 static bool stage_prep_empty(stage_prep p)
 {
-    return p.add == NULL && p.norm == NULL && p.gate == NULL;
+    return p.add.add == NULL && p.norm == NULL && p.gate == NULL;
 }
 
 typedef struct stage_prep_job {
@@ -186,13 +209,18 @@ static void stage_ph_prep(void *arg, int ith, int nth)
     long b, e;
     st_pool_split((long)j->n_tok, ith, nth, &b, &e);
     for (long t = b; t < e; t++) {
-        if (p->add)
-            ops->add(p->x + t * hp->n_embd, p->add + t * hp->n_embd, hp->n_embd);
+        if (p->add.add) {
+            float *a = p->add.add + t * hp->n_embd;
+            if (p->add.post)
+                ops->rmsnorm(a, p->add.post, a, hp->n_embd, hp->rms_eps);
+            ops->add(p->x + t * hp->n_embd, a, hp->n_embd);
+        }
         if (p->norm)
             ops->rmsnorm(p->x + t * hp->n_embd, p->norm, p->xb + t * hp->n_embd, hp->n_embd,
                          hp->rms_eps);
         if (p->gate)
-            ops->silu_mul(p->gate + t * hp->n_ff, p->up + t * hp->n_ff, hp->n_ff);
+            (p->act == ST_FFN_GELU_TANH ? ops->gelu_mul : ops->silu_mul)(
+                p->gate + t * hp->n_ff, p->up + t * hp->n_ff, hp->n_ff);
         if (j->in)
             ops->from_float[j->act](j->in + t * j->width, j->xq + (size_t)t * j->stride, j->width);
     }
@@ -254,13 +282,23 @@ static void stage_ph_matmul(void *arg, int ith, int nth)
 typedef struct stage_rope_job {
     const st_stage_ctx *c;
     int64_t layer;
-    float *q; /* [T][n_embd] in/out */
+    float *q; /* [T][q_dim] in/out */
     float *k; /* [T][kv_dim] in/out */
     float *v; /* [T][kv_dim] in/out */
 } stage_rope_job;
 
-/* q += bq, k += bk, v += bv (the biases the layer has); rotate q and k by
- * the token's position (normal or NEOX pairing); K[pos] = k, V[pos] = v */
+/* stage_head_norm - x[h] = rmsnorm(x[h]) * w for each of n_head heads of head_dim */
+static void stage_head_norm(const st_stage_ctx *c, float *x, int64_t n_head, const float *w)
+{
+    const st_hparams *hp = c->hp;
+    for (int64_t h = 0; h < n_head; h++)
+        c->ops->rmsnorm(x + h * hp->head_dim, w, x + h * hp->head_dim, hp->head_dim, hp->rms_eps);
+}
+
+/* q += bq, k += bk, v += bv (the biases the layer has); q and k heads
+ * normalized (the layer's q_norm, k_norm); rotate q and k by the token's
+ * position (normal or NEOX pairing, the layer's rope parameters and the
+ * row's frequency factors); K[pos] = k, V[pos] = v */
 static void stage_ph_rope_store(void *arg, int ith, int nth)
 {
     const stage_rope_job *j = arg;
@@ -270,24 +308,30 @@ static void stage_ph_rope_store(void *arg, int ith, int nth)
     const int64_t li = j->layer - st_model_first(c->m);
     const st_layer *L = st_model_layer(c->m, j->layer);
     const bool neox = hp->rope == ST_ROPE_NEOX;
+    float *cs = c->rope_cs + (size_t)ith * (size_t)hp->n_rot;
     long b, e;
     st_pool_split((long)c->n_tok, ith, nth, &b, &e);
     for (long t = b; t < e; t++) {
         int64_t pos = c->tok_pos[t];
-        float *qt = j->q + t * hp->n_embd;
+        float *qt = j->q + t * hp->q_dim;
         float *kt = j->k + t * hp->kv_dim;
         float *vt = j->v + t * hp->kv_dim;
+        st_kv *kv = c->rows[c->tok_row[t]].kv;
         if (L->bq != NULL)
-            ops->add(qt, L->bq, hp->n_embd);
+            ops->add(qt, L->bq, hp->q_dim);
         if (L->bk != NULL)
             ops->add(kt, L->bk, hp->kv_dim);
         if (L->bv != NULL)
             ops->add(vt, L->bv, hp->kv_dim);
-        (neox ? ops->rope_neox : ops->rope)(qt, hp->n_head, hp->head_dim, hp->n_rot, pos,
-                                            hp->rope_base);
-        (neox ? ops->rope_neox : ops->rope)(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, pos,
-                                            hp->rope_base);
-        st_kv *kv = c->rows[c->tok_row[t]].kv;
+        if (L->q_norm != NULL)
+            stage_head_norm(c, qt, hp->n_head, L->q_norm);
+        if (L->k_norm != NULL)
+            stage_head_norm(c, kt, hp->n_head_kv, L->k_norm);
+        st_rope_params rp;
+        st_hparams_rope(hp, j->layer, st_model_rope_factors(c->m, kv->n_ctx), &rp);
+        st_rope_cs(&rp, pos, cs);
+        (neox ? ops->rope_neox : ops->rope)(qt, hp->n_head, hp->head_dim, hp->n_rot, cs);
+        (neox ? ops->rope_neox : ops->rope)(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, cs);
         size_t off = ((size_t)li * (size_t)kv->n_ctx + (size_t)pos) * (size_t)hp->kv_dim;
         memcpy(kv->k + off, kt, (size_t)hp->kv_dim * sizeof(float));
         memcpy(kv->v + off, vt, (size_t)hp->kv_dim * sizeof(float));
@@ -302,8 +346,18 @@ typedef struct stage_attn_job {
     float *scores;  /* [nth][max_ctx] */
 } stage_attn_job;
 
-/* att[t][h] = softmax(q[t][h] K^T / sqrt(head_dim)) V over positions
- * 0..pos of token t's session, K and V of the KV head serving head h */
+/* stage_attn_window - the first position token pos of layer il attends
+ * to: pos - swa_window + 1 on the layer's sliding window, else 0. */
+static int64_t stage_attn_window(const st_hparams *hp, int64_t il, int64_t pos)
+{
+    if (!st_hparams_layer_swa(hp, il) || pos < hp->swa_window)
+        return 0;
+    return pos - hp->swa_window + 1;
+}
+
+/* att[t][h] = softmax(cap(attn_scale q[t][h] K^T)) V over the positions
+ * [kv0, pos] of token t's session (stage_attn_window), K and V of the KV
+ * head serving head h */
 static void stage_ph_attn(void *arg, int ith, int nth)
 {
     const stage_attn_job *j = arg;
@@ -311,18 +365,18 @@ static void stage_ph_attn(void *arg, int ith, int nth)
     const st_hparams *hp = c->hp;
     const int64_t li = j->layer - st_model_first(c->m);
     const int64_t group = hp->n_head / hp->n_head_kv;
-    const float scale = 1.0f / sqrtf((float)hp->head_dim);
     float *scores = j->scores + (size_t)ith * (size_t)c->max_ctx;
     long b, e;
     st_pool_split((long)(c->n_tok * hp->n_head), ith, nth, &b, &e);
     for (long it = b; it < e; it++) {
         int64_t t = it / hp->n_head, h = it % hp->n_head;
         st_kv *kv = c->rows[c->tok_row[t]].kv;
-        size_t base = (size_t)li * (size_t)kv->n_ctx * (size_t)hp->kv_dim +
+        const int64_t pos = c->tok_pos[t], kv0 = stage_attn_window(hp, j->layer, pos);
+        size_t base = ((size_t)li * (size_t)kv->n_ctx + (size_t)kv0) * (size_t)hp->kv_dim +
                       (size_t)(h / group) * (size_t)hp->head_dim;
-        c->ops->attn_head(j->q + t * hp->n_embd + h * hp->head_dim, kv->k + base, kv->v + base,
-                          hp->kv_dim, c->tok_pos[t] + 1, hp->head_dim, scale, scores,
-                          j->att + t * hp->n_embd + h * hp->head_dim);
+        c->ops->attn_head(j->q + t * hp->q_dim + h * hp->head_dim, kv->k + base, kv->v + base,
+                          hp->kv_dim, pos + 1 - kv0, hp->head_dim, hp->attn_scale, scores,
+                          j->att + t * hp->q_dim + h * hp->head_dim);
     }
 }
 
@@ -345,6 +399,28 @@ static void stage_ph_norm_sel(void *arg, int ith, int nth)
     st_pool_split((long)j->n_sel, ith, nth, &b, &e);
     for (long i = b; i < e; i++)
         j->c->ops->rmsnorm(j->x + j->sel[i] * n, j->norm, j->xb + i * n, n, hp->rms_eps);
+}
+
+typedef struct stage_softcap_job {
+    const st_stage_ctx *c;
+    float *logits; /* [n_sel][n_vocab] in/out */
+    int64_t n_sel;
+} stage_softcap_job;
+
+/* logits = cap * tanh(logits * (1 / cap)), cap the final soft-cap (the
+ * operations of llama.cpp's graph: scale, tanh, scale) */
+static void stage_ph_softcap(void *arg, int ith, int nth)
+{
+    const stage_softcap_job *j = arg;
+    const st_hparams *hp = j->c->hp;
+    const float cap = hp->final_softcap, inv = 1.0f / cap;
+    long b, e;
+    st_pool_split((long)j->n_sel, ith, nth, &b, &e);
+    for (long i = b; i < e; i++) {
+        float *l = j->logits + (size_t)i * (size_t)hp->n_vocab;
+        for (int64_t k = 0; k < hp->n_vocab; k++)
+            l[k] = tanhf(l[k] * inv) * cap;
+    }
 }
 
 /* ---- drivers: one call per step of the pass, inputs and outputs named ---- */
@@ -416,6 +492,12 @@ static void stage_attention(st_stage_ctx *c, int64_t layer, const float *q, floa
     st_pool_run(c->pool, stage_ph_attn, &j);
 }
 
+static void stage_softcap(st_stage_ctx *c, float *logits, int64_t n_sel)
+{
+    stage_softcap_job j = {c, logits, n_sel};
+    st_pool_run(c->pool, stage_ph_softcap, &j);
+}
+
 static void stage_norm_sel(st_stage_ctx *c, const float *x, const int64_t *sel, int64_t n_sel,
                            const float *norm, float *xb)
 {
@@ -424,10 +506,11 @@ static void stage_norm_sel(st_stage_ctx *c, const float *x, const int64_t *sel, 
 }
 
 /* stage_layer - layer l over the batch: first x += pending (the previous
- * layer's residual add, deferred to here; NULL: none), then the attention
- * block with its residual add, then the FFN, whose output it leaves in xb2
- * for the caller's x += xb2. */
-static void stage_layer(st_stage_ctx *c, int64_t l, const float *pending)
+ * layer's residual add, deferred to here; add NULL: none), then the
+ * attention block with its residual add, then the FFN, whose output it
+ * leaves in xb2 for the caller's x += xb2 (after the FFN's post-norm: the
+ * returned pending add). */
+static stage_pending stage_layer(st_stage_ctx *c, int64_t l, stage_pending pending)
 {
     const st_hparams *hp = c->hp;
     const st_layer *L = st_model_layer(c->m, l);
@@ -439,21 +522,23 @@ static void stage_layer(st_stage_ctx *c, int64_t l, const float *pending)
      * q = xb Wq, k = xb Wk, v = xb Wv */
     stage_mm qkv[] = {{&L->wq, q}, {&L->wk, k}, {&L->wv, v}};
     stage_matmuls(c, T, stage_add_norm(x, pending, L->attn_norm, xb), xb, n_embd, qkv, 3);
-    /* q += bq, k += bk, v += bv; rotate q, k; K[pos] = k, V[pos] = v */
+    /* q += bq, k += bk, v += bv; q, k head norms; rotate q, k; K[pos] = k, V[pos] = v */
     stage_rope_store(c, l, q, k, v);
-    /* att = softmax(q K^T / sqrt(head_dim)) V */
+    /* att = softmax(cap(scale q K^T)) V over the layer's window */
     stage_attention(c, l, q, att);
     /* xb2 = att Wo */
     stage_mm o[] = {{&L->wo, xb2}};
-    stage_matmuls(c, T, (stage_prep){0}, att, n_embd, o, 1);
+    stage_matmuls(c, T, (stage_prep){0}, att, hp->q_dim, o, 1);
 
-    /* FFN: x += xb2 (the attention's residual add); xb = rmsnorm(x) * ffn_norm;
-     * hb = xb Wgate, hb2 = xb Wup */
+    /* FFN: x += xb2 (the attention's residual add, after its post-norm);
+     * xb = rmsnorm(x) * ffn_norm; hb = xb Wgate, hb2 = xb Wup */
     stage_mm gate_up[] = {{&L->w_gate, hb}, {&L->w_up, hb2}};
-    stage_matmuls(c, T, stage_add_norm(x, xb2, L->ffn_norm, xb), xb, n_embd, gate_up, 2);
-    /* hb = silu(hb) * hb2; xb2 = hb Wdown */
+    stage_pending attn_out = {xb2, L->attn_post_norm};
+    stage_matmuls(c, T, stage_add_norm(x, attn_out, L->ffn_norm, xb), xb, n_embd, gate_up, 2);
+    /* hb = act(hb) * hb2; xb2 = hb Wdown */
     stage_mm down[] = {{&L->w_down, xb2}};
-    stage_matmuls(c, T, stage_swiglu(hb, hb2), hb, n_ff, down, 1);
+    stage_matmuls(c, T, stage_gated(hb, hb2, hp->arch->ffn_act), hb, n_ff, down, 1);
+    return (stage_pending){xb2, L->ffn_post_norm};
 }
 
 /* ---- context ---- */
@@ -530,15 +615,16 @@ st_err st_stage_ctx_open(const st_model *m, int64_t max_tokens, st_pool *pool,
     bool fail = false;
     c->x = stage_alloc(T * n_embd, sizeof(float), &fail);
     c->xb = stage_alloc(T * n_embd, sizeof(float), &fail);
-    c->q = stage_alloc(T * n_embd, sizeof(float), &fail);
+    c->q = stage_alloc(T * (size_t)hp->q_dim, sizeof(float), &fail);
     c->k = stage_alloc(T * kv_dim, sizeof(float), &fail);
     c->v = stage_alloc(T * kv_dim, sizeof(float), &fail);
-    c->att = stage_alloc(T * n_embd, sizeof(float), &fail);
+    c->att = stage_alloc(T * (size_t)hp->q_dim, sizeof(float), &fail);
     c->xb2 = stage_alloc(T * n_embd, sizeof(float), &fail);
     c->hb = stage_alloc(T * n_ff, sizeof(float), &fail);
     c->hb2 = stage_alloc(T * n_ff, sizeof(float), &fail);
     c->xq = stage_alloc(T * act_bytes, 1, &fail);
     c->scores = stage_alloc((size_t)c->nth * (size_t)c->max_ctx, sizeof(float), &fail);
+    c->rope_cs = stage_alloc((size_t)c->nth * (size_t)hp->n_rot, sizeof(float), &fail);
     c->tok_row = stage_alloc(T, sizeof(int64_t), &fail);
     c->tok_pos = stage_alloc(T, sizeof(int64_t), &fail);
     c->sel = stage_alloc(T, sizeof(int64_t), &fail);
@@ -565,6 +651,7 @@ void st_stage_ctx_close(st_stage_ctx *c)
     free(c->hb2);
     free(c->xq);
     free(c->scores);
+    free(c->rope_cs);
     free(c->tok_row);
     free(c->tok_pos);
     free(c->sel);
@@ -676,15 +763,15 @@ st_err st_stage_forward(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows
 
     /* the layers; each ends with x += xb2 (its FFN's output), deferred into
      * the next layer's first phase unless a hook must see x in between */
-    const float *pending = NULL; /* a deferred x += pending */
+    stage_pending pending = {0}; /* a deferred x += pending */
     for (int64_t l = st_model_first(c->m); l < st_model_last(c->m); l++) {
-        stage_layer(c, l, pending);
+        stage_pending out = stage_layer(c, l, pending);
         bool defer = c->hook == NULL && l + 1 < st_model_last(c->m);
         if (defer) {
-            pending = c->xb2;
+            pending = out;
         } else {
-            stage_prep_only(c, stage_add(c->x, c->xb2)); /* x += xb2 */
-            pending = NULL;
+            stage_prep_only(c, stage_add(c->x, out)); /* x += xb2 */
+            pending = (stage_pending){0};
         }
         if (c->hook)
             c->hook(c->hook_arg, l, c->x, n_tok, hp->n_embd);
@@ -708,5 +795,7 @@ st_err st_stage_forward(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows
     stage_norm_sel(c, c->x, c->sel, n_sel, st_model_output_norm(c->m), c->xb);
     stage_mm head[] = {{st_model_output(c->m), out}};
     stage_matmuls(c, n_sel, (stage_prep){0}, c->xb, hp->n_embd, head, 1);
+    if (hp->final_softcap != 0.0f)
+        stage_softcap(c, out, n_sel);
     return ST_OK;
 }
