@@ -374,6 +374,115 @@ START_TEST(test_qwen2)
 }
 END_TEST
 
+/* use_model - makes the shared file name the source of the crafted edits */
+static void use_model(const char *name)
+{
+    st_gguf_close(g_src);
+    char p[512];
+    ck_assert_int_eq(st_gguf_open(golden_path(p, sizeof p, "models", name), &g_src), ST_OK);
+}
+
+/* qwen3: head_dim from attention.key_length (128, twice n_embd / n_head),
+ * so q has 512 rows and attn_output 512 inputs; q/k norms required. */
+START_TEST(test_qwen3)
+{
+    use_model("w3-qwen3-q8_0.gguf");
+    st_model *m;
+    ck_assert_int_eq(st_model_open_gguf(g_src, 0, -1, &m), ST_OK);
+    const st_hparams *hp = st_model_hparams(m);
+    ck_assert_str_eq(hp->arch->name, "qwen3");
+    ck_assert_int_eq(hp->head_dim, 128);
+    ck_assert_int_eq(hp->q_dim, 512);
+    ck_assert_int_eq(hp->kv_dim, 256);
+    ck_assert(hp->attn_scale == 1.0f / sqrtf(128.0f));
+    const st_layer *L = st_model_layer(m, 1);
+    ck_assert(L->q_norm != NULL && L->k_norm != NULL && L->bq == NULL);
+    ck_assert_int_eq(L->wq.n_out, 512);
+    ck_assert_int_eq(L->wo.n_in, 512);
+    st_model_close(m);
+    edit a = {.drop_tensor = "blk.1.attn_k_norm.weight"};
+    expect(&a, ST_EMISSING, "blk.1.attn_k_norm.weight");
+    edit b = {.set_key = "qwen3.attention.value_length", .set_val = 64};
+    expect(&b, ST_EINVAL, "qwen3.attention.value_length");
+}
+END_TEST
+
+/* gemma2: soft-caps and window from the file, sliding window on even
+ * layers, the embedding scaled by sqrt(128) and always the head (an
+ * output.weight is refused, as llama.cpp would ignore it). */
+START_TEST(test_gemma2)
+{
+    use_model("w3-gemma2-f16.gguf");
+    st_model *m;
+    ck_assert_int_eq(st_model_open_gguf(g_src, 0, -1, &m), ST_OK);
+    const st_hparams *hp = st_model_hparams(m);
+    ck_assert(hp->attn_softcap == 10.0f && hp->final_softcap == 0.5f);
+    ck_assert_int_eq(hp->swa_window, 16);
+    ck_assert(st_hparams_layer_swa(hp, 0) && !st_hparams_layer_swa(hp, 1) &&
+              st_hparams_layer_swa(hp, 2) && !st_hparams_layer_swa(hp, 3));
+    ck_assert(hp->embd_scale == sqrtf(128.0f));
+    ck_assert(hp->rope_base == 10000.0f && hp->rope_base_swa == 10000.0f);
+    ck_assert_int_eq(hp->arch->ffn_act, ST_FFN_GELU_TANH);
+    ck_assert(st_model_layer(m, 3)->attn_post_norm != NULL &&
+              st_model_layer(m, 3)->ffn_post_norm != NULL);
+    st_model_close(m);
+    edit a = {.add_tensor = "output.weight", .add_n = 128};
+    expect(&a, ST_EINVAL, "output.weight");
+    edit b = {.drop_tensor = "blk.2.post_ffw_norm.weight"};
+    expect(&b, ST_EMISSING, "blk.2.post_ffw_norm.weight");
+}
+END_TEST
+
+/* gemma3: layers 0-4 local (window 16, base 10000, unscaled), layer 5
+ * global (base 1e6, linear factor 8); no soft-caps. */
+START_TEST(test_gemma3)
+{
+    use_model("w3-gemma3-q8_0.gguf");
+    st_model *m;
+    ck_assert_int_eq(st_model_open_gguf(g_src, 0, -1, &m), ST_OK);
+    const st_hparams *hp = st_model_hparams(m);
+    ck_assert(hp->attn_softcap == 0.0f && hp->final_softcap == 0.0f);
+    for (int64_t l = 0; l < 6; l++)
+        ck_assert(st_hparams_layer_swa(hp, l) == (l < 5));
+    st_rope_params local, global;
+    st_hparams_rope(hp, 0, NULL, &local);
+    st_hparams_rope(hp, 5, NULL, &global);
+    ck_assert(local.base == 10000.0f && local.freq_scale == 1.0f);
+    ck_assert(global.base == 1000000.0f && global.freq_scale == 0.125f);
+    st_model_close(m);
+}
+END_TEST
+
+/* phi3: attn_qkv and the fused ffn_up bound as row views; Phi-3's long
+ * rope factors for a session longer than the original context, the short
+ * ones otherwise. */
+START_TEST(test_phi3)
+{
+    use_model("w3-phi3-q8_0.gguf");
+    st_model *m;
+    ck_assert_int_eq(st_model_open_gguf(g_src, 0, -1, &m), ST_OK);
+    const st_layer *L = st_model_layer(m, 0);
+    ck_assert_int_eq(L->wq.n_out, 128);
+    ck_assert_int_eq(L->wk.n_out, 64);
+    ck_assert_ptr_eq(L->wk.data, (const uint8_t *)L->wq.data + 128 * L->wq.row_bytes);
+    ck_assert_ptr_eq(L->wv.data, (const uint8_t *)L->wk.data + 64 * L->wk.row_bytes);
+    ck_assert_int_eq(L->w_gate.n_out, 384);
+    ck_assert_ptr_eq(L->w_up.data, (const uint8_t *)L->w_gate.data + 384 * L->w_gate.row_bytes);
+    ck_assert_ptr_null(st_model_rope_factors(m, 4096));
+    st_model_close(m);
+    uint8_t *buf;
+    st_gguf *g;
+    edit lng = {.add_tensor = "rope_factors_long.weight", .add_n = 16,
+                .str_key = "phi3.rope.scaling.type", .str_val = "longrope"};
+    m = craft_open(&lng, &g, &buf);
+    ck_assert_ptr_nonnull(st_model_rope_factors(m, 4097));
+    ck_assert_ptr_null(st_model_rope_factors(m, 4096)); /* no short factors in this file */
+    craft_close(m, g, buf);
+    edit b = {.add_tensor = "blk.0.attn_q.weight", .add_n = 128};
+    expect(&b, ST_EINVAL, "blk.0.attn_q.weight");
+}
+END_TEST
+
 /* A weight of a dtype that has no matrix kernel (Q8_K is an activation
  * format only) is refused with an error naming the tensor and the dtype.
  * stories260K has no row of 256 values: this test crafts from synth-s. */
@@ -418,6 +527,10 @@ int main(void)
     tcase_add_test(tc, test_rope_scaling);
     tcase_add_test(tc, test_llama_optional_bias);
     tcase_add_test(tc, test_qwen2);
+    tcase_add_test(tc, test_qwen3);
+    tcase_add_test(tc, test_gemma2);
+    tcase_add_test(tc, test_gemma3);
+    tcase_add_test(tc, test_phi3);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
