@@ -220,8 +220,7 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
          .value = "S", .help = "the weights' seed (default 42)"},
         {.name = "--head-dim", .type = ST_OPT_I64, .dest = &o->hp.head_dim, .min = 2,
          .max = 1 << 12, .value = "N",
-         .help = "values per attention head (default --dim / --heads; other values are "
-                 "written as attention.key_length)"},
+         .help = "values per head (default --dim / --heads; else attention.key_length)"},
         {.name = "--sliding-window", .type = ST_OPT_I64, .dest = &o->swa_window, .min = 1,
          .max = 1 << 24, .value = "N",
          .help = "gemma2 and gemma3: attention.sliding_window (default 4096 and 512)"},
