@@ -97,8 +97,8 @@ fi
 # sockets and state that no kernel choice reaches; they run in the release
 # and sanitizer passes, as does wire_exhaustive (the wire codec over every
 # value of each dtype: no stage engine).
-REF_E2E='^(cluster-inv1|cluster-qwen2|cluster-llama3|kquant-.*|shards-exact|wire-exact)$'
-INTEGRATION='^(cluster|batching|placement|security|chaos|http|shards|stream|wire|deploy|kquant)-'
+REF_E2E='^(cluster-inv1|cluster-qwen2|cluster-llama3|kquant-.*|wave3-.*|shards-exact|wire-exact)$'
+INTEGRATION='^(cluster|batching|placement|security|chaos|http|shards|stream|wire|deploy|kquant|wave3)-'
 ref_tests() {
     meson test -C build --list 2>/dev/null | sed -n 's#^strata\(:[a-z]*\)\{0,1\} / ##p' |
         while read -r t; do

@@ -2,11 +2,16 @@
  *
  *   strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K
  *                  --ffn F --vocab V --type f32|f16|bf16|q8_0|q4_0
- *                  [--seed S] [--ctx C] [--arch llama|qwen2]
+ *                  [--seed S] [--ctx C]
+ *                  [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3]
+ *                  [--head-dim N] [--sliding-window N]
  *   strata convert llama2c IN.bin OUT.gguf [--tokenizer tokenizer.bin]
  *
- * Design. Both produce a llama GGUF (synth also qwen2: q/k/v biases,
- * N(0, 0.2), after each layer's v projection) with the key and tensor
+ * Design. Both produce a llama GGUF (synth also the other architectures of
+ * common/model/arch.c's table, with the tensors each requires: qwen2's
+ * q/k/v biases N(0, 0.2) after each layer's v projection; qwen3's and
+ * gemma3's q/k norms, Gemma's post-attention and post-FFN norms, phi3's
+ * fused attn_qkv and ffn_up; and their keys, convert_synth.c) with the tensor
  * names of common/model/arch.h and the key set and order of the project's shared
  * test files (general.*, <arch>.*, then tokenizer.ggml.*), so a converted
  * stories260K.bin is byte-identical to the shared stories260K.gguf. Without
@@ -24,7 +29,11 @@
  * and appended, so a 1.1B-parameter model needs a few rows of memory, and
  * the values of a tensor do not depend on the other tensors or the dtype.
  * Matrices are N(0, 0.5 / sqrt(ne0)), which keeps every product's output
- * near unit scale whatever the width; norm weights are 1 + N(0, 0.2).
+ * near unit scale whatever the width; norm weights are 1 + N(0, 0.2). The
+ * embedding of an architecture that scales it by sqrt(n_embd) (Gemma) is
+ * N(0, 0.5 / n_embd), so that the scaled rows have the matrices' scale:
+ * with the larger one the input token's own row dominated the tied head,
+ * and greedy decoding repeated one token.
  *
  * llama2c maps the checkpoint read-only and hands the writer pointers into
  * it: llama2.c's [out][in] row-major matrices are ggml's [ne0 = in, ne1 =
@@ -47,7 +56,9 @@
 void cv_hparams_derive(st_hparams *hp)
 {
     hp->rope = hp->arch->rope;
-    hp->head_dim = hp->n_embd / hp->n_head;
+    if (hp->head_dim == 0)
+        hp->head_dim = hp->n_embd / hp->n_head;
+    hp->q_dim = hp->n_head * hp->head_dim;
     hp->kv_dim = hp->n_head_kv * hp->head_dim;
     hp->n_rot = hp->head_dim;
     hp->rms_eps = CV_RMS_EPS;
@@ -108,6 +119,18 @@ st_err cv_add_meta(st_gguf_writer *w, const char *name, st_dtype type, const st_
         e = st_gguf_writer_add_f32(w, k[ST_AK_ROPE_FREQ_BASE], hp->rope_base);
     if (!e)
         e = st_gguf_writer_add_u32(w, k[ST_AK_VOCAB_SIZE], (uint32_t)hp->n_vocab);
+    if (!e && hp->head_dim != hp->n_embd / hp->n_head)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_KEY_LENGTH], (uint32_t)hp->head_dim);
+    if (!e && hp->head_dim != hp->n_embd / hp->n_head)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_VALUE_LENGTH], (uint32_t)hp->head_dim);
+    if (!e && hp->swa_window > 0)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_SLIDING_WINDOW], (uint32_t)hp->swa_window);
+    if (!e && hp->arch->swa_own_rope)
+        e = st_gguf_writer_add_f32(w, k[ST_AK_ROPE_FREQ_BASE_SWA], hp->rope_base_swa);
+    if (!e && hp->attn_softcap > 0.0f)
+        e = st_gguf_writer_add_f32(w, k[ST_AK_ATTN_SOFTCAP], hp->attn_softcap);
+    if (!e && hp->final_softcap > 0.0f)
+        e = st_gguf_writer_add_f32(w, k[ST_AK_FINAL_SOFTCAP], hp->final_softcap);
     if (!e)
         e = st_gguf_writer_add_str(w, g[ST_AG_TOK_MODEL], "llama");
     if (!e)

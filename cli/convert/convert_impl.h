@@ -41,13 +41,19 @@ st_err cv_vocab_placeholder(cv_vocab *v, int64_t n);
 st_err cv_vocab_llama2c(cv_vocab *v, const char *path, int64_t n);
 
 /* cv_hparams_derive - the fields of hp that follow from the dimensions
- * (arch, n_embd, n_head, n_head_kv set and dividing): head and KV widths,
+ * (arch, n_embd, n_head, n_head_kv set and dividing; head_dim set, or 0 for
+ * n_embd / n_head): q and KV widths,
  * rope (all of a head's dims, the architecture's pairing) and the
  * epsilon and rope base every converted file carries (cmd_convert.c). */
 void cv_hparams_derive(st_hparams *hp);
 
 /* cv_add_meta - adds the general, <arch> and tokenizer keys of a model of
- * weight dtype type, in the shared files' order (cmd_convert.c). */
+ * weight dtype type, in the shared files' order (cmd_convert.c); after
+ * vocab_size, only where hp has them: attention.key_length and
+ * value_length (head_dim other than n_embd / n_head), attention.sliding_window
+ * (swa_window > 0), rope.freq_base_swa (architectures whose sliding-window
+ * layers have their own base), attn_logit_softcapping and
+ * final_logit_softcapping (caps > 0). */
 st_err cv_add_meta(st_gguf_writer *w, const char *name, st_dtype type, const st_hparams *hp,
                    const cv_vocab *v);
 

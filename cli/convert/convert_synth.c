@@ -14,6 +14,8 @@
 #define CV_BIAS_STD 0.2                       /* biases N(0, 0.2) */
 #define CV_MAT_SCALE 0.5                      /* matrices N(0, 0.5 / sqrt(ne0)) */
 #define CV_SYNTH_SEED_KEY "strata.synth.seed" /* Strata's own key: the seed used */
+#define CV_GEMMA3_SWA_WINDOW 512              /* Gemma 3 1B's attention.sliding_window */
+#define CV_GEMMA3_ROPE_BASE 1e6f              /* Gemma 3's global layers' rope.freq_base */
 
 typedef enum cv_kind { CV_MAT = 0, CV_NORM, CV_BIAS } cv_kind; /* norms, biases: F32 */
 
@@ -21,11 +23,18 @@ typedef struct cv_tensor {
     char name[ST_ARCH_NAME_MAX];
     int64_t ne0, ne1; /* ne1 == 0: a 1-d tensor */
     cv_kind kind;
+    bool embd_scaled; /* an embedding the model multiplies by sqrt(ne0): its
+                       * std is divided by sqrt(ne0) too */
 } cv_tensor;
 
 /* cv_tensor_list - the architecture's tensors in the shared files' order
- * (a layer's biases after its v projection); *n receives their count;
- * output.weight only if with_output. */
+ * (a layer's biases after its v projection, then its q/k norms); *n
+ * receives their count; output.weight only if with_output and the
+ * architecture does not forbid it (gemma2). Each tensor the architecture
+ * requires (common/model/arch.c's need table) is written, and no optional
+ * one, except that an architecture with a fused ffn_up (phi3) gets a fused
+ * attn_qkv [n_embd, q_dim + 2 kv_dim] instead of attn_q, attn_k and attn_v,
+ * as llama.cpp's converter writes Phi-3's qkv_proj and gate_up_proj. */
 static cv_tensor *cv_tensor_list(const st_hparams *hp, bool with_output, size_t *n)
 {
     enum { PER_LAYER = ST_AT_COUNT - ST_AT_FIRST_LAYER };
@@ -33,10 +42,13 @@ static cv_tensor *cv_tensor_list(const st_hparams *hp, bool with_output, size_t 
     cv_tensor *t = calloc(cap, sizeof *t);
     if (t == NULL)
         return NULL;
-    const int64_t kv_dim = hp->kv_dim;
+    const st_arch *a = hp->arch;
+    const bool fused_qkv = a->fused_up;
+    const int64_t kv_dim = hp->kv_dim, q_dim = hp->q_dim;
+    const int64_t up_rows = a->fused_up ? 2 * hp->n_ff : hp->n_ff; /* gate rows first */
     size_t k = 0;
     st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, t[k].name);
-    t[k].ne0 = hp->n_embd, t[k].ne1 = hp->n_vocab, k++;
+    t[k].ne0 = hp->n_embd, t[k].ne1 = hp->n_vocab, t[k].embd_scaled = a->embd_scale, k++;
     for (int64_t l = 0; l < hp->n_layer; l++) {
         const struct {
             st_arch_tensor id;
@@ -44,22 +56,32 @@ static cv_tensor *cv_tensor_list(const st_hparams *hp, bool with_output, size_t 
             cv_kind kind;
         } b[PER_LAYER] = {
             {ST_AT_ATTN_NORM, hp->n_embd, 0, CV_NORM},
-            {ST_AT_ATTN_Q, hp->n_embd, hp->n_embd, CV_MAT},
+            {ST_AT_ATTN_Q, hp->n_embd, q_dim, CV_MAT},
             {ST_AT_ATTN_K, hp->n_embd, kv_dim, CV_MAT},
             {ST_AT_ATTN_V, hp->n_embd, kv_dim, CV_MAT},
-            {ST_AT_ATTN_Q_BIAS, hp->n_embd, 0, CV_BIAS},
+            {ST_AT_ATTN_QKV, hp->n_embd, q_dim + 2 * kv_dim, CV_MAT},
+            {ST_AT_ATTN_Q_BIAS, q_dim, 0, CV_BIAS},
             {ST_AT_ATTN_K_BIAS, kv_dim, 0, CV_BIAS},
             {ST_AT_ATTN_V_BIAS, kv_dim, 0, CV_BIAS},
-            {ST_AT_ATTN_OUT, hp->n_embd, hp->n_embd, CV_MAT},
+            {ST_AT_ATTN_Q_NORM, hp->head_dim, 0, CV_NORM},
+            {ST_AT_ATTN_K_NORM, hp->head_dim, 0, CV_NORM},
+            {ST_AT_ATTN_OUT, q_dim, hp->n_embd, CV_MAT},
+            {ST_AT_ATTN_POST_NORM, hp->n_embd, 0, CV_NORM},
             {ST_AT_FFN_NORM, hp->n_embd, 0, CV_NORM},
             {ST_AT_FFN_GATE, hp->n_embd, hp->n_ff, CV_MAT},
             {ST_AT_FFN_DOWN, hp->n_ff, hp->n_embd, CV_MAT},
-            {ST_AT_FFN_UP, hp->n_embd, hp->n_ff, CV_MAT},
+            {ST_AT_FFN_UP, hp->n_embd, up_rows, CV_MAT},
+            {ST_AT_FFN_POST_NORM, hp->n_embd, 0, CV_NORM},
         };
         for (int j = 0; j < PER_LAYER; j++) {
-            if (hp->arch->need[b[j].id] != ST_AN_REQUIRED)
-                continue; /* optional tensors are not written */
-            st_arch_tensor_name(b[j].id, l, t[k].name);
+            const st_arch_tensor id = b[j].id;
+            const bool qkv_part = id == ST_AT_ATTN_Q || id == ST_AT_ATTN_K || id == ST_AT_ATTN_V;
+            bool write = a->need[id] == ST_AN_REQUIRED; /* optional tensors are not written */
+            if (fused_qkv)
+                write = id == ST_AT_ATTN_QKV || (write && !qkv_part);
+            if (!write)
+                continue;
+            st_arch_tensor_name(id, l, t[k].name);
             t[k].ne0 = b[j].ne0;
             t[k].ne1 = b[j].ne1;
             t[k].kind = b[j].kind;
@@ -68,7 +90,7 @@ static cv_tensor *cv_tensor_list(const st_hparams *hp, bool with_output, size_t 
     }
     st_arch_tensor_name(ST_AT_OUTPUT_NORM, 0, t[k].name);
     t[k].ne0 = hp->n_embd, t[k].kind = CV_NORM, k++;
-    if (with_output) {
+    if (with_output && a->need[ST_AT_OUTPUT] != ST_AN_ABSENT) {
         st_arch_tensor_name(ST_AT_OUTPUT, 0, t[k].name);
         t[k].ne0 = hp->n_embd, t[k].ne1 = hp->n_vocab, k++;
     }
@@ -122,6 +144,7 @@ typedef struct cv_synth_opts {
     st_hparams hp;
     st_dtype type;
     uint64_t seed;
+    int64_t swa_window; /* --sliding-window (0: the architecture's default) */
 } cv_synth_opts;
 
 #define CV_SYNTH_DIMS 7 /* the integer dimensions: --dim .. --ctx */
@@ -137,14 +160,37 @@ static st_err cv_type_opt(const char *v, void *dest)
     return ST_OK;
 }
 
-/* cv_arch_opt - --arch llama|qwen2 into the `const st_arch *` dest. */
+#define CV_ARCHS "llama|qwen2|qwen3|gemma2|gemma3|phi3" /* every row of arch.c's table */
+
+/* cv_arch_opt - --arch (CV_ARCHS) into the `const st_arch *` dest. */
 static st_err cv_arch_opt(const char *v, void *dest)
 {
     const st_arch *a = st_arch_by_name(v);
     if (a == NULL)
-        return st_errorf(ST_EINVAL, "'%s' is not one of llama, qwen2", v);
+        return st_errorf(ST_EINVAL, "'%s' is not one of " CV_ARCHS, v);
     *(const st_arch **)dest = a;
     return ST_OK;
+}
+
+/* cv_arch_hparams - the hyperparameters beyond the dimensions that the
+ * architecture's keys carry (cv_add_meta writes them): llama.cpp's
+ * defaults of Gemma 2's soft-caps (attention 50, final 30) and window
+ * (4096); Gemma 3's window (CV_GEMMA3_SWA_WINDOW) and bases (global
+ * CV_GEMMA3_ROPE_BASE, sliding-window layers ST_LLAMA_DEFAULT_ROPE_BASE);
+ * swa_window, when not 0, replaces the window. */
+static void cv_arch_hparams(st_hparams *hp, int64_t swa_window)
+{
+    const st_arch *a = hp->arch;
+    hp->attn_softcap = a->attn_softcap;
+    hp->final_softcap = a->final_softcap_key ? a->final_softcap : 0.0f;
+    if (a->swa_period != 0)
+        hp->swa_window = swa_window   ? swa_window
+                         : a->swa_window ? a->swa_window
+                                         : CV_GEMMA3_SWA_WINDOW;
+    if (a->swa_own_rope) {
+        hp->rope_base_swa = ST_LLAMA_DEFAULT_ROPE_BASE;
+        hp->rope_base = CV_GEMMA3_ROPE_BASE;
+    }
 }
 
 /* Parses and checks synth's arguments: CLI_OPTS_GO, or the exit status
@@ -164,16 +210,23 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
     const char *const help[] = {"hidden size",       "layers",           "attention heads",
                                 "key/value heads",   "feed-forward size", "vocabulary size",
                                 "training context"};
-    st_opt rows[CV_SYNTH_DIMS + 3] = {
+    enum { N_OTHER = 5 }; /* the rows before the dimensions */
+    st_opt rows[N_OTHER + CV_SYNTH_DIMS] = {
         {.name = "--type", .type = ST_OPT_FN, .dest = &o->type, .fn = cv_type_opt,
          .value = "f32|f16|bf16|q8_0|q4_0", .help = "the weights' dtype"},
         {.name = "--arch", .type = ST_OPT_FN, .dest = &o->hp.arch, .fn = cv_arch_opt,
-         .value = "llama|qwen2", .help = "the architecture (default llama)"},
+         .value = CV_ARCHS, .help = "the architecture (default llama)"},
         {.name = "--seed", .type = ST_OPT_U64, .dest = &o->seed, .umin = 0, .umax = UINT64_MAX,
          .value = "S", .help = "the weights' seed (default 42)"},
+        {.name = "--head-dim", .type = ST_OPT_I64, .dest = &o->hp.head_dim, .min = 2,
+         .max = 1 << 12, .value = "N",
+         .help = "values per head (default --dim / --heads; else attention.key_length)"},
+        {.name = "--sliding-window", .type = ST_OPT_I64, .dest = &o->swa_window, .min = 1,
+         .max = 1 << 24, .value = "N",
+         .help = "gemma2 and gemma3: attention.sliding_window (default 4096 and 512)"},
     };
     for (int k = 0; k < CV_SYNTH_DIMS; k++)
-        rows[3 + k] = (st_opt){.name = flags[k],
+        rows[N_OTHER + k] = (st_opt){.name = flags[k],
                                .type = ST_OPT_I64,
                                .dest = dst[k],
                                .min = 1,
@@ -187,7 +240,8 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
                       "--ffn F\n"
                       "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] "
                       "[--ctx C]\n"
-                      "                      [--arch llama|qwen2]",
+                      "                      [--arch " CV_ARCHS "]\n"
+                      "                      [--head-dim N] [--sliding-window N]",
                       rows, sizeof rows / sizeof rows[0], &o->out, 1, &n_ops, argc - 1, argv + 1);
     if (st != CLI_OPTS_GO)
         return st;
@@ -216,10 +270,16 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
                 (long long)hp->n_head_kv, (long long)hp->n_head);
         return 2;
     }
-    if ((hp->n_embd / hp->n_head) % 2 != 0) {
+    if ((hp->head_dim ? hp->head_dim : hp->n_embd / hp->n_head) % 2 != 0) {
         fprintf(stderr,
-                "strata: convert synth: head dim %lld (--dim / --heads) must be even for RoPE\n",
-                (long long)(hp->n_embd / hp->n_head));
+                "strata: convert synth: head dim %lld (--head-dim, else --dim / --heads) must be "
+                "even for RoPE\n",
+                (long long)(hp->head_dim ? hp->head_dim : hp->n_embd / hp->n_head));
+        return 2;
+    }
+    if (o->swa_window != 0 && hp->arch->swa_period == 0) {
+        fprintf(stderr, "strata: convert synth: --sliding-window: %s has no sliding-window layers\n",
+                hp->arch->name);
         return 2;
     }
     if (hp->n_vocab < CV_MIN_VOCAB) {
@@ -228,16 +288,17 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
                 (long long)hp->n_vocab, CV_MIN_VOCAB);
         return 2;
     }
+    cv_hparams_derive(hp);
     int64_t blck = st_dtype_info_of(o->type)->blck;
-    if (hp->n_embd % blck != 0 || hp->n_ff % blck != 0) {
+    if (hp->n_embd % blck != 0 || hp->n_ff % blck != 0 || hp->q_dim % blck != 0) {
         fprintf(stderr,
-                "strata: convert synth: --type %s needs --dim and --ffn multiples of %lld (got "
-                "%lld, %lld)\n",
+                "strata: convert synth: --type %s needs --dim, --ffn and --heads x head dim "
+                "multiples of %lld (got %lld, %lld, %lld)\n",
                 st_dtype_info_of(o->type)->name, (long long)blck, (long long)hp->n_embd,
-                (long long)hp->n_ff);
+                (long long)hp->n_ff, (long long)hp->q_dim);
         return 2;
     }
-    cv_hparams_derive(hp);
+    cv_arch_hparams(hp, o->swa_window);
     return CLI_OPTS_GO;
 }
 
@@ -254,9 +315,11 @@ int cv_synth(int argc, char **argv)
         return cv_fail(e);
     size_t nt;
     cv_tensor *ts = cv_tensor_list(&o.hp, true, &nt);
-    float *row = malloc((size_t)(o.hp.n_embd > o.hp.n_ff ? o.hp.n_embd : o.hp.n_ff) * sizeof *row);
-    void *qrow = malloc((size_t)(o.hp.n_embd > o.hp.n_ff ? o.hp.n_embd : o.hp.n_ff) *
-                        sizeof(float));
+    int64_t widest = 0; /* the longest row */
+    for (size_t i = 0; ts != NULL && i < nt; i++)
+        widest = ts[i].ne0 > widest ? ts[i].ne0 : widest;
+    float *row = malloc((size_t)widest * sizeof *row);
+    void *qrow = malloc((size_t)widest * sizeof(float));
     st_gguf_writer *w = NULL;
     if (ts == NULL || row == NULL || qrow == NULL) {
         e = st_errorf(ST_ENOMEM, "convert: synth buffers");
@@ -281,6 +344,8 @@ int cv_synth(int argc, char **argv)
         double std = t->kind == CV_NORM   ? CV_NORM_STD
                      : t->kind == CV_BIAS ? CV_BIAS_STD
                                           : CV_MAT_SCALE / sqrt((double)t->ne0);
+        if (t->embd_scaled)
+            std /= sqrt((double)t->ne0);
         size_t rbytes;
         if (st_row_size(dt, t->ne0, &rbytes) != ST_K_OK) {
             e = st_errorf(ST_EINTERNAL, "convert: row of '%s'", t->name);

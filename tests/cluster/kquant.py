@@ -50,12 +50,13 @@ def row_stats(ref, got):
     return (ref[top] - second) / scale, cosv
 
 
-def judge_golden(case, ids, logits, tol):
-    """The golden rule of the module docstring; returns a summary string."""
+def judge_golden(case, ids, logits, tol, golden_dir="wave2"):
+    """The golden rule of the module docstring against golden/<golden_dir>
+    (wave3.py passes "wave3"); returns a summary string."""
     margin_frac, min_cos = tol
     v = case["n_vocab"]
     exp = case["expected_ids"]
-    with open(os.path.join(SHARED, "golden", "wave2", case["logits_file"]), "rb") as f:
+    with open(os.path.join(SHARED, "golden", golden_dir, case["logits_file"]), "rb") as f:
         gold = array.array("f", f.read())
     got = array.array("f", logits)
     assert len(got) == len(ids) * v, "logits rows %d != ids %d" % (len(got) // v, len(ids))

@@ -8,8 +8,9 @@ library.
 Cases:
 - exact: shard [0, k) -> shard [k, L) with the local embedding and head, and
   with those of an embedding service (strata-embed --listen), f32 packets,
-  on synth-s-f32 and l3-synth-q8_0: the ids equal `strata run`'s, greedy
-  and sampled with a seed.
+  on synth-s-f32, l3-synth-q8_0 and w3-gemma3-q8_0 (Gemma 3: a scaled
+  embedding, q/k norms, sliding windows): the ids equal `strata run`'s,
+  greedy and sampled with a seed.
 - failover: with two replacements of [k, L) configured, the client pauses
   after N tokens (its --pause-after hold point: nothing races the
   generation), the test SIGKILLs the serving [k, L) server, lets the client
@@ -30,7 +31,9 @@ Cases:
   and id, is immutable, and answers 304 with no body to If-None-Match; bad
   row URLs 404, a bad body 400, a body over --max-body 413, a hidden state
   of the wrong size 422; /v1/logits gives sorted logprobs;
-  tokenize/detokenize.
+  tokenize/detokenize. On w3-gemma3-q8_0, /v1/embed rows equal its Q8_0
+  token_embd rows times sqrt(n_embd) bit for bit (the hidden states
+  entering layer 0).
 - embed_url: a row of `strata-embed` has one URL (issue 33), sent as raw
   bytes on a socket: /v1/embeddings/1 is 200 with row 1 of the file; 01,
   00, %31, 1%00, +1, %2B1, 1%20, 0x1, 1/, 1?x, 1?, -1 are 404 for GET and
@@ -85,7 +88,9 @@ GREEDY = ["--temp", "0"]
 # the thin client's bound when the embedding and head are remote (issue 18)
 RSS_THIN_MIB = 64
 # (model, layers, split layer k)
-MODELS = [("synth-s-f32.gguf", 6, 2), ("l3-synth-q8_0.gguf", 4, 1)]
+# (model, layers, split layer k); w3-gemma3-q8_0 (issue 35): the embedding
+# scaled by sqrt(n_embd), q/k norms, sliding windows, two rope bases
+MODELS = [("synth-s-f32.gguf", 6, 2), ("l3-synth-q8_0.gguf", 4, 1), ("w3-gemma3-q8_0.gguf", 6, 3)]
 
 
 class Servers:
@@ -370,12 +375,15 @@ def case_rss():
 # GGUF value types with a fixed size (bytes), by type number
 GGUF_FIXED = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
 GGUF_STRING, GGUF_ARRAY, GGUF_F32 = 8, 9, 0
+GGML_F32, GGML_Q8_0 = 0, 8  # tensor types
+Q8_0_BLOCK = 32  # values per Q8_0 block: f16 d, then 32 int8 q; x = d * q
 
 
 def gguf_f32_rows(path, name, ids):
-    """The rows ids of the f32 matrix `name` of a GGUF file (a reader of
-    just what this needs: the header, the key/values skipped, the tensor
-    table, the alignment)."""
+    """The rows ids of the f32 or Q8_0 matrix `name` of a GGUF file as f32
+    (Q8_0: d * q per value, as ggml dequantizes; a reader of just what this
+    needs: the header, the key/values skipped, the tensor table, the
+    alignment)."""
     import struct
     with open(path, "rb") as f:
         data = f.read()
@@ -422,9 +430,20 @@ def gguf_f32_rows(path, name, ids):
         info[nm] = (ne, take("I"), take("Q"))
     base = (off + align - 1) // align * align
     ne, typ, toff = info[name]
-    assert typ == GGUF_F32, "%s is not f32" % name
     w = ne[0]
-    return [list(struct.unpack_from("<%df" % w, data, base + toff + 4 * w * i)) for i in ids]
+    if typ == GGML_F32:
+        return [list(struct.unpack_from("<%df" % w, data, base + toff + 4 * w * i)) for i in ids]
+    assert typ == GGML_Q8_0 and w % Q8_0_BLOCK == 0, "%s is neither f32 nor q8_0" % name
+    bsize = 2 + Q8_0_BLOCK
+    rows = []
+    for i in ids:
+        row = []
+        for b in range(w // Q8_0_BLOCK):
+            o = base + toff + bsize * (w // Q8_0_BLOCK * i + b)
+            d = struct.unpack_from("<e", data, o)[0]
+            row += [d * q for q in struct.unpack_from("<%db" % Q8_0_BLOCK, data, o + 2)]
+        rows.append(f32(row))  # d * q is exact in a double: one rounding, as in f32
+    return rows
 
 
 def f32(row):
@@ -498,6 +517,35 @@ def case_embed():
         assert st == 200 and PROMPT in json.loads(b)["text"], b
         print("/v1/logits top 5 %s; tokenize/detokenize round trip" % [t["id"] for t in top])
         assert p.p.poll() is None, "the service died"
+    finally:
+        p.kill()
+        p.p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    embed_scaled_rows()
+
+
+def embed_scaled_rows():
+    """Gemma's embedding (issue 35): w3-gemma3-q8_0's /v1/embed rows are
+    the hidden states entering layer 0, the file's Q8_0 rows times
+    sqrt(n_embd) (f32, as llama.cpp's ggml_scale), bit for bit."""
+    import json
+    import math
+    m = model("w3-gemma3-q8_0.gguf")
+    tmp = tempfile.mkdtemp(prefix="strata-embed-")
+    p = Proc(tmp, "embed", [EMBED, "--model", m, "--http", "127.0.0.1:0", "--threads", "1"])
+    try:
+        u = p.wait_line(r"http on (http://\S+)").group(1)
+        ids = [0, 5, 17, 2999]
+        rows = gguf_f32_rows(m, "token_embd.weight", ids)
+        scale = f32([math.sqrt(len(rows[0]))])[0]  # sqrtf: a double sqrt rounded once more
+        want = [f32([x * scale for x in r]) for r in rows]
+        st, _, b = http(u + "/v1/embed", json.dumps({"token_ids": ids}).encode())
+        assert st == 200, b
+        got = [f32(r) for r in json.loads(b)["rows"]]
+        assert got == want, "w3-gemma3 /v1/embed rows differ from token_embd's x sqrt(%d)" % (
+            len(rows[0]))
+        print("w3-gemma3-q8_0 /v1/embed: %d rows equal token_embd's (Q8_0) x sqrt(%d) bit for bit"
+              % (len(got), len(rows[0])))
     finally:
         p.kill()
         p.p.wait()

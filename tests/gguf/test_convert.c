@@ -463,6 +463,113 @@ START_TEST(test_synth_qwen2)
 }
 END_TEST
 
+/* shape of tensor name in g: ne0, ne1 (0 for a 1-d tensor), or -1, -1 when absent */
+static void shape_of(const st_gguf *g, const char *name, int64_t ne[2])
+{
+    const st_gguf_tensor *t = st_gguf_find_tensor(g, name);
+    ne[0] = t ? t->ne[0] : -1;
+    ne[1] = t ? (t->n_dims > 1 ? t->ne[1] : 0) : -1;
+}
+
+/* --arch qwen3|gemma2|gemma3|phi3: the tensors and keys llama.cpp's loaders
+ * of those architectures read (src/models/<arch>.cpp: qwen3's q/k norms of
+ * head_dim and attn_q of heads x head_dim, with attention.key_length;
+ * Gemma's post norms, gemma2 without output.weight; the soft-caps, windows
+ * and swa base; phi3's fused attn_qkv and ffn_up [n_embd, 2 n_ff] without
+ * ffn_gate), spelled here as llama.cpp spells them. */
+START_TEST(test_synth_wave3)
+{
+    char *dir = tmpdir_make();
+    struct {
+        const char *arch, *head_dim; /* --head-dim, or NULL */
+        const char *present[4], *absent[3];
+        const char *name[3]; /* [0]: tensor whose shape is checked; keys */
+        int64_t ne[2];
+    } rows[] = {
+        {"qwen3", "64",
+         {"blk.1.attn_q_norm.weight", "blk.1.attn_k_norm.weight", "output.weight", NULL},
+         {"blk.0.attn_qkv.weight", "blk.0.post_attention_norm.weight", NULL},
+         {"blk.0.attn_q.weight"}, {128, 256}},
+        {"gemma2", NULL,
+         {"blk.1.post_attention_norm.weight", "blk.1.post_ffw_norm.weight",
+          "blk.0.ffn_gate.weight", NULL},
+         {"output.weight", "blk.0.attn_q_norm.weight", NULL},
+         {"blk.0.ffn_up.weight"}, {128, 352}},
+        {"gemma3", NULL,
+         {"blk.1.post_attention_norm.weight", "blk.1.post_ffw_norm.weight",
+          "blk.1.attn_q_norm.weight", "blk.1.attn_k_norm.weight"},
+         {"blk.0.attn_qkv.weight", NULL},
+         {"blk.0.attn_k_norm.weight"}, {32, 0}},
+        {"phi3", NULL,
+         {"blk.1.attn_qkv.weight", "output.weight", NULL},
+         {"blk.0.attn_q.weight", "blk.0.ffn_gate.weight", "blk.0.attn_k.weight"},
+         {"blk.1.ffn_up.weight"}, {128, 704}},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char out[4200];
+        snprintf(out, sizeof out, "%s/%s.gguf", dir, rows[i].arch);
+        const char *args[32] = {"convert", "synth", out,       "--dim",   "128",        "--layers",
+                                "2",       "--heads", "4",     "--kv-heads", "2",       "--ffn",
+                                "352",     "--vocab", "300",   "--type",  "q8_0",       "--arch",
+                                rows[i].arch};
+        int n = 19;
+        if (rows[i].head_dim != NULL)
+            args[n++] = "--head-dim", args[n++] = rows[i].head_dim;
+        args[n] = NULL;
+        ck_assert_msg(run(args) == 0, "%s: %s", rows[i].arch, cv_err);
+        st_gguf *g;
+        ck_assert(st_gguf_open(out, &g) == ST_OK);
+        st_gguf_str arch;
+        ck_assert(st_gguf_get_str(g, "general.architecture", &arch) == ST_OK &&
+                  st_gguf_str_eq(arch, rows[i].arch));
+        for (int k = 0; k < 4 && rows[i].present[k]; k++)
+            ck_assert_msg(st_gguf_find_tensor(g, rows[i].present[k]) != NULL, "%s: no %s",
+                          rows[i].arch, rows[i].present[k]);
+        for (int k = 0; k < 3 && rows[i].absent[k]; k++)
+            ck_assert_msg(st_gguf_find_tensor(g, rows[i].absent[k]) == NULL, "%s: has %s",
+                          rows[i].arch, rows[i].absent[k]);
+        int64_t ne[2];
+        shape_of(g, rows[i].name[0], ne);
+        ck_assert_msg(ne[0] == rows[i].ne[0] && ne[1] == rows[i].ne[1], "%s: %s is [%lld, %lld]",
+                      rows[i].arch, rows[i].name[0], (long long)ne[0], (long long)ne[1]);
+        char key[128];
+        uint32_t u;
+        float f;
+        snprintf(key, sizeof key, "%s.attention.key_length", rows[i].arch);
+        st_err ek = st_gguf_get_u32(g, key, &u);
+        ck_assert_msg(rows[i].head_dim ? ek == ST_OK && u == 64 : ek == ST_EMISSING, "%s", key);
+        snprintf(key, sizeof key, "%s.attention.sliding_window", rows[i].arch);
+        ek = st_gguf_get_u32(g, key, &u);
+        const bool gemma = strncmp(rows[i].arch, "gemma", 5) == 0;
+        ck_assert_msg(gemma ? ek == ST_OK && u == (rows[i].arch[5] == '2' ? 4096 : 512)
+                            : ek == ST_EMISSING,
+                      "%s", key);
+        snprintf(key, sizeof key, "%s.attn_logit_softcapping", rows[i].arch);
+        ek = st_gguf_get_f32(g, key, &f);
+        const bool g2 = strcmp(rows[i].arch, "gemma2") == 0;
+        ck_assert_msg(g2 ? ek == ST_OK && f == 50.0f : ek == ST_EMISSING, "%s", key);
+        snprintf(key, sizeof key, "%s.final_logit_softcapping", rows[i].arch);
+        ek = st_gguf_get_f32(g, key, &f);
+        ck_assert_msg(g2 ? ek == ST_OK && f == 30.0f : ek == ST_EMISSING, "%s", key);
+        snprintf(key, sizeof key, "%s.rope.freq_base_swa", rows[i].arch);
+        ek = st_gguf_get_f32(g, key, &f);
+        const bool g3 = strcmp(rows[i].arch, "gemma3") == 0;
+        ck_assert_msg(g3 ? ek == ST_OK && f == 10000.0f : ek == ST_EMISSING, "%s", key);
+        st_gguf_close(g);
+    }
+    char bad[4200];
+    snprintf(bad, sizeof bad, "%s/bad.gguf", dir);
+    const char *no_swa[] = {"convert", "synth",   bad, "--dim", "128", "--layers", "1",
+                            "--heads", "4",       "--kv-heads", "2", "--ffn", "128", "--vocab",
+                            "300",     "--type",  "f32", "--arch", "qwen3", "--sliding-window",
+                            "16",      NULL};
+    ck_assert_int_eq(run(no_swa), 2);
+    ck_assert_msg(strstr(cv_err, "qwen3") != NULL, "%s", cv_err);
+    ck_assert(!exists(bad));
+    tmpdir_rm(dir);
+}
+END_TEST
+
 START_TEST(test_synth_bad_args)
 {
     char *dir = tmpdir_make();
@@ -523,6 +630,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_synth_deterministic);
     tcase_add_test(tc, test_synth_bad_args);
     tcase_add_test(tc, test_synth_qwen2);
+    tcase_add_test(tc, test_synth_wave3);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
