@@ -139,6 +139,20 @@ void avx512_r8_q4_k_groups(int64_t n, const void *w, size_t w_stride, int64_t g0
 void avx512_r8_q6_k_groups(int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
+/* avx2_mul_mat_q4_1 .. _iq4_xs (legacy_avx2.c) - the mul_mat contract for
+ * Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS weights (activations in Q8_1, Q8_0,
+ * Q8_1, Q8_0, Q8_K), bit-identical to the reference (legacy.h's order). */
+void avx2_mul_mat_q4_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_q5_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
 /* ki_load1 - element k of a t row (F32, F16 or BF16) as f32: the tails of
  * the float products of every x86 variant. */
 static inline __attribute__((always_inline)) float ki_load1(st_dtype t, const void *p, int64_t k)

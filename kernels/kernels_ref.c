@@ -26,6 +26,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kquant.h"
+#include "kernels/legacy.h"
 #include "kernels/repack.h"
 
 /* ---- conversions to float ---- */
@@ -459,13 +460,21 @@ static const st_kernel_ops ref_ops = {
                  [ST_DT_Q4_K] = st_kq_to_float_q4_k,
                  [ST_DT_Q5_K] = st_kq_to_float_q5_k,
                  [ST_DT_Q6_K] = st_kq_to_float_q6_k,
-                 [ST_DT_Q8_K] = st_kq_to_float_q8_k},
+                 [ST_DT_Q8_K] = st_kq_to_float_q8_k,
+                 /* legacy and IQ4 quants (legacy_ref.c) */
+                 [ST_DT_Q4_1] = st_lg_to_float_q4_1,
+                 [ST_DT_Q5_0] = st_lg_to_float_q5_0,
+                 [ST_DT_Q5_1] = st_lg_to_float_q5_1,
+                 [ST_DT_IQ4_NL] = st_lg_to_float_iq4_nl,
+                 [ST_DT_IQ4_XS] = st_lg_to_float_iq4_xs,
+                 [ST_DT_Q8_1] = st_lg_to_float_q8_1},
     .from_float = {[ST_DT_F32] = st_ref_f32_from_float,
                    [ST_DT_F16] = ref_f16_from_float,
                    [ST_DT_BF16] = ref_bf16_from_float,
                    [ST_DT_Q8_0] = ref_q8_0_from_float,
                    [ST_DT_Q4_0] = ref_q4_0_from_float,
-                   [ST_DT_Q8_K] = st_kq_from_float_q8_k},
+                   [ST_DT_Q8_K] = st_kq_from_float_q8_k,
+                   [ST_DT_Q8_1] = st_lg_from_float_q8_1},
     .mul_mat = {[ST_DT_F32] = ref_mul_mat_f32,
                 [ST_DT_F16] = ref_mul_mat_f16,
                 [ST_DT_BF16] = ref_mul_mat_bf16,
@@ -475,7 +484,12 @@ static const st_kernel_ops ref_ops = {
                 [ST_DT_Q3_K] = st_kq_mul_mat_q3_k,
                 [ST_DT_Q4_K] = st_kq_mul_mat_q4_k,
                 [ST_DT_Q5_K] = st_kq_mul_mat_q5_k,
-                [ST_DT_Q6_K] = st_kq_mul_mat_q6_k},
+                [ST_DT_Q6_K] = st_kq_mul_mat_q6_k,
+                [ST_DT_Q4_1] = st_lg_mul_mat_q4_1,
+                [ST_DT_Q5_0] = st_lg_mul_mat_q5_0,
+                [ST_DT_Q5_1] = st_lg_mul_mat_q5_1,
+                [ST_DT_IQ4_NL] = st_lg_mul_mat_iq4_nl,
+                [ST_DT_IQ4_XS] = st_lg_mul_mat_iq4_xs},
     .mul_mat_r8 = {[ST_DT_Q8_0] = ref_mul_mat_r8_q8_0,
                    [ST_DT_Q4_0] = ref_mul_mat_r8_q4_0,
                    [ST_DT_Q4_K] = ref_mul_mat_r8_q4_k,

@@ -1,0 +1,228 @@
+/* legacy_x86.h - the parts of the x86 products of the legacy and IQ4 quants
+ * (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS) shared by the AVX2 (legacy_avx2.c)
+ * and AVX-512 (legacy_avx512.c) variants: unpacking 32 values to signed
+ * bytes, the panel of 8 weight rows, the activation side of a unit and the
+ * float step. Needs AVX2 + F16C (every including file is compiled with
+ * them). Private to kernels/.
+ *
+ * Design. Every type is brought to one form: per 32-value unit of a weight
+ * row, 32 signed quants q in element order (|q| <= 127: Q4_1 0..15, Q5_0
+ * -16..15, Q5_1 0..31, IQ4 levels -127..113), held as |q| and q (for its
+ * signs), so a unit's products with 32 activation quants x (|x| <= 127)
+ * are |q| * sign(x, q) in unsigned-by-signed byte products, whose pair sums
+ * (<= 2 * 127 * 127) fit int16: every integer sum is exact. 8 weight rows'
+ * units are unpacked once into a panel of LX_PANEL_UNITS units (about 17
+ * KiB on the stack) and used by every activation row; each activation row
+ * then gets, per unit, one int32 lane per weight row holding the unit's
+ * sumi (the variant's dot8), and lx_step adds it with legacy.h's float
+ * formula lane by lane: the reference's scalar operations in its order, so
+ * results equal legacy_ref.c bit for bit. A group of fewer than 8 rows (the
+ * end of [i0, i1)) repeats its last row in the missing lanes and stores
+ * only its own. */
+#ifndef ST_KERNELS_LEGACY_X86_H
+#define ST_KERNELS_LEGACY_X86_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/legacy.h"
+
+#define LX_ROWS 8         /* weight rows of a panel: one float lane each */
+#define LX_PANEL_UNITS 32 /* 32-value units per panel (a multiple of ST_IQ4_SUBS) */
+#define LX_Q5_BIAS 16     /* Q5_0 quants are q - 16 */
+
+typedef struct lx_panel {
+    __m256i a[LX_PANEL_UNITS][LX_ROWS]; /* |q| of unit u of row r */
+    __m256i q[LX_PANEL_UNITS][LX_ROWS]; /* q (the signs) */
+    __m256 d[LX_PANEL_UNITS];  /* the rows' d_w (IQ4_XS: of the unit's super-block) */
+    __m256 m[LX_PANEL_UNITS];  /* Q4_1 / Q5_1: the rows' m_w */
+    __m256i sc[LX_PANEL_UNITS]; /* IQ4_XS: the rows' ls - 32 of the unit */
+} lx_panel;
+
+/* lx_x - the activation side of one unit: its 32 quants and its scales
+ * (sx: Q8_1's s, else 0). */
+typedef struct lx_x {
+    __m256i v;
+    float dx, sx;
+} lx_x;
+
+static inline float lx_h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* lx_block_bytes - bytes of one block of weight dtype t. */
+static inline size_t lx_block_bytes(st_dtype t)
+{
+    switch (t) {
+    case ST_DT_Q4_1:
+        return sizeof(st_block_q4_1);
+    case ST_DT_Q5_0:
+        return sizeof(st_block_q5_0);
+    case ST_DT_Q5_1:
+        return sizeof(st_block_q5_1);
+    case ST_DT_IQ4_NL:
+        return sizeof(st_block_iq4_nl);
+    default:
+        return sizeof(st_block_iq4_xs);
+    }
+}
+
+/* lx_nibbles - the 32 nibbles of qs (16 bytes) as bytes in element order. */
+static inline __m256i lx_nibbles(const uint8_t *qs)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i b = _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0f));
+}
+
+/* lx_fifth - byte k = 16 if bit k of the little-endian 32-bit qh is set,
+ * else 0: byte k / 8 of qh is spread over bytes 8 (k / 8) .. 8 (k / 8) + 7
+ * (each 128-bit lane holds the whole word), then bit k % 8 is tested. */
+static inline __m256i lx_fifth(const uint8_t *qh)
+{
+    int32_t h;
+    memcpy(&h, qh, sizeof h);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                            2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(h), spread);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(1 << 4));
+}
+
+/* lx_levels - the IQ4 levels of 32 nibbles (bytes 0..15). */
+static inline __m256i lx_levels(__m256i nib)
+{
+    const __m128i t = _mm_loadu_si128((const __m128i *)st_iq4nl_values);
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(t), nib);
+}
+
+/* lx_unpack - the signed quants of unit u of row (type t; IQ4_XS: sub-block
+ * u % 8 of super-block u / 8, without its scale). */
+static inline __attribute__((always_inline)) __m256i lx_unpack(st_dtype t, const uint8_t *row,
+                                                               int64_t u)
+{
+    switch (t) {
+    case ST_DT_Q4_1:
+        return lx_nibbles(((const st_block_q4_1 *)(const void *)row)[u].qs);
+    case ST_DT_Q5_0: {
+        const st_block_q5_0 *b = (const st_block_q5_0 *)(const void *)row + u;
+        return _mm256_sub_epi8(_mm256_or_si256(lx_nibbles(b->qs), lx_fifth(b->qh)),
+                               _mm256_set1_epi8(LX_Q5_BIAS));
+    }
+    case ST_DT_Q5_1: {
+        const st_block_q5_1 *b = (const st_block_q5_1 *)(const void *)row + u;
+        return _mm256_or_si256(lx_nibbles(b->qs), lx_fifth(b->qh));
+    }
+    case ST_DT_IQ4_NL:
+        return lx_levels(lx_nibbles(((const st_block_iq4_nl *)(const void *)row)[u].qs));
+    default: {
+        const st_block_iq4_xs *b = (const st_block_iq4_xs *)(const void *)row + u / ST_IQ4_SUBS;
+        return lx_levels(lx_nibbles(b->qs + (u % ST_IQ4_SUBS) * (ST_QK / 2)));
+    }
+    }
+}
+
+/* lx_panel_build - units [u0, u0 + nu) of the nr (1..8) rows at w (rows ws
+ * bytes apart) into P; lanes r >= nr repeat row nr - 1. */
+static inline __attribute__((always_inline)) void lx_panel_build(st_dtype t, lx_panel *P,
+                                                                 const uint8_t *w, size_t ws,
+                                                                 int nr, int64_t u0, int64_t nu)
+{
+    const size_t bb = lx_block_bytes(t);
+    const uint8_t *row[LX_ROWS];
+    for (int r = 0; r < LX_ROWS; r++)
+        row[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
+    for (int64_t k = 0; k < nu; k++) {
+        const int64_t u = u0 + k;
+        const int64_t blk = t == ST_DT_IQ4_XS ? u / ST_IQ4_SUBS : u;
+        uint16_t d[LX_ROWS], m[LX_ROWS];
+        int32_t sc[LX_ROWS];
+        for (int r = 0; r < LX_ROWS; r++) {
+            const __m256i q = lx_unpack(t, row[r], u);
+            P->a[k][r] = _mm256_abs_epi8(q);
+            P->q[k][r] = q;
+            const uint8_t *b = row[r] + (size_t)blk * bb;
+            memcpy(&d[r], b, sizeof d[r]); /* d is every block's first field */
+            m[r] = 0;
+            sc[r] = 0;
+            if (t == ST_DT_Q4_1 || t == ST_DT_Q5_1)
+                memcpy(&m[r], b + sizeof(uint16_t), sizeof m[r]); /* m follows d */
+            if (t == ST_DT_IQ4_XS)
+                sc[r] = st_iq4xs_scale((const st_block_iq4_xs *)(const void *)b,
+                                       (int)(u % ST_IQ4_SUBS));
+        }
+        P->d[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
+        P->m[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m));
+        P->sc[k] = _mm256_loadu_si256((const __m256i *)sc);
+    }
+}
+
+/* lx_x_at - unit u of the activation row xr of weight type t (Q8_0 for
+ * Q5_0 and IQ4_NL, Q8_1 for Q4_1 and Q5_1, Q8_K for IQ4_XS). */
+static inline __attribute__((always_inline)) lx_x lx_x_at(st_dtype t, const uint8_t *xr, int64_t u)
+{
+    lx_x o;
+    o.sx = 0.0f;
+    if (t == ST_DT_Q4_1 || t == ST_DT_Q5_1) {
+        const st_block_q8_1 *b = (const st_block_q8_1 *)(const void *)xr + u;
+        o.v = _mm256_loadu_si256((const __m256i *)b->qs);
+        o.dx = lx_h2f(b->d);
+        o.sx = lx_h2f(b->s);
+    } else if (t == ST_DT_IQ4_XS) {
+        const st_block_q8_k *b = (const st_block_q8_k *)(const void *)xr + u / ST_IQ4_SUBS;
+        o.v = _mm256_loadu_si256((const __m256i *)(b->qs + (u % ST_IQ4_SUBS) * ST_QK));
+        o.dx = b->d;
+    } else {
+        const st_block_q8_0 *b = (const st_block_q8_0 *)(const void *)xr + u;
+        o.v = _mm256_loadu_si256((const __m256i *)b->qs);
+        o.dx = lx_h2f(b->d);
+    }
+    return o;
+}
+
+/* lx_step - unit k of P (global unit u) with lane r = the exact sumi of
+ * row r: legacy.h's float step per lane. IQ4_XS adds (ls - 32) * sumi to
+ * the integer sum *si and takes the float step at the super-block's last
+ * sub-block (then clears *si). */
+static inline __attribute__((always_inline)) __m256 lx_step(st_dtype t, const lx_panel *P,
+                                                            int64_t k, int64_t u, __m256i s8,
+                                                            const lx_x *x, __m256 acc, __m256i *si)
+{
+    const __m256 dx = _mm256_set1_ps(x->dx);
+    if (t == ST_DT_IQ4_XS) {
+        *si = _mm256_add_epi32(*si, _mm256_mullo_epi32(s8, P->sc[k]));
+        if (u % ST_IQ4_SUBS != ST_IQ4_SUBS - 1)
+            return acc;
+        const __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(*si), _mm256_mul_ps(P->d[k], dx));
+        *si = _mm256_setzero_si256();
+        return _mm256_add_ps(acc, term);
+    }
+    const __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(s8), _mm256_mul_ps(P->d[k], dx));
+    if (t == ST_DT_Q4_1 || t == ST_DT_Q5_1)
+        return _mm256_add_ps(
+            acc, _mm256_add_ps(term, _mm256_mul_ps(P->m[k], _mm256_set1_ps(x->sx))));
+    return _mm256_add_ps(acc, term);
+}
+
+/* lx_store - the nr (1..8) lanes of acc to y[0..nr). */
+static inline void lx_store(float *y, __m256 acc, int nr)
+{
+    if (nr == LX_ROWS) {
+        _mm256_storeu_ps(y, acc);
+        return;
+    }
+    float t[LX_ROWS];
+    _mm256_storeu_ps(t, acc);
+    memcpy(y, t, sizeof(float) * (size_t)nr);
+}
+
+/* lx_load - acc from y[0..nr) (the other lanes 0). */
+static inline __m256 lx_load(const float *y, int nr)
+{
+    if (nr == LX_ROWS)
+        return _mm256_loadu_ps(y);
+    float t[LX_ROWS] = {0};
+    memcpy(t, y, sizeof(float) * (size_t)nr);
+    return _mm256_loadu_ps(t);
+}
+
+#endif
