@@ -7,18 +7,20 @@
  *
  * Design. Every type is brought to one form: per 32-value unit of a weight
  * row, 32 signed quants q in element order (|q| <= 127: Q4_1 0..15, Q5_0
- * -16..15, Q5_1 0..31, IQ4 levels -127..113), held as |q| and q (for its
- * signs), so a unit's products with 32 activation quants x (|x| <= 127)
- * are |q| * sign(x, q) in unsigned-by-signed byte products, whose pair sums
- * (<= 2 * 127 * 127) fit int16: every integer sum is exact. 8 weight rows'
- * units are unpacked once into a panel of LX_PANEL_UNITS units (about 17
- * KiB on the stack) and used by every activation row; each activation row
- * then gets, per unit, one int32 lane per weight row holding the unit's
- * sumi (the variant's dot8), and lx_step adds it with legacy.h's float
- * formula lane by lane: the reference's scalar operations in its order, so
- * results equal legacy_ref.c bit for bit. A group of fewer than 8 rows (the
- * end of [i0, i1)) repeats its last row in the missing lanes and stores
- * only its own. */
+ * -16..15, Q5_1 0..31, IQ4 levels -127..113), so a unit's products with 32
+ * activation quants x (|x| <= 127) are unsigned-by-signed byte products:
+ * q * x directly for the unsigned types (Q4_1, Q5_1), |q| * sign(x, q)
+ * otherwise, whose pair sums (<= 2 * 127 * 127) fit int16: every integer
+ * sum is exact. The variants take 8 weight rows at a time, either unit by
+ * unit (one activation row: unpacked and used at once) or through a panel
+ * of LX_PANEL_UNITS units of the 8 rows unpacked once (about 19 KiB on the
+ * stack) and used by every activation row; either way each activation row
+ * gets, per unit, one int32 lane per weight row holding the unit's sumi,
+ * and lx_step adds it with legacy.h's float formula lane by lane: the
+ * reference's scalar operations in its order, so results equal
+ * legacy_ref.c bit for bit whichever path ran. A group of fewer than 8
+ * rows (the end of [i0, i1)) repeats its last row in the missing lanes and
+ * stores only its own. */
 #ifndef ST_KERNELS_LEGACY_X86_H
 #define ST_KERNELS_LEGACY_X86_H
 
@@ -31,12 +33,18 @@
 #define LX_PANEL_UNITS 32 /* 32-value units per panel (a multiple of ST_IQ4_SUBS) */
 #define LX_Q5_BIAS 16     /* Q5_0 quants are q - 16 */
 
+/* lx_scales - the float and integer scales of one unit of 8 rows: d_w
+ * (IQ4_XS: of the unit's super-block, set at its last sub-block only), m_w
+ * (Q4_1 / Q5_1), ls - 32 (IQ4_XS). */
+typedef struct lx_scales {
+    __m256 d, m;
+    __m256i sc;
+} lx_scales;
+
 typedef struct lx_panel {
-    __m256i a[LX_PANEL_UNITS][LX_ROWS]; /* |q| of unit u of row r */
+    __m256i a[LX_PANEL_UNITS][LX_ROWS]; /* |q| of unit u of row r (Q4_1, Q5_1: q) */
     __m256i q[LX_PANEL_UNITS][LX_ROWS]; /* q (the signs) */
-    __m256 d[LX_PANEL_UNITS];  /* the rows' d_w (IQ4_XS: of the unit's super-block) */
-    __m256 m[LX_PANEL_UNITS];  /* Q4_1 / Q5_1: the rows' m_w */
-    __m256i sc[LX_PANEL_UNITS]; /* IQ4_XS: the rows' ls - 32 of the unit */
+    lx_scales s[LX_PANEL_UNITS];
 } lx_panel;
 
 /* lx_x - the activation side of one unit: its 32 quants and its scales
@@ -121,38 +129,66 @@ static inline __attribute__((always_inline)) __m256i lx_unpack(st_dtype t, const
     }
 }
 
-/* lx_panel_build - units [u0, u0 + nu) of the nr (1..8) rows at w (rows ws
- * bytes apart) into P; lanes r >= nr repeat row nr - 1. */
-static inline __attribute__((always_inline)) void lx_panel_build(st_dtype t, lx_panel *P,
-                                                                 const uint8_t *w, size_t ws,
-                                                                 int nr, int64_t u0, int64_t nu)
+/* lx_unsigned - whether t's quants are all >= 0 (Q4_1, Q5_1): their
+ * products need no sign trick (maddubs(q, x) directly). */
+static inline int lx_unsigned(st_dtype t) { return t == ST_DT_Q4_1 || t == ST_DT_Q5_1; }
+
+/* lx_rows - the 8 row pointers of the nr (1..8) rows at w, ws bytes apart;
+ * lanes r >= nr repeat row nr - 1. */
+static inline void lx_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *row[LX_ROWS])
 {
-    const size_t bb = lx_block_bytes(t);
-    const uint8_t *row[LX_ROWS];
     for (int r = 0; r < LX_ROWS; r++)
         row[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
-    for (int64_t k = 0; k < nu; k++) {
-        const int64_t u = u0 + k;
-        const int64_t blk = t == ST_DT_IQ4_XS ? u / ST_IQ4_SUBS : u;
-        uint16_t d[LX_ROWS], m[LX_ROWS];
+}
+
+/* lx_scales8 - the scales of unit u of the 8 rows. The f16 d and m
+ * (every block's first two 16-bit fields) are loaded 16 bytes per row (a
+ * block is at least 18 bytes) and interleaved. */
+static inline __attribute__((always_inline)) void lx_scales8(st_dtype t,
+                                                             const uint8_t *const row[LX_ROWS],
+                                                             int64_t u, lx_scales *s)
+{
+    const size_t bb = lx_block_bytes(t);
+    const int64_t blk = t == ST_DT_IQ4_XS ? u / ST_IQ4_SUBS : u;
+    if (t == ST_DT_IQ4_XS) {
         int32_t sc[LX_ROWS];
+        for (int r = 0; r < LX_ROWS; r++)
+            sc[r] = st_iq4xs_scale((const st_block_iq4_xs *)(const void *)(row[r] + blk * bb),
+                                   (int)(u % ST_IQ4_SUBS));
+        s->sc = _mm256_loadu_si256((const __m256i *)sc);
+        if (u % ST_IQ4_SUBS != ST_IQ4_SUBS - 1)
+            return;
+    }
+    __m128i l[LX_ROWS];
+    for (int r = 0; r < LX_ROWS; r++)
+        l[r] = _mm_loadu_si128((const __m128i *)(row[r] + (size_t)blk * bb));
+    const __m128i ab = _mm_unpacklo_epi32(_mm_unpacklo_epi16(l[0], l[1]),
+                                          _mm_unpacklo_epi16(l[2], l[3])); /* d0-3 | m0-3 */
+    const __m128i cd = _mm_unpacklo_epi32(_mm_unpacklo_epi16(l[4], l[5]),
+                                          _mm_unpacklo_epi16(l[6], l[7])); /* d4-7 | m4-7 */
+    s->d = _mm256_cvtph_ps(_mm_unpacklo_epi64(ab, cd));
+    if (lx_unsigned(t))
+        s->m = _mm256_cvtph_ps(_mm_unpackhi_epi64(ab, cd));
+}
+
+/* lx_abs - what the byte products take as unsigned: |q|, or q itself for
+ * the unsigned types. */
+static inline __attribute__((always_inline)) __m256i lx_abs(st_dtype t, __m256i q)
+{
+    return lx_unsigned(t) ? q : _mm256_abs_epi8(q);
+}
+
+/* lx_panel_build - units [u0, u0 + nu) of the 8 rows into P. */
+static inline __attribute__((always_inline)) void lx_panel_build(st_dtype t, lx_panel *P,
+                                                                 const uint8_t *const row[LX_ROWS],
+                                                                 int64_t u0, int64_t nu)
+{
+    for (int64_t k = 0; k < nu; k++) {
         for (int r = 0; r < LX_ROWS; r++) {
-            const __m256i q = lx_unpack(t, row[r], u);
-            P->a[k][r] = _mm256_abs_epi8(q);
-            P->q[k][r] = q;
-            const uint8_t *b = row[r] + (size_t)blk * bb;
-            memcpy(&d[r], b, sizeof d[r]); /* d is every block's first field */
-            m[r] = 0;
-            sc[r] = 0;
-            if (t == ST_DT_Q4_1 || t == ST_DT_Q5_1)
-                memcpy(&m[r], b + sizeof(uint16_t), sizeof m[r]); /* m follows d */
-            if (t == ST_DT_IQ4_XS)
-                sc[r] = st_iq4xs_scale((const st_block_iq4_xs *)(const void *)b,
-                                       (int)(u % ST_IQ4_SUBS));
+            P->q[k][r] = lx_unpack(t, row[r], u0 + k);
+            P->a[k][r] = lx_abs(t, P->q[k][r]);
         }
-        P->d[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d));
-        P->m[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m));
-        P->sc[k] = _mm256_loadu_si256((const __m256i *)sc);
+        lx_scales8(t, row, u0 + k, &P->s[k]);
     }
 }
 
@@ -179,28 +215,58 @@ static inline __attribute__((always_inline)) lx_x lx_x_at(st_dtype t, const uint
     return o;
 }
 
-/* lx_step - unit k of P (global unit u) with lane r = the exact sumi of
- * row r: legacy.h's float step per lane. IQ4_XS adds (ls - 32) * sumi to
- * the integer sum *si and takes the float step at the super-block's last
+/* lx_step - the unit u with scales sc and lane r = the exact sumi of row
+ * r: legacy.h's float step per lane. IQ4_XS adds (ls - 32) * sumi to the
+ * integer sum *si and takes the float step at the super-block's last
  * sub-block (then clears *si). */
-static inline __attribute__((always_inline)) __m256 lx_step(st_dtype t, const lx_panel *P,
-                                                            int64_t k, int64_t u, __m256i s8,
-                                                            const lx_x *x, __m256 acc, __m256i *si)
+static inline __attribute__((always_inline)) __m256 lx_step(st_dtype t, const lx_scales *sc,
+                                                            int64_t u, __m256i s8, const lx_x *x,
+                                                            __m256 acc, __m256i *si)
 {
     const __m256 dx = _mm256_set1_ps(x->dx);
     if (t == ST_DT_IQ4_XS) {
-        *si = _mm256_add_epi32(*si, _mm256_mullo_epi32(s8, P->sc[k]));
+        *si = _mm256_add_epi32(*si, _mm256_mullo_epi32(s8, sc->sc));
         if (u % ST_IQ4_SUBS != ST_IQ4_SUBS - 1)
             return acc;
-        const __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(*si), _mm256_mul_ps(P->d[k], dx));
+        const __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(*si), _mm256_mul_ps(sc->d, dx));
         *si = _mm256_setzero_si256();
         return _mm256_add_ps(acc, term);
     }
-    const __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(s8), _mm256_mul_ps(P->d[k], dx));
-    if (t == ST_DT_Q4_1 || t == ST_DT_Q5_1)
-        return _mm256_add_ps(
-            acc, _mm256_add_ps(term, _mm256_mul_ps(P->m[k], _mm256_set1_ps(x->sx))));
+    const __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(s8), _mm256_mul_ps(sc->d, dx));
+    if (lx_unsigned(t))
+        return _mm256_add_ps(acc,
+                             _mm256_add_ps(term, _mm256_mul_ps(sc->m, _mm256_set1_ps(x->sx))));
     return _mm256_add_ps(acc, term);
+}
+
+/* lx_pf - the prefetch of the next group of 8 rows (contiguous, 8 * ws
+ * bytes from base) spread over the nu units of the current one: a slice
+ * of step bytes per unit (the hardware prefetcher does not keep up with 8
+ * short row streams; see kernels_avx2_q.c). */
+typedef struct lx_pf {
+    const uint8_t *base; /* NULL: no prefetch */
+    size_t len, step;
+} lx_pf;
+
+/* lx_pf_of - the prefetch of the 8 rows at base (ws bytes apart) over nu
+ * units, or none when !on. */
+static inline lx_pf lx_pf_of(int on, const uint8_t *base, size_t ws, int64_t nu)
+{
+    const size_t len = LX_ROWS * ws;
+    const size_t line = 64;
+    lx_pf p = {on ? base : NULL, len, ((len + (size_t)nu - 1) / (size_t)nu + line - 1) & ~(line - 1)};
+    return p;
+}
+
+/* lx_prefetch - slice u of pf. */
+static inline void lx_prefetch(const lx_pf *pf, int64_t u)
+{
+    if (pf->base == NULL)
+        return;
+    const size_t o0 = (size_t)u * pf->step;
+    const size_t o1 = o0 + pf->step < pf->len ? o0 + pf->step : pf->len;
+    for (size_t o = o0; o < o1; o += 64)
+        _mm_prefetch((const char *)(pf->base + o), _MM_HINT_T0);
 }
 
 /* lx_store - the nr (1..8) lanes of acc to y[0..nr). */
