@@ -558,7 +558,8 @@ static const st_kernel_ops a2_ops = {
 const st_kernel_ops *st_kernels_avx2_table(void) { return &a2_ops; }
 
 /* The AVX-512 variant: this table with the 512-bit K-quant products of
- * kquant_avx512.c (bit-identical to the AVX2 ones) and the 16-lane float
+ * kquant_avx512.c and the legacy / IQ4 products of legacy_avx512.c
+ * (bit-identical to the AVX2 ones) and the 16-lane float
  * products of kernels_avx512_f.c (their own order, within the float bound);
  * every other kernel is the AVX2 one. Defined here to share the static AVX2
  * kernels; holds no AVX-512 instruction itself. */
@@ -600,11 +601,11 @@ static const st_kernel_ops a5_ops = {
                 [ST_DT_Q4_K] = avx512_mul_mat_q4_k,
                 [ST_DT_Q5_K] = avx512_mul_mat_q5_k,
                 [ST_DT_Q6_K] = avx512_mul_mat_q6_k,
-                [ST_DT_Q4_1] = avx2_mul_mat_q4_1,
-                [ST_DT_Q5_0] = avx2_mul_mat_q5_0,
-                [ST_DT_Q5_1] = avx2_mul_mat_q5_1,
-                [ST_DT_IQ4_NL] = avx2_mul_mat_iq4_nl,
-                [ST_DT_IQ4_XS] = avx2_mul_mat_iq4_xs},
+                [ST_DT_Q4_1] = avx512_mul_mat_q4_1,
+                [ST_DT_Q5_0] = avx512_mul_mat_q5_0,
+                [ST_DT_Q5_1] = avx512_mul_mat_q5_1,
+                [ST_DT_IQ4_NL] = avx512_mul_mat_iq4_nl,
+                [ST_DT_IQ4_XS] = avx512_mul_mat_iq4_xs},
     .mul_mat_r8 = {[ST_DT_Q8_0] = avx512_mul_mat_r8_q8_0,
                    [ST_DT_Q4_0] = avx512_mul_mat_r8_q4_0,
                    [ST_DT_Q4_K] = avx512_mul_mat_r8_q4_k,
