@@ -165,11 +165,9 @@ void avx512_mul_mat_q5_0(int64_t n, const void *w, size_t w_stride, int64_t i0, 
 void avx512_mul_mat_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 void avx512_mul_mat_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                           const void *x, size_t x_stride, int64_t nx, float *y,
-                           int64_t y_stride);
+                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 void avx512_mul_mat_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                           const void *x, size_t x_stride, int64_t nx, float *y,
-                           int64_t y_stride);
+                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
 /* ki_load1 - element k of a t row (F32, F16 or BF16) as f32: the tails of
  * the float products of every x86 variant. */

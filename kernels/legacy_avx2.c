@@ -86,9 +86,9 @@ static inline __m256i la_fifth2(const uint8_t *qa, const uint8_t *qb, int h)
     const __m256i words = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(wa)),
                                                   _mm_set1_epi32(wb), 1);
     const char b0 = (char)(2 * h), b1 = (char)(2 * h + 1);
-    const __m256i spread =
-        _mm256_setr_epi8(b0, b0, b0, b0, b0, b0, b0, b0, b1, b1, b1, b1, b1, b1, b1, b1, b0, b0, b0,
-                         b0, b0, b0, b0, b0, b1, b1, b1, b1, b1, b1, b1, b1);
+    const __m256i spread = _mm256_setr_epi8(b0, b0, b0, b0, b0, b0, b0, b0, b1, b1, b1, b1, b1, b1,
+                                            b1, b1, b0, b0, b0, b0, b0, b0, b0, b0, b1, b1, b1, b1,
+                                            b1, b1, b1, b1);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     const __m256i bytes = _mm256_shuffle_epi8(words, spread);
     const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
@@ -101,9 +101,8 @@ static inline __m256i la_fifth2(const uint8_t *qa, const uint8_t *qb, int h)
  * Pair sums of unsigned quants (<= 31) or of Q5_0's (|q| <= 16) stay
  * below 2^15 when two products are added in int16; IQ4 levels (<= 127)
  * are widened first. */
-static inline __attribute__((always_inline)) __m256i la_pair_lanes(st_dtype t, const uint8_t *ra,
-                                                                   const uint8_t *rb, int64_t u,
-                                                                   __m256i xlo, __m256i xhi)
+static inline __attribute__((always_inline)) __m256i
+la_pair_lanes(st_dtype t, const uint8_t *ra, const uint8_t *rb, int64_t u, __m256i xlo, __m256i xhi)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -118,23 +117,26 @@ static inline __attribute__((always_inline)) __m256i la_pair_lanes(st_dtype t, c
         hi = _mm256_or_si256(hi, la_fifth2(ha, hb, 1));
     }
     if (lx_unsigned(t))
-        return _mm256_madd_epi16(
-            _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi)), ones);
+        return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo),
+                                                  _mm256_maddubs_epi16(hi, xhi)),
+                                 ones);
     if (t == ST_DT_Q5_0) {
         lo = _mm256_sub_epi8(lo, _mm256_set1_epi8(LX_Q5_BIAS));
         hi = _mm256_sub_epi8(hi, _mm256_set1_epi8(LX_Q5_BIAS));
-        return _mm256_madd_epi16(
-            _mm256_add_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(xlo, lo)),
-                             _mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(xhi, hi))),
-            ones);
+        return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lo),
+                                                                       _mm256_sign_epi8(xlo, lo)),
+                                                  _mm256_maddubs_epi16(_mm256_abs_epi8(hi),
+                                                                       _mm256_sign_epi8(xhi, hi))),
+                                 ones);
     }
     lo = lx_levels(lo);
     hi = lx_levels(hi);
-    return _mm256_add_epi32(
-        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(xlo, lo)),
-                          ones),
-        _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(xhi, hi)),
-                          ones));
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(lo),
+                                                                   _mm256_sign_epi8(xlo, lo)),
+                                              ones),
+                            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(hi),
+                                                                   _mm256_sign_epi8(xhi, hi)),
+                                              ones));
 }
 
 /* la_direct - the 8 rows (nr of them stored) against one activation row
@@ -169,11 +171,9 @@ static inline __attribute__((always_inline)) void la_direct(st_dtype t, int64_t 
  * below LA_PANEL_NX activation rows each unit is unpacked per chunk of up
  * to LA_DIRECT_NX of them (la_direct), from LA_PANEL_NX on a panel at a
  * time is unpacked once and used by every activation row. */
-static inline __attribute__((always_inline)) void la_mul_mat(st_dtype t, int64_t n, const void *wv,
-                                                             size_t w_stride, int64_t i0,
-                                                             int64_t i1, const void *xv,
-                                                             size_t x_stride, int64_t nx,
-                                                             float *y, int64_t y_stride)
+static inline __attribute__((always_inline)) void
+la_mul_mat(st_dtype t, int64_t n, const void *wv, size_t w_stride, int64_t i0, int64_t i1,
+           const void *xv, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     const uint8_t *w = wv;
     const uint8_t *x = xv;

@@ -57,12 +57,9 @@ static inline __attribute__((always_inline)) __m256i la5_dot8(st_dtype t, const 
 }
 
 /* la5_mul_mat - the mul_mat contract for weight type t (see the top). */
-static inline __attribute__((always_inline)) void la5_mul_mat(st_dtype t, int64_t n,
-                                                              const void *wv, size_t w_stride,
-                                                              int64_t i0, int64_t i1,
-                                                              const void *xv, size_t x_stride,
-                                                              int64_t nx, float *y,
-                                                              int64_t y_stride)
+static inline __attribute__((always_inline)) void
+la5_mul_mat(st_dtype t, int64_t n, const void *wv, size_t w_stride, int64_t i0, int64_t i1,
+            const void *xv, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     const uint8_t *w = wv;
     const uint8_t *x = xv;
@@ -118,8 +115,7 @@ void avx512_mul_mat_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, 
 }
 
 void avx512_mul_mat_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                           const void *x, size_t x_stride, int64_t nx, float *y,
-                           int64_t y_stride)
+                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     if (nx < LA5_PANEL_NX)
         avx2_mul_mat_iq4_nl(n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
@@ -128,8 +124,7 @@ void avx512_mul_mat_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0
 }
 
 void avx512_mul_mat_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
-                           const void *x, size_t x_stride, int64_t nx, float *y,
-                           int64_t y_stride)
+                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     if (nx < LA5_PANEL_NX)
         avx2_mul_mat_iq4_xs(n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);

@@ -65,8 +65,7 @@ static void lg_unpack(st_dtype t, const void *row, int64_t u, int q[ST_QK])
         lg_nibbles(((const st_block_iq4_nl *)row)[u].qs, q);
         break;
     default: /* ST_DT_IQ4_XS */
-        lg_nibbles(((const st_block_iq4_xs *)row)[u / ST_IQ4_SUBS].qs +
-                       (u % ST_IQ4_SUBS) * LG_HALF,
+        lg_nibbles(((const st_block_iq4_xs *)row)[u / ST_IQ4_SUBS].qs + (u % ST_IQ4_SUBS) * LG_HALF,
                    q);
         break;
     }
@@ -133,8 +132,7 @@ void st_lg_to_float_iq4_xs(const void *src, float *dst, int64_t n)
         int q[ST_QK];
         lg_unpack(ST_DT_IQ4_XS, src, u, q);
         const st_block_iq4_xs *blk = &b[u / ST_IQ4_SUBS];
-        const float dl =
-            st_f16_to_f32(blk->d) * (float)st_iq4xs_scale(blk, (int)(u % ST_IQ4_SUBS));
+        const float dl = st_f16_to_f32(blk->d) * (float)st_iq4xs_scale(blk, (int)(u % ST_IQ4_SUBS));
         for (int k = 0; k < ST_QK; k++)
             dst[u * ST_QK + k] = dl * (float)q[k];
     }

@@ -144,9 +144,8 @@ static inline void lx_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *r
 /* lx_scales8 - the scales of unit u of the 8 rows. The f16 d and m
  * (every block's first two 16-bit fields) are loaded 16 bytes per row (a
  * block is at least 18 bytes) and interleaved. */
-static inline __attribute__((always_inline)) void lx_scales8(st_dtype t,
-                                                             const uint8_t *const row[LX_ROWS],
-                                                             int64_t u, lx_scales *s)
+static inline __attribute__((always_inline)) void
+lx_scales8(st_dtype t, const uint8_t *const row[LX_ROWS], int64_t u, lx_scales *s)
 {
     const size_t bb = lx_block_bytes(t);
     const int64_t blk = t == ST_DT_IQ4_XS ? u / ST_IQ4_SUBS : u;
@@ -179,9 +178,8 @@ static inline __attribute__((always_inline)) __m256i lx_abs(st_dtype t, __m256i 
 }
 
 /* lx_panel_build - units [u0, u0 + nu) of the 8 rows into P. */
-static inline __attribute__((always_inline)) void lx_panel_build(st_dtype t, lx_panel *P,
-                                                                 const uint8_t *const row[LX_ROWS],
-                                                                 int64_t u0, int64_t nu)
+static inline __attribute__((always_inline)) void
+lx_panel_build(st_dtype t, lx_panel *P, const uint8_t *const row[LX_ROWS], int64_t u0, int64_t nu)
 {
     for (int64_t k = 0; k < nu; k++) {
         for (int r = 0; r < LX_ROWS; r++) {
@@ -234,8 +232,7 @@ static inline __attribute__((always_inline)) __m256 lx_step(st_dtype t, const lx
     }
     const __m256 term = _mm256_mul_ps(_mm256_cvtepi32_ps(s8), _mm256_mul_ps(sc->d, dx));
     if (lx_unsigned(t))
-        return _mm256_add_ps(acc,
-                             _mm256_add_ps(term, _mm256_mul_ps(sc->m, _mm256_set1_ps(x->sx))));
+        return _mm256_add_ps(acc, _mm256_add_ps(term, _mm256_mul_ps(sc->m, _mm256_set1_ps(x->sx))));
     return _mm256_add_ps(acc, term);
 }
 
@@ -254,7 +251,8 @@ static inline lx_pf lx_pf_of(int on, const uint8_t *base, size_t ws, int64_t nu)
 {
     const size_t len = LX_ROWS * ws;
     const size_t line = 64;
-    lx_pf p = {on ? base : NULL, len, ((len + (size_t)nu - 1) / (size_t)nu + line - 1) & ~(line - 1)};
+    lx_pf p = {on ? base : NULL, len,
+               ((len + (size_t)nu - 1) / (size_t)nu + line - 1) & ~(line - 1)};
     return p;
 }
 

@@ -35,10 +35,12 @@
 #define TQO_N_FILES 11                       /* the files the JSON must cover */
 #define TQO_Q8_1_N 4096 /* values of the Q8_1 quantizer's input (gen_kquant_ref.c's) */
 
-static const char *const tqo_files[TQO_N_FILES] = {
-    "synth-s-q2_k.gguf",  "synth-s-q3_k_m.gguf", "synth-s-q4_k_m.gguf",  "synth-s-q5_k_m.gguf",
-    "synth-s-q6_k.gguf",  "synth-s-bf16.gguf",   "w3-qwen3-q4_1.gguf",   "w3-qwen3-q5_0.gguf",
-    "w3-qwen3-q5_1.gguf", "w3-qwen3-iq4_nl.gguf", "w3-qwen3-iq4_xs.gguf"};
+static const char *const tqo_files[TQO_N_FILES] = {"synth-s-q2_k.gguf",   "synth-s-q3_k_m.gguf",
+                                                   "synth-s-q4_k_m.gguf", "synth-s-q5_k_m.gguf",
+                                                   "synth-s-q6_k.gguf",   "synth-s-bf16.gguf",
+                                                   "w3-qwen3-q4_1.gguf",  "w3-qwen3-q5_0.gguf",
+                                                   "w3-qwen3-q5_1.gguf",  "w3-qwen3-iq4_nl.gguf",
+                                                   "w3-qwen3-iq4_xs.gguf"};
 
 /* tqo_fnv1a64 - FNV-1a 64 of n bytes, continuing from h (the same as
  * gen_kquant_ref.c's). */
@@ -205,8 +207,8 @@ START_TEST(test_q8_1_equals_llama_cpp)
     char got[17];
     snprintf(got, sizeof got, "%016llx", (unsigned long long)tqo_fnv1a64(TQO_FNV_OFFSET, b, rs));
     ck_assert_msg(strcmp(got, digest->valuestring) == 0,
-                  "%s: Q8_1 blocks digest %s, llama.cpp's quantize_row_q8_1_ref %s", ops->name,
-                  got, digest->valuestring);
+                  "%s: Q8_1 blocks digest %s, llama.cpp's quantize_row_q8_1_ref %s", ops->name, got,
+                  digest->valuestring);
     printf("kquant oracle: %s q8_1 quantizer equal to llama.cpp's on %d values\n", ops->name,
            TQO_Q8_1_N);
     free(x);

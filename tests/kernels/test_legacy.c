@@ -28,14 +28,13 @@
 #include "tests/kernels/tk_suites.h"
 #include "tests/kernels/tk_util.h"
 
-#define TL_U 0x1p-24 /* float's unit roundoff */
+#define TL_U 0x1p-24     /* float's unit roundoff */
 #define TL_MAX_BLOCK 136 /* the largest block here (IQ4_XS) */
 /* a Q8_1 value's error in units of amax / 127: half a step, plus 127 times
  * the f16 rounding of d (2^-11), plus slack */
 #define TL_Q8_ERR 0.57f
 
-static const st_dtype tl_types[] = {ST_DT_Q4_1, ST_DT_Q5_0, ST_DT_Q5_1, ST_DT_IQ4_NL,
-                                    ST_DT_IQ4_XS};
+static const st_dtype tl_types[] = {ST_DT_Q4_1, ST_DT_Q5_0, ST_DT_Q5_1, ST_DT_IQ4_NL, ST_DT_IQ4_XS};
 #define TL_NTYPES (sizeof tl_types / sizeof tl_types[0])
 
 /* ggml's kvalues_iq4nl, written out again here (the oracle of the layout) */
@@ -110,7 +109,8 @@ START_TEST(test_layouts)
         }
         ops->to_float[ST_DT_IQ4_XS](&bxs, y, ST_QK_K);
         for (int k = 0; k < ST_QK_K; k++)
-            ck_assert_float_eq(y[k], (d * (float)(ls[k / ST_QK] - 32)) * (float)tl_levels[c[k] & 15]);
+            ck_assert_float_eq(y[k],
+                               (d * (float)(ls[k / ST_QK] - 32)) * (float)tl_levels[c[k] & 15]);
     }
 }
 END_TEST
@@ -125,7 +125,7 @@ START_TEST(test_q8_1)
     st_block_q8_0 *q0 = tk_alloc(sizeof(st_block_q8_0) * nb);
     for (int rep = 0; rep < 100; rep++) {
         tk_fill(&r, x, n, ldexpf(1.0f, rep % 12 - 2)); /* f16 d stays normal */
-        if (rep % 3 == 1) /* an all-zero block */
+        if (rep % 3 == 1)                              /* an all-zero block */
             memset(x + 2 * ST_QK, 0, sizeof(float) * ST_QK);
         ops->from_float[ST_DT_Q8_1](x, q, n);
         ops->from_float[ST_DT_Q8_0](x, q0, n);
@@ -285,8 +285,7 @@ START_TEST(test_simd_equals_ref)
                 ops->mul_mat[t](n, w, ws, 0, m, x, xs, nx, got, m);
                 ck_assert_msg(memcmp(got, want, sizeof(float) * (size_t)(m * nx)) == 0,
                               "%s %s n %lld m %lld nx %lld: differs from ref", ops->name,
-                              st_dtype_info_of(t)->name, (long long)n, (long long)m,
-                              (long long)nx);
+                              st_dtype_info_of(t)->name, (long long)n, (long long)m, (long long)nx);
                 for (int64_t cut = 3; cut <= 8; cut += 5) {
                     if (cut >= m)
                         continue;
