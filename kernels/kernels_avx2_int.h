@@ -154,6 +154,20 @@ void avx2_mul_mat_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, 
 void avx2_mul_mat_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
+/* avx2_mul_mat_r8_q4_1 .. _iq4_xs (legacy_avx2.c) - the mul_mat_r8
+ * contract of kernels.h for the same types (R8 layout of repack.h),
+ * results bit-identical to the reference on the plain matrix. */
+void avx2_mul_mat_r8_q4_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_r8_q5_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_r8_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_r8_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_r8_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
 /* avx512_mul_mat_q4_1 .. _iq4_xs (legacy_avx512.c, built with AVX-512
  * F/BW/VL/VNNI) - the same contract and results as avx2_mul_mat_q4_1 ..
  * _iq4_xs, with VNNI products from 2 activation rows on; only called

@@ -31,12 +31,19 @@
  * IQ4_NL / IQ4_XS quant indexes (|level| <= 127). */
 extern const int8_t st_iq4nl_values[16];
 
+/* st_iq4xs_scale_of - the signed scale ls - 32 of sub-block s (0..7) of an
+ * IQ4_XS block with these scales_h and scales_l[4]. */
+static inline int st_iq4xs_scale_of(uint16_t scales_h, const uint8_t *scales_l, int s)
+{
+    const int lo = (scales_l[s / 2] >> (4 * (s % 2))) & 0x0f;
+    const int hi = (scales_h >> (2 * s)) & 3;
+    return (lo | (hi << 4)) - ST_IQ4_SCALE_BIAS;
+}
+
 /* st_iq4xs_scale - the signed scale ls - 32 of sub-block s (0..7) of b. */
 static inline int st_iq4xs_scale(const st_block_iq4_xs *b, int s)
 {
-    const int lo = (b->scales_l[s / 2] >> (4 * (s % 2))) & 0x0f;
-    const int hi = (b->scales_h >> (2 * s)) & 3;
-    return (lo | (hi << 4)) - ST_IQ4_SCALE_BIAS;
+    return st_iq4xs_scale_of(b->scales_h, b->scales_l, s);
 }
 
 /* st_lg_to_float_<t> - dequantize n values (n a multiple of t's block) as

@@ -12,7 +12,10 @@
  *    are unpacked once into a panel, and per activation row each row's
  *    unit gives 8 int32 lanes (maddubs, madd), reduced by hadds.
  * Both give the exact integer sums, then lx_step's float step, so results
- * are bit-identical to legacy_ref.c. */
+ * are bit-identical to legacy_ref.c. The same paths read weights in the
+ * R8 layout of kernels/repack.h (mul_mat_r8: whole groups here, a range's
+ * partial groups by the reference), only the addresses of a unit's bytes
+ * differing (lx_qs_of, lx_scales8). */
 #include <immintrin.h>
 
 #include "kernels/kernels_avx2_int.h"
@@ -53,29 +56,6 @@ static inline __attribute__((always_inline)) __m256i la_dot8(st_dtype t, const _
     return la_reduce8(p);
 }
 
-/* la_qs_qh - where unit u of a row of t keeps its nibbles and (Q5_0,
- * Q5_1; else NULL) its fifth bits. */
-static inline __attribute__((always_inline)) const uint8_t *la_qs(st_dtype t, const uint8_t *row,
-                                                                  int64_t u, const uint8_t **qh)
-{
-    *qh = NULL;
-    switch (t) {
-    case ST_DT_Q4_1:
-        return ((const st_block_q4_1 *)(const void *)row)[u].qs;
-    case ST_DT_Q5_0:
-        *qh = ((const st_block_q5_0 *)(const void *)row)[u].qh;
-        return ((const st_block_q5_0 *)(const void *)row)[u].qs;
-    case ST_DT_Q5_1:
-        *qh = ((const st_block_q5_1 *)(const void *)row)[u].qh;
-        return ((const st_block_q5_1 *)(const void *)row)[u].qs;
-    case ST_DT_IQ4_NL:
-        return ((const st_block_iq4_nl *)(const void *)row)[u].qs;
-    default:
-        return ((const st_block_iq4_xs *)(const void *)row)[u / ST_IQ4_SUBS].qs +
-               (u % ST_IQ4_SUBS) * (ST_QK / 2);
-    }
-}
-
 /* la_fifth2 - the fifth bits (as 16) of values [16 h, 16 h + 16) of two
  * rows: row a's qh in the low 128 bits, row b's in the high ones. */
 static inline __m256i la_fifth2(const uint8_t *qa, const uint8_t *qb, int h)
@@ -96,19 +76,20 @@ static inline __m256i la_fifth2(const uint8_t *qa, const uint8_t *qb, int h)
 }
 
 /* la_pair_lanes - 8 int32 lanes: the low 4 sum to the exact products of
- * unit u of row ra with the activation quants, the high 4 those of row
- * rb; xlo / xhi hold activation values 0..15 / 16..31 in both halves.
- * Pair sums of unsigned quants (<= 31) or of Q5_0's (|q| <= 16) stay
- * below 2^15 when two products are added in int16; IQ4 levels (<= 127)
- * are widened first. */
+ * unit u of lane p with the activation quants, the high 4 those of lane
+ * p + 4 (layouts as lx_qs_of's); xlo / xhi hold activation values 0..15 /
+ * 16..31 in both halves. Pair sums of unsigned quants (<= 31) or of
+ * Q5_0's (|q| <= 16) stay below 2^15 when two products are added in
+ * int16; IQ4 levels (<= 127) are widened first. */
 static inline __attribute__((always_inline)) __m256i
-la_pair_lanes(st_dtype t, const uint8_t *ra, const uint8_t *rb, int64_t u, __m256i xlo, __m256i xhi)
+la_pair_lanes(st_dtype t, int r8, const uint8_t *const row[LX_ROWS], int p, int64_t u, __m256i xlo,
+              __m256i xhi)
 {
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const uint8_t *ha, *hb;
-    const uint8_t *qa = la_qs(t, ra, u, &ha);
-    const uint8_t *qb = la_qs(t, rb, u, &hb);
+    const uint8_t *qa = lx_qs_of(t, r8, row, p, u, &ha);
+    const uint8_t *qb = lx_qs_of(t, r8, row, p + LX_ROWS / 2, u, &hb);
     const __m256i v = _mm256_loadu2_m128i((const __m128i *)qb, (const __m128i *)qa);
     __m256i lo = _mm256_and_si256(v, m4);
     __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
@@ -139,11 +120,11 @@ la_pair_lanes(st_dtype t, const uint8_t *ra, const uint8_t *rb, int64_t u, __m25
                                               ones));
 }
 
-/* la_direct - the 8 rows (nr of them stored) against one activation row
- * xr, each unit unpacked and used at once, rows r and r + 4 sharing a
- * vector (one per 128-bit half), so the 8 rows' sums come out of three
- * hadds in row order. */
-static inline __attribute__((always_inline)) void la_direct(st_dtype t, int64_t nu,
+/* la_direct - the 8 lanes (nr of them stored) against one activation row
+ * xr, each unit unpacked and used at once, lanes p and p + 4 sharing a
+ * vector (one per 128-bit half), so the 8 lanes' sums come out of three
+ * hadds in lane order. */
+static inline __attribute__((always_inline)) void la_direct(st_dtype t, int r8, int64_t nu,
                                                             const uint8_t *const row[LX_ROWS],
                                                             int nr, const uint8_t *xr, float *y,
                                                             const lx_pf *pf)
@@ -156,23 +137,23 @@ static inline __attribute__((always_inline)) void la_direct(st_dtype t, int64_t 
         const __m256i xlo = _mm256_permute2x128_si256(xu.v, xu.v, 0x00); /* x[0..16) twice */
         const __m256i xhi = _mm256_permute2x128_si256(xu.v, xu.v, 0x11); /* x[16..32) twice */
         __m256i v[LX_ROWS / 2];
-        for (int r = 0; r < LX_ROWS / 2; r++)
-            v[r] = la_pair_lanes(t, row[r], row[r + LX_ROWS / 2], u, xlo, xhi);
+        for (int p = 0; p < LX_ROWS / 2; p++)
+            v[p] = la_pair_lanes(t, r8, row, p, u, xlo, xhi);
         const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]); /* [0 0 1 1 | 4 4 5 5] */
         const __m256i h23 = _mm256_hadd_epi32(v[2], v[3]); /* [2 2 3 3 | 6 6 7 7] */
         lx_scales sc;
-        lx_scales8(t, row, u, &sc);
+        lx_scales8(t, r8, row, u, &sc);
         acc = lx_step(t, &sc, u, _mm256_hadd_epi32(h01, h23), &xu, acc, &si);
     }
     lx_store(y, acc, nr);
 }
 
-/* la_mul_mat - the mul_mat contract for weight type t: groups of 8 rows;
- * below LA_PANEL_NX activation rows each unit is unpacked per chunk of up
- * to LA_DIRECT_NX of them (la_direct), from LA_PANEL_NX on a panel at a
- * time is unpacked once and used by every activation row. */
+/* la_mul_mat - the mul_mat contract for weight type t over rows [i0, i1)
+ * (R8, r8 = 1: whole groups only): groups of 8 rows; below LA_PANEL_NX
+ * activation rows la_direct, from LA_PANEL_NX on a panel at a time is
+ * unpacked once and used by every activation row. */
 static inline __attribute__((always_inline)) void
-la_mul_mat(st_dtype t, int64_t n, const void *wv, size_t w_stride, int64_t i0, int64_t i1,
+la_mul_mat(st_dtype t, int r8, int64_t n, const void *wv, size_t w_stride, int64_t i0, int64_t i1,
            const void *xv, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
     const uint8_t *w = wv;
@@ -188,13 +169,13 @@ la_mul_mat(st_dtype t, int64_t n, const void *wv, size_t w_stride, int64_t i0, i
                 /* the next group while reading this one the first time */
                 const lx_pf pf = lx_pf_of(j == 0 && i + LX_ROWS < i1, row[0] + LX_ROWS * w_stride,
                                           w_stride, nu);
-                la_direct(t, nu, row, nr, x + (size_t)j * x_stride, y + j * y_stride + i, &pf);
+                la_direct(t, r8, nu, row, nr, x + (size_t)j * x_stride, y + j * y_stride + i, &pf);
             }
             continue;
         }
         for (int64_t u0 = 0; u0 < nu; u0 += LX_PANEL_UNITS) {
             const int64_t np = nu - u0 < LX_PANEL_UNITS ? nu - u0 : LX_PANEL_UNITS;
-            lx_panel_build(t, &P, row, u0, np);
+            lx_panel_build(t, r8, &P, row, u0, np);
             for (int64_t j = 0; j < nx; j++) {
                 const uint8_t *xr = x + (size_t)j * x_stride;
                 float *yr = y + j * y_stride + i;
@@ -211,32 +192,93 @@ la_mul_mat(st_dtype t, int64_t n, const void *wv, size_t w_stride, int64_t i0, i
     }
 }
 
+/* la_r8_groups - the st_r8_groups_fn of the five types: whole groups
+ * [g0, g1) of an R8 matrix. */
+static void la_r8_groups(st_dtype t, int64_t n, const void *w, size_t w_stride, int64_t g0,
+                         int64_t g1, const void *x, size_t x_stride, int64_t nx, float *y,
+                         int64_t y_stride)
+{
+    const int64_t i0 = LX_ROWS * g0, i1 = LX_ROWS * g1;
+    switch (t) {
+    case ST_DT_Q4_1:
+        la_mul_mat(ST_DT_Q4_1, 1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+        return;
+    case ST_DT_Q5_0:
+        la_mul_mat(ST_DT_Q5_0, 1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+        return;
+    case ST_DT_Q5_1:
+        la_mul_mat(ST_DT_Q5_1, 1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+        return;
+    case ST_DT_IQ4_NL:
+        la_mul_mat(ST_DT_IQ4_NL, 1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+        return;
+    default:
+        la_mul_mat(ST_DT_IQ4_XS, 1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+        return;
+    }
+}
+
 void avx2_mul_mat_q4_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    la_mul_mat(ST_DT_Q4_1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    la_mul_mat(ST_DT_Q4_1, 0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void avx2_mul_mat_q5_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    la_mul_mat(ST_DT_Q5_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    la_mul_mat(ST_DT_Q5_0, 0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void avx2_mul_mat_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                        const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    la_mul_mat(ST_DT_Q5_1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    la_mul_mat(ST_DT_Q5_1, 0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void avx2_mul_mat_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    la_mul_mat(ST_DT_IQ4_NL, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    la_mul_mat(ST_DT_IQ4_NL, 0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void avx2_mul_mat_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    la_mul_mat(ST_DT_IQ4_XS, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    la_mul_mat(ST_DT_IQ4_XS, 0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+}
+
+void avx2_mul_mat_r8_q4_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    st_r8_mul_mat_groups(ST_DT_Q4_1, la_r8_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
+}
+
+void avx2_mul_mat_r8_q5_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    st_r8_mul_mat_groups(ST_DT_Q5_0, la_r8_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
+}
+
+void avx2_mul_mat_r8_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    st_r8_mul_mat_groups(ST_DT_Q5_1, la_r8_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
+}
+
+void avx2_mul_mat_r8_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    st_r8_mul_mat_groups(ST_DT_IQ4_NL, la_r8_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
+}
+
+void avx2_mul_mat_r8_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
+{
+    st_r8_mul_mat_groups(ST_DT_IQ4_XS, la_r8_groups, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                         y_stride);
 }

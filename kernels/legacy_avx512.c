@@ -71,7 +71,7 @@ la5_mul_mat(st_dtype t, int64_t n, const void *wv, size_t w_stride, int64_t i0, 
         lx_rows(w + (size_t)i * w_stride, w_stride, nr, row);
         for (int64_t u0 = 0; u0 < nu; u0 += LX_PANEL_UNITS) {
             const int64_t np = nu - u0 < LX_PANEL_UNITS ? nu - u0 : LX_PANEL_UNITS;
-            lx_panel_build(t, &P, row, u0, np);
+            lx_panel_build(t, 0, &P, row, u0, np);
             for (int64_t j = 0; j < nx; j++) {
                 const uint8_t *xr = x + (size_t)j * x_stride;
                 float *yr = y + j * y_stride + i;

@@ -25,9 +25,11 @@
 #define ST_KERNELS_LEGACY_X86_H
 
 #include <immintrin.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "kernels/legacy.h"
+#include "kernels/repack.h"
 
 #define LX_ROWS 8         /* weight rows of a panel: one float lane each */
 #define LX_PANEL_UNITS 32 /* 32-value units per panel (a multiple of ST_IQ4_SUBS) */
@@ -55,6 +57,10 @@ typedef struct lx_x {
 } lx_x;
 
 static inline float lx_h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* lx_unsigned - whether t's quants are all >= 0 (Q4_1, Q5_1): their
+ * products need no sign trick (maddubs(q, x) directly). */
+static inline int lx_unsigned(st_dtype t) { return t == ST_DT_Q4_1 || t == ST_DT_Q5_1; }
 
 /* lx_block_bytes - bytes of one block of weight dtype t. */
 static inline size_t lx_block_bytes(st_dtype t)
@@ -103,35 +109,62 @@ static inline __m256i lx_levels(__m256i nib)
     return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(t), nib);
 }
 
-/* lx_unpack - the signed quants of unit u of row (type t; IQ4_XS: sub-block
- * u % 8 of super-block u / 8, without its scale). */
-static inline __attribute__((always_inline)) __m256i lx_unpack(st_dtype t, const uint8_t *row,
-                                                               int64_t u)
+/* lx_qs_of - where unit u of lane r keeps its 16 nibble bytes, and in *qh
+ * (Q5_0, Q5_1; else NULL) its 4 bytes of fifth bits. Plain layout (r8 =
+ * 0): row[r] is the lane's row; R8 layout (r8 = 1, kernels/repack.h):
+ * row[0] is the group's first row, every lane in that group. */
+static inline __attribute__((always_inline)) const uint8_t *
+lx_qs_of(st_dtype t, int r8, const uint8_t *const row[LX_ROWS], int r, int64_t u,
+         const uint8_t **qh)
 {
+    const size_t bb = lx_block_bytes(t);
+    const int64_t blk = t == ST_DT_IQ4_XS ? u / ST_IQ4_SUBS : u;
+    const size_t sub = (size_t)(u % ST_IQ4_SUBS);
+    *qh = NULL;
+    if (r8) {
+        const uint8_t *g = row[0] + (size_t)blk * LX_ROWS * bb;
+        if (t == ST_DT_IQ4_XS)
+            return g + ST_R8_XS_QS + ST_QK / 2 * (LX_ROWS * sub + (size_t)r);
+        if (t == ST_DT_Q5_0 || t == ST_DT_Q5_1)
+            *qh = g + ST_R8_LG_QH(t) + sizeof(uint32_t) * (size_t)r;
+        return g + ST_R8_LG_QS(t) + ST_QK / 2 * (size_t)r;
+    }
+    const uint8_t *b = row[r] + (size_t)blk * bb;
     switch (t) {
     case ST_DT_Q4_1:
-        return lx_nibbles(((const st_block_q4_1 *)(const void *)row)[u].qs);
-    case ST_DT_Q5_0: {
-        const st_block_q5_0 *b = (const st_block_q5_0 *)(const void *)row + u;
-        return _mm256_sub_epi8(_mm256_or_si256(lx_nibbles(b->qs), lx_fifth(b->qh)),
-                               _mm256_set1_epi8(LX_Q5_BIAS));
-    }
-    case ST_DT_Q5_1: {
-        const st_block_q5_1 *b = (const st_block_q5_1 *)(const void *)row + u;
-        return _mm256_or_si256(lx_nibbles(b->qs), lx_fifth(b->qh));
-    }
+        return b + offsetof(st_block_q4_1, qs);
+    case ST_DT_Q5_0:
+        *qh = b + offsetof(st_block_q5_0, qh);
+        return b + offsetof(st_block_q5_0, qs);
+    case ST_DT_Q5_1:
+        *qh = b + offsetof(st_block_q5_1, qh);
+        return b + offsetof(st_block_q5_1, qs);
     case ST_DT_IQ4_NL:
-        return lx_levels(lx_nibbles(((const st_block_iq4_nl *)(const void *)row)[u].qs));
-    default: {
-        const st_block_iq4_xs *b = (const st_block_iq4_xs *)(const void *)row + u / ST_IQ4_SUBS;
-        return lx_levels(lx_nibbles(b->qs + (u % ST_IQ4_SUBS) * (ST_QK / 2)));
-    }
+        return b + offsetof(st_block_iq4_nl, qs);
+    default:
+        return b + offsetof(st_block_iq4_xs, qs) + ST_QK / 2 * sub;
     }
 }
 
-/* lx_unsigned - whether t's quants are all >= 0 (Q4_1, Q5_1): their
- * products need no sign trick (maddubs(q, x) directly). */
-static inline int lx_unsigned(st_dtype t) { return t == ST_DT_Q4_1 || t == ST_DT_Q5_1; }
+/* lx_unpack - the signed quants of unit u of lane r (IQ4_XS: without the
+ * sub-block's scale). */
+static inline __attribute__((always_inline)) __m256i
+lx_unpack(st_dtype t, int r8, const uint8_t *const row[LX_ROWS], int r, int64_t u)
+{
+    const uint8_t *qh;
+    const uint8_t *qs = lx_qs_of(t, r8, row, r, u, &qh);
+    const __m256i nib = lx_nibbles(qs);
+    switch (t) {
+    case ST_DT_Q4_1:
+        return nib;
+    case ST_DT_Q5_0:
+        return _mm256_sub_epi8(_mm256_or_si256(nib, lx_fifth(qh)), _mm256_set1_epi8(LX_Q5_BIAS));
+    case ST_DT_Q5_1:
+        return _mm256_or_si256(nib, lx_fifth(qh));
+    default:
+        return lx_levels(nib);
+    }
+}
 
 /* lx_rows - the 8 row pointers of the nr (1..8) rows at w, ws bytes apart;
  * lanes r >= nr repeat row nr - 1. */
@@ -141,22 +174,38 @@ static inline void lx_rows(const uint8_t *w, size_t ws, int nr, const uint8_t *r
         row[r] = w + (size_t)(r < nr ? r : nr - 1) * ws;
 }
 
-/* lx_scales8 - the scales of unit u of the 8 rows. The f16 d and m
- * (every block's first two 16-bit fields) are loaded 16 bytes per row (a
- * block is at least 18 bytes) and interleaved. */
+/* lx_scales8 - the scales of unit u of the 8 lanes (layouts as
+ * lx_qs_of's). Plain: the f16 d and m (every block's first two 16-bit
+ * fields) are loaded 16 bytes per row (a block is at least 18 bytes) and
+ * interleaved; R8: the 8 d and the 8 m are side by side. */
 static inline __attribute__((always_inline)) void
-lx_scales8(st_dtype t, const uint8_t *const row[LX_ROWS], int64_t u, lx_scales *s)
+lx_scales8(st_dtype t, int r8, const uint8_t *const row[LX_ROWS], int64_t u, lx_scales *s)
 {
     const size_t bb = lx_block_bytes(t);
     const int64_t blk = t == ST_DT_IQ4_XS ? u / ST_IQ4_SUBS : u;
+    const uint8_t *g = row[0] + (size_t)blk * LX_ROWS * bb; /* R8 only */
     if (t == ST_DT_IQ4_XS) {
         int32_t sc[LX_ROWS];
-        for (int r = 0; r < LX_ROWS; r++)
-            sc[r] = st_iq4xs_scale((const st_block_iq4_xs *)(const void *)(row[r] + blk * bb),
-                                   (int)(u % ST_IQ4_SUBS));
+        for (int r = 0; r < LX_ROWS; r++) {
+            uint16_t sh;
+            const uint8_t *psh = r8 ? g + ST_R8_XS_SH + sizeof sh * (size_t)r
+                                    : row[r] + (size_t)blk * bb +
+                                          offsetof(st_block_iq4_xs, scales_h);
+            const uint8_t *psl = r8 ? g + ST_R8_XS_SL + sizeof(uint32_t) * (size_t)r
+                                    : row[r] + (size_t)blk * bb +
+                                          offsetof(st_block_iq4_xs, scales_l);
+            memcpy(&sh, psh, sizeof sh);
+            sc[r] = st_iq4xs_scale_of(sh, psl, (int)(u % ST_IQ4_SUBS));
+        }
         s->sc = _mm256_loadu_si256((const __m256i *)sc);
         if (u % ST_IQ4_SUBS != ST_IQ4_SUBS - 1)
             return;
+    }
+    if (r8) {
+        s->d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        if (lx_unsigned(t))
+            s->m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + ST_R8_LG_M)));
+        return;
     }
     __m128i l[LX_ROWS];
     for (int r = 0; r < LX_ROWS; r++)
@@ -177,16 +226,17 @@ static inline __attribute__((always_inline)) __m256i lx_abs(st_dtype t, __m256i 
     return lx_unsigned(t) ? q : _mm256_abs_epi8(q);
 }
 
-/* lx_panel_build - units [u0, u0 + nu) of the 8 rows into P. */
-static inline __attribute__((always_inline)) void
-lx_panel_build(st_dtype t, lx_panel *P, const uint8_t *const row[LX_ROWS], int64_t u0, int64_t nu)
+/* lx_panel_build - units [u0, u0 + nu) of the 8 lanes into P. */
+static inline __attribute__((always_inline)) void lx_panel_build(st_dtype t, int r8, lx_panel *P,
+                                                                 const uint8_t *const row[LX_ROWS],
+                                                                 int64_t u0, int64_t nu)
 {
     for (int64_t k = 0; k < nu; k++) {
         for (int r = 0; r < LX_ROWS; r++) {
-            P->q[k][r] = lx_unpack(t, row[r], u0 + k);
+            P->q[k][r] = lx_unpack(t, r8, row, r, u0 + k);
             P->a[k][r] = lx_abs(t, P->q[k][r]);
         }
-        lx_scales8(t, row, u0 + k, &P->s[k]);
+        lx_scales8(t, r8, row, u0 + k, &P->s[k]);
     }
 }
 
