@@ -15,8 +15,9 @@
  * rows of st_row_size(t, n) bytes (ggml's layout: ne0 = n is contiguous).
  * Before a product, activation rows are converted to the weight's
  * "activation dtype" (st_dtype_info.act): f32 for F32, f16 for F16, bf16
- * for BF16, Q8_0 blocks for Q8_0 and Q4_0, Q8_K super-blocks for the
- * K-quants Q2_K..Q6_K (as llama.cpp's CPU backend).
+ * for BF16, Q8_0 blocks for Q8_0, Q4_0, Q5_0 and IQ4_NL, Q8_1 blocks for
+ * Q4_1 and Q5_1, Q8_K super-blocks for the K-quants Q2_K..Q6_K and IQ4_XS
+ * (as llama.cpp's CPU backend).
  *
  * This layer depends on nothing else of Strata; it reports errors as
  * ST_K_* codes that callers map to st_err. */
@@ -40,24 +41,37 @@ typedef enum st_dtype {
     ST_DT_Q5_K = 8,
     ST_DT_Q6_K = 9,
     ST_DT_Q8_K = 10, /* activations of K-quant products only: never a weight */
+    /* the legacy and IQ4 quants (kernels/legacy.h) */
+    ST_DT_Q4_1 = 11,
+    ST_DT_Q5_0 = 12,
+    ST_DT_Q5_1 = 13,
+    ST_DT_IQ4_NL = 14,
+    ST_DT_IQ4_XS = 15,
+    ST_DT_Q8_1 = 16, /* activations of Q4_1 / Q5_1 products only: never a weight */
     ST_DT_COUNT
 } st_dtype;
 
 /* The ggml/GGUF type numbers of the dtypes above: the numbers of a GGUF
  * tensor table, named after ggml's enum ggml_type (GGML_TYPE_F32 = 0, ...).
- * ggml's other types (Q4_1 = 3, Q5_0 = 6, IQ2_XXS = 16, ...) are not
+ * ggml's other types (Q8_1 as a weight, IQ2_XXS = 16, ...) are not
  * supported. */
 typedef enum st_ggml_type {
     ST_GGML_TYPE_F32 = 0,
     ST_GGML_TYPE_F16 = 1,
     ST_GGML_TYPE_Q4_0 = 2,
+    ST_GGML_TYPE_Q4_1 = 3,
+    ST_GGML_TYPE_Q5_0 = 6,
+    ST_GGML_TYPE_Q5_1 = 7,
     ST_GGML_TYPE_Q8_0 = 8,
+    ST_GGML_TYPE_Q8_1 = 9,
     ST_GGML_TYPE_Q2_K = 10,
     ST_GGML_TYPE_Q3_K = 11,
     ST_GGML_TYPE_Q4_K = 12,
     ST_GGML_TYPE_Q5_K = 13,
     ST_GGML_TYPE_Q6_K = 14,
     ST_GGML_TYPE_Q8_K = 15,
+    ST_GGML_TYPE_IQ4_NL = 20,
+    ST_GGML_TYPE_IQ4_XS = 23,
     ST_GGML_TYPE_BF16 = 30,
 } st_ggml_type;
 
@@ -68,7 +82,7 @@ enum {
     ST_K_ETYPE = 2,  /* dtype out of range or not supported by the op */
 };
 
-#define ST_QK 32 /* elements per Q8_0 / Q4_0 block */
+#define ST_QK 32 /* elements per Q8_0 / Q4_0 block (and Q4_1, Q5_0, Q5_1, IQ4_NL, Q8_1) */
 
 /* Q8_0 block: x[i] = d * qs[i], d an IEEE half. */
 typedef struct st_block_q8_0 {
@@ -152,8 +166,68 @@ typedef struct st_block_q8_k {
 } st_block_q8_k;
 static_assert(sizeof(st_block_q8_k) == 292, "q8_k block is 292 bytes");
 
+/* ---- legacy and IQ4 quants (ggml's layouts; kernels in legacy_ref.c) ----
+ * Within a 32-value block, the low nibble of qs[j] is value j and its high
+ * nibble value j + 16; the fifth bit of value k (Q5_0, Q5_1) is bit k of
+ * the little-endian 32-bit qh. */
+
+/* Q4_1: x[i] = d * q[i] + m, q 4 bits. */
+typedef struct st_block_q4_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qs[ST_QK / 2];
+} st_block_q4_1;
+static_assert(sizeof(st_block_q4_1) == 20, "q4_1 block is 20 bytes");
+
+/* Q5_0: x[i] = d * (q[i] - 16), q 5 bits (4 in qs, the fifth in qh). */
+typedef struct st_block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[ST_QK / 2];
+} st_block_q5_0;
+static_assert(sizeof(st_block_q5_0) == 22, "q5_0 block is 22 bytes");
+
+/* Q5_1: x[i] = d * q[i] + m, q 5 bits as in Q5_0. */
+typedef struct st_block_q5_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[ST_QK / 2];
+} st_block_q5_1;
+static_assert(sizeof(st_block_q5_1) == 24, "q5_1 block is 24 bytes");
+
+/* IQ4_NL: x[i] = d * st_iq4nl_values[q[i]] (kernels/legacy.h: ggml's 16
+ * signed levels), q 4 bits. */
+typedef struct st_block_iq4_nl {
+    uint16_t d;
+    uint8_t qs[ST_QK / 2];
+} st_block_iq4_nl;
+static_assert(sizeof(st_block_iq4_nl) == 18, "iq4_nl block is 18 bytes");
+
+/* IQ4_XS: ST_QK_K values in 8 sub-blocks of 32; sub-block s has the 6-bit
+ * scale ls = (low nibble of scales_l[s / 2] for even s, high for odd) |
+ * (bits 2 s, 2 s + 1 of scales_h) << 4, and x = d * (ls - 32) *
+ * st_iq4nl_values[q]; qs: 16 bytes per sub-block, nibbles as in IQ4_NL. */
+typedef struct st_block_iq4_xs {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[ST_QK_K / 64];
+    uint8_t qs[ST_QK_K / 2];
+} st_block_iq4_xs;
+static_assert(sizeof(st_block_iq4_xs) == 136, "iq4_xs block is 136 bytes");
+
+/* Q8_1 (activations): x[i] = d * qs[i] as Q8_0, plus s = d * sum(qs) as
+ * an IEEE half (the term that meets a Q4_1 / Q5_1 weight's m). */
+typedef struct st_block_q8_1 {
+    uint16_t d;
+    uint16_t s;
+    int8_t qs[ST_QK];
+} st_block_q8_1;
+static_assert(sizeof(st_block_q8_1) == 36, "q8_1 block is 36 bytes");
+
 typedef struct st_dtype_info {
-    const char *name;   /* "f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", ... "q8_k" */
+    const char *name;   /* "f32", "f16", "bf16", "q8_0", "q4_0", "q2_k", ... "q8_k", "q4_1",
+                           "q5_0", "q5_1", "iq4_nl", "iq4_xs", "q8_1" */
     int64_t blck;       /* elements per block (1 for float types) */
     size_t blck_bytes;  /* bytes per block */
     st_dtype act;       /* dtype activations take in products with it */
@@ -193,8 +267,10 @@ typedef struct st_kernel_ops {
      * nearest even for f16/bf16, ggml's reference quantizers for Q8_0 and
      * Q4_0 (d = absmax / 127, resp. d = max / -8), so converted files are
      * byte-identical to llama.cpp's, and for Q8_K activations (d = max /
-     * -127, with bsums). NULL for the K-quant weights Q2_K..Q6_K: Strata
-     * reads them from files and never writes them. */
+     * -127, with bsums) and Q8_1 activations (Q8_0's quants and d, s =
+     * d * sum(q)). NULL for the K-quant weights Q2_K..Q6_K and for Q4_1,
+     * Q5_0, Q5_1, IQ4_NL, IQ4_XS: Strata reads them from files and never
+     * writes them. */
     void (*from_float[ST_DT_COUNT])(const float *src, void *dst, int64_t n);
 
     /* mul_mat[t] - y[j * y_stride + i] = dot(row i of W, row j of X) for

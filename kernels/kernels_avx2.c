@@ -26,6 +26,7 @@
 #include "kernels/kernels_avx2_int.h"
 #include "kernels/kernels_ref.h"
 #include "kernels/kquant.h"
+#include "kernels/legacy.h"
 #include "kernels/variants.h"
 
 /* ---- vector helpers ---- */
@@ -494,13 +495,21 @@ static const st_kernel_ops a2_ops = {
                  [ST_DT_Q4_K] = st_kq_to_float_q4_k,
                  [ST_DT_Q5_K] = st_kq_to_float_q5_k,
                  [ST_DT_Q6_K] = st_kq_to_float_q6_k,
-                 [ST_DT_Q8_K] = st_kq_to_float_q8_k},
+                 [ST_DT_Q8_K] = st_kq_to_float_q8_k,
+                 /* legacy and IQ4 quants: the reference's (legacy_ref.c) */
+                 [ST_DT_Q4_1] = st_lg_to_float_q4_1,
+                 [ST_DT_Q5_0] = st_lg_to_float_q5_0,
+                 [ST_DT_Q5_1] = st_lg_to_float_q5_1,
+                 [ST_DT_IQ4_NL] = st_lg_to_float_iq4_nl,
+                 [ST_DT_IQ4_XS] = st_lg_to_float_iq4_xs,
+                 [ST_DT_Q8_1] = st_lg_to_float_q8_1},
     .from_float = {[ST_DT_F32] = st_ref_f32_from_float,
                    [ST_DT_F16] = a2_f16_from_float,
                    [ST_DT_BF16] = a2_bf16_from_float,
                    [ST_DT_Q8_0] = a2_q8_0_from_float,
                    [ST_DT_Q4_0] = a2_q4_0_from_float,
-                   [ST_DT_Q8_K] = st_kq_from_float_q8_k},
+                   [ST_DT_Q8_K] = st_kq_from_float_q8_k,
+                   [ST_DT_Q8_1] = st_lg_from_float_q8_1},
     .mul_mat = {[ST_DT_F32] = avx2_mul_mat_f32,
                 [ST_DT_F16] = avx2_mul_mat_f16,
                 [ST_DT_BF16] = avx2_mul_mat_bf16,
@@ -510,11 +519,21 @@ static const st_kernel_ops a2_ops = {
                 [ST_DT_Q3_K] = avx2_mul_mat_q3_k,
                 [ST_DT_Q4_K] = avx2_mul_mat_q4_k,
                 [ST_DT_Q5_K] = avx2_mul_mat_q5_k,
-                [ST_DT_Q6_K] = avx2_mul_mat_q6_k},
+                [ST_DT_Q6_K] = avx2_mul_mat_q6_k,
+                [ST_DT_Q4_1] = avx2_mul_mat_q4_1,
+                [ST_DT_Q5_0] = avx2_mul_mat_q5_0,
+                [ST_DT_Q5_1] = avx2_mul_mat_q5_1,
+                [ST_DT_IQ4_NL] = avx2_mul_mat_iq4_nl,
+                [ST_DT_IQ4_XS] = avx2_mul_mat_iq4_xs},
     .mul_mat_r8 = {[ST_DT_Q8_0] = avx2_mul_mat_r8_q8_0,
                    [ST_DT_Q4_0] = avx2_mul_mat_r8_q4_0,
                    [ST_DT_Q4_K] = avx2_mul_mat_r8_q4_k,
-                   [ST_DT_Q6_K] = avx2_mul_mat_r8_q6_k},
+                   [ST_DT_Q6_K] = avx2_mul_mat_r8_q6_k,
+                   [ST_DT_Q4_1] = avx2_mul_mat_r8_q4_1,
+                   [ST_DT_Q5_0] = avx2_mul_mat_r8_q5_0,
+                   [ST_DT_Q5_1] = avx2_mul_mat_r8_q5_1,
+                   [ST_DT_IQ4_NL] = avx2_mul_mat_r8_iq4_nl,
+                   [ST_DT_IQ4_XS] = avx2_mul_mat_r8_iq4_xs},
     .rmsnorm = a2_rmsnorm,
     .rope = a2_rope,
     .rope_neox = a2_rope_neox,
@@ -529,7 +548,8 @@ static const st_kernel_ops a2_ops = {
 const st_kernel_ops *st_kernels_avx2_table(void) { return &a2_ops; }
 
 /* The AVX-512 variant: this table with the 512-bit K-quant products of
- * kquant_avx512.c (bit-identical to the AVX2 ones) and the 16-lane float
+ * kquant_avx512.c and the legacy / IQ4 products of legacy_avx512.c
+ * (bit-identical to the AVX2 ones) and the 16-lane float
  * products of kernels_avx512_f.c (their own order, within the float bound);
  * every other kernel is the AVX2 one. Defined here to share the static AVX2
  * kernels; holds no AVX-512 instruction itself. */
@@ -546,13 +566,21 @@ static const st_kernel_ops a5_ops = {
                  [ST_DT_Q4_K] = st_kq_to_float_q4_k,
                  [ST_DT_Q5_K] = st_kq_to_float_q5_k,
                  [ST_DT_Q6_K] = st_kq_to_float_q6_k,
-                 [ST_DT_Q8_K] = st_kq_to_float_q8_k},
+                 [ST_DT_Q8_K] = st_kq_to_float_q8_k,
+                 /* legacy and IQ4 quants: the reference's (legacy_ref.c) */
+                 [ST_DT_Q4_1] = st_lg_to_float_q4_1,
+                 [ST_DT_Q5_0] = st_lg_to_float_q5_0,
+                 [ST_DT_Q5_1] = st_lg_to_float_q5_1,
+                 [ST_DT_IQ4_NL] = st_lg_to_float_iq4_nl,
+                 [ST_DT_IQ4_XS] = st_lg_to_float_iq4_xs,
+                 [ST_DT_Q8_1] = st_lg_to_float_q8_1},
     .from_float = {[ST_DT_F32] = st_ref_f32_from_float,
                    [ST_DT_F16] = a2_f16_from_float,
                    [ST_DT_BF16] = a2_bf16_from_float,
                    [ST_DT_Q8_0] = a2_q8_0_from_float,
                    [ST_DT_Q4_0] = a2_q4_0_from_float,
-                   [ST_DT_Q8_K] = st_kq_from_float_q8_k},
+                   [ST_DT_Q8_K] = st_kq_from_float_q8_k,
+                   [ST_DT_Q8_1] = st_lg_from_float_q8_1},
     .mul_mat = {[ST_DT_F32] = avx512_mul_mat_f32,
                 [ST_DT_F16] = avx512_mul_mat_f16,
                 [ST_DT_BF16] = avx512_mul_mat_bf16,
@@ -562,11 +590,21 @@ static const st_kernel_ops a5_ops = {
                 [ST_DT_Q3_K] = avx512_mul_mat_q3_k,
                 [ST_DT_Q4_K] = avx512_mul_mat_q4_k,
                 [ST_DT_Q5_K] = avx512_mul_mat_q5_k,
-                [ST_DT_Q6_K] = avx512_mul_mat_q6_k},
+                [ST_DT_Q6_K] = avx512_mul_mat_q6_k,
+                [ST_DT_Q4_1] = avx512_mul_mat_q4_1,
+                [ST_DT_Q5_0] = avx512_mul_mat_q5_0,
+                [ST_DT_Q5_1] = avx512_mul_mat_q5_1,
+                [ST_DT_IQ4_NL] = avx512_mul_mat_iq4_nl,
+                [ST_DT_IQ4_XS] = avx512_mul_mat_iq4_xs},
     .mul_mat_r8 = {[ST_DT_Q8_0] = avx512_mul_mat_r8_q8_0,
                    [ST_DT_Q4_0] = avx512_mul_mat_r8_q4_0,
                    [ST_DT_Q4_K] = avx512_mul_mat_r8_q4_k,
-                   [ST_DT_Q6_K] = avx512_mul_mat_r8_q6_k},
+                   [ST_DT_Q6_K] = avx512_mul_mat_r8_q6_k,
+                   [ST_DT_Q4_1] = avx2_mul_mat_r8_q4_1,
+                   [ST_DT_Q5_0] = avx2_mul_mat_r8_q5_0,
+                   [ST_DT_Q5_1] = avx2_mul_mat_r8_q5_1,
+                   [ST_DT_IQ4_NL] = avx2_mul_mat_r8_iq4_nl,
+                   [ST_DT_IQ4_XS] = avx2_mul_mat_r8_iq4_xs},
     .rmsnorm = a2_rmsnorm,
     .rope = a2_rope,
     .rope_neox = a2_rope_neox,

@@ -2,7 +2,8 @@
  * variant (kernels_avx2.c: table, conversions, row ops; kernels_avx2_q.c:
  * Q8_0 / Q4_0 products; kernels_avx2_r8.c: the same on R8 weights;
  * kernels_avx2_f.c: F32 / F16 / BF16 products; kquant_avx2.c: K-quant
- * products; kquant_avx2_r8.c: Q4_K / Q6_K products on R8 weights).
+ * products; kquant_avx2_r8.c: Q4_K / Q6_K products on R8 weights;
+ * legacy_avx2.c: Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS products).
  * Compiled only with -mavx2 -mfma -mf16c; not part of the public API. */
 #ifndef ST_KERNELS_AVX2_INT_H
 #define ST_KERNELS_AVX2_INT_H
@@ -137,6 +138,49 @@ void avx512_mul_mat_r8_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i
 void avx512_r8_q4_k_groups(int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 void avx512_r8_q6_k_groups(int64_t n, const void *w, size_t w_stride, int64_t g0, int64_t g1,
+                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* avx2_mul_mat_q4_1 .. _iq4_xs (legacy_avx2.c) - the mul_mat contract for
+ * Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS weights (activations in Q8_1, Q8_0,
+ * Q8_1, Q8_0, Q8_K), bit-identical to the reference (legacy.h's order). */
+void avx2_mul_mat_q4_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_q5_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                       const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* avx2_mul_mat_r8_q4_1 .. _iq4_xs (legacy_avx2.c) - the mul_mat_r8
+ * contract of kernels.h for the same types (R8 layout of repack.h),
+ * results bit-identical to the reference on the plain matrix. */
+void avx2_mul_mat_r8_q4_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_r8_q5_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_r8_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                          const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_r8_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx2_mul_mat_r8_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+
+/* avx512_mul_mat_q4_1 .. _iq4_xs (legacy_avx512.c, built with AVX-512
+ * F/BW/VL/VNNI) - the same contract and results as avx2_mul_mat_q4_1 ..
+ * _iq4_xs, with VNNI products from 2 activation rows on; only called
+ * through the AVX-512 table. */
+void avx512_mul_mat_q4_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_q5_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
+void avx512_mul_mat_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                            const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride);
 
 /* ki_load1 - element k of a t row (F32, F16 or BF16) as f32: the tails of

@@ -28,6 +28,7 @@
 
 #include "kernels/fp16.h"
 #include "kernels/kquant.h"
+#include "kernels/legacy.h"
 #include "kernels/repack.h"
 
 /* ---- conversions to float ---- */
@@ -284,7 +285,8 @@ static void ref_mul_mat_q4_0(int64_t n, const void *w, size_t w_stride, int64_t 
 /* ref_mul_mat_r8 - each weight block gathered back to its plain form,
  * then the plain reference dot of that block alone: the running float sum
  * sees the same terms in the same order (Q8_0 / Q4_0: (float)sumi * (d_w *
- * d_x); K-quants: st_kq_step's term), and sum + (0 + t) == sum + t
+ * d_x); K-quants: st_kq_step's term; legacy and IQ4 quants: legacy.h's
+ * term), and sum + (0 + t) == sum + t
  * exactly (sum starts at +0 and is never -0), so results equal mul_mat's. */
 static void ref_mul_mat_r8(st_dtype t, ref_dot_fn dot, int64_t n, const void *w, size_t w_stride,
                            int64_t i0, int64_t i1, const void *x, size_t x_stride, int64_t nx,
@@ -303,6 +305,11 @@ static void ref_mul_mat_r8(st_dtype t, ref_dot_fn dot, int64_t n, const void *w,
                     st_block_q4_0 q4;
                     st_block_q4_k q4k;
                     st_block_q6_k q6k;
+                    st_block_q4_1 q41;
+                    st_block_q5_0 q50;
+                    st_block_q5_1 q51;
+                    st_block_iq4_nl nl;
+                    st_block_iq4_xs xs;
                 } blk;
                 st_r8_gather(t, w, w_stride, i, b, &blk);
                 sum += dot(blck, &blk, xr + (size_t)b * xbb);
@@ -339,6 +346,46 @@ static void ref_mul_mat_r8_q6_k(int64_t n, const void *w, size_t w_stride, int64
                                 int64_t y_stride)
 {
     ref_mul_mat_r8(ST_DT_Q6_K, st_kq_dot_q6_k, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                   y_stride);
+}
+
+static void ref_mul_mat_r8_q4_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                const void *x, size_t x_stride, int64_t nx, float *y,
+                                int64_t y_stride)
+{
+    ref_mul_mat_r8(ST_DT_Q4_1, st_lg_dot_q4_1, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                   y_stride);
+}
+
+static void ref_mul_mat_r8_q5_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                const void *x, size_t x_stride, int64_t nx, float *y,
+                                int64_t y_stride)
+{
+    ref_mul_mat_r8(ST_DT_Q5_0, st_lg_dot_q5_0, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                   y_stride);
+}
+
+static void ref_mul_mat_r8_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                const void *x, size_t x_stride, int64_t nx, float *y,
+                                int64_t y_stride)
+{
+    ref_mul_mat_r8(ST_DT_Q5_1, st_lg_dot_q5_1, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                   y_stride);
+}
+
+static void ref_mul_mat_r8_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                  const void *x, size_t x_stride, int64_t nx, float *y,
+                                  int64_t y_stride)
+{
+    ref_mul_mat_r8(ST_DT_IQ4_NL, st_lg_dot_iq4_nl, n, w, w_stride, i0, i1, x, x_stride, nx, y,
+                   y_stride);
+}
+
+static void ref_mul_mat_r8_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
+                                  const void *x, size_t x_stride, int64_t nx, float *y,
+                                  int64_t y_stride)
+{
+    ref_mul_mat_r8(ST_DT_IQ4_XS, st_lg_dot_iq4_xs, n, w, w_stride, i0, i1, x, x_stride, nx, y,
                    y_stride);
 }
 
@@ -492,13 +539,21 @@ static const st_kernel_ops ref_ops = {
                  [ST_DT_Q4_K] = st_kq_to_float_q4_k,
                  [ST_DT_Q5_K] = st_kq_to_float_q5_k,
                  [ST_DT_Q6_K] = st_kq_to_float_q6_k,
-                 [ST_DT_Q8_K] = st_kq_to_float_q8_k},
+                 [ST_DT_Q8_K] = st_kq_to_float_q8_k,
+                 /* legacy and IQ4 quants (legacy_ref.c) */
+                 [ST_DT_Q4_1] = st_lg_to_float_q4_1,
+                 [ST_DT_Q5_0] = st_lg_to_float_q5_0,
+                 [ST_DT_Q5_1] = st_lg_to_float_q5_1,
+                 [ST_DT_IQ4_NL] = st_lg_to_float_iq4_nl,
+                 [ST_DT_IQ4_XS] = st_lg_to_float_iq4_xs,
+                 [ST_DT_Q8_1] = st_lg_to_float_q8_1},
     .from_float = {[ST_DT_F32] = st_ref_f32_from_float,
                    [ST_DT_F16] = ref_f16_from_float,
                    [ST_DT_BF16] = ref_bf16_from_float,
                    [ST_DT_Q8_0] = ref_q8_0_from_float,
                    [ST_DT_Q4_0] = ref_q4_0_from_float,
-                   [ST_DT_Q8_K] = st_kq_from_float_q8_k},
+                   [ST_DT_Q8_K] = st_kq_from_float_q8_k,
+                   [ST_DT_Q8_1] = st_lg_from_float_q8_1},
     .mul_mat = {[ST_DT_F32] = ref_mul_mat_f32,
                 [ST_DT_F16] = ref_mul_mat_f16,
                 [ST_DT_BF16] = ref_mul_mat_bf16,
@@ -508,11 +563,21 @@ static const st_kernel_ops ref_ops = {
                 [ST_DT_Q3_K] = st_kq_mul_mat_q3_k,
                 [ST_DT_Q4_K] = st_kq_mul_mat_q4_k,
                 [ST_DT_Q5_K] = st_kq_mul_mat_q5_k,
-                [ST_DT_Q6_K] = st_kq_mul_mat_q6_k},
+                [ST_DT_Q6_K] = st_kq_mul_mat_q6_k,
+                [ST_DT_Q4_1] = st_lg_mul_mat_q4_1,
+                [ST_DT_Q5_0] = st_lg_mul_mat_q5_0,
+                [ST_DT_Q5_1] = st_lg_mul_mat_q5_1,
+                [ST_DT_IQ4_NL] = st_lg_mul_mat_iq4_nl,
+                [ST_DT_IQ4_XS] = st_lg_mul_mat_iq4_xs},
     .mul_mat_r8 = {[ST_DT_Q8_0] = ref_mul_mat_r8_q8_0,
                    [ST_DT_Q4_0] = ref_mul_mat_r8_q4_0,
                    [ST_DT_Q4_K] = ref_mul_mat_r8_q4_k,
-                   [ST_DT_Q6_K] = ref_mul_mat_r8_q6_k},
+                   [ST_DT_Q6_K] = ref_mul_mat_r8_q6_k,
+                   [ST_DT_Q4_1] = ref_mul_mat_r8_q4_1,
+                   [ST_DT_Q5_0] = ref_mul_mat_r8_q5_0,
+                   [ST_DT_Q5_1] = ref_mul_mat_r8_q5_1,
+                   [ST_DT_IQ4_NL] = ref_mul_mat_r8_iq4_nl,
+                   [ST_DT_IQ4_XS] = ref_mul_mat_r8_iq4_xs},
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,
     .rope_neox = ref_rope_neox,

@@ -102,6 +102,43 @@ static const r8_layout r8_q6_k = {27,
                                    R8_K6_H(6),
                                    R8_K6_H(7)}};
 
+/* Q4_1, Q5_0, Q5_1, IQ4_NL: d, m, qh, the 16 nibble bytes (repack.h) */
+static const r8_layout r8_q4_1 = {3,
+                                  {{offsetof(st_block_q4_1, d), 2, 0},
+                                   {offsetof(st_block_q4_1, m), 2, ST_R8_LG_M},
+                                   {offsetof(st_block_q4_1, qs), 16, ST_R8_LG_QS(ST_DT_Q4_1)}}};
+static const r8_layout r8_q5_0 = {3,
+                                  {{offsetof(st_block_q5_0, d), 2, 0},
+                                   {offsetof(st_block_q5_0, qh), 4, ST_R8_LG_QH(ST_DT_Q5_0)},
+                                   {offsetof(st_block_q5_0, qs), 16, ST_R8_LG_QS(ST_DT_Q5_0)}}};
+static const r8_layout r8_q5_1 = {4,
+                                  {{offsetof(st_block_q5_1, d), 2, 0},
+                                   {offsetof(st_block_q5_1, m), 2, ST_R8_LG_M},
+                                   {offsetof(st_block_q5_1, qh), 4, ST_R8_LG_QH(ST_DT_Q5_1)},
+                                   {offsetof(st_block_q5_1, qs), 16, ST_R8_LG_QS(ST_DT_Q5_1)}}};
+static const r8_layout r8_iq4_nl = {2,
+                                    {{offsetof(st_block_iq4_nl, d), 2, 0},
+                                     {offsetof(st_block_iq4_nl, qs), 16,
+                                      ST_R8_LG_QS(ST_DT_IQ4_NL)}}};
+
+/* IQ4_XS: d, scales_h, scales_l, then sub-block s's 16 nibble bytes */
+#define R8_XS_S(s)                                                                                 \
+    {                                                                                              \
+        offsetof(st_block_iq4_xs, qs) + 16 * (s), 16, ST_R8_XS_QS + 128 * (s)                      \
+    }
+static const r8_layout r8_iq4_xs = {11,
+                                    {{offsetof(st_block_iq4_xs, d), 2, 0},
+                                     {offsetof(st_block_iq4_xs, scales_h), 2, ST_R8_XS_SH},
+                                     {offsetof(st_block_iq4_xs, scales_l), 4, ST_R8_XS_SL},
+                                     R8_XS_S(0),
+                                     R8_XS_S(1),
+                                     R8_XS_S(2),
+                                     R8_XS_S(3),
+                                     R8_XS_S(4),
+                                     R8_XS_S(5),
+                                     R8_XS_S(6),
+                                     R8_XS_S(7)}};
+
 /* r8_layout_of - the pieces of t (repack.h's byte order), or NULL. */
 static const r8_layout *r8_layout_of(st_dtype t)
 {
@@ -114,6 +151,16 @@ static const r8_layout *r8_layout_of(st_dtype t)
         return &r8_q4_k;
     case ST_DT_Q6_K:
         return &r8_q6_k;
+    case ST_DT_Q4_1:
+        return &r8_q4_1;
+    case ST_DT_Q5_0:
+        return &r8_q5_0;
+    case ST_DT_Q5_1:
+        return &r8_q5_1;
+    case ST_DT_IQ4_NL:
+        return &r8_iq4_nl;
+    case ST_DT_IQ4_XS:
+        return &r8_iq4_xs;
     default:
         return NULL;
     }

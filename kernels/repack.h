@@ -1,5 +1,5 @@
-/* repack.h - the row-interleaved ("R8") layout of Q8_0, Q4_0, Q4_K and
- * Q6_K weights.
+/* repack.h - the row-interleaved ("R8") layout of Q8_0, Q4_0, Q4_K, Q6_K,
+ * Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS weights.
  *
  * A GGUF matrix stores each row's blocks one after another. Products that
  * use 8 rows at a time (every SIMD path) then read 8 separate streams and
@@ -35,6 +35,16 @@
  *    row's ql or qh), in the order a product reads them: for h = 0, 1 and
  *    lq = 0..3, qh piece 4h + lq, then the ql pieces 8h + lq and 8h + 4 +
  *    lq it completes (ST_R8_Q6K_QH(j), ST_R8_Q6K_QL(j): their offsets).
+ *  - Q4_1, Q5_0, Q5_1, IQ4_NL (8 x 20, 22, 24, 18 bytes): the 8 d[r]
+ *    (f16) at 0, then (Q4_1, Q5_1) the 8 m[r] at ST_R8_LG_M, (Q5_0, Q5_1)
+ *    the 8 qh[r] (4 bytes each) at ST_R8_LG_QH(t), then the 8 rows' 16
+ *    nibble bytes side by side at ST_R8_LG_QS(t) + 16r.
+ *  - IQ4_XS (8 x 136): the 8 d[r] at 0, the 8 scales_h[r] at
+ *    ST_R8_XS_SH, the 8 scales_l[r] (4 bytes each) at ST_R8_XS_SL, then
+ *    per sub-block s the 8 rows' 16 nibble bytes side by side at
+ *    ST_R8_XS_QS + 128 s + 16 r.
+ *    (These five keep each row's bytes whole: the products still unpack
+ *    rows, but read one stream and load the 8 rows' scales at once.)
  * A chunk vector lines up the 8 rows' products with the same 4 (Q4_K: 8)
  * activation bytes, so one broadcast of those bytes feeds 8 output rows at
  * once and each output row stays in its own lane (Q4_K: its two lanes):
@@ -67,8 +77,21 @@
 #define ST_R8_Q6K_QL(j)                                                                            \
     (ST_R8_Q6K_LINES + ST_R8_Q6K_LINE * (12 * ((j) / 8) + 3 * ((j) % 4) + 1 + ((j) % 8) / 4))
 
+/* Offsets inside a Q4_1 / Q5_0 / Q5_1 / IQ4_NL group block (see above). */
+#define ST_R8_LG_M 16 /* 8 f16 m (Q4_1, Q5_1) */
+/* 8 x 4 bytes of qh (Q5_0, Q5_1) */
+#define ST_R8_LG_QH(t) ((t) == ST_DT_Q5_1 ? 32 : 16)
+/* 8 x 16 nibble bytes */
+#define ST_R8_LG_QS(t)                                                                             \
+    ((t) == ST_DT_Q5_1 ? 64 : (t) == ST_DT_Q5_0 ? 48 : (t) == ST_DT_Q4_1 ? 32 : 16)
+
+/* Offsets inside an IQ4_XS group block (see above). */
+#define ST_R8_XS_SH 16 /* 8 x scales_h */
+#define ST_R8_XS_SL 32 /* 8 x scales_l[4] */
+#define ST_R8_XS_QS 64 /* per sub-block 8 x 16 nibble bytes */
+
 /* st_r8_supported - whether dtype t has an R8 layout (Q8_0, Q4_0, Q4_K,
- * Q6_K). */
+ * Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS). */
 int st_r8_supported(st_dtype t);
 
 /* st_r8_repack - writes the R8 layout of the plain matrix src (rows rows of
@@ -81,9 +104,9 @@ int st_r8_supported(st_dtype t);
 int st_r8_repack(st_dtype t, int64_t n, const void *src, size_t row_bytes, int64_t rows, void *dst);
 
 /* st_r8_gather - block b of row i of an R8 matrix of t (w at row 0, plain
- * row size row_bytes), written to out as the plain block (34 bytes for
- * Q8_0, 18 for Q4_0, 144 for Q4_K, 210 for Q6_K: b counts t's blocks). t must have an
- * R8 layout. */
+ * row size row_bytes), written to out as the plain block (t's block bytes:
+ * 34 for Q8_0, ..., 210 for Q6_K; b counts t's blocks). t must have an R8
+ * layout. */
 void st_r8_gather(st_dtype t, const void *w, size_t row_bytes, int64_t i, int64_t b, void *out);
 
 /* st_r8_groups_fn - a SIMD variant's R8 product of t over whole groups

@@ -137,8 +137,8 @@ START_TEST(test_shared_models)
         st_gguf *g = NULL;
         st_err e = st_gguf_open(path, &g);
         if (e == ST_ETYPE && strncmp(de->d_name, "w3-", 3) == 0) {
-            /* a wave-3 quant type the reader does not know yet (issue 35:
-             * Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS): refused by name */
+            /* a wave-3 quant type the reader does not know (issue 35
+             * added Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS): refused by name */
             ck_assert_msg(strstr(st_errdetail(), "unsupported ggml type") != NULL, "%s: %s", path,
                           st_errmsg(e));
             n++;
@@ -402,8 +402,8 @@ START_TEST(test_bad_tensor_shape)
     tg_put_u64(b, lq.ne_off, 48);
     expect_bad(b, f.len, ST_ESHAPE, "t.q8", "ne0 not a block multiple");
     tg_reset(&f);
-    /* unknown and unsupported types (99; 3 = Q4_1; 16 = IQ2_XXS) */
-    uint32_t types[] = {99, 3, 16, 0xFFFFFFFFu};
+    /* unknown and unsupported types (99; 21 = IQ3_S; 16 = IQ2_XXS) */
+    uint32_t types[] = {99, 21, 16, 0xFFFFFFFFu};
     for (size_t i = 0; i < 4; i++) {
         tg_put_u32(b, lq.type_off, types[i]);
         expect_bad(b, f.len, ST_ETYPE, "t.q8", "unknown tensor type");

@@ -1,8 +1,11 @@
 /* gen_kquant_ref.c - the dequantization oracle: llama.cpp's own to_float
  * (ggml_get_type_traits(type)->to_float, from libggml-base) applied to every
- * K-quant (Q2_K .. Q6_K) and BF16 tensor of the GGUF files named on the
- * command line; prints, as JSON on stdout, one FNV-1a 64 digest of the
- * dequantized f32 bytes (native little-endian order) per tensor.
+ * K-quant (Q2_K .. Q6_K), legacy or IQ4 quant (Q4_1, Q5_0, Q5_1, IQ4_NL,
+ * IQ4_XS) and BF16 tensor of the GGUF files named on the command line;
+ * prints, as JSON on stdout, one FNV-1a 64 digest of the dequantized f32
+ * bytes (native little-endian order) per tensor, and the digest of the
+ * block bytes ggml's reference Q8_1 quantizer (from_float_ref of
+ * GGML_TYPE_Q8_1) writes for a fixed input (gk_q8_1_input).
  *
  * Not part of the product nor of the meson build (CI has no llama.cpp):
  * gen_kquant_ref.sh beside this file compiles it against ~/.cache/llama-ref
@@ -42,7 +45,48 @@ static uint64_t gk_fnv1a64(uint64_t h, const void *p, size_t n)
 static int gk_wanted(enum ggml_type t)
 {
     return t == GGML_TYPE_Q2_K || t == GGML_TYPE_Q3_K || t == GGML_TYPE_Q4_K ||
-           t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K || t == GGML_TYPE_BF16;
+           t == GGML_TYPE_Q5_K || t == GGML_TYPE_Q6_K || t == GGML_TYPE_BF16 ||
+           t == GGML_TYPE_Q4_1 || t == GGML_TYPE_Q5_0 || t == GGML_TYPE_Q5_1 ||
+           t == GGML_TYPE_IQ4_NL || t == GGML_TYPE_IQ4_XS;
+}
+
+#define GK_Q8_1_N 4096 /* values of the Q8_1 quantizer's input (128 blocks) */
+
+/* gk_q8_1_input - the fixed input of the Q8_1 digest, exact in float on
+ * any machine: integers in [-1000, 1000] / 137, one block of zeros (block
+ * 5), one block whose values are all equal (block 6). The same formula is
+ * in test_legacy.c. */
+static void gk_q8_1_input(float *x)
+{
+    for (uint32_t i = 0; i < GK_Q8_1_N; i++)
+        x[i] = (float)((int)((i * 2654435761u) % 2001u) - 1000) / 137.0f;
+    for (int i = 5 * 32; i < 6 * 32; i++)
+        x[i] = 0.0f;
+    for (int i = 6 * 32; i < 7 * 32; i++)
+        x[i] = -3.25f;
+}
+
+/* gk_q8_1 - prints the digest of ggml's reference Q8_1 blocks of the fixed
+ * input; 0 or -1. */
+static int gk_q8_1(void)
+{
+    const struct ggml_type_traits *tr = ggml_get_type_traits(GGML_TYPE_Q8_1);
+    float *x = malloc(sizeof(float) * GK_Q8_1_N);
+    const size_t bytes = ggml_row_size(GGML_TYPE_Q8_1, GK_Q8_1_N);
+    void *q = malloc(bytes);
+    if (x == NULL || q == NULL || tr->from_float_ref == NULL) {
+        fprintf(stderr, "gen_kquant_ref: no Q8_1 reference quantizer\n");
+        free(x);
+        free(q);
+        return -1;
+    }
+    gk_q8_1_input(x);
+    tr->from_float_ref(x, q, GK_Q8_1_N);
+    printf("  \"q8_1_quantize\": {\"n\": %d, \"bytes\": %zu, \"fnv1a64\": \"%016" PRIx64 "\"},\n",
+           GK_Q8_1_N, bytes, gk_fnv1a64(GK_FNV_OFFSET, q, bytes));
+    free(x);
+    free(q);
+    return 0;
 }
 
 /* gk_file - prints the JSON array of one file's digests; 0 or -1. */
@@ -108,6 +152,8 @@ int main(int argc, char **argv)
     }
     printf("{\n  \"reference\": \"%s\",\n", argv[1]);
     printf("  \"digest\": \"FNV-1a 64 of the dequantized f32 bytes (little-endian)\",\n");
+    if (gk_q8_1() != 0)
+        return 1;
     printf("  \"files\": {\n");
     for (int a = 3; a < argc; a++) {
         if (gk_file(argv[2], argv[a]) != 0)

@@ -1,8 +1,9 @@
 #!/bin/sh
 # gen_kquant_ref.sh - regenerates tests/kernels/data/kquant_dequant_ref.json:
-# llama.cpp's dequantization (ggml's to_float) of every K-quant and BF16
-# tensor of the shared synth-s files, one FNV-1a 64 digest per tensor (see
-# gen_kquant_ref.c). Needs the reference build of llama.cpp in
+# llama.cpp's dequantization (ggml's to_float) of every K-quant, BF16,
+# legacy and IQ4 quant tensor of the shared synth-s and w3-qwen3 files, one
+# FNV-1a 64 digest per tensor, and the digest of ggml's Q8_1 reference
+# quantizer on a fixed input (see gen_kquant_ref.c). Needs the reference build of llama.cpp in
 # $LLAMA_REF (default ~/.cache/llama-ref, made by shared/tools/build-llama-ref.sh)
 # and the shared models in $STRATA_SHARED (default ../shared beside the
 # repository). Not run by the suite or CI; the JSON it writes is committed.
@@ -28,7 +29,8 @@ cc -std=c11 -O2 -Wall -Wextra -Werror -o "$TMP/gen_kquant_ref" "$HERE/gen_kquant
   -I"$W/src/ggml/include" -L"$W/build/bin" -lggml-base -Wl,-rpath,"$W/build/bin"
 "$TMP/gen_kquant_ref" "llama.cpp bundled in node-llama-cpp $NLC (source commit $COMMIT), ggml to_float" \
   "$SHARED/models" synth-s-q2_k.gguf synth-s-q3_k_m.gguf synth-s-q4_k_m.gguf \
-  synth-s-q5_k_m.gguf synth-s-q6_k.gguf synth-s-bf16.gguf >"$TMP/out.json"
+  synth-s-q5_k_m.gguf synth-s-q6_k.gguf synth-s-bf16.gguf w3-qwen3-q4_1.gguf \
+  w3-qwen3-q5_0.gguf w3-qwen3-q5_1.gguf w3-qwen3-iq4_nl.gguf w3-qwen3-iq4_xs.gguf >"$TMP/out.json"
 mkdir -p "$HERE/data"
 mv "$TMP/out.json" "$HERE/data/kquant_dequant_ref.json"
 echo "gen_kquant_ref.sh: wrote $HERE/data/kquant_dequant_ref.json"

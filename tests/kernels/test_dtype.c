@@ -31,6 +31,12 @@ START_TEST(test_dtype_table)
         {ST_DT_Q5_K, "q5_k", 13, 256, 176, ST_DT_Q8_K},
         {ST_DT_Q6_K, "q6_k", 14, 256, 210, ST_DT_Q8_K},
         {ST_DT_Q8_K, "q8_k", 15, 256, 292, ST_DT_Q8_K},
+        {ST_DT_Q4_1, "q4_1", 3, 32, 20, ST_DT_Q8_1},
+        {ST_DT_Q5_0, "q5_0", 6, 32, 22, ST_DT_Q8_0},
+        {ST_DT_Q5_1, "q5_1", 7, 32, 24, ST_DT_Q8_1},
+        {ST_DT_IQ4_NL, "iq4_nl", 20, 32, 18, ST_DT_Q8_0},
+        {ST_DT_IQ4_XS, "iq4_xs", 23, 256, 136, ST_DT_Q8_K},
+        {ST_DT_Q8_1, "q8_1", 9, 32, 36, ST_DT_Q8_1},
     };
     for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
         const st_dtype_info *info = st_dtype_info_of(want[k].t);
@@ -49,7 +55,7 @@ START_TEST(test_dtype_table)
     }
     st_dtype t;
     ck_assert_ptr_null(st_dtype_info_of(ST_DT_COUNT));
-    ck_assert_int_eq(st_dtype_from_ggml(6, &t), ST_K_ETYPE);  /* ggml's q5_0: unsupported */
+    ck_assert_int_eq(st_dtype_from_ggml(21, &t), ST_K_ETYPE); /* ggml's iq3_s: unsupported */
     ck_assert_int_eq(st_dtype_from_ggml(16, &t), ST_K_ETYPE); /* ggml's iq2_xxs: unsupported */
     ck_assert_int_eq(st_dtype_from_name("q4_K", &t), ST_K_ETYPE);
     ck_assert_int_eq(st_dtype_from_name("F32", &t), ST_K_ETYPE);
@@ -112,12 +118,16 @@ START_TEST(test_select)
             ck_assert_ptr_nonnull(ops->from_float[t]);
             ck_assert_ptr_nonnull(ops->mul_mat[t]);
         }
-        /* K-quants: read (to_float: embedding rows), never written; each
-         * has a product with Q8_K activations; Q8_K is never a weight */
+        /* K-quants, legacy and IQ4 quants: read (to_float: embedding
+         * rows), never written; each has a product with its activation
+         * dtype; the activation dtypes Q8_K and Q8_1 are never weights */
         for (int t = TK_N_PLAIN_DTYPES; t < ST_DT_COUNT; t++) {
             ck_assert_ptr_nonnull(ops->to_float[t]);
-            ck_assert_int_eq(st_dtype_info_of((st_dtype)t)->act, ST_DT_Q8_K);
-            if (t == ST_DT_Q8_K) {
+            const st_dtype act = st_dtype_info_of((st_dtype)t)->act;
+            ck_assert(act == ST_DT_Q8_K || act == ST_DT_Q8_1 || act == ST_DT_Q8_0);
+            ck_assert_ptr_nonnull(ops->from_float[act]);
+            if (t == ST_DT_Q8_K || t == ST_DT_Q8_1) {
+                ck_assert_int_eq(act, t);
                 ck_assert_ptr_nonnull(ops->from_float[t]);
                 ck_assert_ptr_null(ops->mul_mat[t]);
             } else {

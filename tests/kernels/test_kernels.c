@@ -12,7 +12,7 @@
  * finds the tensors. The other suites: the dtype table, variant selection
  * and the variant list (test_dtype.c), the products (test_mul_mat.c), the
  * K-quants (test_kquant.c, and against llama.cpp's dequantization in
- * test_kquant_oracle.c). */
+ * test_kquant_oracle.c), the legacy and IQ4 quants (test_legacy.c). */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -660,6 +660,7 @@ int main(void)
     srunner_add_suite(sr, tk_mul_mat_suite());
     srunner_add_suite(sr, tq_kquant_suite());
     srunner_add_suite(sr, tqo_oracle_suite());
+    srunner_add_suite(sr, tl_legacy_suite());
     srunner_run_all(sr, CK_NORMAL);
     const int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -119,7 +119,7 @@ static void tq_check_file(const st_kernel_ops *ops, const char *file, tq_file_st
     for (uint64_t i = 0; i < gq.nt; i++) {
         const tk_tensor *q = &gq.t[i];
         st_dtype t;
-        if (st_dtype_from_ggml(q->type, &t) != ST_K_OK || t < ST_DT_Q2_K || t == ST_DT_Q8_K)
+        if (st_dtype_from_ggml(q->type, &t) != ST_K_OK || t < ST_DT_Q2_K || t > ST_DT_Q6_K)
             continue;
         const tk_tensor *f = tk_gguf_find(&gf, q->name);
         ck_assert_msg(f != NULL && f->nelem == q->nelem && f->ne0 == q->ne0, "%s: %s", file,

@@ -1,11 +1,15 @@
 /* test_kquant_oracle.c - dequantization bit for bit as llama.cpp's.
  *
  * tests/kernels/data/kquant_dequant_ref.json holds, for every K-quant
- * (Q2_K .. Q6_K) and BF16 tensor of the shared files synth-s-q2_k,
- * -q3_k_m, -q4_k_m, -q5_k_m, -q6_k and -bf16.gguf, the FNV-1a 64 digest
- * of the f32 values llama.cpp's own dequantizer (ggml's to_float) gives
- * (written by gen_kquant_ref.sh, which needs a llama.cpp build; the suite
- * does not). Each variant's to_float of the same tensors, row by row, must
+ * (Q2_K .. Q6_K), legacy or IQ4 quant (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS)
+ * and BF16 tensor of the shared files synth-s-q2_k, -q3_k_m, -q4_k_m,
+ * -q5_k_m, -q6_k, -bf16.gguf and w3-qwen3-q4_1, -q5_0, -q5_1, -iq4_nl,
+ * -iq4_xs.gguf, the FNV-1a 64 digest of the f32 values llama.cpp's own
+ * dequantizer (ggml's to_float) gives, and the digest of the Q8_1 blocks
+ * ggml's reference quantizer writes for a fixed input (written by
+ * gen_kquant_ref.sh, which needs a llama.cpp build; the suite does not):
+ * each variant's from_float[Q8_1] of the same input must write the same
+ * bytes. Each variant's to_float of the same tensors, row by row, must
  * give the same digest: equal bytes. The file's tensor set must equal the
  * JSON's (no tensor left out on either side), and the type recorded by
  * llama.cpp must be the one Strata reads.
@@ -28,11 +32,15 @@
 #define TQO_JSON TQO_DATA_DIR "/kquant_dequant_ref.json"
 #define TQO_FNV_OFFSET 0xcbf29ce484222325ull /* FNV-1a 64 offset basis */
 #define TQO_FNV_PRIME 0x100000001b3ull       /* FNV-1a 64 prime */
-#define TQO_N_FILES 6                        /* the files the JSON must cover */
+#define TQO_N_FILES 11                       /* the files the JSON must cover */
+#define TQO_Q8_1_N 4096 /* values of the Q8_1 quantizer's input (gen_kquant_ref.c's) */
 
 static const char *const tqo_files[TQO_N_FILES] = {"synth-s-q2_k.gguf",   "synth-s-q3_k_m.gguf",
                                                    "synth-s-q4_k_m.gguf", "synth-s-q5_k_m.gguf",
-                                                   "synth-s-q6_k.gguf",   "synth-s-bf16.gguf"};
+                                                   "synth-s-q6_k.gguf",   "synth-s-bf16.gguf",
+                                                   "w3-qwen3-q4_1.gguf",  "w3-qwen3-q5_0.gguf",
+                                                   "w3-qwen3-q5_1.gguf",  "w3-qwen3-iq4_nl.gguf",
+                                                   "w3-qwen3-iq4_xs.gguf"};
 
 /* tqo_fnv1a64 - FNV-1a 64 of n bytes, continuing from h (the same as
  * gen_kquant_ref.c's). */
@@ -49,7 +57,8 @@ static uint64_t tqo_fnv1a64(uint64_t h, const void *p, size_t n)
 /* tqo_checked - the dtypes the oracle covers. */
 static int tqo_checked(st_dtype t)
 {
-    return t == ST_DT_BF16 || (t >= ST_DT_Q2_K && t <= ST_DT_Q6_K);
+    return t == ST_DT_BF16 || (t >= ST_DT_Q2_K && t <= ST_DT_Q6_K) ||
+           (t >= ST_DT_Q4_1 && t <= ST_DT_IQ4_XS);
 }
 
 static cJSON *tqo_load_json(void)
@@ -165,6 +174,49 @@ START_TEST(test_dequant_equals_llama_cpp)
 }
 END_TEST
 
+/* tqo_q8_1_input - gen_kquant_ref.c's fixed input (gk_q8_1_input): exact
+ * integers / 137, block 5 zeros, block 6 all -3.25. */
+static void tqo_q8_1_input(float *x)
+{
+    for (uint32_t i = 0; i < TQO_Q8_1_N; i++)
+        x[i] = (float)((int)((i * 2654435761u) % 2001u) - 1000) / 137.0f;
+    for (int i = 5 * ST_QK; i < 6 * ST_QK; i++)
+        x[i] = 0.0f;
+    for (int i = 6 * ST_QK; i < 7 * ST_QK; i++)
+        x[i] = -3.25f;
+}
+
+START_TEST(test_q8_1_equals_llama_cpp)
+{
+    const st_kernel_ops *ops = tk_variant(_i);
+    cJSON *root = tqo_load_json();
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "q8_1_quantize");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(q, "n");
+    const cJSON *bytes = cJSON_GetObjectItemCaseSensitive(q, "bytes");
+    const cJSON *digest = cJSON_GetObjectItemCaseSensitive(q, "fnv1a64");
+    ck_assert_msg(cJSON_IsNumber(n) && cJSON_IsNumber(bytes) && cJSON_IsString(digest),
+                  "%s: no q8_1_quantize entry", TQO_JSON);
+    ck_assert(n->valuedouble == TQO_Q8_1_N);
+    size_t rs;
+    ck_assert_int_eq(st_row_size(ST_DT_Q8_1, TQO_Q8_1_N, &rs), ST_K_OK);
+    ck_assert((double)rs == bytes->valuedouble);
+    float *x = tk_alloc(sizeof(float) * TQO_Q8_1_N);
+    uint8_t *b = tk_alloc(rs);
+    tqo_q8_1_input(x);
+    ops->from_float[ST_DT_Q8_1](x, b, TQO_Q8_1_N);
+    char got[17];
+    snprintf(got, sizeof got, "%016llx", (unsigned long long)tqo_fnv1a64(TQO_FNV_OFFSET, b, rs));
+    ck_assert_msg(strcmp(got, digest->valuestring) == 0,
+                  "%s: Q8_1 blocks digest %s, llama.cpp's quantize_row_q8_1_ref %s", ops->name, got,
+                  digest->valuestring);
+    printf("kquant oracle: %s q8_1 quantizer equal to llama.cpp's on %d values\n", ops->name,
+           TQO_Q8_1_N);
+    free(x);
+    free(b);
+    cJSON_Delete(root);
+}
+END_TEST
+
 Suite *tqo_oracle_suite(void)
 {
     Suite *s = suite_create("kquant_oracle");
@@ -172,6 +224,7 @@ Suite *tqo_oracle_suite(void)
     TCase *tc = tcase_create("kquant_oracle");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_dequant_equals_llama_cpp, 0, tk_variant_count());
+    tcase_add_loop_test(tc, test_q8_1_equals_llama_cpp, 0, tk_variant_count());
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,8 +5,8 @@
  * for bit at every batch size 1..12 (K-quants: 1..20, across the switch to
  * its panel path), at prefill width (70 rows of 5632), and over uneven
  * row ranges, including ranges that do not start or end on a group of 8.
- * Q8_0, Q4_0, Q4_K and Q6_K products are required of every variant
- * (tr_expects). */
+ * Q8_0, Q4_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL and IQ4_XS products
+ * are required of every variant (tr_expects). */
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
@@ -53,9 +53,31 @@ static void tr_random_k(tk_rng *r, st_dtype t, uint8_t *w, size_t ws, int64_t ro
     }
 }
 
+/* tr_lg - the legacy and IQ4 quants (Q4_1 .. IQ4_XS), which Strata never
+ * quantizes: their rows are random bytes with sane d (and m). */
+static int tr_lg(st_dtype t) { return t >= ST_DT_Q4_1 && t <= ST_DT_IQ4_XS; }
+
+/* tr_random_lg - rows of random blocks of a tr_lg type (every bit random,
+ * d and m sane halves; d is every block's first field, m, when there is
+ * one, its second). */
+static void tr_random_lg(tk_rng *r, st_dtype t, uint8_t *w, size_t ws, int64_t rows)
+{
+    for (size_t k = 0; k < ws * (size_t)rows; k++)
+        w[k] = (uint8_t)tk_next(r);
+    const size_t bb = st_dtype_info_of(t)->blck_bytes;
+    for (size_t b = 0; b < ws * (size_t)rows / bb; b++) {
+        const uint16_t d = st_f32_to_f16(ldexpf(1.0f + 0.5f * tk_unif(r), -8));
+        const uint16_t m = st_f32_to_f16(ldexpf(tk_unif(r), -4));
+        memcpy(w + b * bb, &d, sizeof d);
+        if (t == ST_DT_Q4_1 || t == ST_DT_Q5_1)
+            memcpy(w + b * bb + sizeof d, &m, sizeof m);
+    }
+}
+
 /* tr_init - random weights (quantized from floats, plus a few raw extreme
- * quants: -128 for Q8_0; K-quants: tr_random_k) and activations (in the
- * weights' activation dtype); wr = the R8 repacking of w. */
+ * quants: -128 for Q8_0; K-quants: tr_random_k; legacy and IQ4 quants:
+ * tr_random_lg) and activations (in the weights' activation dtype); wr =
+ * the R8 repacking of w. */
 static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, uint64_t seed)
 {
     const st_kernel_ops *ref = st_kernels_ref();
@@ -65,7 +87,7 @@ static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, 
     m->nx = nx;
     ck_assert_int_eq(st_row_size(t, n, &m->ws), ST_K_OK);
     const st_dtype act = st_dtype_info_of(t)->act;
-    const int kq = t == ST_DT_Q4_K || t == ST_DT_Q6_K;
+    const int kq = t == ST_DT_Q4_K || t == ST_DT_Q6_K || tr_lg(t);
     ck_assert_int_eq(st_row_size(act, n, &m->xs), ST_K_OK);
     m->w = tk_alloc(m->ws * (size_t)rows);
     m->wr = tk_alloc(m->ws * (size_t)rows);
@@ -81,7 +103,9 @@ static void tr_init(tr_mat *m, st_dtype t, int64_t n, int64_t rows, int64_t nx, 
         else if (i >= rows)
             ref->from_float[act](tmp, m->x + (size_t)(i - rows) * m->xs, n);
     }
-    if (kq)
+    if (tr_lg(t))
+        tr_random_lg(&r, t, m->w, m->ws, rows);
+    else if (kq)
         tr_random_k(&r, t, m->w, m->ws, rows);
     if (t == ST_DT_Q8_0) /* the extreme quant the sign trick must handle */
         for (int64_t i = 0; i < rows; i += 3)
@@ -197,6 +221,44 @@ START_TEST(test_layout_q6_k)
 }
 END_TEST
 
+/* the legacy and IQ4 quants: each plain piece where repack.h says (d, m,
+ * qh, the nibble bytes), and gathering gives back every plain block */
+START_TEST(test_layout_lg)
+{
+    static const st_dtype ts[] = {ST_DT_Q4_1, ST_DT_Q5_0, ST_DT_Q5_1, ST_DT_IQ4_NL, ST_DT_IQ4_XS};
+    for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
+        const st_dtype t = ts[k];
+        tr_mat m;
+        tr_init(&m, t, 512, 16, 1, 60 + k);
+        const size_t bb = st_dtype_info_of(t)->blck_bytes, gbb = 8 * bb;
+        for (int64_t i = 0; i < 16; i++)
+            for (int64_t b = 0; b < 512 / st_dtype_info_of(t)->blck; b++) {
+                const uint8_t *p = m.w + i * m.ws + b * bb;
+                const uint8_t *g = m.wr + (i / 8) * 8 * m.ws + b * gbb;
+                const int r = (int)(i % 8);
+                ck_assert_mem_eq(g + 2 * r, p, 2); /* d */
+                if (t == ST_DT_IQ4_XS) {
+                    ck_assert_mem_eq(g + ST_R8_XS_SH + 2 * r, p + 2, 2);
+                    ck_assert_mem_eq(g + ST_R8_XS_SL + 4 * r, p + 4, 4);
+                    for (int s = 0; s < 8; s++)
+                        ck_assert_mem_eq(g + ST_R8_XS_QS + 128 * s + 16 * r, p + 8 + 16 * s, 16);
+                } else {
+                    const size_t qs = bb - 16; /* the nibbles end every block */
+                    ck_assert_mem_eq(g + ST_R8_LG_QS(t) + 16 * r, p + qs, 16);
+                    if (t == ST_DT_Q4_1 || t == ST_DT_Q5_1)
+                        ck_assert_mem_eq(g + ST_R8_LG_M + 2 * r, p + 2, 2);
+                    if (t == ST_DT_Q5_0 || t == ST_DT_Q5_1)
+                        ck_assert_mem_eq(g + ST_R8_LG_QH(t) + 4 * r, p + qs - 4, 4);
+                }
+                uint8_t back[sizeof(st_block_iq4_xs)];
+                st_r8_gather(t, m.wr, m.ws, i, b, back);
+                ck_assert_mem_eq(back, p, bb);
+            }
+        tr_free(&m);
+    }
+}
+END_TEST
+
 START_TEST(test_bad_shapes)
 {
     uint8_t src[8 * 34 * 2], dst[8 * 34 * 2];
@@ -214,6 +276,8 @@ START_TEST(test_bad_shapes)
     ck_assert(st_r8_supported(ST_DT_Q4_K) && st_r8_supported(ST_DT_Q6_K));
     ck_assert(!st_r8_supported(ST_DT_Q5_K) && !st_r8_supported(ST_DT_Q2_K));
     ck_assert(!st_r8_supported(ST_DT_F32) && !st_r8_supported(ST_DT_BF16));
+    ck_assert(st_r8_supported(ST_DT_Q4_1) && st_r8_supported(ST_DT_IQ4_XS));
+    ck_assert(!st_r8_supported(ST_DT_Q8_1) && !st_r8_supported(ST_DT_Q8_K));
 }
 END_TEST
 
@@ -247,15 +311,17 @@ static void tr_check(const st_kernel_ops *ops, const tr_mat *m, int64_t nx, int6
 static bool tr_expects(const st_kernel_ops *ops, st_dtype t)
 {
     (void)ops;
-    return t == ST_DT_Q8_0 || t == ST_DT_Q4_0 || t == ST_DT_Q4_K || t == ST_DT_Q6_K;
+    return t == ST_DT_Q8_0 || t == ST_DT_Q4_0 || t == ST_DT_Q4_K || t == ST_DT_Q6_K || tr_lg(t);
 }
 
 START_TEST(test_products)
 {
     const st_kernel_ops *ops = tk_variant(_i);
-    const st_dtype ts[] = {ST_DT_Q8_0, ST_DT_Q4_0, ST_DT_Q4_K, ST_DT_Q6_K};
-    for (int k = 0; k < 4; k++) {
+    const st_dtype ts[] = {ST_DT_Q8_0, ST_DT_Q4_0, ST_DT_Q4_K,   ST_DT_Q6_K,  ST_DT_Q4_1,
+                           ST_DT_Q5_0, ST_DT_Q5_1, ST_DT_IQ4_NL, ST_DT_IQ4_XS};
+    for (int k = 0; k < (int)(sizeof ts / sizeof ts[0]); k++) {
         const int kq = ts[k] == ST_DT_Q4_K || ts[k] == ST_DT_Q6_K;
+        const int n1 = kq || ts[k] == ST_DT_IQ4_XS ? 1024 : 1056; /* a multiple of the block */
         if (!tr_expects(ops, ts[k]))
             continue;
         ck_assert_msg(ops->mul_mat_r8[ts[k]] != NULL, "%s has no R8 product for %s", ops->name,
@@ -264,7 +330,7 @@ START_TEST(test_products)
         /* every batch size a decode step can have (Q4_K: and the switch to
          * the panel path at 16); 24 rows = 3 groups */
         const int64_t max_nx = kq ? 20 : 12;
-        tr_init(&m, ts[k], kq ? 1024 : 1056, 24, max_nx, 30 + (uint64_t)k);
+        tr_init(&m, ts[k], n1, 24, max_nx, 30 + (uint64_t)k);
         for (int64_t nx = 1; nx <= max_nx; nx++) {
             tr_check(ops, &m, nx, 0, 24);
             tr_check(ops, &m, nx, 8, 16);  /* one group */
@@ -296,6 +362,7 @@ static Suite *repack_suite(void)
     tcase_add_test(tc, test_layout);
     tcase_add_test(tc, test_layout_q4_k);
     tcase_add_test(tc, test_layout_q6_k);
+    tcase_add_test(tc, test_layout_lg);
     tcase_add_test(tc, test_bad_shapes);
     tcase_add_loop_test(tc, test_products, 0, tk_variant_count());
     suite_add_tcase(s, tc);

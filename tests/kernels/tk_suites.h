@@ -1,6 +1,7 @@
 /* tk_suites.h - the suites of the kernel tests besides test_kernels.c's
- * own: dtypes and variants (test_dtype.c), products (test_mul_mat.c) and
- * K-quants (test_kquant.c, test_kquant_oracle.c), all run by
+ * own: dtypes and variants (test_dtype.c), products (test_mul_mat.c),
+ * K-quants (test_kquant.c, test_kquant_oracle.c) and the legacy and IQ4
+ * quants (test_legacy.c), all run by
  * test_kernels.c's main. Test code only. */
 #ifndef ST_TESTS_TK_SUITES_H
 #define ST_TESTS_TK_SUITES_H
@@ -23,8 +24,13 @@ Suite *tk_mul_mat_suite(void);
 /* tq_kquant_suite - the K-quant tests of every variant. */
 Suite *tq_kquant_suite(void);
 
-/* tqo_oracle_suite - every variant's dequantization of the shared K-quant
- * and BF16 files equals llama.cpp's (test_kquant_oracle.c). */
+/* tqo_oracle_suite - every variant's dequantization of the shared K-quant,
+ * BF16, legacy and IQ4 quant files, and its Q8_1 quantizer, equal
+ * llama.cpp's (test_kquant_oracle.c). */
 Suite *tqo_oracle_suite(void);
+
+/* tl_legacy_suite - the Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS and Q8_1 kernels
+ * of every variant (test_legacy.c). */
+Suite *tl_legacy_suite(void);
 
 #endif
