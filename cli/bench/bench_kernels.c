@@ -278,11 +278,20 @@ static void bk_row_job(void *arg, int ith, int nth)
             r->ops->add(r->c + t * BK_E, r->a + t * BK_E, BK_E);
             break;
         case BK_ATTN:
-            for (int64_t h = 0; h < 32; h++)
-                r->ops->attn_head(r->a + t * BK_E + h * 64, r->b + (h / 8) * 64,
-                                  r->b + (size_t)BK_CTX * 256 + (h / 8) * 64, 256, BK_CTX, 64,
-                                  0.125f, r->scores + (size_t)ith * BK_CTX,
-                                  r->c + t * BK_E + h * 64);
+            for (int64_t h = 0; h < 32; h++) {
+                const st_attn_args a = {.q = r->a + t * BK_E + h * 64,
+                                        .k = r->b + (h / 8) * 64,
+                                        .v = r->b + (size_t)BK_CTX * 256 + (h / 8) * 64,
+                                        .kv_stride = 256 * sizeof(float),
+                                        .kv_dtype = ST_DT_F32,
+                                        .kv0 = 0,
+                                        .n_kv = BK_CTX,
+                                        .head_dim = 64,
+                                        .scale = 0.125f,
+                                        .scores = r->scores + (size_t)ith * BK_CTX,
+                                        .out = r->c + t * BK_E + h * 64};
+                r->ops->attn_head(&a);
+            }
             break;
         case BK_QUANT:
             r->ops->from_float[ST_DT_Q8_0](r->a + t * BK_E,

@@ -1,7 +1,9 @@
 /* test_golden.c - every case of golden/generation.json and of
  * golden/wave2/generation.json (K-quant and BF16 files, the Llama 3
  * vocabulary llama and the qwen2 model, run from token ids), teacher-forced,
- * with the reference kernels and with the kernels chosen at start-up,
+ * with the reference kernels and with the kernels chosen at start-up (f32
+ * KV cache), and with the chosen kernels over the default KV cache type
+ * (f16, ST_KV_DEFAULT_DTYPE) under the same tolerances,
  * within the tolerances of golden/README.md and golden/wave2/README.md.
  * Prints, per case and kernel variant, the smallest per-step cosine and
  * the largest |logit diff|. The cases of models Strata cannot run yet are
@@ -96,7 +98,7 @@ static void golden_compare(const float *ref, const float *got, int64_t n, double
 }
 
 static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int threads,
-                            int64_t chunk)
+                            int64_t chunk, st_dtype kv_dtype)
 {
     char path[512];
     golden_path(path, sizeof path, "models", gc->model);
@@ -105,7 +107,7 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
     ck_assert_msg(ref != NULL, "cannot read %s", gc->logits_file);
     test_runner r;
     ck_assert_int_eq(runner_open(&r, path, 0, -1, threads, ops, 64,
-                                 (int64_t)(gc->n_prompt + gc->n)),
+                                 (int64_t)(gc->n_prompt + gc->n), kv_dtype),
                      0);
     /* the SIMD kernels serve R8 weights (as strata run and workers do) */
     ck_assert_int_eq(st_model_place(r.m, ops, r.pool), ST_OK);
@@ -124,10 +126,10 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
             ck_assert_int_eq(runner_eval(&r, &gc->expected[i], 1, (int64_t)(gc->n_prompt + i), 1),
                              0);
     }
-    printf("golden: %-22s %-28s kernels=%-5s threads=%d chunk=%lld: min_cos=%.7f "
+    printf("golden: %-22s %-28s kernels=%-5s threads=%d chunk=%lld kv=%s: min_cos=%.7f "
            "max_abs=%.3g argmax_fail=%d/%d\n",
-           gc->model, gc->logits_file, ops->name, threads, (long long)chunk, gm.min_cos, gm.max_abs,
-           gm.argmax_fail, gm.steps);
+           gc->model, gc->logits_file, ops->name, threads, (long long)chunk,
+           st_dtype_info_of(kv_dtype)->name, gm.min_cos, gm.max_abs, gm.argmax_fail, gm.steps);
     fflush(stdout);
     ck_assert_msg(gm.argmax_fail == 0, "%s: %d steps with a different argmax", gc->logits_file,
                   gm.argmax_fail);
@@ -140,13 +142,21 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
     free(ref);
 }
 
-START_TEST(test_golden_ref) { golden_run_case(g_cases[_i], st_kernels_ref(), 1, 64); }
+START_TEST(test_golden_ref) { golden_run_case(g_cases[_i], st_kernels_ref(), 1, 64, ST_DT_F32); }
 END_TEST
 
 START_TEST(test_golden_default)
 {
     /* the variant picked at start-up, 2 threads, prompt in chunks of 5 */
-    golden_run_case(g_cases[_i], st_kernels_select(0), 2, 5);
+    golden_run_case(g_cases[_i], st_kernels_select(0), 2, 5, ST_DT_F32);
+}
+END_TEST
+
+START_TEST(test_golden_kv_default)
+{
+    /* the KV cache type strata run and the cluster use by default (f16),
+     * same tolerances: the goldens are llama.cpp's, whose cache is f16 too */
+    golden_run_case(g_cases[_i], st_kernels_select(0), 2, 5, ST_KV_DEFAULT_DTYPE);
 }
 END_TEST
 
@@ -174,13 +184,14 @@ int main(void)
         }
         g_cases[g_n++] = gc;
     }
-    printf("golden: %zu cases run (x2 kernel settings), %zu skipped\n", g_n, skipped);
+    printf("golden: %zu cases run (x3: ref, default kernels, default kernels with the default KV cache type), %zu skipped\n", g_n, skipped);
     fflush(stdout);
     Suite *s = suite_create("golden");
     TCase *tc = tcase_create("golden");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_golden_ref, 0, (int)g_n);
     tcase_add_loop_test(tc, test_golden_default, 0, (int)g_n);
+    tcase_add_loop_test(tc, test_golden_kv_default, 0, (int)g_n);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -9,6 +9,7 @@
  *       q   = xb Wq + bq                                      q   [T][n_embd]
  *       k   = xb Wk + bk,  v = xb Wv + bv  (biases: qwen2)    k,v [T][kv_dim]
  *       rotate q and k by position; K[pos] = k, V[pos] = v in the row's cache
+ *       (converted to the cache's dtype by the kernels' from_float)
  *       att = softmax(q K^T / sqrt(head_dim)) V  per head    att [T][n_embd]
  *       xb2 = att Wo                                          xb2 [T][n_embd]
  *       x  += xb2
@@ -288,9 +289,9 @@ static void stage_ph_rope_store(void *arg, int ith, int nth)
         (neox ? ops->rope_neox : ops->rope)(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, pos,
                                             hp->rope_base);
         st_kv *kv = c->rows[c->tok_row[t]].kv;
-        size_t off = ((size_t)li * (size_t)kv->n_ctx + (size_t)pos) * (size_t)hp->kv_dim;
-        memcpy(kv->k + off, kt, (size_t)hp->kv_dim * sizeof(float));
-        memcpy(kv->v + off, vt, (size_t)hp->kv_dim * sizeof(float));
+        const size_t off = st_kv_row(kv, li, pos);
+        ops->from_float[kv->dtype](kt, kv->k + off, hp->kv_dim);
+        ops->from_float[kv->dtype](vt, kv->v + off, hp->kv_dim);
     }
 }
 
@@ -317,12 +318,21 @@ static void stage_ph_attn(void *arg, int ith, int nth)
     st_pool_split((long)(c->n_tok * hp->n_head), ith, nth, &b, &e);
     for (long it = b; it < e; it++) {
         int64_t t = it / hp->n_head, h = it % hp->n_head;
-        st_kv *kv = c->rows[c->tok_row[t]].kv;
-        size_t base = (size_t)li * (size_t)kv->n_ctx * (size_t)hp->kv_dim +
-                      (size_t)(h / group) * (size_t)hp->head_dim;
-        c->ops->attn_head(j->q + t * hp->n_embd + h * hp->head_dim, kv->k + base, kv->v + base,
-                          hp->kv_dim, c->tok_pos[t] + 1, hp->head_dim, scale, scores,
-                          j->att + t * hp->n_embd + h * hp->head_dim);
+        const st_kv *kv = c->rows[c->tok_row[t]].kv;
+        const size_t base = st_kv_row(kv, li, 0) + (size_t)(h / group) * kv->head_bytes;
+        const st_attn_args a = {.q = j->q + t * hp->n_embd + h * hp->head_dim,
+                                .k = kv->k + base,
+                                .v = kv->v + base,
+                                .kv_stride = kv->row_bytes,
+                                .kv_dtype = kv->dtype,
+                                .kv0 = 0,
+                                .n_kv = c->tok_pos[t] + 1,
+                                .head_dim = hp->head_dim,
+                                .scale = scale,
+                                .softcap = 0.0f,
+                                .scores = scores,
+                                .out = j->att + t * hp->n_embd + h * hp->head_dim};
+        c->ops->attn_head(&a);
     }
 }
 
@@ -577,12 +587,13 @@ void st_stage_set_hook(st_stage_ctx *c, st_layer_hook hook, void *arg)
     c->hook_arg = arg;
 }
 
-st_err st_stage_kv_alloc(const st_stage_ctx *c, int64_t n_ctx, st_kv **out)
+st_err st_stage_kv_alloc(const st_stage_ctx *c, int64_t n_ctx, st_dtype t, st_kv **out)
 {
     if (n_ctx < 1 || n_ctx > c->max_ctx)
         return st_errorf(ST_ERANGE, "KV context %lld is outside 1..%lld (the model's context)",
                          (long long)n_ctx, (long long)c->max_ctx);
-    return st_kv_alloc(st_model_last(c->m) - st_model_first(c->m), n_ctx, c->hp->kv_dim, out);
+    return st_kv_alloc(st_model_last(c->m) - st_model_first(c->m), n_ctx, c->hp->kv_dim,
+                       c->hp->head_dim, t, out);
 }
 
 size_t st_stage_n_out(const st_stage_ctx *c, const st_batch_row *rows, size_t n_rows,
