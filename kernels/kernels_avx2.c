@@ -461,7 +461,8 @@ static inline float a2_dot(const float *a, const float *b, int64_t n)
 }
 
 /* a2_attn_load8 - 8 values of a typed K/V row from element d as floats
- * (Q8_0: d * qs, d % 8 == 0 so the 8 lie in one block). */
+ * (Q8_0: d * qs, d % 8 == 0 so the 8 lie in one block; the half d widened
+ * by F16C, exactly as fp16.h does). */
 static inline __m256 a2_attn_load8(const void *row, st_dtype t, int64_t d)
 {
     if (t == ST_DT_F16)
@@ -469,7 +470,7 @@ static inline __m256 a2_attn_load8(const void *row, st_dtype t, int64_t d)
     if (t == ST_DT_Q8_0) {
         const st_block_q8_0 *b = (const st_block_q8_0 *)row + d / ST_QK;
         const __m128i q8 = _mm_loadl_epi64((const __m128i *)(b->qs + d % ST_QK));
-        return _mm256_mul_ps(_mm256_set1_ps(st_f16_to_f32(b->d)),
+        return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)),
                              _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
     }
     return _mm256_loadu_ps((const float *)row + d);
@@ -490,7 +491,7 @@ static inline float a2_attn_dot(const float *q, const void *k, st_dtype t, int64
                 bs = _mm256_fmadd_ps(_mm256_loadu_ps(q + i * ST_QK + j),
                                      _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), bs);
             }
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(st_f16_to_f32(b[i].d)), bs, acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d)), bs, acc);
         }
         return a2_hsum(acc);
     }
