@@ -6,7 +6,8 @@
  * binds when it loads that stage (st_model_weight_bytes), and the bytes
  * the coordinator's placement holds the stage to (st_place_stage_bytes
  * over the same st_minfo) equal them too, KV included: a reserve of
- * kv_tokens per layer is st_kv_bytes of the stage, the worker's count.
+ * kv_tokens per layer is st_kv_bytes of the stage, the worker's count, in
+ * each cache type (f32, f16, and q8_0 where the heads admit it).
  * One difference is known and pinned here: for a single stage of a model
  * with a tied head, placement counts the embedding twice (as the first
  * stage's and as the head's), the worker once (it binds one tensor). */
@@ -94,15 +95,26 @@ static bool tl_check_model(const char *path, bool wave3, int *n_stages)
                           "%s [%u, %u): the worker checks %llu bytes, the engine binds %zu", path,
                           a, b, (unsigned long long)worker, st_model_weight_bytes(m));
             st_model_close(m);
-            const uint64_t kv = st_kv_bytes(b - a, TL_KV_CTX, hp.kv_dim, ST_KV_DEFAULT_DTYPE) *
-                                TL_KV_SESSIONS;
-            uint64_t place = st_place_stage_bytes(&pm, kv_tokens, a, b);
-            if (a == 0 && b == mi.n_layer && mi.head_tied)
-                place -= mi.embd_bytes; /* the known difference (file comment) */
-            ck_assert_msg(place == worker + kv,
-                          "%s [%u, %u): placement holds %llu bytes, the worker %llu + %llu KV",
-                          path, a, b, (unsigned long long)place, (unsigned long long)worker,
-                          (unsigned long long)kv);
+            /* every cache type the model's heads admit, placed as a coordinator
+             * with that --cache-type places it (coord.c) */
+            const st_dtype kvt[] = {ST_DT_F32, ST_DT_F16, ST_DT_Q8_0};
+            for (size_t k = 0; k < sizeof kvt / sizeof kvt[0]; k++) {
+                if (st_kv_dtype_check(kvt[k], hp.head_dim) != ST_OK)
+                    continue;
+                pm.kv_bytes_per_token_layer = st_kv_bytes(1, 1, mi.kv_dim, kvt[k]);
+                const uint64_t kv =
+                    st_kv_bytes(b - a, TL_KV_CTX, hp.kv_dim, kvt[k]) * TL_KV_SESSIONS;
+                uint64_t place = st_place_stage_bytes(&pm, kv_tokens, a, b);
+                if (a == 0 && b == mi.n_layer && mi.head_tied)
+                    place -= mi.embd_bytes; /* the known difference (file comment) */
+                ck_assert_msg(place == worker + kv,
+                              "%s [%u, %u) %s: placement holds %llu bytes, the worker %llu + "
+                              "%llu KV",
+                              path, a, b, st_dtype_info_of(kvt[k])->name,
+                              (unsigned long long)place, (unsigned long long)worker,
+                              (unsigned long long)kv);
+            }
+            st_errclear();
             (*n_stages)++;
         }
     st_minfo_free(&mi);
