@@ -1,6 +1,8 @@
 /* args.c - the CLI's shared option rows and cli_opts (see args.h). */
 #include "cli/args.h"
 
+#include "common/model/llama.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -104,14 +106,23 @@ size_t cli_local_rows(unsigned which, cli_local_opts *o, st_opt *out)
          .value = "N", .help = "KV positions (default: the model's)"},
         {.name = "--kernels", .type = ST_OPT_FN, .dest = &o->ops, .fn = cli_kernels_opt,
          .value = "ref|auto|avx2|avx512", .help = "the kernels (default auto: the best)"},
+        st_opt_cache_type(&o->cache_type),
     };
     const unsigned bit[CLI_LOCAL_ROWS] = {CLI_LOCAL_THREADS, CLI_LOCAL_CHUNK, CLI_LOCAL_CTX,
-                                          CLI_LOCAL_KERNELS};
+                                          CLI_LOCAL_KERNELS, CLI_LOCAL_CACHE};
     size_t n = 0;
     for (size_t i = 0; i < CLI_LOCAL_ROWS; i++)
         if (which & bit[i])
             out[n++] = rows[i];
     return n;
+}
+
+st_dtype cli_local_kv_dtype(const cli_local_opts *o)
+{
+    st_dtype t = ST_KV_DEFAULT_DTYPE;
+    if (st_kv_dtype_from_name(o->cache_type, &t) != ST_OK)
+        st_errclear(); /* unreachable: the row's choices are cache types */
+    return t;
 }
 
 st_err cli_ids_opt(const char *value, void *dest)

@@ -24,21 +24,27 @@ typedef enum cli_local_flag {
     CLI_LOCAL_CHUNK = 1u << 1,   /* --chunk N: 1..4096 tokens per prefill forward */
     CLI_LOCAL_CTX = 1u << 2,     /* --ctx N: 1..2^24 KV positions (unset 0: the model's) */
     CLI_LOCAL_KERNELS = 1u << 3, /* --kernels ref|auto|avx2|avx512: sets ops */
+    CLI_LOCAL_CACHE = 1u << 4,   /* --cache-type f32|f16|q8_0 (st_opt_cache_type) */
 } cli_local_flag;
 
 /* Their values; a command presets its defaults before parsing. */
 typedef struct cli_local_opts {
     int64_t threads, chunk, ctx;
     const st_kernel_ops *ops; /* the variant --kernels named; NULL: auto (best, or STRATA_KERNELS) */
+    const char *cache_type;   /* --cache-type; NULL: ST_KV_DEFAULT_DTYPE (st_kv_dtype_from_name) */
 } cli_local_opts;
 
 /* Option rows (common/base/opt.h) shared by subcommands; each fills out (room
  * for its _ROWS count) and returns how many rows it wrote. The rows point
  * into the struct given, which must outlive the parse. */
-#define CLI_LOCAL_ROWS 4
+#define CLI_LOCAL_ROWS 5
 /* cli_local_rows - the local engine's flags that `which` (cli_local_flag
  * bits) admits. Shared by `strata run`, `strata chat`, `strata bench run`. */
 size_t cli_local_rows(unsigned which, cli_local_opts *o, st_opt *out);
+
+/* cli_local_kv_dtype - the KV cache dtype o->cache_type names (the option
+ * row admitted only cache types; unset: ST_KV_DEFAULT_DTYPE). */
+st_dtype cli_local_kv_dtype(const cli_local_opts *o);
 
 #define CLI_SAMPLING_ROWS 6
 /* cli_sampling_rows - the sampling flags shared by `strata run` and

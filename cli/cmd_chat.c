@@ -56,7 +56,7 @@ typedef struct chat_opts {
 static const char chat_synopsis[] =
     "strata chat MODEL [--system TEXT] [--chat-template NAME] [-n N] [--temp T]\n"
     "       [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
-    "       [--threads N] [--ctx N] [--chunk N] [--no-reuse]\n"
+    "       [--threads N] [--ctx N] [--chunk N] [--cache-type f32|f16|q8_0] [--no-reuse]\n"
     "       [--coordinator ADDR [--cluster-key FILE] [--encrypt] [--timeout-ms N]]\n"
     "one user message per line of stdin; the replies go to stdout";
 
@@ -82,7 +82,8 @@ static int chat_parse(int argc, char **argv, chat_opts *o)
     };
     size_t n = CHAT_ROWS;
     n += cli_sampling_rows(&o->sp, rows + n);
-    n += cli_local_rows(CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX, &o->eng, rows + n);
+    n += cli_local_rows(CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX | CLI_LOCAL_CACHE,
+                        &o->eng, rows + n);
     n += cli_conn_rows(&o->c, false, rows + n);
     size_t n_ops = 0;
     int st = cli_opts("chat", chat_synopsis, rows, n, &o->model, 1, &n_ops, argc, argv);
@@ -228,7 +229,8 @@ static int chat_local_run(const chat_opts *o)
     char *line = NULL;
     size_t cap = 0;
     int rc = 1;
-    st_err e = st_local_open(&x.l, o->model, (int)o->eng.threads, NULL, o->eng.chunk, o->eng.ctx);
+    st_err e = st_local_open(&x.l, o->model, (int)o->eng.threads, NULL, o->eng.chunk, o->eng.ctx,
+                             cli_local_kv_dtype(&o->eng));
     if (e != ST_OK) {
         fprintf(stderr, "strata: chat: %s: %s\n", o->model, st_errmsg(e));
         return 1;

@@ -55,7 +55,7 @@ static const char run_synopsis[] =
     "strata run MODEL (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [--temp T]\n"
     "       [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
     "       [--threads N] [--ctx N] [--chunk N] [--ids] [--logits-out FILE]\n"
-    "       [--force-ids a,b,c] [--kernels ref|auto|avx2|avx512]\n"
+    "       [--force-ids a,b,c] [--kernels ref|auto|avx2|avx512] [--cache-type f32|f16|q8_0]\n"
     "       [--shards ADDR[,ADDR...] [--embed ADDR] [--shard-key FILE]\n"
     "        [--shard-dtype f32|bf16|f16|i8]\n"
     "        [--shard-timeout-ms N] [--pause-after N]]";
@@ -103,7 +103,8 @@ static int run_parse(int argc, char **argv, run_opts *o)
     };
     size_t n = RUN_ROWS;
     n += cli_sampling_rows(&o->sp, rows + n);
-    n += cli_local_rows(CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX | CLI_LOCAL_KERNELS,
+    n += cli_local_rows(CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK | CLI_LOCAL_CTX | CLI_LOCAL_KERNELS |
+                            CLI_LOCAL_CACHE,
                         &o->eng, rows + n);
     size_t n_ops = 0;
     int st = cli_opts("run", run_synopsis, rows, n, &o->model, 1, &n_ops, argc, argv);
@@ -358,7 +359,7 @@ int st_cmd_run(int argc, char **argv)
     int32_t *prompt = NULL;
     size_t n_prompt = 0;
     st_err e = st_local_open(&l, o.model, (int)o.eng.threads, o.eng.ops, o.eng.chunk,
-                             o.eng.ctx);
+                             o.eng.ctx, cli_local_kv_dtype(&o.eng));
     if (e != ST_OK) {
         fprintf(stderr, "strata: run: %s: %s\n", o.model, st_errmsg(e));
         run_free(&o);

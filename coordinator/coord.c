@@ -113,6 +113,12 @@ static st_err coord_load_model(st_coord *c)
         st_gguf_get_u32(c->model.gguf, st_arch_gkey_name(ST_AG_TOK_EOS), &eos);
         c->model.eos = (int32_t)eos;
     }
+    /* the KV reserve of placement and status in the cache type the plan names */
+    if ((e = st_kv_dtype_from_name(c->cfg.cache_type, &c->model.kv_dtype)) ||
+        (e = st_kv_dtype_check(c->model.kv_dtype, c->model.mi.head_dim)))
+        return e;
+    c->model.mi.kv_bytes_per_token_layer =
+        st_kv_bytes(1, 1, c->model.mi.kv_dim, c->model.kv_dtype);
     c->model.n_ctx = c->cfg.n_ctx ? c->cfg.n_ctx : c->model.mi.n_ctx_train;
     if (c->model.n_ctx < 2)
         return st_errorf(ST_EINVAL, "a context of %u tokens is too small", c->model.n_ctx);
@@ -239,9 +245,11 @@ st_err st_coord_open(const st_coord_cfg *cfg, st_coord **out)
     printf("listening on %s\nresults on %s\n", st_net_ctl_addr(c->net),
            st_net_results_addr(c->net));
     fflush(stdout);
-    st_log(ST_LOG_INFO, CO, "model %s: %u layers, %u ids, context %u, %s weights; wire %s%s%s",
+    st_log(ST_LOG_INFO, CO,
+           "model %s: %u layers, %u ids, context %u, %s weights, %s KV cache; wire %s%s%s",
            cfg->model_path, c->model.mi.n_layer, c->model.mi.n_vocab, c->model.n_ctx,
-           c->model.mi.dtype, st_wire_dtype_name(cfg->wire), cfg->zstd ? "+zstd" : "",
+           c->model.mi.dtype, st_dtype_info_of(c->model.kv_dtype)->name,
+           st_wire_dtype_name(cfg->wire), cfg->zstd ? "+zstd" : "",
            !c->seal.keyed ? ""
            : cfg->encrypt ? ", cluster key set, frames encrypted"
                           : ", cluster key set");

@@ -44,6 +44,7 @@ typedef struct st_coord_cfg {
     uint32_t chunk;        /* prefill ids per row */
     uint32_t max_tokens;   /* ids per batch (Plan.max_tokens) */
     uint32_t n_ctx;        /* 0: the model's context_length */
+    const char *cache_type; /* KV cache dtype name (--cache-type); NULL: ST_KV_DEFAULT_DTYPE */
     uint32_t max_sessions; /* KV slots per worker */
     uint32_t max_requests;
     uint32_t client_timeout_ms; /* a request not polled this long is cancelled (0: never) */

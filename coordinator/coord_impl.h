@@ -68,6 +68,7 @@ typedef struct coord_model {
     size_t max_piece;  /* longest piece: bounds a prompt text's bytes */
     int32_t eos;
     uint32_t n_ctx;
+    st_dtype kv_dtype; /* --cache-type; mi.kv_bytes_per_token_layer is counted in it */
 } coord_model;
 
 /* The cluster key and the envelope states that seal and open every frame

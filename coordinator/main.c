@@ -277,6 +277,7 @@ static int main_parse(int argc, char **argv, st_coord_cfg *c, uint32_t *split, b
         main_u32_row("--ctx", &c->n_ctx, 2, MAIN_CTX_MAX, "positions (default: the model's)"),
         main_u32_row("--max-sessions", &c->max_sessions, 1, MAIN_SESSIONS_MAX,
                      "KV slots per worker"),
+        st_opt_cache_type(&c->cache_type),
         main_u32_row("--max-requests", &c->max_requests, 1, MAIN_REQUESTS_MAX,
                      "requests at once"),
         {.name = "--client-timeout-ms", .type = ST_OPT_FN, .dest = &c->client_timeout_ms,

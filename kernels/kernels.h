@@ -255,6 +255,22 @@ typedef enum st_kvariant {
     ST_KVAR_COUNT
 } st_kvariant;
 
+/* st_attn_args - the arguments of attn_head (one query head). K and V
+ * rows of a Q8_0 cache are head_dim / ST_QK blocks (head_dim a multiple of
+ * ST_QK: the cache refuses other shapes before any kernel runs). */
+typedef struct st_attn_args {
+    const float *q;    /* [head_dim] one query head */
+    const void *k, *v; /* row of position 0 of this KV head, in kv_dtype */
+    size_t kv_stride;  /* bytes from one position's row to the next */
+    st_dtype kv_dtype; /* ST_DT_F32, ST_DT_F16 or ST_DT_Q8_0 */
+    int64_t kv0, n_kv; /* attend over positions [kv0, n_kv) (kv0 > 0: sliding window) */
+    int64_t head_dim;
+    float scale;   /* s_t = scale * dot(q, k_t) */
+    float softcap; /* 0: none; else s_t = softcap * tanh(s_t / softcap) before softmax */
+    float *scores; /* scratch, at least n_kv floats */
+    float *out;    /* [head_dim] = sum_t softmax(s)_t * v_t over [kv0, n_kv) */
+} st_attn_args;
+
 typedef struct st_kernel_ops {
     const char *name;
     st_kvariant variant;
@@ -322,12 +338,15 @@ typedef struct st_kernel_ops {
     /* add - y[i] += x[i]. */
     void (*add)(float *y, const float *x, int64_t n);
 
-    /* attn_head - one query head of one token against its KV head:
-     * out[d] = sum_t softmax_t(scale * dot(q, k_t)) * v_t[d], t in [0, n_kv).
-     * q: [head_dim]; k, v: n_kv rows of head_dim floats, rows kv_stride
-     * floats apart; scores: scratch of n_kv floats; out: [head_dim]. */
-    void (*attn_head)(const float *q, const float *k, const float *v, int64_t kv_stride,
-                      int64_t n_kv, int64_t head_dim, float scale, float *scores, float *out);
+    /* attn_head - one query head of one token against its KV head over a
+     * typed cache (st_attn_args). Scores s_t = scale * dot(q, k_t), then
+     * s_t = softcap * tanh(s_t / softcap) when softcap != 0, softmax over
+     * [kv0, n_kv), out = sum_t p_t * v_t. K and V rows are dequantized on
+     * the fly (q stays f32; a Q8_0 block's dot is sum(q_i * qs_i) times the
+     * block's d, a V element is d * qs_i); no variant quantizes q. F32 with
+     * kv0 = 0 and softcap = 0 computes what the f32-only kernel computed
+     * before the typed cache, bit for bit. */
+    void (*attn_head)(const st_attn_args *a);
 
     /* argmax - index of the largest value (first one on ties). */
     int64_t (*argmax)(const float *x, int64_t n);

@@ -445,11 +445,103 @@ static inline float a2_dot(const float *a, const float *b, int64_t n)
     return s;
 }
 
-static void a2_attn_head(const float *q, const float *k, const float *v, int64_t kv_stride,
-                         int64_t n_kv, int64_t head_dim, float scale, float *scores, float *out)
+/* a2_attn_load8 - 8 values of a typed K/V row from element d as floats
+ * (Q8_0: d * qs, d % 8 == 0 so the 8 lie in one block; the half d widened
+ * by F16C, exactly as fp16.h does). */
+static inline __m256 a2_attn_load8(const void *row, st_dtype t, int64_t d)
 {
+    if (t == ST_DT_F16)
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)row + d)));
+    if (t == ST_DT_Q8_0) {
+        const st_block_q8_0 *b = (const st_block_q8_0 *)row + d / ST_QK;
+        const __m128i q8 = _mm_loadl_epi64((const __m128i *)(b->qs + d % ST_QK));
+        return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(b->d)),
+                             _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)));
+    }
+    return _mm256_loadu_ps((const float *)row + d);
+}
+
+/* a2_attn_dot - dot(q, k row) of n values (n % 8 == 0; Q8_0: n % 32 == 0):
+ * f16 one 8-lane FMA accumulator over the widened values; Q8_0 per block
+ * an 8-lane sum of q_i * qs_i, then acc += d * that sum. */
+static inline float a2_attn_dot(const float *q, const void *k, st_dtype t, int64_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    if (t == ST_DT_Q8_0) {
+        const st_block_q8_0 *b = k;
+        for (int64_t i = 0; i < n / ST_QK; i++) {
+            __m256 bs = _mm256_setzero_ps();
+            for (int j = 0; j < ST_QK; j += 8) {
+                const __m128i q8 = _mm_loadl_epi64((const __m128i *)(b[i].qs + j));
+                bs = _mm256_fmadd_ps(_mm256_loadu_ps(q + i * ST_QK + j),
+                                     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), bs);
+            }
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(b[i].d)), bs, acc);
+        }
+        return a2_hsum(acc);
+    }
+    for (int64_t d = 0; d < n; d += 8)
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), a2_attn_load8(k, t, d), acc);
+    return a2_hsum(acc);
+}
+
+/* a2_attn_typed - attn_head over an f16 or Q8_0 cache, head_dim % 8 == 0;
+ * called with a constant t so each dtype gets its own loops. */
+static inline __attribute__((always_inline)) void a2_attn_typed(const st_attn_args *a,
+                                                                 st_dtype t)
+{
+    const char *k = a->k, *v = a->v;
+    const int64_t hd = a->head_dim;
+    for (int64_t i = a->kv0; i < a->n_kv; i++)
+        a->scores[i] = a2_attn_dot(a->q, k + (size_t)i * a->kv_stride, t, hd) * a->scale;
+    if (a->softcap != 0.0f)
+        for (int64_t i = a->kv0; i < a->n_kv; i++)
+            a->scores[i] = a->softcap * tanhf(a->scores[i] / a->softcap);
+    const float *p = a->scores + a->kv0;
+    const int64_t n = a->n_kv - a->kv0;
+    a2_softmax(a->scores + a->kv0, n);
+    v += (size_t)a->kv0 * a->kv_stride;
+    int64_t d = 0;
+    for (; d + 32 <= hd; d += 32) {
+        __m256 o0 = _mm256_setzero_ps(), o1 = o0, o2 = o0, o3 = o0;
+        for (int64_t i = 0; i < n; i++) {
+            const __m256 pi = _mm256_set1_ps(p[i]);
+            const char *vt = v + (size_t)i * a->kv_stride;
+            o0 = _mm256_fmadd_ps(pi, a2_attn_load8(vt, t, d), o0);
+            o1 = _mm256_fmadd_ps(pi, a2_attn_load8(vt, t, d + 8), o1);
+            o2 = _mm256_fmadd_ps(pi, a2_attn_load8(vt, t, d + 16), o2);
+            o3 = _mm256_fmadd_ps(pi, a2_attn_load8(vt, t, d + 24), o3);
+        }
+        _mm256_storeu_ps(a->out + d, o0);
+        _mm256_storeu_ps(a->out + d + 8, o1);
+        _mm256_storeu_ps(a->out + d + 16, o2);
+        _mm256_storeu_ps(a->out + d + 24, o3);
+    }
+    for (; d < hd; d += 8) {
+        __m256 o = _mm256_setzero_ps();
+        for (int64_t i = 0; i < n; i++)
+            o = _mm256_fmadd_ps(_mm256_set1_ps(p[i]),
+                                a2_attn_load8(v + (size_t)i * a->kv_stride, t, d), o);
+        _mm256_storeu_ps(a->out + d, o);
+    }
+}
+
+/* a2_attn_f32 - attn_head over an f32 cache: the f32-only kernel of before
+ * the typed cache (same operations in the same order) over [kv0, n_kv),
+ * with the soft cap applied to the scores before the softmax. */
+static void a2_attn_f32(const st_attn_args *a)
+{
+    const float *q = a->q;
+    const int64_t kv_stride = (int64_t)(a->kv_stride / sizeof(float));
+    const float *k = (const float *)a->k + a->kv0 * kv_stride;
+    const float *v = (const float *)a->v + a->kv0 * kv_stride;
+    const int64_t n_kv = a->n_kv - a->kv0, head_dim = a->head_dim;
+    float *scores = a->scores + a->kv0, *out = a->out;
     for (int64_t t = 0; t < n_kv; t++)
-        scores[t] = a2_dot(q, k + t * kv_stride, head_dim) * scale;
+        scores[t] = a2_dot(q, k + t * kv_stride, head_dim) * a->scale;
+    if (a->softcap != 0.0f)
+        for (int64_t t = 0; t < n_kv; t++)
+            scores[t] = a->softcap * tanhf(scores[t] / a->softcap);
     a2_softmax(scores, n_kv);
     int64_t d = 0;
     for (; d + 32 <= head_dim; d += 32) {
@@ -480,6 +572,21 @@ static void a2_attn_head(const float *q, const float *k, const float *v, int64_t
             o += scores[t] * v[t * kv_stride + d];
         out[d] = o;
     }
+}
+
+/* a2_attn_head - attn_head: f32 by a2_attn_f32; f16 and Q8_0 by
+ * a2_attn_typed, an f16 head_dim not a multiple of 8 by the reference. */
+static void a2_attn_head(const st_attn_args *a)
+{
+    const int64_t lane = 8;
+    if (a->kv_dtype == ST_DT_F16 && a->head_dim % lane == 0)
+        a2_attn_typed(a, ST_DT_F16);
+    else if (a->kv_dtype == ST_DT_Q8_0)
+        a2_attn_typed(a, ST_DT_Q8_0);
+    else if (a->kv_dtype == ST_DT_F32)
+        a2_attn_f32(a);
+    else
+        st_ref_attn_head(a);
 }
 
 static const st_kernel_ops a2_ops = {

@@ -500,19 +500,67 @@ static void ref_add(float *y, const float *x, int64_t n)
         y[i] += x[i];
 }
 
-static void ref_attn_head(const float *q, const float *k, const float *v, int64_t kv_stride,
-                          int64_t n_kv, int64_t head_dim, float scale, float *scores, float *out)
+/* ref_attn_elem - element d of the K or V row r of a typed cache, as
+ * float: f16 widened, Q8_0 d * qs (exact in float: 11 x 8 bits). */
+static inline float ref_attn_elem(const void *r, st_dtype t, int64_t d)
 {
-    for (int64_t t = 0; t < n_kv; t++)
-        scores[t] = ref_dot_f32(head_dim, q, k + t * kv_stride) * scale;
-    ref_softmax(scores, n_kv);
-    for (int64_t d = 0; d < head_dim; d++)
-        out[d] = 0.0f;
-    for (int64_t t = 0; t < n_kv; t++) {
-        const float p = scores[t];
-        const float *vt = v + t * kv_stride;
-        for (int64_t d = 0; d < head_dim; d++)
-            out[d] += p * vt[d];
+    switch (t) {
+    case ST_DT_F16:
+        return st_f16_to_f32(((const uint16_t *)r)[d]);
+    case ST_DT_Q8_0: {
+        const st_block_q8_0 *b = (const st_block_q8_0 *)r + d / ST_QK;
+        return st_f16_to_f32(b->d) * (float)b->qs[d % ST_QK];
+    }
+    default:
+        return ((const float *)r)[d];
+    }
+}
+
+/* ref_attn_dot - dot(q, k row): f32 as ref_dot_f32 (sequential in float);
+ * f16 sequential in float over the widened values; Q8_0 per block the
+ * float sum of q_i * qs_i in element order, times the block's d, added to
+ * a float accumulator block after block. */
+static float ref_attn_dot(const float *q, const void *k, st_dtype t, int64_t n)
+{
+    if (t == ST_DT_F32)
+        return ref_dot_f32(n, q, k);
+    if (t == ST_DT_F16) {
+        const uint16_t *h = k;
+        float sum = 0.0f;
+        for (int64_t i = 0; i < n; i++)
+            sum += q[i] * st_f16_to_f32(h[i]);
+        return sum;
+    }
+    const st_block_q8_0 *b = k;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / ST_QK; i++) {
+        float bs = 0.0f;
+        for (int j = 0; j < ST_QK; j++)
+            bs += q[i * ST_QK + j] * (float)b[i].qs[j];
+        sum += bs * st_f16_to_f32(b[i].d);
+    }
+    return sum;
+}
+
+void st_ref_attn_head(const st_attn_args *a)
+{
+    const char *k = a->k, *v = a->v;
+    for (int64_t t = a->kv0; t < a->n_kv; t++) {
+        float s = ref_attn_dot(a->q, k + (size_t)t * a->kv_stride, a->kv_dtype, a->head_dim) *
+                  a->scale;
+        if (a->softcap != 0.0f)
+            s = a->softcap * tanhf(s / a->softcap);
+        a->scores[t] = s;
+    }
+    float *p = a->scores + a->kv0;
+    const int64_t n = a->n_kv - a->kv0;
+    ref_softmax(p, n);
+    for (int64_t d = 0; d < a->head_dim; d++)
+        a->out[d] = 0.0f;
+    for (int64_t t = 0; t < n; t++) {
+        const void *vt = v + (size_t)(a->kv0 + t) * a->kv_stride;
+        for (int64_t d = 0; d < a->head_dim; d++)
+            a->out[d] += p[t] * ref_attn_elem(vt, a->kv_dtype, d);
     }
 }
 
@@ -585,7 +633,7 @@ static const st_kernel_ops ref_ops = {
     .silu_mul = ref_silu_mul,
     .gelu_mul = st_ref_gelu_mul,
     .add = ref_add,
-    .attn_head = ref_attn_head,
+    .attn_head = st_ref_attn_head,
     .argmax = st_ref_argmax,
 };
 

@@ -34,6 +34,11 @@ void st_ref_gelu_mul(float *g, const float *u, int64_t n);
 void st_ref_f32_to_float(const void *src, float *dst, int64_t n);
 void st_ref_f32_from_float(const float *src, void *dst, int64_t n);
 
+/* st_ref_attn_head - the reference attn_head (kernels.h): the SIMD
+ * variants call it for what their vector code leaves to it (a head_dim
+ * that is not a multiple of 8). */
+void st_ref_attn_head(const st_attn_args *a);
+
 /* st_ref_argmax - the argmax contract of kernels.h: the first index of the
  * largest value, in element order. */
 int64_t st_ref_argmax(const float *x, int64_t n);

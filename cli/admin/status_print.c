@@ -85,6 +85,8 @@ static cJSON *sp_sched_json(const Strata__SchedStatus *q)
     cli_json_u64(o, "kv_kept", q->kv_kept);
     cli_json_u64(o, "kv_reprefilled", q->kv_reprefilled);
     cli_json_u64(o, "kv_session_bytes", q->kv_session_bytes);
+    cJSON_AddStringToObject(o, "kv_cache_type",
+                            q->kv_cache_type && q->kv_cache_type[0] ? q->kv_cache_type : "f32");
     cli_json_u64(o, "kv_bytes", q->kv_bytes);
     cJSON_AddNumberToObject(o, "chunk", q->chunk);
     cJSON_AddNumberToObject(o, "max_batch_tokens", q->max_batch_tokens);
@@ -366,9 +368,11 @@ void cli_status_print(const Strata__StatusReply *s)
         char kvs[24], kvw[24];
         st_fmt_bytes(q->kv_session_bytes, kvs, sizeof kvs);
         st_fmt_bytes(q->kv_bytes, kvw, sizeof kvw);
-        printf("sessions: %u of %u (%u idle), %s KV each, %s KV on workers; requests: %u "
-               "running, %u queued\n",
-               q->sessions, q->max_sessions, q->idle_sessions, kvs, kvw, q->running, q->queued);
+        printf("sessions: %u of %u (%u idle), %s KV each (%s cache), %s KV on workers; "
+               "requests: %u running, %u queued\n",
+               q->sessions, q->max_sessions, q->idle_sessions, kvs,
+               q->kv_cache_type && q->kv_cache_type[0] ? q->kv_cache_type : "f32", kvw, q->running,
+               q->queued);
         printf("batches: %" PRIu64 " (%" PRIu64 " rows, %" PRIu64 " tokens), %u in flight of %u "
                "(peak %u); refused busy %" PRIu64 ", queue expired %" PRIu64
                ", clients gone %" PRIu64 ", prompt ids reused %" PRIu64

@@ -12,8 +12,9 @@
  * median of several timed runs. Before timing, each product is checked
  * against the reference kernels on a few rows ("ref: bit-exact" or the
  * largest relative difference), so a fast but wrong kernel shows at once.
- * Row operations (rmsnorm, rope, softmax, silu_mul, add, attn_head, the
- * Q8_0 activation quantizer) follow at the engine's sizes. Dtypes with an
+ * Row operations (rmsnorm, rope, softmax, silu_mul, add, attn_head over
+ * f32, f16 and Q8_0 caches, the Q8_0 activation quantizer) follow at the
+ * engine's sizes. Dtypes with an
  * R8 product in the chosen variant (Q8_0, Q4_0, Q4_K, Q6_K with AVX2 or
  * AVX-512) are timed twice: in the file's layout and in the R8 layout the
  * engine repacks them into at load (lines "q8_0r8", "q4_0r8", "q4_kr8",
@@ -242,17 +243,46 @@ typedef struct bk_row {
     int64_t T;
     float *a, *b, *c, *scores;
     int64_t nth_scores;
+    unsigned char *kv16, *kvq8; /* b's K and V rows converted to f16 and Q8_0 */
 } bk_row;
 
-enum { BK_RMSNORM, BK_ROPE, BK_SOFTMAX, BK_SILU, BK_ADD, BK_ATTN, BK_QUANT, BK_OPS };
+enum { BK_RMSNORM, BK_ROPE, BK_SOFTMAX, BK_SILU, BK_ADD, BK_ATTN, BK_ATTN_F16, BK_ATTN_Q8, BK_QUANT,
+       BK_OPS };
 
-static const char *const bk_row_names[BK_OPS] = {"rmsnorm", "rope",      "softmax",   "silu_mul",
-                                                 "add",     "attn_head", "quant_q8_0"};
+static const char *const bk_row_names[BK_OPS] = {
+    "rmsnorm", "rope", "softmax", "silu_mul", "add", "attn_head", "attn_f16", "attn_q8_0",
+    "quant_q8_0"};
 
-/* sizes: n_embd 2048, n_ff 5632, 32 heads of 64, 4 KV heads, context 128 */
+/* sizes: n_embd 2048, n_ff 5632, 32 heads of 64, 4 KV heads (kv_dim 256),
+ * context 128; the typed caches' rows: f16 2 bytes a value, Q8_0 34 per 32 */
 #define BK_E 2048
 #define BK_F 5632
 #define BK_CTX 128
+#define BK_KV_DIM 256
+#define BK_ROW_F16 (BK_KV_DIM * 2)
+#define BK_ROW_Q8 (BK_KV_DIM / 32 * 34)
+
+/* bk_attn_typed - the 32 heads of token t over a typed cache: K rows at
+ * kv, V rows BK_CTX rows after them, row bytes apart, heads of 64 values
+ * head bytes apart (every 8 query heads share one KV head). */
+static void bk_attn_typed(const bk_row *r, long t, int ith, const unsigned char *kv, st_dtype dt,
+                          size_t row, size_t head)
+{
+    for (int64_t h = 0; h < 32; h++) {
+        const st_attn_args a = {.q = r->a + t * BK_E + h * 64,
+                                .k = kv + (h / 8) * head,
+                                .v = kv + (size_t)BK_CTX * row + (h / 8) * head,
+                                .kv_stride = row,
+                                .kv_dtype = dt,
+                                .kv0 = 0,
+                                .n_kv = BK_CTX,
+                                .head_dim = 64,
+                                .scale = 0.125f,
+                                .scores = r->scores + (size_t)ith * BK_CTX,
+                                .out = r->c + t * BK_E + h * 64};
+        r->ops->attn_head(&a);
+    }
+}
 
 static void bk_row_job(void *arg, int ith, int nth)
 {
@@ -284,11 +314,26 @@ static void bk_row_job(void *arg, int ith, int nth)
             r->ops->add(r->c + t * BK_E, r->a + t * BK_E, BK_E);
             break;
         case BK_ATTN:
-            for (int64_t h = 0; h < 32; h++)
-                r->ops->attn_head(r->a + t * BK_E + h * 64, r->b + (h / 8) * 64,
-                                  r->b + (size_t)BK_CTX * 256 + (h / 8) * 64, 256, BK_CTX, 64,
-                                  0.125f, r->scores + (size_t)ith * BK_CTX,
-                                  r->c + t * BK_E + h * 64);
+            for (int64_t h = 0; h < 32; h++) {
+                const st_attn_args a = {.q = r->a + t * BK_E + h * 64,
+                                        .k = r->b + (h / 8) * 64,
+                                        .v = r->b + (size_t)BK_CTX * 256 + (h / 8) * 64,
+                                        .kv_stride = 256 * sizeof(float),
+                                        .kv_dtype = ST_DT_F32,
+                                        .kv0 = 0,
+                                        .n_kv = BK_CTX,
+                                        .head_dim = 64,
+                                        .scale = 0.125f,
+                                        .scores = r->scores + (size_t)ith * BK_CTX,
+                                        .out = r->c + t * BK_E + h * 64};
+                r->ops->attn_head(&a);
+            }
+            break;
+        case BK_ATTN_F16:
+            bk_attn_typed(r, t, ith, r->kv16, ST_DT_F16, BK_ROW_F16, 64 * 2);
+            break;
+        case BK_ATTN_Q8:
+            bk_attn_typed(r, t, ith, r->kvq8, ST_DT_Q8_0, BK_ROW_Q8, 64 / 32 * 34);
             break;
         case BK_QUANT:
             r->ops->from_float[ST_DT_Q8_0](r->a + t * BK_E,
@@ -307,7 +352,9 @@ static void bk_bench_rows(st_pool *pool, const st_kernel_ops *ops, int64_t T, co
     r.b = malloc(big * sizeof(float));
     r.c = malloc(big * sizeof(float));
     r.scores = malloc((size_t)st_pool_size(pool) * BK_CTX * sizeof(float));
-    if (!r.a || !r.b || !r.c || !r.scores) {
+    r.kv16 = malloc((size_t)2 * BK_CTX * BK_ROW_F16);
+    r.kvq8 = malloc((size_t)2 * BK_CTX * BK_ROW_Q8);
+    if (!r.a || !r.b || !r.c || !r.scores || !r.kv16 || !r.kvq8) {
         fprintf(stderr, "strata: bench kernels: out of memory\n");
         goto out;
     }
@@ -315,6 +362,10 @@ static void bk_bench_rows(st_pool *pool, const st_kernel_ops *ops, int64_t T, co
     bk_fill(&s, r.a, (int64_t)big, 1.0f);
     bk_fill(&s, r.b, (int64_t)big, 1.0f);
     bk_fill(&s, r.c, (int64_t)big, 1.0f);
+    for (int64_t i = 0; i < 2 * BK_CTX; i++) { /* the K rows, then the V rows */
+        ops->from_float[ST_DT_F16](r.b + i * BK_KV_DIM, r.kv16 + i * BK_ROW_F16, BK_KV_DIM);
+        ops->from_float[ST_DT_Q8_0](r.b + i * BK_KV_DIM, r.kvq8 + i * BK_ROW_Q8, BK_KV_DIM);
+    }
     for (int op = 0; op < BK_OPS; op++) {
         r.op = op;
         const double sec = bk_time(pool, bk_row_job, &r, o);
@@ -345,6 +396,14 @@ static void bk_bench_rows(st_pool *pool, const st_kernel_ops *ops, int64_t T, co
             bytes = 32.0 * (2.0 * BK_CTX * 64 * 4);
             flops = 32.0 * 4.0 * BK_CTX * 64;
             break;
+        case BK_ATTN_F16:
+            bytes = 32.0 * (2.0 * BK_CTX * 64 * 2);
+            flops = 32.0 * 4.0 * BK_CTX * 64;
+            break;
+        case BK_ATTN_Q8:
+            bytes = 32.0 * (2.0 * BK_CTX * 64 / 32 * 34);
+            flops = 32.0 * 4.0 * BK_CTX * 64;
+            break;
         case BK_QUANT:
             bytes = BK_E * 4.0 + BK_E / 32 * 34.0;
             flops = 3.0 * BK_E;
@@ -360,6 +419,8 @@ out:
     free(r.b);
     free(r.c);
     free(r.scores);
+    free(r.kv16);
+    free(r.kvq8);
 }
 
 #define BK_THREADS_MAX 1024

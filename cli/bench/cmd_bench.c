@@ -200,7 +200,8 @@ typedef struct br_opts {
 static int br_parse(int argc, char **argv, br_opts *o)
 {
     static const char synopsis[] = "strata bench run MODEL [--prompt N] [--gen N] [--threads N] "
-                                   "[--repeat N] [--chunk N] [--kernels ref|auto|avx2|avx512]";
+                                   "[--repeat N] [--chunk N] [--kernels ref|auto|avx2|avx512] "
+                                   "[--cache-type f32|f16|q8_0]";
     memset(o, 0, sizeof *o);
     o->prompt = 64;
     o->gen = 128;
@@ -215,7 +216,7 @@ static int br_parse(int argc, char **argv, br_opts *o)
          .max = BR_REPEAT_MAX, .value = "N", .help = "runs, the median reported (default 5)"},
     };
     const size_t n = BR_ROWS + cli_local_rows(CLI_LOCAL_THREADS | CLI_LOCAL_CHUNK |
-                                                  CLI_LOCAL_KERNELS,
+                                                  CLI_LOCAL_KERNELS | CLI_LOCAL_CACHE,
                                               &o->eng, rows + BR_ROWS);
     size_t n_ops = 0;
     int st = cli_opts("bench run", synopsis, rows, n, &o->model, 1, &n_ops, argc, argv);
@@ -283,7 +284,8 @@ int st_bench_run(int argc, char **argv)
     if (rc != CLI_OPTS_GO)
         return rc;
     st_local l;
-    st_err e = st_local_open(&l, o.model, (int)o.eng.threads, o.eng.ops, o.eng.chunk, 0);
+    st_err e = st_local_open(&l, o.model, (int)o.eng.threads, o.eng.ops, o.eng.chunk, 0,
+                             cli_local_kv_dtype(&o.eng));
     if (e != ST_OK) {
         fprintf(stderr, "strata: bench run: %s\n", st_errmsg(e));
         return 1;

@@ -267,3 +267,20 @@ st_opt st_opt_insecure(bool *insecure)
                     .dest = insecure,
                     .help = "listen beyond loopback without a key (logs a warning)"};
 }
+
+/* The names of the KV cache types; common/model/llama.c's
+ * st_kv_dtype_from_name maps each to its dtype (test_llama checks every
+ * one does). */
+static const char *const opt_cache_types[] = {"f32", "f16", "q8_0", NULL};
+
+st_opt st_opt_cache_type(const char **name)
+{
+    return (st_opt){.name = "--cache-type",
+                    .type = ST_OPT_CHOICE,
+                    .dest = name,
+                    .choices = opt_cache_types,
+                    .value = "f32|f16|q8_0",
+                    .help = "KV cache dtype (default f16; q8_0 needs head_dim % 32 == 0)"};
+}
+
+const char *const *st_opt_cache_type_names(void) { return opt_cache_types; }

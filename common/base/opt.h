@@ -24,7 +24,7 @@
  * - Strings stored are argv's own (not copied): they live as long as argv.
  *
  * Shared groups (st_opt_log, st_opt_threads, st_opt_cluster_key,
- * st_opt_encrypt, st_opt_insecure) return the row every daemon uses for
+ * st_opt_encrypt, st_opt_insecure, st_opt_cache_type) return the row every daemon uses for
  * that flag, with the same help text, so a table lists them by call. */
 #ifndef ST_OPT_H
 #define ST_OPT_H
@@ -93,5 +93,9 @@ st_opt st_opt_threads(int *threads, int max); /* --threads N, 1..max */
 st_opt st_opt_cluster_key(const char **file); /* --cluster-key FILE */
 st_opt st_opt_encrypt(bool *encrypt);         /* --encrypt */
 st_opt st_opt_insecure(bool *insecure);       /* --insecure */
+st_opt st_opt_cache_type(const char **name);  /* --cache-type f32|f16|q8_0 (NULL left: default) */
+
+/* st_opt_cache_type_names - the names --cache-type accepts, NULL-ended. */
+const char *const *st_opt_cache_type_names(void);
 
 #endif

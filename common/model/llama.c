@@ -289,16 +289,45 @@ st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
     return llama_count(g, k[ST_AK_VOCAB_SIZE], false, te->ne[1], &hp->n_vocab);
 }
 
-size_t st_kv_bytes(int64_t n_layers, int64_t n_ctx, int64_t kv_dim)
+size_t st_kv_bytes(int64_t n_layers, int64_t n_ctx, int64_t kv_dim, st_dtype t)
 {
-    if (n_layers <= 0 || n_ctx <= 0 || kv_dim <= 0)
+    size_t row;
+    if (n_layers <= 0 || n_ctx <= 0 || kv_dim <= 0 || st_kv_dtype_check(t, 0) != ST_OK ||
+        st_row_size(t, kv_dim, &row) != ST_K_OK)
         return 0;
     const unsigned kv_tensors = 2; /* K and V */
-    unsigned __int128 b = (unsigned __int128)n_layers * (uint64_t)n_ctx * (uint64_t)kv_dim *
-                          ST_KV_ELEM_BYTES * kv_tensors;
+    unsigned __int128 b = (unsigned __int128)n_layers * (uint64_t)n_ctx * row * kv_tensors;
     if (b > (unsigned __int128)SIZE_MAX / kv_tensors)
         return 0;
     return (size_t)b;
+}
+
+st_err st_kv_dtype_from_name(const char *name, st_dtype *out)
+{
+    if (name == NULL) {
+        *out = ST_KV_DEFAULT_DTYPE;
+        return ST_OK;
+    }
+    st_dtype t;
+    if (st_dtype_from_name(name, &t) != ST_K_OK || st_kv_dtype_check(t, 0) != ST_OK)
+        return st_errorf(ST_EINVAL, "cache type '%s' is not one of f32, f16, q8_0", name);
+    *out = t;
+    return ST_OK;
+}
+
+st_err st_kv_dtype_check(st_dtype t, int64_t head_dim)
+{
+    if (t != ST_DT_F32 && t != ST_DT_F16 && t != ST_DT_Q8_0) {
+        const st_dtype_info *i = st_dtype_info_of(t);
+        return st_errorf(ST_EINVAL, "cache type %s is not one of f32, f16, q8_0",
+                         i != NULL ? i->name : "(out of range)");
+    }
+    if (t == ST_DT_Q8_0 && head_dim % ST_QK != 0)
+        return st_errorf(ST_EINVAL,
+                         "cache type q8_0 needs a head dimension that is a multiple of %d, "
+                         "this model's is %lld",
+                         ST_QK, (long long)head_dim);
+    return ST_OK;
 }
 
 /* minfo_sums - the bytes of g's tensors by part into m (n_layer set,
@@ -352,7 +381,9 @@ st_err st_minfo_from_gguf(const st_gguf *g, st_minfo *m)
     m->n_head_kv = (uint32_t)hp.n_head_kv;
     m->n_vocab = (uint32_t)hp.n_vocab;
     m->n_ctx_train = (uint32_t)hp.n_ctx_train;
-    m->kv_bytes_per_token_layer = st_kv_bytes(1, 1, hp.kv_dim);
+    m->head_dim = (uint32_t)hp.head_dim;
+    m->kv_dim = (uint32_t)hp.kv_dim;
+    m->kv_bytes_per_token_layer = st_kv_bytes(1, 1, hp.kv_dim, ST_KV_DEFAULT_DTYPE);
     m->layer_bytes = calloc(m->n_layer, sizeof *m->layer_bytes);
     if (m->layer_bytes == NULL)
         return st_errorf(ST_ENOMEM, "layer table of %u layers", m->n_layer);

@@ -21,6 +21,7 @@
 #include "common/model/arch.h"
 #include "common/base/err.h"
 #include "common/model/gguf.h"
+#include "kernels/kernels.h"
 #include "kernels/rope.h"
 
 /* Defaults of optional keys (llama.cpp's). */
@@ -30,8 +31,8 @@
 /* The largest count a hyperparameter key may hold (2^31). */
 #define ST_LLAMA_MAX_COUNT (1ull << 31)
 
-/* The KV cache holds K and V in f32: bytes of one element. */
-#define ST_KV_ELEM_BYTES sizeof(float)
+/* The KV cache's dtype when no --cache-type is given: f16, as llama.cpp. */
+#define ST_KV_DEFAULT_DTYPE ST_DT_F16
 
 /* How a file scales rope (rope.scaling.type; llama.cpp's names). */
 typedef enum st_rope_scaling {
@@ -98,10 +99,25 @@ void st_hparams_rope(const st_hparams *hp, int64_t il, const float *factors, st_
 st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp);
 
 /* st_kv_bytes - bytes of a KV cache of n_layers layers, n_ctx positions
- * and kv_dim values per position and layer, K and V (ST_KV_ELEM_BYTES
- * each); 0 when a dimension is not positive or the size overflows. The
- * worker allocates this and the coordinator reserves it. */
-size_t st_kv_bytes(int64_t n_layers, int64_t n_ctx, int64_t kv_dim);
+ * and kv_dim values per position and layer, K and V, each row of kv_dim
+ * values in dtype t (st_row_size: f32 4 bytes a value, f16 2, Q8_0 34 per
+ * 32); 0 when a dimension is not positive, t is not a cache type
+ * (st_kv_dtype_check without the head), kv_dim is not a multiple of t's
+ * block or the size overflows. The worker allocates this and the
+ * coordinator reserves it (st_minfo.kv_bytes_per_token_layer is this for
+ * one layer and position). */
+size_t st_kv_bytes(int64_t n_layers, int64_t n_ctx, int64_t kv_dim, st_dtype t);
+
+/* st_kv_dtype_from_name - the cache type named "f32", "f16" or "q8_0"
+ * (--cache-type); NULL names ST_KV_DEFAULT_DTYPE. ST_EINVAL naming the
+ * value and the accepted names otherwise. */
+st_err st_kv_dtype_from_name(const char *name, st_dtype *out);
+
+/* st_kv_dtype_check - ST_OK if t is a cache type (f32, f16, q8_0) usable
+ * with heads of head_dim values: Q8_0 needs head_dim a multiple of 32 (a
+ * block never spans two heads); else ST_EINVAL naming the type and the
+ * head dimension. */
+st_err st_kv_dtype_check(st_dtype t, int64_t head_dim);
 
 /* What placement and the memory checks need to know about a model: its
  * hyperparameters that bound requests, and the bytes of its tensors by
@@ -116,7 +132,11 @@ typedef struct st_minfo {
     uint32_t n_head_kv;
     uint32_t n_vocab;
     uint32_t n_ctx_train;
-    uint64_t kv_bytes_per_token_layer; /* st_kv_bytes(1, 1, kv_dim) */
+    uint32_t head_dim;                 /* values per KV head */
+    uint32_t kv_dim;                   /* K (or V) values per position and layer */
+    uint64_t kv_bytes_per_token_layer; /* st_kv_bytes(1, 1, kv_dim, ST_KV_DEFAULT_DTYPE);
+                                        * a coordinator with another --cache-type
+                                        * sets it with that type */
     uint64_t *layer_bytes;             /* [n_layer]: every tensor of blk.L.* */
     uint64_t embd_bytes;               /* token_embd.weight */
     uint64_t head_bytes;               /* output_norm + output (or the tied embedding) */

@@ -113,6 +113,7 @@ st_err st_plan_to_pb(const st_plan *p, bool without_hash, Strata__Plan **out)
     v->pb.max_sessions = p->max_sessions;
     v->pb.incarnation = p->incarnation;
     v->pb.step_sender = p->step_sender;
+    v->pb.cache_type = (char *)p->cache_type;
     *out = &v->pb;
     return ST_OK;
 }
@@ -162,7 +163,7 @@ bool st_plan_same_layout(const st_plan *a, const st_plan *b)
         strcmp(a->result_addr, b->result_addr) != 0 || a->n_layer != b->n_layer ||
         a->max_tokens != b->max_tokens || a->n_ctx != b->n_ctx ||
         a->max_sessions != b->max_sessions || memcmp(a->model_id, b->model_id, 32) != 0 ||
-        a->step_sender != b->step_sender)
+        a->step_sender != b->step_sender || strcmp(a->cache_type, b->cache_type) != 0)
         return false;
     for (uint32_t i = 0; i < a->n_stages; i++) {
         const st_plan_stage *x = &a->stages[i], *y = &b->stages[i];
@@ -256,7 +257,7 @@ uint32_t st_plan_route_worker(const st_plan *p, uint32_t route, uint32_t stage)
 bool st_plan_same_route(const st_plan *a, uint32_t ra, const st_plan *b, uint32_t rb)
 {
     if (a->n_stages != b->n_stages || a->n_layer != b->n_layer || a->n_ctx != b->n_ctx ||
-        a->max_sessions != b->max_sessions)
+        a->max_sessions != b->max_sessions || strcmp(a->cache_type, b->cache_type) != 0)
         return false;
     for (uint32_t i = 0; i < a->n_stages; i++) {
         const st_plan_stage *x = &a->stages[i], *y = &b->stages[i];

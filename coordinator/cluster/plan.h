@@ -50,6 +50,7 @@ typedef struct st_plan {
     uint32_t max_sessions; /* KV slots per worker */
     uint64_t incarnation;
     uint64_t step_sender; /* the coordinator's envelope sender id of STEP frames */
+    char cache_type[8];   /* KV cache dtype name of every stage ("f32", "f16", "q8_0") */
 } st_plan;
 
 /* st_epoch_first - the first epoch of a coordinator started at start_ms

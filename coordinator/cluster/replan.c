@@ -564,6 +564,7 @@ void coord_replan(st_coord *c, bool force, const char *why)
     p.max_sessions = c->cfg.max_sessions;
     p.incarnation = c->start_ms;
     p.step_sender = c->seal.step.sender;
+    snprintf(p.cache_type, sizeof p.cache_type, "%s", st_dtype_info_of(c->model.kv_dtype)->name);
     if (!force && serving && st_plan_same_layout(&p, &c->plans.committed)) {
         st_plan_free(&p);
         goto out;

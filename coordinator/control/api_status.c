@@ -164,6 +164,7 @@ st_err coord_status_build(st_coord *c, const coord_who *who, coord_status *s)
     sch->kv_reprefilled = ss.kv_reprefilled;
     sch->kv_session_bytes = c->model.mi.kv_bytes_per_token_layer * c->model.mi.n_layer *
                             c->model.n_ctx;
+    sch->kv_cache_type = (char *)st_dtype_info_of(c->model.kv_dtype)->name;
     for (size_t i = 0; i < c->ms.n; i++)
         if (c->ms.v[i].hb && c->ms.v[i].life == ST_MEMBER_ALIVE)
             sch->kv_bytes += c->ms.v[i].hb->heartbeat->kv_bytes;

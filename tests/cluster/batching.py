@@ -42,7 +42,7 @@ def ref_ids(model_path, prompt, n, temp=0.0, seed=None):
     key = (model_path, tuple(prompt), n, temp, seed)
     if key not in _ref_cache:
         argv = [STRATA, "run", model_path, "--prompt-ids", ",".join(map(str, prompt)), "-n",
-                str(n), "--temp", str(temp), "--ids", "--threads", "1"]
+                str(n), "--temp", str(temp), "--ids", "--threads", "1"] + cluster.GOLDEN_KV
         if seed is not None:
             argv += ["--seed", str(seed)]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=120)

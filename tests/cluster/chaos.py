@@ -75,7 +75,8 @@ def ref_ids(r):
     key = (tuple(r["prompt_ids"]), r["n"], r.get("temp", 0), r.get("seed"))
     if key not in _ref:
         argv = [STRATA, "run", MODEL, "--prompt-ids", ",".join(map(str, r["prompt_ids"])),
-                "-n", str(r["n"]), "--temp", str(r.get("temp", 0)), "--ids", "--threads", "1"]
+                "-n", str(r["n"]), "--temp", str(r.get("temp", 0)), "--ids", "--threads", "1"] + \
+            cluster.GOLDEN_KV
         if "seed" in r:
             argv += ["--seed", str(r["seed"])]
         p = subprocess.run(argv, capture_output=True, text=True, timeout=BOUND)
@@ -458,7 +459,8 @@ def case_restart():
         t0 = time.time()
         c.coord = c.spawn("coordinator2", [cluster.COORD, "--model", MODEL, "--listen", addr,
                                            "--heartbeat-ms", "200", "--heartbeat-timeout-ms",
-                                           "1500", "--weights", cluster.WEIGHTS_ANY] + COORD_ARGS)
+                                           "1500", "--weights", cluster.WEIGHTS_ANY] + COORD_ARGS +
+                          cluster.GOLDEN_KV)
         c.coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)")
         ch.run("after-restart", reqs, f_none)
         say("new coordinator: streams served, %.1f s after its start" % (time.time() - t0))

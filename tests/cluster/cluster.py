@@ -55,11 +55,20 @@ def local_key_path(addr):
 WEIGHTS_ANY = "tcp://127.0.0.1:0"
 
 
+# The KV cache type of the test clusters and of the `strata run` oracles:
+# f32, the type the goldens were made with (golden/README.md: llama.cpp
+# with an f32 KV cache). The default type (f16) changes greedy ids of the
+# random-weight models against those goldens; case_kv runs it, against
+# `strata run` at the same type.
+GOLDEN_KV = ["--cache-type", "f32"]
+
+
 class Cluster:
-    """A coordinator and workers; use as a context manager."""
+    """A coordinator and workers; use as a context manager. The coordinator
+    runs with the flags kv (GOLDEN_KV; [] for its default cache type)."""
 
     def __init__(self, model_path, coord_args=(), key=None, encrypt=False,
-                 listen="tcp://127.0.0.1:0"):
+                 listen="tcp://127.0.0.1:0", kv=GOLDEN_KV):
         self.tmp = tempfile.mkdtemp(prefix="strata-test-%d-" % os.getpid())
         self.model = model_path
         self.key = key
@@ -68,6 +77,7 @@ class Cluster:
         self.workers = []
         args = [COORD, "--model", model_path, "--listen", listen,
                 "--heartbeat-ms", "200", "--heartbeat-timeout-ms", "1500"] + list(coord_args)
+        args += kv
         if not listen.endswith(":0") and "--weights" not in coord_args:
             args += ["--weights", WEIGHTS_ANY]  # not the --listen port + 1 (see WEIGHTS_ANY)
         if key:
@@ -232,10 +242,10 @@ def wait_held(c, n, at=None, timeout=TIMEOUT, also=None):
         json.dumps(st["sched"] if st else None)[:1500]))
 
 
-def run_ids(model_path, prompt_ids, n, logits_out):
+def run_ids(model_path, prompt_ids, n, logits_out, kv=GOLDEN_KV):
     r = subprocess.run([STRATA, "run", model_path, "--prompt-ids", ",".join(map(str, prompt_ids)),
                         "-n", str(n), "--temp", "0", "--ids", "--threads", "1",
-                        "--logits-out", logits_out], capture_output=True, text=True,
+                        "--logits-out", logits_out] + kv, capture_output=True, text=True,
                        timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
     return parse_ids(r.stdout)
@@ -632,7 +642,7 @@ def case_netns():
         coord = spawn("coordinator", "c", [COORD, "--model", m, "--listen",
                                           "tcp://%s:0" % caddr, "--wire", "f32",
                                           "--min-workers", "2", "--heartbeat-ms", "200",
-                                          "--cluster-key", key, "--encrypt"])
+                                          "--cluster-key", key, "--encrypt"] + GOLDEN_KV)
         addr = coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)").group(1)
         for w in ("w1", "w2"):
             spawn(w, w, [WORKER, "--coordinator", addr, "--model", m, "--listen",
@@ -757,6 +767,47 @@ def check_wave2_splits(name, splits):
             print("%s: split %s: golden ids, logits bit-identical" % (name, split))
 
 
+def case_kv():
+    """The KV cache types through the cluster (f32 wire): the default (f16,
+    no --cache-type) and q8_0, splits [6] and [2, 4] of synth-s-f32: greedy
+    ids and logits bit for bit `strata run`'s at the same type; the status
+    names the type and counts one session's KV as 6 layers x 512 positions
+    x K and V x kv_dim 64 in it (2 bytes a value for f16, 34 per 32 for
+    q8_0), and the workers' allocated KV after the one session is that."""
+    name, n_ctx, n_layer, kv_dim = "synth-s-f32.gguf", 512, 6, 64
+    row = {"f16": kv_dim * 2, "q8_0": kv_dim // 32 * 34}
+    case = next(x for x in golden_cases() if x["model"] == name)
+    for ct, args in (("f16", []), ("q8_0", ["--cache-type", "q8_0"])):
+        for split in ([6], [2, 4]):
+            with Cluster(model(name), ["--wire", "f32", "--split", ",".join(map(str, split)),
+                                       "--min-workers", str(len(split))], kv=args) as c:
+                for _ in split:
+                    c.add_worker()
+                c.wait_serving(len(split))
+                lc, lr = os.path.join(c.tmp, "c.logits"), os.path.join(c.tmp, "r.logits")
+                r = c.cli("generate", "--prompt-ids", ",".join(map(str, case["prompt_ids"])),
+                          "-n", str(case["n"]), "--temp", "0", "--ids", "--logits-out", lc)
+                got = parse_ids(r.stdout)
+                ref = run_ids(c.model, case["prompt_ids"], case["n"], lr, kv=args)
+                assert got == ref, "%s split %s: cluster ids %s != strata run's %s" % (
+                    ct, split, got, ref)
+                with open(lc, "rb") as a, open(lr, "rb") as b:
+                    assert a.read() == b.read(), "%s split %s: logits differ" % (ct, split)
+                want = n_layer * n_ctx * 2 * row[ct]
+                deadline = time.time() + 5  # the workers' figure comes with their heartbeats
+                while True:
+                    sch = c.status()["sched"]
+                    if int(sch["kv_bytes"]) > 0 or time.time() > deadline:
+                        break
+                    time.sleep(0.1)
+                assert sch["kv_cache_type"] == ct, sch
+                assert int(sch["kv_session_bytes"]) == want, (sch["kv_session_bytes"], want)
+                # the one session generated: its caches over the stages, as the workers allocated
+                assert int(sch["kv_bytes"]) == want, (sch["kv_bytes"], want)
+                print("kv: %s split %s: strata run's ids and logits bit for bit; %d KV bytes "
+                      "a session, %d on workers" % (ct, split, want, int(sch["kv_bytes"])))
+
+
 def case_qwen2():
     """The qwen2 architecture (q/k/v biases, NEOX rope, tied head) through 1,
     2 and 3 workers (check_wave2_splits)."""
@@ -827,7 +878,7 @@ def run_cases(cases):
     sys.exit(1 if failed else (77 if skipped and not passed else 0))
 
 
-CASES = {"inv1": case_inv1, "membership": case_membership, "stale": case_stale_epoch,
+CASES = {"inv1": case_inv1, "kv": case_kv, "membership": case_membership, "stale": case_stale_epoch,
          "key": case_cluster_key, "bad_input": case_bad_input, "shutdown": case_shutdown,
          "exit_guard": case_exit_guard, "netns": case_netns, "qwen2": case_qwen2, "llama3": case_llama3,
          "poll_empty": case_poll_empty}

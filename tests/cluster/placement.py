@@ -71,7 +71,8 @@ def ref_ids(model_path, prompt, n):
     key = (model_path, tuple(prompt), n)
     if key not in _ref_cache:
         r = subprocess.run([STRATA, "run", model_path, "--prompt-ids", ",".join(map(str, prompt)),
-                            "-n", str(n), "--temp", "0", "--ids", "--threads", "1"],
+                            "-n", str(n), "--temp", "0", "--ids", "--threads", "1"] +
+                           cluster.GOLDEN_KV,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
         _ref_cache[key] = parse_ids(r.stdout)

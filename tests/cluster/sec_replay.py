@@ -65,7 +65,8 @@ def restart(c, coord_args, key):
     c.coord.kill(signal.SIGKILL)
     c.coord.p.wait(10)
     args = [cluster.COORD, "--model", c.model, "--listen", c.addr, "--heartbeat-ms", "200",
-            "--heartbeat-timeout-ms", "1500", "--weights", cluster.WEIGHTS_ANY] + coord_args
+            "--heartbeat-timeout-ms", "1500", "--weights", cluster.WEIGHTS_ANY] + coord_args + \
+        cluster.GOLDEN_KV
     if key:
         args += ["--cluster-key", key]
     c.coord = c.spawn("coordinator2", args)

@@ -6,7 +6,8 @@
  * binds when it loads that stage (st_model_weight_bytes), and the bytes
  * the coordinator's placement holds the stage to (st_place_stage_bytes
  * over the same st_minfo) equal them too, KV included: a reserve of
- * kv_tokens per layer is st_kv_bytes of the stage, the worker's count.
+ * kv_tokens per layer is st_kv_bytes of the stage, the worker's count, in
+ * each cache type (f32, f16, and q8_0 where the heads admit it).
  * One difference is known and pinned here: for a single stage of a model
  * with a tied head, placement counts the embedding twice (as the first
  * stage's and as the head's), the worker once (it binds one tensor). */
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/base/opt.h"
 #include "common/model/llama.h"
 #include "coordinator/planner/placement.h"
 #include "worker/engine/model.h"
@@ -73,7 +75,9 @@ static bool tl_check_model(const char *path, bool wave3, int *n_stages)
     ck_assert_int_eq(mi.n_head_kv, hp.n_head_kv);
     ck_assert_int_eq(mi.n_vocab, hp.n_vocab);
     ck_assert_int_eq(mi.n_ctx_train, hp.n_ctx_train);
-    ck_assert_uint_eq(mi.kv_bytes_per_token_layer, st_kv_bytes(1, 1, hp.kv_dim));
+    ck_assert_uint_eq(mi.kv_bytes_per_token_layer, st_kv_bytes(1, 1, hp.kv_dim, ST_KV_DEFAULT_DTYPE));
+    ck_assert_int_eq(mi.kv_dim, hp.kv_dim);
+    ck_assert_int_eq(mi.head_dim, hp.head_dim);
     ck_assert_uint_eq(mi.head_tied, st_arch_head_tied(g));
     st_place_model pm = {.n_layer = mi.n_layer,
                          .layer_bytes = mi.layer_bytes,
@@ -91,14 +95,26 @@ static bool tl_check_model(const char *path, bool wave3, int *n_stages)
                           "%s [%u, %u): the worker checks %llu bytes, the engine binds %zu", path,
                           a, b, (unsigned long long)worker, st_model_weight_bytes(m));
             st_model_close(m);
-            const uint64_t kv = st_kv_bytes(b - a, TL_KV_CTX, hp.kv_dim) * TL_KV_SESSIONS;
-            uint64_t place = st_place_stage_bytes(&pm, kv_tokens, a, b);
-            if (a == 0 && b == mi.n_layer && mi.head_tied)
-                place -= mi.embd_bytes; /* the known difference (file comment) */
-            ck_assert_msg(place == worker + kv,
-                          "%s [%u, %u): placement holds %llu bytes, the worker %llu + %llu KV",
-                          path, a, b, (unsigned long long)place, (unsigned long long)worker,
-                          (unsigned long long)kv);
+            /* every cache type the model's heads admit, placed as a coordinator
+             * with that --cache-type places it (coord.c) */
+            const st_dtype kvt[] = {ST_DT_F32, ST_DT_F16, ST_DT_Q8_0};
+            for (size_t k = 0; k < sizeof kvt / sizeof kvt[0]; k++) {
+                if (st_kv_dtype_check(kvt[k], hp.head_dim) != ST_OK)
+                    continue;
+                pm.kv_bytes_per_token_layer = st_kv_bytes(1, 1, mi.kv_dim, kvt[k]);
+                const uint64_t kv =
+                    st_kv_bytes(b - a, TL_KV_CTX, hp.kv_dim, kvt[k]) * TL_KV_SESSIONS;
+                uint64_t place = st_place_stage_bytes(&pm, kv_tokens, a, b);
+                if (a == 0 && b == mi.n_layer && mi.head_tied)
+                    place -= mi.embd_bytes; /* the known difference (file comment) */
+                ck_assert_msg(place == worker + kv,
+                              "%s [%u, %u) %s: placement holds %llu bytes, the worker %llu + "
+                              "%llu KV",
+                              path, a, b, st_dtype_info_of(kvt[k])->name,
+                              (unsigned long long)place, (unsigned long long)worker,
+                              (unsigned long long)kv);
+            }
+            st_errclear();
             (*n_stages)++;
         }
     st_minfo_free(&mi);
@@ -136,14 +152,48 @@ START_TEST(worker_and_coordinator_agree)
 }
 END_TEST
 
-/* The KV count: both sides' formula, and its refusals. */
+/* The KV count: both sides' formula per cache type (f32 4 bytes a value,
+ * f16 2, Q8_0 34 bytes per 32), and its refusals. */
 START_TEST(kv_bytes)
 {
-    ck_assert_uint_eq(st_kv_bytes(3, 5, 7), 3u * 5 * 7 * ST_KV_ELEM_BYTES * 2);
-    ck_assert_uint_eq(st_kv_bytes(0, 5, 7), 0);
-    ck_assert_uint_eq(st_kv_bytes(3, -1, 7), 0);
-    ck_assert_uint_eq(st_kv_bytes(3, 5, 0), 0);
-    ck_assert_uint_eq(st_kv_bytes(INT64_MAX, INT64_MAX, INT64_MAX), 0);
+    ck_assert_uint_eq(st_kv_bytes(3, 5, 7, ST_DT_F32), 3u * 5 * 7 * 4 * 2);
+    ck_assert_uint_eq(st_kv_bytes(3, 5, 7, ST_DT_F16), 3u * 5 * 7 * 2 * 2);
+    ck_assert_uint_eq(st_kv_bytes(3, 5, 64, ST_DT_Q8_0), 3u * 5 * 2 * 34 * 2);
+    ck_assert_uint_eq(st_kv_bytes(3, 5, 7, ST_DT_Q8_0), 0); /* not whole blocks */
+    ck_assert_uint_eq(st_kv_bytes(3, 5, 64, ST_DT_Q4_0), 0); /* not a cache type */
+    ck_assert_uint_eq(st_kv_bytes(3, 5, 64, ST_DT_BF16), 0);
+    ck_assert_uint_eq(st_kv_bytes(0, 5, 7, ST_DT_F32), 0);
+    ck_assert_uint_eq(st_kv_bytes(3, -1, 7, ST_DT_F32), 0);
+    ck_assert_uint_eq(st_kv_bytes(3, 5, 0, ST_DT_F32), 0);
+    ck_assert_uint_eq(st_kv_bytes(INT64_MAX, INT64_MAX, INT64_MAX, ST_DT_F16), 0);
+}
+END_TEST
+
+/* --cache-type: every name the option row admits maps to its dtype, the
+ * default is f16, anything else is refused by name; q8_0 needs heads of a
+ * multiple of 32 values. */
+START_TEST(kv_cache_types)
+{
+    const st_dtype want[] = {ST_DT_F32, ST_DT_F16, ST_DT_Q8_0};
+    const char *const *names = st_opt_cache_type_names();
+    size_t n = 0;
+    for (; names[n] != NULL; n++) {
+        st_dtype t;
+        ck_assert_uint_lt(n, sizeof want / sizeof want[0]);
+        ck_assert_int_eq(st_kv_dtype_from_name(names[n], &t), ST_OK);
+        ck_assert_int_eq(t, want[n]);
+    }
+    ck_assert_uint_eq(n, sizeof want / sizeof want[0]);
+    st_dtype t = ST_DT_Q4_0;
+    ck_assert_int_eq(st_kv_dtype_from_name(NULL, &t), ST_OK);
+    ck_assert_int_eq(t, ST_DT_F16);
+    ck_assert_int_eq(st_kv_dtype_from_name("q4_0", &t), ST_EINVAL);
+    ck_assert_ptr_nonnull(strstr(st_errdetail(), "'q4_0'"));
+    ck_assert_int_eq(st_kv_dtype_from_name("f8", &t), ST_EINVAL);
+    ck_assert_int_eq(st_kv_dtype_check(ST_DT_Q8_0, 64), ST_OK);
+    ck_assert_int_eq(st_kv_dtype_check(ST_DT_Q8_0, 80), ST_EINVAL);
+    ck_assert_ptr_nonnull(strstr(st_errdetail(), "q8_0"));
+    ck_assert_int_eq(st_kv_dtype_check(ST_DT_F16, 80), ST_OK);
 }
 END_TEST
 
@@ -154,6 +204,7 @@ int main(void)
     tcase_add_unchecked_fixture(tc, tl_setup, NULL);
     tcase_add_test(tc, worker_and_coordinator_agree);
     tcase_add_test(tc, kv_bytes);
+    tcase_add_test(tc, kv_cache_types);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);

@@ -543,7 +543,8 @@ START_TEST(minfo_synth)
     ck_assert_uint_eq(mi.n_embd, 256);
     ck_assert_uint_eq(mi.n_vocab, 512);
     ck_assert_uint_eq(mi.n_ctx_train, 512);
-    ck_assert_uint_eq(mi.kv_bytes_per_token_layer, 512);
+    /* K and V of kv_dim 64 in the default cache type, f16: 2 x 64 x 2 bytes */
+    ck_assert_uint_eq(mi.kv_bytes_per_token_layer, 2 * 64 * 2);
     ck_assert_str_eq(mi.dtype, "f32");
     uint64_t sum = mi.embd_bytes + mi.head_bytes;
     for (uint32_t l = 0; l < 6; l++) {
@@ -580,7 +581,7 @@ START_TEST(minfo_qwen2)
     ck_assert_uint_eq(mi.n_embd, 128);
     ck_assert_uint_eq(mi.n_head_kv, 2);
     ck_assert_uint_eq(mi.n_vocab, 151669);
-    ck_assert_uint_eq(mi.kv_bytes_per_token_layer, 2 * 64 * 4);
+    ck_assert_uint_eq(mi.kv_bytes_per_token_layer, 2 * 64 * 2); /* f16 K and V */
     ck_assert_str_eq(mi.dtype, "q8_0");
     const uint64_t mats = 2 * 128 * 136 + 2 * 64 * 136 + 2 * 384 * 136 + 128 * 408;
     const uint64_t norms = 2 * 128 * 4, biases = (128 + 64 + 64) * 4;

@@ -56,8 +56,9 @@ def main():
         if r.returncode != 0 or not re.search(r"\bkernels %s\b" % v, r.stdout):
             fail("bench run --kernels %s: exit %d, no 'kernels %s' in: %s"
                  % (v, r.returncode, v, r.stdout.splitlines()[:1]))
+        # the golden ids were made with an f32 KV cache (golden/README.md)
         r = strata("run", model, "--prompt-ids", "1", "-n", str(len(want)), "--temp", "0",
-                   "--ids", "--kernels", v)
+                   "--ids", "--kernels", v, "--cache-type", "f32")
         ids_line = [l for l in r.stdout.splitlines() if l.startswith("ids: ")]
         if r.returncode != 0 or not ids_line:
             fail("run --kernels %s: exit %d, no ids: %s" % (v, r.returncode, r.stderr))

@@ -6,13 +6,13 @@
 #include <string.h>
 
 int runner_open(test_runner *r, const char *path, int64_t first, int64_t last, int threads,
-                const st_kernel_ops *ops, int64_t max_tokens, int64_t n_ctx)
+                const st_kernel_ops *ops, int64_t max_tokens, int64_t n_ctx, st_dtype kv_dtype)
 {
     memset(r, 0, sizeof *r);
     st_err e;
     if ((e = st_model_open(path, first, last, &r->m)) || (e = st_pool_open(threads, 0, &r->pool)) ||
         (e = st_stage_ctx_open(r->m, max_tokens, r->pool, ops, &r->ctx)) ||
-        (e = st_stage_kv_alloc(r->ctx, n_ctx, &r->kv))) {
+        (e = st_stage_kv_alloc(r->ctx, n_ctx, kv_dtype, &r->kv))) {
         fprintf(stderr, "runner_open %s: %s\n", path, st_errmsg(e));
         runner_close(r);
         return -1;

@@ -14,9 +14,10 @@ typedef struct test_runner {
     int64_t n_vocab;
 } test_runner;
 
-/* runner_open - model at path, first..last (-1 = all), threads, kernels. */
+/* runner_open - model at path, first..last (-1 = all), threads, kernels,
+ * a KV cache of n_ctx positions in kv_dtype. */
 int runner_open(test_runner *r, const char *path, int64_t first, int64_t last, int threads,
-                const st_kernel_ops *ops, int64_t max_tokens, int64_t n_ctx);
+                const st_kernel_ops *ops, int64_t max_tokens, int64_t n_ctx, st_dtype kv_dtype);
 void runner_close(test_runner *r);
 
 /* runner_eval - feeds ids at pos in chunks of `chunk`; logits of the last

@@ -62,7 +62,7 @@ static void eng_split(const char *model, const st_kernel_ops *ops)
     char path[512];
     golden_path(path, sizeof path, "models", model);
     test_runner full;
-    ck_assert_int_eq(runner_open(&full, path, 0, -1, 2, ops, 64, 64), 0);
+    ck_assert_int_eq(runner_open(&full, path, 0, -1, 2, ops, 64, 64, ST_DT_F32), 0);
     const st_hparams *hp = st_model_hparams(full.m);
     int64_t L = hp->n_layer, E = hp->n_embd, T = ENG_N_PROMPT;
     eng_capture cap = {malloc((size_t)(L * T * E) * sizeof(float)), T, E};
@@ -81,7 +81,7 @@ static void eng_split(const char *model, const st_kernel_ops *ops)
     for (int64_t a = 0; a < L; a++) {
         for (int64_t b = a + 1; b <= L; b++) {
             test_runner st;
-            ck_assert_int_eq(runner_open(&st, path, a, b, 1, ops, 64, 64), 0);
+            ck_assert_int_eq(runner_open(&st, path, a, b, 1, ops, 64, 64, ST_DT_F32), 0);
             if ((a + b) % 2 == 1) /* half the stages multiply R8 weights (SIMD kernels) */
                 ck_assert_int_eq(st_model_place(st.m, ops, NULL), ST_OK);
             ck_assert(st_model_has_embd(st.m) == (a == 0));
@@ -136,7 +136,7 @@ END_TEST
 static float *eng_alone(const char *path, const st_kernel_ops *ops, const int32_t *p, int64_t n)
 {
     test_runner r;
-    ck_assert_int_eq(runner_open(&r, path, 0, -1, 1, ops, 64, 64), 0);
+    ck_assert_int_eq(runner_open(&r, path, 0, -1, 1, ops, 64, 64, ST_DT_F32), 0);
     size_t V = (size_t)r.n_vocab;
     float *out = malloc((size_t)n * V * sizeof(float));
     st_batch_row row = {.kv = r.kv, .pos = 0, .n_tok = n, .tokens = p, .all_logits = true};
@@ -180,7 +180,7 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
     size_t V = (size_t)st_model_hparams(m)->n_vocab;
     st_kv *kv[3];
     for (int s = 0; s < 3; s++)
-        ck_assert_int_eq(st_stage_kv_alloc(ctx, 64, &kv[s]), ST_OK);
+        ck_assert_int_eq(st_stage_kv_alloc(ctx, 64, ST_DT_F32, &kv[s]), ST_OK);
     float *out = malloc(64 * V * sizeof(float));
     int64_t done[3] = {0, 0, 0};
     /* each step: rows in rotating order, each row a chunk of its prompt */
@@ -243,7 +243,7 @@ START_TEST(test_bad_batches)
     char path[512];
     golden_path(path, sizeof path, "models", "synth-s-q8_0.gguf");
     test_runner r;
-    ck_assert_int_eq(runner_open(&r, path, 0, -1, 1, st_kernels_ref(), 8, 16), 0);
+    ck_assert_int_eq(runner_open(&r, path, 0, -1, 1, st_kernels_ref(), 8, 16, ST_DT_F32), 0);
     size_t V = (size_t)r.n_vocab;
     float *out = malloc(16 * V * sizeof(float));
     int32_t ids[20] = {1, 2, 3};

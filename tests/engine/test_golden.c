@@ -3,10 +3,21 @@
  * vocabulary llama and the qwen2 model, run from token ids) and
  * golden/wave3/generation.json (rope scaling, qwen3, gemma2, gemma3, phi3,
  * the legacy and IQ4 quants), teacher-forced, with the reference kernels
- * and with the kernels chosen at start-up, within the tolerances of
+ * and with every SIMD variant the CPU has, over an f32 KV cache (the
+ * goldens are llama.cpp's with an f32 KV cache), within the tolerances of
  * golden/README.md, golden/wave2/README.md and golden/wave3/README.md.
- * Prints, per case and kernel variant, the smallest per-step cosine and
- * the largest |logit diff|. The cases of models Strata cannot run yet are
+ * STRATA_GOLDEN_KV=f16|q8_0 adds a pass of the chosen kernels over that
+ * cache type under the same tolerances: a measurement, not run by default,
+ * because the f16 cache falls outside the f32-KV goldens' tolerances on
+ * the random-weight models (smallest cosine 0.99539 on synth-s-q6_k against
+ * 0.998; greedy ids leave the golden ids on 18 of 29 cases of waves 1-2)
+ * and an f16-KV golden set does not exist yet. llama.cpp itself falls
+ * outside them with an f16 cache (its flash attention off, teacher-forced:
+ * 0.99447 on synth-s-q6_k p1, 0.99573 on synth-s-q4_k_m p0, 0.99768 on
+ * synth-s-q8_0 p0, where this engine's f16 cache gives 0.99539, 0.99598,
+ * 0.99816). Prints, per case and kernel variant, the smallest per-step
+ * cosine and the largest |logit diff|. The cases of models Strata cannot
+ * run yet are
  * listed as SKIPPED, never run and never counted as passed. */
 #include <check.h>
 #include <math.h>
@@ -16,6 +27,7 @@
 #include <string.h>
 
 #include "common/model/gguf.h"
+#include "common/model/llama.h"
 #include "tests/engine/golden.h"
 #include "tests/engine/runner.h"
 
@@ -32,12 +44,6 @@ static const struct {
     {"w3-mixtral-q8_0.gguf", "mixture of experts (issue 36): refused by name"},
     {"w3-qwen3moe-q8_0.gguf", "mixture of experts (issue 36): refused by name"},
     {"w3-olmoe-f16.gguf", "mixture of experts (issue 36): refused by name"},
-    {"w3-gemma2-f16.gguf", "WIP: attention soft-cap comes with the typed-KV attention kernel"},
-    {"w3-qwen3-q4_1.gguf", "WIP: dtype q4_1"},
-    {"w3-qwen3-q5_0.gguf", "WIP: dtype q5_0"},
-    {"w3-qwen3-q5_1.gguf", "WIP: dtype q5_1"},
-    {"w3-qwen3-iq4_nl.gguf", "WIP: dtype iq4_nl"},
-    {"w3-qwen3-iq4_xs.gguf", "WIP: dtype iq4_xs"},
     {NULL, NULL},
 };
 
@@ -107,7 +113,7 @@ static void golden_compare(const float *ref, const float *got, int64_t n, double
 }
 
 static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int threads,
-                            int64_t chunk)
+                            int64_t chunk, st_dtype kv_dtype)
 {
     char path[512];
     golden_path(path, sizeof path, "models", gc->model);
@@ -116,7 +122,7 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
     ck_assert_msg(ref != NULL, "cannot read %s", gc->logits_file);
     test_runner r;
     ck_assert_int_eq(runner_open(&r, path, 0, -1, threads, ops, 64,
-                                 (int64_t)(gc->n_prompt + gc->n)),
+                                 (int64_t)(gc->n_prompt + gc->n), kv_dtype),
                      0);
     /* the SIMD kernels serve R8 weights (as strata run and workers do) */
     ck_assert_int_eq(st_model_place(r.m, ops, r.pool), ST_OK);
@@ -135,10 +141,10 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
             ck_assert_int_eq(runner_eval(&r, &gc->expected[i], 1, (int64_t)(gc->n_prompt + i), 1),
                              0);
     }
-    printf("golden: %-22s %-28s kernels=%-5s threads=%d chunk=%lld: min_cos=%.7f "
+    printf("golden: %-22s %-28s kernels=%-5s threads=%d chunk=%lld kv=%s: min_cos=%.7f "
            "max_abs=%.3g argmax_fail=%d/%d\n",
-           gc->model, gc->logits_file, ops->name, threads, (long long)chunk, gm.min_cos, gm.max_abs,
-           gm.argmax_fail, gm.steps);
+           gc->model, gc->logits_file, ops->name, threads, (long long)chunk,
+           st_dtype_info_of(kv_dtype)->name, gm.min_cos, gm.max_abs, gm.argmax_fail, gm.steps);
     fflush(stdout);
     ck_assert_msg(gm.argmax_fail == 0, "%s: %d steps with a different argmax", gc->logits_file,
                   gm.argmax_fail);
@@ -151,7 +157,7 @@ static void golden_run_case(const golden_case *gc, const st_kernel_ops *ops, int
     free(ref);
 }
 
-START_TEST(test_golden_ref) { golden_run_case(g_cases[_i], st_kernels_ref(), 1, 64); }
+START_TEST(test_golden_ref) { golden_run_case(g_cases[_i], st_kernels_ref(), 1, 64, ST_DT_F32); }
 END_TEST
 
 /* The SIMD variants this CPU runs (every one, not only the one picked at
@@ -162,7 +168,16 @@ static int g_n_simd;
 START_TEST(test_golden_simd)
 {
     /* each SIMD variant, 2 threads, prompt in chunks of 5 */
-    golden_run_case(g_cases[_i % (int)g_n], g_simd[_i / (int)g_n], 2, 5);
+    golden_run_case(g_cases[_i % (int)g_n], g_simd[_i / (int)g_n], 2, 5, ST_DT_F32);
+}
+END_TEST
+
+static st_dtype g_kv_dtype; /* STRATA_GOLDEN_KV */
+
+START_TEST(test_golden_kv)
+{
+    /* the chosen kernels over the cache type of STRATA_GOLDEN_KV */
+    golden_run_case(g_cases[_i], st_kernels_select(0), 2, 5, g_kv_dtype);
 }
 END_TEST
 
@@ -200,14 +215,24 @@ int main(void)
         for (int v = ST_KVAR_REF + 1; v < ST_KVAR_COUNT; v++)
             if (st_kernels_get((st_kvariant)v) != NULL)
                 g_simd[g_n_simd++] = st_kernels_get((st_kvariant)v);
-    printf("golden: %zu cases run with the reference and %d SIMD variant(s), %zu skipped\n", g_n,
-           g_n_simd, skipped);
+    const char *kv = getenv("STRATA_GOLDEN_KV");
+    if (kv != NULL && st_kv_dtype_from_name(kv, &g_kv_dtype) != ST_OK) {
+        fprintf(stderr, "test_golden: STRATA_GOLDEN_KV: %s\n", st_errdetail());
+        return 1;
+    }
+    printf("golden: %zu cases run with the reference and %d SIMD variant(s)%s, %zu skipped\n",
+           g_n, g_n_simd,
+           kv ? ", then the chosen kernels over the STRATA_GOLDEN_KV cache"
+              : "; STRATA_GOLDEN_KV unset",
+           skipped);
     fflush(stdout);
     Suite *s = suite_create("golden");
     TCase *tc = tcase_create("golden");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_golden_ref, 0, (int)g_n);
     tcase_add_loop_test(tc, test_golden_simd, 0, (int)g_n * g_n_simd);
+    if (kv != NULL)
+        tcase_add_loop_test(tc, test_golden_kv, 0, (int)g_n);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -541,41 +541,6 @@ START_TEST(test_softmax_silu_add)
 }
 END_TEST
 
-START_TEST(test_attn_head)
-{
-    const st_kernel_ops *ops = tk_variant(_i);
-    tk_rng r = {11};
-    const int64_t head_dim = 32, stride = 64, n_kvs[] = {1, 7, 100};
-    float q[32], out[32], kbuf[100 * 64], vbuf[100 * 64], scores[100], sc[100];
-    double p[100];
-    for (size_t c = 0; c < 3; c++) {
-        const int64_t n_kv = n_kvs[c];
-        const float scale = 1.0f / sqrtf((float)head_dim);
-        tk_fill(&r, q, head_dim, 2.0f);
-        tk_fill(&r, kbuf, n_kv * stride, 2.0f);
-        tk_fill(&r, vbuf, n_kv * stride, 1.0f);
-        ops->attn_head(q, kbuf, vbuf, stride, n_kv, head_dim, scale, scores, out);
-        for (int64_t t = 0; t < n_kv; t++) {
-            double s = 0.0;
-            for (int64_t d = 0; d < head_dim; d++)
-                s += (double)q[d] * kbuf[t * stride + d];
-            sc[t] = (float)(s * scale);
-        }
-        tk_softmax_exact(sc, p, n_kv);
-        for (int64_t d = 0; d < head_dim; d++) {
-            double want = 0.0, sa = 0.0;
-            for (int64_t t = 0; t < n_kv; t++) {
-                want += p[t] * vbuf[t * stride + d];
-                sa += p[t] * fabs(vbuf[t * stride + d]);
-            }
-            ck_assert_msg(fabs(out[d] - want) <= 2e-5 * sa + 1e-9,
-                          "%s attn n_kv %ld out[%ld]=%g want %g", ops->name, (long)n_kv, (long)d,
-                          (double)out[d], want);
-        }
-    }
-}
-END_TEST
-
 START_TEST(test_argmax)
 {
     const st_kernel_ops *ops = tk_variant(_i);
@@ -645,7 +610,6 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, test_rope_scaled);
     tcase_add_loop_test(tc, test_gelu_mul, 0, nv);
     tcase_add_loop_test(tc, test_softmax_silu_add, 0, nv);
-    tcase_add_loop_test(tc, test_attn_head, 0, nv);
     tcase_add_loop_test(tc, test_argmax, 0, nv);
     /* against the reference: the variants after it */
     tcase_add_loop_test(tc, test_variant_conversions_match_ref, 1, nv);
@@ -658,6 +622,7 @@ int main(void)
     SRunner *sr = srunner_create(tk_dtype_suite());
     srunner_add_suite(sr, kernels_suite());
     srunner_add_suite(sr, tk_mul_mat_suite());
+    srunner_add_suite(sr, tk_attn_suite());
     srunner_add_suite(sr, tq_kquant_suite());
     srunner_add_suite(sr, tqo_oracle_suite());
     srunner_add_suite(sr, tl_legacy_suite());

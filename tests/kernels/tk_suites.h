@@ -21,6 +21,9 @@ Suite *tk_dtype_suite(void);
 /* tk_mul_mat_suite - the float and Q8_0 / Q4_0 products (test_mul_mat.c). */
 Suite *tk_mul_mat_suite(void);
 
+/* tk_attn_suite - attn_head over f32, f16 and Q8_0 caches (test_attn.c). */
+Suite *tk_attn_suite(void);
+
 /* tq_kquant_suite - the K-quant tests of every variant. */
 Suite *tq_kquant_suite(void);
 

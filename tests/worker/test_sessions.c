@@ -8,7 +8,7 @@
 static st_kv *kv_new(void)
 {
     st_kv *kv = NULL;
-    ck_assert_int_eq(st_kv_alloc(1, 4, 4, &kv), ST_OK);
+    ck_assert_int_eq(st_kv_alloc(1, 4, 4, 4, ST_DT_F32, &kv), ST_OK);
     return kv;
 }
 

@@ -7,8 +7,10 @@
  * equal to this worker's file (else Refuse naming both ids), layer ranges
  * contiguous over [0, n_layer), addresses well-formed, limits sane, at
  * most ST_DP_MAX_NEXT workers (replicas) per stage, this worker at most
- * once, boundary dtypes known, and the stage's weights plus a full KV
- * reserve (max_sessions x n_ctx) within the memory budget (else Refuse
+ * once, boundary dtypes known, the KV cache type (Plan.cache_type, empty:
+ * f32) one of f32, f16, q8_0 and usable with the model's heads, and the
+ * stage's weights plus a full KV reserve (max_sessions x n_ctx, in that
+ * cache type) within the memory budget (else Refuse
  * with the numbers). Those bytes are common/model/llama.h's
  * (st_minfo_stage_bytes, st_kv_bytes): the counts the coordinator placed
  * the stage with. The stage is then loaded on a loader thread (a worker
@@ -147,6 +149,13 @@ static st_err dm_plan_check(const st_daemon *d, const Strata__Plan *p, st_dp_pla
                       (long long)d->self.hp.n_ctx_train);
     if (p->max_sessions < 1 || p->max_sessions > 65536)
         return dm_why(why, cap, "plan max_sessions %u is outside 1..65536", p->max_sessions);
+    /* the cache type the coordinator reserved for; empty: f32, as before typed caches */
+    o->kv_dtype = ST_DT_F32;
+    if (p->cache_type != NULL && p->cache_type[0] != '\0' &&
+        st_kv_dtype_from_name(p->cache_type, &o->kv_dtype) != ST_OK)
+        return dm_why(why, cap, "plan cache type: %s", st_errdetail());
+    if (st_kv_dtype_check(o->kv_dtype, d->self.hp.head_dim) != ST_OK)
+        return dm_why(why, cap, "plan cache type: %s", st_errdetail());
     if (!dm_addr_ok(p->result_addr))
         return dm_why(why, cap, "plan result_addr is not a tcp://, ipc:// or inproc:// URL");
     int32_t me = -1;
@@ -300,7 +309,8 @@ void dm_prepare(st_daemon *d, const Strata__Prepare *pr)
     }
     uint64_t w = st_minfo_stage_bytes(&mi, (uint32_t)plan.first, (uint32_t)plan.last);
     st_minfo_free(&mi);
-    uint64_t per = st_kv_bytes(plan.last - plan.first, plan.n_ctx, d->self.hp.kv_dim);
+    uint64_t per = st_kv_bytes(plan.last - plan.first, plan.n_ctx, d->self.hp.kv_dim,
+                               plan.kv_dtype);
     uint64_t kv = per * plan.max_sessions;
     if (per == 0 || kv / plan.max_sessions != per || w + kv < w || w + kv > d->self.memory) {
         snprintf(why, sizeof why,

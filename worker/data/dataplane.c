@@ -135,7 +135,8 @@ st_err st_dp_stage_load(const char *path, const st_dp_plan *plan, st_pool *pool,
     s->is_last = st_model_has_head(s->model);
     s->n_embd = hp->n_embd;
     s->n_vocab = hp->n_vocab;
-    s->kv_session_bytes = st_kv_bytes(plan->last - plan->first, plan->n_ctx, hp->kv_dim);
+    s->kv_session_bytes = st_kv_bytes(plan->last - plan->first, plan->n_ctx, hp->kv_dim,
+                                      plan->kv_dtype);
     size_t T = plan->max_tokens;
     s->hin_cap = T * (size_t)hp->n_embd;
     s->hout_cap = T * (size_t)(s->is_last ? hp->n_vocab : hp->n_embd);
@@ -325,7 +326,7 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
     const st_dp_plan *np = &n->plan;
     bool keep = old != NULL && old->model != NULL && n->model != NULL &&
                 old->plan.first == np->first && old->plan.last == np->last &&
-                old->plan.n_ctx == np->n_ctx;
+                old->plan.n_ctx == np->n_ctx && old->plan.kv_dtype == np->kv_dtype;
     if (!keep)
         st_sessions_clear(&dp->ses);
     st_err e;

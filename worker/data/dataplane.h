@@ -53,6 +53,7 @@ typedef struct st_dp_plan {
     bool out_zstd; /* the boundary out of it is compressed (the next Stage.in_zstd) */
     bool zstd;     /* Plan.zstd: every boundary is (--zstd) */
     uint32_t max_tokens, n_ctx, max_sessions;
+    st_dtype kv_dtype; /* Plan.cache_type (empty: f32): every session's KV cache */
     /* who may send this stage STEP frames (envelope sender ids): the
      * coordinator for stage 0 (Plan.step_sender), else the workers of the
      * previous stage (Stage.data_senders); none for a spare */

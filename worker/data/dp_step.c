@@ -391,7 +391,7 @@ static st_err dp_bind(st_dataplane *dp, st_dp_stage *s, const Strata__StepMeta *
             if (e != ST_OK)
                 return st_errorf(e, "no KV slot for session %llu: this batch uses all %u slots",
                                  sid, dp->ses.cap);
-            if (x->kv == NULL && (e = st_stage_kv_alloc(s->ctx, p->n_ctx, &x->kv)) != ST_OK) {
+            if (x->kv == NULL && (e = st_stage_kv_alloc(s->ctx, p->n_ctx, p->kv_dtype, &x->kv)) != ST_OK) {
                 st_sessions_end(&dp->ses, r->session_id);
                 return st_errwrap(e, "KV cache of session %llu", sid);
             }

@@ -7,7 +7,7 @@
 #include "common/base/log.h"
 
 st_err st_local_open(st_local *l, const char *path, int threads, const st_kernel_ops *ops,
-                     int64_t chunk, int64_t n_ctx)
+                     int64_t chunk, int64_t n_ctx, st_dtype kv_dtype)
 {
     memset(l, 0, sizeof *l);
     st_err e;
@@ -22,10 +22,11 @@ st_err st_local_open(st_local *l, const char *path, int threads, const st_kernel
     l->n_ctx = n_ctx;
     l->n_vocab = hp->n_vocab;
     l->ops = ops != NULL ? ops : st_kernels_select(0);
-    st_log(ST_LOG_INFO, "engine", "kernels: %s", l->ops->name);
+    st_log(ST_LOG_INFO, "engine", "kernels: %s, KV cache: %s", l->ops->name,
+           st_dtype_info_of(kv_dtype) != NULL ? st_dtype_info_of(kv_dtype)->name : "?");
     if ((e = st_pool_open(threads, 1, &l->pool)) || (e = st_model_place(l->m, l->ops, l->pool)) ||
         (e = st_stage_ctx_open(l->m, chunk, l->pool, l->ops, &l->ctx)) ||
-        (e = st_stage_kv_alloc(l->ctx, n_ctx, &l->kv)))
+        (e = st_stage_kv_alloc(l->ctx, n_ctx, kv_dtype, &l->kv)))
         goto fail;
     l->logits = malloc((size_t)l->n_vocab * sizeof(float));
     if (l->logits == NULL) {

@@ -23,9 +23,10 @@ typedef struct st_local {
 
 /* st_local_open - loads path with threads (0 = cores), kernels ops (NULL:
  * st_kernels_select's choice, which STRATA_KERNELS=ref may force), prefill
- * chunk and context n_ctx (0 = the model's). Logs the kernel variant. */
+ * chunk, context n_ctx (0 = the model's) and a KV cache of dtype kv_dtype
+ * (st_stage_kv_alloc). Logs the kernel variant and the cache's type. */
 st_err st_local_open(st_local *l, const char *path, int threads, const st_kernel_ops *ops,
-                     int64_t chunk, int64_t n_ctx);
+                     int64_t chunk, int64_t n_ctx, st_dtype kv_dtype);
 
 /* st_local_close - frees everything; safe on a zeroed struct. */
 void st_local_close(st_local *l);

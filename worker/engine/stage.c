@@ -11,6 +11,7 @@
  *       k   = xb Wk + bk,  v = xb Wv + bv  (biases: qwen2)    k,v [T][kv_dim]
  *       q, k per head: rmsnorm(.) * q_norm, k_norm (qwen3, gemma3)
  *       rotate q and k by position; K[pos] = k, V[pos] = v in the row's cache
+ *       (converted to the cache's dtype by the kernels' from_float)
  *       att = softmax(cap(scale q K^T)) V  per head, over the  att [T][q_dim]
  *             window of the layer (sliding-window layers: the last swa_window
  *             positions; cap: the soft-cap, gemma2)
@@ -332,16 +333,16 @@ static void stage_ph_rope_store(void *arg, int ith, int nth)
         st_rope_cs(&rp, pos, cs);
         (neox ? ops->rope_neox : ops->rope)(qt, hp->n_head, hp->head_dim, hp->n_rot, cs);
         (neox ? ops->rope_neox : ops->rope)(kt, hp->n_head_kv, hp->head_dim, hp->n_rot, cs);
-        size_t off = ((size_t)li * (size_t)kv->n_ctx + (size_t)pos) * (size_t)hp->kv_dim;
-        memcpy(kv->k + off, kt, (size_t)hp->kv_dim * sizeof(float));
-        memcpy(kv->v + off, vt, (size_t)hp->kv_dim * sizeof(float));
+        const size_t off = st_kv_row(kv, li, pos);
+        ops->from_float[kv->dtype](kt, kv->k + off, hp->kv_dim);
+        ops->from_float[kv->dtype](vt, kv->v + off, hp->kv_dim);
     }
 }
 
 typedef struct stage_attn_job {
     const st_stage_ctx *c;
     int64_t layer;
-    const float *q; /* [T][n_embd] */
+    const float *q; /* [T][q_dim] */
     float *att;     /* out [T][n_embd] */
     float *scores;  /* [nth][max_ctx] */
 } stage_attn_job;
@@ -370,13 +371,22 @@ static void stage_ph_attn(void *arg, int ith, int nth)
     st_pool_split((long)(c->n_tok * hp->n_head), ith, nth, &b, &e);
     for (long it = b; it < e; it++) {
         int64_t t = it / hp->n_head, h = it % hp->n_head;
-        st_kv *kv = c->rows[c->tok_row[t]].kv;
-        const int64_t pos = c->tok_pos[t], kv0 = stage_attn_window(hp, j->layer, pos);
-        size_t base = ((size_t)li * (size_t)kv->n_ctx + (size_t)kv0) * (size_t)hp->kv_dim +
-                      (size_t)(h / group) * (size_t)hp->head_dim;
-        c->ops->attn_head(j->q + t * hp->q_dim + h * hp->head_dim, kv->k + base, kv->v + base,
-                          hp->kv_dim, pos + 1 - kv0, hp->head_dim, hp->attn_scale, scores,
-                          j->att + t * hp->q_dim + h * hp->head_dim);
+        const st_kv *kv = c->rows[c->tok_row[t]].kv;
+        const int64_t pos = c->tok_pos[t];
+        const size_t base = st_kv_row(kv, li, 0) + (size_t)(h / group) * kv->head_bytes;
+        const st_attn_args a = {.q = j->q + t * hp->q_dim + h * hp->head_dim,
+                                .k = kv->k + base,
+                                .v = kv->v + base,
+                                .kv_stride = kv->row_bytes,
+                                .kv_dtype = kv->dtype,
+                                .kv0 = stage_attn_window(hp, j->layer, pos),
+                                .n_kv = pos + 1,
+                                .head_dim = hp->head_dim,
+                                .scale = hp->attn_scale,
+                                .softcap = hp->attn_softcap,
+                                .scores = scores,
+                                .out = j->att + t * hp->q_dim + h * hp->head_dim};
+        c->ops->attn_head(&a);
     }
 }
 
@@ -664,12 +674,13 @@ void st_stage_set_hook(st_stage_ctx *c, st_layer_hook hook, void *arg)
     c->hook_arg = arg;
 }
 
-st_err st_stage_kv_alloc(const st_stage_ctx *c, int64_t n_ctx, st_kv **out)
+st_err st_stage_kv_alloc(const st_stage_ctx *c, int64_t n_ctx, st_dtype t, st_kv **out)
 {
     if (n_ctx < 1 || n_ctx > c->max_ctx)
         return st_errorf(ST_ERANGE, "KV context %lld is outside 1..%lld (the model's context)",
                          (long long)n_ctx, (long long)c->max_ctx);
-    return st_kv_alloc(st_model_last(c->m) - st_model_first(c->m), n_ctx, c->hp->kv_dim, out);
+    return st_kv_alloc(st_model_last(c->m) - st_model_first(c->m), n_ctx, c->hp->kv_dim,
+                       c->hp->head_dim, t, out);
 }
 
 size_t st_stage_n_out(const st_stage_ctx *c, const st_batch_row *rows, size_t n_rows,

@@ -62,8 +62,10 @@ void st_stage_ctx_close(st_stage_ctx *c);
 /* st_stage_set_hook - installs (or with NULL removes) a layer hook. */
 void st_stage_set_hook(st_stage_ctx *c, st_layer_hook hook, void *arg);
 
-/* st_stage_kv_alloc - a KV cache of n_ctx positions for this stage. */
-st_err st_stage_kv_alloc(const st_stage_ctx *c, int64_t n_ctx, st_kv **out);
+/* st_stage_kv_alloc - a KV cache of n_ctx positions for this stage, of
+ * dtype t (st_kv_alloc: f32, f16 or q8_0, q8_0 only for a head dimension
+ * that is a multiple of 32, refused by name otherwise). */
+st_err st_stage_kv_alloc(const st_stage_ctx *c, int64_t n_ctx, st_dtype t, st_kv **out);
 
 /* st_stage_n_out - floats st_stage_forward writes for these rows. */
 size_t st_stage_n_out(const st_stage_ctx *c, const st_batch_row *rows, size_t n_rows,

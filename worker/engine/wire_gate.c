@@ -140,7 +140,8 @@ st_err st_wgate_open(const char *path, int threads, int64_t n_ctx, st_wgate **ou
     st_wgate *g = calloc(1, sizeof *g);
     if (g == NULL)
         return st_errorf(ST_ENOMEM, "wire gate");
-    st_err e = st_local_open(&g->l, path, threads, NULL, WG_MAX_TOKENS, n_ctx);
+    st_err e = st_local_open(&g->l, path, threads, NULL, WG_MAX_TOKENS, n_ctx,
+                             ST_DT_F32); /* the wire's effect alone, as before typed caches */
     if (e != ST_OK) {
         free(g);
         return e;

@@ -54,6 +54,7 @@ struct st_standalone {
     st_pool *pool;
     const st_kernel_ops *ops;
     st_stage_ctx *ctx;
+    st_dtype kv_dtype; /* cfg.cache_type: every session's KV cache */
     st_sessions sess;
     double *used_at; /* [max_sessions] last step of the session on slot i */
     uint64_t tick;
@@ -194,7 +195,7 @@ static st_err sa_step(st_standalone *s, const Strata__ShardStep *st, const st_st
         bool fresh;
         if ((e = st_sessions_acquire(&s->sess, s->rows[i].session_id, s->tick, &sl, &fresh)))
             return e;
-        if (sl->kv == NULL && (e = st_stage_kv_alloc(s->ctx, s->cfg.n_ctx, &sl->kv)) != ST_OK) {
+        if (sl->kv == NULL && (e = st_stage_kv_alloc(s->ctx, s->cfg.n_ctx, s->kv_dtype, &sl->kv)) != ST_OK) {
             st_sessions_end(&s->sess, s->rows[i].session_id);
             return e;
         }
@@ -397,6 +398,9 @@ static st_err sa_load_stage(st_standalone *s)
     s->hp = st_model_hparams(s->m);
     s->model_id = st_model_id(s->m);
     s->ops = st_kernels_select(c->force_ref);
+    if ((e = st_kv_dtype_from_name(c->cache_type, &s->kv_dtype)) ||
+        (e = st_kv_dtype_check(s->kv_dtype, s->hp->head_dim)))
+        return st_errwrap(e, "--cache-type");
     if ((e = st_pool_open(c->threads, 1, &s->pool)) ||
         (e = st_model_place(s->m, s->ops, s->pool)) ||
         (e = st_stage_ctx_open(s->m, c->max_tokens, s->pool, s->ops, &s->ctx)) ||
@@ -461,10 +465,13 @@ st_err st_standalone_open(const st_standalone_cfg *cfg, st_standalone **out)
     if (s->m != NULL)
         st_log(ST_LOG_INFO, "shard",
                "layers [%lld, %lld) of %lld, %zu weight bytes; %u sessions "
-               "of %lld positions, TTL %u s, %lld tokens per step; kernels %s",
+               "of %lld positions (%s KV cache, %zu bytes each), TTL %u s, %lld tokens per "
+               "step; kernels %s",
                (long long)cfg->first, (long long)cfg->last, (long long)s->hp->n_layer,
-               st_model_weight_bytes(s->m), cfg->max_sessions, (long long)s->cfg.n_ctx, cfg->ttl_s,
-               (long long)cfg->max_tokens, s->ops->name);
+               st_model_weight_bytes(s->m), cfg->max_sessions, (long long)s->cfg.n_ctx,
+               st_dtype_info_of(s->kv_dtype)->name,
+               st_kv_bytes(cfg->last - cfg->first, s->cfg.n_ctx, s->hp->kv_dim, s->kv_dtype),
+               cfg->ttl_s, (long long)cfg->max_tokens, s->ops->name);
     *out = s;
     return ST_OK;
 }

@@ -53,6 +53,7 @@ typedef struct st_standalone_cfg {
     uint32_t max_sessions; /* KV caches at most */
     uint32_t ttl_s;        /* idle sessions are forgotten after this */
     int64_t n_ctx;         /* positions per session; 0: the model's */
+    const char *cache_type; /* KV cache dtype name (--cache-type); NULL: ST_KV_DEFAULT_DTYPE */
     int64_t max_tokens;    /* tokens per step at most */
     uint32_t dtype_mask;   /* bit (1 << st_wire_dtype) per accepted dtype */
     /* An embedding service instead (strata-embed --listen): no layers are

@@ -27,7 +27,7 @@
 static const char sm_synopsis[] =
     "strata-worker --standalone --layers A:B --model PATH [--listen ADDR]\n"
     "       [--cluster-key FILE] [--encrypt] [--insecure] [--threads N]\n"
-    "       [--sessions N] [--ttl-s N] [--ctx N] [--max-tokens N]\n"
+    "       [--sessions N] [--ttl-s N] [--ctx N] [--cache-type f32|f16|q8_0] [--max-tokens N]\n"
     "       [--dtypes f32,bf16,f16,i8] [--kernels ref|auto] [--log LEVEL]\n"
     "\n"
     "Serves layers [A, B) of the model to clients (the strata.h library,\n"
@@ -99,6 +99,7 @@ static int sm_parse(int argc, char **argv, st_standalone_cfg *c, const char **le
          .value = "N", .help = help_ttl},
         {.name = "--ctx", .type = ST_OPT_I64, .dest = &c->n_ctx, .min = 1, .max = SM_MAX_CTX,
          .value = "N", .help = "positions per session (default: the model's)"},
+        st_opt_cache_type(&c->cache_type),
         {.name = "--max-tokens", .type = ST_OPT_I64, .dest = &c->max_tokens, .min = 1,
          .max = SM_MAX_STEP_TOKENS, .value = "N", .help = help_tokens},
         {.name = "--dtypes", .type = ST_OPT_FN, .dest = &c->dtype_mask, .fn = sm_dtypes,
