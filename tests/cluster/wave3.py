@@ -13,10 +13,7 @@ p2: a 640-token prompt, where the rope scaling and the sliding windows
 show), 32 or 16 steps.
 
 - gemma: w3-gemma2-f16 (4 layers) split [2, 2] and [1, 2, 1]; w3-gemma3-q8_0
-  (6 layers) split [3, 3] and [2, 3, 1]. gemma2 is compared with `strata
-  run` only: the engine does not apply the attention soft-cap yet, so its
-  ids do not match the golden (test_golden lists gemma2 as not run); the
-  golden check is to be added once the soft-caps land.
+  (6 layers) split [3, 3] and [2, 3, 1], both with the golden check.
 - llama_qwen3_phi3: the 2-layer files w3-llama31-q8_0 (rope_freqs),
   w3-llamalin-f16 (linear rope scaling), w3-qwen3-q8_0 (q/k norms, head_dim
   128 while dim/heads is 64) and w3-phi3-q8_0 (fused attn_qkv and ffn_up)
@@ -107,7 +104,7 @@ def check_synth(arch, extra, prompt_of):
 
 
 def case_gemma():
-    check_shared("w3-gemma2-f16.gguf", ([2, 2], [1, 2, 1]), golden=False)
+    check_shared("w3-gemma2-f16.gguf", ([2, 2], [1, 2, 1]), golden=True)
     check_shared("w3-gemma3-q8_0.gguf", ([3, 3], [2, 3, 1]), golden=True)
 
 
