@@ -296,13 +296,7 @@ st_err tok_bpe_build(st_tokenizer *t, const char *pre, size_t pre_len, const cha
     for (int c = 0; c < TOK_BYTES; c++) {
         char u[TOK_MAX_CHAR];
         size_t ul = tok_byte_utf8((uint8_t)c, u);
-        b->byte_tok[c] = tok_lookup(t, u, ul);
-        if (b->byte_tok[c] < 0) {
-            tok_bpe_free(b);
-            return st_errorf(ST_EFORMAT,
-                             "byte-level BPE vocabulary has no piece for byte 0x%02x (U+%04X)", c,
-                             tok_byte_cp((uint8_t)c));
-        }
+        b->byte_tok[c] = tok_lookup(t, u, ul); /* -1: the vocabulary lacks it */
     }
     size_t slots = 2;
     while (slots < 2 * n)
@@ -420,24 +414,15 @@ static void tok_bpe_try(const tok_bpe *b, tok_work *w, int32_t left, int32_t rig
     tok_bheap_push(w, p);
 }
 
-/* tok_bpe_word - appends the ids of the word s (n > 0 bytes) to out. */
-static void tok_bpe_word(const st_tokenizer *t, tok_work *w, const uint8_t *s, size_t n,
-                         int32_t *out, size_t *m)
+/* tok_bpe_merge - appends the ids of the word s (n > 0 bytes, each with a
+ * byte token) after merging its pairs. */
+static void tok_bpe_merge(const st_tokenizer *t, tok_work *w, const uint8_t *s, size_t n,
+                          int32_t *out, size_t *m)
 {
     const tok_bpe *b = t->bpe;
     if (n == 1) {
         out[(*m)++] = b->byte_tok[s[0]];
         return;
-    }
-    if (b->ignore_merges) {
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            k += tok_byte_utf8(s[i], w->spelled + k);
-        int32_t id = tok_lookup(t, w->spelled, k);
-        if (id >= 0) {
-            out[(*m)++] = id;
-            return;
-        }
     }
     int32_t ns = (int32_t)n;
     for (int32_t i = 0; i < ns; i++)
@@ -462,6 +447,36 @@ static void tok_bpe_word(const st_tokenizer *t, tok_work *w, const uint8_t *s, s
     }
     for (int32_t i = 0; i >= 0; i = w->sym[i].next)
         out[(*m)++] = w->sym[i].id;
+}
+
+/* tok_bpe_word - appends the ids of the word s (n > 0 bytes) to out: the
+ * word's own id when the pre-tokenizer ignores merges and the word is a
+ * token; else the merged runs between the bytes the vocabulary has no
+ * token for, which are dropped (llama.cpp drops them too; such
+ * vocabularies, e.g. StarCoder's, lack bytes that valid UTF-8 never holds,
+ * and Falcon's some ASCII control bytes). */
+static void tok_bpe_word(const st_tokenizer *t, tok_work *w, const uint8_t *s, size_t n,
+                         int32_t *out, size_t *m)
+{
+    const tok_bpe *b = t->bpe;
+    if (b->ignore_merges && n > 1) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            k += tok_byte_utf8(s[i], w->spelled + k);
+        int32_t id = tok_lookup(t, w->spelled, k);
+        if (id >= 0) {
+            out[(*m)++] = id;
+            return;
+        }
+    }
+    size_t run = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && b->byte_tok[s[i]] >= 0)
+            continue;
+        if (i > run)
+            tok_bpe_merge(t, w, s + run, i - run, out, m);
+        run = i + 1;
+    }
 }
 
 /* tok_bpe_split - cuts s[from..to) with pattern number stage into its

@@ -40,7 +40,8 @@ static const char vt_prefix[] = "ggml-vocab-";
 /* The vocabularies whose tokenizer Strata supports by design: refusing one
  * of them is a failure, not an "unsupported" line. */
 static const char *const vt_required[] = {
-    "llama-spm", "llama-bpe", "phi-3", "qwen2", "gpt-2",
+    "llama-spm", "phi-3",  "llama-bpe", "qwen2",     "qwen35", "gpt-2",
+    "mpt",       "falcon", "starcoder", "refact",    "command-r",
 };
 
 /* vt_read - the whole file at path, NUL-terminated (caller frees), or NULL. */
