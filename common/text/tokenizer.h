@@ -87,9 +87,12 @@ st_err st_tok_from_pieces(const char *const *pieces, const size_t *lens, const f
  * "qwen2", "qwen35"; any other is ST_ETYPE, the detail naming it and the
  * known ones); add_bos_token defaults to true for "llama-bpe", else false;
  * no space prefix. Both: eot_token_id when present, else the id of a
- * control token spelled "<|eot_id|>", "<|im_end|>" or "<|end|>" when the
- * vocabulary has one, else -1. Any other model is ST_ETYPE. The tokenizer
- * copies what it needs: g may be closed afterwards. */
+ * control token spelled "<|eot_id|>", "<|im_end|>", "<|end|>" or
+ * "<end_of_turn>" (Gemma), the first of these the vocabulary has, else -1.
+ * When general.name contains "phi-3" or "phi3" (any case), special tokens
+ * strip the whitespace to their right (see st_tok_encode_ex), as llama.cpp
+ * does for Phi-3. Any other model is ST_ETYPE. The tokenizer copies what
+ * it needs: g may be closed afterwards. */
 st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out);
 
 /* st_tok_from_llama2c - reads llama2.c's tokenizer.bin (int32
@@ -153,7 +156,10 @@ st_err st_tok_encode(const st_tokenizer *tok, const char *text, size_t len, bool
  * llama.cpp does); with parse_special, so does the text of control (and
  * unknown) tokens, longest first. st_tok_encode is st_tok_encode_ex with
  * parse_special false. For SentencePiece, a text fragment that follows a
- * special token gets its own space prefix (llama.cpp's rule). For BPE,
+ * special token gets its own space prefix (llama.cpp's rule). For a Phi-3
+ * vocabulary (by general.name), the whitespace (C's isspace) right after a
+ * special token split out of the text is dropped, except after <unk>, <s>
+ * and <|endoftext|> (llama.cpp's RSTRIP attribute for Phi-3). For BPE,
  * invalid UTF-8 is kept byte for byte: each maximal run of bytes the
  * pre-tokenizer cannot read is a piece of its own and encodes to its
  * byte-level tokens (llama.cpp turns such bytes into U+FFFD instead), so
