@@ -74,6 +74,10 @@ typedef struct tok_pre {
                      "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS      \
                      ")|" TOK_WS "+"
 
+/* DeepSeek's CJK run (its tokenizer.json's range list, as llama.cpp has it):
+ * U+4E00..U+9FA5, U+0800..U+4E00, U+AC00..U+D7FF. */
+#define TOK_PAT_DEEPSEEK_CJK "[\\x{4e00}-\\x{9fa5}\\x{0800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+"
+
 static const tok_pre tok_pres[] = {
     {"gpt2", {TOK_PAT_GPT2 "|" TOK_WS "+"}, false},
     {"gpt-2", {TOK_PAT_GPT2}, false},
@@ -82,6 +86,9 @@ static const tok_pre tok_pres[] = {
     {"refact", {"\\p{N}", TOK_PAT_GPT2}, false},
     {"command-r", {"\\p{N}", TOK_PAT_GPT2}, false},
     {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", TOK_PAT_GPT2, "[0-9][0-9][0-9]"}, false},
+    {"deepseek-coder",
+     {"[\\r\\n]", TOK_WS "?\\p{L}+", TOK_WS "?\\p{P}+", TOK_PAT_DEEPSEEK_CJK, "\\p{N}"},
+     false},
     {"llama-bpe",
      {TOK_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" TOK_WS
                        "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS

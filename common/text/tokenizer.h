@@ -83,7 +83,8 @@ st_err st_tok_from_pieces(const char *const *pieces, const size_t *lens, const f
  * (default true), add_space_prefix (default true). model "gpt2" (byte-level
  * BPE): tokens, token_type and merges required (ST_EMISSING names a missing
  * one), scores optional; pre names the pre-tokenizer ("gpt2" when absent;
- * "gpt-2", "mpt", "starcoder", "refact", "command-r", "falcon", "llama-bpe",
+ * "gpt-2", "mpt", "starcoder", "refact", "command-r", "falcon",
+ * "deepseek-coder", "llama-bpe",
  * "qwen2", "qwen35"; any other is ST_ETYPE, the detail naming it and the
  * known ones); add_bos_token defaults to true for "llama-bpe", else false;
  * no space prefix. Both: eot_token_id when present, else the id of a

@@ -41,7 +41,7 @@ static const char vt_prefix[] = "ggml-vocab-";
  * of them is a failure, not an "unsupported" line. */
 static const char *const vt_required[] = {
     "llama-spm", "phi-3",  "llama-bpe", "qwen2",     "qwen35", "gpt-2",
-    "mpt",       "falcon", "starcoder", "refact",    "command-r",
+    "mpt",       "falcon", "starcoder", "refact",    "command-r", "deepseek-coder",
 };
 
 /* vt_read - the whole file at path, NUL-terminated (caller frees), or NULL. */
