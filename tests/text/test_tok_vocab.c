@@ -16,7 +16,13 @@
  * reason and is counted neither as passed nor as failed, except the files of
  * vt_required (the families Strata claims), which fail the test when
  * refused. Exit 1 when any case of a supported file differs, a file cannot
- * be read, or no file was checked at all. */
+ * be read, or no file was checked at all.
+ *
+ * Then the cases of argv[1] (tests/text/tok_vocab_special.json): texts with
+ * special-token text (chat prompts), encoded with special-token parsing and
+ * without BOS, against the ids llama-tokenize gave
+ * (tests/text/tok_vocab_record.py); the Phi-3 ones check its right strip. */
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,12 +263,71 @@ static void vt_file(const char *dir, const char *name, vt_totals *tot)
     st_tok_free(tok);
 }
 
+/* vt_special - runs the special-token cases of the JSON file at path;
+ * returns the number that fail (a case not recorded, a vocabulary that
+ * does not load, different ids), or -1 when the file is unreadable. */
+static long vt_special(const char *dir, const char *path)
+{
+    size_t len = 0;
+    char *js = vt_read(path, &len);
+    cJSON *root = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    cJSON *cases = root ? cJSON_GetObjectItem(root, "cases") : NULL;
+    if (!cJSON_IsArray(cases)) {
+        printf("FAIL: %s unreadable\n", path);
+        cJSON_Delete(root);
+        return -1;
+    }
+    long bad = 0, n = 0;
+    for (int i = 0; i < cJSON_GetArraySize(cases); i++, n++) {
+        cJSON *c = cJSON_GetArrayItem(cases, i);
+        cJSON *v = cJSON_GetObjectItem(c, "vocab"), *t = cJSON_GetObjectItem(c, "text");
+        cJSON *ids = cJSON_GetObjectItem(c, "ids");
+        if (!cJSON_IsString(v) || !cJSON_IsString(t) || !cJSON_IsArray(ids)) {
+            printf("  special case %d: malformed or not recorded (tok_vocab_record.py)\n", i);
+            bad++;
+            continue;
+        }
+        char gp[VT_PATH];
+        int lp = snprintf(gp, sizeof gp, "%s/%s%s.gguf", dir, vt_prefix, v->valuestring);
+        st_gguf *g = NULL;
+        st_tokenizer *tok = NULL;
+        st_err e = lp > 0 && (size_t)lp < sizeof gp ? st_gguf_open(gp, &g) : ST_ERANGE;
+        if (e == ST_OK)
+            e = st_tok_from_gguf(g, &tok);
+        st_gguf_close(g);
+        int32_t *got = NULL;
+        size_t n_got = 0, n_want = (size_t)cJSON_GetArraySize(ids);
+        const char *text = t->valuestring;
+        if (e == ST_OK)
+            e = st_tok_encode_ex(tok, text, strlen(text), false, true, &got, &n_got);
+        bool same = e == ST_OK && n_got == n_want;
+        for (size_t k = 0; same && k < n_want; k++)
+            same = cJSON_GetArrayItem(ids, (int)k)->valueint == got[k];
+        if (!same) {
+            bad++;
+            printf("  special case %d (%s) differs: ", i, v->valuestring);
+            vt_show(text, strlen(text));
+            putchar('\n');
+            if (e != ST_OK)
+                printf("      %s\n", st_errmsg(e));
+            else
+                vt_show_ids("strata   ", got, n_got);
+        }
+        free(got);
+        st_tok_free(tok);
+    }
+    printf("special-token cases (%s): %ld/%ld pass\n", path, n - bad, n);
+    cJSON_Delete(root);
+    return bad;
+}
+
 static int vt_cmp(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     char src[VT_PATH], dir[VT_PATH];
     const char *env = getenv("STRATA_LLAMA_SRC");
@@ -308,5 +373,6 @@ int main(void)
            "cases of supported files: %ld pass, %ld fail\n",
            tot.files_ok, tot.files_failed, tot.files_unsupported, tot.cases_ok,
            tot.cases_failed);
-    return tot.files_failed == 0 && tot.files_ok > 0 ? 0 : 1;
+    long bad_special = argc > 1 ? vt_special(dir, argv[1]) : 0;
+    return tot.files_failed == 0 && tot.files_ok > 0 && bad_special == 0 ? 0 : 1;
 }
