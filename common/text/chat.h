@@ -67,9 +67,12 @@ st_err st_chat_detect(const char *s, size_t len, st_chat_tmpl *out);
 
 /* st_chat_from_gguf - the format to use for the model g: override (a name
  * or a template text; NULL for none) wins over the file's
- * tokenizer.chat_template. ST_EMISSING (the detail lists the names and
- * suggests --chat-template) when the file has none and there is no
- * override; ST_ETYPE as st_chat_detect. */
+ * tokenizer.chat_template. A file without one gets the format of its
+ * general.architecture when that has a single one (gemma, gemma2, gemma3:
+ * gemma; phi3: phi3; qwen2, qwen3, qwen3moe: chatml; llama.cpp would take
+ * chatml for all). ST_EMISSING (the detail lists the names and suggests
+ * --chat-template) for any other file without a template and no override;
+ * ST_ETYPE as st_chat_detect. */
 st_err st_chat_from_gguf(const st_gguf *g, const char *override, st_chat_tmpl *out);
 
 /* st_chat_render - the prompt text of msgs[0..n) in format t, followed by

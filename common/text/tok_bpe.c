@@ -8,12 +8,15 @@
  * tok_bpe_render turns a piece back into bytes.
  *
  * Design.
- * - Pre-tokenizer: one PCRE2 pattern per tokenizer.ggml.pre name, compiled
- *   with PCRE2_UTF | PCRE2_UCP (Unicode classes for \p{L}, \p{N}, \s) and
- *   PCRE2_MATCH_INVALID_UTF, JIT-compiled when PCRE2 can. Successive
- *   matches cut the text into words; bytes between two matches (only
- *   invalid UTF-8 can be left over, since the patterns cover every
- *   character) form a word of their own, so no byte is ever lost.
+ * - Pre-tokenizer: one row per tokenizer.ggml.pre name in tok_pres, with
+ *   up to TOK_MAX_STAGES PCRE2 patterns (llama.cpp's, in its order), compiled
+ *   with PCRE2_UTF | PCRE2_UCP (Unicode classes for \p{L}, \p{N}, \s),
+ *   PCRE2_MATCH_INVALID_UTF and PCRE2_DOLLAR_ENDONLY, JIT-compiled when PCRE2
+ *   can. The first pattern cuts the text into its matches and the runs
+ *   between them (text the pattern leaves out, or invalid UTF-8 it cannot
+ *   read); each next pattern cuts every piece of the one before the same way,
+ *   seeing only that piece; the last pattern's pieces are the words. No byte
+ *   is ever lost.
  * - Byte alphabet: GPT-2 spells each byte as one character: the printable
  *   bytes 33..126, 161..172 and 174..255 as the code point of the same
  *   value, the 68 others, in byte order, as U+0100 onwards. Both directions
@@ -40,9 +43,16 @@
 
 /* ---- pre-tokenizers ----------------------------------------------------- */
 
+/* The most patterns a pre-tokenizer applies one after the other. */
+#define TOK_MAX_STAGES 6
+
+/* A pre-tokenizer: patterns[0] cuts the text into pieces (its matches and
+ * the runs between them), patterns[1] cuts each of those the same way
+ * without looking past its ends, and so on (llama.cpp's sequence of
+ * regexes); NULL ends the list. */
 typedef struct tok_pre {
     const char *name;
-    const char *pattern;
+    const char *patterns[TOK_MAX_STAGES];
     bool ignore_merges;
 } tok_pre;
 
@@ -53,21 +63,42 @@ typedef struct tok_pre {
 #define TOK_WS "\\p{White_Space}"
 #define TOK_NWS "\\P{White_Space}"
 #define TOK_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
+/* GPT-2's pattern as llama.cpp writes it (runs of whitespace before a
+ * non-space are left between matches, which makes them pieces anyway). */
+#define TOK_PAT_GPT2                                                                               \
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" TOK_WS "\\p{L}\\p{N}]+|" TOK_WS            \
+    "+(?!" TOK_NWS ")"
+/* Qwen2's (Llama 3's with single digits). */
+#define TOK_PAT_QWEN2                                                                              \
+    TOK_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" TOK_WS                           \
+                     "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS      \
+                     ")|" TOK_WS "+"
+
+/* DeepSeek's CJK run (its tokenizer.json's range list, as llama.cpp has it):
+ * U+4E00..U+9FA5, U+0800..U+4E00, U+AC00..U+D7FF. */
+#define TOK_PAT_DEEPSEEK_CJK "[\\x{4e00}-\\x{9fa5}\\x{0800}-\\x{4e00}\\x{ac00}-\\x{d7ff}]+"
 
 static const tok_pre tok_pres[] = {
-    {"gpt2",
-     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" TOK_WS "\\p{L}\\p{N}]+|" TOK_WS
-     "+(?!" TOK_NWS ")|" TOK_WS "+",
+    {"gpt2", {TOK_PAT_GPT2 "|" TOK_WS "+"}, false},
+    {"gpt-2", {TOK_PAT_GPT2}, false},
+    {"mpt", {TOK_PAT_GPT2}, false},
+    {"starcoder", {"\\p{N}", TOK_PAT_GPT2}, false},
+    {"refact", {"\\p{N}", TOK_PAT_GPT2}, false},
+    {"command-r", {"\\p{N}", TOK_PAT_GPT2}, false},
+    {"falcon", {"[\\p{P}\\$\\+<=>\\^~\\|`]+", TOK_PAT_GPT2, "[0-9][0-9][0-9]"}, false},
+    {"deepseek-coder",
+     {"[\\r\\n]", TOK_WS "?\\p{L}+", TOK_WS "?\\p{P}+", TOK_PAT_DEEPSEEK_CJK, "\\p{N}"},
      false},
     {"llama-bpe",
-     TOK_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" TOK_WS
-                      "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS
-                      ")|" TOK_WS "+",
+     {TOK_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^" TOK_WS
+                       "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS
+                       ")|" TOK_WS "+"},
      true},
-    {"qwen2",
-     TOK_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^" TOK_WS
-                      "\\p{L}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS "+(?!" TOK_NWS
-                      ")|" TOK_WS "+",
+    {"qwen2", {TOK_PAT_QWEN2}, false},
+    {"qwen35",
+     {TOK_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^" TOK_WS
+                       "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|" TOK_WS "*[\\r\\n]+|" TOK_WS
+                       "+(?!" TOK_NWS ")|" TOK_WS "+"},
      false},
 };
 #define TOK_N_PRES (sizeof tok_pres / sizeof tok_pres[0])
@@ -162,7 +193,8 @@ typedef struct tok_merge {
 #define TOK_HASH_MUL 0x9E3779B97F4A7C15ULL /* Fibonacci hashing */
 
 struct tok_bpe {
-    pcre2_code *re;
+    pcre2_code *re[TOK_MAX_STAGES]; /* the pre-tokenizer's patterns */
+    size_t n_re;
     bool ignore_merges;
     int32_t byte_tok[TOK_BYTES]; /* the id of each byte's character */
     tok_merge *mt;
@@ -212,27 +244,35 @@ void tok_bpe_free(tok_bpe *b)
 {
     if (b == NULL)
         return;
-    pcre2_code_free(b->re);
+    for (size_t i = 0; i < b->n_re; i++)
+        pcre2_code_free(b->re[i]);
     free(b->mt);
     free(b);
 }
 
-/* tok_bpe_compile - compiles pre's pattern into b->re. */
+/* tok_bpe_compile - compiles pre's patterns into b->re. PCRE2_DOLLAR_ENDONLY:
+ * a "$" means the end of the piece, as in llama.cpp's ECMAScript regexes. */
 static st_err tok_bpe_compile(tok_bpe *b, const tok_pre *pre)
 {
-    int code;
-    PCRE2_SIZE at;
-    b->re = pcre2_compile((PCRE2_SPTR)pre->pattern, PCRE2_ZERO_TERMINATED,
-                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &code, &at, NULL);
-    if (b->re == NULL) {
-        PCRE2_UCHAR msg[TOK_MSG_BYTES];
-        pcre2_get_error_message(code, msg, sizeof msg);
-        return st_errorf(ST_EINTERNAL, "pre-tokenizer '%s': PCRE2 rejects its pattern at %zu: %s",
-                         pre->name, (size_t)at, (const char *)msg);
+    for (size_t i = 0; i < TOK_MAX_STAGES && pre->patterns[i] != NULL; i++) {
+        int code;
+        PCRE2_SIZE at;
+        pcre2_code *re = pcre2_compile(
+            (PCRE2_SPTR)pre->patterns[i], PCRE2_ZERO_TERMINATED,
+            PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &code, &at,
+            NULL);
+        if (re == NULL) {
+            PCRE2_UCHAR msg[TOK_MSG_BYTES];
+            pcre2_get_error_message(code, msg, sizeof msg);
+            return st_errorf(ST_EINTERNAL,
+                             "pre-tokenizer '%s': PCRE2 rejects its pattern %zu at %zu: %s",
+                             pre->name, i, (size_t)at, (const char *)msg);
+        }
+        /* JIT is an optimisation only: without it (no JIT support on this
+         * platform), pcre2_match interprets the pattern. */
+        (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
+        b->re[b->n_re++] = re;
     }
-    /* JIT is an optimisation only: without it (no JIT support on this
-     * platform), pcre2_match interprets the pattern. */
-    (void)pcre2_jit_compile(b->re, PCRE2_JIT_COMPLETE);
     b->ignore_merges = pre->ignore_merges;
     return ST_OK;
 }
@@ -263,13 +303,7 @@ st_err tok_bpe_build(st_tokenizer *t, const char *pre, size_t pre_len, const cha
     for (int c = 0; c < TOK_BYTES; c++) {
         char u[TOK_MAX_CHAR];
         size_t ul = tok_byte_utf8((uint8_t)c, u);
-        b->byte_tok[c] = tok_lookup(t, u, ul);
-        if (b->byte_tok[c] < 0) {
-            tok_bpe_free(b);
-            return st_errorf(ST_EFORMAT,
-                             "byte-level BPE vocabulary has no piece for byte 0x%02x (U+%04X)", c,
-                             tok_byte_cp((uint8_t)c));
-        }
+        b->byte_tok[c] = tok_lookup(t, u, ul); /* -1: the vocabulary lacks it */
     }
     size_t slots = 2;
     while (slots < 2 * n)
@@ -387,24 +421,15 @@ static void tok_bpe_try(const tok_bpe *b, tok_work *w, int32_t left, int32_t rig
     tok_bheap_push(w, p);
 }
 
-/* tok_bpe_word - appends the ids of the word s (n > 0 bytes) to out. */
-static void tok_bpe_word(const st_tokenizer *t, tok_work *w, const uint8_t *s, size_t n,
-                         int32_t *out, size_t *m)
+/* tok_bpe_merge - appends the ids of the word s (n > 0 bytes, each with a
+ * byte token) after merging its pairs. */
+static void tok_bpe_merge(const st_tokenizer *t, tok_work *w, const uint8_t *s, size_t n,
+                          int32_t *out, size_t *m)
 {
     const tok_bpe *b = t->bpe;
     if (n == 1) {
         out[(*m)++] = b->byte_tok[s[0]];
         return;
-    }
-    if (b->ignore_merges) {
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            k += tok_byte_utf8(s[i], w->spelled + k);
-        int32_t id = tok_lookup(t, w->spelled, k);
-        if (id >= 0) {
-            out[(*m)++] = id;
-            return;
-        }
     }
     int32_t ns = (int32_t)n;
     for (int32_t i = 0; i < ns; i++)
@@ -431,25 +456,55 @@ static void tok_bpe_word(const st_tokenizer *t, tok_work *w, const uint8_t *s, s
         out[(*m)++] = w->sym[i].id;
 }
 
-st_err tok_bpe_encode(const st_tokenizer *t, const char *text, size_t len, int32_t *out, size_t *m)
+/* tok_bpe_word - appends the ids of the word s (n > 0 bytes) to out: the
+ * word's own id when the pre-tokenizer ignores merges and the word is a
+ * token; else the merged runs between the bytes the vocabulary has no
+ * token for, which are dropped (llama.cpp drops them too; such
+ * vocabularies, e.g. StarCoder's, lack bytes that valid UTF-8 never holds,
+ * and Falcon's some ASCII control bytes). */
+static void tok_bpe_word(const st_tokenizer *t, tok_work *w, const uint8_t *s, size_t n,
+                         int32_t *out, size_t *m)
 {
-    if (len == 0)
-        return ST_OK;
     const tok_bpe *b = t->bpe;
-    tok_work w = {.sym = malloc(len * sizeof *w.sym),
-                  .heap = malloc(3 * len * sizeof *w.heap),
-                  .spelled = malloc(TOK_MAX_CHAR * len)};
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern(b->re, NULL);
-    st_err e = ST_OK;
-    if (!w.sym || !w.heap || !w.spelled || !md) {
-        e = st_errorf(ST_ENOMEM, "st_tok_encode: out of memory for %zu bytes", len);
-        goto done;
+    if (b->ignore_merges && n > 1) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+            k += tok_byte_utf8(s[i], w->spelled + k);
+        int32_t id = tok_lookup(t, w->spelled, k);
+        if (id >= 0) {
+            out[(*m)++] = id;
+            return;
+        }
     }
-    const uint8_t *s = (const uint8_t *)text;
-    size_t pos = 0;
-    while (pos < len) {
-        int rc = pcre2_match(b->re, s, len, pos, 0, md, NULL);
-        size_t start = len, end = len;
+    size_t run = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && b->byte_tok[s[i]] >= 0)
+            continue;
+        if (i > run)
+            tok_bpe_merge(t, w, s + run, i - run, out, m);
+        run = i + 1;
+    }
+}
+
+/* tok_bpe_split - cuts s[from..to) with pattern number stage into its
+ * matches and the runs between them (bytes no pattern reads, or text the
+ * pattern leaves out), each cut further by the next pattern; the pieces of
+ * the last pattern are words, encoded to out. The pattern sees only
+ * s[from..to): a lookahead stops at the piece's end. md has room for the
+ * whole match. */
+static st_err tok_bpe_split(const st_tokenizer *t, tok_work *w, pcre2_match_data *md,
+                            size_t stage, const uint8_t *s, size_t from, size_t to, int32_t *out,
+                            size_t *m)
+{
+    const tok_bpe *b = t->bpe;
+    if (stage == b->n_re) {
+        tok_bpe_word(t, w, s + from, to - from, out, m);
+        return ST_OK;
+    }
+    size_t pos = from;
+    while (pos < to) {
+        int rc = pcre2_match(b->re[stage], s, to, pos, 0, md, NULL);
+        size_t start = to, end = to;
         if (rc >= 0) {
             const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
             start = ov[0];
@@ -457,19 +512,36 @@ st_err tok_bpe_encode(const st_tokenizer *t, const char *text, size_t len, int32
         } else if (rc != PCRE2_ERROR_NOMATCH) {
             PCRE2_UCHAR msg[TOK_MSG_BYTES];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            e = st_errorf(ST_ERANGE, "pre-tokenizer: PCRE2 failed at byte %zu: %s", pos,
-                          (const char *)msg);
-            goto done;
+            return st_errorf(ST_ERANGE, "pre-tokenizer: PCRE2 failed at byte %zu: %s", pos,
+                             (const char *)msg);
         }
-        if (start > pos) /* bytes no pattern reads (invalid UTF-8): a word */
-            tok_bpe_word(t, &w, s + pos, start - pos, out, m);
-        if (end == start && start < len)
+        st_err e = ST_OK;
+        if (start > pos)
+            e = tok_bpe_split(t, w, md, stage + 1, s, pos, start, out, m);
+        if (end == start && start < to)
             end = start + 1; /* no pattern matches empty; never stall if one did */
-        if (end > start)
-            tok_bpe_word(t, &w, s + start, end - start, out, m);
+        if (e == ST_OK && end > start)
+            e = tok_bpe_split(t, w, md, stage + 1, s, start, end, out, m);
+        if (e != ST_OK)
+            return e;
         pos = end;
     }
-done:
+    return ST_OK;
+}
+
+st_err tok_bpe_encode(const st_tokenizer *t, const char *text, size_t len, int32_t *out, size_t *m)
+{
+    if (len == 0)
+        return ST_OK;
+    tok_work w = {.sym = malloc(len * sizeof *w.sym),
+                  .heap = malloc(3 * len * sizeof *w.heap),
+                  .spelled = malloc(TOK_MAX_CHAR * len)};
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    st_err e;
+    if (!w.sym || !w.heap || !w.spelled || !md)
+        e = st_errorf(ST_ENOMEM, "st_tok_encode: out of memory for %zu bytes", len);
+    else
+        e = tok_bpe_split(t, &w, md, 0, (const uint8_t *)text, 0, len, out, m);
     pcre2_match_data_free(md);
     free(w.sym);
     free(w.heap);

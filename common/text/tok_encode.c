@@ -7,7 +7,9 @@
  * splits every raw fragment at its leftmost non-overlapping occurrences,
  * which is llama.cpp's partition. User-defined tokens always take part,
  * control and unknown ones only when special parsing is asked for. The
- * cost is one memmem pass over the raw text per special token.
+ * cost is one memmem pass over the raw text per special token. For Phi-3
+ * (t->rstrip_special) the whitespace right after a split-out token is
+ * dropped, as llama.cpp's RSTRIP attribute does.
  *
  * Design. Encoding reproduces llama.cpp's SPM tokenizer. The text is
  * normalised (every ' ' becomes "▁", and "▁" is prepended when the vocabulary
@@ -222,6 +224,28 @@ static bool tok_frags_push(tok_frags *v, tok_frag f)
     return true;
 }
 
+/* Special tokens whose right whitespace stays even with rstrip_special
+ * (llama.cpp's exceptions for Phi-3). */
+static const char *const tok_keep_right[] = {"<unk>", "<s>", "<|endoftext|>"};
+
+/* tok_rstrips - whether the whitespace after special token id is dropped. */
+static bool tok_rstrips(const st_tokenizer *t, int32_t id)
+{
+    if (!t->rstrip_special)
+        return false;
+    for (size_t i = 0; i < sizeof tok_keep_right / sizeof tok_keep_right[0]; i++)
+        if (t->len[id] == strlen(tok_keep_right[i]) &&
+            memcmp(t->text + t->off[id], tok_keep_right[i], t->len[id]) == 0)
+            return false;
+    return true;
+}
+
+/* tok_c_space - C's isspace in the C locale (llama.cpp's strip test). */
+static bool tok_c_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
 /* tok_split_special - cuts text into fragments (*out, malloc'ed). Each
  * special token rebuilds the list: every raw fragment is split at the
  * token's leftmost non-overlapping occurrences. ST_ENOMEM. */
@@ -249,6 +273,10 @@ static st_err tok_split_special(const st_tokenizer *t, const char *text, size_t 
                                           (tok_frag){.off = f.off + before, .len = plen, .id = id});
                 f.off += before + plen;
                 f.len -= before + plen;
+                while (f.len > 0 && tok_rstrips(t, id) && tok_c_space(text[f.off])) {
+                    f.off++;
+                    f.len--;
+                }
             }
             if (ok && (f.id >= 0 || f.len > 0))
                 ok = tok_frags_push(&next, f);

@@ -34,6 +34,10 @@ struct st_tokenizer {
     int32_t *ht;        /* hash slots: id or -1 */
     size_t ht_mask;
     size_t max_render; /* longest rendering of one id */
+    /* Phi-3 (llama.cpp's rule, by general.name): the whitespace after a
+     * special token split out of the text is dropped, but after <unk>,
+     * <s> and <|endoftext|> (tok_encode.c). */
+    bool rstrip_special;
     st_tok_config cfg;
 };
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/model/arch.h"
 #include "common/base/le.h"
@@ -46,9 +47,29 @@ static st_err tok_opt_bool(const st_gguf *g, const char *key, bool *b)
     return st_gguf_get_bool(g, key, b);
 }
 
-/* Spellings of end-of-turn control tokens, looked up when the file names
- * no eot_token_id (llama.cpp looks for the same ones). */
-static const char *const tok_eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>"};
+/* Spellings of end-of-turn control tokens, looked up in this order when
+ * the file names no eot_token_id (llama.cpp looks for these among others:
+ * Llama 3, ChatML, Phi-3, Gemma). */
+static const char *const tok_eot_texts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>",
+                                            "<end_of_turn>"};
+
+/* tok_phi3_names - what general.name contains (any case) for llama.cpp to
+ * give Phi-3's special tokens their right strip (tok_find_rstrip). */
+static const char *const tok_phi3_names[] = {"phi-3", "phi3"};
+
+/* tok_find_rstrip - sets t->rstrip_special as llama.cpp does: for a model
+ * whose general.name contains "phi-3" or "phi3" (ASCII case ignored). */
+static void tok_find_rstrip(const st_gguf *g, st_tokenizer *t)
+{
+    st_gguf_str name;
+    if (st_gguf_get_str(g, st_arch_gkey_name(ST_AG_NAME), &name) != ST_OK)
+        return;
+    for (size_t k = 0; k < sizeof tok_phi3_names / sizeof tok_phi3_names[0]; k++) {
+        size_t nl = strlen(tok_phi3_names[k]);
+        for (uint64_t i = 0; i + nl <= name.len && !t->rstrip_special; i++)
+            t->rstrip_special = strncasecmp(name.data + i, tok_phi3_names[k], nl) == 0;
+    }
+}
 
 /* tok_find_eot - the EOT id: the key when present, else a control token
  * spelled as in tok_eot_texts, else -1 (already in t->cfg). */
@@ -188,6 +209,8 @@ st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out)
     e = st_tok_from_pieces(pieces, lens, sc, ty, (size_t)n, &cfg, out);
     if (e == ST_OK)
         e = tok_find_eot(g, *out);
+    if (e == ST_OK)
+        tok_find_rstrip(g, *out);
     if (e == ST_OK && bpe)
         e = tok_bpe_attach(g, *out);
     if (e != ST_OK) {

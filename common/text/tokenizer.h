@@ -12,7 +12,7 @@
  * control tokens when asked), as llama.cpp does. SentencePiece then follows
  * llama.cpp's SPM tokenizer (merge the best-scoring adjacent pair, leftmost
  * on ties, then byte fallback). BPE splits the text with the
- * pre-tokenizer's regex (PCRE2, UTF + UCP), maps each piece's bytes to
+ * pre-tokenizer's regexes (PCRE2, UTF + UCP), maps each piece's bytes to
  * GPT-2's byte alphabet and merges the lowest-ranked adjacent pair,
  * leftmost on ties. Decoding maps pieces back to text; st_detok streams
  * text token by token without ever splitting a UTF-8 character. A
@@ -83,12 +83,17 @@ st_err st_tok_from_pieces(const char *const *pieces, const size_t *lens, const f
  * (default true), add_space_prefix (default true). model "gpt2" (byte-level
  * BPE): tokens, token_type and merges required (ST_EMISSING names a missing
  * one), scores optional; pre names the pre-tokenizer ("gpt2" when absent;
- * "llama-bpe", "qwen2"; any other is ST_ETYPE, the detail naming it and the
+ * "gpt-2", "mpt", "starcoder", "refact", "command-r", "falcon",
+ * "deepseek-coder", "llama-bpe",
+ * "qwen2", "qwen35"; any other is ST_ETYPE, the detail naming it and the
  * known ones); add_bos_token defaults to true for "llama-bpe", else false;
  * no space prefix. Both: eot_token_id when present, else the id of a
- * control token spelled "<|eot_id|>", "<|im_end|>" or "<|end|>" when the
- * vocabulary has one, else -1. Any other model is ST_ETYPE. The tokenizer
- * copies what it needs: g may be closed afterwards. */
+ * control token spelled "<|eot_id|>", "<|im_end|>", "<|end|>" or
+ * "<end_of_turn>" (Gemma), the first of these the vocabulary has, else -1.
+ * When general.name contains "phi-3" or "phi3" (any case), special tokens
+ * strip the whitespace to their right (see st_tok_encode_ex), as llama.cpp
+ * does for Phi-3. Any other model is ST_ETYPE. The tokenizer copies what
+ * it needs: g may be closed afterwards. */
 st_err st_tok_from_gguf(const st_gguf *g, st_tokenizer **out);
 
 /* st_tok_from_llama2c - reads llama2.c's tokenizer.bin (int32
@@ -136,7 +141,10 @@ st_err st_tok_find(const st_tokenizer *tok, const char *piece, size_t len, int32
  * frees; never NULL on success, even for empty text). BOS is prepended when
  * add_bos. Empty text gives no piece at all (only BOS if asked). SPM: a
  * symbol not in the vocabulary becomes byte tokens, or one UNK when the
- * vocabulary lacks some byte token. BPE: every byte has a token, so nothing
+ * vocabulary lacks some byte token. BPE: a byte whose character the
+ * vocabulary lacks (some vocabularies leave out bytes that valid UTF-8 never
+ * holds, Falcon's some ASCII control bytes) is dropped, as llama.cpp drops
+ * it; with every byte character present (GPT-2, Llama 3, Qwen2), nothing
  * is lost. O(n log n) in the text length (plus one pass over the text per
  * special token tried). ST_ERANGE if len exceeds ST_TOK_MAX_TEXT, ST_ENOMEM;
  * for BPE, ST_ERANGE also if PCRE2 gives up on the text (its match limits;
@@ -149,11 +157,15 @@ st_err st_tok_encode(const st_tokenizer *tok, const char *text, size_t len, bool
  * llama.cpp does); with parse_special, so does the text of control (and
  * unknown) tokens, longest first. st_tok_encode is st_tok_encode_ex with
  * parse_special false. For SentencePiece, a text fragment that follows a
- * special token gets its own space prefix (llama.cpp's rule). For BPE,
+ * special token gets its own space prefix (llama.cpp's rule). For a Phi-3
+ * vocabulary (by general.name), the whitespace (C's isspace) right after a
+ * special token split out of the text is dropped, except after <unk>, <s>
+ * and <|endoftext|> (llama.cpp's RSTRIP attribute for Phi-3). For BPE,
  * invalid UTF-8 is kept byte for byte: each maximal run of bytes the
  * pre-tokenizer cannot read is a piece of its own and encodes to its
  * byte-level tokens (llama.cpp turns such bytes into U+FFFD instead), so
- * decode(encode(x)) == x for any bytes x without special-token text. */
+ * decode(encode(x)) == x for any bytes x without special-token text when
+ * the vocabulary has every byte's character. */
 st_err st_tok_encode_ex(const st_tokenizer *tok, const char *text, size_t len, bool add_bos,
                         bool parse_special, int32_t **ids, size_t *n);
 

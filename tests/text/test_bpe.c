@@ -360,8 +360,13 @@ END_TEST
 
 /* ---- a small hand-made vocabulary --------------------------------------- */
 
+/* The byte whose character mini_gguf leaves out of the vocabulary (its id
+ * gets an unrelated piece instead), or -1 for none. */
+static int mini_missing_byte = -1;
+
 /* mini_gguf - a GGUF image with a byte-level vocabulary: the 256 byte
- * characters, then extra pieces; merges and pre as given (NULL: absent). */
+ * characters (but mini_missing_byte's), then extra pieces; merges and pre
+ * as given (NULL: absent). */
 static uint8_t *mini_gguf(const char *const *extra, size_t n_extra, const char *const *merges,
                           size_t n_merges, const char *pre, size_t *len)
 {
@@ -380,7 +385,9 @@ static uint8_t *mini_gguf(const char *const *extra, size_t n_extra, const char *
         else if (b == 173)
             cp = 256 + 67;
         toks[b] = calloc(3, 1);
-        if (cp < 0x80) {
+        if (b == mini_missing_byte) {
+            strcpy(toks[b], "<>"); /* no byte character */
+        } else if (cp < 0x80) {
             toks[b][0] = (char)cp;
         } else {
             toks[b][0] = (char)(0xC0 | (cp >> 6));
@@ -465,6 +472,26 @@ START_TEST(merge_rank)
     expect(tok, "aaaa", (int32_t[]){256 + 5}, 1);
     expect(tok, "a a", (int32_t[]){'a', 256 + 6}, 2); /* " a" is one word (gpt2) */
     expect(tok, "ba", (int32_t[]){'b', 'a'}, 2);      /* no merge "b a" */
+    st_tok_free(tok);
+}
+END_TEST
+
+/* missing_byte - a vocabulary without the character of some byte (Falcon's
+ * lacks 0x03, StarCoder's 0xC0) is accepted; that byte is dropped from the
+ * text, as llama.cpp drops it, and no merge spans it. */
+START_TEST(missing_byte)
+{
+    static const char *const extra[] = {"ab", "!!"};
+    static const char *const merges[] = {"a b", "! !"};
+    st_tokenizer *tok;
+    mini_missing_byte = 0x03;
+    st_err e = mini_tok(extra, 2, merges, 2, "gpt-2", &tok);
+    mini_missing_byte = -1;
+    ck_assert_int_eq(e, ST_OK);
+    expect(tok, "ab\x03" "ab", (int32_t[]){256, 256}, 2);
+    expect(tok, "!!", (int32_t[]){257}, 1);
+    expect(tok, "!\x03!", (int32_t[]){'!', '!'}, 2); /* one word, cut at the byte */
+    expect(tok, "\x03", NULL, 0);
     st_tok_free(tok);
 }
 END_TEST
@@ -581,6 +608,7 @@ int main(void)
     tcase_add_test(tc, invalid_utf8);
     tcase_add_test(tc, control_tokens);
     tcase_add_test(tc, merge_rank);
+    tcase_add_test(tc, missing_byte);
     tcase_add_test(tc, load_errors);
     tcase_add_test(tc, cli_special);
     tcase_add_test(tc, long_text_speed);

@@ -18,9 +18,10 @@
 #include "common/text/tokenizer.h"
 
 /* The number of cases chat_cases.json holds (a shrunk file fails). */
-#define CHAT_N_CASES 66
-/* The number of template texts it holds for recognition. */
-#define CHAT_N_DETECT 16
+#define CHAT_N_CASES 68
+/* The number of template texts it holds for recognition: 16 small ones,
+ * 10 real templates of Gemma, Phi-3 and Qwen models. */
+#define CHAT_N_DETECT 26
 /* The most messages one case has. */
 #define CHAT_MAX_MSGS 8
 
@@ -130,7 +131,14 @@ START_TEST(detect_models)
     static const struct {
         const char *file;
         st_chat_tmpl want;
-    } m[] = {{"l3-synth-q8_0.gguf", ST_CHAT_LLAMA3}, {"qw2-synth-q8_0.gguf", ST_CHAT_CHATML}};
+    } m[] = {{"l3-synth-q8_0.gguf", ST_CHAT_LLAMA3},
+             {"qw2-synth-q8_0.gguf", ST_CHAT_CHATML},
+             /* its own template (Qwen3's) */
+             {"w3-qwen3-q8_0.gguf", ST_CHAT_CHATML},
+             /* no template: the format of the architecture */
+             {"w3-gemma2-f16.gguf", ST_CHAT_GEMMA},
+             {"w3-gemma3-q8_0.gguf", ST_CHAT_GEMMA},
+             {"w3-phi3-q8_0.gguf", ST_CHAT_PHI3}};
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
         st_gguf *g = open_model(m[i].file);
         st_chat_tmpl t;

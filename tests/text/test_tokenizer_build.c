@@ -234,6 +234,77 @@ START_TEST(gguf_metadata)
 }
 END_TEST
 
+/* Pieces of a chat vocabulary: Gemma's end of turn, Phi-3's user turn and
+ * its <|endoftext|>, all control tokens. */
+static const char *const chat_tokens[] = {"<unk>",
+                                          "<s>",
+                                          "</s>",
+                                          ("\xe2\x96\x81"
+                                           "a"),
+                                          "b",
+                                          "<end_of_turn>",
+                                          "<|user|>",
+                                          "<|endoftext|>",
+                                          ("\xe2\x96\x81"
+                                           "\n")};
+static const float chat_scores[] = {0, 0, 0, -1, -2, 0, 0, 0, -3};
+static const int32_t chat_types[] = {2, 3, 3, 1, 1, 3, 3, 3, 1};
+
+/* kv_chat_llama - a "llama" vocabulary of chat_tokens; name: general.name
+ * (NULL: none). */
+static void kv_chat_llama(gbuf *g, const char *name)
+{
+    if (name != NULL)
+        kv_str(g, "general.name", name);
+    kv_str(g, "tokenizer.ggml.model", "llama");
+    kv_arr_str(g, "tokenizer.ggml.tokens", chat_tokens, 9);
+    kv_arr_32(g, "tokenizer.ggml.scores", ST_GGUF_FLOAT32, chat_scores, 9);
+    kv_arr_32(g, "tokenizer.ggml.token_type", ST_GGUF_INT32, chat_types, 9);
+}
+
+/* chat_tokens_rules - llama.cpp's rules for chat vocabularies: without
+ * eot_token_id, Gemma's <end_of_turn> is the end of turn; when
+ * general.name says Phi-3 (any case), the whitespace after a special token
+ * split out of the text is dropped (but after <|endoftext|>, <s>, <unk>),
+ * for any other name it stays. */
+START_TEST(chat_tokens_rules)
+{
+    st_tokenizer *tok;
+    gbuf g = {0};
+    kv_chat_llama(&g, "Phi3-Mini");
+    ck_assert_int_eq(tok_from_buf(&g, &tok), ST_OK);
+    ck_assert_int_eq(st_tok_eot(tok), 5);
+    int32_t *ids;
+    size_t n;
+    /* "<|user|>\na": the newline is dropped, "a" gets its space prefix */
+    ck_assert_int_eq(st_tok_encode_ex(tok, "<|user|>\na", 10, false, true, &ids, &n), ST_OK);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(ids[0], 6);
+    ck_assert_int_eq(ids[1], 3);
+    free(ids);
+    ck_assert_int_eq(st_tok_encode_ex(tok, "<|endoftext|>\na", 15, false, true, &ids, &n),
+                     ST_OK);
+    ck_assert_uint_eq(n, 3); /* the newline stays: "\xe2\x96\x81\n", then "a" is UNK */
+    ck_assert_int_eq(ids[0], 7);
+    ck_assert_int_eq(ids[1], 8);
+    ck_assert_int_eq(ids[2], 0);
+    free(ids);
+    st_tok_free(tok);
+
+    memset(&g, 0, sizeof g);
+    kv_chat_llama(&g, "gemma-2");
+    ck_assert_int_eq(tok_from_buf(&g, &tok), ST_OK);
+    ck_assert_int_eq(st_tok_eot(tok), 5);
+    ck_assert_int_eq(st_tok_encode_ex(tok, "<|user|>\na", 10, false, true, &ids, &n), ST_OK);
+    ck_assert_uint_eq(n, 3); /* the newline stays */
+    ck_assert_int_eq(ids[0], 6);
+    ck_assert_int_eq(ids[1], 8);
+    ck_assert_int_eq(ids[2], 0);
+    free(ids);
+    st_tok_free(tok);
+}
+END_TEST
+
 START_TEST(llama2c_damaged)
 {
     char path[1024];
@@ -265,5 +336,6 @@ void tt_add_build_tests(TCase *tc)
     tcase_add_test(tc, merge_order);
     tcase_add_test(tc, from_pieces_errors);
     tcase_add_test(tc, gguf_metadata);
+    tcase_add_test(tc, chat_tokens_rules);
     tcase_add_test(tc, llama2c_damaged);
 }
