@@ -23,13 +23,16 @@
 # transparent huge pages are "madvise", that is llama.cpp's faster setting:
 # TinyLlama-shaped F16 decode 13.3 -> 20.6 tok/s; Strata always copies its
 # weights into huge-page memory). Default 1, llama-bench's own default.
+# --arch A makes the F16 model with `strata convert synth --arch A` (llama,
+# qwen2, qwen3, gemma2, gemma3 or phi3; default llama) and names the files
+# tinyllama-A-TYPE.gguf (llama: tinyllama-TYPE.gguf, as before).
 # --kernels V passes `--kernels V` to strata bench run (default auto): with
 # avx2 and LLAMA_REF pointing at a llama.cpp built without AVX-512 (see
 # bench/README.md), one AVX-512 machine compares the two AVX2 builds.
 #
 # Usage: bench/kquant-vs-llama.sh [--types "Q4_K_M Q6_K"] [--runs 3] [--repeat 3]
 #                                 [--threads 2] [--prompt 64] [--gen 128] [--quiet 5]
-#                                 [--llama-mmap 1|0] [--kernels auto|avx2|avx512]
+#                                 [--llama-mmap 1|0] [--kernels auto|avx2|avx512] [--arch A]
 # Environment: STRATA (binary; default BUILD_DIR/cli/strata), BUILD_DIR
 # (default build), BENCH_DIR (models), LLAMA_REF (llama.cpp build made by
 # shared/tools/build-llama-ref.sh; default ~/.cache/llama-ref). Not run by
@@ -44,6 +47,7 @@ prompt=64
 gen=128
 llama_mmap=1 # llama-bench -mmp
 kernels=auto # strata bench run --kernels
+arch=llama   # strata convert synth --arch
 quiet=5      # a pair counts when other processes used at most this % of the CPUs
 max_tries=12 # pairs tried per type before giving up
 while [ $# -gt 0 ]; do
@@ -57,7 +61,8 @@ while [ $# -gt 0 ]; do
     --quiet) quiet="$2"; shift 2 ;;
     --llama-mmap) llama_mmap="$2"; shift 2 ;;
     --kernels) kernels="$2"; shift 2 ;;
-    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+    --arch) arch="$2"; shift 2 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "kquant-vs-llama.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -75,10 +80,12 @@ for b in llama-bench llama-quantize refgen2; do
     }
 done
 mkdir -p "$dir"
-f16="$dir/tinyllama-f16.gguf"
+stem="$dir/tinyllama"
+[ "$arch" = llama ] || stem="$stem-$arch"
+f16="$stem-f16.gguf"
 if [ ! -f "$f16" ]; then
     "$strata" convert synth "$f16.tmp" --dim 2048 --layers 22 --heads 32 --kv-heads 4 \
-        --ffn 5632 --vocab 32000 --type f16 --seed 1
+        --ffn 5632 --vocab 32000 --type f16 --seed 1 --arch "$arch"
     mv "$f16.tmp" "$f16"
 fi
 
@@ -120,7 +127,7 @@ sys.exit(rc)
 summary=()
 for t in $types; do
     lt=$(echo "$t" | tr 'A-Z' 'a-z')
-    m="$dir/tinyllama-$lt.gguf"
+    m="$stem-$lt.gguf"
     if [ ! -f "$m" ]; then
         "$ref/bin/llama-quantize" "$f16" "$m.tmp" "$t" "$threads" >"$log/quantize-$lt.log" 2>&1
         mv "$m.tmp" "$m"
@@ -164,6 +171,7 @@ for t in $types; do
     msp=$(median "${sp[@]}") msd=$(median "${sd[@]}") mlp=$(median "${lp[@]}") mld=$(median "${ld[@]}")
     summary+=("$(awk -v t="$t" -v a="$msp" -v b="$mlp" -v c="$msd" -v d="$mld" -v n="$runs" 'BEGIN {
         printf "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |", t, a, b, a / b, c, d, c / d, n }')")
+    [ "$arch" = llama ] || summary[-1]="| $arch ${summary[-1]#| }"
 done
 echo
 echo "| type | strata prompt tok/s | llama.cpp prompt tok/s | ratio | strata decode tok/s | llama.cpp decode tok/s | ratio | runs |"

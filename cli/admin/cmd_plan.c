@@ -270,6 +270,7 @@ static int plan_file(const char *path, const char *model, const char *objective,
                              .layer_bytes = mi.layer_bytes,
                              .embd_bytes = mi.embd_bytes,
                              .head_bytes = mi.head_bytes,
+                             .stage_bytes = mi.rope_bytes,
                              .kv_bytes_per_token_layer = mi.kv_bytes_per_token_layer};
         hidden = mi.n_embd;
         dtype = mi.dtype;

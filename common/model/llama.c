@@ -356,7 +356,9 @@ static st_err minfo_sums(const st_gguf *g, st_minfo *m, uint64_t dt[ST_DT_COUNT]
         case ST_AP_HEAD:
             m->head_bytes += t->nbytes;
             break;
-        case ST_AP_ROPE: /* a few floats each stage reads: in the total only */
+        case ST_AP_ROPE: /* a few floats every stage with layers reads */
+            m->rope_bytes += t->nbytes;
+            break;
         case ST_AP_OTHER:
             break;
         }
@@ -413,7 +415,7 @@ void st_minfo_free(st_minfo *m)
 
 uint64_t st_minfo_stage_bytes(const st_minfo *m, uint32_t first, uint32_t last)
 {
-    uint64_t sum = 0;
+    uint64_t sum = first < last ? m->rope_bytes : 0;
     for (uint32_t l = first; l < last; l++)
         sum += m->layer_bytes[l];
     const bool head = last == m->n_layer;

@@ -124,7 +124,9 @@ st_err st_kv_dtype_check(st_dtype t, int64_t head_dim);
  * the part of a split model they belong to (st_arch_part_of): "blk.N.*"
  * (biases included) to layer N, token_embd to the embedding, output_norm
  * and output to the head, which holds the embedding too when tied (no
- * output.weight). Other tensors count in the total only. */
+ * output.weight), and the rope factor tensors (rope_freqs, Phi-3's long and
+ * short factors) to every stage with layers. Other tensors count in the
+ * total only. */
 typedef struct st_minfo {
     uint32_t n_layer;
     uint32_t n_embd;
@@ -140,6 +142,7 @@ typedef struct st_minfo {
     uint64_t *layer_bytes;             /* [n_layer]: every tensor of blk.L.* */
     uint64_t embd_bytes;               /* token_embd.weight */
     uint64_t head_bytes;               /* output_norm + output (or the tied embedding) */
+    uint64_t rope_bytes;               /* rope factor tensors: read by every stage with layers */
     uint64_t total_bytes;              /* every tensor */
     bool head_tied;                    /* no output.weight: the head is the embedding */
     char dtype[8];                     /* weight dtype with the most layer bytes */
@@ -158,7 +161,8 @@ st_err st_minfo_from_gguf(const st_gguf *g, st_minfo *out);
 void st_minfo_free(st_minfo *m);
 
 /* st_minfo_stage_bytes - bytes of the weights a stage of layers
- * [first, last) holds: its layers, the embedding when first == 0, the
+ * [first, last) holds: its layers (and the rope factors when it has any
+ * layer), the embedding when first == 0, the
  * head when last == n_layer, a tied embedding once when it is both.
  * Requires first < last <= n_layer. */
 uint64_t st_minfo_stage_bytes(const st_minfo *m, uint32_t first, uint32_t last);

@@ -251,6 +251,7 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
                             .layer_bytes = c->model.mi.layer_bytes,
                             .embd_bytes = c->model.mi.embd_bytes,
                             .head_bytes = c->model.mi.head_bytes,
+                            .stage_bytes = c->model.mi.rope_bytes,
                             .kv_bytes_per_token_layer = c->model.mi.kv_bytes_per_token_layer};
     v->o = st_place_opts_default();
     v->o.objective = objective;

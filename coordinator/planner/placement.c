@@ -472,7 +472,7 @@ uint64_t st_place_stage_bytes(const st_place_model *m, uint64_t kv_tokens, uint3
                               uint32_t last)
 {
     uint64_t kv = pl_mul(m->kv_bytes_per_token_layer, kv_tokens);
-    uint64_t s = 0;
+    uint64_t s = last > first ? m->stage_bytes : 0;
     for (uint32_t l = first; l < last; l++)
         s = pl_add(s, pl_add(m->layer_bytes[l], kv));
     if (first == 0)

@@ -66,6 +66,7 @@ typedef struct st_place_model {
     const uint64_t *layer_bytes; /* [n_layer] */
     uint64_t embd_bytes;         /* held by the first stage */
     uint64_t head_bytes;         /* held and computed by the last stage */
+    uint64_t stage_bytes;        /* held by every stage (rope factors: st_minfo.rope_bytes) */
     uint64_t kv_bytes_per_token_layer;
 } st_place_model;
 

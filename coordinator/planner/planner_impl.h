@@ -50,6 +50,8 @@ static inline uint64_t pl_mem(const pl_ctx *x, uint32_t f, uint32_t l)
     uint64_t s = x->prefix[l] == UINT64_MAX
                      ? UINT64_MAX
                      : pl_sat_add(x->prefix[l] - x->prefix[f], pl_sat_mul(x->kv_layer, l - f));
+    if (l > f)
+        s = pl_sat_add(s, x->m->stage_bytes);
     if (f == 0)
         s = pl_sat_add(s, x->m->embd_bytes);
     if (l == x->m->n_layer)

@@ -249,7 +249,8 @@ def case_keyless():
         assert c.coord.stop() == 0
         c.coord = c.spawn("coordinator2", [COORD, "--model", model(SYNTH), "--listen", addr,
                                            "--heartbeat-ms", "200", "--heartbeat-timeout-ms",
-                                           "1500", "--weights", WEIGHTS_ANY] + args)
+                                           "1500", "--weights", WEIGHTS_ANY] + args +
+                           cluster.GOLDEN_KV)
         c.coord.wait_line(r"listening on (tcp://[0-9.]+:\d+)")
         with open(path, "rb") as fh:
             assert fh.read() == key, "the restarted coordinator changed the key"

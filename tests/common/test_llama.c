@@ -83,6 +83,7 @@ static bool tl_check_model(const char *path, bool wave3, int *n_stages)
                          .layer_bytes = mi.layer_bytes,
                          .embd_bytes = mi.embd_bytes,
                          .head_bytes = mi.head_bytes,
+                         .stage_bytes = mi.rope_bytes,
                          .kv_bytes_per_token_layer = mi.kv_bytes_per_token_layer};
     const uint64_t kv_tokens = (uint64_t)TL_KV_CTX * TL_KV_SESSIONS;
     for (uint32_t a = 0; a < mi.n_layer; a++)
