@@ -160,6 +160,9 @@ typedef struct st_arch {
                           * (default ST_LLAMA_DEFAULT_ROPE_BASE) and no scaling;
                           * else with the global base and scaling (or the key's
                           * base, when present) */
+    const char *chat_format; /* the chat format (a name of common/text/chat.h) of a
+                              * file without tokenizer.chat_template, or NULL:
+                              * none implied (llama: Llama 2, 3 or Mistral) */
     uint32_t wide_scale_layers; /* a model of exactly this many layers scales
                                  * scores by 1/sqrt(n_embd/n_head) rather than
                                  * 1/sqrt(head_dim), as llama.cpp does for Gemma

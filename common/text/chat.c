@@ -155,20 +155,6 @@ st_err st_chat_detect(const char *s, size_t len, st_chat_tmpl *out)
                      chat_name_list);
 }
 
-/* The format of the architectures (general.architecture) whose chat
- * models all use one: the choice for a file without
- * tokenizer.chat_template. llama.cpp takes chatml for any such file; an
- * architecture not listed (llama: Llama 2, Llama 3 or Mistral) stays an
- * error. */
-static const struct {
-    const char *arch;
-    st_chat_tmpl tmpl;
-} chat_arch_formats[] = {
-    {"gemma", ST_CHAT_GEMMA}, {"gemma2", ST_CHAT_GEMMA},  {"gemma3", ST_CHAT_GEMMA},
-    {"phi3", ST_CHAT_PHI3},   {"qwen2", ST_CHAT_CHATML},  {"qwen3", ST_CHAT_CHATML},
-    {"qwen3moe", ST_CHAT_CHATML},
-};
-
 st_err st_chat_from_gguf(const st_gguf *g, const char *override, st_chat_tmpl *out)
 {
     if (override != NULL)
@@ -176,13 +162,13 @@ st_err st_chat_from_gguf(const st_gguf *g, const char *override, st_chat_tmpl *o
     st_gguf_str s;
     if (g != NULL && st_gguf_get_str(g, st_arch_gkey_name(ST_AG_CHAT_TEMPLATE), &s) == ST_OK)
         return st_chat_detect(s.data, (size_t)s.len, out);
-    st_gguf_str arch;
-    if (g != NULL && st_gguf_get_str(g, st_arch_gkey_name(ST_AG_ARCHITECTURE), &arch) == ST_OK)
-        for (size_t i = 0; i < sizeof chat_arch_formats / sizeof chat_arch_formats[0]; i++)
-            if (st_gguf_str_eq(arch, chat_arch_formats[i].arch)) {
-                *out = chat_arch_formats[i].tmpl;
-                return ST_OK;
-            }
+    /* no template: the architecture's format (common/model/arch.c's
+     * chat_format: its chat models all use one; llama.cpp takes chatml for
+     * any such file), or an error */
+    const st_arch *a = NULL;
+    if (g != NULL && st_arch_from_gguf(g, &a) == ST_OK && a->chat_format != NULL)
+        return st_chat_detect(a->chat_format, strlen(a->chat_format), out);
+    st_errclear();
     return st_errorf(ST_EMISSING,
                      "the model has no %s; choose a template with "
                      "--chat-template NAME (%s)",
