@@ -25,6 +25,17 @@ void st_ref_q8_0_block(const float *x, st_block_q8_0 *b);
  * nibbles min(15, (int)(x / d + 8.5)) (NaN -> 0). */
 void st_ref_q4_0_block(const float *x, st_block_q4_0 *b);
 
+/* st_ref_dot_fn - one output element: the dot product of a weight row of
+ * n values and an activation row converted to the weight's partner dtype. */
+typedef float (*st_ref_dot_fn)(int64_t n, const void *w, const void *x);
+
+/* st_ref_mul_mat_dot - mul_mat (kernels.h) by one dot call per output
+ * element: the reference products of the block-quantized dtypes
+ * (kquant_ref.c, legacy_ref.c). */
+void st_ref_mul_mat_dot(st_ref_dot_fn dot, int64_t n, const void *w, size_t w_stride, int64_t i0,
+                        int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
+                        int64_t y_stride);
+
 /* st_ref_gelu_mul - the reference's gelu_mul (kernels.h), which every
  * variant uses as it is: it reads a table. */
 void st_ref_gelu_mul(float *g, const float *u, int64_t n);

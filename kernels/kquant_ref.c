@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kernels/fp16.h"
+#include "kernels/kernels_ref.h"
 
 #define KQ_GROUPS (ST_QK_K / 16) /* sub-blocks of 16 values (and Q8_K bsums) */
 #define KQ_HALF 128              /* Q2_K, Q3_K and Q6_K pack 128 values per pass */
@@ -263,11 +264,9 @@ float st_kq_dot_q6_k(int64_t n, const void *w, const void *x)
     return kq_dot(kq_up_q6, sizeof(st_block_q6_k), n, w, x);
 }
 
-typedef float (*kq_dot_fn)(int64_t n, const void *w, const void *x);
-
-static void kq_mul_mat(kq_dot_fn dot, int64_t n, const void *w, size_t w_stride, int64_t i0,
-                       int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
-                       int64_t y_stride)
+void st_ref_mul_mat_dot(st_ref_dot_fn dot, int64_t n, const void *w, size_t w_stride, int64_t i0,
+                        int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
+                        int64_t y_stride)
 {
     const unsigned char *wb = w;
     const unsigned char *xb = x;
@@ -279,29 +278,29 @@ static void kq_mul_mat(kq_dot_fn dot, int64_t n, const void *w, size_t w_stride,
 void st_kq_mul_mat_q2_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    kq_mul_mat(st_kq_dot_q2_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_ref_mul_mat_dot(st_kq_dot_q2_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_kq_mul_mat_q3_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    kq_mul_mat(st_kq_dot_q3_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_ref_mul_mat_dot(st_kq_dot_q3_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_kq_mul_mat_q4_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    kq_mul_mat(st_kq_dot_q4_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_ref_mul_mat_dot(st_kq_dot_q4_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_kq_mul_mat_q5_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    kq_mul_mat(st_kq_dot_q5_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_ref_mul_mat_dot(st_kq_dot_q5_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_kq_mul_mat_q6_k(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    kq_mul_mat(st_kq_dot_q6_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_ref_mul_mat_dot(st_kq_dot_q6_k, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }

@@ -251,45 +251,32 @@ float st_lg_dot_iq4_xs(int64_t n, const void *wv, const void *xv)
     return sum;
 }
 
-typedef float (*lg_dot_fn)(int64_t n, const void *w, const void *x);
-
-static void lg_mul_mat(lg_dot_fn dot, int64_t n, const void *w, size_t w_stride, int64_t i0,
-                       int64_t i1, const void *x, size_t x_stride, int64_t nx, float *y,
-                       int64_t y_stride)
-{
-    const unsigned char *wb = w;
-    const unsigned char *xb = x;
-    for (int64_t i = i0; i < i1; i++)
-        for (int64_t j = 0; j < nx; j++)
-            y[j * y_stride + i] = dot(n, wb + (size_t)i * w_stride, xb + (size_t)j * x_stride);
-}
-
 void st_lg_mul_mat_q4_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    lg_mul_mat(st_lg_dot_q4_1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_ref_mul_mat_dot(st_lg_dot_q4_1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_lg_mul_mat_q5_0(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    lg_mul_mat(st_lg_dot_q5_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_ref_mul_mat_dot(st_lg_dot_q5_0, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_lg_mul_mat_q5_1(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                         const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    lg_mul_mat(st_lg_dot_q5_1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_ref_mul_mat_dot(st_lg_dot_q5_1, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_lg_mul_mat_iq4_nl(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    lg_mul_mat(st_lg_dot_iq4_nl, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_ref_mul_mat_dot(st_lg_dot_iq4_nl, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
 
 void st_lg_mul_mat_iq4_xs(int64_t n, const void *w, size_t w_stride, int64_t i0, int64_t i1,
                           const void *x, size_t x_stride, int64_t nx, float *y, int64_t y_stride)
 {
-    lg_mul_mat(st_lg_dot_iq4_xs, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
+    st_ref_mul_mat_dot(st_lg_dot_iq4_xs, n, w, w_stride, i0, i1, x, x_stride, nx, y, y_stride);
 }
