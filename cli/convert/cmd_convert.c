@@ -5,6 +5,7 @@
  *                  [--seed S] [--ctx C]
  *                  [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3]
  *                  [--head-dim N] [--sliding-window N]
+ *                  [--rope-scaling linear|yarn --rope-factor F [--rope-orig-ctx N]]
  *   strata convert llama2c IN.bin OUT.gguf [--tokenizer tokenizer.bin]
  *
  * Design. Both produce a llama GGUF (synth also the other architectures of
@@ -131,6 +132,13 @@ st_err cv_add_meta(st_gguf_writer *w, const char *name, st_dtype type, const st_
         e = st_gguf_writer_add_f32(w, k[ST_AK_ATTN_SOFTCAP], hp->attn_softcap);
     if (!e && hp->final_softcap > 0.0f)
         e = st_gguf_writer_add_f32(w, k[ST_AK_FINAL_SOFTCAP], hp->final_softcap);
+    if (!e && hp->rope_scaling != ST_ROPE_SCALING_NONE)
+        e = st_gguf_writer_add_str(w, k[ST_AK_ROPE_SCALING_TYPE],
+                                   hp->rope_scaling == ST_ROPE_SCALING_YARN ? "yarn" : "linear");
+    if (!e && hp->rope_scaling != ST_ROPE_SCALING_NONE)
+        e = st_gguf_writer_add_f32(w, k[ST_AK_ROPE_SCALING_FACTOR], 1.0f / hp->rope_freq_scale);
+    if (!e && hp->rope_scaling != ST_ROPE_SCALING_NONE && hp->n_ctx_orig > 0)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_ROPE_SCALING_ORIG_CTX], (uint32_t)hp->n_ctx_orig);
     if (!e)
         e = st_gguf_writer_add_str(w, g[ST_AG_TOK_MODEL], "llama");
     if (!e)

@@ -144,8 +144,14 @@ typedef struct cv_synth_opts {
     st_hparams hp;
     st_dtype type;
     uint64_t seed;
-    int64_t swa_window; /* --sliding-window (0: the architecture's default) */
+    int64_t swa_window;       /* --sliding-window (0: the architecture's default) */
+    const char *rope_scaling; /* --rope-scaling (NULL: none written) */
+    float rope_factor;        /* --rope-factor */
+    int64_t rope_orig_ctx;    /* --rope-orig-ctx (0: not written) */
 } cv_synth_opts;
+
+/* --rope-scaling's values: the types st_hparams reads that need no tensor */
+static const char *const cv_rope_scalings[] = {"linear", "yarn", NULL};
 
 #define CV_SYNTH_DIMS 7 /* the integer dimensions: --dim .. --ctx */
 
@@ -210,7 +216,7 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
     const char *const help[] = {"hidden size",       "layers",           "attention heads",
                                 "key/value heads",   "feed-forward size", "vocabulary size",
                                 "training context"};
-    enum { N_OTHER = 5 }; /* the rows before the dimensions */
+    enum { N_OTHER = 8 }; /* the rows before the dimensions */
     st_opt rows[N_OTHER + CV_SYNTH_DIMS] = {
         {.name = "--type", .type = ST_OPT_FN, .dest = &o->type, .fn = cv_type_opt,
          .value = "f32|f16|bf16|q8_0|q4_0", .help = "the weights' dtype"},
@@ -224,6 +230,13 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
         {.name = "--sliding-window", .type = ST_OPT_I64, .dest = &o->swa_window, .min = 1,
          .max = 1 << 24, .value = "N",
          .help = "gemma2 and gemma3: attention.sliding_window (default 4096 and 512)"},
+        {.name = "--rope-scaling", .type = ST_OPT_CHOICE, .dest = &o->rope_scaling,
+         .choices = cv_rope_scalings, .value = "linear|yarn",
+         .help = "rope.scaling.type (with --rope-factor; default: no scaling keys)"},
+        {.name = "--rope-factor", .type = ST_OPT_FLOAT, .dest = &o->rope_factor, .dmin = 1.0,
+         .dmax = 1024.0, .value = "F", .help = "rope.scaling.factor"},
+        {.name = "--rope-orig-ctx", .type = ST_OPT_I64, .dest = &o->rope_orig_ctx, .min = 1,
+         .max = 1 << 24, .value = "N", .help = "rope.scaling.original_context_length"},
     };
     for (int k = 0; k < CV_SYNTH_DIMS; k++)
         rows[N_OTHER + k] = (st_opt){.name = flags[k],
@@ -241,7 +254,9 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
                       "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] "
                       "[--ctx C]\n"
                       "                      [--arch " CV_ARCHS "]\n"
-                      "                      [--head-dim N] [--sliding-window N]",
+                      "                      [--head-dim N] [--sliding-window N]\n"
+                      "                      [--rope-scaling linear|yarn --rope-factor F "
+                      "[--rope-orig-ctx N]]",
                       rows, sizeof rows / sizeof rows[0], &o->out, 1, &n_ops, argc - 1, argv + 1);
     if (st != CLI_OPTS_GO)
         return st;
@@ -282,6 +297,12 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
                 hp->arch->name);
         return 2;
     }
+    if ((o->rope_scaling != NULL) != (o->rope_factor != 0.0f) ||
+        (o->rope_orig_ctx != 0 && o->rope_scaling == NULL)) {
+        fprintf(stderr, "strata: convert synth: --rope-scaling and --rope-factor go together "
+                        "(--rope-orig-ctx with them)\n");
+        return 2;
+    }
     if (hp->n_vocab < CV_MIN_VOCAB) {
         fprintf(stderr,
                 "strata: convert synth: --vocab %lld is below %d (3 special + 256 byte tokens)\n",
@@ -299,6 +320,12 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
         return 2;
     }
     cv_arch_hparams(hp, o->swa_window);
+    if (o->rope_scaling != NULL) { /* cv_add_meta writes the keys of these */
+        hp->rope_scaling =
+            strcmp(o->rope_scaling, "yarn") == 0 ? ST_ROPE_SCALING_YARN : ST_ROPE_SCALING_LINEAR;
+        hp->rope_freq_scale = 1.0f / o->rope_factor;
+        hp->n_ctx_orig = o->rope_orig_ctx;
+    }
     return CLI_OPTS_GO;
 }
 

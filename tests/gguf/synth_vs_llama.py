@@ -3,8 +3,9 @@
 writes load in llama.cpp and give what `strata run` gives (issue 35).
 
 Usage: synth_vs_llama.py BUILD_DIR
-For each architecture (llama, qwen2, qwen3 with a head_dim other than
-dim/heads, gemma2 and gemma3 with a sliding window of 8, phi3) and dtype
+For each architecture (llama, also with YaRN rope scaling, qwen2, also
+with linear scaling, qwen3 with a head_dim other than dim/heads, gemma2
+and gemma3 with a sliding window of 8, phi3) and dtype
 (q8_0, f16): a 3-layer file made by `strata convert synth` into a
 temporary directory; `strata run` generates greedily from a 24-id prompt
 (longer than the window); llama.cpp's refgen2 (~/.cache/llama-ref/bin,
@@ -36,9 +37,17 @@ N_GEN = 16
 PROMPT = [1] + [(37 * i + 11) % 2990 + 3 for i in range(23)]  # BOS + 23 ids below the vocab
 DIMS = ["--dim", "128", "--layers", "3", "--heads", "4", "--kv-heads", "2", "--ffn", "384",
         "--vocab", "3000", "--seed", "11"]
-ARCHS = [("llama", []), ("qwen2", []), ("qwen3", ["--head-dim", "64"]),
-         ("gemma2", ["--sliding-window", "8"]), ("gemma3", ["--sliding-window", "8"]),
-         ("phi3", [])]
+# (label, arch, extra flags): YaRN by 4 over an original context of 32
+# (the 40 positions of a case reach past it; its ramp mixes dims 0-3 of a
+# head of 32) and linear scaling by 2
+ARCHS = [("llama", "llama", []), ("llama-yarn", "llama", ["--rope-scaling", "yarn",
+                                                         "--rope-factor", "4",
+                                                         "--rope-orig-ctx", "32"]),
+         ("qwen2", "qwen2", []), ("qwen2-linear", "qwen2", ["--rope-scaling", "linear",
+                                                            "--rope-factor", "2"]),
+         ("qwen3", "qwen3", ["--head-dim", "64"]),
+         ("gemma2", "gemma2", ["--sliding-window", "8"]),
+         ("gemma3", "gemma3", ["--sliding-window", "8"]), ("phi3", "phi3", [])]
 # per dtype: (argmax margin fraction, min cosine) of golden/wave3/README.md
 TOL = {"q8_0": (0.02, 0.998), "f16": (0.01, 0.9999)}
 
@@ -74,8 +83,8 @@ def judge(st, ref, n_vocab, tol):
     return worst, flips
 
 
-def check(tmp, arch, extra, dtype):
-    path = os.path.join(tmp, "%s-%s.gguf" % (arch, dtype))
+def check(tmp, label, arch, extra, dtype):
+    path = os.path.join(tmp, "%s-%s.gguf" % (label, dtype))
     run([STRATA, "convert", "synth", path, "--arch", arch, "--type", dtype] + DIMS + extra)
     prompt = ",".join(map(str, PROMPT))
     ls, lr = path + ".strata.f32", path + ".llama.f32"
@@ -90,11 +99,11 @@ def check(tmp, arch, extra, dtype):
         worst, flips = judge(f.read(), g.read(), 3000, TOL[dtype])
     print("%s %s: teacher-forced min cosine %.7f, argmax differs above the margin on %s; "
           "strata ids %s, llama.cpp free-running %s (%s)"
-          % (arch, dtype, worst, flips or "no step", sids, free,
+          % (label, dtype, worst, flips or "no step", sids, free,
              "equal" if free == sids else "differ"))
-    assert worst >= TOL[dtype][1], "%s %s: min cosine %.7f < %g" % (arch, dtype, worst,
+    assert worst >= TOL[dtype][1], "%s %s: min cosine %.7f < %g" % (label, dtype, worst,
                                                                      TOL[dtype][1])
-    assert not flips, "%s %s: argmax differs on steps %s" % (arch, dtype, flips)
+    assert not flips, "%s %s: argmax differs on steps %s" % (label, dtype, flips)
 
 
 def main():
@@ -105,14 +114,14 @@ def main():
     tmp = tempfile.mkdtemp(prefix="strata-synth-llama-")
     passed = failed = 0
     try:
-        for arch, extra in ARCHS:
+        for label, arch, extra in ARCHS:
             for dtype in TOL:
                 try:
-                    check(tmp, arch, extra, dtype)
+                    check(tmp, label, arch, extra, dtype)
                     passed += 1
                 except Exception as e:  # report and go on
                     failed += 1
-                    print("FAIL: %s %s: %s" % (arch, dtype, e))
+                    print("FAIL: %s %s: %s" % (label, dtype, e))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))
