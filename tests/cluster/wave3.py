@@ -21,9 +21,9 @@ show), 32 or 16 steps.
   --head-dim 64 while dim/heads is 32) and phi3 made by `strata convert
   synth` into the test's directory, split [1, 1, 1], on the p1 prompt of
   the shared file of that architecture (ids below the synthetic files'
-  vocabulary of 3000). There is no 3-stage llama case here: `strata convert
-  synth` writes no rope scaling, and the llama architecture's 3-stage
-  splits are kquant.py's and cluster.py's.
+  vocabulary of 3000); and a 3-layer llama with YaRN rope scaling (factor
+  4, original context 16: the 50 positions of the case reach past it)
+  split [1, 1, 1] on w3-llamalin-f16's p1 prompt.
 
 Usage: wave3.py BUILD_DIR CASE...   (CASE: see CASES at the bottom)
 Reuses cluster.py's process helpers; every process is killed at the end,
@@ -114,6 +114,8 @@ def case_llama_qwen3_phi3():
         check_shared(name, ([1, 1],), golden=True)
     check_synth("qwen3", ["--head-dim", "64"], "w3-qwen3-q8_0.gguf")
     check_synth("phi3", [], "w3-phi3-q8_0.gguf")
+    check_synth("llama", ["--rope-scaling", "yarn", "--rope-factor", "4", "--rope-orig-ctx",
+                          "16"], "w3-llamalin-f16.gguf")
 
 
 CASES = {"gemma": case_gemma, "llama_qwen3_phi3": case_llama_qwen3_phi3}
