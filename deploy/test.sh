@@ -127,7 +127,12 @@ suite ref env STRATA_KERNELS=ref meson test -C build --print-errorlogs --num-pro
 # (suite 'slow') runs the same engine code as the golden and wave3-* tests,
 # which the sanitizer pass runs, on bigger files.
 step "tests (address,undefined; suites rss and slow in the release pass only)"
+# The golden test and wave3-* run there on golden prompts of up to 64 ids:
+# wave 3's 640-id prompts (the rope scaling and sliding windows at length)
+# run in the release and reference passes. kquant-q2_k/q3_k_m/q5_k_m/q6_k
+# are in suite 'slow' (tests/cluster/meson.build says why).
 suite asan env UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 STRATA_OTHER_BUILD="$ROOT/build" \
+    STRATA_GOLDEN_MAX_PROMPT=64 \
     meson test -C build-asan --print-errorlogs --num-processes $JOBS --timeout-multiplier 3 \
     --no-suite rss --no-suite slow
 
