@@ -220,6 +220,13 @@ bool st_hparams_layer_swa(const st_hparams *hp, int64_t il)
     return hp->swa_period == 0 || il % hp->swa_period < hp->swa_period - 1;
 }
 
+int64_t st_hparams_window_start(const st_hparams *hp, int64_t il, int64_t pos)
+{
+    if (!st_hparams_layer_swa(hp, il) || pos < hp->swa_window)
+        return 0;
+    return pos - hp->swa_window + 1;
+}
+
 void st_hparams_rope(const st_hparams *hp, int64_t il, const float *factors, st_rope_params *out)
 {
     const bool swa = st_hparams_layer_swa(hp, il);

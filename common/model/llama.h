@@ -80,6 +80,11 @@ typedef struct st_hparams {
 /* st_hparams_layer_swa - whether layer il attends through the sliding window. */
 bool st_hparams_layer_swa(const st_hparams *hp, int64_t il);
 
+/* st_hparams_window_start - the first position a token at pos attends to
+ * in layer il: pos - swa_window + 1 on a sliding-window layer (at least
+ * 0), else 0. */
+int64_t st_hparams_window_start(const st_hparams *hp, int64_t il, int64_t pos);
+
 /* st_hparams_rope - the rope parameters of layer il: the sliding-window
  * base and scale on sliding-window layers, else the global ones with the
  * file's scaling; factors: the frequency factors the stage bound for the

@@ -347,17 +347,8 @@ typedef struct stage_attn_job {
     float *scores;  /* [nth][max_ctx] */
 } stage_attn_job;
 
-/* stage_attn_window - the first position token pos of layer il attends
- * to: pos - swa_window + 1 on the layer's sliding window, else 0. */
-static int64_t stage_attn_window(const st_hparams *hp, int64_t il, int64_t pos)
-{
-    if (!st_hparams_layer_swa(hp, il) || pos < hp->swa_window)
-        return 0;
-    return pos - hp->swa_window + 1;
-}
-
 /* att[t][h] = softmax(cap(attn_scale q[t][h] K^T)) V over the positions
- * [kv0, pos] of token t's session (stage_attn_window), K and V of the KV
+ * [kv0, pos] of token t's session (st_hparams_window_start), K and V of the KV
  * head serving head h */
 static void stage_ph_attn(void *arg, int ith, int nth)
 {
@@ -379,7 +370,7 @@ static void stage_ph_attn(void *arg, int ith, int nth)
                                 .v = kv->v + base,
                                 .kv_stride = kv->row_bytes,
                                 .kv_dtype = kv->dtype,
-                                .kv0 = stage_attn_window(hp, j->layer, pos),
+                                .kv0 = st_hparams_window_start(hp, j->layer, pos),
                                 .n_kv = pos + 1,
                                 .head_dim = hp->head_dim,
                                 .scale = hp->attn_scale,
