@@ -54,7 +54,7 @@ static cv_tensor *cv_tensor_list(const st_hparams *hp, bool with_output, size_t 
             st_arch_tensor id;
             int64_t ne0, ne1;
             cv_kind kind;
-        } b[PER_LAYER] = {
+        } b[] = {
             {ST_AT_ATTN_NORM, hp->n_embd, 0, CV_NORM},
             {ST_AT_ATTN_Q, hp->n_embd, q_dim, CV_MAT},
             {ST_AT_ATTN_K, hp->n_embd, kv_dim, CV_MAT},
@@ -73,7 +73,7 @@ static cv_tensor *cv_tensor_list(const st_hparams *hp, bool with_output, size_t 
             {ST_AT_FFN_UP, hp->n_embd, up_rows, CV_MAT},
             {ST_AT_FFN_POST_NORM, hp->n_embd, 0, CV_NORM},
         };
-        for (int j = 0; j < PER_LAYER; j++) {
+        for (size_t j = 0; j < sizeof b / sizeof b[0]; j++) {
             const st_arch_tensor id = b[j].id;
             const bool qkv_part = id == ST_AT_ATTN_Q || id == ST_AT_ATTN_K || id == ST_AT_ATTN_V;
             bool write = a->need[id] == ST_AN_REQUIRED; /* optional tensors are not written */

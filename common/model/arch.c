@@ -33,6 +33,8 @@ static const char *const arch_key_suffix[ST_AK_COUNT] = {
     [ST_AK_SLIDING_WINDOW_PATTERN] = "attention.sliding_window_pattern",
     [ST_AK_ATTN_SOFTCAP] = "attn_logit_softcapping",
     [ST_AK_FINAL_SOFTCAP] = "final_logit_softcapping",
+    [ST_AK_EXPERT_USED_COUNT] = "expert_used_count",
+    [ST_AK_EXPERT_FF_LENGTH] = "expert_feed_forward_length",
 };
 
 static const char *const arch_gkey_names[ST_AG_COUNT] = {
@@ -83,6 +85,10 @@ static const struct {
     [ST_AT_FFN_UP] = {"ffn_up", "weight"},
     [ST_AT_FFN_DOWN] = {"ffn_down", "weight"},
     [ST_AT_FFN_POST_NORM] = {"post_ffw_norm", "weight"},
+    [ST_AT_FFN_GATE_INP] = {"ffn_gate_inp", "weight"},
+    [ST_AT_FFN_GATE_EXPS] = {"ffn_gate_exps", "weight"},
+    [ST_AT_FFN_UP_EXPS] = {"ffn_up_exps", "weight"},
+    [ST_AT_FFN_DOWN_EXPS] = {"ffn_down_exps", "weight"},
 };
 
 /* what every architecture requires; rows below add what differs, and a
@@ -122,7 +128,10 @@ static const st_arch arch_table[] = {
      .rope = ST_ROPE_NORM,
      .need = {ARCH_BASE_NEEDS, [ST_AT_ATTN_Q_BIAS] = ST_AN_OPTIONAL,
               [ST_AT_ATTN_K_BIAS] = ST_AN_OPTIONAL, [ST_AT_ATTN_V_BIAS] = ST_AN_OPTIONAL,
-              [ST_AT_ROPE_FREQS] = ST_AN_OPTIONAL}},
+              [ST_AT_ROPE_FREQS] = ST_AN_OPTIONAL},
+     .moe = ST_MOE_MAY,
+     .moe_norm_w = true,
+     .moe_ff_key = ST_AK_FEED_FORWARD_LENGTH},
     {.name = "qwen2",
      .rope = ST_ROPE_NEOX,
      .chat_format = "chatml",
@@ -133,6 +142,22 @@ static const st_arch arch_table[] = {
      .chat_format = "chatml",
      .need = {ARCH_BASE_NEEDS, [ST_AT_ATTN_Q_NORM] = ST_AN_REQUIRED,
               [ST_AT_ATTN_K_NORM] = ST_AN_REQUIRED}},
+    {.name = "qwen3moe",
+     .rope = ST_ROPE_NEOX,
+     .chat_format = "chatml",
+     .need = {ARCH_BASE_NEEDS, [ST_AT_ATTN_Q_NORM] = ST_AN_REQUIRED,
+              [ST_AT_ATTN_K_NORM] = ST_AN_REQUIRED},
+     .moe = ST_MOE_ALWAYS,
+     .moe_norm_w = true,
+     .moe_ff_key = ST_AK_EXPERT_FF_LENGTH},
+    {.name = "olmoe",
+     .rope = ST_ROPE_NEOX,
+     .need = {ARCH_CORE_NEEDS, [ST_AT_OUTPUT] = ST_AN_REQUIRED, [ST_AT_ATTN_Q_NORM] = ST_AN_REQUIRED,
+              [ST_AT_ATTN_K_NORM] = ST_AN_REQUIRED},
+     .qk_norm_full = true,
+     .moe = ST_MOE_ALWAYS,
+     .moe_norm_w = false,
+     .moe_ff_key = ST_AK_FEED_FORWARD_LENGTH},
     {.name = "gemma2",
      .rope = ST_ROPE_NEOX,
      .chat_format = "gemma",
@@ -201,15 +226,34 @@ const st_gguf_tensor *st_arch_find(const st_gguf *g, st_arch_tensor t, int64_t l
 
 bool st_arch_head_tied(const st_gguf *g) { return st_arch_find(g, ST_AT_OUTPUT, 0) == NULL; }
 
-/* arch_check_absent - refuses any tensor of g that a marks absent. */
-static st_err arch_check_absent(const st_gguf *g, const st_arch *a)
+st_arch_need st_arch_tensor_need(const st_arch *a, bool moe, st_arch_tensor t)
+{
+    switch (t) {
+    case ST_AT_FFN_GATE:
+    case ST_AT_FFN_UP:
+    case ST_AT_FFN_DOWN:
+        return moe ? ST_AN_ABSENT : a->need[t];
+    case ST_AT_FFN_GATE_INP:
+    case ST_AT_FFN_GATE_EXPS:
+    case ST_AT_FFN_UP_EXPS:
+    case ST_AT_FFN_DOWN_EXPS:
+        return moe ? ST_AN_REQUIRED : ST_AN_ABSENT;
+    default:
+        return a->need[t];
+    }
+}
+
+/* arch_check_absent - refuses any tensor of g that a marks absent (with
+ * experts when moe). */
+static st_err arch_check_absent(const st_gguf *g, const st_arch *a, bool moe)
 {
     for (uint64_t i = 0; i < st_gguf_n_tensors(g); i++) {
         const st_gguf_tensor *t = st_gguf_tensor_at(g, i);
         int64_t l;
         st_arch_part p = st_arch_part_of(t->name, &l);
         for (int k = 0; k < ST_AT_COUNT; k++) {
-            if (a->need[k] != ST_AN_ABSENT || (k >= ST_AT_FIRST_LAYER) != (p == ST_AP_LAYER))
+            if (st_arch_tensor_need(a, moe, (st_arch_tensor)k) != ST_AN_ABSENT ||
+                (k >= ST_AT_FIRST_LAYER) != (p == ST_AP_LAYER))
                 continue;
             char n[ST_ARCH_NAME_MAX];
             if (!st_gguf_str_eq(t->name, st_arch_tensor_name((st_arch_tensor)k, l, n)))
@@ -249,21 +293,26 @@ static st_err arch_check_rope_scaling(const st_gguf *g, const st_arch *a)
                      (int)(type.len > 64 ? 64 : type.len), type.data);
 }
 
-/* arch_check_experts - refuses a mixture of experts (<arch>.expert_count
- * above 0): its layers have routers and expert tensors the engine does
- * not bind (issue 36). */
-static st_err arch_check_experts(const st_gguf *g, const st_arch *a)
+/* arch_check_experts - *moe: whether g's layers are mixtures of experts
+ * (<arch>.expert_count above 0); refused where the row has no experts, or
+ * has only experts and the count is absent or 0. */
+static st_err arch_check_experts(const st_gguf *g, const st_arch *a, bool *moe)
 {
     char key[ST_ARCH_NAME_MAX];
     uint32_t n = 0;
     st_err e = st_gguf_get_u32(g, st_arch_key_name(a, ST_AK_EXPERT_COUNT, key), &n);
-    if (e == ST_EMISSING || (e == ST_OK && n == 0)) {
+    if (e == ST_EMISSING)
         st_errclear();
-        return ST_OK;
-    }
-    if (e != ST_OK)
+    else if (e != ST_OK)
         return e;
-    return st_errorf(ST_ETYPE, "%s is %u: mixture-of-experts models are not supported", key, n);
+    *moe = n > 0;
+    if (*moe && a->moe == ST_MOE_NEVER)
+        return st_errorf(ST_ETYPE, "%s is %u: architecture '%s' has no mixture-of-experts form",
+                         key, n, a->name);
+    if (!*moe && a->moe == ST_MOE_ALWAYS)
+        return st_errorf(ST_EMISSING, "%s is %s: architecture '%s' needs experts", key,
+                         e == ST_EMISSING ? "missing" : "0", a->name);
+    return ST_OK;
 }
 
 st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out)
@@ -279,12 +328,13 @@ st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out)
             a = &arch_table[i];
     if (a == NULL) /* the list below: the names of arch_table */
         return st_errorf(ST_ETYPE,
-                         "%s is '%.*s'; supported: 'llama', 'qwen2', 'qwen3', 'gemma2', "
-                         "'gemma3', 'phi3'",
+                         "%s is '%.*s'; supported: 'llama', 'qwen2', 'qwen3', 'qwen3moe', "
+                         "'olmoe', 'gemma2', 'gemma3', 'phi3'",
                          st_arch_gkey_name(ST_AG_ARCHITECTURE),
                          (int)(name.len > 64 ? 64 : name.len), name.data);
-    if ((e = arch_check_rope_scaling(g, a)) || (e = arch_check_experts(g, a)) ||
-        (e = arch_check_absent(g, a)))
+    bool moe = false;
+    if ((e = arch_check_rope_scaling(g, a)) || (e = arch_check_experts(g, a, &moe)) ||
+        (e = arch_check_absent(g, a, moe)))
         return e;
     *out = a;
     return ST_OK;

@@ -18,7 +18,11 @@
  * attention and final logit soft-caps, sliding window on alternate layers),
  * "gemma3" (gemma2 without soft-caps, with q/k norms, a sliding window on
  * five layers of six, local layers on their own rope base) and "phi3"
- * (fused attn_qkv, gate and up fused in ffn_up; long/short rope factors).
+ * (fused attn_qkv, gate and up fused in ffn_up; long/short rope factors);
+ * mixtures of experts: "llama" with expert_count > 0 (Mixtral), "qwen3moe"
+ * (qwen3's attention, experts of expert_feed_forward_length, renormalized
+ * top-k weights) and "olmoe" (q/k norms over the whole projection, top-k
+ * weights not renormalized).
  * Each row below says what differs; st_hparams (llama.h) reads the keys.
  * All tie the output head to the token embedding when output.weight is
  * absent. Rope scaling: "none", "linear" (rope.scaling.factor or
@@ -62,7 +66,7 @@ typedef enum st_arch_key {
     ST_AK_ROPE_SCALE_LINEAR,
     ST_AK_RMS_EPS,
     ST_AK_VOCAB_SIZE,
-    ST_AK_EXPERT_COUNT, /* present and nonzero: a mixture of experts (refused) */
+    ST_AK_EXPERT_COUNT, /* present and nonzero: a mixture of experts */
     ST_AK_KEY_LENGTH,             /* attention.key_length: head_dim when present */
     ST_AK_VALUE_LENGTH,           /* attention.value_length: must equal key_length */
     ST_AK_ROPE_FREQ_BASE_SWA,     /* rope.freq_base_swa: sliding-window layers' base */
@@ -74,6 +78,8 @@ typedef enum st_arch_key {
     ST_AK_SLIDING_WINDOW_PATTERN, /* attention.sliding_window_pattern (a period) */
     ST_AK_ATTN_SOFTCAP,           /* attn_logit_softcapping */
     ST_AK_FINAL_SOFTCAP,          /* final_logit_softcapping */
+    ST_AK_EXPERT_USED_COUNT,      /* expert_used_count: experts per token */
+    ST_AK_EXPERT_FF_LENGTH,       /* expert_feed_forward_length (qwen3moe's expert width) */
     ST_AK_COUNT
 } st_arch_key;
 
@@ -124,6 +130,10 @@ typedef enum st_arch_tensor {
     ST_AT_FFN_UP,         /* [n_embd, n_ff], or [n_embd, 2 n_ff]: gate rows first (phi3) */
     ST_AT_FFN_DOWN,       /* [n_ff, n_embd] */
     ST_AT_FFN_POST_NORM,  /* [n_embd] f32, RMS norm of the FFN's output */
+    ST_AT_FFN_GATE_INP,   /* [n_embd, n_expert] f32: the router of a mixture of experts */
+    ST_AT_FFN_GATE_EXPS,  /* [n_embd, n_ff_exp, n_expert]: expert e's gate is slice e */
+    ST_AT_FFN_UP_EXPS,    /* [n_embd, n_ff_exp, n_expert] */
+    ST_AT_FFN_DOWN_EXPS,  /* [n_ff_exp, n_embd, n_expert] */
     ST_AT_COUNT
 } st_arch_tensor;
 
@@ -134,6 +144,16 @@ typedef enum st_arch_need {
     ST_AN_REQUIRED = 1,
     ST_AN_OPTIONAL = 2,
 } st_arch_need;
+
+/* Whether an architecture's layers may be mixtures of experts: then the
+ * file's <arch>.expert_count is above 0 and every layer's FFN is a router
+ * (ffn_gate_inp) and stacked experts (ffn_{gate,up,down}_exps) instead of
+ * ffn_gate, ffn_up and ffn_down (st_arch_tensor_need). */
+typedef enum st_arch_moe {
+    ST_MOE_NEVER = 0, /* dense only: an expert_count above 0 is refused */
+    ST_MOE_MAY,       /* dense, or experts when expert_count > 0 (llama: Mixtral) */
+    ST_MOE_ALWAYS,    /* experts only: expert_count must be above 0 */
+} st_arch_moe;
 
 /* The FFN's activation: down(act(gate h) * up h). */
 typedef enum st_ffn_act {
@@ -167,6 +187,16 @@ typedef struct st_arch {
                                  * scores by 1/sqrt(n_embd/n_head) rather than
                                  * 1/sqrt(head_dim), as llama.cpp does for Gemma
                                  * 27B (0: never) */
+    bool qk_norm_full;   /* attn_q_norm / attn_k_norm normalize the whole q
+                          * ([q_dim]) and k ([kv_dim]) before the split into
+                          * heads (olmoe), not each head ([head_dim]) */
+    /* mixture of experts (routing as llama.cpp's build_moe_ffn: softmax over
+     * the router's logits, the expert_used_count most probable experts) */
+    st_arch_moe moe;
+    bool moe_norm_w;        /* the chosen probabilities are divided by their sum
+                             * (llama, qwen3moe), else used as they are (olmoe) */
+    st_arch_key moe_ff_key; /* the key of the experts' width: feed_forward_length
+                             * (llama, olmoe) or expert_feed_forward_length (qwen3moe) */
 } st_arch;
 
 /* Longest key or tensor name built here, with its NUL. */
@@ -174,10 +204,18 @@ typedef struct st_arch {
 
 /* st_arch_from_gguf - the architecture of g (general.architecture), after
  * checking that g asks for nothing the engine does not implement: a rope
- * scaling type other than those of the file comment, and tensors the
- * architecture marks absent. ST_ETYPE names an unsupported architecture or rope scaling type,
+ * scaling type other than those of the file comment, experts where the
+ * row has none (or none where it needs them), and tensors the
+ * architecture marks absent (st_arch_tensor_need). ST_ETYPE names an unsupported architecture or rope scaling type,
  * ST_EINVAL a present tensor or scale that is not supported. */
 st_err st_arch_from_gguf(const st_gguf *g, const st_arch **out);
+
+/* st_arch_tensor_need - whether tensor t is required, optional or absent
+ * in a file of architecture a, whose layers are mixtures of experts when
+ * moe: then the dense ffn_gate/ffn_up/ffn_down are absent and the router and
+ * the three stacked expert tensors required; else the expert tensors are
+ * absent. Everything else is the row's need[]. */
+st_arch_need st_arch_tensor_need(const st_arch *a, bool moe, st_arch_tensor t);
 
 /* st_arch_by_name - the row of architecture name, or NULL if unsupported. */
 const st_arch *st_arch_by_name(const char *name);

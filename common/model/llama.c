@@ -213,6 +213,34 @@ static st_err llama_attention(const st_gguf *g, char k[][ST_ARCH_NAME_MAX], st_h
     return llama_positive(g, k[ST_AK_ROPE_FREQ_BASE_SWA], hp->rope_base_swa, &hp->rope_base_swa);
 }
 
+/* llama_experts - the experts' counts and width of a mixture of experts
+ * (st_arch_from_gguf has checked that expert_count fits the row); a dense
+ * file leaves them 0. hp->n_ff becomes the experts' width when they are
+ * given by another key than feed_forward_length, which is then optional
+ * (qwen3moe's is unused, as in llama.cpp). */
+static st_err llama_experts(const st_gguf *g, const char k[][ST_ARCH_NAME_MAX], st_hparams *hp)
+{
+    const st_arch *a = hp->arch;
+    if (a->moe == ST_MOE_NEVER)
+        return ST_OK;
+    st_err e = llama_count(g, k[ST_AK_EXPERT_COUNT], false, 0, &hp->n_expert);
+    if (e != ST_OK || hp->n_expert == 0)
+        return e;
+    if ((e = llama_count(g, k[ST_AK_EXPERT_USED_COUNT], true, 0, &hp->n_expert_used)) ||
+        (e = llama_count(g, k[a->moe_ff_key], true, 0, &hp->n_ff_exp)))
+        return e;
+    if (hp->n_expert > ST_MOE_MAX_EXPERT || hp->n_expert_used > hp->n_expert ||
+        hp->n_expert_used > ST_MOE_MAX_USED)
+        return st_errorf(ST_ERANGE, "%s %lld and %s %lld: at most %d experts, of which at most %d "
+                         "(and no more than all) used",
+                         k[ST_AK_EXPERT_COUNT], (long long)hp->n_expert,
+                         k[ST_AK_EXPERT_USED_COUNT], (long long)hp->n_expert_used,
+                         ST_MOE_MAX_EXPERT, ST_MOE_MAX_USED);
+    if (a->moe_ff_key != ST_AK_FEED_FORWARD_LENGTH)
+        hp->n_ff = hp->n_ff_exp;
+    return ST_OK;
+}
+
 bool st_hparams_layer_swa(const st_hparams *hp, int64_t il)
 {
     if (hp->swa_window == 0)
@@ -256,7 +284,8 @@ st_err st_hparams_from_gguf(const st_gguf *g, st_hparams *hp)
     if ((e = llama_count(g, k[ST_AK_EMBEDDING_LENGTH], true, 0, &hp->n_embd)) ||
         (e = llama_count(g, k[ST_AK_BLOCK_COUNT], true, 0, &hp->n_layer)) ||
         (e = llama_count(g, k[ST_AK_HEAD_COUNT], true, 0, &hp->n_head)) ||
-        (e = llama_count(g, k[ST_AK_FEED_FORWARD_LENGTH], true, 0, &hp->n_ff)) ||
+        (e = llama_experts(g, k, hp)) ||
+        (e = llama_count(g, k[ST_AK_FEED_FORWARD_LENGTH], hp->n_ff == 0, hp->n_ff, &hp->n_ff)) ||
         (e = llama_count(g, k[ST_AK_HEAD_COUNT_KV], false, hp->n_head, &hp->n_head_kv)) ||
         (e = llama_count(g, k[ST_AK_CONTEXT_LENGTH], false, ST_LLAMA_DEFAULT_CTX,
                          &hp->n_ctx_train)))
@@ -337,6 +366,18 @@ st_err st_kv_dtype_check(st_dtype t, int64_t head_dim)
     return ST_OK;
 }
 
+/* minfo_is_expert - whether name is one of layer l's stacked expert tensors. */
+static bool minfo_is_expert(st_gguf_str name, int64_t l)
+{
+    static const st_arch_tensor exps[] = {ST_AT_FFN_GATE_EXPS, ST_AT_FFN_UP_EXPS,
+                                          ST_AT_FFN_DOWN_EXPS};
+    char n[ST_ARCH_NAME_MAX];
+    for (size_t i = 0; i < sizeof exps / sizeof exps[0]; i++)
+        if (st_gguf_str_eq(name, st_arch_tensor_name(exps[i], l, n)))
+            return true;
+    return false;
+}
+
 /* minfo_sums - the bytes of g's tensors by part into m (n_layer set,
  * layer_bytes zeroed), and per dtype of the layers' tensors into dt. */
 static st_err minfo_sums(const st_gguf *g, st_minfo *m, uint64_t dt[ST_DT_COUNT])
@@ -352,6 +393,8 @@ static st_err minfo_sums(const st_gguf *g, st_minfo *m, uint64_t dt[ST_DT_COUNT]
                 return st_errorf(ST_ESHAPE, "tensor '%.*s' names layer %lld of a %u-layer model",
                                  (int)t->name.len, t->name.data, (long long)l, m->n_layer);
             m->layer_bytes[l] += t->nbytes;
+            if (minfo_is_expert(t->name, l))
+                m->layer_expert_bytes[l] += t->nbytes;
             if ((unsigned)t->dtype < ST_DT_COUNT)
                 dt[t->dtype] += t->nbytes;
             break;
@@ -393,9 +436,14 @@ st_err st_minfo_from_gguf(const st_gguf *g, st_minfo *m)
     m->head_dim = (uint32_t)hp.head_dim;
     m->kv_dim = (uint32_t)hp.kv_dim;
     m->kv_bytes_per_token_layer = st_kv_bytes(1, 1, hp.kv_dim, ST_KV_DEFAULT_DTYPE);
+    m->n_expert = (uint32_t)hp.n_expert;
+    m->n_expert_used = (uint32_t)hp.n_expert_used;
     m->layer_bytes = calloc(m->n_layer, sizeof *m->layer_bytes);
-    if (m->layer_bytes == NULL)
+    m->layer_expert_bytes = calloc(m->n_layer, sizeof *m->layer_expert_bytes);
+    if (m->layer_bytes == NULL || m->layer_expert_bytes == NULL) {
+        st_minfo_free(m);
         return st_errorf(ST_ENOMEM, "layer table of %u layers", m->n_layer);
+    }
     uint64_t dt_bytes[ST_DT_COUNT] = {0};
     if ((e = minfo_sums(g, m, dt_bytes)) || (e = st_gguf_model_id(g, m->model_id))) {
         st_minfo_free(m);
@@ -414,10 +462,21 @@ st_err st_minfo_from_gguf(const st_gguf *g, st_minfo *m)
     return ST_OK;
 }
 
+uint64_t st_minfo_layer_active_bytes(const st_minfo *m, uint32_t l)
+{
+    if (m->n_expert == 0)
+        return m->layer_bytes[l];
+    const uint64_t exps = m->layer_expert_bytes[l];
+    return m->layer_bytes[l] - exps +
+           (uint64_t)((unsigned __int128)exps * m->n_expert_used / m->n_expert);
+}
+
 void st_minfo_free(st_minfo *m)
 {
     free(m->layer_bytes);
+    free(m->layer_expert_bytes);
     m->layer_bytes = NULL;
+    m->layer_expert_bytes = NULL;
 }
 
 uint64_t st_minfo_stage_bytes(const st_minfo *m, uint32_t first, uint32_t last)

@@ -75,7 +75,18 @@ typedef struct st_hparams {
     int64_t swa_period;   /* sliding-window layers: il % period < period - 1 */
     float final_softcap;  /* 0: none; logits l = cap * tanh(l / cap) */
     float embd_scale;     /* the embedding row times this (1: none) */
+
+    /* mixture of experts (n_expert 0: a dense model; see arch.h st_arch_moe) */
+    int64_t n_expert;      /* expert_count: experts per layer */
+    int64_t n_expert_used; /* expert_used_count: experts each token is routed to */
+    int64_t n_ff_exp;      /* an expert's FFN width (the row's moe_ff_key) */
 } st_hparams;
+
+/* The most experts per layer (ST_MOE_MAX_EXPERT) and per token
+ * (ST_MOE_MAX_USED) the engine runs: llama.cpp's LLAMA_MAX_EXPERTS is 512;
+ * a token's routing is computed in arrays of this size. */
+#define ST_MOE_MAX_EXPERT 512
+#define ST_MOE_MAX_USED 64
 
 /* st_hparams_layer_swa - whether layer il attends through the sliding window. */
 bool st_hparams_layer_swa(const st_hparams *hp, int64_t il);
@@ -145,6 +156,10 @@ typedef struct st_minfo {
                                         * a coordinator with another --cache-type
                                         * sets it with that type */
     uint64_t *layer_bytes;             /* [n_layer]: every tensor of blk.L.* */
+    uint64_t *layer_expert_bytes;      /* [n_layer]: of those, the stacked expert
+                                        * tensors (all experts; 0 in a dense model) */
+    uint32_t n_expert;                 /* experts per layer (0: dense) */
+    uint32_t n_expert_used;            /* experts a token is routed to */
     uint64_t embd_bytes;               /* token_embd.weight */
     uint64_t head_bytes;               /* output_norm + output (or the tied embedding) */
     uint64_t rope_bytes;               /* rope factor tensors: read by every stage with layers */
@@ -162,7 +177,14 @@ typedef struct st_minfo {
  * holds nothing to free. */
 st_err st_minfo_from_gguf(const st_gguf *g, st_minfo *out);
 
-/* st_minfo_free - frees the per-layer table; a zeroed struct is a no-op. */
+/* st_minfo_layer_active_bytes - the weight bytes one token reads in layer
+ * l: the layer's bytes with its experts counted for the n_expert_used of
+ * n_expert a token is routed to (the layer's bytes in a dense model). The
+ * price of a token's compute and of its decode bandwidth; memory is
+ * layer_bytes. */
+uint64_t st_minfo_layer_active_bytes(const st_minfo *m, uint32_t l);
+
+/* st_minfo_free - frees the per-layer tables; a zeroed struct is a no-op. */
 void st_minfo_free(st_minfo *m);
 
 /* st_minfo_stage_bytes - bytes of the weights a stage of layers

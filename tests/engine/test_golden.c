@@ -41,9 +41,6 @@ static const struct {
     const char *model;
     const char *why;
 } golden_skip[] = {
-    {"w3-mixtral-q8_0.gguf", "mixture of experts (issue 36): refused by name"},
-    {"w3-qwen3moe-q8_0.gguf", "mixture of experts (issue 36): refused by name"},
-    {"w3-olmoe-f16.gguf", "mixture of experts (issue 36): refused by name"},
     {NULL, NULL},
 };
 
@@ -65,8 +62,8 @@ static st_dtype golden_model_dtype(const char *path)
 {
     st_gguf *g;
     ck_assert_int_eq(st_gguf_open(path, &g), ST_OK);
-    /* ffn_down: every architecture has it unfused */
-    const st_gguf_tensor *t = st_gguf_find_tensor(g, "blk.0.ffn_down.weight");
+    /* attn_output: every architecture has it, unfused and dense */
+    const st_gguf_tensor *t = st_gguf_find_tensor(g, "blk.0.attn_output.weight");
     ck_assert_ptr_nonnull(t);
     st_dtype d = t->dtype;
     st_gguf_close(g);

@@ -14,6 +14,7 @@
 #include "worker/engine/model.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,11 @@
 #include "common/base/clock.h"
 #include "common/base/log.h"
 #include "kernels/repack.h"
+
+/* The attention's matrices (wq, wk, wv, wo): the first of a layer's
+ * ST_LAYER_MATRICES, all a mixture-of-experts layer has besides its router
+ * and experts. */
+#define MODEL_ATTN_MATRICES 4
 
 struct st_model {
     atomic_uint refs; /* holders (st_model_ref); the last st_model_close frees */
@@ -64,6 +70,26 @@ static st_err model_tensor(st_model *m, const char *name, int64_t ne0, int64_t n
     return ST_OK;
 }
 
+/* model_tensor3 - finds name and checks its dims equal (ne0, ne1, ne2): a
+ * stack of ne2 matrices. */
+static st_err model_tensor3(st_model *m, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+                            const st_gguf_tensor **out)
+{
+    const st_gguf_tensor *t = st_gguf_find_tensor(m->g, name);
+    if (t == NULL)
+        return st_errorf(ST_EMISSING, "tensor '%s' is missing", name);
+    if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != ne2 || t->ne[3] != 1 || t->n_dims != 3)
+        return st_errorf(ST_ESHAPE,
+                         "tensor '%s' has shape [%lld, %lld, %lld, %lld]; the hyperparameters "
+                         "imply [%lld, %lld, %lld]",
+                         name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
+                         (long long)t->ne[3], (long long)ne0, (long long)ne1, (long long)ne2);
+    m->resident += st_gguf_touch(m->g, t);
+    m->weight_bytes += t->nbytes;
+    *out = t;
+    return ST_OK;
+}
+
 /* model_vec - an f32 vector of n values (norm weights, rope factors). */
 static st_err model_vec(st_model *m, const char *name, int64_t n, const float **out)
 {
@@ -93,7 +119,7 @@ static st_err model_opt_vec(st_model *m, st_arch_tensor t, int64_t l, int64_t n,
     char name[ST_ARCH_NAME_MAX];
     st_arch_tensor_name(t, l, name);
     *out = NULL;
-    const st_arch_need need = m->hp.arch->need[t];
+    const st_arch_need need = st_arch_tensor_need(m->hp.arch, m->hp.n_expert > 0, t);
     if (need == ST_AN_ABSENT || (need == ST_AN_OPTIONAL && !st_gguf_find_tensor(m->g, name)))
         return ST_OK;
     return model_vec(m, name, n, out);
@@ -108,12 +134,11 @@ static st_weight model_view(const st_weight *w, int64_t r0, int64_t n_out)
     return v;
 }
 
-static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t n_out, st_weight *w)
+/* model_weight_of - w: t's data as a matrix of n_out rows of n_in,
+ * after checking that Strata computes with t's dtype. */
+static st_err model_weight_of(const st_gguf_tensor *t, const char *name, int64_t n_in,
+                              int64_t n_out, st_weight *w)
 {
-    const st_gguf_tensor *t = NULL;
-    st_err e = model_tensor(m, name, n_in, n_out, &t);
-    if (e != ST_OK)
-        return e;
     size_t rb;
     if (st_row_size(t->dtype, n_in, &rb) != ST_K_OK)
         return st_errorf(ST_ESHAPE, "tensor '%s': row of %lld is not a multiple of the %s block",
@@ -131,6 +156,51 @@ static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t 
     w->n_in = n_in;
     w->n_out = n_out;
     w->row_bytes = rb;
+    return ST_OK;
+}
+
+static st_err model_weight(st_model *m, const char *name, int64_t n_in, int64_t n_out, st_weight *w)
+{
+    const st_gguf_tensor *t = NULL;
+    st_err e = model_tensor(m, name, n_in, n_out, &t);
+    return e != ST_OK ? e : model_weight_of(t, name, n_in, n_out, w);
+}
+
+/* model_bind_experts - the router (f32, as llama.cpp's loader requires
+ * nothing else of it: Strata computes it as an f32 product) and each
+ * expert's three matrices, views of slice e of the stacked tensors. */
+static st_err model_bind_experts(st_model *m, char n[][ST_ARCH_NAME_MAX], st_layer *L)
+{
+    const st_hparams *hp = &m->hp;
+    const int64_t ne = hp->n_expert, f = hp->n_ff_exp, d = hp->n_embd;
+    st_err e = model_weight(m, n[ST_AT_FFN_GATE_INP], d, ne, &L->w_router);
+    if (e != ST_OK)
+        return e;
+    if (L->w_router.dtype != ST_DT_F32)
+        return st_errorf(ST_ETYPE, "tensor '%s' has type %s; f32 is required",
+                         n[ST_AT_FFN_GATE_INP], st_dtype_info_of(L->w_router.dtype)->name);
+    const struct {
+        st_arch_tensor t;
+        int64_t n_in, n_out;
+        size_t off; /* of the st_weight in st_expert */
+    } parts[ST_EXPERT_MATRICES] = {
+        {ST_AT_FFN_GATE_EXPS, d, f, offsetof(st_expert, gate)},
+        {ST_AT_FFN_UP_EXPS, d, f, offsetof(st_expert, up)},
+        {ST_AT_FFN_DOWN_EXPS, f, d, offsetof(st_expert, down)},
+    };
+    if ((L->experts = calloc((size_t)ne, sizeof *L->experts)) == NULL)
+        return st_errorf(ST_ENOMEM, "the table of %lld experts", (long long)ne);
+    for (int i = 0; i < ST_EXPERT_MATRICES; i++) {
+        const st_gguf_tensor *t = NULL;
+        st_weight w = {0};
+        if ((e = model_tensor3(m, n[parts[i].t], parts[i].n_in, parts[i].n_out, ne, &t)) ||
+            (e = model_weight_of(t, n[parts[i].t], parts[i].n_in, parts[i].n_out, &w)))
+            return e;
+        for (int64_t x = 0; x < ne; x++) {
+            st_weight *dst = (st_weight *)((uint8_t *)&L->experts[x] + parts[i].off);
+            *dst = model_view(&w, x * parts[i].n_out, parts[i].n_out);
+        }
+    }
     return ST_OK;
 }
 
@@ -169,6 +239,8 @@ static st_err model_bind_ffn(st_model *m, char n[][ST_ARCH_NAME_MAX], st_layer *
 {
     const st_hparams *hp = &m->hp;
     st_err e;
+    if (hp->n_expert > 0)
+        return model_bind_experts(m, n, L);
     if (hp->arch->fused_up) {
         st_weight up;
         if ((e = model_weight(m, n[ST_AT_FFN_UP], hp->n_embd, 2 * hp->n_ff, &up)))
@@ -188,14 +260,17 @@ static st_err model_bind_layer(st_model *m, int64_t l, st_layer *L)
     char n[ST_AT_COUNT][ST_ARCH_NAME_MAX];
     for (int i = ST_AT_FIRST_LAYER; i < ST_AT_COUNT; i++)
         st_arch_tensor_name((st_arch_tensor)i, l, n[i]);
+    const bool qk_full = hp->arch->qk_norm_full; /* olmoe: over all of q and k */
     st_err e;
     if ((e = model_norm(m, n[ST_AT_ATTN_NORM], &L->attn_norm)) ||
         (e = model_bind_qkv(m, l, n, L)) ||
         (e = model_opt_vec(m, ST_AT_ATTN_Q_BIAS, l, hp->q_dim, &L->bq)) ||
         (e = model_opt_vec(m, ST_AT_ATTN_K_BIAS, l, hp->kv_dim, &L->bk)) ||
         (e = model_opt_vec(m, ST_AT_ATTN_V_BIAS, l, hp->kv_dim, &L->bv)) ||
-        (e = model_opt_vec(m, ST_AT_ATTN_Q_NORM, l, hp->head_dim, &L->q_norm)) ||
-        (e = model_opt_vec(m, ST_AT_ATTN_K_NORM, l, hp->head_dim, &L->k_norm)) ||
+        (e = model_opt_vec(m, ST_AT_ATTN_Q_NORM, l, qk_full ? hp->q_dim : hp->head_dim,
+                           &L->q_norm)) ||
+        (e = model_opt_vec(m, ST_AT_ATTN_K_NORM, l, qk_full ? hp->kv_dim : hp->head_dim,
+                           &L->k_norm)) ||
         (e = model_weight(m, n[ST_AT_ATTN_OUT], hp->q_dim, hp->n_embd, &L->wo)) ||
         (e = model_opt_vec(m, ST_AT_ATTN_POST_NORM, l, hp->n_embd, &L->attn_post_norm)) ||
         (e = model_norm(m, n[ST_AT_FFN_NORM], &L->ffn_norm)) || (e = model_bind_ffn(m, n, L)) ||
@@ -326,7 +401,11 @@ st_err st_model_place(st_model *m, const st_kernel_ops *ops, st_pool *pool)
     if (m->own_buf != NULL)
         return ST_OK;
     const int64_t nl = m->last - m->first;
-    const size_t cap = (size_t)nl * ST_LAYER_MATRICES + 1;
+    /* a dense layer's matrices, or the router and the experts' */
+    const size_t per_layer =
+        m->hp.n_expert > 0 ? MODEL_ATTN_MATRICES + 1 + (size_t)m->hp.n_expert * ST_EXPERT_MATRICES
+                           : ST_LAYER_MATRICES;
+    const size_t cap = (size_t)nl * per_layer + 1;
     st_weight **ws = calloc(cap, sizeof *ws);
     if (ws == NULL)
         return st_errorf(ST_ENOMEM, "placing the weights: weight list");
@@ -335,8 +414,17 @@ st_err st_model_place(st_model *m, const st_kernel_ops *ops, st_pool *pool)
         st_layer *L = &m->layers[l];
         st_weight *lw[ST_LAYER_MATRICES] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
                                             &L->w_gate, &L->w_up, &L->w_down};
-        for (int k = 0; k < ST_LAYER_MATRICES; k++)
+        const int n_lw = L->experts != NULL ? MODEL_ATTN_MATRICES : ST_LAYER_MATRICES;
+        for (int k = 0; k < n_lw; k++)
             ws[n++] = lw[k];
+        if (L->experts != NULL) {
+            ws[n++] = &L->w_router;
+            for (int64_t x = 0; x < m->hp.n_expert; x++) {
+                ws[n++] = &L->experts[x].gate;
+                ws[n++] = &L->experts[x].up;
+                ws[n++] = &L->experts[x].down;
+            }
+        }
     }
     const bool tied = m->has_embd && m->has_head && m->output.data == m->tok_embd.data;
     if (m->has_head && !tied)
@@ -398,6 +486,8 @@ void st_model_close(st_model *m)
         return;
     if (m->own_buf != NULL)
         munmap(m->own_buf, m->own_len);
+    for (int64_t l = 0; m->layers != NULL && l < m->last - m->first; l++)
+        free(m->layers[l].experts);
     free(m->layers);
     st_gguf_close(m->owned);
     free(m);

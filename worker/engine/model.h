@@ -6,6 +6,10 @@
  * are read by common/model/llama.h. Fused tensors are bound as views of
  * their rows: attn_qkv as wq, wk and wv (rows q, then k, then v), a fused
  * ffn_up (phi3) as w_gate (its first n_ff rows) and w_up (the rest).
+ * A mixture of experts (hp.n_expert > 0) binds, per layer, the router
+ * (ffn_gate_inp, f32) and each expert's slice of the stacked
+ * ffn_{gate,up,down}_exps tensors (GGUF ne2 = the expert) as st_expert
+ * matrices, instead of w_gate, w_up and w_down.
  *
  * st_model_open() maps a GGUF file, reads and checks the hyperparameters,
  * and binds the tensors of the layer range [first, last): the token
@@ -49,8 +53,19 @@ typedef struct st_weight {
     size_t row_bytes;
 } st_weight;
 
-/* ST_LAYER_MATRICES - the weight matrices of a layer (st_layer below). */
+/* ST_LAYER_MATRICES - the weight matrices of a dense layer (st_layer below). */
 #define ST_LAYER_MATRICES 7
+
+/* One expert of a mixture-of-experts layer: slice e of the layer's stacked
+ * ffn_{gate,up,down}_exps tensors, each bound as a matrix of its own. */
+typedef struct st_expert {
+    st_weight gate; /* n_embd -> n_ff_exp */
+    st_weight up;   /* n_embd -> n_ff_exp */
+    st_weight down; /* n_ff_exp -> n_embd */
+} st_expert;
+
+/* ST_EXPERT_MATRICES - the matrices of an expert (st_expert). */
+#define ST_EXPERT_MATRICES 3
 
 typedef struct st_layer {
     const float *attn_norm;      /* [n_embd] */
@@ -65,10 +80,12 @@ typedef struct st_layer {
     st_weight wo;                /* q_dim -> n_embd */
     const float *attn_post_norm; /* [n_embd] RMS norm of the attention's output, or NULL */
     const float *ffn_norm;       /* [n_embd] */
-    st_weight w_gate;            /* n_embd -> n_ff */
+    st_weight w_gate;            /* n_embd -> n_ff (a dense layer; unset with experts) */
     st_weight w_up;              /* n_embd -> n_ff */
     st_weight w_down;            /* n_ff -> n_embd */
     const float *ffn_post_norm;  /* [n_embd] RMS norm of the FFN's output, or NULL */
+    st_weight w_router;          /* n_embd -> n_expert, f32 (ffn_gate_inp); unset when dense */
+    st_expert *experts;          /* [n_expert], or NULL: a dense layer */
 } st_layer;
 
 typedef struct st_model st_model;

@@ -9,7 +9,8 @@
  *       xb  = rmsnorm(x) * attn_norm                          xb  [T][n_embd]
  *       q   = xb Wq + bq                                      q   [T][q_dim]
  *       k   = xb Wk + bk,  v = xb Wv + bv  (biases: qwen2)    k,v [T][kv_dim]
- *       q, k per head: rmsnorm(.) * q_norm, k_norm (qwen3, gemma3)
+ *       q, k per head: rmsnorm(.) * q_norm, k_norm (qwen3, gemma3), or
+ *       over all of q and of k (olmoe)
  *       rotate q and k by position; K[pos] = k, V[pos] = v in the row's cache
  *       (converted to the cache's dtype by the kernels' from_float)
  *       att = softmax(cap(scale q K^T)) V  per head, over the  att [T][q_dim]
@@ -21,6 +22,8 @@
  *       hb  = xb Wgate,  hb2 = xb Wup                         hb,hb2 [T][n_ff]
  *       hb  = act(hb) * hb2   (act: silu, or the tanh GELU: gemma)
  *       xb2 = hb Wdown
+ *       (a mixture of experts instead: xb2 = the weighted sum of the FFNs
+ *       of the experts the router picks for each token; stage_moe.c)
  *       x  += xb2, or rmsnorm(xb2) * ffn_post_norm (gemma)
  *   out = x, or on the last stage the logits of the selected tokens sel:
  *       xb  = rmsnorm(x[sel]) * output_norm;  out = xb Wout   [n_sel][n_vocab]
@@ -55,66 +58,12 @@
  * Scratch is allocated once per context for max_tokens tokens (xq for the
  * widest converted row of this stage's weights); the per-thread attention
  * scores for the model's context length. */
-#include "worker/engine/stage.h"
+#include "worker/engine/stage_impl.h"
 
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The most weight matrices one matmul phase serves (q, k and v). */
-#define STAGE_MAX_MM 3
-
-/* Rows of a matrix are dealt to threads in groups of this many (the SIMD
- * kernels work on 8 rows at once; results do not depend on the split). */
-#define STAGE_ROW_GROUP 8
-
-/* A matmul phase cuts each matrix into about this many chunks per thread
- * (contiguous runs of row groups) that the threads claim one at a time
- * from a shared counter. A static half per thread would leave one core
- * idle whenever the other thread is preempted or runs on a slower core
- * (a sidecar shares its machine; a VM's cores are not equally fast): with
- * claiming, the other thread takes the remaining chunks and the phase
- * waits for at most one chunk. Which thread computes a chunk does not
- * change its bits (the kernels' results do not depend on the row range). */
-#define STAGE_CHUNKS_PER_THREAD 4
-
-/* The largest context st_stage_ctx_open accepts, in tokens per batch. */
-#define STAGE_MAX_TOKENS (1 << 20)
-
-struct st_stage_ctx {
-    const st_model *m;
-    const st_hparams *hp;
-    st_pool *pool;
-    const st_kernel_ops *ops;
-    int64_t max_tokens;
-    int64_t max_ctx;
-    int nth;
-    st_layer_hook hook;
-    void *hook_arg;
-
-    /* activations, for T <= max_tokens tokens (see the file comment) */
-    float *x;         /* [T][n_embd] the residual stream */
-    float *xb;        /* [T][n_embd] rmsnorm(x) * norm: a branch's input */
-    float *q;         /* [T][q_dim] queries (n_head heads of head_dim) */
-    float *k;         /* [T][kv_dim] keys (n_head_kv heads of head_dim) */
-    float *v;         /* [T][kv_dim] values */
-    float *att;       /* [T][q_dim] attention output, heads side by side */
-    float *xb2;       /* [T][n_embd] a branch's output, to be added to x */
-    float *hb;        /* [T][n_ff] gate, then silu(gate) * up */
-    float *hb2;       /* [T][n_ff] up */
-    uint8_t *xq;      /* [T][act_bytes] a product's input in its activation dtype */
-    size_t act_bytes; /* the widest converted input row of this stage's weights */
-    float *scores;    /* [nth][max_ctx] attention scores, a row per thread */
-    float *rope_cs;   /* [nth][n_rot] a token's rope angles (cos, sin), a row per thread */
-
-    /* the batch being run (set once per st_stage_forward) */
-    const st_batch_row *rows;
-    int64_t n_tok;    /* T */
-    int64_t *tok_row; /* [T] the row of each token */
-    int64_t *tok_pos; /* [T] the position of each token */
-    int64_t *sel;     /* [T] the tokens whose logits the head computes */
-};
 
 /* ---- phases: each job names its inputs and outputs; fn(job, ith, nth)
  * runs on every pool thread. The context is read only for the model and
@@ -146,29 +95,8 @@ static void stage_ph_embed(void *arg, int ith, int nth)
     }
 }
 
-/* A branch's output waiting to be added to x: add [T][n_embd], first
- * normalized in place by post (rmsnorm(add) * post) when post is not NULL. */
-typedef struct stage_pending {
-    float *add;
-    const float *post;
-} stage_pending;
-
-/* The per-token steps before a product, run by the thread owning the
- * token in this order; a step whose pointer is NULL is skipped:
- *   add = rmsnorm(add) * post;  x += add;  xb = rmsnorm(x) * norm;
- *   gate = act(gate) * up */
-typedef struct stage_prep {
-    float *x;           /* [T][n_embd] the residual stream */
-    stage_pending add;  /* a branch's output, or add.add NULL */
-    const float *norm;  /* [n_embd] the norm's weights, or NULL */
-    float *xb;          /* [T][n_embd] the norm's output */
-    float *gate;        /* [T][n_ff] gate, or NULL */
-    const float *up;    /* [T][n_ff] up */
-    st_ffn_act act;     /* the gate's activation */
-} stage_prep;
-
 /* x += add; xb = rmsnorm(x) * norm (add.add NULL: the norm alone) */
-static stage_prep stage_add_norm(float *x, stage_pending add, const float *norm, float *xb)
+stage_prep stage_add_norm(float *x, stage_pending add, const float *norm, float *xb)
 {
     return (stage_prep){.x = x, .add = add, .norm = norm, .xb = xb};
 }
@@ -227,20 +155,12 @@ static void stage_ph_prep(void *arg, int ith, int nth)
     }
 }
 
-/* A product y = in W^T: y [n_tok][w->n_out] from in [n_tok][w->n_in]. */
-typedef struct stage_mm {
-    const st_weight *w;
-    float *y;
-} stage_mm;
-
 typedef struct stage_matmul_job {
     const st_stage_ctx *c;
-    int64_t n_tok;
-    const void *in; /* [n_tok][stride bytes] in the weights' activation dtype */
-    size_t stride;
-    stage_mm mm[STAGE_MAX_MM]; /* all with the same activation dtype */
+    const stage_mm *mm; /* the products, each with its own input */
     int n_mm;
-    atomic_long next; /* the next chunk to claim (0 at the start) */
+    const long *chunk0; /* [n_mm + 1]: mm[i]'s chunks are [chunk0[i], chunk0[i + 1]) */
+    atomic_long next;   /* the next chunk to claim (0 at the start) */
 } stage_matmul_job;
 
 /* stage_mm_chunk - the row groups per chunk of a matrix of n_out rows
@@ -257,27 +177,35 @@ static void stage_ph_matmul(void *arg, int ith, int nth)
     (void)ith;
     stage_matmul_job *j = arg;
     const st_kernel_ops *ops = j->c->ops;
-    long n_chunks[STAGE_MAX_MM], total = 0;
-    for (int i = 0; i < j->n_mm; i++) {
-        long groups = (long)((j->mm[i].w->n_out + STAGE_ROW_GROUP - 1) / STAGE_ROW_GROUP);
-        long per = stage_mm_chunk(j->mm[i].w->n_out, nth);
-        n_chunks[i] = (groups + per - 1) / per;
-        total += n_chunks[i];
-    }
+    const long total = j->chunk0[j->n_mm];
+    int i = 0;
     for (;;) {
         long k = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (k >= total)
             return;
-        int i = 0;
-        while (k >= n_chunks[i])
-            k -= n_chunks[i++];
-        const st_weight *w = j->mm[i].w;
+        while (k >= j->chunk0[i + 1]) /* chunks are claimed in increasing order */
+            i++;
+        const stage_mm *mm = &j->mm[i];
+        const st_weight *w = mm->w;
         long per = stage_mm_chunk(w->n_out, nth) * STAGE_ROW_GROUP;
-        long b = k * per, e = b + per < (long)w->n_out ? b + per : (long)w->n_out;
+        long b = (k - j->chunk0[i]) * per, e = b + per < (long)w->n_out ? b + per : (long)w->n_out;
         (w->r8 ? ops->mul_mat_r8 : ops->mul_mat)[w->dtype](w->n_in, w->data, w->row_bytes, b, e,
-                                                           j->in, j->stride, j->n_tok, j->mm[i].y,
+                                                           mm->in, mm->stride, mm->n_tok, mm->y,
                                                            w->n_out);
     }
+}
+
+void stage_run_mm(st_stage_ctx *c, const stage_mm *mm, int n_mm, long *chunk0)
+{
+    chunk0[0] = 0;
+    for (int i = 0; i < n_mm; i++) {
+        long groups = (long)((mm[i].w->n_out + STAGE_ROW_GROUP - 1) / STAGE_ROW_GROUP);
+        long per = stage_mm_chunk(mm[i].w->n_out, c->nth);
+        chunk0[i + 1] = chunk0[i] + (groups + per - 1) / per;
+    }
+    stage_matmul_job j = {.c = c, .mm = mm, .n_mm = n_mm, .chunk0 = chunk0};
+    atomic_init(&j.next, 0); /* published to the threads by st_pool_run */
+    st_pool_run(c->pool, stage_ph_matmul, &j);
 }
 
 typedef struct stage_rope_job {
@@ -324,9 +252,13 @@ static void stage_ph_rope_store(void *arg, int ith, int nth)
             ops->add(kt, L->bk, hp->kv_dim);
         if (L->bv != NULL)
             ops->add(vt, L->bv, hp->kv_dim);
-        if (L->q_norm != NULL)
+        if (L->q_norm != NULL && hp->arch->qk_norm_full) /* olmoe: all of q, all of k */
+            ops->rmsnorm(qt, L->q_norm, qt, hp->q_dim, hp->rms_eps);
+        else if (L->q_norm != NULL)
             stage_head_norm(c, qt, hp->n_head, L->q_norm);
-        if (L->k_norm != NULL)
+        if (L->k_norm != NULL && hp->arch->qk_norm_full)
+            ops->rmsnorm(kt, L->k_norm, kt, hp->kv_dim, hp->rms_eps);
+        else if (L->k_norm != NULL)
             stage_head_norm(c, kt, hp->n_head_kv, L->k_norm);
         st_rope_params rp;
         st_hparams_rope(hp, j->layer, st_model_rope_factors(c->m, kv->n_ctx), &rp);
@@ -439,12 +371,8 @@ static void stage_prep_only(st_stage_ctx *c, stage_prep prep)
     st_pool_run(c->pool, stage_ph_prep, &j);
 }
 
-/* stage_matmuls - the steps of prep, then y_i = in W_i^T for the n_mm
- * products of mm (all with n_in = width) over n_tok tokens. in is
- * converted once per activation dtype; prep runs in the first conversion
- * phase (or alone when the first group of products reads f32 in place). */
-static void stage_matmuls(st_stage_ctx *c, int64_t n_tok, stage_prep prep, const float *in,
-                          int64_t width, const stage_mm *mm, int n_mm)
+void stage_matmuls(st_stage_ctx *c, int64_t n_tok, stage_prep prep, const float *in,
+                   int64_t width, const stage_mm *mm, int n_mm)
 {
     bool done[STAGE_MAX_MM] = {false};
     bool prep_done = stage_prep_empty(prep);
@@ -452,16 +380,20 @@ static void stage_matmuls(st_stage_ctx *c, int64_t n_tok, stage_prep prep, const
         if (done[i])
             continue;
         st_dtype act = st_dtype_info_of(mm[i].w->dtype)->act;
-        stage_matmul_job mj = {.c = c, .n_tok = n_tok};
-        for (int k = i; k < n_mm; k++) {
-            if (!done[k] && st_dtype_info_of(mm[k].w->dtype)->act == act) {
-                mj.mm[mj.n_mm++] = mm[k];
-                done[k] = true;
-            }
-        }
         size_t stride = 0;
         st_row_size(act, width, &stride); /* checked at model open */
         bool conv = act != ST_DT_F32;
+        stage_mm group[STAGE_MAX_MM];
+        int n_group = 0;
+        for (int k = i; k < n_mm; k++) {
+            if (!done[k] && st_dtype_info_of(mm[k].w->dtype)->act == act) {
+                group[n_group] = mm[k];
+                group[n_group].in = conv ? (const void *)c->xq : (const void *)in;
+                group[n_group].stride = stride;
+                group[n_group++].n_tok = n_tok;
+                done[k] = true;
+            }
+        }
         if (conv || !prep_done) {
             stage_prep_job pj = {.c = c,
                                  .n_tok = n_tok,
@@ -474,10 +406,8 @@ static void stage_matmuls(st_stage_ctx *c, int64_t n_tok, stage_prep prep, const
             st_pool_run(c->pool, stage_ph_prep, &pj);
         }
         prep_done = true;
-        mj.in = conv ? (const void *)c->xq : (const void *)in;
-        mj.stride = stride;
-        atomic_init(&mj.next, 0); /* published to the threads by st_pool_run */
-        st_pool_run(c->pool, stage_ph_matmul, &mj);
+        long chunk0[STAGE_MAX_MM + 1];
+        stage_run_mm(c, group, n_group, chunk0);
     }
 }
 
@@ -521,23 +451,25 @@ static stage_pending stage_layer(st_stage_ctx *c, int64_t l, stage_pending pendi
 
     /* attention: x += pending; xb = rmsnorm(x) * attn_norm;
      * q = xb Wq, k = xb Wk, v = xb Wv */
-    stage_mm qkv[] = {{&L->wq, q}, {&L->wk, k}, {&L->wv, v}};
+    stage_mm qkv[] = {{.w = &L->wq, .y = q}, {.w = &L->wk, .y = k}, {.w = &L->wv, .y = v}};
     stage_matmuls(c, T, stage_add_norm(x, pending, L->attn_norm, xb), xb, n_embd, qkv, 3);
     /* q += bq, k += bk, v += bv; q, k head norms; rotate q, k; K[pos] = k, V[pos] = v */
     stage_rope_store(c, l, q, k, v);
     /* att = softmax(cap(scale q K^T)) V over the layer's window */
     stage_attention(c, l, q, att);
     /* xb2 = att Wo */
-    stage_mm o[] = {{&L->wo, xb2}};
+    stage_mm o[] = {{.w = &L->wo, .y = xb2}};
     stage_matmuls(c, T, (stage_prep){0}, att, hp->q_dim, o, 1);
 
     /* FFN: x += xb2 (the attention's residual add, after its post-norm);
      * xb = rmsnorm(x) * ffn_norm; hb = xb Wgate, hb2 = xb Wup */
-    stage_mm gate_up[] = {{&L->w_gate, hb}, {&L->w_up, hb2}};
     stage_pending attn_out = {xb2, L->attn_post_norm};
+    if (L->experts != NULL)
+        return stage_moe_ffn(c, l, attn_out);
+    stage_mm gate_up[] = {{.w = &L->w_gate, .y = hb}, {.w = &L->w_up, .y = hb2}};
     stage_matmuls(c, T, stage_add_norm(x, attn_out, L->ffn_norm, xb), xb, n_embd, gate_up, 2);
     /* hb = act(hb) * hb2; xb2 = hb Wdown */
-    stage_mm down[] = {{&L->w_down, xb2}};
+    stage_mm down[] = {{.w = &L->w_down, .y = xb2}};
     stage_matmuls(c, T, stage_gated(hb, hb2, hp->arch->ffn_act), hb, n_ff, down, 1);
     return (stage_pending){xb2, L->ffn_post_norm};
 }
@@ -581,7 +513,15 @@ static st_err stage_act_bytes(const st_model *m, size_t *out)
         const st_weight *ws[ST_LAYER_MATRICES] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
                                                   &L->w_gate, &L->w_up, &L->w_down};
         for (int i = 0; i < ST_LAYER_MATRICES && e == ST_OK; i++)
-            e = stage_act_row(ws[i], &max);
+            if (ws[i]->n_out > 0) /* a mixture of experts has no dense FFN */
+                e = stage_act_row(ws[i], &max);
+        for (int64_t x = 0; L->experts != NULL && x < st_model_hparams(m)->n_expert && e == ST_OK;
+             x++) {
+            if ((e = stage_act_row(&L->experts[x].gate, &max)) ||
+                (e = stage_act_row(&L->experts[x].up, &max)))
+                break;
+            e = stage_act_row(&L->experts[x].down, &max);
+        }
     }
     if (e == ST_OK && st_model_has_head(m))
         e = stage_act_row(st_model_output(m), &max);
@@ -623,13 +563,15 @@ st_err st_stage_ctx_open(const st_model *m, int64_t max_tokens, st_pool *pool,
     c->xb2 = stage_alloc(T * n_embd, sizeof(float), &fail);
     c->hb = stage_alloc(T * n_ff, sizeof(float), &fail);
     c->hb2 = stage_alloc(T * n_ff, sizeof(float), &fail);
-    c->xq = stage_alloc(T * act_bytes, 1, &fail);
+    /* a mixture of experts converts a row per (token, expert) */
+    const size_t xq_rows = T * (size_t)(hp->n_expert_used > 0 ? hp->n_expert_used : 1);
+    c->xq = stage_alloc(xq_rows * act_bytes, 1, &fail);
     c->scores = stage_alloc((size_t)c->nth * (size_t)c->max_ctx, sizeof(float), &fail);
     c->rope_cs = stage_alloc((size_t)c->nth * (size_t)hp->n_rot, sizeof(float), &fail);
     c->tok_row = stage_alloc(T, sizeof(int64_t), &fail);
     c->tok_pos = stage_alloc(T, sizeof(int64_t), &fail);
     c->sel = stage_alloc(T, sizeof(int64_t), &fail);
-    if (fail) {
+    if (fail || stage_moe_alloc(c) != ST_OK) {
         st_stage_ctx_close(c);
         return st_errorf(ST_ENOMEM, "stage scratch for %lld tokens", (long long)max_tokens);
     }
@@ -656,6 +598,7 @@ void st_stage_ctx_close(st_stage_ctx *c)
     free(c->tok_row);
     free(c->tok_pos);
     free(c->sel);
+    stage_moe_free(c);
     free(c);
 }
 
@@ -795,7 +738,7 @@ st_err st_stage_forward(st_stage_ctx *c, const st_batch_row *rows, size_t n_rows
                 c->sel[n_sel++] = t;
     }
     stage_norm_sel(c, c->x, c->sel, n_sel, st_model_output_norm(c->m), c->xb);
-    stage_mm head[] = {{st_model_output(c->m), out}};
+    stage_mm head[] = {{.w = st_model_output(c->m), .y = out}};
     stage_matmuls(c, n_sel, (stage_prep){0}, c->xb, hp->n_embd, head, 1);
     if (hp->final_softcap != 0.0f)
         stage_softcap(c, out, n_sel);

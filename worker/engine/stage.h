@@ -67,6 +67,13 @@ void st_stage_set_hook(st_stage_ctx *c, st_layer_hook hook, void *arg);
  * that is a multiple of 32, refused by name otherwise). */
 st_err st_stage_kv_alloc(const st_stage_ctx *c, int64_t n_ctx, st_dtype t, st_kv **out);
 
+/* st_stage_expert_counts - *out: the tokens this context has routed to
+ * each of the n_expert experts of layer (a layer of the stage), since it
+ * was opened ([n_expert], valid while the context lives; it changes with
+ * each st_stage_forward, so read it between passes). ST_EINVAL for a
+ * dense model, ST_ERANGE for a layer outside the stage. */
+st_err st_stage_expert_counts(const st_stage_ctx *c, int64_t layer, const uint64_t **out);
+
 /* st_stage_n_out - floats st_stage_forward writes for these rows. */
 size_t st_stage_n_out(const st_stage_ctx *c, const st_batch_row *rows, size_t n_rows,
                       st_stage_out mode);
