@@ -23,6 +23,7 @@
 
 #define TM_MODEL "l3-synth-q8_0.gguf"
 #define TM_TIED "synth-tied-q8_0.gguf"
+#define TM_MOE "w3-qwen3moe-q8_0.gguf" /* 2 layers of 8 experts */
 #define TM_CHUNK ST_MANIFEST_CHUNK_MIN /* small: a model is hundreds of chunks */
 #define TM_COPY_BUF ((size_t)1 << 20)
 
@@ -263,6 +264,43 @@ END_TEST
 START_TEST(stage_chunks_tied) { tm_stages(TM_TIED); }
 END_TEST
 
+/* A mixture of experts: its stacked expert tensors are layer tensors, so
+ * weight streaming sends each stage its layers' experts (all of them). */
+START_TEST(stage_chunks_moe)
+{
+    tm_stages(TM_MOE);
+    char path[PATH_MAX];
+    tm_copy(TM_MOE, path, sizeof path);
+    st_manifest m;
+    ck_assert_int_eq(st_manifest_compute(path, TM_CHUNK, &m), ST_OK);
+    st_gguf *g;
+    ck_assert_int_eq(st_gguf_open(path, &g), ST_OK);
+    st_hparams hp;
+    ck_assert_int_eq(st_hparams_from_gguf(g, &hp), ST_OK);
+    ck_assert_int_gt(hp.n_expert, 0);
+    const uint64_t base = st_gguf_data_offset(g);
+    bool *need = calloc(m.n_chunks, sizeof *need);
+    ck_assert_ptr_nonnull(need);
+    const st_arch_tensor exps[] = {ST_AT_FFN_GATE_INP, ST_AT_FFN_GATE_EXPS, ST_AT_FFN_UP_EXPS,
+                                   ST_AT_FFN_DOWN_EXPS};
+    for (int64_t l = 0; l < hp.n_layer; l++) {
+        memset(need, 0, m.n_chunks);
+        ck_assert_int_eq(st_manifest_stage_chunks(&m, g, l, l + 1, hp.n_layer, need), ST_OK);
+        for (size_t k = 0; k < sizeof exps / sizeof exps[0]; k++) {
+            const st_gguf_tensor *t = st_arch_find(g, exps[k], l);
+            ck_assert_ptr_nonnull(t);
+            for (uint64_t c = (base + t->offset) / TM_CHUNK;
+                 c <= (base + t->offset + t->nbytes - 1) / TM_CHUNK; c++)
+                ck_assert_msg(need[c], "layer %lld: chunk %llu of %.*s not sent", (long long)l,
+                              (unsigned long long)c, (int)t->name.len, t->name.data);
+        }
+    }
+    free(need);
+    st_gguf_close(g);
+    st_manifest_free(&m);
+}
+END_TEST
+
 /* tm_cached - st_manifest_cached, which must succeed; whether it computed. */
 static bool tm_cached(const char *path, const char *dir, uint32_t chunk, st_manifest *m)
 {
@@ -443,6 +481,7 @@ int main(void)
     tcase_add_test(tc, protobuf);
     tcase_add_test(tc, stage_chunks);
     tcase_add_test(tc, stage_chunks_tied);
+    tcase_add_test(tc, stage_chunks_moe);
     tcase_add_test(tc, cache_validation);
     tcase_add_test(tc, cache_damaged);
     tcase_add_test(tc, default_addr);
