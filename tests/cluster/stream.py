@@ -39,6 +39,10 @@ Cases (each its own meson test, `stream-<case>`):
            fetch from a coordinator whose egress is a 100 Mbit/s tbf link:
            ids equal `strata run`; the fetch rates against the link's are
            printed for the note, never asserted
+  moe      two workers without model files fetch the stages of a mixture of
+           experts (w3-mixtral-q8_0: 2 layers of 8 experts, in chunks of 64 KiB):
+           each needs less than the file, no chunk is fetched twice or bad,
+           and the ids equal `strata run`
   rss      a worker fetching a ~1.2 GB stage (a synthesized TinyLlama-shaped
            Q8_0 model, or STRATA_RSS_MODEL): its peak RSS (VmHWM) is printed
            beside a --model worker's of the same stage and bounded by it plus
@@ -77,12 +81,12 @@ NOW = re.compile(r"fetch: stage now: (\d+) of (\d+) bytes \([0-9.]+%\): fetched 
                  r"cached (\d+),")
 
 
-def start(extra_coord=(), min_workers=1):
+def start(extra_coord=(), min_workers=1, model_path=MODEL, chunk=CHUNK):
     """A coordinator serving weights in chunks of CHUNK, its manifest cache
     in a directory of its own."""
     tmp = tempfile.mkdtemp(prefix="strata-stream-")
-    c = Cluster(MODEL, ["--weights-chunk", str(CHUNK), "--cache-dir", os.path.join(tmp, "coord"),
-                        "--min-workers", str(min_workers)] + list(extra_coord))
+    c = Cluster(model_path, ["--weights-chunk", str(chunk), "--cache-dir", os.path.join(tmp, "coord"),
+                             "--min-workers", str(min_workers)] + list(extra_coord))
     c.weights = c.coord.wait_line(r"weights on (tcp://[0-9.]+:\d+)").group(1)
     return c
 
@@ -110,11 +114,11 @@ def wait_log(w, regex, timeout=TIMEOUT):
                                                                    w.stderr()[-3000:]))
 
 
-def check_ids(c):
-    r = c.cli("generate", "--prompt-ids", ",".join(map(str, PROMPT)), "-n", str(N_GEN),
+def check_ids(c, model_path=MODEL, prompt=PROMPT):
+    r = c.cli("generate", "--prompt-ids", ",".join(map(str, prompt)), "-n", str(N_GEN),
               "--temp", "0", "--ids")
     got = parse_ids(r.stdout)
-    ref = run_ids(MODEL, PROMPT, N_GEN, os.path.join(c.tmp, "run.logits"))
+    ref = run_ids(model_path, prompt, N_GEN, os.path.join(c.tmp, "run.logits"))
     assert got == ref, "cluster ids %s != strata run %s" % (got, ref)
     return got
 
@@ -159,6 +163,27 @@ def case_basic():
             assert f is not None and not f["active"] and f["have_bytes"] == f["need_bytes"], s
         ids = check_ids(c)
         print("basic: 2 streaming workers serve; ids equal strata run: %s" % ids)
+
+
+MOE_MODEL = model("w3-mixtral-q8_0.gguf")
+MOE_CHUNK = 64 << 10  # the smallest chunk: a stage of this 2.7 MB model is many of them
+MOE_PROMPT = [1, 17, 291, 1400, 2999, 5]  # within its vocabulary of 3000
+
+
+def case_moe():
+    with start(["--split", "1,1"], min_workers=2, model_path=MOE_MODEL, chunk=MOE_CHUNK) as c:
+        ws = [add_streaming(c, os.path.join(c.tmp, "cache%d" % i)) for i in range(2)]
+        c.wait_serving(2)
+        size = os.path.getsize(MOE_MODEL)
+        for w in ws:
+            have, need, fetched, cached, bad, twice = stage_done(w)
+            assert have == need and need < size, (w.name, have, need, size)
+            assert fetched + cached == need and bad == 0 and twice == 0, stage_done(w)
+            print("moe: %s needed %d of %d bytes: fetched %d, from its cache %d (the header's "
+                  "chunks)" % (w.name, need, size, fetched, cached))
+        ids = check_ids(c, MOE_MODEL, MOE_PROMPT)
+        print("moe: 2 streaming workers serve a mixture of experts; ids equal strata run: %s"
+              % ids)
 
 
 def bad_journal_lines(cache):
@@ -669,7 +694,7 @@ CASES = {"basic": case_basic, "resume": case_resume, "corrupt": case_corrupt, "p
          "peerbad": case_peerbad, "peerlist": case_peerlist, "silent": case_silent,
          "startstop": case_startstop,
          "back": case_back,
-         "netns": case_netns, "rss": case_rss}
+         "netns": case_netns, "rss": case_rss, "moe": case_moe}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)
