@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "common/base/opt.h"
+#include "common/model/gguf_write.h"
 #include "common/model/llama.h"
 #include "coordinator/planner/placement.h"
 #include "worker/engine/model.h"
@@ -51,6 +52,38 @@ static bool tl_refused(const char *path, bool wave3, st_err e)
     return true;
 }
 
+/* tl_check_experts - a mixture of experts' facts: the counts of its
+ * hyperparameters, each layer's expert bytes those of its three stacked
+ * tensors, and a token's active bytes the layer's with n_used of n_expert
+ * experts (the layer's own in a dense model). */
+static void tl_check_experts(const char *path, const st_gguf *g, const st_hparams *hp,
+                             const st_minfo *mi)
+{
+    ck_assert_uint_eq(mi->n_expert, (uint32_t)hp->n_expert);
+    ck_assert_uint_eq(mi->n_expert_used, (uint32_t)hp->n_expert_used);
+    const st_arch_tensor exps[] = {ST_AT_FFN_GATE_EXPS, ST_AT_FFN_UP_EXPS, ST_AT_FFN_DOWN_EXPS};
+    for (uint32_t l = 0; l < mi->n_layer; l++) {
+        uint64_t want = 0;
+        for (size_t k = 0; k < sizeof exps / sizeof exps[0]; k++) {
+            const st_gguf_tensor *t = st_arch_find(g, exps[k], l);
+            ck_assert_msg((t != NULL) == (hp->n_expert > 0), "%s layer %u", path, l);
+            want += t != NULL ? t->nbytes : 0;
+        }
+        ck_assert_uint_eq(mi->layer_expert_bytes[l], want);
+        const uint64_t active = st_minfo_layer_active_bytes(mi, l);
+        if (hp->n_expert == 0) {
+            ck_assert_uint_eq(active, mi->layer_bytes[l]);
+            continue;
+        }
+        ck_assert_uint_eq(active, mi->layer_bytes[l] - want +
+                                      want / (uint64_t)hp->n_expert * (uint64_t)hp->n_expert_used);
+        ck_assert_uint_lt(active, mi->layer_bytes[l]);
+        printf("%s: layer %u: %llu bytes, %llu of them experts; a token reads %llu\n", path, l,
+               (unsigned long long)mi->layer_bytes[l], (unsigned long long)want,
+               (unsigned long long)active);
+    }
+}
+
 /* tl_check_model - every assertion of the file comment on one file; false
  * when it is a wave-3 file refused by name (tl_refused). */
 static bool tl_check_model(const char *path, bool wave3, int *n_stages)
@@ -79,6 +112,7 @@ static bool tl_check_model(const char *path, bool wave3, int *n_stages)
     ck_assert_int_eq(mi.kv_dim, hp.kv_dim);
     ck_assert_int_eq(mi.head_dim, hp.head_dim);
     ck_assert_uint_eq(mi.head_tied, st_arch_head_tied(g));
+    tl_check_experts(path, g, &hp, &mi);
     st_place_model pm = {.n_layer = mi.n_layer,
                          .layer_bytes = mi.layer_bytes,
                          .embd_bytes = mi.embd_bytes,
@@ -153,6 +187,89 @@ START_TEST(worker_and_coordinator_agree)
 }
 END_TEST
 
+/* tl_moe_file - an in-memory file of architecture arch: its counts, an
+ * expert_count key when experts >= 0, the token embedding, and layer 0's
+ * dense ffn_gate when dense_gate; *g opens it (buf to free). */
+static st_err tl_moe_file(const char *arch, int64_t experts, bool dense_gate, uint8_t **buf,
+                          st_gguf **g)
+{
+    static float data[64 * 16];
+    st_gguf_writer *w;
+    ck_assert_int_eq(st_gguf_writer_new(&w), ST_OK);
+    char key[ST_ARCH_NAME_MAX];
+    const struct {
+        const char *suffix;
+        uint32_t v;
+    } counts[] = {{"embedding_length", 64}, {"block_count", 1}, {"attention.head_count", 4},
+                  {"feed_forward_length", 16}, {"expert_used_count", 2},
+                  {"expert_feed_forward_length", 16}};
+    ck_assert_int_eq(st_gguf_writer_add_str(w, "general.architecture", arch), ST_OK);
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, counts[i].suffix);
+        ck_assert_int_eq(st_gguf_writer_add_u32(w, key, counts[i].v), ST_OK);
+    }
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    ck_assert_int_eq(st_gguf_writer_add_f32(w, key, 1e-5f), ST_OK);
+    if (experts >= 0) {
+        snprintf(key, sizeof key, "%s.expert_count", arch);
+        ck_assert_int_eq(st_gguf_writer_add_u32(w, key, (uint32_t)experts), ST_OK);
+    }
+    const int64_t ne[2] = {64, 16};
+    ck_assert_int_eq(st_gguf_writer_add_tensor(w, "token_embd.weight", ST_DT_F32, 2, ne, data,
+                                               sizeof data),
+                     ST_OK);
+    const int64_t ne_gate[2] = {64, 16};
+    if (dense_gate)
+        ck_assert_int_eq(st_gguf_writer_add_tensor(w, "blk.0.ffn_gate.weight", ST_DT_F32, 2,
+                                                   ne_gate, data, sizeof data),
+                         ST_OK);
+    size_t len;
+    ck_assert_int_eq(st_gguf_writer_to_mem(w, buf, &len), ST_OK);
+    st_gguf_writer_free(w);
+    return st_gguf_open_mem(*buf, len, g);
+}
+
+/* tl_moe_refused - st_hparams_from_gguf refuses the file with error want
+ * and a detail holding needle. */
+static void tl_moe_refused(const char *arch, int64_t experts, bool dense_gate, st_err want,
+                           const char *needle)
+{
+    uint8_t *buf = NULL;
+    st_gguf *g = NULL;
+    ck_assert_int_eq(tl_moe_file(arch, experts, dense_gate, &buf, &g), ST_OK);
+    st_hparams hp;
+    st_err e = st_hparams_from_gguf(g, &hp);
+    ck_assert_msg(e == want && strstr(st_errdetail(), needle) != NULL,
+                  "%s, %lld experts: %s (want %d with '%s')", arch, (long long)experts,
+                  st_errmsg(e), want, needle);
+    st_gguf_close(g);
+    free(buf);
+}
+
+/* Experts where an architecture has none, none where it needs them, more
+ * than the engine runs, more used than there are, and a dense FFN tensor
+ * in a mixture of experts: each refused naming what is wrong. */
+START_TEST(moe_refusals)
+{
+    tl_moe_refused("qwen2", 8, false, ST_ETYPE, "no mixture-of-experts form");
+    tl_moe_refused("qwen3moe", -1, false, ST_EMISSING, "needs experts");
+    tl_moe_refused("olmoe", 0, false, ST_EMISSING, "needs experts");
+    tl_moe_refused("qwen3moe", ST_MOE_MAX_EXPERT + 1, false, ST_ERANGE, "at most");
+    tl_moe_refused("qwen3moe", 1, false, ST_ERANGE, "at most"); /* 2 used of 1 */
+    tl_moe_refused("llama", 8, true, ST_EINVAL, "blk.0.ffn_gate.weight");
+    /* a dense llama file is still a dense llama */
+    uint8_t *buf = NULL;
+    st_gguf *g = NULL;
+    ck_assert_int_eq(tl_moe_file("llama", -1, true, &buf, &g), ST_OK);
+    st_hparams hp;
+    ck_assert_int_eq(st_hparams_from_gguf(g, &hp), ST_OK);
+    ck_assert_int_eq(hp.n_expert, 0);
+    ck_assert_int_eq(hp.n_ff, 16);
+    st_gguf_close(g);
+    free(buf);
+}
+END_TEST
+
 /* The KV count: both sides' formula per cache type (f32 4 bytes a value,
  * f16 2, Q8_0 34 bytes per 32), and its refusals. */
 START_TEST(kv_bytes)
@@ -206,6 +323,7 @@ int main(void)
     tcase_add_test(tc, worker_and_coordinator_agree);
     tcase_add_test(tc, kv_bytes);
     tcase_add_test(tc, kv_cache_types);
+    tcase_add_test(tc, moe_refusals);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_ENV);
