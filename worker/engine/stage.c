@@ -487,12 +487,14 @@ static void *stage_alloc(size_t n, size_t size, bool *fail)
 }
 
 /* stage_act_row - raises *max to the bytes of w's input row converted to
- * its activation dtype (nothing when that dtype is f32: read in place). */
-static st_err stage_act_row(const st_weight *w, size_t *max)
+ * its activation dtype; nothing when that dtype is f32 and the product
+ * reads its input in place, unless gathered: an expert's input rows are
+ * gathered into xq whatever their dtype (stage_moe.c). */
+static st_err stage_act_row(const st_weight *w, bool gathered, size_t *max)
 {
     st_dtype act = st_dtype_info_of(w->dtype)->act;
     size_t rs = 0;
-    if (act == ST_DT_F32)
+    if (act == ST_DT_F32 && !gathered)
         return ST_OK;
     if (st_row_size(act, w->n_in, &rs) != 0)
         return st_errorf(ST_EINVAL, "a weight's input of %lld values is not whole blocks of %s",
@@ -514,17 +516,17 @@ static st_err stage_act_bytes(const st_model *m, size_t *out)
                                                   &L->w_gate, &L->w_up, &L->w_down};
         for (int i = 0; i < ST_LAYER_MATRICES && e == ST_OK; i++)
             if (ws[i]->n_out > 0) /* a mixture of experts has no dense FFN */
-                e = stage_act_row(ws[i], &max);
+                e = stage_act_row(ws[i], false, &max);
         for (int64_t x = 0; L->experts != NULL && x < st_model_hparams(m)->n_expert && e == ST_OK;
              x++) {
-            if ((e = stage_act_row(&L->experts[x].gate, &max)) ||
-                (e = stage_act_row(&L->experts[x].up, &max)))
+            if ((e = stage_act_row(&L->experts[x].gate, true, &max)) ||
+                (e = stage_act_row(&L->experts[x].up, true, &max)))
                 break;
-            e = stage_act_row(&L->experts[x].down, &max);
+            e = stage_act_row(&L->experts[x].down, true, &max);
         }
     }
     if (e == ST_OK && st_model_has_head(m))
-        e = stage_act_row(st_model_output(m), &max);
+        e = stage_act_row(st_model_output(m), false, &max);
     *out = max;
     return e;
 }
