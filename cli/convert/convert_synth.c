@@ -13,6 +13,7 @@
 #define CV_NORM_STD 0.2                       /* norm weights 1 + N(0, 0.2) */
 #define CV_BIAS_STD 0.2                       /* biases N(0, 0.2) */
 #define CV_MAT_SCALE 0.5                      /* matrices N(0, 0.5 / sqrt(ne0)) */
+#define CV_ROUTER_SCALE 4.0                   /* routers N(0, 4 / sqrt(ne0)) (cv_synth) */
 #define CV_SYNTH_SEED_KEY "strata.synth.seed" /* Strata's own key: the seed used */
 #define CV_GEMMA3_SWA_WINDOW 512              /* Gemma 3 1B's attention.sliding_window */
 #define CV_GEMMA3_ROPE_BASE 1e6f              /* Gemma 3's global layers' rope.freq_base */
@@ -466,9 +467,10 @@ int cv_synth(int argc, char **argv)
         const cv_tensor *t = &ts[i];
         st_dtype dt = t->kind ? ST_DT_F32 : o.type;
         cv_rng r = cv_rng_for(o.seed, t->name);
-        double std = t->kind == CV_NORM   ? CV_NORM_STD
-                     : t->kind == CV_BIAS ? CV_BIAS_STD
-                                          : CV_MAT_SCALE / sqrt((double)t->ne0);
+        double std = t->kind == CV_NORM     ? CV_NORM_STD
+                     : t->kind == CV_BIAS   ? CV_BIAS_STD
+                     : t->kind == CV_ROUTER ? CV_ROUTER_SCALE / sqrt((double)t->ne0)
+                                            : CV_MAT_SCALE / sqrt((double)t->ne0);
         if (t->embd_scaled)
             std /= sqrt((double)t->ne0);
         size_t rbytes;
