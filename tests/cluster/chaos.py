@@ -9,9 +9,9 @@ Usage: chaos.py BUILD_DIR [CASE...]   (CASE: ci, restart (the default: both),
 
 moe (issue 36): three of ci's fixed rounds (prefill-kill, decode-kill,
 two-kill) after one fault-free round, on a 6-layer mixture of experts made
-by `strata convert synth --arch mixtral` (16 experts, 4 used, sized like
-synth-s-f32 so that the same worker budget gives 3 stages): every stream
-equals `strata run`'s.
+by `strata convert synth --arch mixtral` (16 experts, 4 used, F16, sized
+like synth-s-f32 so that the same worker budget gives 3 stages): every
+stream equals `strata run`'s.
 
 Faults are injected at points observed by polling (`loadgen --progress`:
 "after stream 0 has K ids", "once the coordinator counts it lost", "once a
@@ -45,10 +45,11 @@ from cluster import Cluster, STRATA, model  # noqa: E402
 
 LOADGEN = os.path.join(cluster.BUILD, "tests", "cluster", "loadgen")
 MODEL = model("synth-s-f32.gguf")  # the model of the case running (case_moe sets its own)
-# case moe's model: synth-s-f32's attention and vocabulary, 16 experts of
-# width 48 (4 used), about synth-s-f32's bytes per layer
-MOE_SYNTH = ["--arch", "mixtral", "--type", "f32", "--dim", "256", "--layers", "6", "--heads",
-             "8", "--kv-heads", "2", "--ffn", "48", "--experts", "16", "--experts-used", "4",
+# case moe's model: synth-s-f32's shape of attention and vocabulary, 16
+# experts of width 96 (4 used) in F16, a little under synth-s-f32's bytes
+# per layer (F16: the engine's MoE kernels crash on F32 experts)
+MOE_SYNTH = ["--arch", "mixtral", "--type", "f16", "--dim", "256", "--layers", "6", "--heads",
+             "8", "--kv-heads", "2", "--ffn", "96", "--experts", "16", "--experts-used", "4",
              "--vocab", "512", "--ctx", "512", "--seed", "36"]
 MOE_ROUNDS = ("prefill-kill", "decode-kill", "two-kill")
 # weights + KV of 8 sessions of 512 positions: about two of the six layers
