@@ -11,6 +11,12 @@ Cases:
   on synth-s-f32, l3-synth-q8_0 and w3-gemma3-q8_0 (Gemma 3: a scaled
   embedding, q/k norms, sliding windows): the ids equal `strata run`'s,
   greedy and sampled with a seed.
+- moe (issue 36): the mixtures of experts w3-mixtral-q8_0, w3-qwen3moe-q8_0
+  and w3-olmoe-f16 as exact's [0, 1) -> [1, 2), and a 3-layer qwen3moe of
+  64 experts (8 used) made by `strata convert synth` through three shards
+  [0, 1) -> [1, 2) -> [2, 3): the ids equal `strata run`'s, greedy and
+  sampled, with local ends and with the embedding service's; the service's
+  /v1/embed rows of w3-mixtral-q8_0 equal its Q8_0 token_embd rows.
 - failover: with two replacements of [k, L) configured, the client pauses
   after N tokens (its --pause-after hold point: nothing races the
   generation), the test SIGKILLs the serving [k, L) server, lets the client
@@ -146,22 +152,64 @@ def shard_ids(model_path, addrs, sampling, embed=None):
                          + (["--embed", embed] if embed else [])).stdout)
 
 
+def exact_chain(m, bounds):
+    """Shards [bounds[i], bounds[i + 1]) of the model at m in a chain: its
+    ids equal `strata run`'s, greedy and sampled, with local ends and with
+    an embedding service's."""
+    name = os.path.basename(m)
+    with Servers(m) as s:
+        addrs = [s.start(f, l)[1] for f, l in zip(bounds, bounds[1:])]
+        e = s.embed()
+        chain = " -> ".join("[%d,%d)" % x for x in zip(bounds, bounds[1:]))
+        for label, sp in (("greedy", GREEDY), ("sampled", SAMPLED)):
+            want = local_ids(m, sp)
+            got = shard_ids(m, addrs, sp)
+            assert got == want, "%s %s: shards %s != strata run %s" % (name, label, got, want)
+            got = shard_ids(m, addrs, sp, embed=e)
+            assert got == want, "%s %s: with the embedding service %s != strata run %s" % (
+                name, label, got, want)
+            print("%s: %s %s: %d ids equal strata run's, with local ends and with the embedding "
+                  "service's" % (name, chain, label, len(got)))
+
+
 def case_exact():
     for name, n_layer, k in MODELS:
-        m = model(name)
-        with Servers(m) as s:
-            a = s.start(0, k)[1]
-            b = s.start(k, n_layer)[1]
-            e = s.embed()
-            for label, sp in (("greedy", GREEDY), ("sampled", SAMPLED)):
-                want = local_ids(m, sp)
-                got = shard_ids(m, [a, b], sp)
-                assert got == want, "%s %s: shards %s != strata run %s" % (name, label, got, want)
-                got = shard_ids(m, [a, b], sp, embed=e)
-                assert got == want, "%s %s: with the embedding service %s != strata run %s" % (
-                    name, label, got, want)
-                print("%s: [0,%d) -> [%d,%d) %s: %d ids equal strata run's, with local ends and "
-                      "with the embedding service's" % (name, k, k, n_layer, label, len(got)))
+        exact_chain(model(name), [0, k, n_layer])
+
+
+def case_moe():
+    import json
+    for name in ("w3-mixtral-q8_0.gguf", "w3-qwen3moe-q8_0.gguf", "w3-olmoe-f16.gguf"):
+        exact_chain(model(name), [0, 1, 2])
+    tmp = tempfile.mkdtemp(prefix="strata-shards-moe-")
+    try:
+        m = os.path.join(tmp, "qwen3moe-64x8.gguf")
+        r = subprocess.run([STRATA, "convert", "synth", m, "--arch", "qwen3moe", "--type", "q8_0",
+                            "--dim", "128", "--layers", "3", "--heads", "4", "--kv-heads", "2",
+                            "--head-dim", "64", "--ffn", "384", "--expert-ffn", "64", "--experts",
+                            "64", "--experts-used", "8", "--vocab", "3000"],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, "convert synth: %s" % r.stderr
+        exact_chain(m, [0, 1, 2, 3])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    m = model("w3-mixtral-q8_0.gguf")
+    tmp = tempfile.mkdtemp(prefix="strata-embed-")
+    p = Proc(tmp, "embed", [EMBED, "--model", m, "--http", "127.0.0.1:0", "--threads", "1"])
+    try:
+        u = p.wait_line(r"http on (http://\S+)").group(1)
+        ids = [0, 5, 17, 2999]
+        want = gguf_f32_rows(m, "token_embd.weight", ids)
+        st, _, b = http(u + "/v1/embed", json.dumps({"token_ids": ids}).encode())
+        assert st == 200, b
+        got = [f32(x) for x in json.loads(b)["rows"]]
+        assert got == want, "w3-mixtral /v1/embed rows differ from token_embd's"
+        print("w3-mixtral-q8_0 /v1/embed: %d rows equal token_embd's (Q8_0) bit for bit"
+              % len(got))
+    finally:
+        p.kill()
+        p.p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def paused_run(model_path, addrs, sampling):
@@ -831,7 +879,7 @@ def case_embed_keys():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-CASES = {"exact": case_exact, "failover": case_failover, "sessions": case_sessions,
+CASES = {"exact": case_exact, "moe": case_moe, "failover": case_failover, "sessions": case_sessions,
          "bad_input": case_bad_input,
          "pkgconfig": case_pkgconfig, "rss": case_rss, "embed": case_embed,
          "embed_url": case_embed_url, "embed_keys": case_embed_keys}

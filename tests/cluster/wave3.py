@@ -24,6 +24,17 @@ show), 32 or 16 steps.
   vocabulary of 3000); and a 3-layer llama with YaRN rope scaling (factor
   4, original context 16: the 50 positions of the case reach past it)
   split [1, 1, 1] on w3-llamalin-f16's p1 prompt.
+- moe (issue 36): the 2-layer mixtures of experts w3-mixtral-q8_0,
+  w3-qwen3moe-q8_0 and w3-olmoe-f16 split [1, 1] with the golden check;
+  then 3-layer synthetic ones with more experts than those 8 (a mixtral of
+  16 experts, 4 used; a qwen3moe of 64 experts of width 64, 8 used), split
+  [2, 1] and [1, 1, 1], on w3-mixtral-q8_0's p1 prompt; and on each split
+  of those, concurrent sessions in one batch: the step gate (--test-hooks)
+  parks MOE_SESSIONS requests of different prompts (one sampled with a
+  seed) at their first id and releases them together; each one's ids equal
+  `strata run`'s, and the scheduler counts more rows than batches over the
+  round (a batch held rows of several sessions, whose tokens the router
+  sends to experts of its own choosing: which ones is not observed here).
 
 Usage: wave3.py BUILD_DIR CASE...   (CASE: see CASES at the bottom)
 Reuses cluster.py's process helpers; every process is killed at the end,
@@ -35,11 +46,23 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
-from cluster import SHARED, STRATA, TIMEOUT, model, run_ids  # noqa: E402
+from cluster import SHARED, STRATA, TIMEOUT, Cluster, model, run_ids  # noqa: E402
 from kquant import generate, judge_golden, start  # noqa: E402
+
+LOADGEN = os.path.join(cluster.BUILD, "tests", "cluster", "loadgen")
+MOE_SESSIONS = 6
+# synthetic mixtures of experts: SYNTH_DIMS but the FFN, and per model
+# (label, arch, flags of the FFN and experts)
+MOE_DIMS = ["--dim", "128", "--layers", "3", "--heads", "4", "--kv-heads", "2", "--vocab", "3000",
+            "--type", "q8_0"]
+MOE_SYNTH = [("mixtral-16x4", "mixtral", ["--ffn", "128", "--experts", "16", "--experts-used",
+                                          "4"]),
+             ("qwen3moe-64x8", "qwen3moe", ["--ffn", "384", "--expert-ffn", "64", "--head-dim",
+                                            "64", "--experts", "64", "--experts-used", "8"])]
 
 # per file dtype: (argmax margin fraction, min cosine) of golden/wave3/README.md
 W3_TOL = {"f16": (0.01, 0.9999), "q8_0": (0.02, 0.998)}
@@ -115,6 +138,88 @@ def check_synth(arch, extra, prompt_of):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def moe_sessions(path, split, vocab):
+    """MOE_SESSIONS concurrent requests through split, released together
+    from the step gate at their first id: every one's ids equal `strata
+    run`'s, and some batch of the round held several rows."""
+    reqs = []
+    for k in range(MOE_SESSIONS):
+        prompt = [1] + [3 + (k * 131 + j * (k + 7)) % (vocab - 3) for j in range(4 + 5 * k)]
+        r = {"prompt_ids": prompt, "n": 10 + k}
+        if k == 3:
+            r.update(temp=0.8, seed=77)
+        reqs.append(r)
+    want = []
+    for r in reqs:
+        argv = [STRATA, "run", path, "--prompt-ids", ",".join(map(str, r["prompt_ids"])), "-n",
+                str(r["n"]), "--temp", str(r.get("temp", 0)), "--ids", "--threads", "1"] + \
+            cluster.GOLDEN_KV + (["--seed", str(r["seed"])] if "seed" in r else [])
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+        assert p.returncode == 0, p.stderr
+        want.append(cluster.parse_ids(p.stdout))
+        assert len(want[-1]) > 1, "request %d: an end of generation at its first id" % len(want)
+    with Cluster(path, ["--wire", "f32", "--split", ",".join(map(str, split)), "--min-workers",
+                        str(len(split)), "--chunk", "16", "--max-sessions", "16",
+                        "--test-hooks"]) as c:
+        for _ in split:
+            c.add_worker()
+        c.wait_serving(len(split))
+        s0 = c.status()["sched"]
+        cluster.hold(c, 1)
+        box = {}
+
+        def go():
+            p = subprocess.run([LOADGEN, c.addr, "--timeout-ms", str(TIMEOUT * 1000)],
+                               input="".join(json.dumps(r) + "\n" for r in reqs),
+                               capture_output=True, text=True, timeout=TIMEOUT + 60)
+            box["rc"], box["out"], box["err"] = p.returncode, p.stdout, p.stderr
+
+        t = threading.Thread(target=go)
+        t.start()
+        try:
+            cluster.wait_held(c, MOE_SESSIONS, at=1)
+        finally:
+            cluster.release(c)
+            t.join(TIMEOUT + 90)
+        assert box.get("rc") == 0, "loadgen: %s %s" % (box.get("rc"), box.get("err", "")[-1500:])
+        res = [None] * len(reqs)
+        for line in box["out"].splitlines():
+            o = json.loads(line)
+            res[o["i"]] = o
+        for k, (o, w) in enumerate(zip(res, want)):
+            assert o is not None and o["ok"], "request %d: %s" % (k, o)
+            assert o["ids"] == w, "split %s request %d: ids %s != strata run's %s" % (
+                split, k, o["ids"], w)
+        s1 = c.status()["sched"]
+        rows, batches = int(s1["rows"]) - int(s0["rows"]), int(s1["batches"]) - int(s0["batches"])
+        assert rows > batches, "no batch held two rows: %d rows in %d batches" % (rows, batches)
+        cluster.check_no_dropped_results(c)
+    print("  split %s: %d concurrent sessions (released together at their first id) equal "
+          "strata run's; %d rows in %d batches" % (split, MOE_SESSIONS, rows, batches))
+
+
+def case_moe():
+    for name in ("w3-mixtral-q8_0.gguf", "w3-qwen3moe-q8_0.gguf", "w3-olmoe-f16.gguf"):
+        check_shared(name, ([1, 1],), golden=True)
+    p1 = [c for c in wave3_cases("w3-mixtral-q8_0.gguf")
+          if c["logits_file"].endswith(".p1.logits.f32")]
+    assert len(p1) == 1, "no p1 case of w3-mixtral-q8_0"
+    case = {"prompt_ids": p1[0]["prompt_ids"], "n": p1[0]["n"], "n_vocab": 3000}
+    tmp = tempfile.mkdtemp(prefix="strata-wave3-moe-%d-" % os.getpid())
+    try:
+        for label, arch, extra in MOE_SYNTH:
+            path = os.path.join(tmp, "%s.gguf" % label)
+            r = subprocess.run([STRATA, "convert", "synth", path, "--arch", arch] + MOE_DIMS + extra,
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            assert r.returncode == 0, "convert synth %s: %s" % (label, r.stderr)
+            splits = ([2, 1], [1, 1, 1])
+            check_splits(path, [case], splits, None, "synth %s" % label)
+            for split in splits:
+                moe_sessions(path, split, 3000)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def case_gemma():
     check_shared("w3-gemma2-f16.gguf", ([2, 2], [1, 2, 1]), golden=True)
     check_shared("w3-gemma3-q8_0.gguf", ([3, 3], [2, 3, 1]), golden=True)
@@ -130,7 +235,7 @@ def case_llama_qwen3_phi3():
                           "16"], "w3-llamalin-f16.gguf")
 
 
-CASES = {"gemma": case_gemma, "llama_qwen3_phi3": case_llama_qwen3_phi3}
+CASES = {"gemma": case_gemma, "llama_qwen3_phi3": case_llama_qwen3_phi3, "moe": case_moe}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)

@@ -2,12 +2,18 @@
 """synth_vs_llama.py - files of every architecture `strata convert synth`
 writes load in llama.cpp and give what `strata run` gives (issue 35).
 
-Usage: synth_vs_llama.py BUILD_DIR
+Usage: synth_vs_llama.py BUILD_DIR [LABEL...]   (only the cases of those
+labels, e.g. mixtral-16x4; default all)
 For each architecture (llama, also with YaRN rope scaling, qwen2, also
 with linear scaling, qwen3 with a head_dim other than dim/heads, gemma2
 and gemma3 with a sliding window of 8, phi3) and dtype
 (q8_0, f16): a 3-layer file made by `strata convert synth` into a
-temporary directory; `strata run` generates greedily from a 24-id prompt
+temporary directory; the same for mixtures of experts with more experts
+than the shared files' 8 (so that the routing has choices): mixtral with
+16 experts, 4 used, qwen3moe with 64 experts of width 64, 8 used, and
+olmoe with 32 experts, 4 used; and a Q4_K_M file that llama-quantize
+(beside refgen2) makes from an f16 mixtral of dim 256 (K-quants need rows
+of 256), judged with Q8_0's bounds; `strata run` generates greedily from a 24-id prompt
 (longer than the window); llama.cpp's refgen2 (~/.cache/llama-ref/bin,
 built by ../shared/tools/build-llama-ref.sh; STRATA_REFGEN2 overrides)
 evaluates the same ids teacher-forced (-F: Strata's ids fed back, so both
@@ -48,8 +54,22 @@ ARCHS = [("llama", "llama", []), ("llama-yarn", "llama", ["--rope-scaling", "yar
          ("qwen3", "qwen3", ["--head-dim", "64"]),
          ("gemma2", "gemma2", ["--sliding-window", "8"]),
          ("gemma3", "gemma3", ["--sliding-window", "8"]), ("phi3", "phi3", [])]
+# mixtures of experts: (label, arch, flags replacing DIMS)
+MOE_COMMON = ["--layers", "3", "--heads", "4", "--vocab", "3000", "--seed", "11"]
+MOE = [("mixtral-16x4", "mixtral", ["--dim", "128", "--kv-heads", "2", "--ffn", "128",
+                                     "--experts", "16", "--experts-used", "4"] + MOE_COMMON),
+       ("qwen3moe-64x8", "qwen3moe", ["--dim", "128", "--kv-heads", "2", "--head-dim", "64",
+                                       "--ffn", "384", "--expert-ffn", "64", "--experts", "64",
+                                       "--experts-used", "8"] + MOE_COMMON),
+       ("olmoe-32x4", "olmoe", ["--dim", "128", "--kv-heads", "4", "--ffn", "128",
+                                 "--experts", "32", "--experts-used", "4"] + MOE_COMMON)]
+# the K-quant case: made at f16, then llama-quantize Q4_K_M
+MOE_KQUANT = ("mixtral-16x4-d256", "mixtral", ["--dim", "256", "--kv-heads", "2", "--ffn", "256",
+                                               "--experts", "16", "--experts-used", "4"] +
+              MOE_COMMON)
+QUANTIZE = os.path.join(os.path.dirname(REFGEN2), "llama-quantize")
 # per dtype: (argmax margin fraction, min cosine) of golden/wave3/README.md
-TOL = {"q8_0": (0.02, 0.998), "f16": (0.01, 0.9999)}
+TOL = {"q8_0": (0.02, 0.998), "f16": (0.01, 0.9999), "q4_k_m": (0.02, 0.998)}
 
 
 def run(argv):
@@ -83,9 +103,16 @@ def judge(st, ref, n_vocab, tol):
     return worst, flips
 
 
-def check(tmp, label, arch, extra, dtype):
+def check(tmp, label, arch, flags, dtype):
+    """The case of the file `strata convert synth --arch arch flags` makes
+    (at f16 then quantized by llama-quantize for q4_k_m)."""
     path = os.path.join(tmp, "%s-%s.gguf" % (label, dtype))
-    run([STRATA, "convert", "synth", path, "--arch", arch, "--type", dtype] + DIMS + extra)
+    if dtype == "q4_k_m":
+        f16 = os.path.join(tmp, "%s-f16-src.gguf" % label)
+        run([STRATA, "convert", "synth", f16, "--arch", arch, "--type", "f16"] + flags)
+        run([QUANTIZE, f16, path, "Q4_K_M", "2"])
+    else:
+        run([STRATA, "convert", "synth", path, "--arch", arch, "--type", dtype] + flags)
     prompt = ",".join(map(str, PROMPT))
     ls, lr = path + ".strata.f32", path + ".llama.f32"
     out = run([STRATA, "run", path, "--prompt-ids", prompt, "-n", str(N_GEN), "--temp", "0",
@@ -107,21 +134,28 @@ def check(tmp, label, arch, extra, dtype):
 
 
 def main():
-    if not os.access(REFGEN2, os.X_OK):
-        print("SKIPPED: no llama.cpp refgen2 at %s (build it with "
+    if not os.access(REFGEN2, os.X_OK) or not os.access(QUANTIZE, os.X_OK):
+        print("SKIPPED: no llama.cpp refgen2 and llama-quantize at %s (build them with "
               "../shared/tools/build-llama-ref.sh, or set STRATA_REFGEN2)" % REFGEN2)
         sys.exit(SKIP)
     tmp = tempfile.mkdtemp(prefix="strata-synth-llama-")
     passed = failed = 0
     try:
-        for label, arch, extra in ARCHS:
-            for dtype in TOL:
-                try:
-                    check(tmp, label, arch, extra, dtype)
-                    passed += 1
-                except Exception as e:  # report and go on
-                    failed += 1
-                    print("FAIL: %s %s: %s" % (label, dtype, e))
+        cases = [(label, arch, DIMS + extra, dtype) for label, arch, extra in ARCHS
+                 for dtype in ("q8_0", "f16")]
+        cases += [(label, arch, flags, dtype) for label, arch, flags in MOE
+                  for dtype in ("q8_0", "f16")]
+        cases.append(MOE_KQUANT + ("q4_k_m",))
+        only = sys.argv[2:]
+        cases = [c for c in cases if not only or c[0] in only]
+        assert cases, "no case labelled %s" % only
+        for label, arch, flags, dtype in cases:
+            try:
+                check(tmp, label, arch, flags, dtype)
+                passed += 1
+            except Exception as e:  # report and go on
+                failed += 1
+                print("FAIL: %s %s: %s" % (label, dtype, e))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d passed, %d failed" % (passed, failed))
