@@ -66,8 +66,8 @@ typedef struct coord_model {
     st_minfo mi;
     uint64_t *active_bytes; /* [mi.n_layer]: st_minfo_layer_active_bytes, the planner's
                              * per-token compute (all of layer_bytes in a dense model) */
-    st_tokenizer *tok; /* NULL when the model has no usable tokenizer */
-    size_t max_piece;  /* longest piece: bounds a prompt text's bytes */
+    st_tokenizer *tok;      /* NULL when the model has no usable tokenizer */
+    size_t max_piece;       /* longest piece: bounds a prompt text's bytes */
     int32_t eos;
     uint32_t n_ctx;
     st_dtype kv_dtype; /* --cache-type; mi.kv_bytes_per_token_layer is counted in it */

@@ -21,15 +21,15 @@ st_err st_experts_check(const Strata__Heartbeat *h, uint32_t n_layer, uint32_t n
     for (size_t i = 0; i < h->n_experts && e == ST_OK; i++) {
         const Strata__ExpertLoad *x = h->experts[i];
         if (x->layer >= n_layer)
-            e = st_errorf(ST_EINVAL, "Heartbeat.experts[%zu].layer %u: the model has %u layers",
-                          i, x->layer, n_layer);
+            e = st_errorf(ST_EINVAL, "Heartbeat.experts[%zu].layer %u: the model has %u layers", i,
+                          x->layer, n_layer);
         else if (seen[x->layer])
             e = st_errorf(ST_EINVAL, "Heartbeat.experts[%zu].layer %u: reported twice", i,
                           x->layer);
         else if (x->n_tokens != n_expert)
             e = st_errorf(ST_EINVAL,
-                          "Heartbeat.experts[%zu].tokens: %zu counts; the model has %u experts",
-                          i, x->n_tokens, n_expert);
+                          "Heartbeat.experts[%zu].tokens: %zu counts; the model has %u experts", i,
+                          x->n_tokens, n_expert);
         else
             seen[x->layer] = 1;
     }

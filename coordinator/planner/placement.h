@@ -19,11 +19,12 @@
  * Cost model (docs/placement.md): a worker w running layers [f, l) takes
  * spb_w x (bytes one token reads in those layers, + the head's if
  * l = n_layer) seconds per token: a layer's active bytes (a mixture of
- * experts reads n_expert_used of its n_expert experts), which memory does
- * not use (a stage holds every expert: layer_bytes) (the embedding lookup is free; its bytes count for memory only).
- * A boundary a -> b costs lat(a, b) + act_bytes(a, b) / bw(a, b) per
- * token, act_bytes(a, b) being the bytes of one token in the dtype that
- * boundary would use (one figure for all under a fixed --wire).
+ * experts reads n_expert_used of its n_expert experts), while memory counts
+ * every byte (a stage holds every expert: layer_bytes). The embedding
+ * lookup is free; its bytes count for memory only. A boundary a -> b costs
+ * lat(a, b) + act_bytes(a, b) / bw(a, b) per token, act_bytes(a, b) being
+ * the bytes of one token in the dtype that boundary would use (one figure
+ * for all under a fixed --wire).
  * - latency objective: the sum of every stage's compute and every
  *   boundary's cost (one token through the pipeline);
  * - throughput objective: the slowest stage, a stage's time being its
@@ -65,13 +66,13 @@ typedef struct st_place_worker {
 
 typedef struct st_place_model {
     uint32_t n_layer;
-    const uint64_t *layer_bytes; /* [n_layer]: held (memory) */
+    const uint64_t *layer_bytes;  /* [n_layer]: held (memory) */
     const uint64_t *active_bytes; /* [n_layer]: read by one token (compute), at most
                                    * layer_bytes (st_minfo_layer_active_bytes);
                                    * NULL: layer_bytes (a dense model) */
-    uint64_t embd_bytes;         /* held by the first stage */
-    uint64_t head_bytes;         /* held and computed by the last stage */
-    uint64_t stage_bytes;        /* held by every stage (rope factors: st_minfo.rope_bytes) */
+    uint64_t embd_bytes;          /* held by the first stage */
+    uint64_t head_bytes;          /* held and computed by the last stage */
+    uint64_t stage_bytes;         /* held by every stage (rope factors: st_minfo.rope_bytes) */
     uint64_t kv_bytes_per_token_layer;
 } st_place_model;
 

@@ -30,6 +30,12 @@ Cases:
   line says "experts 8 (2 used per token)" and the JSON n_expert /
   n_expert_used. A dense model (w3-qwen3-q8_0) is priced by every byte of
   its layers and has no expert fields.
+- shape: a coordinator of the MoE model and a fake member (`inject
+  experts`, tests/cluster/inject_experts.c) whose heartbeats carry expert
+  lists: one that fits is shown as the status's load; a layer beyond the
+  model, a wrong count of experts and a layer twice are each ignored and
+  counted (bad_experts), the rest of the heartbeat answered; a fitting one
+  after them is taken again.
 No verdict depends on the machine's speed: outcomes are ids and counts."""
 
 import json
@@ -43,7 +49,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cluster  # noqa: E402  (reads BUILD from sys.argv[1] like this script)
-from cluster import STRATA, TIMEOUT, model, parse_ids, run_ids  # noqa: E402
+from cluster import INJECT, STRATA, TIMEOUT, Cluster, model, parse_ids, run_ids  # noqa: E402
 from kquant import start  # noqa: E402
 
 MOE = "w3-qwen3moe-q8_0.gguf"
@@ -245,7 +251,25 @@ def case_plan():
           % (total, s[0]["compute_ms"]))
 
 
-CASES = {"stats": case_stats, "plan": case_plan}
+def case_shape():
+    with Cluster(model(MOE), ["--min-workers", "1"]) as c:
+        r = subprocess.run([INJECT, "experts", c.addr, model(MOE), str(N_LAYER), str(N_EXPERT)],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        good = ",".join(str(k + 1) for k in range(N_EXPERT))
+        again = ",".join(str(2 * (k + 1)) for k in range(N_EXPERT))
+        want = [("good", 0, "0:" + good), ("layer-out", 1, "none"), ("counts", 2, "none"),
+                ("twice", 3, "none"), ("good-again", 3, "0:" + again)]
+        got = re.findall(r"^([a-z-]+): reply (\S+); bad_experts (\d+); load (.*)$", r.stdout, re.M)
+        assert [(g[0], int(g[2]), g[3].strip()) for g in got] == want, r.stdout
+        assert all(g[1] == "heartbeat_reply" for g in got), r.stdout
+        st = c.status()
+        assert int(st["counters"]["bad_experts"]) == 3, st["counters"]
+        for line in r.stdout.strip().splitlines():
+            print("shape: " + line)
+
+
+CASES = {"stats": case_stats, "plan": case_plan, "shape": case_shape}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)

@@ -170,11 +170,11 @@ typedef struct st_worker_shared {
     /* a mixture of experts: tokens this process routed to each (layer,
      * expert) since it started, over every stage it served (each context's
      * counts added as they grow; a plan change keeps them) */
-    uint64_t *exp_tot;    /* [exp_layers][n_expert], NULL before an MoE stage */
-    uint32_t exp_layers;  /* the model's layers */
-    uint32_t n_expert;    /* 0: dense, or no MoE stage yet */
-    int64_t exp_first;    /* the served stage's layers [exp_first, exp_first + exp_n) */
-    int64_t exp_n;        /* 0: none (a spare, a dense model) */
+    uint64_t *exp_tot;   /* [exp_layers][n_expert], NULL before an MoE stage */
+    uint32_t exp_layers; /* the model's layers */
+    uint32_t n_expert;   /* 0: dense, or no MoE stage yet */
+    int64_t exp_first;   /* the served stage's layers [exp_first, exp_first + exp_n) */
+    int64_t exp_n;       /* 0: none (a spare, a dense model) */
 
     /* wake-up reasons of the control thread: the "flags" form of the
      * owner-thread rule of common/base/cq.h; set under mu, then cv signalled */
