@@ -94,6 +94,11 @@ static st_err coord_load_model(st_coord *c)
         return e;
     if ((e = st_minfo_from_gguf(c->model.gguf, &c->model.mi)) != ST_OK)
         return e;
+    c->model.active_bytes = malloc((size_t)c->model.mi.n_layer * sizeof *c->model.active_bytes);
+    if (c->model.active_bytes == NULL)
+        return st_errorf(ST_ENOMEM, "active bytes of %u layers", c->model.mi.n_layer);
+    for (uint32_t l = 0; l < c->model.mi.n_layer; l++)
+        c->model.active_bytes[l] = st_minfo_layer_active_bytes(&c->model.mi, l);
     st_err te = st_tok_from_gguf(c->model.gguf, &c->model.tok);
     if (te == ST_OK) {
         c->model.eos = st_tok_eos(c->model.tok);
@@ -387,6 +392,7 @@ void st_coord_close(st_coord *c)
     }
     st_tok_free(c->model.tok);
     st_minfo_free(&c->model.mi);
+    free(c->model.active_bytes);
     st_gguf_close(c->model.gguf);
     coord_auth_close(c);
     coord_gw_close(c->gw);

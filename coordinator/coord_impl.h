@@ -64,8 +64,10 @@
 typedef struct coord_model {
     st_gguf *gguf;
     st_minfo mi;
-    st_tokenizer *tok; /* NULL when the model has no usable tokenizer */
-    size_t max_piece;  /* longest piece: bounds a prompt text's bytes */
+    uint64_t *active_bytes; /* [mi.n_layer]: st_minfo_layer_active_bytes, the planner's
+                             * per-token compute (all of layer_bytes in a dense model) */
+    st_tokenizer *tok;      /* NULL when the model has no usable tokenizer */
+    size_t max_piece;       /* longest piece: bounds a prompt text's bytes */
     int32_t eos;
     uint32_t n_ctx;
     st_dtype kv_dtype; /* --cache-type; mi.kv_bytes_per_token_layer is counted in it */
@@ -111,6 +113,7 @@ typedef struct coord_counters {
     uint64_t refused_epoch;  /* results of another epoch */
     uint64_t forged_results; /* results of a batch in flight not from a worker of its route */
     uint64_t steps;
+    uint64_t bad_experts; /* heartbeats whose expert lists did not fit the model (experts.h) */
 } coord_counters;
 
 /* The coordinator: each subsystem's state in its own struct, declared in

@@ -106,6 +106,10 @@ static cJSON *pc_proposal_json(const Strata__PlanProposal *p)
         cJSON_AddNumberToObject(so, "compute_ms", s->compute_ms);
         cJSON_AddNumberToObject(so, "link_ms", s->link_ms);
         cJSON_AddNumberToObject(so, "time_ms", s->time_ms);
+        if (p->n_expert > 0) {
+            cJSON_AddNumberToObject(so, "n_expert", p->n_expert);
+            cJSON_AddNumberToObject(so, "n_expert_used", p->n_expert_used);
+        }
         cJSON_AddItemToArray(st, so);
     }
     cJSON *ws = cJSON_AddArrayToObject(o, "workers");
@@ -160,6 +164,8 @@ static void pc_proposal_print(const Strata__PlanProposal *p)
         for (size_t k = 0; k < s->n_worker_ids; k++)
             printf("%s %" PRIu64 " (%s)", k ? "," : "", s->worker_ids[k],
                    pc_name(p, s->worker_ids[k]));
+        if (p->n_expert > 0) /* a mixture of experts: the stage holds every expert */
+            printf("  experts %u (%u used per token)", p->n_expert, p->n_expert_used);
         printf("\n");
     }
     for (size_t i = 0; i < p->n_workers; i++) {
@@ -247,6 +253,7 @@ static int plan_file(const char *path, const char *model, const char *objective,
     st_minfo mi;
     memset(&mi, 0, sizeof mi);
     st_place_worker *w = NULL;
+    uint64_t *active = NULL; /* [n_layer]: bytes one token reads (--model) */
     double *lat = NULL, *bw = NULL;
     st_place_result *r = NULL;
     st_pp_worker *pw = NULL;
@@ -266,8 +273,15 @@ static int plan_file(const char *path, const char *model, const char *objective,
     if (mpath) {
         if ((e = st_gguf_open(mpath, &g)) || (e = st_minfo_from_gguf(g, &mi)))
             goto fail;
+        if ((active = malloc((size_t)mi.n_layer * sizeof *active)) == NULL) {
+            e = st_errorf(ST_ENOMEM, "active bytes of %u layers", mi.n_layer);
+            goto fail;
+        }
+        for (uint32_t l = 0; l < mi.n_layer; l++)
+            active[l] = st_minfo_layer_active_bytes(&mi, l);
         m = (st_place_model){.n_layer = mi.n_layer,
                              .layer_bytes = mi.layer_bytes,
+                             .active_bytes = active,
                              .embd_bytes = mi.embd_bytes,
                              .head_bytes = mi.head_bytes,
                              .stage_bytes = mi.rope_bytes,
@@ -325,6 +339,8 @@ static int plan_file(const char *path, const char *model, const char *objective,
                                .spare = f.w[i].spare};
     if ((e = st_place_proposal(r, w, n, pw, n, 0, m.n_layer, 1, "", &pp)))
         goto fail;
+    pp->n_expert = mi.n_expert; /* 0: dense, or model_facts (which has no experts) */
+    pp->n_expert_used = mi.n_expert_used;
     if (json) {
         rc = cli_print_json(pc_proposal_json(pp));
     } else {
@@ -342,6 +358,7 @@ out:
     free(lat);
     free(bw);
     st_minfo_free(&mi);
+    free(active);
     st_gguf_close(g);
     st_wfile_free(&f);
     free(text);

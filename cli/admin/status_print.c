@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/conn.h"
+#include "cli/admin/expert_print.h"
 #include "cli/admin/plan_print.h"
 #include "common/net/client.h"
 #include "common/base/units.h"
@@ -36,6 +37,7 @@ static cJSON *sp_counters_json(const Strata__Counters *c)
     cli_json_u64(o, "conn_refused", c->conn_refused);
     cli_json_u64(o, "conn_evicted", c->conn_evicted);
     cli_json_u64(o, "conn_expired", c->conn_expired);
+    cli_json_u64(o, "bad_experts", c->bad_experts);
     return o;
 }
 
@@ -216,6 +218,8 @@ static cJSON *sp_worker_json(const Strata__WorkerStatus *w)
         }
         if (h->fetch)
             sp_fetch_json(o, h->fetch);
+        if (h->n_experts > 0) /* a mixture of experts: its tokens per expert, cumulative */
+            cJSON_AddItemToObject(o, "experts", cli_expert_list_json(h->experts, h->n_experts));
     }
     return o;
 }
@@ -331,7 +335,9 @@ void cli_status_print(const Strata__StatusReply *s)
                 printf(";");
                 cli_boundary_print(st);
             }
+            cli_stage_experts_print(s);
             printf("\n");
+            cli_experts_print(s, st);
         }
     printf("%-20s %-14s %-9s %5s %3s %-10s %10s %10s %8s %8s\n", "worker", "name", "state", "stage",
            "rep", "layers", "rss", "kv", "steps", "hb age");
@@ -444,6 +450,9 @@ cJSON *cli_status_json(const Strata__StatusReply *s)
         cJSON_AddItemToArray(ws, sp_worker_json(s->workers[i]));
     cJSON_AddBoolToObject(j, "serving", st_client_serving(s));
     cJSON_AddItemToObject(j, "links", sp_links_json(s));
+    cJSON *ex = cli_experts_json(s);
+    if (ex != NULL)
+        cJSON_AddItemToObject(j, "experts", ex);
     if (s->plan)
         cJSON_AddItemToObject(j, "plan", cli_plan_json(s->plan));
     else

@@ -100,6 +100,8 @@ void coord_api_dry_run(st_coord *c, uint32_t slot, const Strata__PlanDryRun *q)
         goto out;
     }
     pp->replicas_served = c->cfg.replicas;
+    pp->n_expert = c->model.mi.n_expert; /* 0: dense */
+    pp->n_expert_used = c->model.mi.n_expert_used;
     uint64_t *ids = malloc((v->n ? v->n : 1) * sizeof *ids); /* the link figures planned with */
     for (size_t a = 0; ids != NULL && a < v->n; a++)
         ids[a] = v->w[a].id;

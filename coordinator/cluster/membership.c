@@ -376,7 +376,7 @@ double st_member_speed(const st_member *m, const char *dtype)
 }
 
 bool st_member_measured(const st_member *m, uint64_t epoch, uint32_t first, uint32_t last,
-                        const uint64_t *layer_bytes, uint32_t n_layer, uint64_t head_bytes,
+                        const uint64_t *token_bytes, uint32_t n_layer, uint64_t head_bytes,
                         uint32_t min_samples, bool one_token, double *spb)
 {
     if (m->hb == NULL || m->hb->heartbeat->epoch != epoch)
@@ -395,7 +395,7 @@ bool st_member_measured(const st_member *m, uint64_t epoch, uint32_t first, uint
             ema[i] = one_token ? h->layers[i]->one_token_ema_ms : h->layers[i]->ema_ms;
         }
         st_place_model pm = {.n_layer = n_layer,
-                             .layer_bytes = layer_bytes,
+                             .layer_bytes = token_bytes,
                              .head_bytes = head_bytes};
         ok = st_place_measure(&pm, first, last, layer, ema, samples, n, min_samples, spb);
     }

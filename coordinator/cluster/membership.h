@@ -168,11 +168,12 @@ double st_member_speed(const st_member *m, const char *dtype);
 /* st_member_measured - the member's measured time per byte (s/B) from its
  * last heartbeat, if that heartbeat serves `epoch` and reports every layer
  * of [first, last) with at least min_samples samples
- * (st_place_measure over layer_bytes[n_layer] and head_bytes). From every
+ * (st_place_measure over token_bytes[n_layer], the bytes one token reads
+ * per layer (st_minfo_layer_active_bytes), and head_bytes). From every
  * step's EMA, or with one_token from the one-token steps' EMA
  * (LayerLatency.one_token_ema_ms: a lone decode's time, not the load's). */
 bool st_member_measured(const st_member *m, uint64_t epoch, uint32_t first, uint32_t last,
-                        const uint64_t *layer_bytes, uint32_t n_layer, uint64_t head_bytes,
+                        const uint64_t *token_bytes, uint32_t n_layer, uint64_t head_bytes,
                         uint32_t min_samples, bool one_token, double *spb);
 
 /* st_member_rtt_sample - folds one control round trip of ms milliseconds

@@ -200,7 +200,7 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
         double meas;
         v->source[k] = "announced";
         if (st >= 0 && st_member_measured(m, c->plans.committed.epoch, w->cur_first, w->cur_last,
-                                          c->model.mi.layer_bytes, c->model.mi.n_layer,
+                                          c->model.active_bytes, c->model.mi.n_layer,
                                           c->model.mi.head_bytes, c->pl.min_samples, true, &meas)) {
             m->one_spb = meas;
             m->one_ns = now;
@@ -208,7 +208,7 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
         v->wire_spb[k] = m->one_spb > 0 && now - m->one_ns < COORD_PL_REMEMBER_NS ? m->one_spb : 0;
         if (st >= 0 &&
             st_member_measured(m, c->plans.committed.epoch, w->cur_first, w->cur_last,
-                               c->model.mi.layer_bytes, c->model.mi.n_layer, c->model.mi.head_bytes,
+                               c->model.active_bytes, c->model.mi.n_layer, c->model.mi.head_bytes,
                                c->pl.min_samples, false, &meas)) {
             m->meas_spb = meas;
             m->meas_ns = now;
@@ -249,6 +249,7 @@ st_err coord_pl_view_build(st_coord *c, st_place_objective objective, bool repli
     }
     v->m = (st_place_model){.n_layer = c->model.mi.n_layer,
                             .layer_bytes = c->model.mi.layer_bytes,
+                            .active_bytes = c->model.active_bytes,
                             .embd_bytes = c->model.mi.embd_bytes,
                             .head_bytes = c->model.mi.head_bytes,
                             .stage_bytes = c->model.mi.rope_bytes,
@@ -296,7 +297,7 @@ static st_err coord_wire_matrix(const st_coord *c, coord_pl_view *v)
         return st_errorf(ST_ENOMEM, "planner link bytes");
     double total = (double)c->model.mi.head_bytes;
     for (uint32_t l = 0; l < c->model.mi.n_layer; l++)
-        total += (double)c->model.mi.layer_bytes[l];
+        total += (double)c->model.active_bytes[l]; /* compute: the bytes a token reads */
     size_t active = 0;
     for (size_t k = 0; k < n; k++)
         active += !v->w[k].spare;

@@ -28,6 +28,7 @@
 #include "common/base/log.h"
 #include "common/wire/msg.h"
 #include "common/base/version.h"
+#include "coordinator/cluster/experts.h"
 #include "coordinator/coord_impl.h"
 #include "coordinator/planner/planner_pb.h"
 #include "coordinator/cluster/wire_live.h"
@@ -546,6 +547,14 @@ void coord_api_handle(st_coord *c, uint32_t slot, nng_msg *msg)
         uint64_t hb_id = m->heartbeat->worker_id;
         if (!coord_auth_member(c, slot, &who, hb_id))
             break;
+        st_err xe = st_experts_check(m->heartbeat, c->model.mi.n_layer, c->model.mi.n_expert);
+        if (xe != ST_OK) { /* remote input beyond the model's shape: not kept */
+            uint64_t nb = ++c->counters.bad_experts;
+            if ((nb & (nb - 1)) == 0) /* logged at the 1st, 2nd, 4th, ... of them */
+                st_log(ST_LOG_WARN, API, "worker %llu: expert load ignored (%llu so far): %s",
+                       (unsigned long long)hb_id, (unsigned long long)nb, st_errmsg(xe));
+            st_experts_drop(m->heartbeat);
+        }
         if ((e = st_members_heartbeat(&c->ms, m, coord_now(), &first)) == ST_OK) {
             api_heartbeat_reply(c, slot, hb_id);
             if (first) /* it knows its id now: it can be placed */

@@ -17,6 +17,7 @@
 
 #include "common/base/version.h"
 #include "common/wire/msg.h"
+#include "coordinator/cluster/experts.h"
 #include "coordinator/cluster/wire_live.h"
 #include "coordinator/coord_impl.h"
 #include "coordinator/planner/planner_pb.h"
@@ -58,6 +59,26 @@ static st_err status_links(st_coord *c, Strata__StatusReply *sr)
     if (e == ST_OK)
         e = st_links_to_pb(l, ids, n, &sr->links, &sr->n_links);
     free(l);
+    return e;
+}
+
+/* status_experts - sr's expert shape and load: per layer, the counts of
+ * the live members' last heartbeats summed (experts.h). */
+static st_err status_experts(st_coord *c, Strata__StatusReply *sr)
+{
+    sr->n_expert = c->model.mi.n_expert;
+    sr->n_expert_used = c->model.mi.n_expert_used;
+    if (c->model.mi.n_expert == 0 || c->ms.n == 0)
+        return ST_OK;
+    const Strata__Heartbeat **hb = calloc(c->ms.n, sizeof *hb);
+    if (hb == NULL)
+        return st_errorf(ST_ENOMEM, "status expert load");
+    for (size_t i = 0; i < c->ms.n; i++)
+        if (c->ms.v[i].life == ST_MEMBER_ALIVE && c->ms.v[i].hb != NULL)
+            hb[i] = c->ms.v[i].hb->heartbeat;
+    st_err e = st_experts_sum(hb, c->ms.n, c->model.mi.n_layer, c->model.mi.n_expert,
+                              &sr->expert_load, &sr->n_expert_load);
+    free(hb);
     return e;
 }
 
@@ -135,6 +156,7 @@ st_err coord_status_build(st_coord *c, const coord_who *who, coord_status *s)
     cn->bad_packets = c->counters.bad_msgs;
     cn->steps = c->counters.steps;
     cn->forged_results = c->counters.forged_results;
+    cn->bad_experts = c->counters.bad_experts;
     cn->reply_failures = c->net != NULL ? st_net_reply_failures(c->net) : 0;
     status_conn_counters(c, cn);
     st_members_counters(&c->ms, cn);
@@ -178,7 +200,8 @@ st_err coord_status_build(st_coord *c, const coord_who *who, coord_status *s)
     sch->route_sessions = s->route_sessions;
     sch->n_route_batches = nr;
     sch->route_batches = s->route_batches;
-    if ((detailed && status_links(c, sr) != ST_OK) || coord_hold_pb(c, &s->hold) != ST_OK) {
+    if ((detailed && status_links(c, sr) != ST_OK) || coord_hold_pb(c, &s->hold) != ST_OK ||
+        (detailed && status_experts(c, sr) != ST_OK)) {
         coord_status_free(s);
         return st_errorf(ST_ENOMEM, "status links or hold state");
     }
@@ -202,6 +225,7 @@ void coord_status_free(coord_status *s)
     free(s->ws);
     free(s->wp);
     status_links_free(&s->sr);
+    st_experts_sum_free(s->sr.expert_load, s->sr.n_expert_load);
     coord_hold_pb_free(s->hold);
     memset(s, 0, sizeof *s);
 }

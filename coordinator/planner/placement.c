@@ -74,6 +74,22 @@ void pl_times(const pl_ctx *x, st_place_result *r)
 
 /* ---- checks ---- */
 
+st_err pl_prefixes(pl_ctx *x)
+{
+    const st_place_model *m = x->m;
+    size_t n1 = (size_t)m->n_layer + 1;
+    if ((x->prefix = malloc(2 * n1 * sizeof *x->prefix)) == NULL)
+        return st_errorf(ST_ENOMEM, "planner: prefix of %u layers", m->n_layer);
+    x->cprefix = x->prefix + n1;
+    x->prefix[0] = x->cprefix[0] = 0;
+    for (uint32_t l = 0; l < m->n_layer; l++) {
+        uint64_t a = m->active_bytes ? m->active_bytes[l] : m->layer_bytes[l];
+        x->prefix[l + 1] = pl_add(x->prefix[l], m->layer_bytes[l]);
+        x->cprefix[l + 1] = pl_add(x->cprefix[l], a);
+    }
+    return ST_OK;
+}
+
 static st_err pl_check(const st_place_model *m, const st_place_worker *w, size_t n,
                        const st_place_opts *o)
 {
@@ -87,6 +103,13 @@ static st_err pl_check(const st_place_model *m, const st_place_worker *w, size_t
     if (m->n_layer > ST_PLACE_MAX_LAYERS)
         return st_errorf(ST_EINVAL, "no plan: the model has %u layers; at most %d", m->n_layer,
                          ST_PLACE_MAX_LAYERS);
+    for (uint32_t l = 0; m->active_bytes != NULL && l < m->n_layer; l++)
+        if (m->active_bytes[l] > m->layer_bytes[l])
+            return st_errorf(ST_EINVAL,
+                             "no plan: layer %u reads %llu bytes per token, more than its "
+                             "%llu bytes",
+                             l, (unsigned long long)m->active_bytes[l],
+                             (unsigned long long)m->layer_bytes[l]);
     if (o->objective != ST_PLACE_THROUGHPUT && o->objective != ST_PLACE_LATENCY)
         return st_errorf(ST_EINVAL, "objective %d is neither latency nor throughput",
                          (int)o->objective);
@@ -357,11 +380,8 @@ st_err st_place(const st_place_model *m, const st_place_worker *w, size_t n, con
                 .n = n,
                 .o = o,
                 .kv_layer = pl_mul(m->kv_bytes_per_token_layer, o->kv_tokens)};
-    if ((x.prefix = malloc(((size_t)m->n_layer + 1) * sizeof *x.prefix)) == NULL)
-        return st_errorf(ST_ENOMEM, "planner: prefix of %u layers", m->n_layer);
-    x.prefix[0] = 0;
-    for (uint32_t l = 0; l < m->n_layer; l++)
-        x.prefix[l + 1] = pl_add(x.prefix[l], m->layer_bytes[l]);
+    if ((e = pl_prefixes(&x)) != ST_OK)
+        return e;
     st_place_result *cur = NULL;
     size_t *pool = NULL;
     bool split = o->split != NULL;
@@ -419,15 +439,11 @@ st_err st_place_eval(const st_place_model *m, const st_place_worker *w, size_t n
                 .n = n,
                 .o = o,
                 .kv_layer = pl_mul(m->kv_bytes_per_token_layer, o->kv_tokens)};
-    x.prefix = malloc(((size_t)m->n_layer + 1) * sizeof *x.prefix);
-    if (seen == NULL || x.prefix == NULL) {
+    if (seen == NULL || pl_prefixes(&x) != ST_OK) {
         free(seen);
         free(x.prefix);
         return st_errorf(ST_ENOMEM, "planner: evaluation");
     }
-    x.prefix[0] = 0;
-    for (uint32_t l = 0; l < m->n_layer; l++)
-        x.prefix[l + 1] = pl_add(x.prefix[l], m->layer_bytes[l]);
     uint32_t at = 0;
     char b1[48], b2[48];
     for (size_t s = 0; s < out->n_stages && e == ST_OK; s++) {

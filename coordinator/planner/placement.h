@@ -17,11 +17,14 @@
  * the reason; or a typed error naming the constraint that failed.
  *
  * Cost model (docs/placement.md): a worker w running layers [f, l) takes
- * spb_w x (bytes of those layers, + the head's if l = n_layer) seconds per
- * token (the embedding lookup is free; its bytes count for memory only).
- * A boundary a -> b costs lat(a, b) + act_bytes(a, b) / bw(a, b) per
- * token, act_bytes(a, b) being the bytes of one token in the dtype that
- * boundary would use (one figure for all under a fixed --wire).
+ * spb_w x (bytes one token reads in those layers, + the head's if
+ * l = n_layer) seconds per token: a layer's active bytes (a mixture of
+ * experts reads n_expert_used of its n_expert experts), while memory counts
+ * every byte (a stage holds every expert: layer_bytes). The embedding
+ * lookup is free; its bytes count for memory only. A boundary a -> b costs
+ * lat(a, b) + act_bytes(a, b) / bw(a, b) per token, act_bytes(a, b) being
+ * the bytes of one token in the dtype that boundary would use (one figure
+ * for all under a fixed --wire).
  * - latency objective: the sum of every stage's compute and every
  *   boundary's cost (one token through the pipeline);
  * - throughput objective: the slowest stage, a stage's time being its
@@ -63,10 +66,13 @@ typedef struct st_place_worker {
 
 typedef struct st_place_model {
     uint32_t n_layer;
-    const uint64_t *layer_bytes; /* [n_layer] */
-    uint64_t embd_bytes;         /* held by the first stage */
-    uint64_t head_bytes;         /* held and computed by the last stage */
-    uint64_t stage_bytes;        /* held by every stage (rope factors: st_minfo.rope_bytes) */
+    const uint64_t *layer_bytes;  /* [n_layer]: held (memory) */
+    const uint64_t *active_bytes; /* [n_layer]: read by one token (compute), at most
+                                   * layer_bytes (st_minfo_layer_active_bytes);
+                                   * NULL: layer_bytes (a dense model) */
+    uint64_t embd_bytes;          /* held by the first stage */
+    uint64_t head_bytes;          /* held and computed by the last stage */
+    uint64_t stage_bytes;         /* held by every stage (rope factors: st_minfo.rope_bytes) */
     uint64_t kv_bytes_per_token_layer;
 } st_place_model;
 
@@ -185,8 +191,10 @@ typedef struct st_place_speed {
 void st_place_calibrate(const st_place_speed *s, size_t n, double *spb, double *k_out);
 
 /* st_place_measure - a worker's measured time per byte from its per-layer
- * latency: the median over layers [first, last) of ema_ms / the layer's
- * bytes (the model's last layer counts the head's bytes too), in s/B.
+ * latency: the median over layers [first, last) of ema_ms / the bytes a
+ * token reads in the layer (active_bytes, else layer_bytes; the model's
+ * last layer counts the head's bytes too), in s/B: the scale st_place
+ * prices compute in.
  * layer[i], ema_ms[i] and samples[i] describe the n reported layers. False
  * (nothing written) unless every layer of the range is reported with at
  * least min_samples samples and a finite positive EMA. */

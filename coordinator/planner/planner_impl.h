@@ -17,7 +17,9 @@ typedef struct pl_ctx {
     const st_place_worker *w;
     size_t n;
     const st_place_opts *o;
-    uint64_t *prefix;  /* [n_layer + 1]: bytes of layers [0, l), saturating */
+    uint64_t *prefix;  /* [n_layer + 1]: bytes of layers [0, l), saturating; its block
+                        * holds cprefix too (one free) */
+    uint64_t *cprefix; /* [n_layer + 1]: bytes one token reads in layers [0, l) */
     uint64_t kv_layer; /* KV reserve bytes per layer, saturating */
 } pl_ctx;
 
@@ -68,7 +70,7 @@ static inline bool pl_fits(const pl_ctx *x, size_t w, uint32_t f, uint32_t l)
 /* pl_compute - seconds input worker w needs for one token on [f, l). */
 static inline double pl_compute(const pl_ctx *x, size_t w, uint32_t f, uint32_t l)
 {
-    double b = (double)(x->prefix[l] - x->prefix[f]);
+    double b = (double)(x->cprefix[l] - x->cprefix[f]);
     if (l == x->m->n_layer)
         b += (double)x->m->head_bytes;
     return x->w[w].spb * b;
@@ -90,6 +92,10 @@ static inline double pl_link(const pl_ctx *x, size_t a, size_t b)
 {
     return (x->o->lat_s ? x->o->lat_s[a * x->n + b] : 0) + pl_xfer(x, a, b);
 }
+
+/* pl_prefixes - allocates and fills x->prefix and x->cprefix from x->m
+ * (one block: free x->prefix). ST_ENOMEM names the planner. */
+st_err pl_prefixes(pl_ctx *x);
 
 /* pl_value - the objective's value of a solution. */
 double pl_value(const pl_ctx *x, const pl_sol *s);

@@ -146,7 +146,7 @@ bool st_place_measure(const st_place_model *m, uint32_t first, uint32_t last, co
         for (size_t i = 0; i < n && !found; i++) {
             if (layer[i] != l)
                 continue;
-            double bytes = (double)m->layer_bytes[l];
+            double bytes = (double)(m->active_bytes ? m->active_bytes[l] : m->layer_bytes[l]);
             if (l + 1 == m->n_layer)
                 bytes += (double)m->head_bytes; /* the last layer's time includes the head */
             if (samples[i] < min_samples || !(ema_ms[i] > 0) || !isfinite(ema_ms[i]) ||

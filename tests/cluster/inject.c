@@ -21,6 +21,7 @@
  *   inject replay record|make|send ...
  *       a frame's exact bytes recorded through a proxy, an unbound frame
  *       made, and frames sent again (inject_replay.c).
+ *   inject experts ADDR MODEL N_LAYER N_EXPERT: see inject_experts.c.
  *   inject silent LISTEN
  *       a REP socket on LISTEN that prints "silent on ADDR", then "request N
  *       (B bytes)" per request, and never answers (inject_silent.c).
@@ -750,6 +751,8 @@ int main(int argc, char **argv)
         return inj_role_main(argc, argv, k);
     if (argc >= 2 && strcmp(argv[1], "replay") == 0) /* frames recorded and replayed */
         return inj_replay_main(argc - 2, argv + 2, k);
+    if (argc >= 2 && strcmp(argv[1], "experts") == 0) /* MoE load in heartbeats */
+        return inj_experts_main(argc, argv, k);
     if (argc >= 2 && strcmp(argv[1], "silent") == 0) /* a source that never answers */
         return inj_silent_main(argc, argv);
     if (argc < 4)

@@ -61,4 +61,9 @@ int inj_replay_main(int argc, char **argv, const uint8_t *key);
  * requests, prints each, and never answers (inject_silent.c). */
 int inj_silent_main(int argc, char **argv);
 
+/* inj_experts_main - `inject experts ADDR MODEL N_LAYER N_EXPERT`: a fake
+ * member's heartbeats with expert lists that fit the model and that do
+ * not, the status after each (inject_experts.c). */
+int inj_experts_main(int argc, char **argv, const uint8_t *key);
+
 #endif

@@ -57,6 +57,35 @@ static size_t dm_zstd_pb(const st_wire_zmeas zm[ST_WIRE_DT_COUNT],
     return n;
 }
 
+/* dm_experts_pb - a mixture of experts (under sh->mu): hb's experts, one
+ * ExpertLoad per layer of the served stage with the process's totals of
+ * that layer (dataplane.h), in *xl, *xlp and *xt for the caller to free;
+ * none for a dense model, a spare, or when memory runs out (the heartbeat
+ * goes without them). Bounded: the stage's layers x n_expert counts. */
+static void dm_experts_pb(const st_worker_shared *sh, Strata__Heartbeat *hb,
+                          Strata__ExpertLoad **xl, Strata__ExpertLoad ***xlp, uint64_t **xt)
+{
+    if (sh->exp_tot == NULL || sh->exp_n <= 0 || sh->n_expert == 0)
+        return;
+    size_t nl = (size_t)sh->exp_n, ne = sh->n_expert;
+    *xl = calloc(nl, sizeof **xl);
+    *xlp = calloc(nl, sizeof **xlp);
+    *xt = malloc(nl * ne * sizeof **xt);
+    if (*xl == NULL || *xlp == NULL || *xt == NULL)
+        return;
+    memcpy(*xt, sh->exp_tot + (size_t)sh->exp_first * ne, nl * ne * sizeof **xt);
+    for (size_t i = 0; i < nl; i++) {
+        Strata__ExpertLoad *x = &(*xl)[i];
+        strata__expert_load__init(x);
+        x->layer = (uint32_t)(sh->exp_first + (int64_t)i);
+        x->tokens = *xt + i * ne;
+        x->n_tokens = ne;
+        (*xlp)[i] = x;
+    }
+    hb->experts = *xlp;
+    hb->n_experts = nl;
+}
+
 /* dm_read_throttle - re-reads --throttle-file (a number in [1, 1000]; an
  * absent file keeps the current value, a bad one is logged and ignored)
  * into d->hb.throttle and the data plane's copy. */
@@ -137,6 +166,9 @@ void dm_send_heartbeat(st_daemon *d)
         llp[i] = &ll[i];
         hb.n_layers = i + 1;
     }
+    Strata__ExpertLoad *xl = NULL, **xlp = NULL;
+    uint64_t *xt = NULL;
+    dm_experts_pb(sh, &hb, &xl, &xlp, &xt);
     c.refused_epoch = sh->c.refused_epoch;
     c.auth_failed = sh->c.auth_failed;
     c.f16_clamps = sh->c.f16_clamps;
@@ -204,6 +236,9 @@ void dm_send_heartbeat(st_daemon *d)
     dm_request(d, DM_REQ_HEARTBEAT, &m, to < 500 ? 500 : to > 5000 ? 5000 : to);
     free(ll);
     free(llp);
+    free(xl);
+    free(xlp);
+    free(xt);
     free(pl);
     free(lm);
     free(lmp);

@@ -81,6 +81,7 @@ void st_worker_shared_fini(st_worker_shared *sh)
 {
     st_dp_stage_free(sh->next);
     st_latency_fini(&sh->lat);
+    free(sh->exp_tot);
     free(sh->end_ids);
     pthread_cond_destroy(&sh->cv);
     pthread_mutex_destroy(&sh->mu);
@@ -156,6 +157,17 @@ st_err st_dp_stage_load(const char *path, const st_dp_plan *plan, st_pool *pool,
         e = st_errorf(ST_ENOMEM, "buffers of stage %d (%u tokens)", plan->index, plan->max_tokens);
         goto fail;
     }
+    if (hp->n_expert > 0) { /* per-expert load (Heartbeat.experts) */
+        size_t ne = (size_t)(plan->last - plan->first) * (size_t)hp->n_expert;
+        s->n_expert = (uint32_t)hp->n_expert;
+        s->n_layer_model = (uint32_t)hp->n_layer;
+        s->exp_base = calloc(ne, sizeof *s->exp_base);
+        s->exp_delta = calloc(ne, sizeof *s->exp_delta);
+        if (s->exp_base == NULL || s->exp_delta == NULL) {
+            e = st_errorf(ST_ENOMEM, "expert counts of stage %d", plan->index);
+            goto fail;
+        }
+    }
     if (s->is_last) {
         s->lrow = malloc((size_t)hp->n_vocab * sizeof(float));
         if (s->lrow == NULL) {
@@ -195,6 +207,8 @@ void st_dp_stage_free(st_dp_stage *s)
     free(s->rrp);
     free(s->rng);
     free(s->layer_ns);
+    free(s->exp_base);
+    free(s->exp_delta);
     free(s);
 }
 
@@ -340,6 +354,11 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
         dp_point(dp, &dp->res, np->result_addr, ST_ENV_RESULT);
     if (n->ctx != NULL)
         st_stage_set_hook(n->ctx, dp_hook, dp);
+    /* the process's expert totals: allocated with the first MoE stage (one
+     * model per worker process: every later stage has its shape) */
+    uint64_t *tot = NULL;
+    if (n->n_expert > 0 && dp->sh->exp_tot == NULL) /* only this thread sets it */
+        tot = calloc((size_t)n->n_layer_model * n->n_expert, sizeof *tot);
     st_latency lat;
     int64_t nl = n->model != NULL ? np->last - np->first : 0;
     if (st_latency_init(&lat, n->model != NULL ? np->first : 0, nl) != ST_OK)
@@ -349,7 +368,20 @@ void dp_swap(st_dataplane *dp, st_dp_stage *n)
     dp->sh->lat = lat;
     dp->sh->weight_bytes = n->model != NULL ? st_model_weight_bytes(n->model) : 0;
     dp->sh->serving_epoch = np->epoch;
+    if (tot != NULL) {
+        dp->sh->exp_tot = tot;
+        dp->sh->exp_layers = n->n_layer_model;
+        dp->sh->n_expert = n->n_expert;
+    }
+    bool counted = dp->sh->exp_tot != NULL && n->n_expert == dp->sh->n_expert &&
+                   n->n_layer_model == dp->sh->exp_layers;
+    dp->sh->exp_first = counted ? np->first : 0;
+    dp->sh->exp_n = counted ? nl : 0;
     pthread_mutex_unlock(&dp->sh->mu);
+    if (n->n_expert > 0 && !counted)
+        st_log(ST_LOG_WARN, "data", "expert counts of layers [%lld, %lld) not kept: %s",
+               (long long)np->first, (long long)np->last,
+               dp->sh->exp_tot == NULL ? "no memory" : "another shape than the first stage's");
     st_latency_fini(&old_lat);
     dp->cur = n;
     st_dp_stage_free(old);

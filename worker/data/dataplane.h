@@ -85,6 +85,12 @@ typedef struct st_dp_stage {
     Strata__RowResult **rrp;
     uint64_t *rng;      /* [max_tokens][ST_RNG_WORDS] RNG states of results */
     uint64_t *layer_ns; /* [last - first] this batch's layer times */
+    /* a mixture of experts (n_expert > 0): what this context routed per
+     * (layer of the stage, expert), as already added to the shared totals */
+    uint32_t n_expert;
+    uint32_t n_layer_model; /* the model's layers (sizes the shared totals) */
+    uint64_t *exp_base;     /* [last - first][n_expert] */
+    uint64_t *exp_delta;    /* [last - first][n_expert] scratch: counted since */
 } st_dp_stage;
 
 /* st_dp_stage_load - opens layers [plan->first, plan->last) of the model
@@ -161,6 +167,14 @@ typedef struct st_worker_shared {
     uint64_t kv_bytes;      /* bytes of the allocated KV caches */
     uint64_t weight_bytes;  /* weights of the served stage */
     uint64_t serving_epoch; /* epoch of the stage the data thread runs */
+    /* a mixture of experts: tokens this process routed to each (layer,
+     * expert) since it started, over every stage it served (each context's
+     * counts added as they grow; a plan change keeps them) */
+    uint64_t *exp_tot;   /* [exp_layers][n_expert], NULL before an MoE stage */
+    uint32_t exp_layers; /* the model's layers */
+    uint32_t n_expert;   /* 0: dense, or no MoE stage yet */
+    int64_t exp_first;   /* the served stage's layers [exp_first, exp_first + exp_n) */
+    int64_t exp_n;       /* 0: none (a spare, a dense model) */
 
     /* wake-up reasons of the control thread: the "flags" form of the
      * owner-thread rule of common/base/cq.h; set under mu, then cv signalled */

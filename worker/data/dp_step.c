@@ -429,6 +429,43 @@ static st_err dp_forward(st_dataplane *dp, st_dp_stage *s, size_t n_rows, uint64
     return ST_OK;
 }
 
+/* dp_experts_delta - a mixture of experts: s->exp_delta gets what the
+ * context routed per (layer, expert) since the last call, s->exp_base the
+ * context's counts now; false for a dense stage. */
+static bool dp_experts_delta(st_dp_stage *s)
+{
+    if (s->n_expert == 0 || s->ctx == NULL)
+        return false;
+    const int64_t nl = s->plan.last - s->plan.first;
+    for (int64_t l = 0; l < nl; l++) {
+        uint64_t *base = s->exp_base + (size_t)l * s->n_expert;
+        uint64_t *d = s->exp_delta + (size_t)l * s->n_expert;
+        const uint64_t *cnt;
+        if (st_stage_expert_counts(s->ctx, s->plan.first + l, &cnt) != ST_OK) {
+            memset(d, 0, (size_t)s->n_expert * sizeof *d); /* not reached: an MoE layer */
+            continue;
+        }
+        for (uint32_t e = 0; e < s->n_expert; e++) {
+            d[e] = cnt[e] - base[e]; /* the context's counts only grow */
+            base[e] = cnt[e];
+        }
+    }
+    return true;
+}
+
+/* dp_experts_add - adds s->exp_delta to the shared totals (under sh->mu)
+ * when they are kept for this stage's layers (dp_swap). */
+static void dp_experts_add(st_worker_shared *sh, const st_dp_stage *s)
+{
+    const int64_t nl = s->plan.last - s->plan.first;
+    if (sh->exp_tot == NULL || sh->exp_n != nl || sh->exp_first != s->plan.first ||
+        sh->n_expert != s->n_expert)
+        return;
+    uint64_t *tot = sh->exp_tot + (size_t)s->plan.first * s->n_expert;
+    for (size_t i = 0; i < (size_t)nl * s->n_expert; i++)
+        tot[i] += s->exp_delta[i];
+}
+
 /* dp_zsample - after a packet was sent: when due, what zstd does to its
  * hidden states in every dtype (wire_sample.h), for the heartbeats. A
  * failed sample is logged and changes nothing. */
@@ -620,8 +657,11 @@ static void dp_step(st_dataplane *dp, const Strata__StepMeta *m, const st_step_p
     }
     if (e != ST_OK)
         dp_fail(dp, m->epoch, m->batch_id, bad, e, "%s", st_errdetail());
+    bool experts = dp_experts_delta(s); /* also after a failed pass: what it routed */
     pthread_mutex_lock(&dp->sh->mu);
     st_worker_shared *sh = dp->sh;
+    if (experts)
+        dp_experts_add(sh, s);
     sh->in_flight = 0;
     sh->busy_ns += st_now_ns() - t0;
     if (computed) {
