@@ -278,7 +278,8 @@ class Chaos:
         self.exact += len(reqs) - len(bad)
         say("%s: %d/%d streams equal strata run, %d faults so far"
             % (name, len(reqs) - len(bad), len(reqs), self.n_faults))
-        assert not bad, "%s: %s" % (name, "; ".join(bad))
+        if bad:
+            raise AssertionError("%s: %s\n%s" % (name, "; ".join(bad), self.report(self.c.status())))
 
     def settle(self):
         """After a round: the cluster serves 3 stage workers again, every
