@@ -256,9 +256,9 @@ class Chaos:
         if p.returncode != 0:
             with open(err_path) as f:
                 tail = [x for x in f.read().splitlines() if not x.startswith("progress ")][-10:]
-            raise AssertionError("%s: loadgen exited with %d; its stderr (last lines, progress left "
-                                 "out): %s\n%s" % (name, p.returncode, " / ".join(tail),
-                                                    self.report(self.c.status())))
+            raise AssertionError("%s: loadgen exited with %d; its stderr (last lines, progress "
+                                 "left out): %s\n%s" % (name, p.returncode, " / ".join(tail),
+                                                       self.report(self.c.status())))
         res = [None] * len(reqs)
         with open(out_path) as f:
             for line in f:
@@ -279,7 +279,8 @@ class Chaos:
         say("%s: %d/%d streams equal strata run, %d faults so far"
             % (name, len(reqs) - len(bad), len(reqs), self.n_faults))
         if bad:
-            raise AssertionError("%s: %s\n%s" % (name, "; ".join(bad), self.report(self.c.status())))
+            raise AssertionError("%s: %s\n%s"
+                                 % (name, "; ".join(bad), self.report(self.c.status())))
 
     def settle(self):
         """After a round: the cluster serves 3 stage workers again, every
