@@ -420,7 +420,15 @@ static void coord_on_op(st_coord *c, const st_op_tag *t, int rv, nng_msg *reply)
             char msg[200];
             snprintf(msg, sizeof msg, "batch %llu could not be sent to stage 0: %s",
                      (unsigned long long)t->batch_id, nng_strerror(rv));
-            st_sched_fail(c->sched, t->batch_id, ST_ENNG, msg, ST_SCHED_REQUEUE, coord_now());
+            /* a cluster failure (ST_SCHED_REQUEUE): said here, or a stage 0
+             * that takes nothing stalls its requests without a word (a
+             * batch failed already, its plan broken, is not news) */
+            st_err e = st_sched_fail(c->sched, t->batch_id, ST_ENNG, msg, ST_SCHED_REQUEUE,
+                                     coord_now());
+            if (e == ST_OK)
+                st_log(ST_LOG_WARN, CO,
+                       "%s (its requests re-fed: at most %d cluster failures in a row each)", msg,
+                       ST_SCHED_MAX_REQUEUES);
         }
         break;
     case ST_OP_END_SESSIONS:
@@ -731,6 +739,9 @@ static void coord_pump(st_coord *c, uint64_t now)
                 char msg[256];
                 snprintf(msg, sizeof msg, "batch %llu not sent: %s", (unsigned long long)b->id,
                          st_errmsg(e));
+                st_log(ST_LOG_WARN, CO,
+                       "%s (its requests re-fed: at most %d cluster failures in a row each)", msg,
+                       ST_SCHED_MAX_REQUEUES);
                 st_sched_fail(c->sched, b->id, e, msg, ST_SCHED_REQUEUE, now);
                 break;
             }

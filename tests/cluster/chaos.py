@@ -55,6 +55,7 @@ MOE_ROUNDS = ("prefill-kill", "decode-kill", "two-kill")
 # weights + KV of 8 sessions of 512 positions: about two of the six layers
 WORKER_MEM = "15M"
 BOUND = 180  # seconds: a bound against hangs, never a verdict on speed
+COORD_TAIL_LINES = 25  # the coordinator's log lines a failed wait reports
 # latency objective: as few stages as the budgets allow (3), the spares stay out;
 # a request waits for the next plan up to BOUND (the default 60 s is a verdict on speed)
 COORD_ARGS = ["--wire", "f32", "--min-workers", "3", "--no-imbalance", "--chunk", "16",
@@ -180,15 +181,31 @@ class Chaos:
         w.p.wait(10)
         self.n_faults += 1
 
+    def member_id(self, w, st=None):
+        """w's id in the coordinator's current membership: a worker that was
+        counted lost and joined again is listed twice under its name (the
+        lost entry stays listed for a while), and only its live entry is
+        it now."""
+        st = st or self.c.status()
+        ids = [x["id"] for x in st["workers"] if x["name"] == w.name and
+               x["state"] not in ("lost", "left")]
+        assert len(ids) == 1, "%s: live entries %s" % (w.name, ids)
+        return ids[0]
+
+    def wait_lost(self, w, wid):
+        """Waits until the coordinator counts member wid (worker w) lost."""
+        self.wait(lambda s: any(x["id"] == wid and x["state"] == "lost" for x in s["workers"]),
+                  "%s (id %d) counted lost" % (w.name, wid))
+
     def pause(self, w):
         """SIGSTOP until the coordinator counts w lost, then SIGCONT: its
         late packets and heartbeats carry the old epoch and id."""
+        wid = self.member_id(w)
         say("SIGSTOP", w.name)
         os.killpg(w.p.pid, signal.SIGSTOP)
         self.n_faults += 1
         try:
-            self.wait(lambda s: any(x["name"] == w.name and x["state"] == "lost"
-                                    for x in s["workers"]), "%s counted lost" % w.name)
+            self.wait_lost(w, wid)
         finally:
             os.killpg(w.p.pid, signal.SIGCONT)
             say("SIGCONT", w.name)
@@ -201,7 +218,38 @@ class Chaos:
             if pred(st):
                 return st
             time.sleep(0.05)
-        raise AssertionError("%s: not within %ss: %s" % (what, timeout, json.dumps(st)[:1500]))
+        raise AssertionError("%s: not within %ss\n%s" % (what, timeout, self.report(st)))
+
+    def report(self, st):
+        """What a failed wait saw, for the failure line (printed last, after
+        the processes' tails): every field a wait tests, in brief, and the
+        coordinator's last log lines; the whole status goes to a file of
+        the case's directory (kept when it fails)."""
+        path = os.path.join(self.c.tmp, "status-at-failure.json")
+        with open(path, "w") as f:
+            json.dump(st, f, indent=1)
+        live = {w.name for w in self.live()}
+        if st is None:
+            out = ["status: none read"]
+        else:
+            sch = st.get("sched", {})
+            stages = [(x.get("first"), x.get("last"), x.get("worker_ids"))
+                      for x in (st.get("plan") or {}).get("stages", [])]
+            out = ["status (all of it in %s): epoch %s, serving %s, requests %s, sessions %s, "
+                   "sched running %s queued %s in_flight %s sessions %s; plan stages %s"
+                   % (path, st.get("epoch"), st.get("serving"), st.get("requests"),
+                      st.get("sessions"), sch.get("running"), sch.get("queued"),
+                      sch.get("in_flight"), sch.get("sessions"), stages)]
+            nonzero = {k: v for part in ("counters", "security")
+                       for k, v in (st.get(part) or {}).items() if isinstance(v, int) and v}
+            out.append("  counters and security counters not 0: %s" % json.dumps(nonzero))
+            out += ["  worker %s (id %s%s): %s, stage %s, epoch %s, in_flight %s, sessions %s"
+                    % (w.get("name"), w.get("id"), "" if w.get("name") in live else ", not running",
+                       w.get("state"), w.get("stage"), w.get("epoch"), w.get("in_flight"),
+                       w.get("sessions")) for w in st.get("workers", [])]
+        tail = self.c.coord.stderr().splitlines()[-COORD_TAIL_LINES:]
+        return "\n".join(out + ["coordinator log (last %d lines):" % len(tail)] +
+                         ["  " + x for x in tail])
 
     # ---- streams
     def run(self, name, reqs, fault):
@@ -220,7 +268,12 @@ class Chaos:
                 if p.poll() is None:
                     p.kill()
                     p.wait()
-        assert p.returncode == 0, "loadgen: %d" % p.returncode
+        if p.returncode != 0:
+            with open(err_path) as f:
+                tail = [x for x in f.read().splitlines() if not x.startswith("progress ")][-10:]
+            raise AssertionError("%s: loadgen exited with %d; its stderr (last lines, progress "
+                                 "left out): %s\n%s" % (name, p.returncode, " / ".join(tail),
+                                                       self.report(self.c.status())))
         res = [None] * len(reqs)
         with open(out_path) as f:
             for line in f:
@@ -240,7 +293,9 @@ class Chaos:
         self.exact += len(reqs) - len(bad)
         say("%s: %d/%d streams equal strata run, %d faults so far"
             % (name, len(reqs) - len(bad), len(reqs), self.n_faults))
-        assert not bad, "%s: %s" % (name, "; ".join(bad))
+        if bad:
+            raise AssertionError("%s: %s\n%s"
+                                 % (name, "; ".join(bad), self.report(self.c.status())))
 
     def settle(self):
         """After a round: the cluster serves 3 stage workers again, every
@@ -287,7 +342,8 @@ class Ctl:
             if self.lg.poll() is not None:
                 raise AssertionError("the streams ended before stream %d had %d ids" % (i, k))
             time.sleep(0.01)
-        raise AssertionError("stream %d did not reach %d ids" % (i, k))
+        raise AssertionError("stream %d did not reach %d ids within %ss (it has %d)\n%s"
+                             % (i, k, BOUND, self.got(i), self.ch.report(self.ch.c.status())))
 
 
 # ---------------------------------------------------------------- rounds
@@ -331,8 +387,10 @@ def f_switch(ctl):
     its stale epoch and rejoins."""
     ch = ctl.ch
     ctl.wait_ids(0, 8)
-    serving = ch.serving()
+    st = ch.c.status()
+    serving = ch.serving(st)
     a = random.choice(serving)
+    aid = ch.member_id(a, st)
     os.killpg(a.p.pid, signal.SIGSTOP)
     say("SIGSTOP", a.name)
     ch.n_faults += 1
@@ -340,8 +398,7 @@ def f_switch(ctl):
         r = json.loads(ch.c.cli("replan", "--force", "--json").stdout)
         say("plan switch: round started: %s; killing a worker while it waits" % r.get("started"))
         ch.kill(random.choice([w for w in serving if w is not a]))
-        ch.wait(lambda s: any(x["name"] == a.name and x["state"] == "lost"
-                              for x in s["workers"]), "%s counted lost" % a.name)
+        ch.wait_lost(a, aid)
     finally:
         os.killpg(a.p.pid, signal.SIGCONT)
         say("SIGCONT", a.name)
@@ -641,7 +698,11 @@ def main():
             print("PASS %s (%.1f s)" % (n, time.time() - t0), flush=True)
         except Exception as e:  # noqa: BLE001  (report every failure the same way)
             failed += 1
-            print("FAIL %s: %s: %s" % (n, type(e).__name__, e), flush=True)
+            # last, after the processes' tails (stderr), so that a log cut to
+            # its end still says what failed
+            sys.stderr.flush()
+            print("FAIL %s after %.1f s: %s: %s" % (n, time.time() - t0, type(e).__name__, e),
+                  flush=True)
     print("%d passed, %d failed" % (passed, failed))
     sys.exit(1 if failed else 0)
 
