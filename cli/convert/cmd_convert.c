@@ -3,7 +3,8 @@
  *   strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K
  *                  --ffn F --vocab V --type f32|f16|bf16|q8_0|q4_0
  *                  [--seed S] [--ctx C]
- *                  [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3]
+ *                  [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|mixtral|qwen3moe|olmoe]
+ *                  [--experts N] [--experts-used K] [--expert-ffn F]
  *                  [--head-dim N] [--sliding-window N]
  *                  [--rope-scaling linear|yarn --rope-factor F [--rope-orig-ctx N]]
  *   strata convert llama2c IN.bin OUT.gguf [--tokenizer tokenizer.bin]
@@ -12,7 +13,9 @@
  * common/model/arch.c's table, with the tensors each requires: qwen2's
  * q/k/v biases N(0, 0.2) after each layer's v projection; qwen3's and
  * gemma3's q/k norms, Gemma's post-attention and post-FFN norms, phi3's
- * fused attn_qkv and ffn_up; and their keys, convert_synth.c) with the tensor
+ * fused attn_qkv and ffn_up; the mixtures of experts' F32 router and
+ * stacked experts, with olmoe's q/k norms over the whole projection; and
+ * their keys, convert_synth.c; "mixtral" is a llama file with experts) with the tensor
  * names of common/model/arch.h and the key set and order of the project's shared
  * test files (general.*, <arch>.*, then tokenizer.ggml.*), so a converted
  * stories260K.bin is byte-identical to the shared stories260K.gguf. Without
@@ -108,6 +111,13 @@ st_err cv_add_meta(st_gguf_writer *w, const char *name, st_dtype type, const st_
         e = st_gguf_writer_add_u32(w, k[ST_AK_BLOCK_COUNT], (uint32_t)hp->n_layer);
     if (!e)
         e = st_gguf_writer_add_u32(w, k[ST_AK_FEED_FORWARD_LENGTH], (uint32_t)hp->n_ff);
+    const bool moe = hp->n_expert > 0;
+    if (!e && moe && hp->arch->moe_ff_key != ST_AK_FEED_FORWARD_LENGTH)
+        e = st_gguf_writer_add_u32(w, k[hp->arch->moe_ff_key], (uint32_t)hp->n_ff_exp);
+    if (!e && moe)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_EXPERT_COUNT], (uint32_t)hp->n_expert);
+    if (!e && moe)
+        e = st_gguf_writer_add_u32(w, k[ST_AK_EXPERT_USED_COUNT], (uint32_t)hp->n_expert_used);
     if (!e)
         e = st_gguf_writer_add_u32(w, k[ST_AK_ROPE_DIMENSION_COUNT], (uint32_t)hp->n_rot);
     if (!e)
@@ -176,7 +186,8 @@ int st_cmd_convert(int argc, char **argv)
             "       strata convert synth OUT.gguf --dim D --layers L --heads H --kv-heads K --ffn "
             "F\n"
             "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] [--ctx C]\n"
-            "                      [--arch llama|qwen2]\n",
+            "                      [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|mixtral|qwen3moe|"
+            "olmoe]\n",
             help ? "" : "strata: convert: ");
     return help ? 0 : 2;
 }

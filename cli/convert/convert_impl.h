@@ -49,6 +49,9 @@ void cv_hparams_derive(st_hparams *hp);
 
 /* cv_add_meta - adds the general, <arch> and tokenizer keys of a model of
  * weight dtype type, in the shared files' order (cmd_convert.c); after
+ * feed_forward_length, for a mixture of experts (n_expert > 0): the
+ * experts' width under the row's moe_ff_key when that is not
+ * feed_forward_length, expert_count and expert_used_count; after
  * vocab_size, only where hp has them: attention.key_length and
  * value_length (head_dim other than n_embd / n_head), attention.sliding_window
  * (swa_window > 0), rope.freq_base_swa (architectures whose sliding-window

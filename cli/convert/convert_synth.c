@@ -16,12 +16,16 @@
 #define CV_SYNTH_SEED_KEY "strata.synth.seed" /* Strata's own key: the seed used */
 #define CV_GEMMA3_SWA_WINDOW 512              /* Gemma 3 1B's attention.sliding_window */
 #define CV_GEMMA3_ROPE_BASE 1e6f              /* Gemma 3's global layers' rope.freq_base */
+#define CV_DEFAULT_EXPERTS 8                  /* --experts' default */
+#define CV_DEFAULT_EXPERTS_USED 2             /* --experts-used's default */
 
-typedef enum cv_kind { CV_MAT = 0, CV_NORM, CV_BIAS } cv_kind; /* norms, biases: F32 */
+/* CV_MAT is in --type; the others are F32: norms, biases, and the routers
+ * of a mixture of experts (drawn as matrices) */
+typedef enum cv_kind { CV_MAT = 0, CV_NORM, CV_BIAS, CV_ROUTER } cv_kind;
 
 typedef struct cv_tensor {
     char name[ST_ARCH_NAME_MAX];
-    int64_t ne0, ne1; /* ne1 == 0: a 1-d tensor */
+    int64_t ne0, ne1, ne2; /* ne1 == 0: a 1-d tensor; ne2 == 0: at most 2-d */
     cv_kind kind;
     bool embd_scaled; /* an embedding the model multiplies by sqrt(ne0): its
                        * std is divided by sqrt(ne0) too */
@@ -34,7 +38,14 @@ typedef struct cv_tensor {
  * requires (common/model/arch.c's need table) is written, and no optional
  * one, except that an architecture with a fused ffn_up (phi3) gets a fused
  * attn_qkv [n_embd, q_dim + 2 kv_dim] instead of attn_q, attn_k and attn_v,
- * as llama.cpp's converter writes Phi-3's qkv_proj and gate_up_proj. */
+ * as llama.cpp's converter writes Phi-3's qkv_proj and gate_up_proj. With
+ * hp->n_expert > 0 the table's choice for a mixture of experts
+ * (st_arch_tensor_need): each layer's FFN is the F32 router ffn_gate_inp
+ * [n_embd, n_expert] and the stacked experts ffn_gate_exps, ffn_up_exps
+ * [n_embd, n_ff_exp, n_expert] and ffn_down_exps [n_ff_exp, n_embd,
+ * n_expert] (expert outermost, as llama.cpp lays them out); q/k norms of an
+ * architecture that normalizes the whole projection (olmoe) are [q_dim]
+ * and [kv_dim]. */
 static cv_tensor *cv_tensor_list(const st_hparams *hp, bool with_output, size_t *n)
 {
     enum { PER_LAYER = ST_AT_COUNT - ST_AT_FIRST_LAYER };
@@ -46,37 +57,46 @@ static cv_tensor *cv_tensor_list(const st_hparams *hp, bool with_output, size_t 
     const bool fused_qkv = a->fused_up;
     const int64_t kv_dim = hp->kv_dim, q_dim = hp->q_dim;
     const int64_t up_rows = a->fused_up ? 2 * hp->n_ff : hp->n_ff; /* gate rows first */
+    const bool moe = hp->n_expert > 0;
+    const int64_t q_norm = a->qk_norm_full ? q_dim : hp->head_dim;
+    const int64_t k_norm = a->qk_norm_full ? kv_dim : hp->head_dim;
+    const int64_t n_exp = hp->n_expert, ff_exp = hp->n_ff_exp;
     size_t k = 0;
     st_arch_tensor_name(ST_AT_TOKEN_EMBD, 0, t[k].name);
     t[k].ne0 = hp->n_embd, t[k].ne1 = hp->n_vocab, t[k].embd_scaled = a->embd_scale, k++;
     for (int64_t l = 0; l < hp->n_layer; l++) {
         const struct {
             st_arch_tensor id;
-            int64_t ne0, ne1;
+            int64_t ne0, ne1, ne2;
             cv_kind kind;
         } b[] = {
-            {ST_AT_ATTN_NORM, hp->n_embd, 0, CV_NORM},
-            {ST_AT_ATTN_Q, hp->n_embd, q_dim, CV_MAT},
-            {ST_AT_ATTN_K, hp->n_embd, kv_dim, CV_MAT},
-            {ST_AT_ATTN_V, hp->n_embd, kv_dim, CV_MAT},
-            {ST_AT_ATTN_QKV, hp->n_embd, q_dim + 2 * kv_dim, CV_MAT},
-            {ST_AT_ATTN_Q_BIAS, q_dim, 0, CV_BIAS},
-            {ST_AT_ATTN_K_BIAS, kv_dim, 0, CV_BIAS},
-            {ST_AT_ATTN_V_BIAS, kv_dim, 0, CV_BIAS},
-            {ST_AT_ATTN_Q_NORM, hp->head_dim, 0, CV_NORM},
-            {ST_AT_ATTN_K_NORM, hp->head_dim, 0, CV_NORM},
-            {ST_AT_ATTN_OUT, q_dim, hp->n_embd, CV_MAT},
-            {ST_AT_ATTN_POST_NORM, hp->n_embd, 0, CV_NORM},
-            {ST_AT_FFN_NORM, hp->n_embd, 0, CV_NORM},
-            {ST_AT_FFN_GATE, hp->n_embd, hp->n_ff, CV_MAT},
-            {ST_AT_FFN_DOWN, hp->n_ff, hp->n_embd, CV_MAT},
-            {ST_AT_FFN_UP, hp->n_embd, up_rows, CV_MAT},
-            {ST_AT_FFN_POST_NORM, hp->n_embd, 0, CV_NORM},
+            {ST_AT_ATTN_NORM, hp->n_embd, 0, 0, CV_NORM},
+            {ST_AT_ATTN_Q, hp->n_embd, q_dim, 0, CV_MAT},
+            {ST_AT_ATTN_K, hp->n_embd, kv_dim, 0, CV_MAT},
+            {ST_AT_ATTN_V, hp->n_embd, kv_dim, 0, CV_MAT},
+            {ST_AT_ATTN_QKV, hp->n_embd, q_dim + 2 * kv_dim, 0, CV_MAT},
+            {ST_AT_ATTN_Q_BIAS, q_dim, 0, 0, CV_BIAS},
+            {ST_AT_ATTN_K_BIAS, kv_dim, 0, 0, CV_BIAS},
+            {ST_AT_ATTN_V_BIAS, kv_dim, 0, 0, CV_BIAS},
+            {ST_AT_ATTN_Q_NORM, q_norm, 0, 0, CV_NORM},
+            {ST_AT_ATTN_K_NORM, k_norm, 0, 0, CV_NORM},
+            {ST_AT_ATTN_OUT, q_dim, hp->n_embd, 0, CV_MAT},
+            {ST_AT_ATTN_POST_NORM, hp->n_embd, 0, 0, CV_NORM},
+            {ST_AT_FFN_NORM, hp->n_embd, 0, 0, CV_NORM},
+            {ST_AT_FFN_GATE, hp->n_embd, hp->n_ff, 0, CV_MAT},
+            {ST_AT_FFN_DOWN, hp->n_ff, hp->n_embd, 0, CV_MAT},
+            {ST_AT_FFN_UP, hp->n_embd, up_rows, 0, CV_MAT},
+            {ST_AT_FFN_GATE_INP, hp->n_embd, n_exp, 0, CV_ROUTER},
+            {ST_AT_FFN_GATE_EXPS, hp->n_embd, ff_exp, n_exp, CV_MAT},
+            {ST_AT_FFN_DOWN_EXPS, ff_exp, hp->n_embd, n_exp, CV_MAT},
+            {ST_AT_FFN_UP_EXPS, hp->n_embd, ff_exp, n_exp, CV_MAT},
+            {ST_AT_FFN_POST_NORM, hp->n_embd, 0, 0, CV_NORM},
         };
         for (size_t j = 0; j < sizeof b / sizeof b[0]; j++) {
             const st_arch_tensor id = b[j].id;
             const bool qkv_part = id == ST_AT_ATTN_Q || id == ST_AT_ATTN_K || id == ST_AT_ATTN_V;
-            bool write = a->need[id] == ST_AN_REQUIRED; /* optional tensors are not written */
+            /* optional tensors are not written */
+            bool write = st_arch_tensor_need(a, moe, id) == ST_AN_REQUIRED;
             if (fused_qkv)
                 write = id == ST_AT_ATTN_QKV || (write && !qkv_part);
             if (!write)
@@ -84,6 +104,7 @@ static cv_tensor *cv_tensor_list(const st_hparams *hp, bool with_output, size_t 
             st_arch_tensor_name(id, l, t[k].name);
             t[k].ne0 = b[j].ne0;
             t[k].ne1 = b[j].ne1;
+            t[k].ne2 = b[j].ne2;
             t[k].kind = b[j].kind;
             k++;
         }
@@ -148,6 +169,10 @@ typedef struct cv_synth_opts {
     const char *rope_scaling; /* --rope-scaling (NULL: none written) */
     float rope_factor;        /* --rope-factor */
     int64_t rope_orig_ctx;    /* --rope-orig-ctx (0: not written) */
+    bool mixtral;             /* --arch mixtral: llama's row with experts */
+    int64_t experts;          /* --experts, --experts-used, --expert-ffn (0: not given) */
+    int64_t experts_used;
+    int64_t expert_ffn;
 } cv_synth_opts;
 
 /* --rope-scaling's values: the types st_hparams reads that need no tensor */
@@ -166,16 +191,71 @@ static st_err cv_type_opt(const char *v, void *dest)
     return ST_OK;
 }
 
-#define CV_ARCHS "llama|qwen2|qwen3|gemma2|gemma3|phi3" /* every row of arch.c's table */
+/* every row of arch.c's table, and mixtral: llama's row with experts */
+#define CV_ARCHS "llama|qwen2|qwen3|gemma2|gemma3|phi3|mixtral|qwen3moe|olmoe"
+#define CV_MIXTRAL "mixtral"
 
-/* cv_arch_opt - --arch (CV_ARCHS) into the `const st_arch *` dest. */
+/* cv_arch_opt - --arch (CV_ARCHS) into the cv_synth_opts dest: its
+ * hp.arch, and mixtral for "mixtral" (whose file is a "llama" one). */
 static st_err cv_arch_opt(const char *v, void *dest)
 {
-    const st_arch *a = st_arch_by_name(v);
+    cv_synth_opts *o = dest;
+    const bool mixtral = strcmp(v, CV_MIXTRAL) == 0;
+    const st_arch *a = st_arch_by_name(mixtral ? "llama" : v);
     if (a == NULL)
         return st_errorf(ST_EINVAL, "'%s' is not one of " CV_ARCHS, v);
-    *(const st_arch **)dest = a;
+    o->hp.arch = a;
+    o->mixtral = mixtral;
     return ST_OK;
+}
+
+/* cv_experts - the expert counts and width of o (a mixture of experts
+ * when --arch is mixtral or an architecture that always has experts):
+ * --experts (default CV_DEFAULT_EXPERTS), --experts-used (default
+ * CV_DEFAULT_EXPERTS_USED), --expert-ffn (default --ffn), which is also
+ * feed_forward_length where the architecture reads the experts' width
+ * from it (llama, olmoe: --ffn may then be left out, and when given must
+ * equal it). Runs before the check of the required dimensions. The flags
+ * on a dense architecture are refused. 0, or 2 after printing an error. */
+static int cv_experts(cv_synth_opts *o)
+{
+    st_hparams *hp = &o->hp;
+    const st_arch *a = hp->arch;
+    const bool moe = o->mixtral || a->moe == ST_MOE_ALWAYS;
+    if (!moe) {
+        const char *given = o->experts        ? "--experts"
+                            : o->experts_used ? "--experts-used"
+                            : o->expert_ffn   ? "--expert-ffn"
+                                              : NULL;
+        if (given != NULL) {
+            fprintf(stderr,
+                    "strata: convert synth: %s: --arch %s has no experts (mixtures of experts: "
+                    "mixtral, qwen3moe, olmoe)\n",
+                    given, a->name);
+            return 2;
+        }
+        return 0;
+    }
+    hp->n_expert = o->experts ? o->experts : CV_DEFAULT_EXPERTS;
+    hp->n_expert_used = o->experts_used ? o->experts_used : CV_DEFAULT_EXPERTS_USED;
+    if (hp->n_expert_used > hp->n_expert) {
+        fprintf(stderr, "strata: convert synth: --experts-used %lld is above --experts %lld\n",
+                (long long)hp->n_expert_used, (long long)hp->n_expert);
+        return 2;
+    }
+    hp->n_ff_exp = o->expert_ffn ? o->expert_ffn : hp->n_ff;
+    if (a->moe_ff_key == ST_AK_FEED_FORWARD_LENGTH) {
+        if (o->expert_ffn && hp->n_ff != 0 && hp->n_ff != o->expert_ffn) {
+            fprintf(stderr,
+                    "strata: convert synth: --expert-ffn %lld and --ffn %lld: %s writes one width "
+                    "(feed_forward_length)\n",
+                    (long long)hp->n_ff_exp, (long long)hp->n_ff,
+                    o->mixtral ? CV_MIXTRAL : a->name);
+            return 2;
+        }
+        hp->n_ff = hp->n_ff_exp;
+    }
+    return 0;
 }
 
 /* cv_arch_hparams - the hyperparameters beyond the dimensions that the
@@ -216,12 +296,19 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
     const char *const help[] = {"hidden size",       "layers",           "attention heads",
                                 "key/value heads",   "feed-forward size", "vocabulary size",
                                 "training context"};
-    enum { N_OTHER = 8 }; /* the rows before the dimensions */
+    enum { N_OTHER = 11 }; /* the rows before the dimensions */
     st_opt rows[N_OTHER + CV_SYNTH_DIMS] = {
         {.name = "--type", .type = ST_OPT_FN, .dest = &o->type, .fn = cv_type_opt,
          .value = "f32|f16|bf16|q8_0|q4_0", .help = "the weights' dtype"},
-        {.name = "--arch", .type = ST_OPT_FN, .dest = &o->hp.arch, .fn = cv_arch_opt,
+        {.name = "--arch", .type = ST_OPT_FN, .dest = o, .fn = cv_arch_opt,
          .value = CV_ARCHS, .help = "the architecture (default llama)"},
+        {.name = "--experts", .type = ST_OPT_I64, .dest = &o->experts, .min = 1,
+         .max = ST_MOE_MAX_EXPERT, .value = "N",
+         .help = "mixtral, qwen3moe, olmoe: experts per layer (default 8)"},
+        {.name = "--experts-used", .type = ST_OPT_I64, .dest = &o->experts_used, .min = 1,
+         .max = ST_MOE_MAX_USED, .value = "K", .help = "experts per token (default 2)"},
+        {.name = "--expert-ffn", .type = ST_OPT_I64, .dest = &o->expert_ffn, .min = 1,
+         .max = 1 << 20, .value = "F", .help = "an expert's feed-forward size (default --ffn)"},
         {.name = "--seed", .type = ST_OPT_U64, .dest = &o->seed, .umin = 0, .umax = UINT64_MAX,
          .value = "S", .help = "the weights' seed (default 42)"},
         {.name = "--head-dim", .type = ST_OPT_I64, .dest = &o->hp.head_dim, .min = 2,
@@ -254,6 +341,7 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
                       "                      --vocab V --type f32|f16|bf16|q8_0|q4_0 [--seed S] "
                       "[--ctx C]\n"
                       "                      [--arch " CV_ARCHS "]\n"
+                      "                      [--experts N] [--experts-used K] [--expert-ffn F]\n"
                       "                      [--head-dim N] [--sliding-window N]\n"
                       "                      [--rope-scaling linear|yarn --rope-factor F "
                       "[--rope-orig-ctx N]]",
@@ -264,6 +352,8 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
         fprintf(stderr, "strata: convert synth: missing OUT.gguf\n");
         return 2;
     }
+    if ((st = cv_experts(o)) != 0)
+        return st;
     for (int k = 0; k < 6; k++) {
         if (*dst[k] == 0) {
             fprintf(stderr, "strata: convert synth: %s is required\n", flags[k]);
@@ -292,6 +382,13 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
                 (long long)(hp->head_dim ? hp->head_dim : hp->n_embd / hp->n_head));
         return 2;
     }
+    if (hp->arch->qk_norm_full && hp->n_head_kv != hp->n_head) {
+        fprintf(stderr,
+                "strata: convert synth: --kv-heads %lld: %s normalizes k over the whole projection "
+                "and needs --kv-heads equal to --heads (%lld)\n",
+                (long long)hp->n_head_kv, hp->arch->name, (long long)hp->n_head);
+        return 2;
+    }
     if (o->swa_window != 0 && hp->arch->swa_period == 0) {
         fprintf(stderr, "strata: convert synth: --sliding-window: %s has no sliding-window layers\n",
                 hp->arch->name);
@@ -311,12 +408,13 @@ static int cv_synth_args(int argc, char **argv, cv_synth_opts *o)
     }
     cv_hparams_derive(hp);
     int64_t blck = st_dtype_info_of(o->type)->blck;
-    if (hp->n_embd % blck != 0 || hp->n_ff % blck != 0 || hp->q_dim % blck != 0) {
+    if (hp->n_embd % blck != 0 || hp->n_ff % blck != 0 || hp->q_dim % blck != 0 ||
+        hp->n_ff_exp % blck != 0) {
         fprintf(stderr,
-                "strata: convert synth: --type %s needs --dim, --ffn and --heads x head dim "
-                "multiples of %lld (got %lld, %lld, %lld)\n",
+                "strata: convert synth: --type %s needs --dim, --ffn, --expert-ffn and --heads x "
+                "head dim multiples of %lld (got %lld, %lld, %lld, %lld)\n",
                 st_dtype_info_of(o->type)->name, (long long)blck, (long long)hp->n_embd,
-                (long long)hp->n_ff, (long long)hp->q_dim);
+                (long long)hp->n_ff, (long long)hp->n_ff_exp, (long long)hp->q_dim);
         return 2;
     }
     cv_arch_hparams(hp, o->swa_window);
@@ -358,9 +456,9 @@ int cv_synth(int argc, char **argv)
     if (!e)
         e = st_gguf_writer_add_u64(w, CV_SYNTH_SEED_KEY, o.seed);
     for (size_t i = 0; i < nt && !e; i++) {
-        int64_t ne[2] = {ts[i].ne0, ts[i].ne1};
+        int64_t ne[3] = {ts[i].ne0, ts[i].ne1, ts[i].ne2};
         e = st_gguf_writer_add_tensor_info(w, ts[i].name, ts[i].kind ? ST_DT_F32 : o.type,
-                                           ts[i].ne1 ? 2 : 1, ne, NULL);
+                                           ts[i].ne2 ? 3 : ts[i].ne1 ? 2 : 1, ne, NULL);
     }
     if (!e)
         e = st_gguf_writer_begin_data(w);
@@ -378,7 +476,7 @@ int cv_synth(int argc, char **argv)
             e = st_errorf(ST_EINTERNAL, "convert: row of '%s'", t->name);
             break;
         }
-        int64_t rows = t->ne1 ? t->ne1 : 1;
+        int64_t rows = (t->ne1 ? t->ne1 : 1) * (t->ne2 ? t->ne2 : 1);
         for (int64_t j = 0; j < rows && !e; j++) {
             for (int64_t c = 0; c < t->ne0; c++)
                 row[c] = (float)((t->kind == CV_NORM ? 1.0 : 0.0) + std * cv_normal(&r));
