@@ -42,10 +42,6 @@
 
 #include "worker/engine/stage_impl.h"
 
-/* llama.cpp's floor of the sum a renormalization divides by: the smallest
- * normal f16, 2^-14 (build_moe_ffn's ggml_clamp) */
-#define MOE_WEIGHT_SUM_MIN 6.103515625e-5f
-
 st_err stage_moe_alloc(st_stage_ctx *c)
 {
     const st_hparams *hp = c->hp;
@@ -132,6 +128,29 @@ static void moe_top_k(const float *p, int64_t n, int64_t k, int32_t *sel)
     }
 }
 
+void stage_moe_weights(const float *p, const int32_t *sel, int64_t n_used, bool norm, float *w)
+{
+    double sum = 0.0;
+    for (int64_t s = 0; s < n_used; s++) {
+        w[s] = p[sel[s]];
+        sum += (double)w[s];
+    }
+    if (norm) {
+        const float div = (float)sum > STAGE_MOE_WEIGHT_SUM_MIN ? (float)sum
+                                                                 : STAGE_MOE_WEIGHT_SUM_MIN;
+        for (int64_t s = 0; s < n_used; s++)
+            w[s] /= div;
+    }
+}
+
+void stage_moe_route_token(float *p, int64_t n_expert, int64_t n_used, bool norm, int32_t *sel,
+                           float *w)
+{
+    moe_softmax(p, n_expert);
+    moe_top_k(p, n_expert, n_used, sel);
+    stage_moe_weights(p, sel, n_used, norm, w);
+}
+
 static void moe_ph_route(void *arg, int ith, int nth)
 {
     const moe_route_job *j = arg;
@@ -139,23 +158,9 @@ static void moe_ph_route(void *arg, int ith, int nth)
     const int64_t ne = hp->n_expert, nu = hp->n_expert_used;
     long b, e;
     st_pool_split((long)j->c->n_tok, ith, nth, &b, &e);
-    for (long t = b; t < e; t++) {
-        float *p = j->probs + t * ne;
-        int32_t *sel = j->sel + t * nu;
-        float *w = j->w + t * nu;
-        moe_softmax(p, ne);
-        moe_top_k(p, ne, nu, sel);
-        double sum = 0.0;
-        for (int64_t s = 0; s < nu; s++) {
-            w[s] = p[sel[s]];
-            sum += (double)w[s];
-        }
-        if (hp->arch->moe_norm_w) {
-            const float div = (float)sum > MOE_WEIGHT_SUM_MIN ? (float)sum : MOE_WEIGHT_SUM_MIN;
-            for (int64_t s = 0; s < nu; s++)
-                w[s] /= div;
-        }
-    }
+    for (long t = b; t < e; t++)
+        stage_moe_route_token(j->probs + t * ne, ne, nu, hp->arch->moe_norm_w, j->sel + t * nu,
+                              j->w + t * nu);
 }
 
 /* ---- group: on the calling thread */
