@@ -83,6 +83,8 @@ struct st_stage_ctx {
     long *moe_chunk0;      /* [2 n_expert + 1] their first chunks */
     uint64_t *moe_count;   /* [n_layers][n_expert] tokens routed to each expert
                             * by this context since it was opened */
+    uint8_t *moe_xtok;     /* [T][act_bytes] each token's xb converted for the
+                            * experts' gate (copied to its rows in xq) */
 
     /* the batch being run (set once per st_stage_forward) */
     const st_batch_row *rows;
