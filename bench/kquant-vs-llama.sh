@@ -26,6 +26,11 @@
 # --arch A makes the F16 model with `strata convert synth --arch A` (llama,
 # qwen2, qwen3, gemma2, gemma3 or phi3; default llama) and names the files
 # tinyllama-A-TYPE.gguf (llama: tinyllama-TYPE.gguf, as before).
+# --moe "N K F" makes a mixture of experts instead: `strata convert synth
+# --experts N --experts-used K --expert-ffn F` (with --arch mixtral or
+# qwen3moe), named tinyllama-A-eN-kK-fF-TYPE.gguf, and prints each type's
+# strata decode as a share of its bandwidth ceiling (the bytes of the active
+# experts only). --layers L sets the layer count (default 22).
 # --kernels V passes `--kernels V` to strata bench run (default auto): with
 # avx2 and LLAMA_REF pointing at a llama.cpp built without AVX-512 (see
 # bench/README.md), one AVX-512 machine compares the two AVX2 builds.
@@ -33,6 +38,7 @@
 # Usage: bench/kquant-vs-llama.sh [--types "Q4_K_M Q6_K"] [--runs 3] [--repeat 3]
 #                                 [--threads 2] [--prompt 64] [--gen 128] [--quiet 5]
 #                                 [--llama-mmap 1|0] [--kernels auto|avx2|avx512] [--arch A]
+#                                 [--moe "N K F"] [--layers L]
 # Environment: STRATA (binary; default BUILD_DIR/cli/strata), BUILD_DIR
 # (default build), BENCH_DIR (models), LLAMA_REF (llama.cpp build made by
 # shared/tools/build-llama-ref.sh; default ~/.cache/llama-ref). Not run by
@@ -48,6 +54,8 @@ gen=128
 llama_mmap=1 # llama-bench -mmp
 kernels=auto # strata bench run --kernels
 arch=llama   # strata convert synth --arch
+moe=""       # "N K F": --experts N --experts-used K --expert-ffn F
+layers=22    # strata convert synth --layers
 quiet=5      # a pair counts when other processes used at most this % of the CPUs
 max_tries=12 # pairs tried per type before giving up
 while [ $# -gt 0 ]; do
@@ -62,7 +70,9 @@ while [ $# -gt 0 ]; do
     --llama-mmap) llama_mmap="$2"; shift 2 ;;
     --kernels) kernels="$2"; shift 2 ;;
     --arch) arch="$2"; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    --moe) moe="$2"; shift 2 ;;
+    --layers) layers="$2"; shift 2 ;;
+    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
     *) echo "kquant-vs-llama.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -82,10 +92,18 @@ done
 mkdir -p "$dir"
 stem="$dir/tinyllama"
 [ "$arch" = llama ] || stem="$stem-$arch"
+synth_moe=()
+if [ -n "$moe" ]; then
+    read -r n_exp n_used f_exp <<<"$moe"
+    [ -n "$f_exp" ] || { echo "kquant-vs-llama.sh: --moe wants \"N K F\", got '$moe'" >&2; exit 2; }
+    synth_moe=(--experts "$n_exp" --experts-used "$n_used" --expert-ffn "$f_exp")
+    stem="$stem-e$n_exp-k$n_used-f$f_exp"
+fi
+[ "$layers" = 22 ] || stem="$stem-l$layers"
 f16="$stem-f16.gguf"
 if [ ! -f "$f16" ]; then
-    "$strata" convert synth "$f16.tmp" --dim 2048 --layers 22 --heads 32 --kv-heads 4 \
-        --ffn 5632 --vocab 32000 --type f16 --seed 1 --arch "$arch"
+    "$strata" convert synth "$f16.tmp" --dim 2048 --layers "$layers" --heads 32 --kv-heads 4 \
+        --ffn 5632 --vocab 32000 --type f16 --seed 1 --arch "$arch" ${synth_moe[@]+"${synth_moe[@]}"}
     mv "$f16.tmp" "$f16"
 fi
 
@@ -124,7 +142,11 @@ sys.exit(rc)
 ' "$@"
 }
 
+# the share of the bandwidth ceiling in strata's "decode:" line of file $1
+strata_ceiling() { sed -n 's/^decode: .* = \([0-9.]*\)% of the \([0-9.]*\) GB\/s.*(ceiling \([0-9.]*\) tok\/s).*/\1% of the ceiling \3 tok\/s (\2 GB\/s)/p' "$1"; }
+
 summary=()
+ceilings=()
 for t in $types; do
     lt=$(echo "$t" | tr 'A-Z' 'a-z')
     m="$stem-$lt.gguf"
@@ -167,13 +189,21 @@ for t in $types; do
         sd+=("$(strata_ts "$log/strata-$lt-$r.txt" decode:)")
         lp+=("$(llama_ts "$log/llama-$lt-$r.csv" pp)")
         ld+=("$(llama_ts "$log/llama-$lt-$r.csv" tg)")
+        ceilings+=("$t run $r: strata decode $(strata_ceiling "$log/strata-$lt-$r.txt")")
     done
     msp=$(median "${sp[@]}") msd=$(median "${sd[@]}") mlp=$(median "${lp[@]}") mld=$(median "${ld[@]}")
     summary+=("$(awk -v t="$t" -v a="$msp" -v b="$mlp" -v c="$msd" -v d="$mld" -v n="$runs" 'BEGIN {
         printf "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %d |", t, a, b, a / b, c, d, c / d, n }')")
-    [ "$arch" = llama ] || summary[-1]="| $arch ${summary[-1]#| }"
+    label="$arch"
+    [ -z "$moe" ] || label="$arch ${n_exp}x$f_exp top-$n_used L$layers"
+    [ "$label" = llama ] || summary[-1]="| $label ${summary[-1]#| }"
 done
 echo
 echo "| type | strata prompt tok/s | llama.cpp prompt tok/s | ratio | strata decode tok/s | llama.cpp decode tok/s | ratio | runs |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 printf '%s\n' "${summary[@]}"
+if [ -n "$moe" ]; then
+    echo
+    echo "bandwidth ceiling (weights of the active experts per decoded token, read bandwidth measured in each run):"
+    printf '%s\n' "${ceilings[@]}"
+fi

@@ -7,7 +7,8 @@
  * forward pass each, --repeat times from position 0, after one untimed
  * warm-up round. It prints the median, min and max tok/s of both phases,
  * the weight bytes streamed per decoded token (every layer matrix, the
- * norms and the output head: the token embedding contributes one row), the
+ * norms and the output head: the token embedding contributes one row; of a
+ * mixture of experts' layer, the router and n_expert_used experts), the
  * GB/s that makes at the decode rate, and the machine's read bandwidth
  * measured in the same run by a read loop over a buffer far larger than
  * the L3 cache on the same pool of threads (median of runs before and
@@ -231,7 +232,9 @@ static int br_parse(int argc, char **argv, br_opts *o)
 
 static size_t br_weight_bytes(const st_weight *w) { return (size_t)w->n_out * w->row_bytes; }
 
-/* br_bytes_per_token - weight bytes one decoded token reads. */
+/* br_bytes_per_token - weight bytes one decoded token reads: in a mixture
+ * of experts, the router and the n_expert_used experts a token runs
+ * (expert 0's bytes each: one bank of experts shares its shapes and dtypes). */
 static double br_bytes_per_token(const st_model *m)
 {
     const st_hparams *hp = st_model_hparams(m);
@@ -239,8 +242,16 @@ static double br_bytes_per_token(const st_model *m)
     for (int64_t l = st_model_first(m); l < st_model_last(m); l++) {
         const st_layer *L = st_model_layer(m, l);
         b += (double)(br_weight_bytes(&L->wq) + br_weight_bytes(&L->wk) + br_weight_bytes(&L->wv) +
-                      br_weight_bytes(&L->wo) + br_weight_bytes(&L->w_gate) +
-                      br_weight_bytes(&L->w_up) + br_weight_bytes(&L->w_down));
+                      br_weight_bytes(&L->wo));
+        if (L->experts != NULL)
+            b += (double)br_weight_bytes(&L->w_router) +
+                 (double)hp->n_expert_used *
+                     (double)(br_weight_bytes(&L->experts[0].gate) +
+                              br_weight_bytes(&L->experts[0].up) +
+                              br_weight_bytes(&L->experts[0].down));
+        else
+            b += (double)(br_weight_bytes(&L->w_gate) + br_weight_bytes(&L->w_up) +
+                          br_weight_bytes(&L->w_down));
         b += 2.0 * (double)hp->n_embd * sizeof(float);
     }
     if (st_model_has_head(m))

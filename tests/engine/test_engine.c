@@ -10,6 +10,11 @@
  *    batched runs and half the split stages use repacked weights, the
  *    runs they are compared with plain ones;
  *  - resident bytes follow the stage's share of the model;
+ *  - the same two properties for mixtures of experts (Mixtral, Qwen3-MoE,
+ *    OLMoE), with every kernel variant the CPU has, where the tokens of a
+ *    batch are routed to different experts (checked per step), and the
+ *    routing rule itself: ties, renormalization per architecture, the
+ *    floor of the weights' sum;
  *  - bad batches get errors, not crashes. */
 #include <check.h>
 #include <stdbool.h>
@@ -20,6 +25,7 @@
 #include "kernels/repack.h"
 #include "tests/engine/golden.h"
 #include "tests/engine/runner.h"
+#include "worker/engine/stage_impl.h"
 
 /* qw2-synth: the qwen2 architecture (q/k/v biases, NEOX rope, tied head
  * of a 151,669-token vocabulary); synth-s-q4_k_m: Q4_K (R8 with AVX-512)
@@ -168,10 +174,14 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
     ck_assert_int_eq(st_model_open(path, 0, -1, &m), ST_OK);
     ck_assert_int_eq(st_pool_open(threads, 0, &pool), ST_OK);
     ck_assert_int_eq(st_model_place(m, ops, pool), ST_OK); /* R8 weights vs the plain ones alone */
-    const st_weight *w0 = &st_model_layer(m, 0)->w_up;
+    /* layer 0's up (expert 0's in a mixture: the first of the stacked tensor) */
+    const st_hparams *hp = st_model_hparams(m);
+    const bool moe = hp->n_expert > 0;
+    const st_weight *w0 = moe ? &st_model_layer(m, 0)->experts[0].up : &st_model_layer(m, 0)->w_up;
     ck_assert(w0->r8 == st_model_serves_r8(ops, w0->dtype));
     /* placed: out of the file's mapping, and a plain copy is the file's bytes */
-    const st_gguf_tensor *t0 = st_gguf_find_tensor(st_model_gguf(m), "blk.0.ffn_up.weight");
+    const st_gguf_tensor *t0 = st_gguf_find_tensor(
+        st_model_gguf(m), moe ? "blk.0.ffn_up_exps.weight" : "blk.0.ffn_up.weight");
     ck_assert_ptr_nonnull(t0);
     ck_assert_ptr_ne(w0->data, t0->data);
     if (!w0->r8)
@@ -183,6 +193,10 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
         ck_assert_int_eq(st_stage_kv_alloc(ctx, 64, ST_DT_F32, &kv[s]), ST_OK);
     float *out = malloc(64 * V * sizeof(float));
     int64_t done[3] = {0, 0, 0};
+    /* a mixture: layer 0's per-expert token counts before a step, and the
+     * most experts one step's tokens were routed to */
+    uint64_t before[ST_MOE_MAX_EXPERT] = {0};
+    int64_t most_experts = 0;
     /* each step: rows in rotating order, each row a chunk of its prompt */
     for (int step = 0; done[0] < ns[0] || done[1] < ns[1] || done[2] < ns[2]; step++) {
         st_batch_row rows[3];
@@ -201,8 +215,17 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
                                       .all_logits = true};
             who[nr++] = s;
         }
+        const uint64_t *count = NULL;
+        if (moe) {
+            ck_assert_int_eq(st_stage_expert_counts(ctx, 0, &count), ST_OK);
+            memcpy(before, count, (size_t)hp->n_expert * sizeof *count);
+        }
         ck_assert_int_eq(st_stage_forward(ctx, rows, (size_t)nr, NULL, ST_OUT_LOGITS, out, 64 * V),
                          ST_OK);
+        int64_t n_experts = 0;
+        for (int64_t e = 0; moe && e < hp->n_expert; e++)
+            n_experts += count[e] != before[e];
+        most_experts = n_experts > most_experts ? n_experts : most_experts;
         size_t off = 0;
         for (int k = 0; k < nr; k++) {
             int s = who[k];
@@ -215,6 +238,12 @@ static void eng_batch_invariance(const char *model, const st_kernel_ops *ops, in
             done[s] += rows[k].n_tok;
         }
     }
+    /* the property is tested where it can fail: some batch's tokens were
+     * routed to more experts than one token uses */
+    if (moe)
+        ck_assert_msg(most_experts > hp->n_expert_used,
+                      "%s: no batch mixed experts (at most %lld in a step)", model,
+                      (long long)most_experts);
     free(out);
     for (int s = 0; s < 3; s++) {
         st_kv_free(kv[s]);
@@ -235,6 +264,112 @@ START_TEST(test_batch_invariance)
     /* more threads than cores: which thread claims which chunk of a
      * matmul varies from run to run, the bits must not */
     eng_batch_invariance(model, ops, 3, 5);
+}
+END_TEST
+
+/* ---- mixtures of experts */
+
+/* the MoE models (tiny: dim 128, 2 layers, 8 experts, 2 used), with the
+ * architecture's renormalization of the chosen weights */
+static const char *const eng_moe_models[] = {"w3-mixtral-q8_0.gguf", "w3-qwen3moe-q8_0.gguf",
+                                             "w3-olmoe-f16.gguf"};
+static const bool eng_moe_norm[] = {true, true, false};
+#define ENG_N_MOE 3
+
+/* every kernel variant this CPU and build support: ref, avx2, avx512 */
+static const st_kernel_ops *eng_moe_ops[ST_KVAR_COUNT];
+static int eng_n_moe_ops;
+
+START_TEST(test_moe_batch_invariance)
+{
+    const char *model = eng_moe_models[_i % ENG_N_MOE];
+    const st_kernel_ops *ops = eng_moe_ops[_i / ENG_N_MOE];
+    eng_batch_invariance(model, ops, 1, 1);
+    eng_batch_invariance(model, ops, 2, 3);
+    eng_batch_invariance(model, ops, 2, 7);
+}
+END_TEST
+
+START_TEST(test_moe_split_equivalence)
+{
+    eng_split(eng_moe_models[_i % ENG_N_MOE], eng_moe_ops[_i / ENG_N_MOE]);
+}
+END_TEST
+
+/* the architecture table's renormalization rule, as the models load it */
+START_TEST(test_moe_arch_norm)
+{
+    for (int i = 0; i < ENG_N_MOE; i++) {
+        char path[512];
+        golden_path(path, sizeof path, "models", eng_moe_models[i]);
+        st_model *m;
+        ck_assert_int_eq(st_model_open(path, 0, -1, &m), ST_OK);
+        const st_hparams *hp = st_model_hparams(m);
+        ck_assert_int_eq(hp->n_expert, 8);
+        ck_assert_int_eq(hp->n_expert_used, 2);
+        ck_assert_msg(hp->arch->moe_norm_w == eng_moe_norm[i], "%s: moe_norm_w %d",
+                      eng_moe_models[i], (int)hp->arch->moe_norm_w);
+        st_model_close(m);
+    }
+}
+END_TEST
+
+START_TEST(test_moe_routing)
+{
+    int32_t sel[4];
+    float w[4];
+    /* all equal: the lowest indices, in order; weights 1/k renormalized,
+     * 1/n not */
+    float p[8] = {0};
+    stage_moe_route_token(p, 8, 2, true, sel, w);
+    ck_assert_int_eq(sel[0], 0);
+    ck_assert_int_eq(sel[1], 1);
+    ck_assert_float_eq(w[0], 0.5f);
+    ck_assert_float_eq(w[1], 0.5f);
+    memset(p, 0, sizeof p);
+    stage_moe_route_token(p, 8, 2, false, sel, w);
+    ck_assert_int_eq(sel[0], 0);
+    ck_assert_int_eq(sel[1], 1);
+    ck_assert_float_eq(w[0], 0.125f);
+    ck_assert_float_eq(w[1], 0.125f);
+    /* a tie among the largest: index order; then the next largest */
+    float q[6] = {1.0f, 3.0f, 0.0f, 3.0f, 2.0f, 3.0f};
+    stage_moe_route_token(q, 6, 4, false, sel, w);
+    ck_assert_int_eq(sel[0], 1);
+    ck_assert_int_eq(sel[1], 3);
+    ck_assert_int_eq(sel[2], 5);
+    ck_assert_int_eq(sel[3], 4);
+    ck_assert_float_eq(w[0], w[1]);
+    ck_assert_float_eq(w[1], w[2]);
+    ck_assert(w[2] > w[3]);
+    /* most probable first whatever the index; the softmax of the logits */
+    float r[4] = {0.0f, 2.0f, 1.0f, 3.0f};
+    stage_moe_route_token(r, 4, 2, false, sel, w);
+    ck_assert_int_eq(sel[0], 3);
+    ck_assert_int_eq(sel[1], 1);
+    double z = 1.0 + exp(1.0) + exp(2.0) + exp(3.0);
+    ck_assert_double_eq_tol(w[0], exp(3.0) / z, 1e-6);
+    ck_assert_double_eq_tol(w[1], exp(2.0) / z, 1e-6);
+    ck_assert_float_eq(r[3], w[0]); /* p is left the probabilities */
+    /* renormalized: the chosen weights sum to 1 (to rounding), in ratio */
+    float r2[4] = {0.0f, 2.0f, 1.0f, 3.0f};
+    float wn[2];
+    stage_moe_route_token(r2, 4, 2, true, sel, wn);
+    ck_assert_double_eq_tol((double)wn[0] + wn[1], 1.0, 1e-6);
+    ck_assert_double_eq_tol(wn[0] / wn[1], exp(1.0), 1e-5);
+    /* the floor: a sum below 2^-14 divides by 2^-14, not by the sum */
+    const float tiny[3] = {1e-6f, 3e-6f, 2e-6f};
+    const int32_t pick[2] = {1, 2};
+    stage_moe_weights(tiny, pick, 2, true, w);
+    ck_assert_float_eq(w[0], 3e-6f / STAGE_MOE_WEIGHT_SUM_MIN);
+    ck_assert_float_eq(w[1], 2e-6f / STAGE_MOE_WEIGHT_SUM_MIN);
+    const float big[3] = {0.25f, 0.5f, 0.125f};
+    stage_moe_weights(big, pick, 2, true, w); /* above the floor: the sum */
+    ck_assert_float_eq(w[0], 0.5f / 0.625f);
+    ck_assert_float_eq(w[1], 0.125f / 0.625f);
+    stage_moe_weights(tiny, pick, 2, false, w); /* no renormalization: p itself */
+    ck_assert_float_eq(w[0], 3e-6f);
+    ck_assert_float_eq(w[1], 2e-6f);
 }
 END_TEST
 
@@ -273,28 +408,39 @@ START_TEST(test_bad_batches)
 }
 END_TEST
 
-/* Usage: test_engine [split|batch]: the split-equivalence loops, or the
- * batch-invariance loops and the bad batches; with no argument, both.
- * meson runs the halves as two tests so they can run side by side. */
+/* Usage: test_engine [split|batch|moe]: the split-equivalence loops, or the
+ * batch-invariance loops and the bad batches, or both for the mixtures of
+ * experts and their routing; with no argument, all. meson runs the parts as
+ * tests of their own so they can run side by side. */
 int main(int argc, char **argv)
 {
     const char *part = argc > 1 ? argv[1] : "all";
     bool split = !strcmp(part, "split") || !strcmp(part, "all");
     bool batch = !strcmp(part, "batch") || !strcmp(part, "all");
-    if (argc > 2 || (!split && !batch)) {
-        fprintf(stderr, "usage: test_engine [split|batch]\n");
+    bool moe = !strcmp(part, "moe") || !strcmp(part, "all");
+    if (argc > 2 || (!split && !batch && !moe)) {
+        fprintf(stderr, "usage: test_engine [split|batch|moe]\n");
         return 2;
     }
     eng_ops_run[0] = st_kernels_ref();
     eng_n_ops = 1;
     if (st_kernels_select(0) != st_kernels_ref())
         eng_ops_run[eng_n_ops++] = st_kernels_select(0);
-    if (eng_n_ops == 2)
+    if ((split || batch) && eng_n_ops == 2)
         printf("engine %s: kernels run: %s and %s (the one st_kernels_select picks)\n", part,
                eng_ops_run[0]->name, eng_ops_run[1]->name);
-    else
+    else if (split || batch)
         printf("engine %s: kernels run: %s (st_kernels_select picks it too)\n", part,
                eng_ops_run[0]->name);
+    for (int v = 0; v < ST_KVAR_COUNT; v++)
+        if (st_kernels_get((st_kvariant)v) != NULL)
+            eng_moe_ops[eng_n_moe_ops++] = st_kernels_get((st_kvariant)v);
+    if (moe) {
+        printf("engine moe: kernels run:");
+        for (int v = 0; v < eng_n_moe_ops; v++)
+            printf(" %s", eng_moe_ops[v]->name);
+        printf(" (every variant this CPU supports)\n");
+    }
     fflush(stdout);
     Suite *s = suite_create("engine");
     TCase *tc = tcase_create("engine");
@@ -304,6 +450,12 @@ int main(int argc, char **argv)
     if (batch) {
         tcase_add_loop_test(tc, test_batch_invariance, 0, eng_n_ops * ENG_N_MODELS);
         tcase_add_test(tc, test_bad_batches);
+    }
+    if (moe) {
+        tcase_add_test(tc, test_moe_routing);
+        tcase_add_test(tc, test_moe_arch_norm);
+        tcase_add_loop_test(tc, test_moe_batch_invariance, 0, eng_n_moe_ops * ENG_N_MOE);
+        tcase_add_loop_test(tc, test_moe_split_equivalence, 0, eng_n_moe_ops * ENG_N_MOE);
     }
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -83,6 +83,8 @@ struct st_stage_ctx {
     long *moe_chunk0;      /* [2 n_expert + 1] their first chunks */
     uint64_t *moe_count;   /* [n_layers][n_expert] tokens routed to each expert
                             * by this context since it was opened */
+    uint8_t *moe_xtok;     /* [T][act_bytes] each token's xb converted for the
+                            * experts' gate (copied to its rows in xq) */
 
     /* the batch being run (set once per st_stage_forward) */
     const st_batch_row *rows;
@@ -132,6 +134,23 @@ void stage_run_mm(st_stage_ctx *c, const stage_mm *mm, int n_mm, long *chunk0);
  * for a dense model); ST_ENOMEM. Freed by stage_moe_free. */
 st_err stage_moe_alloc(st_stage_ctx *c);
 void stage_moe_free(st_stage_ctx *c);
+
+/* llama.cpp's floor of the sum a renormalization divides by: the smallest
+ * normal f16, 2^-14 (build_moe_ffn's ggml_clamp) */
+#define STAGE_MOE_WEIGHT_SUM_MIN 6.103515625e-5f
+
+/* stage_moe_route_token - one token's routing as llama.cpp computes it
+ * (stage_moe.c's file comment): p [n_expert], in: the router's logits, out:
+ * their softmax; sel [n_used]: the experts of largest probability, most
+ * probable first, equal probabilities in index order; w [n_used]: as
+ * stage_moe_weights. Exposed for the engine tests. */
+void stage_moe_route_token(float *p, int64_t n_expert, int64_t n_used, bool norm, int32_t *sel,
+                           float *w);
+
+/* stage_moe_weights - w[s] = p[sel[s]] for the n_used slots, divided by
+ * max(their sum (in double, then rounded to float), STAGE_MOE_WEIGHT_SUM_MIN)
+ * when norm (the architecture's moe_norm_w). */
+void stage_moe_weights(const float *p, const int32_t *sel, int64_t n_used, bool norm, float *w);
 
 /* stage_moe_ffn - the FFN of mixture-of-experts layer l over the batch:
  * x += pending; xb = rmsnorm(x) * ffn_norm; the router, each token's

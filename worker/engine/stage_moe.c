@@ -16,19 +16,23 @@
  *   xb2    = w_0 y_0 + w_1 y_1 + ...   (each product, then the sums in
  *            slot order, as llama.cpp's ggml_mul then chain of ggml_add)
  *
- * Execution, in phases over the batch (stage.c's file comment):
- *   router      the f32 product of all tokens (with the prep x += pending,
- *               xb = rmsnorm(x) * ffn_norm)
- *   route       per token: softmax, top-k, weights
+ * Execution, in phases over the batch (stage.c's file comment), five per
+ * layer (a dense FFN has four):
+ *   prep+route  per token: the prep x += pending, xb = rmsnorm(x) *
+ *               ffn_norm; the router's f32 product of the token alone;
+ *               softmax, top-k, weights; xb converted to the experts'
+ *               gate/up activation dtype, once per token (moe_xtok)
  *   group       on the calling thread: the R = T * n_used (token, expert)
  *               rows in expert order (a counting sort; tokens in batch order
- *               within an expert), and the per-expert counters
- *   gather      per row: xb of its token converted to the experts' gate/up
- *               activation dtype, into row r of xq
+ *               within an expert), the per-expert counters, and row r of xq
+ *               = a copy of its token's converted xb (the bytes converting
+ *               it again would give)
  *   gate/up     one matmul phase: for each expert with rows, its gate and
  *               up over its rows only (so each selected expert's matrices
  *               are read once per batch, and a decode step reads only the
- *               n_used experts' bytes)
+ *               n_used experts' bytes); when up's activation dtype differs
+ *               from gate's, gate alone, a gather phase converting each
+ *               row's xb for up, then up
  *   act         per row: gate = act(gate) * up, converted for down
  *   down        one matmul phase, as gate/up
  *   combine     per token: xb2 = the weighted sum in slot order
@@ -41,10 +45,6 @@
 #include <string.h>
 
 #include "worker/engine/stage_impl.h"
-
-/* llama.cpp's floor of the sum a renormalization divides by: the smallest
- * normal f16, 2^-14 (build_moe_ffn's ggml_clamp) */
-#define MOE_WEIGHT_SUM_MIN 6.103515625e-5f
 
 st_err stage_moe_alloc(st_stage_ctx *c)
 {
@@ -66,7 +66,8 @@ st_err stage_moe_alloc(st_stage_ctx *c)
     c->moe_mm = calloc(2 * ne, sizeof *c->moe_mm);
     c->moe_chunk0 = calloc(2 * ne + 1, sizeof *c->moe_chunk0);
     c->moe_count = calloc((nl ? nl : 1) * ne, sizeof *c->moe_count);
-    if (!c->moe_logits || !c->moe_sel || !c->moe_w || !c->moe_row_tok || !c->moe_slot_row ||
+    c->moe_xtok = calloc(T, c->act_bytes ? c->act_bytes : 1);
+    if (!c->moe_xtok || !c->moe_logits || !c->moe_sel || !c->moe_w || !c->moe_row_tok || !c->moe_slot_row ||
         !c->moe_off || !c->moe_gate || !c->moe_up || !c->moe_y || !c->moe_mm || !c->moe_chunk0 ||
         !c->moe_count)
         return st_errorf(ST_ENOMEM, "mixture-of-experts scratch for %zu tokens", T);
@@ -87,16 +88,10 @@ void stage_moe_free(st_stage_ctx *c)
     free(c->moe_mm);
     free(c->moe_chunk0);
     free(c->moe_count);
+    free(c->moe_xtok);
 }
 
 /* ---- route: per token */
-
-typedef struct moe_route_job {
-    const st_stage_ctx *c;
-    float *probs; /* [T][n_expert] in: logits; out: probabilities */
-    int32_t *sel; /* out [T][n_used] */
-    float *w;     /* out [T][n_used] */
-} moe_route_job;
 
 /* moe_softmax - p = softmax(p) in place, as ggml's soft_max: exp(x - max),
  * the sum in double, then each times (float)(1 / sum). */
@@ -132,29 +127,68 @@ static void moe_top_k(const float *p, int64_t n, int64_t k, int32_t *sel)
     }
 }
 
-static void moe_ph_route(void *arg, int ith, int nth)
+void stage_moe_weights(const float *p, const int32_t *sel, int64_t n_used, bool norm, float *w)
 {
-    const moe_route_job *j = arg;
-    const st_hparams *hp = j->c->hp;
-    const int64_t ne = hp->n_expert, nu = hp->n_expert_used;
+    double sum = 0.0;
+    for (int64_t s = 0; s < n_used; s++) {
+        w[s] = p[sel[s]];
+        sum += (double)w[s];
+    }
+    if (norm) {
+        const float div = (float)sum > STAGE_MOE_WEIGHT_SUM_MIN ? (float)sum
+                                                                 : STAGE_MOE_WEIGHT_SUM_MIN;
+        for (int64_t s = 0; s < n_used; s++)
+            w[s] /= div;
+    }
+}
+
+void stage_moe_route_token(float *p, int64_t n_expert, int64_t n_used, bool norm, int32_t *sel,
+                           float *w)
+{
+    moe_softmax(p, n_expert);
+    moe_top_k(p, n_expert, n_used, sel);
+    stage_moe_weights(p, sel, n_used, norm, w);
+}
+
+/* ---- prep and route: per token */
+
+typedef struct moe_prep_job {
+    const st_stage_ctx *c;
+    const st_layer *L;
+    stage_pending add; /* x += add first (after its post-norm), or add.add NULL */
+    st_dtype act;      /* the experts' gate activation dtype */
+    size_t stride;     /* bytes of a converted row (moe_xtok) */
+} moe_prep_job;
+
+/* Per token, by the thread owning it: x += add; xb = rmsnorm(x) * ffn_norm;
+ * logits = xb Wrouter (the f32 product of this one token: the kernels'
+ * result for a (row, token) pair does not depend on the batch); the
+ * token's experts and weights; moe_xtok[t] = xb converted for gate. */
+static void moe_ph_prep_route(void *arg, int ith, int nth)
+{
+    const moe_prep_job *j = arg;
+    const st_stage_ctx *c = j->c;
+    const st_kernel_ops *ops = c->ops;
+    const st_hparams *hp = c->hp;
+    const st_weight *wr = &j->L->w_router;
+    const int64_t n = hp->n_embd, ne = hp->n_expert, nu = hp->n_expert_used;
     long b, e;
-    st_pool_split((long)j->c->n_tok, ith, nth, &b, &e);
+    st_pool_split((long)c->n_tok, ith, nth, &b, &e);
     for (long t = b; t < e; t++) {
-        float *p = j->probs + t * ne;
-        int32_t *sel = j->sel + t * nu;
-        float *w = j->w + t * nu;
-        moe_softmax(p, ne);
-        moe_top_k(p, ne, nu, sel);
-        double sum = 0.0;
-        for (int64_t s = 0; s < nu; s++) {
-            w[s] = p[sel[s]];
-            sum += (double)w[s];
+        float *x = c->x + t * n, *xb = c->xb + t * n, *p = c->moe_logits + t * ne;
+        if (j->add.add) {
+            float *a = j->add.add + t * n;
+            if (j->add.post)
+                ops->rmsnorm(a, j->add.post, a, n, hp->rms_eps);
+            ops->add(x, a, n);
         }
-        if (hp->arch->moe_norm_w) {
-            const float div = (float)sum > MOE_WEIGHT_SUM_MIN ? (float)sum : MOE_WEIGHT_SUM_MIN;
-            for (int64_t s = 0; s < nu; s++)
-                w[s] /= div;
-        }
+        ops->rmsnorm(x, j->L->ffn_norm, xb, n, hp->rms_eps);
+        (wr->r8 ? ops->mul_mat_r8 : ops->mul_mat)[wr->dtype](wr->n_in, wr->data, wr->row_bytes, 0,
+                                                             wr->n_out, xb, (size_t)n * sizeof *xb,
+                                                             1, p, wr->n_out);
+        stage_moe_route_token(p, ne, nu, hp->arch->moe_norm_w, c->moe_sel + t * nu,
+                              c->moe_w + t * nu);
+        ops->from_float[j->act](xb, c->moe_xtok + (size_t)t * j->stride, n);
     }
 }
 
@@ -162,8 +196,10 @@ static void moe_ph_route(void *arg, int ith, int nth)
 
 /* moe_group - the rows of the batch's (token, slot) pairs in expert order:
  * moe_off[e] .. moe_off[e + 1] are expert e's rows, tokens in batch order;
- * counts each expert's tokens for layer li of the stage. */
-static void moe_group(st_stage_ctx *c, int64_t li)
+ * counts each expert's tokens for layer li of the stage; xq[r] = the
+ * converted row of r's token (moe_xtok, stride bytes a row: the bytes a
+ * conversion of the row would give). */
+static void moe_group(st_stage_ctx *c, int64_t li, size_t stride)
 {
     const int64_t ne = c->hp->n_expert, nu = c->hp->n_expert_used, T = c->n_tok;
     int64_t *off = c->moe_off;
@@ -183,6 +219,7 @@ static void moe_group(st_stage_ctx *c, int64_t li)
             int64_t r = next[c->moe_sel[t * nu + s]]++;
             c->moe_row_tok[r] = (int32_t)t;
             c->moe_slot_row[t * nu + s] = (int32_t)r;
+            memcpy(c->xq + (size_t)r * stride, c->moe_xtok + (size_t)t * stride, stride);
         }
 }
 
@@ -197,7 +234,7 @@ typedef struct moe_rows_job {
     size_t stride;   /* bytes per converted row */
 } moe_rows_job;
 
-/* xq[r] = xb[token of r], converted */
+/* xq[r] = xb[token of r], converted (for up when its dtype is not gate's) */
 static void moe_ph_gather(void *arg, int ith, int nth)
 {
     const moe_rows_job *j = arg;
@@ -296,32 +333,24 @@ static st_dtype moe_act_of(const st_weight *w, size_t *stride)
 
 stage_pending stage_moe_ffn(st_stage_ctx *c, int64_t l, stage_pending pending)
 {
-    const st_hparams *hp = c->hp;
     const st_layer *L = st_model_layer(c->m, l);
-    const int64_t T = c->n_tok;
-
-    /* x += pending; xb = rmsnorm(x) * ffn_norm; logits = xb Wrouter */
-    stage_mm router[] = {{.w = &L->w_router, .y = c->moe_logits}};
-    stage_matmuls(c, T, stage_add_norm(c->x, pending, L->ffn_norm, c->xb), c->xb, hp->n_embd,
-                  router, 1);
-    /* each token's experts and weights */
-    moe_route_job rj = {c, c->moe_logits, c->moe_sel, c->moe_w};
-    st_pool_run(c->pool, moe_ph_route, &rj);
-    moe_group(c, l - st_model_first(c->m));
 
     /* the experts' gate and up over their rows (one bank of experts shares
      * a dtype: the stacked tensor's; gate and up may differ) */
     size_t s_gate, s_up;
     st_dtype a_gate = moe_act_of(&L->experts[0].gate, &s_gate);
     st_dtype a_up = moe_act_of(&L->experts[0].up, &s_up);
-    moe_rows_job gj = {.c = c, .xb = c->xb, .act = a_gate, .stride = s_gate};
-    st_pool_run(c->pool, moe_ph_gather, &gj);
+    /* x += pending; xb = rmsnorm(x) * ffn_norm; logits = xb Wrouter; each
+     * token's experts and weights; xb converted for gate, once per token */
+    moe_prep_job pj = {.c = c, .L = L, .add = pending, .act = a_gate, .stride = s_gate};
+    st_pool_run(c->pool, moe_ph_prep_route, &pj);
+    /* the rows in expert order, each a copy of its token's converted xb */
+    moe_group(c, l - st_model_first(c->m), s_gate);
     if (a_gate == a_up) {
         moe_experts_mm(c, L, MOE_GATE | MOE_UP, s_gate);
-    } else { /* the rows converted twice, once per product */
+    } else { /* the rows converted again for up */
         moe_experts_mm(c, L, MOE_GATE, s_gate);
-        gj.act = a_up;
-        gj.stride = s_up;
+        moe_rows_job gj = {.c = c, .xb = c->xb, .act = a_up, .stride = s_up};
         st_pool_run(c->pool, moe_ph_gather, &gj);
         moe_experts_mm(c, L, MOE_UP, s_up);
     }
