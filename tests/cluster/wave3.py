@@ -198,6 +198,29 @@ def moe_sessions(path, split, vocab):
           "strata run's; %d rows in %d batches" % (split, MOE_SESSIONS, rows, batches))
 
 
+def moe_f32_variants(tmp):
+    """An F32 mixture of experts (its experts' inputs gathered as f32 rows)
+    runs with every kernel variant the CPU has, each giving the reference's
+    ids (it once read past the gathered rows' scratch)."""
+    path = os.path.join(tmp, "mixtral-f32.gguf")
+    dims = [a if a != "q8_0" else "f32" for a in MOE_DIMS]
+    r = subprocess.run([STRATA, "convert", "synth", path, "--arch", "mixtral", "--ffn", "64",
+                        "--experts", "16", "--experts-used", "4"] + dims,
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, "convert synth f32: %s" % r.stderr
+    ids = {}
+    for k in ("ref", "avx2", "avx512"):
+        r = subprocess.run([STRATA, "run", path, "--prompt-ids", "1,17,291,1400,5", "-n", "8",
+                            "--temp", "0", "--ids", "--threads", "2", "--kernels", k],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        if r.returncode != 0 and k != "ref" and "not supported" in r.stderr:
+            continue  # this CPU lacks the variant
+        assert r.returncode == 0, "strata run --kernels %s on an f32 MoE: %s" % (k, r.stderr)
+        ids[k] = cluster.parse_ids(r.stdout)
+    assert all(v == ids["ref"] for v in ids.values()), ids
+    print("  f32 mixture of experts: ids %s with kernels %s" % (ids["ref"], ", ".join(ids)))
+
+
 def case_moe():
     for name in ("w3-mixtral-q8_0.gguf", "w3-qwen3moe-q8_0.gguf", "w3-olmoe-f16.gguf"):
         check_shared(name, ([1, 1],), golden=True)
@@ -207,6 +230,7 @@ def case_moe():
     case = {"prompt_ids": p1[0]["prompt_ids"], "n": p1[0]["n"], "n_vocab": 3000}
     tmp = tempfile.mkdtemp(prefix="strata-wave3-moe-%d-" % os.getpid())
     try:
+        moe_f32_variants(tmp)
         for label, arch, extra in MOE_SYNTH:
             path = os.path.join(tmp, "%s.gguf" % label)
             r = subprocess.run([STRATA, "convert", "synth", path, "--arch", arch] + MOE_DIMS + extra,
