@@ -252,6 +252,20 @@ int inj_parse_hash(const char *hex, uint8_t out[32])
     return 0;
 }
 
+int inj_model_id(const char *path, uint8_t out[32])
+{
+    st_gguf *g = NULL;
+    st_err e = st_gguf_open(path, &g);
+    if (e == ST_OK)
+        e = st_gguf_model_id(g, out);
+    st_gguf_close(g);
+    if (e != ST_OK) {
+        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+        return 1;
+    }
+    return 0;
+}
+
 /* inj_parse_route - "0,1,..." into o->route; -1 if malformed. */
 static int inj_parse_route(const char *txt, inj_step_opts *o)
 {
@@ -650,15 +664,8 @@ static int inj_version_main(int argc, char **argv, const uint8_t *key)
         !(future || (argc == 5 && strcmp(argv[3], "join-newer") == 0)))
         return -1;
     uint8_t model_id[32] = {0};
-    st_gguf *g = NULL;
-    st_err e = future ? ST_OK : st_gguf_open(argv[4], &g);
-    if (e == ST_OK && !future)
-        e = st_gguf_model_id(g, model_id);
-    st_gguf_close(g);
-    if (e != ST_OK) {
-        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+    if (!future && inj_model_id(argv[4], model_id) != 0)
         return 1;
-    }
     st_env env;
     if (st_env_init_mode(&env, key, false, 0xdead0000u + (uint64_t)rand()) != ST_OK)
         return 1;
@@ -685,7 +692,8 @@ static int inj_version_main(int argc, char **argv, const uint8_t *key)
     m.body_case = STRATA__MSG__BODY_JOIN;
     m.join = &join;
     Strata__Msg *r = NULL;
-    e = inj_bind_coord(argv[2], &env) != 0 ? ST_EAUTH : st_msg_send(s, &env, ST_ENV_CONTROL, &m);
+    st_err e =
+        inj_bind_coord(argv[2], &env) != 0 ? ST_EAUTH : st_msg_send(s, &env, ST_ENV_CONTROL, &m);
     if (e == ST_OK)
         e = st_msg_recv(s, &env, ST_ENV_CONTROL, &r, NULL);
     int rc = 0;

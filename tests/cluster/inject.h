@@ -25,6 +25,10 @@ int inj_print_reply(nng_socket s, st_env *env);
 /* inj_parse_hash - 64 hex digits into out; -1 if malformed. */
 int inj_parse_hash(const char *hex, uint8_t out[32]);
 
+/* inj_model_id - the model id of the GGUF file at path into out; 1
+ * (reported) if it cannot be read. */
+int inj_model_id(const char *path, uint8_t out[32]);
+
 /* inj_dial - a PUSH (req false) or REQ socket dialing addr; 1 (reported)
  * if not. */
 int inj_dial(const char *addr, bool req, nng_socket *s);

@@ -95,15 +95,8 @@ int inj_experts_main(int argc, char **argv, const uint8_t *key)
     if (ne == 0 || ne >= IE_MAX_EXPERT || n_layer == 0)
         return inj_usage();
     uint8_t model_id[32];
-    st_gguf *g = NULL;
-    st_err e = st_gguf_open(argv[3], &g);
-    if (e == ST_OK)
-        e = st_gguf_model_id(g, model_id);
-    st_gguf_close(g);
-    if (e != ST_OK) {
-        fprintf(stderr, "inject: %s\n", st_errmsg(e));
+    if (inj_model_id(argv[3], model_id) != 0)
         return 1;
-    }
     st_env env;
     if (st_env_init_mode(&env, key, false, 0xdead0000u + (uint64_t)rand()) != ST_OK)
         return 1;
