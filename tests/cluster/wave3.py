@@ -71,13 +71,18 @@ SYNTH_DIMS = ["--dim", "128", "--layers", "3", "--heads", "4", "--kv-heads", "2"
               "--vocab", "3000", "--type", "q8_0"]
 
 
+def wave3_all(name):
+    """Every case of model name in golden/wave3."""
+    with open(os.path.join(SHARED, "golden", "wave3", "generation.json")) as f:
+        return [x for x in json.load(f)["cases"] if x["model"] == name]
+
+
 def wave3_cases(name):
     """golden/wave3's cases of model name; with STRATA_GOLDEN_MAX_PROMPT=N
     (deploy/test.sh's sanitizer pass) only those whose prompt has at most N
     ids, the others printed as not run."""
     limit = int(os.environ.get("STRATA_GOLDEN_MAX_PROMPT", "0"))
-    with open(os.path.join(SHARED, "golden", "wave3", "generation.json")) as f:
-        cases = [x for x in json.load(f)["cases"] if x["model"] == name]
+    cases = wave3_all(name)
     if limit > 0:
         for x in cases:
             if len(x["prompt_ids"]) > limit:
@@ -115,8 +120,10 @@ def check_splits(path, cases, splits, tol, label):
 
 
 def check_shared(name, splits, golden):
-    cases = wave3_cases(name)
-    assert len(cases) == 3, "wave3 has %d cases of %s" % (len(cases), name)
+    n_all = len(wave3_all(name))
+    assert n_all == 3, "wave3 has %d cases of %s" % (n_all, name)
+    cases = wave3_cases(name)  # fewer in the sanitizer pass, never none (p0, p1: short)
+    assert cases, "no case of %s runs in this pass" % name
     tol = W3_TOL["f16" if name.endswith("-f16.gguf") else "q8_0"] if golden else None
     check_splits(model(name), cases, splits, tol, name)
 
