@@ -97,10 +97,13 @@ fi
 # sockets and state that no kernel choice reaches; they run in the release
 # and sanitizer passes; wire_exhaustive (the wire codec over every value of
 # each dtype: no stage engine) in the release pass. gguf_synth_vs_llama (Strata's
-# default kernels against llama.cpp on 12 synthetic files of every
-# architecture, 80 s) runs in the release pass only: the reference kernels'
-# agreement with llama.cpp is the golden test's, in this pass too.
-REF_E2E='^(cluster-inv1|cluster-qwen2|cluster-llama3|kquant-.*|wave3-.*|shards-exact|wire-exact)$'
+# default kernels against llama.cpp on synthetic files of every
+# architecture) runs in the release pass only: the reference kernels'
+# agreement with llama.cpp is the golden test's, in this pass too. Of the
+# wave-3 cluster tests wave3-moe runs here (a cluster's ids with the
+# reference kernels); wave3-gemma and -llama_qwen3_phi3 take its cluster
+# paths with other families, whose reference engine code golden runs here.
+REF_E2E='^(cluster-inv1|cluster-qwen2|cluster-llama3|kquant-.*|wave3-moe|shards-exact|wire-exact)$'
 INTEGRATION='^(cluster|batching|placement|security|chaos|http|shards|stream|wire|deploy|kquant|wave3)-'
 ref_tests() {
     meson test -C build --list 2>/dev/null | sed -n 's#^strata\(:[a-z]*\)\{0,1\} / ##p' |
@@ -115,7 +118,10 @@ step "tests (release, STRATA_KERNELS=ref: unit tests and the end-to-end ids)"
 suite ref env STRATA_KERNELS=ref meson test -C build --print-errorlogs --num-processes $JOBS \
     $(ref_tests)
 
-# The sanitizer pass runs every test but suites 'rss' and 'slow'.
+# The sanitizer pass runs every test but suites 'rss', 'slow' and
+# 'variants' (tests/cluster/meson.build: cluster tests that repeat another
+# test's cluster paths with another model family or dtype, whose engine
+# code golden, engine-* and kernels run under the sanitizers).
 # shards-rss and stream-rss assert peak resident memory, which ASan's
 # shadow memory and quarantine distort, on a 1.2 GB model whose making and
 # streaming take 3 of this pass's minutes; the code they run (a stage
@@ -124,17 +130,16 @@ suite ref env STRATA_KERNELS=ref meson test -C build --print-errorlogs --num-pro
 # encoders with the references on every f32 value: arithmetic over the
 # same buffers for each value, a minute under ASan that finds nothing the
 # 'wire' test's sizes and edge cases under ASan would not; gguf_synth_vs_llama
-# (suite 'slow') runs the same engine code as the golden and wave3-* tests,
+# (suite 'slow') runs the same engine code as the golden and wave3-moe tests,
 # which the sanitizer pass runs, on bigger files.
-step "tests (address,undefined; suites rss and slow in the release pass only)"
-# The golden test and wave3-* run there on golden prompts of up to 64 ids:
+step "tests (address,undefined; suites rss, slow and variants not in this pass)"
+# The golden test and wave3-moe run there on golden prompts of up to 64 ids:
 # wave 3's 640-id prompts (the rope scaling and sliding windows at length)
-# run in the release and reference passes. kquant-q2_k/q3_k_m/q5_k_m/q6_k
-# are in suite 'slow' (tests/cluster/meson.build says why).
+# run in the release and reference passes.
 suite asan env UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 STRATA_OTHER_BUILD="$ROOT/build" \
     STRATA_GOLDEN_MAX_PROMPT=64 \
     meson test -C build-asan --print-errorlogs --num-processes $JOBS --timeout-multiplier 3 \
-    --no-suite rss --no-suite slow
+    --no-suite rss --no-suite slow --no-suite variants
 
 step "fuzzing (${FUZZ_SECONDS:-25} s per target)"
 if deploy/fuzz.sh "${FUZZ_SECONDS:-25}" fuzz_gguf fuzz_wire fuzz_envelope fuzz_replay fuzz_step \
