@@ -26,8 +26,8 @@ show), 32 or 16 steps.
   split [1, 1, 1] on w3-llamalin-f16's p1 prompt.
 - moe (issue 36): the 2-layer mixtures of experts w3-mixtral-q8_0,
   w3-qwen3moe-q8_0 and w3-olmoe-f16 split [1, 1] with the golden check;
-  then 3-layer synthetic ones with more experts than those 8 (a mixtral of
-  16 experts, 4 used; a qwen3moe of 64 experts of width 64, 8 used), split
+  an F32 one with each kernel variant; then a 3-layer synthetic one with
+  more experts than those 8 (a mixtral of 16 experts, 4 used), split
   [2, 1] and [1, 1, 1], on w3-mixtral-q8_0's p1 prompt; and on each split
   of those, concurrent sessions in one batch: the step gate (--test-hooks)
   parks MOE_SESSIONS requests of different prompts (one sampled with a
@@ -35,6 +35,8 @@ show), 32 or 16 steps.
   `strata run`'s, and the scheduler counts more rows than batches over the
   round (a batch held rows of several sessions, whose tokens the router
   sends to experts of its own choosing: which ones is not observed here).
+- moe_wide: the same as moe's synthetic part for a qwen3moe of 64 experts
+  of width 64, 8 used.
 
 Usage: wave3.py BUILD_DIR CASE...   (CASE: see CASES at the bottom)
 Reuses cluster.py's process helpers; every process is killed at the end,
@@ -228,17 +230,21 @@ def moe_f32_variants(tmp):
     print("  f32 mixture of experts: ids %s with kernels %s" % (ids["ref"], ", ".join(ids)))
 
 
-def case_moe():
-    for name in ("w3-mixtral-q8_0.gguf", "w3-qwen3moe-q8_0.gguf", "w3-olmoe-f16.gguf"):
-        check_shared(name, ([1, 1],), golden=True)
+def moe_synth(labels):
+    """The synthetic MoE files of MOE_SYNTH named in labels, each through
+    [2, 1] and [1, 1, 1] on w3-mixtral's p1 prompt (bit for bit strata run's),
+    then with concurrent sessions (moe_sessions)."""
     p1 = [c for c in wave3_cases("w3-mixtral-q8_0.gguf")
           if c["logits_file"].endswith(".p1.logits.f32")]
     assert len(p1) == 1, "no p1 case of w3-mixtral-q8_0"
     case = {"prompt_ids": p1[0]["prompt_ids"], "n": p1[0]["n"], "n_vocab": 3000}
     tmp = tempfile.mkdtemp(prefix="strata-wave3-moe-%d-" % os.getpid())
     try:
-        moe_f32_variants(tmp)
+        if "mixtral-16x4" in labels:
+            moe_f32_variants(tmp)
         for label, arch, extra in MOE_SYNTH:
+            if label not in labels:
+                continue
             path = os.path.join(tmp, "%s.gguf" % label)
             r = subprocess.run([STRATA, "convert", "synth", path, "--arch", arch] + MOE_DIMS + extra,
                                capture_output=True, text=True, timeout=TIMEOUT)
@@ -249,6 +255,19 @@ def case_moe():
                 moe_sessions(path, split, 3000)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def case_moe():
+    """The shared MoE models, an F32 one, and a 16-expert synthetic one."""
+    for name in ("w3-mixtral-q8_0.gguf", "w3-qwen3moe-q8_0.gguf", "w3-olmoe-f16.gguf"):
+        check_shared(name, ([1, 1],), golden=True)
+    moe_synth(["mixtral-16x4"])
+
+
+def case_moe_wide():
+    """A 64-expert top-8 synthetic qwen3moe (the same cluster paths as moe's
+    with a wider routing: suite 'variants')."""
+    moe_synth(["qwen3moe-64x8"])
 
 
 def case_gemma():
@@ -266,7 +285,8 @@ def case_llama_qwen3_phi3():
                           "16"], "w3-llamalin-f16.gguf")
 
 
-CASES = {"gemma": case_gemma, "llama_qwen3_phi3": case_llama_qwen3_phi3, "moe": case_moe}
+CASES = {"gemma": case_gemma, "llama_qwen3_phi3": case_llama_qwen3_phi3, "moe": case_moe,
+         "moe_wide": case_moe_wide}
 
 if __name__ == "__main__":
     cluster.run_cases(CASES)
